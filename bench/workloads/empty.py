@@ -1,0 +1,1 @@
+"""Empty script: measures start-up and shutdown cost only."""

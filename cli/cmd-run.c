@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memtrace run: start a Python program with the payload preloaded and
+ * wait for it. The program keeps our stdin, stdout and stderr; its exit
+ * status (or the signal that killed it) becomes ours.
+ */
+#include "cli/cmd.h"
+#include "format/record.h"
+#include "mt-config.h"
+#include "util/error.h"
+
+#include <errno.h>    /* errno */
+#include <fcntl.h>    /* open */
+#include <getopt.h>   /* getopt_long */
+#include <limits.h>   /* PATH_MAX */
+#include <signal.h>   /* sigaction */
+#include <stdio.h>    /* snprintf */
+#include <stdlib.h>   /* setenv */
+#include <string.h>   /* strrchr */
+#include <sys/stat.h> /* stat */
+#include <sys/wait.h> /* waitpid */
+#include <unistd.h>   /* fork, execv */
+
+static const char usage[] =
+	"usage: memtrace run [-o FILE] [-f] [--trace-python-allocators]\n"
+	"                    [--memory-interval-ms N] [--python PATH]\n"
+	"                    (script.py | -m module | -c code) [args...]\n"
+	"\n"
+	"  -o, --output FILE            capture file (default memtrace-<script>.<pid>.bin)\n"
+	"  -f, --force                  overwrite the capture file if it exists\n"
+	"      --trace-python-allocators  record every Python object allocation\n"
+	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
+	"      --python PATH            interpreter to run (default: python3 on PATH)\n";
+
+static pid_t child;
+
+static void forward_signal(int sig)
+{
+	if (child > 0)
+		kill(child, sig);
+}
+
+/* The payload of this memtrace: installed beside it or in the build tree.
+ * MEMTRACE_PAYLOAD overrides both. */
+static int find_payload(char *out, size_t cap)
+{
+	const char *env = getenv("MEMTRACE_PAYLOAD");
+	const char *dir = mt_self_dir();
+	const char *rel[] = { MT_PAYLOAD_RELDIR, "../payload" };
+
+	if (env) {
+		if (access(env, R_OK) != 0)
+			return mt_error(-errno, "cannot read payload '%s' (MEMTRACE_PAYLOAD)", env);
+		if (!realpath(env, out))
+			return mt_error(-errno, "cannot resolve payload '%s'", env);
+		return 0;
+	}
+	for (size_t i = 0; dir && i < sizeof(rel) / sizeof(rel[0]); i++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/%s/%s", dir, rel[i], MT_PAYLOAD_NAME);
+		if (access(path, R_OK) == 0 && realpath(path, out) && strlen(out) < cap)
+			return 0;
+	}
+	return mt_error(-ENOENT, "cannot find %s next to '%s'", MT_PAYLOAD_NAME, dir ? dir : "?");
+}
+
+/* Search PATH for @name unless it contains a slash. */
+static int find_program(const char *name, char *out, size_t cap)
+{
+	if (strchr(name, '/')) {
+		if (access(name, X_OK) != 0)
+			return mt_error(-errno, "cannot run interpreter '%s'", name);
+		snprintf(out, cap, "%s", name);
+		return 0;
+	}
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		size_t len = strcspn(path, ":");
+		snprintf(out, cap, "%.*s/%s", (int)len, len ? path : ".", name);
+		if (access(out, X_OK) == 0)
+			return 0;
+		path += len + (path[len] == ':');
+	}
+	return mt_error(-ENOENT, "cannot find interpreter '%s' on PATH", name);
+}
+
+/* memtrace-<stem>.<pid>.bin, where stem is the script's or module's name */
+static void default_output(char *out, size_t cap, const char *kind, const char *target, pid_t pid)
+{
+	char stem[256];
+	if (!strcmp(kind, "-c")) {
+		snprintf(stem, sizeof(stem), "c");
+	} else {
+		const char *base = strrchr(target, '/');
+		base = base ? base + 1 : target;
+		snprintf(stem, sizeof(stem), "%s", base);
+		char *dot = strrchr(stem, '.');
+		if (dot && !strcmp(kind, "script") && !strcmp(dot, ".py"))
+			*dot = '\0';
+	}
+	snprintf(out, cap, "memtrace-%s.%d.bin", stem, (int)pid);
+}
+
+/* Create the capture 0600 here, so that errors are ours to report. */
+static int create_capture(const char *path, int force, char *abs, size_t cap)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL), 0600);
+	if (fd < 0) {
+		if (errno == EEXIST)
+			return mt_error(0, "capture '%s' exists (use -f to overwrite)", path);
+		return mt_error(-errno, "cannot create capture '%s'", path);
+	}
+	close(fd);
+	if (!realpath(path, abs) || strlen(abs) >= cap)
+		return mt_error(-errno, "cannot resolve capture path '%s'", path);
+	return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_PYTHON };
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "trace-python-allocators", no_argument, NULL, OPT_PYALLOC },
+		{ "memory-interval-ms", required_argument, NULL, OPT_INTERVAL },
+		{ "python", required_argument, NULL, OPT_PYTHON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *output = NULL, *python = "python3";
+	unsigned flags = 0;
+	long interval = 10;
+	int force = 0, c;
+
+	while ((c = getopt_long(argc, argv, "+o:fh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			output = optarg;
+			break;
+		case 'f':
+			force = 1;
+			break;
+		case OPT_PYALLOC:
+			flags |= MT_HDR_PYALLOC;
+			break;
+		case OPT_INTERVAL: {
+			char *end;
+			interval = strtol(optarg, &end, 10);
+			if (*end || interval < 1 || interval > 3600000) {
+				mt_error(0, "invalid --memory-interval-ms '%s' (1..3600000)", optarg);
+				return 2;
+			}
+			break;
+		}
+		case OPT_PYTHON:
+			python = optarg;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		default:
+			fputs(usage, stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		mt_error(0, "run: no program given");
+		fputs(usage, stderr);
+		return 2;
+	}
+	const char *kind = "script", *target = argv[optind];
+	int rest = optind + 1;
+	if (!strcmp(argv[optind], "-m") || !strcmp(argv[optind], "-c")) {
+		if (optind + 1 >= argc) {
+			mt_error(0, "run: %s needs an argument", argv[optind]);
+			return 2;
+		}
+		kind = argv[optind];
+		target = argv[optind + 1];
+		rest = optind + 2;
+	}
+
+	char payload[PATH_MAX], interp[PATH_MAX];
+	if (find_payload(payload, sizeof(payload)) < 0 ||
+	    find_program(python, interp, sizeof(interp)) < 0)
+		return 1;
+
+	/* The child names and creates the capture (the default name carries
+	 * its pid), sets the environment and execs; it reports the capture's
+	 * path through a close-on-exec pipe, whose end of file tells us the
+	 * exec happened. */
+	int report[2];
+	if (pipe2(report, O_CLOEXEC) != 0)
+		return mt_error(-errno, "cannot create pipe"), 1;
+
+	struct sigaction sa = { .sa_handler = forward_signal }, old[4];
+	const int sigs[4] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	sigemptyset(&sa.sa_mask);
+	for (int i = 0; i < 4; i++)
+		sigaction(sigs[i], &sa, &old[i]);
+
+	fflush(stdout);
+	fflush(stderr);
+	child = fork();
+	if (child < 0)
+		return mt_error(-errno, "cannot fork"), 1;
+	if (child == 0) {
+		char capture[PATH_MAX], abs[PATH_MAX], env[PATH_MAX + 64], pre[PATH_MAX * 2];
+		for (int i = 0; i < 4; i++)
+			sigaction(sigs[i], &old[i], NULL);
+		close(report[0]);
+		if (output)
+			snprintf(capture, sizeof(capture), "%s", output);
+		else
+			default_output(capture, sizeof(capture), kind, target, getpid());
+		if (create_capture(capture, force, abs, sizeof(abs)) < 0)
+			_exit(1);
+		const char *oldpre = getenv("LD_PRELOAD");
+		snprintf(env, sizeof(env), "%u:%ld:%s", flags, interval, abs);
+		if (oldpre && *oldpre)
+			snprintf(pre, sizeof(pre), "%s:%s", payload, oldpre);
+		else
+			snprintf(pre, sizeof(pre), "%s", payload);
+		if (setenv("MEMTRACE_RUN", env, 1) != 0 || setenv("LD_PRELOAD", pre, 1) != 0)
+			_exit(1);
+		char **av = calloc((size_t)(argc - rest) + 4, sizeof(char *));
+		if (!av)
+			_exit(1);
+		int n = 0;
+		av[n++] = (char *)python;
+		if (strcmp(kind, "script") != 0)
+			av[n++] = (char *)kind;
+		av[n++] = (char *)target;
+		for (int i = rest; i < argc; i++)
+			av[n++] = argv[i];
+		av[n] = NULL;
+		if (write(report[1], capture, strlen(capture) + 1) < 0)
+			_exit(1);
+		execv(interp, av);
+		int e = errno;
+		unlink(abs);
+		(void)!write(report[1], "", 1); /* a second NUL: exec failed */
+		mt_error(-e, "cannot execute '%s'", interp);
+		_exit(1);
+	}
+	close(report[1]);
+
+	char capture[PATH_MAX + 2];
+	ssize_t got = 0, r;
+	while (got < (ssize_t)sizeof(capture) - 1 &&
+	       ((r = read(report[0], capture + got, sizeof(capture) - 1 - (size_t)got)) > 0 ||
+		(r < 0 && errno == EINTR)))
+		got += r > 0 ? r : 0;
+	close(report[0]);
+	capture[got] = '\0';
+	int started = got > 0 && (size_t)got == strlen(capture) + 1;
+
+	int status;
+	while (waitpid(child, &status, 0) < 0) {
+		if (errno != EINTR)
+			return mt_error(-errno, "cannot wait for the program"), 1;
+	}
+	for (int i = 0; i < 4; i++)
+		sigaction(sigs[i], &old[i], NULL);
+	if (!started)
+		return WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1;
+
+	struct stat sb;
+	if (stat(capture, &sb) == 0 && sb.st_size == 0) {
+		mt_error(0, "no Python interpreter started under memtrace: capture '%s' is empty",
+			 capture);
+		unlink(capture);
+	} else {
+		fprintf(stderr, "memtrace: capture written to %s\n", capture);
+	}
+	if (WIFSIGNALED(status)) {
+		/* Die the same way, so that shells and supervisors see it. */
+		int sig = WTERMSIG(status);
+		signal(sig, SIG_DFL);
+		fflush(stdout);
+		kill(getpid(), sig);
+		return 128 + sig;
+	}
+	return WEXITSTATUS(status);
+}

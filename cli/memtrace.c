@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memtrace: the command table and dispatch. Commands live in cli/cmd-*.c;
+ * the real work is in payload/, inject/ and reader/.
+ */
+#include "cli/cmd.h"
+#include "mt-config.h"
+#include "util/error.h"
+
+#include <errno.h>  /* errno */
+#include <limits.h> /* PATH_MAX */
+#include <stdio.h>  /* printf */
+#include <string.h> /* strcmp */
+#include <unistd.h> /* readlink */
+
+static const struct mt_cmd commands[] = {
+	{ "run", cmd_run, "run a Python program with memory tracking" },
+	{ "stats", cmd_stats, "totals, size histogram, top locations, peaks" },
+	{ "summary", cmd_summary, "per-location memory at the peak" },
+	{ "parse", cmd_parse, "every record of a capture as a line of text" },
+};
+
+static const struct mt_cmd *find_command(const char *name)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: memtrace <command> [options] [args]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\nmemtrace <command> --help shows the options of a command.\n");
+}
+
+const char *mt_self_dir(void)
+{
+	static char dir[PATH_MAX];
+	if (dir[0])
+		return dir;
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	if (n <= 0)
+		return NULL;
+	dir[n] = '\0';
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return NULL;
+	*slash = '\0';
+	return dir;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("memtrace %s\n", MT_VERSION);
+		return 0;
+	}
+	const struct mt_cmd *cmd = find_command(argv[1]);
+	if (!cmd) {
+		mt_error(0, "unknown command '%s' (see memtrace --help)", argv[1]);
+		return 2;
+	}
+	int rc = cmd->fn(argc - 1, argv + 1);
+	/* A report cut short by a full disk or closed pipe is a failure. */
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		if (errno != EPIPE)
+			mt_error(-errno, "write failure on standard output");
+		return rc ? rc : 1;
+	}
+	return rc;
+}

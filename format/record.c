@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Record codec, file header and chunk framing. Runs inside the payload's
+ * malloc hooks as well as in the reader: no I/O, no allocation, no stdio.
+ */
+#include "format/record.h"
+#include "format/error.h"
+
+#include <errno.h>  /* ENOSPC */
+#include <string.h> /* memcpy, memcmp */
+
+const char *mt_allocator_name(unsigned kind)
+{
+	switch (kind) {
+#define MT_X(name, val, str, isfree) \
+	case val:                    \
+		return str;
+		MT_ALLOCATORS(MT_X)
+#undef MT_X
+	}
+	return NULL;
+}
+
+int mt_allocator_is_free(unsigned kind)
+{
+	switch (kind) {
+#define MT_X(name, val, str, isfree) \
+	case val:                    \
+		return isfree;
+		MT_ALLOCATORS(MT_X)
+#undef MT_X
+	}
+	return 0;
+}
+
+const char *mt_rec_name(unsigned type)
+{
+	switch (type) {
+#define MT_X(name, val, member) \
+	case val:               \
+		return #member;
+		MT_RECORDS(MT_X)
+#undef MT_X
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Body writers for the length-prefixed records. Each returns the body
+ * length, or -1 if it does not fit in @cap.
+ * ---------------------------------------------------------------------- */
+struct wbuf {
+	uint8_t *p;
+	size_t n, cap;
+	int over;
+};
+
+static void w_varint(struct wbuf *w, uint64_t v)
+{
+	if (w->n + MT_VARINT_MAX > w->cap) {
+		uint8_t tmp[MT_VARINT_MAX];
+		size_t k = mt_varint_put(tmp, v);
+		if (w->n + k > w->cap) {
+			w->over = 1;
+			return;
+		}
+		memcpy(w->p + w->n, tmp, k);
+		w->n += k;
+		return;
+	}
+	w->n += mt_varint_put(w->p + w->n, v);
+}
+
+static void w_bytes(struct wbuf *w, struct mt_bytes b)
+{
+	w_varint(w, b.len);
+	if (w->over || w->n + b.len > w->cap) {
+		w->over = 1;
+		return;
+	}
+	if (b.len)
+		memcpy(w->p + w->n, b.p, b.len);
+	w->n += b.len;
+}
+
+static void body_encode(struct wbuf *w, const struct mt_record *r)
+{
+	switch (r->type) {
+	case MT_REC_THREAD:
+		w_varint(w, r->thread.tid);
+		w_bytes(w, r->thread.name);
+		break;
+	case MT_REC_CODE:
+		w_varint(w, r->code.id);
+		w_varint(w, r->code.firstlineno);
+		w_bytes(w, r->code.filename);
+		w_bytes(w, r->code.name);
+		w_bytes(w, r->code.qualname);
+		w_bytes(w, r->code.linetable);
+		break;
+	case MT_REC_STACK:
+		w_varint(w, r->stack.id);
+		w_varint(w, r->stack.parent);
+		w_varint(w, r->stack.code);
+		w_varint(w, r->stack.offset);
+		break;
+	case MT_REC_SAMPLE:
+		w_varint(w, r->sample.time_us);
+		w_varint(w, r->sample.rss);
+		break;
+	case MT_REC_DIAG:
+		w_varint(w, r->diag.code);
+		w_bytes(w, r->diag.msg);
+		break;
+	case MT_REC_TRAILER:
+		w_varint(w, r->trailer.time_us);
+		w_varint(w, r->trailer.n_events);
+		w_varint(w, r->trailer.n_dropped);
+		break;
+	}
+}
+
+ssize_t mt_rec_encode(uint8_t *p, size_t cap, const struct mt_record *r, struct mt_delta *d)
+{
+	uint8_t hot[MT_REC_HOT_MAX];
+	size_t n;
+
+	switch (r->type) {
+	case MT_REC_ALLOC:
+		n = mt_enc_alloc(hot, d, r->tidx, r->alloc.kind, r->alloc.addr, r->alloc.size,
+				 r->alloc.stack);
+		break;
+	case MT_REC_FREE:
+		n = mt_enc_free(hot, d, r->tidx, r->free.kind, r->free.addr, r->free.size);
+		break;
+	case MT_REC_THREAD:
+	case MT_REC_CODE:
+	case MT_REC_STACK:
+	case MT_REC_SAMPLE:
+	case MT_REC_DIAG:
+	case MT_REC_TRAILER: {
+		/* The body is written after room for the longest length varint,
+		 * then moved down next to the real length. */
+		uint8_t head_buf[MT_VARINT_MAX * 2 + 1];
+		size_t head = mt__rec_head(head_buf, r->type,
+					   r->type == MT_REC_THREAD ? r->tidx : 0);
+		if (cap < head + MT_VARINT_MAX)
+			return -ENOSPC;
+		struct wbuf w = { p + head + MT_VARINT_MAX, 0, cap - head - MT_VARINT_MAX, 0 };
+		body_encode(&w, r);
+		if (w.over)
+			return -ENOSPC;
+		size_t lenb = mt_varint_put(head_buf + head, w.n);
+		memmove(p + head + lenb, p + head + MT_VARINT_MAX, w.n);
+		memcpy(p, head_buf, head + lenb);
+		return (ssize_t)(head + lenb + w.n);
+	}
+	default:
+		return -EINVAL;
+	}
+	if (n > cap)
+		return -ENOSPC;
+	memcpy(p, hot, n);
+	return (ssize_t)n;
+}
+
+/* ------------------------------------------------------------------------
+ * Decoding.
+ * ---------------------------------------------------------------------- */
+struct rbuf {
+	const uint8_t *p, *end;
+	int bad;
+};
+
+static uint64_t r_varint(struct rbuf *r)
+{
+	uint64_t v = 0;
+	if (r->bad || mt_varint_get(&r->p, r->end, &v) < 0)
+		r->bad = 1;
+	return v;
+}
+
+static uint32_t r_u32(struct rbuf *r)
+{
+	uint64_t v = r_varint(r);
+	if (v > UINT32_MAX)
+		r->bad = 1;
+	return (uint32_t)v;
+}
+
+static struct mt_bytes r_bytes(struct rbuf *r)
+{
+	struct mt_bytes b = { NULL, 0 };
+	uint64_t len = r_varint(r);
+	if (r->bad || len > (uint64_t)(r->end - r->p)) {
+		r->bad = 1;
+		return b;
+	}
+	b.p = r->p;
+	b.len = (uint32_t)len;
+	r->p += len;
+	return b;
+}
+
+static int body_decode(struct rbuf *b, struct mt_record *r)
+{
+	switch (r->type) {
+	case MT_REC_THREAD:
+		r->thread.tid = r_varint(b);
+		r->thread.name = r_bytes(b);
+		break;
+	case MT_REC_CODE:
+		r->code.id = r_u32(b);
+		r->code.firstlineno = r_u32(b);
+		r->code.filename = r_bytes(b);
+		r->code.name = r_bytes(b);
+		r->code.qualname = r_bytes(b);
+		r->code.linetable = r_bytes(b);
+		break;
+	case MT_REC_STACK:
+		r->stack.id = r_u32(b);
+		r->stack.parent = r_u32(b);
+		r->stack.code = r_u32(b);
+		r->stack.offset = r_u32(b);
+		if (!b->bad && r->stack.id == 0)
+			b->bad = 1;
+		break;
+	case MT_REC_SAMPLE:
+		r->sample.time_us = r_varint(b);
+		r->sample.rss = r_varint(b);
+		break;
+	case MT_REC_DIAG:
+		r->diag.code = r_u32(b);
+		r->diag.msg = r_bytes(b);
+		break;
+	case MT_REC_TRAILER:
+		r->trailer.time_us = r_varint(b);
+		r->trailer.n_events = r_varint(b);
+		r->trailer.n_dropped = r_varint(b);
+		break;
+	default:
+		return 0; /* unknown: skipped by length */
+	}
+	/* A body may grow new trailing fields in later minor versions: extra
+	 * bytes are allowed, missing ones are corruption. */
+	return b->bad ? -1 : 0;
+}
+
+ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
+		      mt_delta_fn get_delta, void *ctx)
+{
+	struct rbuf b = { p, p + len, 0 };
+	uint64_t v;
+
+	if (len == 0)
+		return -MT_ETRUNC;
+	r->type = p[0] & 0x0f;
+	r->tidx = p[0] >> 4;
+	b.p++;
+	if (r->tidx == 15) {
+		if (mt_varint_get(&b.p, b.end, &v) < 0)
+			return -MT_ETRUNC;
+		if (v > UINT32_MAX)
+			return -MT_ECORRUPT;
+		r->tidx = (uint32_t)v;
+	}
+	if (r->type == 0)
+		return -MT_ECORRUPT;
+
+	if (r->type == MT_REC_ALLOC || r->type == MT_REC_FREE) {
+		struct mt_delta *d = get_delta(ctx, r->tidx);
+		uint64_t addr, size = 0, stack = 0;
+		unsigned kind;
+		if (!d)
+			return -ENOMEM;
+		if (b.p >= b.end)
+			return -MT_ETRUNC;
+		kind = *b.p++;
+		if (mt_varint_get(&b.p, b.end, &addr) < 0)
+			return -MT_ETRUNC;
+		if (r->type == MT_REC_ALLOC) {
+			if (mt_allocator_name(kind) == NULL || mt_allocator_is_free(kind))
+				return -MT_ECORRUPT;
+			if (mt_varint_get(&b.p, b.end, &size) < 0 ||
+			    mt_varint_get(&b.p, b.end, &stack) < 0)
+				return -MT_ETRUNC;
+			int64_t s = (int64_t)d->stack + mt_unzigzag(stack);
+			if (s < 0 || s > UINT32_MAX)
+				return -MT_ECORRUPT;
+			d->addr += (uint64_t)mt_unzigzag(addr);
+			d->stack = (uint32_t)s;
+			r->alloc.kind = (uint8_t)kind;
+			r->alloc.addr = d->addr;
+			r->alloc.size = size;
+			r->alloc.stack = d->stack;
+		} else {
+			if (!mt_allocator_is_free(kind))
+				return -MT_ECORRUPT;
+			if (kind == MT_ALLOC_MUNMAP && mt_varint_get(&b.p, b.end, &size) < 0)
+				return -MT_ETRUNC;
+			d->addr += (uint64_t)mt_unzigzag(addr);
+			r->free.kind = (uint8_t)kind;
+			r->free.addr = d->addr;
+			r->free.size = size;
+		}
+		return b.p - p;
+	}
+
+	if (r->type != MT_REC_THREAD && r->tidx != 0)
+		return -MT_ECORRUPT;
+	if (mt_varint_get(&b.p, b.end, &v) < 0)
+		return -MT_ETRUNC;
+	if (v > (uint64_t)(b.end - b.p))
+		return -MT_ETRUNC;
+	struct rbuf body = { b.p, b.p + v, 0 };
+	if (body_decode(&body, r) < 0)
+		return -MT_ECORRUPT;
+	return (b.p + v) - p;
+}
+
+/* ------------------------------------------------------------------------
+ * Header and chunks.
+ * ---------------------------------------------------------------------- */
+ssize_t mt_header_encode(uint8_t *p, size_t cap, const struct mt_header *h)
+{
+	size_t size = MT_HDR_FIXED + h->cmdline.len;
+	if (size > cap || size > UINT16_MAX)
+		return -ENOSPC;
+	memcpy(p, MT_MAGIC, MT_MAGIC_LEN);
+	mt_le16_put(p + 8, h->version);
+	mt_le16_put(p + 10, (uint16_t)size);
+	mt_le32_put(p + 12, h->flags);
+	mt_le32_put(p + 16, h->pid);
+	mt_le32_put(p + 20, h->python_hex);
+	mt_le64_put(p + 24, h->start_ns);
+	mt_le32_put(p + 32, h->interval_ms);
+	mt_le32_put(p + 36, h->page_size);
+	mt_le64_put(p + 40, h->main_tid);
+	mt_le32_put(p + 48, h->cmdline.len);
+	if (h->cmdline.len)
+		memcpy(p + MT_HDR_FIXED, h->cmdline.p, h->cmdline.len);
+	return (ssize_t)size;
+}
+
+ssize_t mt_header_decode(const uint8_t *p, size_t len, struct mt_header *h)
+{
+	if (len < MT_MAGIC_LEN + 4)
+		return len < MT_MAGIC_LEN && memcmp(p, MT_MAGIC, len) != 0 ? -MT_EFORMAT
+									   : -MT_ETRUNC;
+	if (memcmp(p, MT_MAGIC, MT_MAGIC_LEN) != 0)
+		return -MT_EFORMAT;
+	uint16_t version = mt_le16_get(p + 8);
+	uint16_t size = mt_le16_get(p + 10);
+	if (version != MT_FORMAT_VERSION)
+		return -MT_EVERSION;
+	if (size < MT_HDR_FIXED)
+		return -MT_ECORRUPT;
+	if (len < size)
+		return -MT_ETRUNC;
+	h->version = version;
+	h->flags = mt_le32_get(p + 12);
+	h->pid = mt_le32_get(p + 16);
+	h->python_hex = mt_le32_get(p + 20);
+	h->start_ns = mt_le64_get(p + 24);
+	h->interval_ms = mt_le32_get(p + 32);
+	h->page_size = mt_le32_get(p + 36);
+	h->main_tid = mt_le64_get(p + 40);
+	h->cmdline.len = mt_le32_get(p + 48);
+	if (h->cmdline.len > (uint32_t)size - MT_HDR_FIXED)
+		return -MT_ECORRUPT;
+	h->cmdline.p = p + MT_HDR_FIXED;
+	return size;
+}
+
+void mt_chunk_header_encode(uint8_t p[MT_CHUNK_HEADER], const struct mt_chunk *c)
+{
+	memcpy(p, MT_CHUNK_MAGIC, 4);
+	mt_le32_put(p + 4, c->raw_len);
+	mt_le32_put(p + 8, c->stored_len);
+	mt_le32_put(p + 12, c->checksum);
+}
+
+int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c)
+{
+	if (memcmp(p, MT_CHUNK_MAGIC, 4) != 0)
+		return -MT_ECORRUPT;
+	c->raw_len = mt_le32_get(p + 4);
+	c->stored_len = mt_le32_get(p + 8);
+	c->checksum = mt_le32_get(p + 12);
+	if (c->raw_len == 0 || c->raw_len > MT_CHUNK_LIMIT || c->stored_len == 0 ||
+	    c->stored_len > c->raw_len + c->raw_len / 255 + 16)
+		return -MT_ECORRUPT;
+	return 0;
+}
+
+uint32_t mt_checksum(const uint8_t *p, size_t len)
+{
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 16777619u;
+	}
+	return h;
+}

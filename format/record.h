@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_FORMAT_RECORD_H
+#define MT_FORMAT_RECORD_H
+/*
+ * The capture format: file header, chunk framing and the record codec.
+ * Pure functions over byte buffers: no I/O, no malloc, async-signal-safe,
+ * so the payload calls them inside malloc hooks. docs/format.md is the
+ * normative description; change it and MT_FORMAT_VERSION together.
+ */
+#include <stddef.h>    /* size_t */
+#include <stdint.h>    /* uint64_t */
+#include <sys/types.h> /* ssize_t */
+
+#include "format/varint.h"
+
+#define MT_MAGIC "MEMTRACE"
+#define MT_MAGIC_LEN 8
+#define MT_FORMAT_VERSION 1
+
+/* ------------------------------------------------------------------------
+ * Allocators. Numbering follows memray's AllocatorType so that scripts
+ * written against it keep their meaning.
+ * X(NAME, value, "name", is_free)
+ * ---------------------------------------------------------------------- */
+#define MT_ALLOCATORS(X)                                  \
+	X(MALLOC, 1, "malloc", 0)                         \
+	X(FREE, 2, "free", 1)                             \
+	X(CALLOC, 3, "calloc", 0)                         \
+	X(REALLOC, 4, "realloc", 0)                       \
+	X(POSIX_MEMALIGN, 5, "posix_memalign", 0)         \
+	X(ALIGNED_ALLOC, 6, "aligned_alloc", 0)           \
+	X(MEMALIGN, 7, "memalign", 0)                     \
+	X(VALLOC, 8, "valloc", 0)                         \
+	X(PVALLOC, 9, "pvalloc", 0)                       \
+	X(MMAP, 10, "mmap", 0)                            \
+	X(MUNMAP, 11, "munmap", 1)                        \
+	X(PYMALLOC_MALLOC, 12, "pymalloc_malloc", 0)      \
+	X(PYMALLOC_CALLOC, 13, "pymalloc_calloc", 0)      \
+	X(PYMALLOC_REALLOC, 14, "pymalloc_realloc", 0)    \
+	X(PYMALLOC_FREE, 15, "pymalloc_free", 1)
+
+enum mt_allocator {
+#define MT_X(name, val, str, isfree) MT_ALLOC_##name = val,
+	MT_ALLOCATORS(MT_X)
+#undef MT_X
+	MT_ALLOC__COUNT
+};
+
+/* mt_allocator_name() - "malloc", ... or NULL for an unknown value. */
+const char *mt_allocator_name(unsigned kind);
+/* mt_allocator_is_free() - 1 for FREE, MUNMAP and PYMALLOC_FREE. */
+int mt_allocator_is_free(unsigned kind);
+
+/* ------------------------------------------------------------------------
+ * Record types. X(NAME, value, member)
+ * ALLOC and FREE are the hot records: no length prefix, fields delta coded
+ * against the writing thread's previous event. Every other type carries a
+ * varint body length so that readers can skip types they do not know.
+ * ---------------------------------------------------------------------- */
+#define MT_RECORDS(X)            \
+	X(ALLOC, 1, alloc)       \
+	X(FREE, 2, free)         \
+	X(THREAD, 3, thread)     \
+	X(CODE, 4, code)         \
+	X(STACK, 5, stack)       \
+	X(SAMPLE, 6, sample)     \
+	X(DIAG, 7, diag)         \
+	X(TRAILER, 8, trailer)
+
+enum mt_rec_type {
+#define MT_X(name, val, member) MT_REC_##name = val,
+	MT_RECORDS(MT_X)
+#undef MT_X
+	MT_REC__END
+};
+
+/* mt_rec_name() - "alloc", "free", ... or NULL. */
+const char *mt_rec_name(unsigned type);
+
+struct mt_bytes {
+	const uint8_t *p; /* borrowed: points into the buffer decoded from */
+	uint32_t len;
+};
+
+struct mt_rec_alloc {
+	uint8_t kind;   /* enum mt_allocator, not a free kind */
+	uint64_t addr;
+	uint64_t size;
+	uint32_t stack; /* STACK record id; 0 = no Python frames */
+};
+
+struct mt_rec_free {
+	uint8_t kind;   /* FREE, MUNMAP or PYMALLOC_FREE */
+	uint64_t addr;
+	uint64_t size;  /* MUNMAP only (length unmapped); 0 otherwise */
+};
+
+struct mt_rec_thread {
+	uint64_t tid;   /* kernel thread id; record's thread index names it */
+	struct mt_bytes name;
+};
+
+/* Code object metadata, sent once per code object. Line numbers are
+ * computed by the reader from linetable (format given by python_hex in
+ * the header: co_lnotab for 3.8/3.9, co_linetable from 3.10). */
+struct mt_rec_code {
+	uint32_t id;
+	uint32_t firstlineno;
+	struct mt_bytes filename, name, qualname, linetable;
+};
+
+/* A node of the stack trie: frame (code, offset) called from parent. */
+struct mt_rec_stack {
+	uint32_t id;     /* >= 1 */
+	uint32_t parent; /* 0 = outermost frame */
+	uint32_t code;   /* CODE record id */
+	uint32_t offset; /* bytes into the code object's bytecode */
+};
+
+struct mt_rec_sample {
+	uint64_t time_us; /* since header start time */
+	uint64_t rss;     /* bytes */
+};
+
+/* Diagnostics from the payload: why tracking stopped, what it skipped. */
+#define MT_DIAGS(X)                         \
+	X(INFO, 0)                          \
+	X(TRACKING_DISABLED, 1)             \
+	X(PYTHON_UNAVAILABLE, 2)            \
+	X(WRITE_FAILED, 3)
+enum mt_diag_code {
+#define MT_X(name, val) MT_DIAG_##name = val,
+	MT_DIAGS(MT_X)
+#undef MT_X
+};
+
+struct mt_rec_diag {
+	uint32_t code;
+	struct mt_bytes msg;
+};
+
+struct mt_rec_trailer {
+	uint64_t time_us;   /* end, since header start time */
+	uint64_t n_events;  /* alloc + free records written */
+	uint64_t n_dropped; /* events lost (buffer full, write error) */
+};
+
+struct mt_record {
+	uint8_t type;    /* enum mt_rec_type */
+	uint32_t tidx;   /* thread index, ALLOC/FREE/THREAD only */
+	union {
+#define MT_X(name, val, member) struct mt_rec_##member member;
+		MT_RECORDS(MT_X)
+#undef MT_X
+	};
+};
+
+/* Per-thread delta state for the hot records. Encoder and decoder each
+ * keep one per thread index, zero-initialised. */
+struct mt_delta {
+	uint64_t addr;
+	uint32_t stack;
+};
+
+#define MT_REC_HOT_MAX 40 /* longest ALLOC or FREE record */
+
+/* ------------------------------------------------------------------------
+ * Hot encoders, inline for the payload's hook path.
+ * ---------------------------------------------------------------------- */
+static inline size_t mt__rec_head(uint8_t *p, unsigned type, uint32_t thread)
+{
+	if (thread < 15) {
+		p[0] = (uint8_t)(type | (thread << 4));
+		return 1;
+	}
+	p[0] = (uint8_t)(type | 0xf0);
+	return 1 + mt_varint_put(p + 1, thread);
+}
+
+/* mt_enc_alloc() - ALLOC record into @p (>= MT_REC_HOT_MAX bytes). */
+static inline size_t mt_enc_alloc(uint8_t *p, struct mt_delta *d, uint32_t thread,
+				  unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
+{
+	size_t n = mt__rec_head(p, MT_REC_ALLOC, thread);
+	p[n++] = (uint8_t)kind;
+	n += mt_varint_put(p + n, mt_zigzag((int64_t)(addr - d->addr)));
+	n += mt_varint_put(p + n, size);
+	n += mt_varint_put(p + n, mt_zigzag((int64_t)stack - (int64_t)d->stack));
+	d->addr = addr;
+	d->stack = stack;
+	return n;
+}
+
+/* mt_enc_free() - FREE record into @p (>= MT_REC_HOT_MAX bytes). @size is
+ * written for MUNMAP only. */
+static inline size_t mt_enc_free(uint8_t *p, struct mt_delta *d, uint32_t thread,
+				 unsigned kind, uint64_t addr, uint64_t size)
+{
+	size_t n = mt__rec_head(p, MT_REC_FREE, thread);
+	p[n++] = (uint8_t)kind;
+	n += mt_varint_put(p + n, mt_zigzag((int64_t)(addr - d->addr)));
+	if (kind == MT_ALLOC_MUNMAP)
+		n += mt_varint_put(p + n, size);
+	d->addr = addr;
+	return n;
+}
+
+/* mt_rec_encode() - any record into @p. @d is the thread's delta state
+ * (ALLOC/FREE only; may be NULL otherwise).
+ * Returns bytes written, or -ENOSPC if @cap is too small (nothing useful
+ * is left in @p then), or -EINVAL for an unknown type. */
+ssize_t mt_rec_encode(uint8_t *p, size_t cap, const struct mt_record *r, struct mt_delta *d);
+
+/* Returns the delta state of thread index @thread, or NULL if it cannot
+ * be provided (the decode then fails with -ENOMEM). */
+typedef struct mt_delta *(*mt_delta_fn)(void *ctx, uint32_t thread);
+
+/* mt_rec_decode() - decode one record from [p, p+len).
+ * Returns bytes consumed (> 0), -MT_ETRUNC if the record continues past
+ * len, -MT_ECORRUPT if it is malformed, -ENOMEM if get_delta failed.
+ * A record of a type this version does not know is skipped by its length:
+ * r->type holds the unknown value and nothing else is filled in.
+ * Byte strings in *r point into @p. */
+ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
+		      mt_delta_fn get_delta, void *ctx);
+
+/* ------------------------------------------------------------------------
+ * File header.
+ *   magic[8] "MEMTRACE", u16 version, u16 header_size, u32 flags, u32 pid,
+ *   u32 python_hex, u64 start_ns, u32 interval_ms, u32 page_size,
+ *   u64 main_tid, u32 cmdline_len, cmdline bytes (arguments NUL-separated)
+ * ---------------------------------------------------------------------- */
+#define MT_HDR_ATTACHED (1u << 0)  /* started by attach, not at process start */
+#define MT_HDR_PYALLOC (1u << 1)   /* PyMem OBJ/MEM domains traced */
+#define MT_HDR_NATIVE (1u << 2)    /* native stacks recorded */
+#define MT_HDR_FIXED 52            /* bytes before the command line */
+#define MT_CMDLINE_MAX 4096
+
+struct mt_header {
+	uint16_t version;
+	uint32_t flags;
+	uint32_t pid;
+	uint32_t python_hex;  /* PY_VERSION_HEX of the target, 0 if unknown */
+	uint64_t start_ns;    /* CLOCK_REALTIME at tracking start */
+	uint32_t interval_ms; /* memory sample interval */
+	uint32_t page_size;
+	uint64_t main_tid;
+	struct mt_bytes cmdline;
+};
+
+/* mt_header_encode() - Returns bytes written or -ENOSPC. */
+ssize_t mt_header_encode(uint8_t *p, size_t cap, const struct mt_header *h);
+/* mt_header_decode() - Returns header size, -MT_EFORMAT (bad magic),
+ * -MT_EVERSION (newer major version) or -MT_ETRUNC. */
+ssize_t mt_header_decode(const uint8_t *p, size_t len, struct mt_header *h);
+
+/* ------------------------------------------------------------------------
+ * Chunks: after the header the file is a sequence of chunks, each
+ *   magic[4] "MTCK", u32 raw_len, u32 stored_len, u32 checksum, data.
+ * data is the LZ4 block of raw_len bytes of records, or the raw records
+ * when stored_len == raw_len. checksum is FNV-1a 32 of the stored bytes.
+ * Records never span chunks; chunks decode independently.
+ * ---------------------------------------------------------------------- */
+#define MT_CHUNK_MAGIC "MTCK"
+#define MT_CHUNK_HEADER 16
+#define MT_CHUNK_RAW_MAX (1u << 20)    /* writer's chunk size */
+#define MT_CHUNK_LIMIT (64u << 20)     /* reader's sanity bound */
+
+struct mt_chunk {
+	uint32_t raw_len;
+	uint32_t stored_len;
+	uint32_t checksum;
+};
+
+void mt_chunk_header_encode(uint8_t p[MT_CHUNK_HEADER], const struct mt_chunk *c);
+/* Returns 0, or -MT_ECORRUPT for a bad magic or impossible sizes. */
+int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c);
+uint32_t mt_checksum(const uint8_t *p, size_t len);
+
+#endif /* MT_FORMAT_RECORD_H */

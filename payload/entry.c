@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Starting and stopping tracking: the exported entry points, the
+ * `memtrace run` preload path and the exit handlers. Runs on control
+ * paths only (a constructor, the injector's call, an atexit handler),
+ * never in an allocation hook. Prints nothing: what goes wrong is written
+ * into the capture as a DIAG record.
+ */
+#include "memtrace-payload.h"
+#include "format/error.h"
+#include "format/record.h"
+#include "payload/got.h"
+#include "payload/python.h"
+#include "payload/track-internal.h"
+#include "payload/track.h"
+#include "payload/writer.h"
+
+#include <errno.h>       /* EBUSY */
+#include <fcntl.h>       /* open */
+#include <pthread.h>     /* pthread_mutex_t */
+#include <stdlib.h>      /* getenv, atexit */
+#include <string.h>      /* strlen */
+#include <sys/syscall.h> /* SYS_gettid */
+#include <time.h>        /* clock_gettime */
+#include <unistd.h>      /* getpid */
+
+#define MT_EXPORT __attribute__((visibility("default")))
+
+static struct {
+	pthread_mutex_t lock;
+	int active;
+	pid_t pid;          /* process that owns the capture */
+	uint32_t flags;
+	int python;         /* Python binding available */
+	int pymem;          /* PyMem wrappers installed by us */
+	int exit_hooks;     /* atexit handlers registered */
+	int audit_done;     /* run mode: Python-side setup happened */
+} st = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t read_cmdline(uint8_t *buf, uint32_t cap)
+{
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n, got = 0;
+	if (fd < 0)
+		return 0;
+	while (got < (ssize_t)cap && (n = read(fd, buf + got, cap - (size_t)got)) > 0)
+		got += n;
+	close(fd);
+	while (got > 0 && buf[got - 1] == '\0')
+		got--; /* the trailing NUL of the last argument */
+	return (uint32_t)got;
+}
+
+/* ------------------------------------------------------------------------
+ * Python-side hooks: a C function registered with Python's atexit module,
+ * so that tracking ends when the program ends and not after the
+ * interpreter has torn everything down (leaks would be meaningless).
+ * ---------------------------------------------------------------------- */
+typedef void *(*py_fn1)(void *);
+struct py_method_def {
+	const char *name;
+	void *(*meth)(void *, void *);
+	int flags;
+	const char *doc;
+};
+#define PY_METH_NOARGS 0x0004
+
+static int stop_locked(const char *why, int in_python);
+
+static void *py_atexit_cb(void *self, void *unused)
+{
+	(void)self;
+	(void)unused;
+	pthread_mutex_lock(&st.lock);
+	if (st.active && st.pid == getpid())
+		stop_locked(NULL, 1);
+	pthread_mutex_unlock(&st.lock);
+	void *none = mt_got_find_definition("_Py_NoneStruct");
+	void (*incref)(void *) = (void (*)(void *))mt_got_find_definition("Py_IncRef");
+	if (none && incref)
+		incref(none);
+	return none;
+}
+
+static struct py_method_def atexit_def = { "memtrace_stop", py_atexit_cb, PY_METH_NOARGS,
+					   NULL };
+
+/* Register py_atexit_cb with the atexit module. Needs the GIL. */
+static int register_py_atexit(void)
+{
+	void *(*import)(const char *) = (void *(*)(const char *))mt_got_find_definition(
+		"PyImport_ImportModule");
+	void *(*getattr)(void *, const char *) = (void *(*)(void *, const char *))
+		mt_got_find_definition("PyObject_GetAttrString");
+	void *(*newcf)(void *, void *, void *) = (void *(*)(void *, void *, void *))
+		mt_got_find_definition("PyCFunction_NewEx");
+	void *(*call)(void *, ...) = (void *(*)(void *, ...))mt_got_find_definition(
+		"PyObject_CallFunctionObjArgs");
+	void (*decref)(void *) = (void (*)(void *))mt_got_find_definition("Py_DecRef");
+	void (*clear)(void) = (void (*)(void))mt_got_find_definition("PyErr_Clear");
+	void *mod = NULL, *reg = NULL, *fn = NULL, *res = NULL;
+	int rc = -1;
+
+	if (!import || !getattr || !newcf || !call || !decref || !clear)
+		return -1;
+	if (!(mod = import("atexit")) || !(reg = getattr(mod, "register")) ||
+	    !(fn = newcf(&atexit_def, NULL, NULL)) || !(res = call(reg, fn, NULL)))
+		clear();
+	else
+		rc = 0;
+	if (res)
+		decref(res);
+	if (fn)
+		decref(fn);
+	if (reg)
+		decref(reg);
+	if (mod)
+		decref(mod);
+	return rc;
+}
+
+/* Python-side setup once the interpreter can run code: PyMem wrappers and
+ * the atexit registration. Takes the GIL (recursively if held). */
+static void python_setup(void)
+{
+	int (*ensure)(void) = (int (*)(void))mt_got_find_definition("PyGILState_Ensure");
+	void (*release)(int) = (void (*)(int))mt_got_find_definition("PyGILState_Release");
+	if (!ensure || !release)
+		return;
+	int gil = ensure();
+	if (st.flags & MT_HDR_PYALLOC) {
+		if (mt_python_pymem_install() == 0)
+			st.pymem = 1;
+		else
+			mt_writer_diag(MT_DIAG_PYTHON_UNAVAILABLE,
+				       "Python allocators could not be wrapped");
+	}
+	if (register_py_atexit() < 0)
+		mt_writer_diag(MT_DIAG_INFO, "could not register a Python atexit handler; "
+					     "tracking ends at process exit");
+	release(gil);
+}
+
+/* Audit hooks can be added before the interpreter starts and are called
+ * with the GIL held. cpython.run_file, run_module, run_command and
+ * run_stdin (3.8+) fire once the interpreter and site are initialized,
+ * just before the program's first line: the moment tracking starts. */
+static int audit_hook(const char *event, void *args, void *data)
+{
+	(void)args;
+	(void)data;
+	if (st.audit_done || strncmp(event, "cpython.run_", 12) != 0)
+		return 0;
+	st.audit_done = 1;
+	pthread_mutex_lock(&st.lock);
+	if (st.active && st.pid == getpid()) {
+		python_setup();
+		mt_tracking = 1; /* the program's first line is next */
+	}
+	pthread_mutex_unlock(&st.lock);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Start and stop.
+ * ---------------------------------------------------------------------- */
+static void on_exit_handler(void)
+{
+	pthread_mutex_lock(&st.lock);
+	if (st.active && st.pid == getpid())
+		stop_locked(NULL, 0);
+	pthread_mutex_unlock(&st.lock);
+}
+
+static void on_fork_child(void)
+{
+	/* The child inherits patched GOTs and the capture fd but not the
+	 * writer thread: its hooks pass through and it never writes. */
+	mt_tracking = 0;
+}
+
+/* @deferred: everything is ready but events are not recorded until the
+ * Python program starts (run mode: the audit hook turns tracking on). */
+static int start_locked(const struct memtrace_config *cfg, int deferred)
+{
+	static uint8_t cmdline[MT_CMDLINE_MAX];
+	struct mt_header h = { .version = MT_FORMAT_VERSION };
+	uint32_t python_hex = 0;
+	int fd, e;
+
+	if (st.active)
+		return -EBUSY;
+	if (cfg->size < sizeof(*cfg))
+		return -EINVAL;
+	e = mt_hooks_resolve();
+	if (e < 0)
+		return e;
+	st.python = mt_python_init(&python_hex) == 0;
+	mt_track_init(st.python);
+
+	fd = cfg->fd;
+	if (fd < 0) {
+		fd = open(cfg->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return -errno;
+	}
+	h.flags = cfg->flags;
+	h.pid = (uint32_t)getpid();
+	h.python_hex = python_hex;
+	h.start_ns = realtime_ns();
+	h.interval_ms = cfg->interval_ms ? cfg->interval_ms : 10;
+	h.page_size = (uint32_t)sysconf(_SC_PAGESIZE);
+	h.main_tid = (uint64_t)getpid();
+	h.cmdline.p = cmdline;
+	h.cmdline.len = read_cmdline(cmdline, sizeof(cmdline));
+	e = mt_writer_start(fd, &h);
+	if (e < 0) {
+		close(fd);
+		return e;
+	}
+	st.flags = cfg->flags;
+	st.pid = getpid();
+	st.active = 1;
+	st.pymem = 0;
+	if (!st.python)
+		mt_writer_diag(MT_DIAG_PYTHON_UNAVAILABLE,
+			       "no supported CPython in this process: no Python stacks");
+
+	mt_tracking = !deferred;
+	e = mt_hooks_install();
+	if (e < 0) {
+		stop_locked("GOT patching failed", 0);
+		return e;
+	}
+	if (!st.exit_hooks) {
+		atexit(on_exit_handler);
+		pthread_atfork(NULL, NULL, on_fork_child);
+		st.exit_hooks = 1;
+	}
+	return 0;
+}
+
+static int stop_locked(const char *why, int in_python)
+{
+	if (!st.active)
+		return -EINVAL;
+	mt_tracking = 0;
+	mt_hooks_uninstall();
+	if (st.pymem && in_python)
+		mt_python_pymem_uninstall();
+	st.active = 0;
+	return mt_writer_stop(why);
+}
+
+MT_EXPORT int memtrace_payload_start(const struct memtrace_config *cfg)
+{
+	int own = mt_guard_enter();
+	pthread_mutex_lock(&st.lock);
+	int rc = start_locked(cfg, 0);
+	if (rc == 0 && st.python && mt_python_initialized()) {
+		/* attached or started from Python: the interpreter runs */
+		python_setup();
+	}
+	pthread_mutex_unlock(&st.lock);
+	if (own)
+		mt_guard_leave();
+	return rc;
+}
+
+MT_EXPORT int memtrace_payload_stop(void)
+{
+	int own = mt_guard_enter();
+	pthread_mutex_lock(&st.lock);
+	int rc = stop_locked(NULL, st.python && mt_python_initialized());
+	pthread_mutex_unlock(&st.lock);
+	if (own)
+		mt_guard_leave();
+	return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * memtrace run: the payload is preloaded and configured by MEMTRACE_RUN.
+ * ---------------------------------------------------------------------- */
+
+/* Children (subprocess, os.system) must not load the payload again. */
+static void scrub_environment(void)
+{
+	const char *pre = getenv("LD_PRELOAD");
+	unsetenv("MEMTRACE_RUN");
+	if (!pre)
+		return;
+	char buf[8192];
+	size_t n = 0;
+	const char *p = pre;
+	while (*p) {
+		const char *end = p + strcspn(p, ": ");
+		size_t len = (size_t)(end - p);
+		int ours = len >= 22 && memmem(p, len, "libmemtrace-payload.so", 22) != NULL;
+		if (len && !ours && n + len + 1 < sizeof(buf)) {
+			if (n)
+				buf[n++] = ':';
+			memcpy(buf + n, p, len);
+			n += len;
+		}
+		p = *end ? end + 1 : end;
+	}
+	buf[n] = '\0';
+	if (n)
+		setenv("LD_PRELOAD", buf, 1);
+	else
+		unsetenv("LD_PRELOAD");
+}
+
+__attribute__((constructor)) static void preload_init(void)
+{
+	const char *env = getenv("MEMTRACE_RUN");
+	struct memtrace_config cfg = { .size = sizeof(cfg), .fd = -1 };
+	unsigned long flags, interval;
+	char *end;
+
+	if (!env)
+		return;
+	/* Launchers on the way to the interpreter (a pyenv shim runs env and
+	 * bash first) pass the environment on untouched. */
+	if (!mt_got_find_definition("Py_GetVersion"))
+		return;
+	mt_in_hook = 1;
+	flags = strtoul(env, &end, 10);
+	if (*end == ':')
+		interval = strtoul(end + 1, &end, 10);
+	else
+		interval = 0;
+	if (*end != ':' || strlen(end + 1) >= sizeof(cfg.path)) {
+		scrub_environment();
+		mt_in_hook = 0;
+		return;
+	}
+	strcpy(cfg.path, end + 1);
+	cfg.flags = (uint32_t)flags & ~MT_HDR_ATTACHED;
+	cfg.interval_ms = (uint32_t)interval;
+	scrub_environment();
+
+	/* Tracking starts with the program, not with the interpreter: what
+	 * Python allocates for itself before the first line is not the
+	 * program's (memray draws the same line). */
+	int (*add_audit)(int (*)(const char *, void *, void *), void *) =
+		(int (*)(int (*)(const char *, void *, void *), void *))mt_got_find_definition(
+			"PySys_AddAuditHook");
+	pthread_mutex_lock(&st.lock);
+	int rc = start_locked(&cfg, add_audit != NULL);
+	if (rc == 0 && add_audit && add_audit(audit_hook, NULL) != 0) {
+		mt_writer_diag(MT_DIAG_INFO, "no audit hook: tracking from process start");
+		mt_tracking = 1;
+	}
+	pthread_mutex_unlock(&st.lock);
+	mt_in_hook = 0;
+}

@@ -1,0 +1,437 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GOT patching and real-symbol lookup. Runs on the payload's control
+ * thread or in the dlopen hook, never inside an allocation hook. Reads
+ * only the in-memory dynamic sections (never the files on disk, which may
+ * be missing or different inside a container).
+ */
+#include "payload/got.h"
+
+#include <dlfcn.h>    /* dlopen, dlsym */
+#include <elf.h>      /* Elf64_Dyn, R_X86_64_* */
+#include <errno.h>    /* ENOENT */
+#include <link.h>     /* dl_iterate_phdr */
+#include <pthread.h>  /* pthread_mutex_t */
+#include <stdint.h>   /* uintptr_t */
+#include <string.h>   /* strcmp */
+#include <sys/auxv.h> /* getauxval */
+#include <sys/mman.h> /* mprotect, mmap */
+#include <unistd.h>   /* sysconf */
+
+#if defined(__x86_64__)
+#define MT_R_JUMP_SLOT R_X86_64_JUMP_SLOT
+#define MT_R_GLOB_DAT R_X86_64_GLOB_DAT
+#define MT_R_ABS64 R_X86_64_64
+#elif defined(__aarch64__)
+#define MT_R_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define MT_R_GLOB_DAT R_AARCH64_GLOB_DAT
+#define MT_R_ABS64 R_AARCH64_ABS64
+#else
+#error "memtrace: GOT patching supports x86_64 and aarch64"
+#endif
+
+/* ------------------------------------------------------------------------
+ * Saved slots: open addressing keyed by slot address, in mmap'ed memory
+ * (never malloc: the table is written while hooks are live).
+ * ---------------------------------------------------------------------- */
+struct saved_slot {
+	void **slot;
+	void *original;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct saved_slot *tab;
+	size_t cap, used;
+} saved = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0 };
+
+static size_t slot_hash(void **slot, size_t cap)
+{
+	uintptr_t v = (uintptr_t)slot >> 3;
+	v *= 0x9e3779b97f4a7c15ull;
+	return (size_t)(v >> 20) & (cap - 1);
+}
+
+static struct saved_slot *saved_find(void **slot, int insert)
+{
+	if (insert && (saved.used + 1) * 2 > saved.cap) {
+		size_t ncap = saved.cap ? saved.cap * 2 : 1024;
+		struct saved_slot *nt = mmap(NULL, ncap * sizeof(*nt), PROT_READ | PROT_WRITE,
+					     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (nt == MAP_FAILED)
+			return NULL;
+		for (size_t i = 0; i < saved.cap; i++) {
+			if (!saved.tab[i].slot)
+				continue;
+			size_t j = slot_hash(saved.tab[i].slot, ncap);
+			while (nt[j].slot)
+				j = (j + 1) & (ncap - 1);
+			nt[j] = saved.tab[i];
+		}
+		if (saved.tab)
+			munmap(saved.tab, saved.cap * sizeof(*saved.tab));
+		saved.tab = nt;
+		saved.cap = ncap;
+	}
+	if (!saved.cap)
+		return NULL;
+	size_t j = slot_hash(slot, saved.cap);
+	while (saved.tab[j].slot) {
+		if (saved.tab[j].slot == slot)
+			return &saved.tab[j];
+		j = (j + 1) & (saved.cap - 1);
+	}
+	if (!insert)
+		return NULL;
+	saved.tab[j].slot = slot;
+	saved.used++;
+	return &saved.tab[j];
+}
+
+/* ------------------------------------------------------------------------
+ * Dynamic section of one loaded object.
+ * ---------------------------------------------------------------------- */
+struct dynobj {
+	uintptr_t base;
+	const char *name;
+	const ElfW(Sym) *symtab;
+	const char *strtab;
+	size_t strsz;
+	const ElfW(Rela) *jmprel, *rela;
+	size_t jmprelsz, relasz;
+	const uint32_t *gnu_hash;
+	const uint32_t *sysv_hash;
+	uintptr_t relro_start, relro_end; /* page-aligned, 0 if none */
+};
+
+static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) p)
+{
+	/* glibc relocates d_ptr in place; other loaders leave it relative. */
+	return p < base ? base + p : p;
+}
+
+static int dynobj_load(struct dl_phdr_info *info, struct dynobj *o)
+{
+	const ElfW(Dyn) *dyn = NULL;
+	long pagesz = sysconf(_SC_PAGESIZE);
+
+	memset(o, 0, sizeof(*o));
+	o->base = info->dlpi_addr;
+	o->name = info->dlpi_name;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_DYNAMIC)
+			dyn = (const ElfW(Dyn) *)(o->base + ph->p_vaddr);
+		else if (ph->p_type == PT_GNU_RELRO) {
+			/* the same rounding as the loader's own protect call */
+			uintptr_t s = o->base + ph->p_vaddr;
+			uintptr_t e = s + ph->p_memsz;
+			o->relro_start = s & ~(uintptr_t)(pagesz - 1);
+			o->relro_end = e & ~(uintptr_t)(pagesz - 1);
+		}
+	}
+	if (!dyn)
+		return -1;
+	for (; dyn->d_tag != DT_NULL; dyn++) {
+		switch (dyn->d_tag) {
+		case DT_SYMTAB:
+			o->symtab = (const ElfW(Sym) *)dyn_ptr(o->base, dyn->d_un.d_ptr);
+			break;
+		case DT_STRTAB:
+			o->strtab = (const char *)dyn_ptr(o->base, dyn->d_un.d_ptr);
+			break;
+		case DT_STRSZ:
+			o->strsz = dyn->d_un.d_val;
+			break;
+		case DT_JMPREL:
+			o->jmprel = (const ElfW(Rela) *)dyn_ptr(o->base, dyn->d_un.d_ptr);
+			break;
+		case DT_PLTRELSZ:
+			o->jmprelsz = dyn->d_un.d_val;
+			break;
+		case DT_RELA:
+			o->rela = (const ElfW(Rela) *)dyn_ptr(o->base, dyn->d_un.d_ptr);
+			break;
+		case DT_RELASZ:
+			o->relasz = dyn->d_un.d_val;
+			break;
+		case DT_GNU_HASH:
+			o->gnu_hash = (const uint32_t *)dyn_ptr(o->base, dyn->d_un.d_ptr);
+			break;
+		case DT_HASH:
+			o->sysv_hash = (const uint32_t *)dyn_ptr(o->base, dyn->d_un.d_ptr);
+			break;
+		}
+	}
+	return o->symtab && o->strtab ? 0 : -1;
+}
+
+static const char *sym_name(const struct dynobj *o, const ElfW(Sym) *s)
+{
+	if (s->st_name >= o->strsz)
+		return "";
+	return o->strtab + s->st_name;
+}
+
+static int sym_defined(const ElfW(Sym) *s)
+{
+	int type = ELF64_ST_TYPE(s->st_info);
+	return s->st_shndx != SHN_UNDEF && s->st_value != 0 &&
+	       (type == STT_FUNC || type == STT_GNU_IFUNC || type == STT_OBJECT);
+}
+
+static uint32_t gnu_hash_of(const char *s)
+{
+	uint32_t h = 5381;
+	for (; *s; s++)
+		h = h * 33 + (unsigned char)*s;
+	return h;
+}
+
+static uint32_t sysv_hash_of(const char *s)
+{
+	uint32_t h = 0, g;
+	for (; *s; s++) {
+		h = (h << 4) + (unsigned char)*s;
+		g = h & 0xf0000000;
+		if (g)
+			h ^= g >> 24;
+		h &= ~g;
+	}
+	return h;
+}
+
+/* Look @name up in @o's dynamic symbol table by its hash section. */
+static const ElfW(Sym) *dynobj_lookup(const struct dynobj *o, const char *name)
+{
+	if (o->gnu_hash) {
+		const uint32_t *h = o->gnu_hash;
+		uint32_t nbuckets = h[0], symoffset = h[1], bloom_size = h[2];
+		const uint32_t *buckets = h + 4 + bloom_size * (sizeof(ElfW(Addr)) / 4);
+		const uint32_t *chain = buckets + nbuckets;
+		uint32_t hv = gnu_hash_of(name);
+		if (nbuckets == 0)
+			return NULL;
+		uint32_t i = buckets[hv % nbuckets];
+		if (i < symoffset)
+			return NULL;
+		for (;; i++) {
+			uint32_t ch = chain[i - symoffset];
+			if ((ch | 1) == (hv | 1) && strcmp(sym_name(o, &o->symtab[i]), name) == 0)
+				return &o->symtab[i];
+			if (ch & 1)
+				return NULL;
+		}
+	}
+	if (o->sysv_hash) {
+		uint32_t nbucket = o->sysv_hash[0];
+		const uint32_t *bucket = o->sysv_hash + 2, *chain = bucket + nbucket;
+		if (nbucket == 0)
+			return NULL;
+		for (uint32_t i = bucket[sysv_hash_of(name) % nbucket]; i != STN_UNDEF; i = chain[i])
+			if (strcmp(sym_name(o, &o->symtab[i]), name) == 0)
+				return &o->symtab[i];
+	}
+	return NULL;
+}
+
+/* Objects we never touch: the loader, the vDSO and ourselves. */
+static int skip_object(const struct dl_phdr_info *info)
+{
+	static uintptr_t self_base = 1;
+	if (self_base == 1) {
+		Dl_info di;
+		self_base = dladdr((void *)&mt_got_patch_all, &di) ? (uintptr_t)di.dli_fbase : 0;
+	}
+	const char *n = info->dlpi_name ? info->dlpi_name : "";
+	if (strstr(n, "linux-vdso") || strstr(n, "/ld-linux") || strstr(n, "/ld-musl") ||
+	    strstr(n, "ld-linux-"))
+		return 1;
+	if (info->dlpi_addr && info->dlpi_addr == getauxval(AT_SYSINFO_EHDR))
+		return 1;
+	/* dli_fbase is the lowest mapped address; dlpi_addr the load bias,
+	 * equal for every shared object */
+	if (self_base && info->dlpi_addr == self_base)
+		return 1;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Symbol definitions.
+ * ---------------------------------------------------------------------- */
+struct find_ctx {
+	const char *name;
+	char path[4096];
+	int found, is_main;
+};
+
+static int find_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct find_ctx *c = arg;
+	struct dynobj o;
+	(void)size;
+	if (skip_object(info) || dynobj_load(info, &o) < 0)
+		return 0;
+	const ElfW(Sym) *s = dynobj_lookup(&o, c->name);
+	if (!s || !sym_defined(s))
+		return 0;
+	c->found = 1;
+	c->is_main = info->dlpi_name == NULL || info->dlpi_name[0] == '\0';
+	if (!c->is_main) {
+		size_t n = strlen(info->dlpi_name);
+		if (n >= sizeof(c->path))
+			return 0;
+		memcpy(c->path, info->dlpi_name, n + 1);
+	}
+	return 1;
+}
+
+void *mt_got_find_definition(const char *name)
+{
+	struct find_ctx c = { .name = name };
+	void *h, *addr;
+
+	dl_iterate_phdr(find_cb, &c);
+	if (!c.found)
+		return NULL;
+	/* Outside the iteration: dlopen must not run under the loader's
+	 * write lock that dl_iterate_phdr holds. */
+	h = dlopen(c.is_main ? NULL : c.path, RTLD_NOLOAD | RTLD_LAZY);
+	if (!h)
+		return NULL;
+	addr = dlsym(h, name);
+	dlclose(h);
+	return addr;
+}
+
+int mt_got_resolve(const struct mt_got_hook *hooks, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		*hooks[i].real = mt_got_find_definition(hooks[i].name);
+		if (!*hooks[i].real && (!strcmp(hooks[i].name, "malloc") ||
+					!strcmp(hooks[i].name, "free") ||
+					!strcmp(hooks[i].name, "calloc") ||
+					!strcmp(hooks[i].name, "realloc")))
+			return -ENOENT;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Patching.
+ * ---------------------------------------------------------------------- */
+struct patch_ctx {
+	const struct mt_got_hook *hooks;
+	size_t n;
+	int restore;
+	int count;
+	int err;
+};
+
+static int match_hook(const struct patch_ctx *c, const char *name)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (*c->hooks[i].real && name[0] == c->hooks[i].name[0] &&
+		    strcmp(name, c->hooks[i].name) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int is_our_hook(const struct patch_ctx *c, void *v)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (c->hooks[i].hook == v)
+			return 1;
+	return 0;
+}
+
+static int write_slot(const struct dynobj *o, void **slot, void *value)
+{
+	uintptr_t a = (uintptr_t)slot;
+	int relro = a >= o->relro_start && a < o->relro_end;
+	long pagesz = sysconf(_SC_PAGESIZE);
+	void *page = (void *)(a & ~(uintptr_t)(pagesz - 1));
+
+	if (relro && mprotect(page, (size_t)pagesz, PROT_READ | PROT_WRITE) != 0)
+		return -errno;
+	__atomic_store_n(slot, value, __ATOMIC_RELEASE);
+	if (relro && mprotect(page, (size_t)pagesz, PROT_READ) != 0)
+		return -errno;
+	return 0;
+}
+
+static void patch_table(struct patch_ctx *c, const struct dynobj *o, const ElfW(Rela) *r,
+			size_t bytes)
+{
+	for (size_t k = 0; k < bytes / sizeof(*r); k++) {
+		unsigned type = ELF64_R_TYPE(r[k].r_info);
+		unsigned symi = ELF64_R_SYM(r[k].r_info);
+		if (symi == 0)
+			continue;
+		if (type != MT_R_JUMP_SLOT && type != MT_R_GLOB_DAT &&
+		    !(type == MT_R_ABS64 && r[k].r_addend == 0))
+			continue;
+		int h = match_hook(c, sym_name(o, &o->symtab[symi]));
+		if (h < 0)
+			continue;
+		void **slot = (void **)(o->base + r[k].r_offset);
+		void *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+		if (c->restore) {
+			struct saved_slot *s;
+			if (cur != c->hooks[h].hook || !(s = saved_find(slot, 0)))
+				continue;
+			int e = write_slot(o, slot, s->original);
+			if (e < 0)
+				c->err = e;
+			else
+				c->count++;
+			continue;
+		}
+		if (is_our_hook(c, cur))
+			continue;
+		struct saved_slot *s = saved_find(slot, 1);
+		if (!s) {
+			c->err = -ENOMEM;
+			continue;
+		}
+		s->original = cur;
+		int e = write_slot(o, slot, c->hooks[h].hook);
+		if (e < 0)
+			c->err = e;
+		else
+			c->count++;
+	}
+}
+
+static int patch_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct patch_ctx *c = arg;
+	struct dynobj o;
+	(void)size;
+	if (skip_object(info) || dynobj_load(info, &o) < 0)
+		return 0;
+	if (o.jmprel)
+		patch_table(c, &o, o.jmprel, o.jmprelsz);
+	if (o.rela)
+		patch_table(c, &o, o.rela, o.relasz);
+	return 0;
+}
+
+static int walk(const struct mt_got_hook *hooks, size_t n, int restore)
+{
+	struct patch_ctx c = { hooks, n, restore, 0, 0 };
+	pthread_mutex_lock(&saved.lock);
+	dl_iterate_phdr(patch_cb, &c);
+	pthread_mutex_unlock(&saved.lock);
+	return c.err && !c.count ? c.err : c.count;
+}
+
+int mt_got_patch_all(const struct mt_got_hook *hooks, size_t n)
+{
+	return walk(hooks, n, 0);
+}
+
+int mt_got_restore_all(const struct mt_got_hook *hooks, size_t n)
+{
+	return walk(hooks, n, 1);
+}

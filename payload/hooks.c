@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The allocator hooks that patched GOT slots point at. Each checks the
+ * tracking flag and the recursion guard first, calls the real function
+ * found by mt_got_resolve() (never the slot's old value, which on a
+ * non-PIE executable can be a PLT stub leading back here), records, and
+ * preserves errno. Frees are recorded before the real free, allocations
+ * after, so no other thread can reuse an address in between.
+ */
+#include "format/record.h"
+#include "payload/got.h"
+#include "payload/track-internal.h"
+#include "payload/track.h"
+
+#include <dlfcn.h>    /* dlopen */
+#include <errno.h>    /* errno */
+#include <stdarg.h>   /* va_list */
+#include <stdint.h>   /* SIZE_MAX */
+#include <sys/mman.h> /* MAP_ANONYMOUS */
+
+/* X(name, return type, parameters) of every hooked function. */
+#define MT_HOOKED(X)                                                     \
+	X(malloc, void *, (size_t))                                     \
+	X(free, void, (void *))                                         \
+	X(calloc, void *, (size_t, size_t))                             \
+	X(realloc, void *, (void *, size_t))                            \
+	X(reallocarray, void *, (void *, size_t, size_t))               \
+	X(posix_memalign, int, (void **, size_t, size_t))               \
+	X(aligned_alloc, void *, (size_t, size_t))                      \
+	X(memalign, void *, (size_t, size_t))                           \
+	X(valloc, void *, (size_t))                                     \
+	X(pvalloc, void *, (size_t))                                    \
+	X(mmap, void *, (void *, size_t, int, int, int, off_t))         \
+	X(mmap64, void *, (void *, size_t, int, int, int, off_t))       \
+	X(munmap, int, (void *, size_t))                                \
+	X(mremap, void *, (void *, size_t, size_t, int, ...))           \
+	X(dlopen, void *, (const char *, int))
+
+static struct {
+#define MT_X(name, ret, params) ret(*name) params;
+	MT_HOOKED(MT_X)
+#undef MT_X
+} real;
+
+#define MT_X(name, ret, params) static ret hook_##name params;
+MT_HOOKED(MT_X)
+#undef MT_X
+
+static const struct mt_got_hook hooks[] = {
+#define MT_X(name, ret, params) { #name, (void *)hook_##name, (void **)&real.name },
+	MT_HOOKED(MT_X)
+#undef MT_X
+};
+#define N_HOOKS (sizeof(hooks) / sizeof(hooks[0]))
+
+/* Enter: 1 when this call is to be recorded (guard now held). */
+static inline int enter(void)
+{
+	return mt_tracking && mt_guard_enter();
+}
+
+static void *record_alloc(unsigned kind, void *p, size_t size)
+{
+	if (p) {
+		int e = errno;
+		mt_track_alloc(kind, p, size);
+		errno = e;
+	}
+	mt_guard_leave();
+	return p;
+}
+
+static void *hook_malloc(size_t size)
+{
+	if (!enter())
+		return real.malloc(size);
+	return record_alloc(MT_ALLOC_MALLOC, real.malloc(size), size);
+}
+
+static void *hook_calloc(size_t n, size_t size)
+{
+	size_t total;
+	if (!enter())
+		return real.calloc(n, size);
+	if (__builtin_mul_overflow(n, size, &total))
+		total = SIZE_MAX;
+	return record_alloc(MT_ALLOC_CALLOC, real.calloc(n, size), total);
+}
+
+static void hook_free(void *p)
+{
+	if (!p || !enter()) {
+		real.free(p);
+		return;
+	}
+	int e = errno;
+	mt_track_free(MT_ALLOC_FREE, p, 0);
+	errno = e;
+	real.free(p);
+	mt_guard_leave();
+}
+
+/* realloc: the old block is recorded freed before the call, because once
+ * realloc returns another thread may already own its address. */
+static void *hook_realloc(void *p, size_t size)
+{
+	if (!enter())
+		return real.realloc(p, size);
+	if (p) {
+		int e = errno;
+		mt_track_free(MT_ALLOC_FREE, p, 0);
+		errno = e;
+	}
+	return record_alloc(MT_ALLOC_REALLOC, real.realloc(p, size), size);
+}
+
+static void *hook_reallocarray(void *p, size_t n, size_t size)
+{
+	size_t total;
+	if (!enter())
+		return real.reallocarray(p, n, size);
+	if (__builtin_mul_overflow(n, size, &total)) {
+		mt_guard_leave();
+		return real.reallocarray(p, n, size); /* fails with ENOMEM, p kept */
+	}
+	if (p) {
+		int e = errno;
+		mt_track_free(MT_ALLOC_FREE, p, 0);
+		errno = e;
+	}
+	return record_alloc(MT_ALLOC_REALLOC, real.reallocarray(p, n, size), total);
+}
+
+static int hook_posix_memalign(void **out, size_t align, size_t size)
+{
+	if (!enter())
+		return real.posix_memalign(out, align, size);
+	int r = real.posix_memalign(out, align, size);
+	record_alloc(MT_ALLOC_POSIX_MEMALIGN, r == 0 ? *out : NULL, size);
+	return r;
+}
+
+static void *hook_aligned_alloc(size_t align, size_t size)
+{
+	if (!enter())
+		return real.aligned_alloc(align, size);
+	return record_alloc(MT_ALLOC_ALIGNED_ALLOC, real.aligned_alloc(align, size), size);
+}
+
+static void *hook_memalign(size_t align, size_t size)
+{
+	if (!enter())
+		return real.memalign(align, size);
+	return record_alloc(MT_ALLOC_MEMALIGN, real.memalign(align, size), size);
+}
+
+static void *hook_valloc(size_t size)
+{
+	if (!enter())
+		return real.valloc(size);
+	return record_alloc(MT_ALLOC_VALLOC, real.valloc(size), size);
+}
+
+static void *hook_pvalloc(size_t size)
+{
+	if (!enter())
+		return real.pvalloc(size);
+	/* pvalloc rounds the size up to whole pages */
+	return record_alloc(MT_ALLOC_PVALLOC, real.pvalloc(size), size);
+}
+
+/* Only anonymous mappings are memory the program allocated; file
+ * mappings are recorded by neither peer and would drown real use. */
+static void *do_mmap(void *(*fn)(void *, size_t, int, int, int, off_t), void *addr,
+		     size_t len, int prot, int flags, int fd, off_t off)
+{
+	if (!(flags & MAP_ANONYMOUS) || !enter())
+		return fn(addr, len, prot, flags, fd, off);
+	void *p = fn(addr, len, prot, flags, fd, off);
+	record_alloc(MT_ALLOC_MMAP, p == MAP_FAILED ? NULL : p, len);
+	return p;
+}
+
+static void *hook_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return do_mmap(real.mmap, addr, len, prot, flags, fd, off);
+}
+
+static void *hook_mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return do_mmap(real.mmap64 ? real.mmap64 : real.mmap, addr, len, prot, flags, fd, off);
+}
+
+static int hook_munmap(void *addr, size_t len)
+{
+	if (!enter())
+		return real.munmap(addr, len);
+	int e = errno;
+	mt_track_free(MT_ALLOC_MUNMAP, addr, len);
+	errno = e;
+	int r = real.munmap(addr, len);
+	mt_guard_leave();
+	return r;
+}
+
+static void *hook_mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+{
+	void *new_addr = NULL;
+	if (flags & MREMAP_FIXED) {
+		va_list ap;
+		va_start(ap, flags);
+		new_addr = va_arg(ap, void *);
+		va_end(ap);
+	}
+	if (!enter())
+		return real.mremap(old, old_len, new_len, flags, new_addr);
+	void *p = real.mremap(old, old_len, new_len, flags, new_addr);
+	if (p != MAP_FAILED) {
+		int e = errno;
+		mt_track_free(MT_ALLOC_MUNMAP, old, old_len);
+		mt_track_alloc(MT_ALLOC_MMAP, p, new_len);
+		errno = e;
+	}
+	mt_guard_leave();
+	return p;
+}
+
+/* Libraries loaded while tracking get their GOTs patched too. */
+static void *hook_dlopen(const char *file, int flags)
+{
+	void *h = real.dlopen(file, flags);
+	if (h && mt_tracking) {
+		int e = errno;
+		int own = mt_guard_enter();
+		mt_got_patch_all(hooks, N_HOOKS);
+		if (own)
+			mt_guard_leave();
+		errno = e;
+	}
+	return h;
+}
+
+int mt_hooks_resolve(void)
+{
+	return mt_got_resolve(hooks, N_HOOKS);
+}
+
+int mt_hooks_install(void)
+{
+	return mt_got_patch_all(hooks, N_HOOKS);
+}
+
+int mt_hooks_uninstall(void)
+{
+	return mt_got_restore_all(hooks, N_HOOKS);
+}

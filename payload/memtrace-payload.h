@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MEMTRACE_PAYLOAD_H
+#define MEMTRACE_PAYLOAD_H
+/*
+ * The payload's exported interface: the only symbols it exports. Used by
+ * `memtrace run` (through the environment, see below), by the injector
+ * (remote calls) and by the Python package (ctypes).
+ *
+ * memtrace run: LD_PRELOAD the payload with MEMTRACE_RUN set to
+ * "<flags>:<interval_ms>:<absolute capture path>"; tracking starts before
+ * main() and stops when the Python program ends (Python-level atexit) or,
+ * failing that, at exit().
+ */
+#include <stdint.h> /* uint32_t */
+
+#define MEMTRACE_PATH_MAX 4096
+
+struct memtrace_config {
+	uint32_t size;        /* sizeof(struct memtrace_config) */
+	uint32_t flags;       /* MT_HDR_* of format/record.h */
+	uint32_t interval_ms; /* memory sample interval; 0 = 10 */
+	int32_t fd;           /* capture fd to use, or -1 to open path */
+	char path[MEMTRACE_PATH_MAX];
+};
+
+/* memtrace_payload_start() - start tracking into a new capture. Returns 0,
+ * or a negative error (-errno, -MT_E*); -EBUSY if already tracking. */
+int memtrace_payload_start(const struct memtrace_config *cfg);
+
+/* memtrace_payload_stop() - stop tracking, restore every GOT slot and
+ * PyMem domain still ours, finish and close the capture. Returns 0, -EINVAL
+ * if not tracking, or the capture's first write error. */
+int memtrace_payload_stop(void);
+
+#endif /* MEMTRACE_PAYLOAD_H */

@@ -1,0 +1,721 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The payload's binding to the CPython 3.8..3.13 interpreter in this
+ * process: run-time resolution of the C API, Python stack walks from the
+ * interpreter's own frame chain, code object metadata, PyMem wrappers.
+ * The walk and describe paths run inside malloc hooks: they must never
+ * allocate, lock, call C API that allocates or raises, or touch refcounts.
+ */
+#include "payload/python.h"
+#include "payload/python-layout.h"
+#include "payload/track.h"
+#include "format/error.h"
+#include "format/record.h"
+
+#include <dlfcn.h>  /* dlopen, dlsym, RTLD_NOLOAD */
+#include <elf.h>    /* Elf64_Sym, DT_GNU_HASH, SHN_UNDEF */
+#include <errno.h>  /* errno */
+#include <link.h>   /* dl_iterate_phdr, ElfW */
+#include <stdint.h> /* uintptr_t */
+#include <string.h> /* strcmp, memcpy */
+#include <sys/types.h> /* ssize_t */
+
+/* PyGILState_STATE is an enum: an int in every supported ABI. */
+typedef int mt_gilstate;
+
+struct mt_pyapi {
+	int (*is_initialized)(void);
+	int (*is_finalizing)(void);
+	void *(*this_tstate)(void);
+	mt_gilstate (*gil_ensure)(void);
+	void (*gil_release)(mt_gilstate);
+	void (*mem_get)(int domain, struct mt_pymem_allocator *a);
+	void (*mem_set)(int domain, struct mt_pymem_allocator *a);
+	const char *(*allocator_name)(void); /* may be NULL */
+	const void *code_type, *unicode_type, *bytes_type;
+};
+
+/* Set once by mt_python_init() on the control thread, then read-only;
+ * mt_py_ready is stored last with release order so a hook that sees it
+ * set also sees the table and API filled in. */
+static struct mt_pyapi mt_api;
+static const struct mt_pylayout *mt_lo;
+static uint32_t mt_py_hex;
+static int mt_py_ready;
+
+/* Frames skipped per stored frame (incomplete, shim) stay few; the cap
+ * only stops a corrupt chain from looping forever. */
+#define MT_WALK_SLACK 64
+
+static inline const void *mt_ld_ptr(const void *base, int off)
+{
+	const void *p;
+
+	memcpy(&p, (const char *)base + off, sizeof(p));
+	return p;
+}
+
+static inline int mt_ld_int(const void *base, int off)
+{
+	int v;
+
+	memcpy(&v, (const char *)base + off, sizeof(v));
+	return v;
+}
+
+static inline int mt_is_type(const void *obj, const void *type)
+{
+	return obj != NULL && mt_ld_ptr(obj, mt_lo->ob_type) == type;
+}
+
+/* ------------------------------------------------------------------------
+ * Finding the interpreter
+ * ---------------------------------------------------------------------- */
+
+/* Dynamic section pointers are relocated in place by the loader for most
+ * objects but not for all (the vDSO, read-only .dynamic); an address
+ * below the load base is still an offset. */
+static uintptr_t mt_dyn_addr(uintptr_t base, ElfW(Addr) v)
+{
+	return v < base ? base + v : v;
+}
+
+static uint32_t mt_gnu_hash(const char *s)
+{
+	uint32_t h = 5381;
+
+	for (; *s; s++)
+		h = h * 33 + (unsigned char)*s;
+	return h;
+}
+
+static uint32_t mt_sysv_hash(const char *s)
+{
+	uint32_t h = 0, g;
+
+	for (; *s; s++) {
+		h = (h << 4) + (unsigned char)*s;
+		g = h & 0xf0000000u;
+		if (g)
+			h ^= g >> 24;
+		h &= ~g;
+	}
+	return h;
+}
+
+/* The dynsym entry named @name in the object at @base with dynamic
+ * section @dyn, or NULL. Undefined entries are returned too: the caller
+ * decides what an import means. */
+static const ElfW(Sym) *mt_dynsym_lookup(uintptr_t base, const ElfW(Dyn) *dyn, const char *name)
+{
+	const ElfW(Sym) *symtab = NULL;
+	const char *strtab = NULL;
+	const uint32_t *gnu = NULL, *sysv = NULL;
+
+	for (; dyn->d_tag != DT_NULL; dyn++) {
+		switch (dyn->d_tag) {
+		case DT_SYMTAB:
+			symtab = (const ElfW(Sym) *)mt_dyn_addr(base, dyn->d_un.d_ptr);
+			break;
+		case DT_STRTAB:
+			strtab = (const char *)mt_dyn_addr(base, dyn->d_un.d_ptr);
+			break;
+		case DT_GNU_HASH:
+			gnu = (const uint32_t *)mt_dyn_addr(base, dyn->d_un.d_ptr);
+			break;
+		case DT_HASH:
+			sysv = (const uint32_t *)mt_dyn_addr(base, dyn->d_un.d_ptr);
+			break;
+		}
+	}
+	if (symtab == NULL || strtab == NULL)
+		return NULL;
+	if (gnu != NULL) {
+		uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_size = gnu[2];
+		const uint32_t *buckets = gnu + 4 + bloom_size * (sizeof(ElfW(Addr)) / 4);
+		const uint32_t *chain = buckets + nbuckets;
+		uint32_t h = mt_gnu_hash(name);
+
+		if (nbuckets == 0)
+			return NULL;
+		for (uint32_t i = buckets[h % nbuckets]; i >= symoffset && i != 0; i++) {
+			uint32_t h2 = chain[i - symoffset];
+
+			if ((h | 1) == (h2 | 1) && strcmp(strtab + symtab[i].st_name, name) == 0)
+				return &symtab[i];
+			if (h2 & 1)
+				break;
+		}
+		return NULL;
+	}
+	if (sysv != NULL) {
+		uint32_t nbucket = sysv[0];
+		const uint32_t *bucket = sysv + 2, *chain = bucket + nbucket;
+
+		if (nbucket == 0)
+			return NULL;
+		for (uint32_t i = bucket[mt_sysv_hash(name) % nbucket]; i != 0; i = chain[i])
+			if (strcmp(strtab + symtab[i].st_name, name) == 0)
+				return &symtab[i];
+	}
+	return NULL;
+}
+
+struct mt_find_ctx {
+	char name[4096]; /* "" for the main program */
+	int found;
+};
+
+static int mt_find_python_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct mt_find_ctx *ctx = data;
+	const ElfW(Dyn) *dyn = NULL;
+	const ElfW(Sym) *sym;
+	size_t len;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+	if (dyn == NULL)
+		return 0;
+	sym = mt_dynsym_lookup(info->dlpi_addr, dyn, "Py_GetVersion");
+	/* The main program of a PIE python imports the symbol (UND); only the
+	 * object that defines it is the interpreter. */
+	if (sym == NULL || sym->st_shndx == SHN_UNDEF)
+		return 0;
+	len = strlen(info->dlpi_name);
+	if (len >= sizeof(ctx->name))
+		return 0;
+	memcpy(ctx->name, info->dlpi_name, len + 1);
+	ctx->found = 1;
+	return 1;
+}
+
+/* "3.11.2 (main, ...)" or "3.13.0rc1 ..." to PY_VERSION_HEX. */
+static uint32_t mt_parse_version(const char *s)
+{
+	unsigned part[3] = { 0, 0, 0 }, level = 0xf, serial = 0;
+
+	for (int i = 0; i < 3; i++) {
+		if (*s < '0' || *s > '9')
+			return i >= 2 ? (part[0] << 24 | part[1] << 16 | 0xf0) : 0;
+		while (*s >= '0' && *s <= '9')
+			part[i] = part[i] * 10 + (unsigned)(*s++ - '0');
+		if (i < 2 && *s++ != '.')
+			return 0;
+	}
+	if (s[0] == 'a' || s[0] == 'b' || (s[0] == 'r' && s[1] == 'c')) {
+		level = s[0] == 'a' ? 0xa : s[0] == 'b' ? 0xb : 0xc;
+		s += s[0] == 'r' ? 2 : 1;
+		while (*s >= '0' && *s <= '9')
+			serial = serial * 10 + (unsigned)(*s++ - '0');
+	}
+	if (part[0] > 255 || part[1] > 255 || part[2] > 255)
+		return 0;
+	return part[0] << 24 | part[1] << 16 | part[2] << 8 | (level & 0xf) << 4 | (serial & 0xf);
+}
+
+int mt_python_init(uint32_t *python_hex)
+{
+	static struct mt_find_ctx find; /* static: 4 KiB off the control stack */
+	const char *(*get_version)(void);
+	const unsigned long *py_version;
+	const void *type_type;
+	struct mt_pyapi api;
+	uint32_t hex;
+	void *h;
+
+	if (__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE)) {
+		*python_hex = mt_py_hex;
+		return 0;
+	}
+	memset(&find, 0, sizeof(find));
+	dl_iterate_phdr(mt_find_python_cb, &find);
+	if (!find.found)
+		return -MT_ENOPY;
+	h = dlopen(find.name[0] ? find.name : NULL, RTLD_NOLOAD | RTLD_LAZY);
+	if (h == NULL)
+		return -MT_ENOPY;
+
+	get_version = (const char *(*)(void))dlsym(h, "Py_GetVersion");
+	if (get_version == NULL)
+		return -MT_ENOPY;
+	hex = mt_parse_version(get_version());
+	/* Py_Version (3.11+) carries the exact release; the string is the
+	 * only source before, and the two must agree on major.minor. */
+	py_version = dlsym(h, "Py_Version");
+	if (py_version != NULL) {
+		if ((*py_version & 0xffff0000ul) != (hex & 0xffff0000u))
+			return -MT_ENOPY;
+		hex = (uint32_t)*py_version;
+	}
+	mt_lo = NULL;
+	for (size_t i = 0; i < MT_PYLAYOUT_COUNT; i++)
+		if ((hex >> 24) == 3 && ((hex >> 16) & 0xff) == mt_pylayouts[i].minor)
+			mt_lo = &mt_pylayouts[i];
+	if (mt_lo == NULL)
+		return -MT_ENOPY;
+
+	memset(&api, 0, sizeof(api));
+	api.is_initialized = (int (*)(void))dlsym(h, "Py_IsInitialized");
+	api.is_finalizing = (int (*)(void))dlsym(h, "Py_IsFinalizing");
+	if (api.is_finalizing == NULL)
+		api.is_finalizing = (int (*)(void))dlsym(h, "_Py_IsFinalizing");
+	api.this_tstate = (void *(*)(void))dlsym(h, "PyGILState_GetThisThreadState");
+	api.gil_ensure = (mt_gilstate(*)(void))dlsym(h, "PyGILState_Ensure");
+	api.gil_release = (void (*)(mt_gilstate))dlsym(h, "PyGILState_Release");
+	api.mem_get = (void (*)(int, struct mt_pymem_allocator *))dlsym(h, "PyMem_GetAllocator");
+	api.mem_set = (void (*)(int, struct mt_pymem_allocator *))dlsym(h, "PyMem_SetAllocator");
+	api.allocator_name = (const char *(*)(void))dlsym(h, "_PyMem_GetCurrentAllocatorName");
+	api.code_type = dlsym(h, "PyCode_Type");
+	api.unicode_type = dlsym(h, "PyUnicode_Type");
+	api.bytes_type = dlsym(h, "PyBytes_Type");
+	type_type = dlsym(h, "PyType_Type");
+	if (!api.is_initialized || !api.is_finalizing || !api.this_tstate || !api.gil_ensure ||
+	    !api.gil_release || !api.mem_get || !api.mem_set || !api.code_type ||
+	    !api.unicode_type || !api.bytes_type || !type_type)
+		return -MT_ENOPY;
+	/* The object header must be the default build's: a free-threaded or
+	 * Py_TRACE_REFS build moves ob_type, and every offset with it. */
+	if (mt_ld_ptr(api.code_type, mt_lo->ob_type) != type_type ||
+	    dlsym(h, "_Py_DecRefShared") != NULL)
+		return -MT_ENOPY;
+
+	mt_api = api;
+	mt_py_hex = hex;
+	__atomic_store_n(&mt_py_ready, 1, __ATOMIC_RELEASE);
+	*python_hex = hex;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Hook-safe readers
+ * ---------------------------------------------------------------------- */
+
+int mt_python_initialized(void)
+{
+	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
+		return 0;
+	return mt_api.is_initialized() && !mt_api.is_finalizing();
+}
+
+/* 3.8 to 3.10: PyFrameObject; f_lasti counts bytes until 3.9 and code
+ * units from 3.10. */
+static size_t mt_walk_frameobjects(const void *tstate, struct mt_pyframe *out, size_t max)
+{
+	const void *f = mt_ld_ptr(tstate, mt_lo->ts_frame);
+	int scale = mt_lo->minor >= 10 ? 2 : 1;
+	size_t n = 0, steps = 0;
+
+	for (; f != NULL && n < max && steps < max + MT_WALK_SLACK; steps++) {
+		const void *code = mt_ld_ptr(f, mt_lo->fr_code);
+
+		if (mt_is_type(code, mt_api.code_type)) {
+			out[n].code = code;
+			out[n].offset = (uint32_t)(mt_ld_int(f, mt_lo->fr_instr) * scale);
+			n++;
+		}
+		f = mt_ld_ptr(f, mt_lo->fr_back);
+	}
+	return n;
+}
+
+/* 3.11+: _PyInterpreterFrame. The instruction pointer is the last
+ * started instruction (3.11/3.12 prev_instr) or the current one (3.13
+ * instr_ptr); either way its distance from the code's first code unit is
+ * what the interpreter turns into f_lineno. */
+static size_t mt_walk_iframes(const void *f, struct mt_pyframe *out, size_t max)
+{
+	size_t n = 0, steps = 0;
+
+	for (; f != NULL && n < max && steps < max + MT_WALK_SLACK;
+	     steps++, f = mt_ld_ptr(f, mt_lo->fr_back)) {
+		int owner = *((const signed char *)f + mt_lo->fr_owner);
+		const char *code, *first, *instr;
+
+		/* 3.12+ entry shims live on the C stack and hold no user code */
+		if (mt_lo->owned_by_cstack >= 0 && owner == mt_lo->owned_by_cstack)
+			continue;
+		code = mt_ld_ptr(f, mt_lo->fr_code);
+		if (!mt_is_type(code, mt_api.code_type))
+			continue;
+		first = code + mt_lo->co_code_adaptive;
+		instr = mt_ld_ptr(f, mt_lo->fr_instr);
+		/* An incomplete frame is still being set up (before RESUME): its
+		 * locals and position are not valid yet, CPython hides it too.
+		 * Generator frames are complete whatever their position. */
+		if (owner != mt_lo->owned_by_generator &&
+		    instr < first + 2 * mt_ld_int(code, mt_lo->co_firsttraceable))
+			continue;
+		out[n].code = code;
+		out[n].offset = (uint32_t)(instr - first);
+		n++;
+	}
+	return n;
+}
+
+size_t mt_python_walk(struct mt_pyframe *out, size_t max)
+{
+	const void *tstate, *cframe;
+
+	if (max == 0 || !mt_python_initialized())
+		return 0;
+	tstate = mt_api.this_tstate();
+	if (tstate == NULL)
+		return 0;
+	if (mt_lo->minor <= 10)
+		return mt_walk_frameobjects(tstate, out, max);
+	if (mt_lo->ts_cframe >= 0) {
+		cframe = mt_ld_ptr(tstate, mt_lo->ts_cframe);
+		if (cframe == NULL)
+			return 0;
+		return mt_walk_iframes(mt_ld_ptr(cframe, mt_lo->cframe_current), out, max);
+	}
+	return mt_walk_iframes(mt_ld_ptr(tstate, mt_lo->ts_frame), out, max);
+}
+
+void mt_python_code_key(const void *code, struct mt_pycode_key *key)
+{
+	key->filename = mt_ld_ptr(code, mt_lo->co_filename);
+	key->name = mt_ld_ptr(code, mt_lo->co_name);
+	key->linetable = mt_ld_ptr(code, mt_lo->co_linetable);
+	key->firstlineno = mt_ld_int(code, mt_lo->co_firstlineno);
+}
+
+/* UTF-8 encoding of code point @c into @dst (room @room); returns bytes
+ * written, 0 if it does not fit. Lone surrogates (possible in file names
+ * decoded with surrogateescape) become U+FFFD to keep the output valid. */
+static size_t mt_utf8_put(uint8_t *dst, size_t room, uint32_t c)
+{
+	if (c >= 0xd800 && c <= 0xdfff)
+		c = 0xfffd;
+	if (c < 0x80) {
+		if (room < 1)
+			return 0;
+		dst[0] = (uint8_t)c;
+		return 1;
+	}
+	if (c < 0x800) {
+		if (room < 2)
+			return 0;
+		dst[0] = (uint8_t)(0xc0 | c >> 6);
+		dst[1] = (uint8_t)(0x80 | (c & 0x3f));
+		return 2;
+	}
+	if (c < 0x10000) {
+		if (room < 3)
+			return 0;
+		dst[0] = (uint8_t)(0xe0 | c >> 12);
+		dst[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3f));
+		dst[2] = (uint8_t)(0x80 | (c & 0x3f));
+		return 3;
+	}
+	if (room < 4)
+		return 0;
+	dst[0] = (uint8_t)(0xf0 | (c >> 18 & 0x07));
+	dst[1] = (uint8_t)(0x80 | ((c >> 12) & 0x3f));
+	dst[2] = (uint8_t)(0x80 | ((c >> 6) & 0x3f));
+	dst[3] = (uint8_t)(0x80 | (c & 0x3f));
+	return 4;
+}
+
+/* str object @s as UTF-8 into @dst, cut at a character boundary when
+ * @room is short. Returns bytes written; 0 for anything but a ready str. */
+static size_t mt_copy_str(const void *s, uint8_t *dst, size_t room)
+{
+	uint32_t state;
+	ssize_t len;
+	unsigned kind;
+	const uint8_t *data;
+	size_t n = 0;
+
+	if (!mt_is_type(s, mt_api.unicode_type))
+		return 0;
+	memcpy(&state, (const char *)s + mt_lo->uni_state, sizeof(state));
+	memcpy(&len, (const char *)s + mt_lo->uni_length, sizeof(len));
+	kind = (state >> mt_lo->uni_kind_shift) & 7;
+	if (len <= 0)
+		return 0;
+	if (state >> mt_lo->uni_compact_bit & 1) {
+		data = (const uint8_t *)s + ((state >> mt_lo->uni_ascii_bit & 1)
+						     ? mt_lo->uni_ascii_size
+						     : mt_lo->uni_compact_size);
+	} else {
+		/* legacy string (3.11 and older); not ready ones have kind 0 */
+		data = mt_ld_ptr(s, mt_lo->uni_legacy_data);
+		if (data == NULL)
+			return 0;
+	}
+	for (ssize_t i = 0; i < len; i++) {
+		uint32_t c;
+		size_t w;
+
+		if (kind == 1) {
+			c = data[i];
+		} else if (kind == 2) {
+			uint16_t u;
+
+			memcpy(&u, data + 2 * i, 2);
+			c = u;
+		} else if (kind == 4) {
+			memcpy(&c, data + 4 * i, 4);
+		} else {
+			return 0;
+		}
+		w = mt_utf8_put(dst + n, room - n, c);
+		if (w == 0)
+			break;
+		n += w;
+	}
+	return n;
+}
+
+static size_t mt_copy_bytes(const void *b, uint8_t *dst, size_t room)
+{
+	ssize_t len;
+
+	if (!mt_is_type(b, mt_api.bytes_type))
+		return 0;
+	memcpy(&len, (const char *)b + mt_lo->bytes_size, sizeof(len));
+	if (len <= 0)
+		return 0;
+	if ((size_t)len > room)
+		len = (ssize_t)room;
+	memcpy(dst, (const char *)b + mt_lo->bytes_sval, (size_t)len);
+	return (size_t)len;
+}
+
+int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *scratch,
+			    size_t cap)
+{
+	const void *qualname;
+	size_t used = 0, n;
+
+	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE) ||
+	    !mt_is_type(code, mt_api.code_type))
+		return -1;
+	out->firstlineno = (uint32_t)mt_ld_int(code, mt_lo->co_firstlineno);
+
+	/* Short fields first so a small @cap cuts the file name or the line
+	 * table rather than losing the function's name. */
+	n = mt_copy_str(mt_ld_ptr(code, mt_lo->co_name), scratch + used, cap - used);
+	out->name = (struct mt_bytes){ scratch + used, (uint32_t)n };
+	used += n;
+	qualname = mt_lo->co_qualname >= 0 ? mt_ld_ptr(code, mt_lo->co_qualname)
+					   : mt_ld_ptr(code, mt_lo->co_name);
+	n = mt_copy_str(qualname, scratch + used, cap - used);
+	out->qualname = (struct mt_bytes){ scratch + used, (uint32_t)n };
+	used += n;
+	n = mt_copy_str(mt_ld_ptr(code, mt_lo->co_filename), scratch + used, cap - used);
+	out->filename = (struct mt_bytes){ scratch + used, (uint32_t)n };
+	used += n;
+	n = mt_copy_bytes(mt_ld_ptr(code, mt_lo->co_linetable), scratch + used, cap - used);
+	out->linetable = (struct mt_bytes){ scratch + used, (uint32_t)n };
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * PyMem domain wrappers
+ *
+ * OBJ and MEM are only called with the GIL held, so swapping them under
+ * the GIL cannot race a caller. The delegated call runs with the
+ * recursion guard set: pymalloc falls back to malloc for large blocks,
+ * and the GOT hook must not record that block a second time.
+ * ---------------------------------------------------------------------- */
+
+/* One wrapper instance: its ctx. A wrapper that someone else wrapped in
+ * turn cannot be taken out of their chain on detach; it stays there as a
+ * pass-through forever, with its saved allocator. A later attach must
+ * then not reuse that instance (its orig would point back into the chain
+ * and loop), so each domain has a few instances. */
+struct mt_pymem_domain {
+	int domain;
+	volatile int active; /* record through this wrapper */
+	int used;            /* reachable from the domain's chain */
+	struct mt_pymem_allocator orig; /* what we delegate to */
+};
+
+#define MT_PYMEM_SLOTS 8
+
+static struct mt_pymem_domain mt_pymem_slots[2][MT_PYMEM_SLOTS];
+static const int mt_pymem_domain_ids[2] = { MT_PYMEM_DOMAIN_MEM, MT_PYMEM_DOMAIN_OBJ };
+
+static void *mt_pymem_malloc(void *ctx, size_t size)
+{
+	struct mt_pymem_domain *d = ctx;
+	struct mt_pymem_allocator *o = &d->orig;
+	void *p;
+
+	if (!d->active || !mt_tracking || !mt_guard_enter())
+		return o->malloc(o->ctx, size);
+	p = o->malloc(o->ctx, size);
+	if (p != NULL) {
+		int saved = errno;
+
+		mt_track_alloc(MT_ALLOC_PYMALLOC_MALLOC, p, size);
+		errno = saved;
+	}
+	mt_guard_leave();
+	return p;
+}
+
+static void *mt_pymem_calloc(void *ctx, size_t nelem, size_t elsize)
+{
+	struct mt_pymem_domain *d = ctx;
+	struct mt_pymem_allocator *o = &d->orig;
+	void *p;
+
+	if (!d->active || !mt_tracking || !mt_guard_enter())
+		return o->calloc(o->ctx, nelem, elsize);
+	p = o->calloc(o->ctx, nelem, elsize);
+	if (p != NULL) {
+		int saved = errno;
+
+		/* no overflow here: the allocator succeeded */
+		mt_track_alloc(MT_ALLOC_PYMALLOC_CALLOC, p, nelem * elsize);
+		errno = saved;
+	}
+	mt_guard_leave();
+	return p;
+}
+
+/* PyMem realloc(p, 0) resizes and returns a live block, never frees it,
+ * and a failed realloc leaves @ptr valid: so the old block is reported
+ * freed only once the new one exists. */
+static void *mt_pymem_realloc(void *ctx, void *ptr, size_t size)
+{
+	struct mt_pymem_domain *d = ctx;
+	struct mt_pymem_allocator *o = &d->orig;
+	void *p;
+
+	if (!d->active || !mt_tracking || !mt_guard_enter())
+		return o->realloc(o->ctx, ptr, size);
+	p = o->realloc(o->ctx, ptr, size);
+	if (p != NULL) {
+		int saved = errno;
+
+		if (ptr != NULL)
+			mt_track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
+		mt_track_alloc(MT_ALLOC_PYMALLOC_REALLOC, p, size);
+		errno = saved;
+	}
+	mt_guard_leave();
+	return p;
+}
+
+static void mt_pymem_free(void *ctx, void *ptr)
+{
+	struct mt_pymem_domain *d = ctx;
+	struct mt_pymem_allocator *o = &d->orig;
+	int saved;
+
+	if (!d->active || !mt_tracking || ptr == NULL || !mt_guard_enter()) {
+		o->free(o->ctx, ptr);
+		return;
+	}
+	/* before the real free, or another thread may reuse the address and
+	 * record its allocation ahead of our free */
+	saved = errno;
+	mt_track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
+	errno = saved;
+	o->free(o->ctx, ptr);
+	mt_guard_leave();
+}
+
+/* The instance of ours that @a is, or NULL. */
+static struct mt_pymem_domain *mt_pymem_ours(const struct mt_pymem_allocator *a, int d)
+{
+	for (int i = 0; i < MT_PYMEM_SLOTS; i++)
+		if (a->malloc == mt_pymem_malloc && a->ctx == &mt_pymem_slots[d][i])
+			return &mt_pymem_slots[d][i];
+	return NULL;
+}
+
+/* Taking the GIL from a thread while the interpreter finalizes ends that
+ * thread (PyThread_exit_thread) in 3.8..3.13; check first. There is a
+ * window between the check and the call that only the interpreter could
+ * close; detaching during shutdown is rare and the caller's thread is
+ * ours, not the target's. */
+static int mt_gil_usable(void)
+{
+	return mt_python_initialized();
+}
+
+int mt_python_pymem_install(void)
+{
+	const char *name;
+	mt_gilstate g;
+	int err = 0;
+
+	if (!mt_gil_usable())
+		return -MT_ENOPY;
+	g = mt_api.gil_ensure();
+	/* With PYTHONMALLOC=malloc every block reaches the malloc hooks;
+	 * wrapping the domains would count them twice. */
+	name = mt_api.allocator_name != NULL ? mt_api.allocator_name() : NULL;
+	if (name != NULL && (strcmp(name, "malloc") == 0 || strcmp(name, "malloc_debug") == 0))
+		goto out;
+	for (int i = 0; i < 2; i++) {
+		struct mt_pymem_allocator cur, ours;
+		struct mt_pymem_domain *d;
+
+		mt_api.mem_get(mt_pymem_domain_ids[i], &cur);
+		/* Still on top from an earlier attach (someone wrapped us and
+		 * unwrapped again): switching it back on is enough. */
+		d = mt_pymem_ours(&cur, i);
+		if (d == NULL) {
+			for (int k = 0; k < MT_PYMEM_SLOTS && d == NULL; k++)
+				if (!mt_pymem_slots[i][k].used)
+					d = &mt_pymem_slots[i][k];
+			if (d == NULL) {
+				err = -MT_ENOPY;
+				break;
+			}
+			d->domain = mt_pymem_domain_ids[i];
+			d->orig = cur;
+			d->used = 1;
+			ours = (struct mt_pymem_allocator){
+				.ctx = d,
+				.malloc = mt_pymem_malloc,
+				.calloc = mt_pymem_calloc,
+				.realloc = mt_pymem_realloc,
+				.free = mt_pymem_free,
+			};
+			mt_api.mem_set(d->domain, &ours);
+		}
+		d->active = 1;
+	}
+out:
+	mt_api.gil_release(g);
+	return err;
+}
+
+int mt_python_pymem_uninstall(void)
+{
+	mt_gilstate g;
+
+	if (!mt_gil_usable())
+		return -MT_ENOPY;
+	g = mt_api.gil_ensure();
+	for (int i = 0; i < 2; i++) {
+		struct mt_pymem_allocator cur;
+		struct mt_pymem_domain *top;
+
+		/* Every instance goes quiet, also those buried in a chain. */
+		for (int k = 0; k < MT_PYMEM_SLOTS; k++)
+			mt_pymem_slots[i][k].active = 0;
+		mt_api.mem_get(mt_pymem_domain_ids[i], &cur);
+		/* Restore only our own top; if someone wrapped us later
+		 * (tracemalloc), our wrapper stays in their chain and passes
+		 * calls through. Calls into a domain hold the GIL, as we do, so
+		 * nobody is inside the instance we take out. */
+		top = mt_pymem_ours(&cur, i);
+		if (top != NULL) {
+			mt_api.mem_set(top->domain, &top->orig);
+			top->used = 0;
+		}
+	}
+	mt_api.gil_release(g);
+	return 0;
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_PAYLOAD_PYTHON_H
+#define MT_PAYLOAD_PYTHON_H
+/*
+ * The payload's view of the CPython interpreter in this process, for every
+ * CPython 3.8 to 3.13 from one build: the C API is resolved at run time
+ * (the payload never links libpython) and struct layouts come from per-
+ * version tables chosen by the running interpreter's version.
+ *
+ * Functions marked hook-safe run inside malloc hooks on any thread: they
+ * never allocate, take no lock, call no C API that can allocate, raise or
+ * touch reference counts, and need not hold the GIL. The others run on
+ * the payload's control thread.
+ */
+#include <stddef.h> /* size_t */
+#include <stdint.h> /* uint32_t */
+
+struct mt_rec_code;
+
+struct mt_pyframe {
+	const void *code; /* PyCodeObject* */
+	uint32_t offset;  /* bytes into the code's bytecode (lasti * 2 style) */
+};
+
+/* Identity of a code object, compared on every cache hit to detect that a
+ * code object died and another took its address. */
+struct mt_pycode_key {
+	const void *filename, *name, *linetable;
+	int firstlineno;
+};
+
+/* mt_python_init() - find the interpreter (first loaded object that
+ * defines Py_GetVersion), check it is 3.8..3.13 and not free-threaded,
+ * resolve the C API used later and choose the layout table.
+ * Returns 0 and sets *python_hex (PY_VERSION_HEX), or -MT_ENOPY. */
+int mt_python_init(uint32_t *python_hex);
+
+/* mt_python_initialized() - Py_IsInitialized() and not finalizing.
+ * Hook-safe. False before mt_python_init() succeeded. */
+int mt_python_initialized(void);
+
+/* mt_python_walk() - the calling thread's Python frames, innermost first,
+ * at most @max. Returns how many were stored; 0 for a thread without a
+ * Python thread state or while the interpreter starts or finalizes.
+ * Hook-safe. */
+size_t mt_python_walk(struct mt_pyframe *out, size_t max);
+
+/* mt_python_code_key() - identity fields of @code. Hook-safe. */
+void mt_python_code_key(const void *code, struct mt_pycode_key *key);
+
+/* mt_python_code_describe() - fill @out (a CODE record, id set by the
+ * caller) from the live code object: file name, name, qualified name as
+ * UTF-8 and the raw line table bytes, copied into @scratch (capacity
+ * @cap; strings that do not fit are cut). Hook-safe. Returns 0, or -1 if
+ * the object does not look like a code object. */
+int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *scratch,
+			    size_t cap);
+
+/* mt_python_pymem_install() - wrap the PYMEM_DOMAIN_OBJ and _MEM
+ * allocators (never RAW) with wrappers that report through mt_track_*,
+ * taking the GIL with PyGILState_Ensure. Control thread, interpreter
+ * initialized. Returns 0, or -MT_ENOPY. Does nothing and returns 0 when
+ * the current allocator is already malloc-backed (every block is seen by
+ * the malloc hooks then). */
+int mt_python_pymem_install(void);
+
+/* mt_python_pymem_uninstall() - put back the saved allocators of each
+ * domain that still holds our wrapper (someone who wrapped us later keeps
+ * us as a pass-through). Takes the GIL. Returns 0 or -MT_ENOPY. */
+int mt_python_pymem_uninstall(void);
+
+#endif /* MT_PAYLOAD_PYTHON_H */

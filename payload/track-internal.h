@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_PAYLOAD_TRACK_INTERNAL_H
+#define MT_PAYLOAD_TRACK_INTERNAL_H
+/* Control-thread side of track.c and hooks.c (not for python.c). */
+
+/* mt_track_init() - reset stack and code ids and thread indexes for a new
+ * capture. @python: whether mt_python_init() succeeded (stacks walked). */
+int mt_track_init(int python);
+
+/* mt_hooks_resolve() - find the real allocator functions. 0 or -errno. */
+int mt_hooks_resolve(void);
+/* mt_hooks_install() / mt_hooks_uninstall() - patch or restore the GOTs of
+ * all loaded objects. Return slots changed or -errno. */
+int mt_hooks_install(void);
+int mt_hooks_uninstall(void);
+
+#endif /* MT_PAYLOAD_TRACK_INTERNAL_H */

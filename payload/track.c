@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Event recording: per-thread state, Python stack interning and the
+ * records pushed to the ring. Everything here runs inside allocation hooks
+ * with the recursion guard held: no malloc, no stdio, errno preserved by
+ * the callers. Stack and code tables are shared and guarded by one
+ * spinlock, taken only when a thread's stack differs from its last one.
+ */
+#include "payload/track.h"
+#include "format/record.h"
+#include "payload/python.h"
+#include "payload/track-internal.h"
+#include "payload/writer.h"
+
+#include <pthread.h>     /* pthread_key_create */
+#include <sched.h>       /* sched_yield */
+#include <stdatomic.h>   /* atomic_* */
+#include <string.h>      /* memset */
+#include <sys/mman.h>    /* mmap */
+#include <sys/prctl.h>   /* PR_GET_NAME */
+#include <sys/syscall.h> /* SYS_gettid */
+#include <unistd.h>      /* syscall */
+
+__thread unsigned char mt_in_hook __attribute__((tls_model("initial-exec")));
+volatile int mt_tracking;
+
+#define MAX_DEPTH 1024
+#define CODE_SCRATCH (128u << 10)
+
+struct mt_thread {
+	uint32_t session;
+	uint32_t index;
+	struct mt_delta delta;
+	uint32_t depth; /* frames in cache[] */
+	struct mt_thread *next_free;
+	struct mt_pyframe cache[MAX_DEPTH]; /* last stack, outermost first */
+	uint32_t ids[MAX_DEPTH];            /* trie node of cache[0..i] */
+	struct mt_pyframe walk[MAX_DEPTH];  /* scratch, innermost first */
+};
+
+static __thread struct mt_thread *self __attribute__((tls_model("initial-exec")));
+
+struct code_entry {
+	const void *code;
+	struct mt_pycode_key key;
+	uint32_t id;
+};
+
+struct node_entry {
+	uint32_t parent, code, offset, id;
+};
+
+static struct {
+	atomic_flag lock;
+	_Atomic uint32_t session;
+	_Atomic uint32_t next_thread;
+	int python;                /* mt_python_init() succeeded */
+	pthread_key_t key;
+	int key_ok;
+	struct mt_thread *free_threads;
+	struct code_entry *codes;
+	size_t codes_cap, codes_used;
+	uint32_t next_code;
+	struct node_entry *nodes;
+	size_t nodes_cap, nodes_used;
+	uint32_t next_node;
+	uint8_t *scratch; /* CODE record strings, then the encoded record */
+} g = { .lock = ATOMIC_FLAG_INIT };
+
+static void lock(void)
+{
+	unsigned spins = 0;
+	while (atomic_flag_test_and_set_explicit(&g.lock, memory_order_acquire))
+		if (++spins > 64)
+			sched_yield();
+}
+
+static void unlock(void)
+{
+	atomic_flag_clear_explicit(&g.lock, memory_order_release);
+}
+
+static void *map(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* ------------------------------------------------------------------------
+ * Threads.
+ * ---------------------------------------------------------------------- */
+static void thread_exit(void *arg)
+{
+	struct mt_thread *t = arg;
+	self = NULL;
+	lock();
+	t->next_free = g.free_threads;
+	g.free_threads = t;
+	unlock();
+}
+
+static void push_thread_record(struct mt_thread *t)
+{
+	char name[17] = { 0 };
+	uint8_t buf[64];
+	struct mt_record r = { .type = MT_REC_THREAD, .tidx = t->index };
+
+	prctl(PR_GET_NAME, name, 0, 0, 0);
+	r.thread.tid = (uint64_t)syscall(SYS_gettid);
+	r.thread.name.p = (const uint8_t *)name;
+	r.thread.name.len = (uint32_t)strlen(name);
+	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
+	if (n > 0)
+		mt_ring_push(buf, (size_t)n);
+}
+
+static struct mt_thread *thread_get(void)
+{
+	struct mt_thread *t = self;
+	uint32_t session = atomic_load_explicit(&g.session, memory_order_relaxed);
+
+	if (t && t->session == session)
+		return t;
+	if (!t) {
+		lock();
+		t = g.free_threads;
+		if (t)
+			g.free_threads = t->next_free;
+		unlock();
+		if (!t && !(t = map(sizeof(*t))))
+			return NULL;
+		if (g.key_ok)
+			pthread_setspecific(g.key, t);
+		self = t;
+	}
+	t->session = session;
+	t->index = atomic_fetch_add(&g.next_thread, 1);
+	memset(&t->delta, 0, sizeof(t->delta));
+	t->depth = 0;
+	push_thread_record(t);
+	return t;
+}
+
+/* ------------------------------------------------------------------------
+ * Code objects and the stack trie (under g.lock).
+ * ---------------------------------------------------------------------- */
+static size_t hash_ptr(const void *p)
+{
+	uint64_t v = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+	return (size_t)(v >> 17);
+}
+
+static int grow_codes(void)
+{
+	size_t ncap = g.codes_cap ? g.codes_cap * 2 : 4096;
+	struct code_entry *nt = map(ncap * sizeof(*nt));
+	if (!nt)
+		return -1;
+	for (size_t i = 0; i < g.codes_cap; i++) {
+		if (!g.codes[i].code)
+			continue;
+		size_t j = hash_ptr(g.codes[i].code) & (ncap - 1);
+		while (nt[j].code)
+			j = (j + 1) & (ncap - 1);
+		nt[j] = g.codes[i];
+	}
+	if (g.codes)
+		munmap(g.codes, g.codes_cap * sizeof(*g.codes));
+	g.codes = nt;
+	g.codes_cap = ncap;
+	return 0;
+}
+
+static void push_code_record(const void *code, uint32_t id)
+{
+	struct mt_record r = { .type = MT_REC_CODE };
+	if (!g.scratch && !(g.scratch = map(2 * CODE_SCRATCH)))
+		return;
+	if (mt_python_code_describe(code, &r.code, g.scratch, CODE_SCRATCH) < 0)
+		memset(&r.code, 0, sizeof(r.code));
+	r.code.id = id;
+	ssize_t n = mt_rec_encode(g.scratch + CODE_SCRATCH, CODE_SCRATCH, &r, NULL);
+	if (n > 0)
+		mt_ring_push(g.scratch + CODE_SCRATCH, (size_t)n);
+}
+
+static uint32_t code_id(const void *code)
+{
+	struct mt_pycode_key key;
+	size_t j;
+
+	memset(&key, 0, sizeof(key)); /* compared with memcmp, padding too */
+	if ((g.codes_used + 1) * 2 > g.codes_cap && grow_codes() < 0)
+		return 0;
+	mt_python_code_key(code, &key);
+	for (j = hash_ptr(code) & (g.codes_cap - 1); g.codes[j].code;
+	     j = (j + 1) & (g.codes_cap - 1)) {
+		if (g.codes[j].code != code)
+			continue;
+		if (memcmp(&g.codes[j].key, &key, sizeof(key)) == 0)
+			return g.codes[j].id;
+		/* The old code object died and a new one took its address. */
+		g.codes[j].key = key;
+		g.codes[j].id = ++g.next_code;
+		push_code_record(code, g.codes[j].id);
+		return g.codes[j].id;
+	}
+	g.codes[j].code = code;
+	g.codes[j].key = key;
+	g.codes[j].id = ++g.next_code;
+	g.codes_used++;
+	push_code_record(code, g.codes[j].id);
+	return g.codes[j].id;
+}
+
+static size_t hash_node(uint32_t parent, uint32_t code, uint32_t offset)
+{
+	uint64_t v = ((uint64_t)parent << 32 | code) * 0x9e3779b97f4a7c15ull;
+	v ^= (uint64_t)offset * 0xc2b2ae3d27d4eb4full;
+	return (size_t)(v >> 13);
+}
+
+static int grow_nodes(void)
+{
+	size_t ncap = g.nodes_cap ? g.nodes_cap * 2 : 16384;
+	struct node_entry *nt = map(ncap * sizeof(*nt));
+	if (!nt)
+		return -1;
+	for (size_t i = 0; i < g.nodes_cap; i++) {
+		struct node_entry *e = &g.nodes[i];
+		if (!e->id)
+			continue;
+		size_t j = hash_node(e->parent, e->code, e->offset) & (ncap - 1);
+		while (nt[j].id)
+			j = (j + 1) & (ncap - 1);
+		nt[j] = *e;
+	}
+	if (g.nodes)
+		munmap(g.nodes, g.nodes_cap * sizeof(*g.nodes));
+	g.nodes = nt;
+	g.nodes_cap = ncap;
+	return 0;
+}
+
+static uint32_t node_id(uint32_t parent, uint32_t code, uint32_t offset)
+{
+	size_t j;
+	if ((g.nodes_used + 1) * 2 > g.nodes_cap && grow_nodes() < 0)
+		return parent;
+	for (j = hash_node(parent, code, offset) & (g.nodes_cap - 1); g.nodes[j].id;
+	     j = (j + 1) & (g.nodes_cap - 1)) {
+		struct node_entry *e = &g.nodes[j];
+		if (e->parent == parent && e->code == code && e->offset == offset)
+			return e->id;
+	}
+	struct node_entry *e = &g.nodes[j];
+	e->parent = parent;
+	e->code = code;
+	e->offset = offset;
+	e->id = ++g.next_node;
+	g.nodes_used++;
+
+	uint8_t buf[64];
+	struct mt_record r = { .type = MT_REC_STACK };
+	r.stack.id = e->id;
+	r.stack.parent = parent;
+	r.stack.code = code;
+	r.stack.offset = offset;
+	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
+	if (n > 0)
+		mt_ring_push(buf, (size_t)n);
+	return e->id;
+}
+
+/* The trie node of the calling thread's Python stack. Frames shared with
+ * the thread's previous stack (the common case in a loop) cost one
+ * comparison each and no lock. */
+static uint32_t current_stack(struct mt_thread *t)
+{
+	if (!g.python || !mt_python_initialized())
+		return 0;
+	size_t n = mt_python_walk(t->walk, MAX_DEPTH);
+	if (n == 0)
+		return 0;
+	size_t k = 0;
+	while (k < n && k < t->depth && t->cache[k].code == t->walk[n - 1 - k].code &&
+	       t->cache[k].offset == t->walk[n - 1 - k].offset)
+		k++;
+	if (k == n && n == t->depth)
+		return t->ids[n - 1];
+
+	uint32_t parent = k ? t->ids[k - 1] : 0;
+	lock();
+	for (size_t i = k; i < n; i++) {
+		struct mt_pyframe f = t->walk[n - 1 - i];
+		uint32_t c = code_id(f.code);
+		parent = c ? node_id(parent, c, f.offset) : parent;
+		t->cache[i] = f;
+		t->ids[i] = parent;
+	}
+	unlock();
+	t->depth = (uint32_t)n;
+	return parent;
+}
+
+/* ------------------------------------------------------------------------
+ * Public entry points.
+ * ---------------------------------------------------------------------- */
+void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
+{
+	struct mt_thread *t = thread_get();
+	uint8_t buf[MT_REC_HOT_MAX];
+	if (!t)
+		return;
+	uint32_t stack = current_stack(t);
+	struct mt_delta saved = t->delta;
+	size_t n = mt_enc_alloc(buf, &t->delta, t->index, kind, (uintptr_t)ptr, size, stack);
+	if (mt_ring_push(buf, n) < 0)
+		t->delta = saved; /* the reader never sees it: keep deltas in step */
+}
+
+void mt_track_free(unsigned kind, const void *ptr, size_t size)
+{
+	struct mt_thread *t = thread_get();
+	uint8_t buf[MT_REC_HOT_MAX];
+	if (!t)
+		return;
+	struct mt_delta saved = t->delta;
+	size_t n = mt_enc_free(buf, &t->delta, t->index, kind, (uintptr_t)ptr, size);
+	if (mt_ring_push(buf, n) < 0)
+		t->delta = saved;
+}
+
+int mt_track_init(int python)
+{
+	if (!g.key_ok && pthread_key_create(&g.key, thread_exit) == 0)
+		g.key_ok = 1;
+	lock();
+	/* A new capture: fresh ids; thread states re-register lazily. */
+	atomic_fetch_add(&g.session, 1);
+	atomic_store(&g.next_thread, 0);
+	if (g.codes)
+		memset(g.codes, 0, g.codes_cap * sizeof(*g.codes));
+	if (g.nodes)
+		memset(g.nodes, 0, g.nodes_cap * sizeof(*g.nodes));
+	g.codes_used = g.nodes_used = 0;
+	g.next_code = g.next_node = 0;
+	g.python = python;
+	unlock();
+	return 0;
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_PAYLOAD_TRACK_H
+#define MT_PAYLOAD_TRACK_H
+/*
+ * Event recording, shared by the GOT hooks (hooks.c) and the PyMem domain
+ * wrappers (python.c). Every function here is hook-safe: no allocation,
+ * no stdio, no lock a writer can hold for long; errno is preserved.
+ *
+ * The recursion guard is a byte of initial-exec TLS: reading it never
+ * calls __tls_get_addr, which would malloc inside our own hook.
+ */
+#include <stddef.h> /* size_t */
+
+extern __thread unsigned char mt_in_hook __attribute__((tls_model("initial-exec")));
+
+/* mt_guard_enter() - 1 if this thread may record (the guard is now set
+ * and must be released with mt_guard_leave()), 0 if it is already inside
+ * memtrace (pass through, do not record). */
+static inline int mt_guard_enter(void)
+{
+	if (mt_in_hook)
+		return 0;
+	mt_in_hook = 1;
+	return 1;
+}
+
+static inline void mt_guard_leave(void)
+{
+	mt_in_hook = 0;
+}
+
+/* mt_tracking - nonzero while events are being recorded. Relaxed reads. */
+extern volatile int mt_tracking;
+
+/* mt_track_alloc() / mt_track_free() - record an event of allocator @kind
+ * (enum mt_allocator) with the calling thread's Python stack. Call with
+ * the guard held (mt_guard_enter() returned 1), and only for successful
+ * allocations; frees before the real free. @size of a free is used for
+ * MUNMAP only. */
+void mt_track_alloc(unsigned kind, const void *ptr, size_t size);
+void mt_track_free(unsigned kind, const void *ptr, size_t size);
+
+#endif /* MT_PAYLOAD_TRACK_H */

@@ -1,0 +1,420 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Capture parser: file header, chunk verification and decompression, the
+ * per-thread delta state of the hot records, and dispatch to callbacks.
+ * Never trusts the file: every length is checked before it is used.
+ */
+#include "reader/capture.h"
+#include "format/error.h"
+
+#include <errno.h>    /* ENOMEM */
+#include <fcntl.h>    /* open */
+#include <lz4.h>      /* LZ4_decompress_safe */
+#include <stdarg.h>   /* va_list */
+#include <stdio.h>    /* vsnprintf */
+#include <stdlib.h>   /* malloc */
+#include <string.h>   /* memset */
+#include <sys/mman.h> /* mmap */
+#include <sys/stat.h> /* fstat */
+#include <unistd.h>   /* close */
+
+#include "util/io.h"
+
+/* Thread indexes above this are treated as corruption rather than as a
+ * request for gigabytes of delta state. */
+#define MAX_THREADS (1u << 20)
+
+struct mt_capture {
+	const uint8_t *data;
+	size_t size;
+	void *map;      /* mmap'ed file, or NULL */
+	void *owned;    /* read-in file, or NULL */
+	size_t hdr_size;
+	struct mt_header hdr;
+	struct mt_capture_status st;
+
+	uint8_t *raw;   /* decompression buffer */
+	size_t raw_cap;
+	struct mt_delta *deltas;
+	uint32_t n_deltas;
+	int oom;
+
+	void (*warn)(void *ctx, const char *msg);
+	void *warn_ctx;
+};
+
+static int stub(void *ctx, const struct mt_record *r)
+{
+	(void)ctx;
+	(void)r;
+	return 0;
+}
+
+static int stub_chunk(void *ctx, uint64_t index, uint64_t offset, const struct mt_chunk *c)
+{
+	(void)ctx;
+	(void)index;
+	(void)offset;
+	(void)c;
+	return 0;
+}
+
+void mt_record_ops_init(struct mt_record_ops *ops)
+{
+#define FILL(m)              \
+	if (!ops->m)         \
+		ops->m = stub;
+	FILL(alloc);
+	FILL(free);
+	FILL(thread);
+	FILL(code);
+	FILL(stack);
+	FILL(sample);
+	FILL(diag);
+	FILL(trailer);
+	FILL(unknown);
+#undef FILL
+	if (!ops->chunk)
+		ops->chunk = stub_chunk;
+}
+
+static int open_common(struct mt_capture *c)
+{
+	ssize_t n;
+
+	if (c->size == 0)
+		return -MT_EFORMAT;
+	n = mt_header_decode(c->data, c->size, &c->hdr);
+	if (n < 0)
+		return (int)n;
+	c->hdr_size = (size_t)n;
+	c->st.file_size = c->size;
+	return 0;
+}
+
+int mt_capture_open_mem(const void *buf, size_t len, struct mt_capture **out)
+{
+	struct mt_capture *c = calloc(1, sizeof(*c));
+	int err;
+
+	if (!c)
+		return -ENOMEM;
+	c->data = buf;
+	c->size = len;
+	err = open_common(c);
+	if (err < 0) {
+		mt_capture_close(c);
+		return err;
+	}
+	*out = c;
+	return 0;
+}
+
+/* Pipes and other unmappable files are read into memory. */
+static int read_all(int fd, struct mt_capture *c)
+{
+	size_t cap = 1 << 20, len = 0;
+	uint8_t *buf = malloc(cap);
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		if (len == cap) {
+			uint8_t *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		ssize_t n = mt_read_full(fd, buf + len, cap - len);
+		if (n < 0) {
+			free(buf);
+			return (int)n;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	c->owned = buf;
+	c->data = buf;
+	c->size = len;
+	return 0;
+}
+
+int mt_capture_open(const char *path, struct mt_capture **out)
+{
+	struct mt_capture *c;
+	struct stat sb;
+	int fd, err = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	if (fstat(fd, &sb) < 0) {
+		err = -errno;
+		goto out;
+	}
+	if (S_ISDIR(sb.st_mode)) {
+		err = -EISDIR;
+		goto out;
+	}
+	if (S_ISREG(sb.st_mode) && sb.st_size > 0) {
+		void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m == MAP_FAILED) {
+			err = -errno;
+			goto out;
+		}
+		(void)madvise(m, (size_t)sb.st_size, MADV_SEQUENTIAL);
+		c->map = m;
+		c->data = m;
+		c->size = (size_t)sb.st_size;
+	} else if (!S_ISREG(sb.st_mode)) {
+		err = read_all(fd, c);
+		if (err < 0)
+			goto out;
+	}
+	err = open_common(c);
+out:
+	close(fd);
+	if (err < 0) {
+		mt_capture_close(c);
+		return err;
+	}
+	*out = c;
+	return 0;
+}
+
+void mt_capture_close(struct mt_capture *c)
+{
+	if (!c)
+		return;
+	if (c->map)
+		munmap(c->map, c->size);
+	free(c->owned);
+	free(c->raw);
+	free(c->deltas);
+	free(c);
+}
+
+const struct mt_header *mt_capture_header(const struct mt_capture *c)
+{
+	return &c->hdr;
+}
+
+const struct mt_capture_status *mt_capture_status(const struct mt_capture *c)
+{
+	return &c->st;
+}
+
+void mt_capture_set_warn(struct mt_capture *c, void (*fn)(void *ctx, const char *msg), void *ctx)
+{
+	c->warn = fn;
+	c->warn_ctx = ctx;
+}
+
+__attribute__((format(printf, 2, 3))) static void warn(struct mt_capture *c, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!c->warn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->warn(c->warn_ctx, msg);
+}
+
+static struct mt_delta *get_delta(void *ctx, uint32_t thread)
+{
+	struct mt_capture *c = ctx;
+
+	if (thread < c->n_deltas)
+		return &c->deltas[thread];
+	if (thread >= MAX_THREADS)
+		return NULL;
+	uint32_t n = c->n_deltas ? c->n_deltas : 16;
+	while (n <= thread)
+		n *= 2;
+	struct mt_delta *d = realloc(c->deltas, n * sizeof(*d));
+	if (!d) {
+		c->oom = 1;
+		return NULL;
+	}
+	memset(d + c->n_deltas, 0, (n - c->n_deltas) * sizeof(*d));
+	c->deltas = d;
+	c->n_deltas = n;
+	return &d[thread];
+}
+
+static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_record *r)
+{
+	switch (r->type) {
+	case MT_REC_ALLOC:
+		return ops->alloc(ctx, r);
+	case MT_REC_FREE:
+		return ops->free(ctx, r);
+	case MT_REC_THREAD:
+		return ops->thread(ctx, r);
+	case MT_REC_CODE:
+		return ops->code(ctx, r);
+	case MT_REC_STACK:
+		return ops->stack(ctx, r);
+	case MT_REC_SAMPLE:
+		return ops->sample(ctx, r);
+	case MT_REC_DIAG:
+		return ops->diag(ctx, r);
+	case MT_REC_TRAILER:
+		return ops->trailer(ctx, r);
+	default:
+		return ops->unknown(ctx, r);
+	}
+}
+
+/* Records of one chunk. Returns 0, a callback's value (> 0 or < 0 as it
+ * chose) via *@stop, or a negative decode error. */
+static int read_records(struct mt_capture *c, const uint8_t *p, size_t len,
+			const struct mt_record_ops *ops, void *ctx, int *stop)
+{
+	const uint8_t *end = p + len;
+	struct mt_record r;
+
+	while (p < end) {
+		ssize_t n = mt_rec_decode(p, (size_t)(end - p), &r, get_delta, c);
+		if (n < 0)
+			return (int)n;
+		p += n;
+		c->st.n_records++;
+		if (r.type == MT_REC_TRAILER)
+			c->st.trailer_seen = 1;
+		int rc = dispatch(ops, ctx, &r);
+		if (rc) {
+			*stop = rc;
+			return 0;
+		}
+	}
+	return 0;
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, void *ctx)
+{
+	struct mt_record_ops ops = *ops_in;
+	size_t off = c->hdr_size;
+	uint64_t index = 0;
+	int partial = 0;
+
+	mt_record_ops_init(&ops);
+	memset(&c->st, 0, sizeof(c->st));
+	c->st.file_size = c->size;
+	c->st.end_offset = off;
+	c->oom = 0;
+
+	while (off < c->size) {
+		size_t left = c->size - off;
+		struct mt_chunk ch;
+		const uint8_t *data;
+		uint32_t raw_len;
+
+		if (left < MT_CHUNK_HEADER) {
+			partial = 1;
+			break;
+		}
+		if (mt_chunk_header_decode(c->data + off, &ch) < 0) {
+			/* A file extended but never written (crash during a
+			 * flush) ends in zeros: that is truncation. */
+			if (all_zero(c->data + off, left)) {
+				partial = 1;
+			} else {
+				c->st.stopped = 1;
+				warn(c, "capture is corrupt: bad chunk header at byte %llu; read %llu "
+					"chunks before it", (unsigned long long)off,
+				     (unsigned long long)c->st.n_chunks);
+			}
+			break;
+		}
+		if (ch.stored_len > left - MT_CHUNK_HEADER) {
+			partial = 1;
+			break;
+		}
+		data = c->data + off + MT_CHUNK_HEADER;
+		int last = off + MT_CHUNK_HEADER + ch.stored_len == c->size;
+		const char *why = NULL;
+		if (mt_checksum(data, ch.stored_len) != ch.checksum) {
+			why = "checksum mismatch";
+		} else if (ch.stored_len != ch.raw_len) {
+			if (c->raw_cap < ch.raw_len) {
+				uint8_t *nb = realloc(c->raw, ch.raw_len);
+				if (!nb)
+					return -ENOMEM;
+				c->raw = nb;
+				c->raw_cap = ch.raw_len;
+			}
+			int n = LZ4_decompress_safe((const char *)data, (char *)c->raw,
+						    (int)ch.stored_len, (int)ch.raw_len);
+			if (n != (int)ch.raw_len)
+				why = "LZ4 data does not decode";
+			data = c->raw;
+		}
+		raw_len = ch.raw_len;
+		if (why && last) {
+			partial = 1;
+			break;
+		}
+		if (!why) {
+			int rc = ops.chunk(ctx, index, off, &ch);
+			if (rc)
+				return rc;
+			int stop = 0;
+			int err = read_records(c, data, raw_len, &ops, ctx, &stop);
+			if (stop)
+				return stop;
+			if (err == -ENOMEM && c->oom)
+				return -ENOMEM;
+			if (err < 0)
+				why = err == -MT_ETRUNC ? "a record runs past the chunk end"
+							: "malformed record";
+		}
+		if (why) {
+			/* Delta state runs across chunks: nothing after a lost
+			 * chunk can be decoded reliably. */
+			c->st.n_bad_chunks = 1;
+			c->st.bad_offset = off;
+			c->st.stopped = 1;
+			warn(c, "capture is corrupt: chunk %llu at byte %llu: %s; read %llu chunks "
+				"before it", (unsigned long long)index, (unsigned long long)off, why,
+			     (unsigned long long)c->st.n_chunks);
+			break;
+		}
+		c->st.n_chunks++;
+		index++;
+		off += MT_CHUNK_HEADER + ch.stored_len;
+		c->st.end_offset = off;
+	}
+	if (partial || !c->st.trailer_seen) {
+		c->st.truncated = 1;
+		if (partial)
+			warn(c, "capture is truncated: read %llu chunks up to byte %llu of %llu",
+			     (unsigned long long)c->st.n_chunks, (unsigned long long)c->st.end_offset,
+			     (unsigned long long)c->size);
+		else if (!c->st.stopped)
+			warn(c, "capture is truncated: read %llu chunks up to byte %llu "
+				"(no end-of-capture record: the process ended without stopping tracking)",
+			     (unsigned long long)c->st.n_chunks, (unsigned long long)c->st.end_offset);
+	}
+	return 0;
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_READER_CAPTURE_H
+#define MT_READER_CAPTURE_H
+/*
+ * The one capture parser. mt_capture_open() checks the file header;
+ * mt_capture_read() walks the chunks, verifies and decompresses each one
+ * and hands every record, in file order, to a callback of a struct
+ * mt_record_ops. Consumers (snapshot, parse) never decode bytes.
+ *
+ * Damage policy: a capture without a TRAILER record was cut short (the
+ * process was killed); every complete chunk is read and the status says
+ * so. A damaged last chunk (partial, failed checksum or LZ4 data, zero
+ * fill) is truncation too. A damaged chunk anywhere else ends reading
+ * there, because the delta state of the hot records runs across chunks
+ * and nothing after a lost chunk decodes reliably. Problems are reported
+ * through the status and the optional warn callback; nothing here
+ * prints or exits.
+ */
+#include <stddef.h> /* size_t */
+#include <stdint.h> /* uint64_t */
+
+#include "format/record.h"
+
+struct mt_capture;
+
+/* Per-record callbacks. @r and every byte string in it are borrowed and
+ * valid only during the call. A callback returning non-zero stops
+ * mt_capture_read(), which then returns that value. NULL members are
+ * filled with no-op stubs by mt_record_ops_init(). */
+struct mt_record_ops {
+	int (*alloc)(void *ctx, const struct mt_record *r);
+	int (*free)(void *ctx, const struct mt_record *r);
+	int (*thread)(void *ctx, const struct mt_record *r);
+	int (*code)(void *ctx, const struct mt_record *r);
+	int (*stack)(void *ctx, const struct mt_record *r);
+	int (*sample)(void *ctx, const struct mt_record *r);
+	int (*diag)(void *ctx, const struct mt_record *r);
+	int (*trailer)(void *ctx, const struct mt_record *r);
+	/* a record type this version does not know (r->type only) */
+	int (*unknown)(void *ctx, const struct mt_record *r);
+	/* start of each chunk: @index counts from 0, @offset in the file */
+	int (*chunk)(void *ctx, uint64_t index, uint64_t offset, const struct mt_chunk *c);
+};
+
+/* mt_record_ops_init() - fill the NULL members of @ops with stubs. */
+void mt_record_ops_init(struct mt_record_ops *ops);
+
+/* What mt_capture_read() found. */
+struct mt_capture_status {
+	uint64_t file_size;
+	uint64_t n_chunks;      /* chunks read */
+	uint64_t n_records;
+	uint64_t end_offset;    /* end of the last chunk read */
+	uint64_t n_bad_chunks;  /* 0 or 1: the damaged chunk reading stopped at */
+	uint64_t bad_offset;    /* its file offset */
+	int trailer_seen;       /* clean end of capture */
+	int truncated;          /* no trailer, or a damaged chunk at the end */
+	int stopped;            /* damage before the end stopped reading */
+};
+
+/* mt_capture_open() - open @path and decode its header.
+ * Returns 0 and sets *@out (free with mt_capture_close()), or -errno,
+ * -MT_EFORMAT (not a capture, including an empty file), -MT_EVERSION,
+ * -MT_ETRUNC (file ends inside the header) or -MT_ECORRUPT. */
+int mt_capture_open(const char *path, struct mt_capture **out);
+
+/* mt_capture_open_mem() - the same over a buffer that the caller keeps
+ * alive until mt_capture_close(). */
+int mt_capture_open_mem(const void *buf, size_t len, struct mt_capture **out);
+
+/* mt_capture_close() - release everything; NULL is a no-op. */
+void mt_capture_close(struct mt_capture *c);
+
+/* mt_capture_header() - borrowed, valid until mt_capture_close(). */
+const struct mt_header *mt_capture_header(const struct mt_capture *c);
+
+/* mt_capture_set_warn() - have mt_capture_read() describe damage (one
+ * line each, no prefix, no newline) through @fn. */
+void mt_capture_set_warn(struct mt_capture *c, void (*fn)(void *ctx, const char *msg),
+			 void *ctx);
+
+/* mt_capture_read() - parse every chunk from the start, calling @ops.
+ * May be called again to make another pass. Returns 0 (also for a
+ * truncated or partly damaged capture: see mt_capture_status()), the
+ * first non-zero callback value, or -ENOMEM. */
+int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx);
+
+/* mt_capture_status() - borrowed; describes the last mt_capture_read(). */
+const struct mt_capture_status *mt_capture_status(const struct mt_capture *c);
+
+#endif /* MT_READER_CAPTURE_H */

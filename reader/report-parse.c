@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The parse report: the header and every record as one line of text,
+ * "<type> key=value ...", for debugging captures and the format. Not a
+ * stable interface.
+ */
+#include "reader/report.h"
+#include "util/json.h"
+#include "util/strbuf.h"
+
+#include <errno.h>    /* EIO */
+#include <inttypes.h> /* PRIu64 */
+
+struct parse_ctx {
+	FILE *out;
+	struct mt_strbuf sb;
+};
+
+/* quoted and escaped, JSON style */
+static const char *q(struct parse_ctx *p, const struct mt_bytes *b)
+{
+	mt_strbuf_reset(&p->sb);
+	mt_json_escape(&p->sb, (const char *)b->p, b->len);
+	return p->sb.err ? "\"?\"" : p->sb.buf;
+}
+
+static int on_alloc(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	fprintf(p->out, "alloc thread=%u kind=%s addr=0x%" PRIx64 " size=%" PRIu64 " stack=%u\n", r->tidx,
+		mt_allocator_name(r->alloc.kind), r->alloc.addr, r->alloc.size, r->alloc.stack);
+	return 0;
+}
+
+static int on_free(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	fprintf(p->out, "free thread=%u kind=%s addr=0x%" PRIx64, r->tidx, mt_allocator_name(r->free.kind),
+		r->free.addr);
+	if (r->free.kind == MT_ALLOC_MUNMAP)
+		fprintf(p->out, " size=%" PRIu64, r->free.size);
+	fputc('\n', p->out);
+	return 0;
+}
+
+static int on_thread(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	fprintf(p->out, "thread index=%u tid=%" PRIu64 " name=%s\n", r->tidx, r->thread.tid,
+		q(p, &r->thread.name));
+	return 0;
+}
+
+static int on_code(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	const struct mt_rec_code *c = &r->code;
+	fprintf(p->out, "code id=%u firstlineno=%u file=%s", c->id, c->firstlineno, q(p, &c->filename));
+	fprintf(p->out, " name=%s", q(p, &c->name));
+	fprintf(p->out, " qualname=%s linetable=%u\n", q(p, &c->qualname), c->linetable.len);
+	return 0;
+}
+
+static int on_stack(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	fprintf(p->out, "stack id=%u parent=%u code=%u offset=%u\n", r->stack.id, r->stack.parent,
+		r->stack.code, r->stack.offset);
+	return 0;
+}
+
+static int on_sample(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	fprintf(p->out, "sample time_us=%" PRIu64 " rss=%" PRIu64 "\n", r->sample.time_us, r->sample.rss);
+	return 0;
+}
+
+static int on_diag(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	fprintf(p->out, "diag code=%u msg=%s\n", r->diag.code, q(p, &r->diag.msg));
+	return 0;
+}
+
+static int on_trailer(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	fprintf(p->out, "trailer time_us=%" PRIu64 " events=%" PRIu64 " dropped=%" PRIu64 "\n",
+		r->trailer.time_us, r->trailer.n_events, r->trailer.n_dropped);
+	return 0;
+}
+
+static int on_unknown(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	fprintf(p->out, "unknown type=%u\n", r->type);
+	return 0;
+}
+
+static int on_chunk(void *ctx, uint64_t index, uint64_t offset, const struct mt_chunk *c)
+{
+	struct parse_ctx *p = ctx;
+	fprintf(p->out, "chunk index=%" PRIu64 " offset=%" PRIu64 " raw=%u stored=%u%s\n", index, offset,
+		c->raw_len, c->stored_len, c->raw_len == c->stored_len ? " (uncompressed)" : "");
+	/* a broken pipe ends the walk instead of formatting the rest */
+	return ferror(p->out) ? -EIO : 0;
+}
+
+int mt_report_parse(FILE *out, struct mt_capture *c)
+{
+	const struct mt_header *h = mt_capture_header(c);
+	struct parse_ctx p = { out, MT_STRBUF_INIT };
+	struct mt_record_ops ops = {
+		.alloc = on_alloc,
+		.free = on_free,
+		.thread = on_thread,
+		.code = on_code,
+		.stack = on_stack,
+		.sample = on_sample,
+		.diag = on_diag,
+		.trailer = on_trailer,
+		.unknown = on_unknown,
+		.chunk = on_chunk,
+	};
+
+	fprintf(out, "header version=%u flags=0x%x%s%s%s pid=%u python=0x%08x start_ns=%" PRIu64
+		     " interval_ms=%u page_size=%u main_tid=%" PRIu64,
+		h->version, h->flags, h->flags & MT_HDR_ATTACHED ? ",attached" : "",
+		h->flags & MT_HDR_PYALLOC ? ",pyalloc" : "", h->flags & MT_HDR_NATIVE ? ",native" : "",
+		h->pid, h->python_hex, h->start_ns, h->interval_ms, h->page_size, h->main_tid);
+	/* arguments are NUL-separated: show them as a list */
+	fprintf(out, " cmdline=[");
+	for (uint32_t i = 0, start = 0; i <= h->cmdline.len; i++) {
+		if (i < h->cmdline.len && h->cmdline.p[i])
+			continue;
+		if (i == h->cmdline.len && start == i)
+			break;
+		struct mt_bytes arg = { h->cmdline.p + start, i - start };
+		fprintf(out, "%s%s", start ? "," : "", q(&p, &arg));
+		start = i + 1;
+	}
+	fprintf(out, "]\n");
+	int err = mt_capture_read(c, &ops, &p);
+	mt_strbuf_release(&p.sb);
+	if (err)
+		return err;
+	return ferror(out) ? -EIO : 0;
+}

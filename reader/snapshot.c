@@ -1,0 +1,998 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Snapshot: one pass over the records that tracks live memory and
+ * accumulates per-stack and per-thread usage at the heap peak, at the end
+ * and in total. The alloc/free callbacks are the hot path of every
+ * report: no allocation there except amortised table growth.
+ */
+#include "reader/snapshot.h"
+#include "format/error.h"
+#include "reader/linetable.h"
+
+#include <errno.h>  /* ENOMEM */
+#include <stdlib.h> /* malloc */
+#include <string.h> /* memcpy */
+
+/* Ids above these are taken as corrupt and folded into stack 0 (or
+ * ignored, for definitions) instead of growing tables without bound. */
+#define MAX_STACK_ID (1u << 24)
+#define MAX_CODE_ID (1u << 24)
+#define MAX_THREAD (1u << 20)
+
+/* A usage counter with lazy peak capture: pk_* is the value at the peak
+ * whenever last > peak_event; otherwise cur_* still is. */
+struct acc {
+	uint64_t cur_bytes, cur_count;
+	uint64_t pk_bytes, pk_count;
+	uint64_t last;
+	uint64_t alloc_bytes, alloc_count;
+};
+
+struct live {
+	uint64_t addr; /* 0 = empty slot */
+	uint64_t size;
+	uint32_t stack;
+	uint32_t thread;
+};
+
+/* A piece of a live mapping; munmap can split one mapping in two, so a
+ * mapping (origin) counts as one allocation while any piece is left. */
+struct piece {
+	uint64_t start, end;
+	uint32_t stack, thread;
+	uint32_t origin;
+};
+
+struct code {
+	const char *file, *function; /* interned */
+	uint8_t *linetable;
+	uint32_t lt_len;
+	int firstlineno;
+	int defined;
+};
+
+struct node {
+	uint32_t parent, code, offset;
+	int defined;
+};
+
+struct mt__snapshot_state {
+	/* malloc family: open addressing, linear probing, backward-shift
+	 * deletion (no tombstones) */
+	struct live *live;
+	uint64_t live_mask, live_n;
+	unsigned live_shift;
+
+	struct piece *mm;
+	size_t mm_n, mm_cap;
+	uint32_t *origin_pieces;
+	size_t n_origins, cap_origins;
+	uint32_t *free_origins;
+	size_t n_free_origins;
+
+	struct acc *stacks;
+	uint32_t stacks_cap, max_stack;
+	struct acc *thr;
+	uint32_t thr_cap, max_thread;
+	uint64_t *thr_tid;
+	char **thr_name;
+
+	struct node *nodes;
+	uint32_t nodes_cap;
+	struct code *codes;
+	uint32_t codes_cap;
+
+	char **strs; /* intern set */
+	size_t strs_cap, strs_n;
+
+	uint64_t t, peak_event, heap;
+	uint64_t last_sample_us;
+	uint64_t page_mask;
+	uint32_t python_hex;
+	size_t samples_cap, diags_cap;
+	int oom;
+};
+
+/* ------------------------------------------------------------------------
+ * Counters
+ * ---------------------------------------------------------------------- */
+static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int64_t dbytes,
+			      int64_t dcount)
+{
+	if (a->last <= st->peak_event) {
+		a->pk_bytes = a->cur_bytes;
+		a->pk_count = a->cur_count;
+	}
+	a->last = st->t;
+	a->cur_bytes += (uint64_t)dbytes;
+	a->cur_count += (uint64_t)dcount;
+}
+
+static inline uint64_t acc_peak_bytes(const struct mt__snapshot_state *st, const struct acc *a)
+{
+	return a->last <= st->peak_event ? a->cur_bytes : a->pk_bytes;
+}
+
+static inline uint64_t acc_peak_count(const struct mt__snapshot_state *st, const struct acc *a)
+{
+	return a->last <= st->peak_event ? a->cur_count : a->pk_count;
+}
+
+static int grow(void **v, uint32_t *cap, uint32_t need, size_t elem)
+{
+	uint32_t n = *cap ? *cap : 64;
+	while (n <= need)
+		n *= 2;
+	void *nv = realloc(*v, (size_t)n * elem);
+	if (!nv)
+		return -ENOMEM;
+	memset((char *)nv + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
+	*v = nv;
+	*cap = n;
+	return 0;
+}
+
+static struct acc *stack_acc(struct mt__snapshot_state *st, uint32_t id)
+{
+	if (id >= MAX_STACK_ID)
+		id = 0;
+	if (id >= st->stacks_cap &&
+	    grow((void **)&st->stacks, &st->stacks_cap, id, sizeof(struct acc)) < 0)
+		return NULL;
+	if (id > st->max_stack)
+		st->max_stack = id;
+	return &st->stacks[id];
+}
+
+static int thread_grow(struct mt__snapshot_state *st, uint32_t idx)
+{
+	uint32_t cap = st->thr_cap;
+	if (grow((void **)&st->thr, &cap, idx, sizeof(struct acc)) < 0)
+		return -ENOMEM;
+	cap = st->thr_cap;
+	if (grow((void **)&st->thr_tid, &cap, idx, sizeof(uint64_t)) < 0)
+		return -ENOMEM;
+	cap = st->thr_cap;
+	if (grow((void **)&st->thr_name, &cap, idx, sizeof(char *)) < 0)
+		return -ENOMEM;
+	st->thr_cap = cap;
+	return 0;
+}
+
+static struct acc *thread_acc(struct mt__snapshot_state *st, uint32_t idx)
+{
+	if (idx >= MAX_THREAD)
+		idx = 0;
+	if (idx >= st->thr_cap && thread_grow(st, idx) < 0)
+		return NULL;
+	if (idx + 1 > st->max_thread)
+		st->max_thread = idx + 1;
+	return &st->thr[idx];
+}
+
+/* ------------------------------------------------------------------------
+ * Live map (malloc family)
+ * ---------------------------------------------------------------------- */
+static inline uint64_t live_slot(const struct mt__snapshot_state *st, uint64_t addr)
+{
+	return (addr * 0x9E3779B97F4A7C15ull) >> st->live_shift;
+}
+
+static int live_resize(struct mt__snapshot_state *st, unsigned bits)
+{
+	struct live *old = st->live;
+	uint64_t old_n = old ? st->live_mask + 1 : 0;
+	struct live *nv = calloc((size_t)1 << bits, sizeof(*nv));
+
+	if (!nv)
+		return -ENOMEM;
+	st->live = nv;
+	st->live_mask = ((uint64_t)1 << bits) - 1;
+	st->live_shift = 64 - bits;
+	for (uint64_t i = 0; i < old_n; i++) {
+		if (!old[i].addr)
+			continue;
+		uint64_t j = live_slot(st, old[i].addr);
+		while (nv[j].addr)
+			j = (j + 1) & st->live_mask;
+		nv[j] = old[i];
+	}
+	free(old);
+	return 0;
+}
+
+/* Returns the slot for @addr: either holding it or empty. */
+static inline struct live *live_find(struct mt__snapshot_state *st, uint64_t addr)
+{
+	uint64_t j = live_slot(st, addr);
+	for (;;) {
+		struct live *e = &st->live[j];
+		if (e->addr == addr || e->addr == 0)
+			return e;
+		j = (j + 1) & st->live_mask;
+	}
+}
+
+static void live_delete(struct mt__snapshot_state *st, struct live *e)
+{
+	uint64_t i = (uint64_t)(e - st->live), j = i;
+
+	for (;;) {
+		j = (j + 1) & st->live_mask;
+		if (!st->live[j].addr)
+			break;
+		uint64_t home = live_slot(st, st->live[j].addr);
+		/* can the entry at j move back to i? only if its home is not
+		 * in the cyclic range (i, j] */
+		if (((j - home) & st->live_mask) >= ((j - i) & st->live_mask)) {
+			st->live[i] = st->live[j];
+			i = j;
+		}
+	}
+	st->live[i].addr = 0;
+	st->live_n--;
+}
+
+/* ------------------------------------------------------------------------
+ * Mappings
+ * ---------------------------------------------------------------------- */
+static size_t mm_first_after(const struct mt__snapshot_state *st, uint64_t a)
+{
+	size_t lo = 0, hi = st->mm_n;
+	while (lo < hi) { /* first piece with end > a */
+		size_t mid = lo + (hi - lo) / 2;
+		if (st->mm[mid].end > a)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+static int mm_insert_at(struct mt__snapshot_state *st, size_t i, const struct piece *p)
+{
+	if (st->mm_n == st->mm_cap) {
+		size_t n = st->mm_cap ? st->mm_cap * 2 : 64;
+		struct piece *nv = realloc(st->mm, n * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		st->mm = nv;
+		st->mm_cap = n;
+	}
+	memmove(&st->mm[i + 1], &st->mm[i], (st->mm_n - i) * sizeof(*p));
+	st->mm[i] = *p;
+	st->mm_n++;
+	return 0;
+}
+
+static void origin_put(struct mt__snapshot_state *st, uint32_t o)
+{
+	/* free_origins has room for every origin ever created */
+	st->free_origins[st->n_free_origins++] = o;
+}
+
+static int origin_new(struct mt__snapshot_state *st, uint32_t *out)
+{
+	if (st->n_free_origins) {
+		*out = st->free_origins[--st->n_free_origins];
+		st->origin_pieces[*out] = 1;
+		return 0;
+	}
+	if (st->n_origins == st->cap_origins) {
+		size_t n = st->cap_origins ? st->cap_origins * 2 : 64;
+		uint32_t *a = realloc(st->origin_pieces, n * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		st->origin_pieces = a;
+		uint32_t *b = realloc(st->free_origins, n * sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		st->free_origins = b;
+		st->cap_origins = n;
+	}
+	*out = (uint32_t)st->n_origins++;
+	st->origin_pieces[*out] = 1;
+	return 0;
+}
+
+/* Remove [a, b) from the live mappings. Returns bytes removed, or
+ * (uint64_t)-1 on allocation failure. */
+static uint64_t mm_remove(struct mt_snapshot *s, uint64_t a, uint64_t b)
+{
+	struct mt__snapshot_state *st = s->st;
+	size_t i = mm_first_after(st, a), rm_lo = SIZE_MAX, rm_hi = 0;
+	uint64_t removed = 0;
+
+	for (; i < st->mm_n && st->mm[i].start < b; i++) {
+		struct piece *p = &st->mm[i];
+		uint64_t os = p->start > a ? p->start : a;
+		uint64_t oe = p->end < b ? p->end : b;
+		uint64_t n = oe - os;
+		int gone = a <= p->start && p->end <= b;
+		int64_t dcount = 0;
+
+		if (gone && --st->origin_pieces[p->origin] == 0) {
+			dcount = -1;
+			origin_put(st, p->origin);
+		}
+		acc_change(st, &st->stacks[p->stack], -(int64_t)n, dcount);
+		acc_change(st, &st->thr[p->thread], -(int64_t)n, dcount);
+		if (dcount)
+			s->leak_count--;
+		removed += n;
+		if (gone) {
+			if (rm_lo == SIZE_MAX)
+				rm_lo = i;
+			rm_hi = i + 1;
+		} else if (a <= p->start) {
+			p->start = b;
+		} else if (p->end <= b) {
+			p->end = a;
+		} else {
+			struct piece right = *p;
+			right.start = b;
+			p->end = a;
+			st->origin_pieces[p->origin]++;
+			if (mm_insert_at(st, i + 1, &right) < 0)
+				return (uint64_t)-1;
+			i++;
+		}
+	}
+	if (rm_lo != SIZE_MAX) {
+		memmove(&st->mm[rm_lo], &st->mm[rm_hi], (st->mm_n - rm_hi) * sizeof(struct piece));
+		st->mm_n -= rm_hi - rm_lo;
+	}
+	return removed;
+}
+
+static inline uint64_t range_end(uint64_t a, uint64_t len)
+{
+	return a + len < a ? UINT64_MAX : a + len;
+}
+
+/* ------------------------------------------------------------------------
+ * Record callbacks
+ * ---------------------------------------------------------------------- */
+static inline unsigned size_bucket(uint64_t size)
+{
+	return size ? 64 - (unsigned)__builtin_clzll(size) : 0;
+}
+
+static int on_alloc(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+	uint64_t size = r->alloc.size, addr = r->alloc.addr;
+	unsigned kind = r->alloc.kind;
+	uint32_t stack = r->alloc.stack < MAX_STACK_ID ? r->alloc.stack : 0;
+	uint32_t thread = r->tidx < MAX_THREAD ? r->tidx : 0;
+	struct acc *sa, *ta;
+
+	st->t++;
+	s->n_events++;
+	s->n_allocs++;
+	s->bytes_allocated += size;
+	s->by_allocator_count[kind]++;
+	s->by_allocator_bytes[kind] += size;
+	s->size_hist[size_bucket(size)]++;
+	sa = stack_acc(st, stack);
+	ta = thread_acc(st, thread);
+	if (!sa || !ta)
+		return -ENOMEM;
+	sa->alloc_bytes += size;
+	sa->alloc_count++;
+	ta->alloc_bytes += size;
+	ta->alloc_count++;
+	if (addr == 0)
+		return 0;
+
+	if (kind == MT_ALLOC_MMAP) {
+		struct piece p = { addr, range_end(addr, size), stack, thread, 0 };
+		if (size == 0)
+			return 0;
+		/* a mapping over a live one replaces it (MAP_FIXED) */
+		uint64_t gone = mm_remove(s, p.start, p.end);
+		if (gone == (uint64_t)-1)
+			return -ENOMEM;
+		st->heap -= gone;
+		if (origin_new(st, &p.origin) < 0 ||
+		    mm_insert_at(st, mm_first_after(st, p.start), &p) < 0)
+			return -ENOMEM;
+	} else {
+		if (st->live_n * 2 >= st->live_mask + 1 &&
+		    live_resize(st, 64 - st->live_shift + 1) < 0)
+			return -ENOMEM;
+		struct live *e = live_find(st, addr);
+		if (e->addr) {
+			/* the free of the previous block was never recorded */
+			acc_change(st, &st->stacks[e->stack], -(int64_t)e->size, -1);
+			acc_change(st, &st->thr[e->thread], -(int64_t)e->size, -1);
+			st->heap -= e->size;
+			s->leak_count--;
+		} else {
+			st->live_n++;
+		}
+		e->addr = addr;
+		e->size = size;
+		e->stack = stack;
+		e->thread = thread;
+	}
+	acc_change(st, sa, (int64_t)size, 1);
+	acc_change(st, ta, (int64_t)size, 1);
+	s->leak_count++;
+	st->heap += size;
+	if (st->heap >= s->peak_heap) {
+		s->peak_heap = st->heap;
+		st->peak_event = st->t;
+		s->peak_time_us = st->last_sample_us;
+	}
+	return 0;
+}
+
+static int on_free(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+	uint64_t addr = r->free.addr;
+
+	st->t++;
+	s->n_events++;
+	s->n_frees++;
+	if (r->free.kind == MT_ALLOC_MUNMAP) {
+		uint64_t len = (r->free.size + st->page_mask) & ~st->page_mask;
+		uint64_t gone = mm_remove(s, addr, range_end(addr, len));
+		if (gone == (uint64_t)-1)
+			return -ENOMEM;
+		if (gone == 0)
+			s->n_unmatched_frees++;
+		st->heap -= gone;
+		s->bytes_freed += gone;
+		return 0;
+	}
+	if (addr == 0 || !st->live) {
+		s->n_unmatched_frees++;
+		return 0;
+	}
+	struct live *e = live_find(st, addr);
+	if (!e->addr) {
+		s->n_unmatched_frees++;
+		return 0;
+	}
+	acc_change(st, &st->stacks[e->stack], -(int64_t)e->size, -1);
+	acc_change(st, &st->thr[e->thread], -(int64_t)e->size, -1);
+	st->heap -= e->size;
+	s->bytes_freed += e->size;
+	s->leak_count--;
+	live_delete(st, e);
+	return 0;
+}
+
+static const char *intern(struct mt__snapshot_state *st, const uint8_t *p, uint32_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	if (st->strs_n * 2 >= st->strs_cap) {
+		size_t n = st->strs_cap ? st->strs_cap * 2 : 256;
+		char **nv = calloc(n, sizeof(*nv));
+		if (!nv)
+			return NULL;
+		for (size_t i = 0; i < st->strs_cap; i++) {
+			if (!st->strs[i])
+				continue;
+			uint64_t g = 1469598103934665603ull;
+			for (const char *c = st->strs[i]; *c; c++)
+				g = (g ^ (uint8_t)*c) * 1099511628211ull;
+			size_t j = g & (n - 1);
+			while (nv[j])
+				j = (j + 1) & (n - 1);
+			nv[j] = st->strs[i];
+		}
+		free(st->strs);
+		st->strs = nv;
+		st->strs_cap = n;
+	}
+	/* strings stop at the first NUL: they are printed as C strings */
+	const uint8_t *nul = memchr(p, 0, len);
+	if (nul)
+		len = (uint32_t)(nul - p);
+	for (uint32_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	size_t j = h & (st->strs_cap - 1);
+	while (st->strs[j]) {
+		if (strncmp(st->strs[j], (const char *)p, len) == 0 && st->strs[j][len] == '\0')
+			return st->strs[j];
+		j = (j + 1) & (st->strs_cap - 1);
+	}
+	char *c = malloc(len + 1);
+	if (!c)
+		return NULL;
+	if (len)
+		memcpy(c, p, len);
+	c[len] = '\0';
+	st->strs[j] = c;
+	st->strs_n++;
+	return c;
+}
+
+static char *copy_str(const struct mt_bytes *b)
+{
+	char *c = malloc(b->len + 1);
+	if (!c)
+		return NULL;
+	for (uint32_t i = 0; i < b->len; i++)
+		c[i] = b->p[i] ? (char)b->p[i] : ' ';
+	c[b->len] = '\0';
+	return c;
+}
+
+static int on_thread(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+	char *name;
+
+	if (!thread_acc(st, r->tidx) || !(name = copy_str(&r->thread.name)))
+		return -ENOMEM;
+	uint32_t i = r->tidx < MAX_THREAD ? r->tidx : 0;
+	st->thr_tid[i] = r->thread.tid;
+	free(st->thr_name[i]);
+	st->thr_name[i] = name;
+	return 0;
+}
+
+static int on_code(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+	const struct mt_rec_code *c = &r->code;
+
+	if (c->id >= MAX_CODE_ID)
+		return 0;
+	if (c->id >= st->codes_cap &&
+	    grow((void **)&st->codes, &st->codes_cap, c->id, sizeof(struct code)) < 0)
+		return -ENOMEM;
+	struct code *d = &st->codes[c->id];
+	const struct mt_bytes *fn = c->qualname.len ? &c->qualname : &c->name;
+	d->file = intern(st, c->filename.p, c->filename.len);
+	d->function = intern(st, fn->p, fn->len);
+	if (!d->file || !d->function)
+		return -ENOMEM;
+	free(d->linetable);
+	d->linetable = NULL;
+	d->lt_len = 0;
+	if (c->linetable.len) {
+		d->linetable = malloc(c->linetable.len);
+		if (!d->linetable)
+			return -ENOMEM;
+		memcpy(d->linetable, c->linetable.p, c->linetable.len);
+		d->lt_len = c->linetable.len;
+	}
+	d->firstlineno = c->firstlineno > INT32_MAX ? 0 : (int)c->firstlineno;
+	d->defined = 1;
+	return 0;
+}
+
+static int on_stack(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+	const struct mt_rec_stack *k = &r->stack;
+
+	if (k->id >= MAX_STACK_ID)
+		return 0;
+	if (k->id >= st->nodes_cap &&
+	    grow((void **)&st->nodes, &st->nodes_cap, k->id, sizeof(struct node)) < 0)
+		return -ENOMEM;
+	st->nodes[k->id] = (struct node){ k->parent, k->code, k->offset, 1 };
+	if (k->id > st->max_stack && !stack_acc(st, k->id))
+		return -ENOMEM;
+	return 0;
+}
+
+static int on_sample(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+
+	if (s->n_samples == st->samples_cap) {
+		size_t n = st->samples_cap ? st->samples_cap * 2 : 256;
+		struct mt_sample *nv = realloc(s->samples, n * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		s->samples = nv;
+		st->samples_cap = n;
+	}
+	s->samples[s->n_samples++] = (struct mt_sample){ r->sample.time_us, r->sample.rss, st->heap };
+	if (r->sample.rss > s->peak_rss) {
+		s->peak_rss = r->sample.rss;
+		s->peak_rss_time_us = r->sample.time_us;
+	}
+	st->last_sample_us = r->sample.time_us;
+	if (!s->have_trailer && r->sample.time_us > s->end_time_us)
+		s->end_time_us = r->sample.time_us;
+	return 0;
+}
+
+static int on_diag(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+
+	if (s->n_diags == st->diags_cap) {
+		size_t n = st->diags_cap ? st->diags_cap * 2 : 16;
+		struct mt_diag *nv = realloc(s->diags, n * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		s->diags = nv;
+		st->diags_cap = n;
+	}
+	char *m = copy_str(&r->diag.msg);
+	if (!m)
+		return -ENOMEM;
+	s->diags[s->n_diags++] = (struct mt_diag){ r->diag.code, m };
+	return 0;
+}
+
+static int on_trailer(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+
+	s->have_trailer = 1;
+	s->end_time_us = r->trailer.time_us;
+	s->trailer_events = r->trailer.n_events;
+	s->n_dropped = r->trailer.n_dropped;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Build and release
+ * ---------------------------------------------------------------------- */
+int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap)
+{
+	struct mt_record_ops ops = {
+		.alloc = on_alloc,
+		.free = on_free,
+		.thread = on_thread,
+		.code = on_code,
+		.stack = on_stack,
+		.sample = on_sample,
+		.diag = on_diag,
+		.trailer = on_trailer,
+	};
+	const struct mt_header *h = mt_capture_header(cap);
+	struct mt__snapshot_state *st;
+	int err;
+
+	memset(s, 0, sizeof(*s));
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	s->st = st;
+	s->header = *h;
+	s->header.cmdline.p = NULL;
+	if (h->cmdline.len) {
+		uint8_t *c = malloc(h->cmdline.len);
+		if (!c) {
+			mt_snapshot_release(s);
+			return -ENOMEM;
+		}
+		memcpy(c, h->cmdline.p, h->cmdline.len);
+		s->header.cmdline.p = c;
+	}
+	st->python_hex = h->python_hex;
+	st->page_mask = h->page_size && !(h->page_size & (h->page_size - 1)) ? h->page_size - 1 : 0;
+	if (live_resize(st, 16) < 0 || !stack_acc(st, 0) || !thread_acc(st, 0)) {
+		mt_snapshot_release(s);
+		return -ENOMEM;
+	}
+	err = mt_capture_read(cap, &ops, s);
+	if (err < 0) {
+		mt_snapshot_release(s);
+		return err;
+	}
+	s->status = *mt_capture_status(cap);
+	s->heap_end = st->heap;
+
+	s->threads = calloc(st->max_thread ? st->max_thread : 1, sizeof(*s->threads));
+	if (!s->threads) {
+		mt_snapshot_release(s);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < st->max_thread; i++) {
+		const struct acc *a = &st->thr[i];
+		if (!a->alloc_count && !st->thr_name[i] && !(i == 0 && s->n_events))
+			continue;
+		struct mt_thread_info *t = &s->threads[s->n_threads++];
+		t->index = i;
+		t->tid = st->thr_tid[i];
+		t->name = st->thr_name[i];
+		st->thr_name[i] = NULL;
+		if (!t->name && !(t->name = calloc(1, 1))) {
+			mt_snapshot_release(s);
+			return -ENOMEM;
+		}
+		t->usage = (struct mt_usage){ acc_peak_bytes(st, a), acc_peak_count(st, a),
+					      a->cur_bytes,	     a->cur_count,
+					      a->alloc_bytes,	     a->alloc_count };
+	}
+	return 0;
+}
+
+void mt_snapshot_release(struct mt_snapshot *s)
+{
+	struct mt__snapshot_state *st = s->st;
+
+	free((void *)s->header.cmdline.p);
+	free(s->samples);
+	for (size_t i = 0; i < s->n_diags; i++)
+		free(s->diags[i].msg);
+	free(s->diags);
+	for (size_t i = 0; i < s->n_threads; i++)
+		free(s->threads[i].name);
+	free(s->threads);
+	if (st) {
+		free(st->live);
+		free(st->mm);
+		free(st->origin_pieces);
+		free(st->free_origins);
+		free(st->stacks);
+		free(st->thr);
+		free(st->thr_tid);
+		for (uint32_t i = 0; i < st->thr_cap && st->thr_name; i++)
+			free(st->thr_name[i]);
+		free(st->thr_name);
+		free(st->nodes);
+		for (uint32_t i = 0; i < st->codes_cap; i++)
+			free(st->codes[i].linetable);
+		free(st->codes);
+		for (size_t i = 0; i < st->strs_cap; i++)
+			free(st->strs[i]);
+		free(st->strs);
+		free(st);
+	}
+	memset(s, 0, sizeof(*s));
+}
+
+/* ------------------------------------------------------------------------
+ * Queries
+ * ---------------------------------------------------------------------- */
+struct mt_usage mt_snapshot_stack_usage(const struct mt_snapshot *s, uint32_t id)
+{
+	const struct mt__snapshot_state *st = s->st;
+	struct mt_usage u = { 0 };
+
+	if (id >= st->stacks_cap)
+		return u;
+	const struct acc *a = &st->stacks[id];
+	u.peak_bytes = acc_peak_bytes(st, a);
+	u.peak_count = acc_peak_count(st, a);
+	u.leak_bytes = a->cur_bytes;
+	u.leak_count = a->cur_count;
+	u.alloc_bytes = a->alloc_bytes;
+	u.alloc_count = a->alloc_count;
+	return u;
+}
+
+uint32_t mt_snapshot_max_stack(const struct mt_snapshot *s)
+{
+	return s->st->max_stack;
+}
+
+static const char unknown[] = "<unknown>";
+
+static void node_frame(const struct mt__snapshot_state *st, uint32_t id, struct mt_frame *f)
+{
+	f->function = unknown;
+	f->file = unknown;
+	f->line = 0;
+	if (id >= st->nodes_cap || !st->nodes[id].defined)
+		return;
+	const struct node *n = &st->nodes[id];
+	if (n->code >= st->codes_cap || !st->codes[n->code].defined)
+		return;
+	const struct code *c = &st->codes[n->code];
+	f->function = c->function;
+	f->file = c->file;
+	int line = mt_linetable_line(st->python_hex, c->linetable, c->lt_len,
+				     c->firstlineno, n->offset);
+	f->line = line > 0 ? line : 0;
+}
+
+/* Parent of node @id, or 0 at the root or an undefined node. */
+static inline uint32_t node_parent(const struct mt__snapshot_state *st, uint32_t id)
+{
+	if (id >= st->nodes_cap || !st->nodes[id].defined)
+		return 0;
+	return st->nodes[id].parent;
+}
+
+size_t mt_snapshot_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out, size_t max)
+{
+	const struct mt__snapshot_state *st = s->st;
+	size_t depth = 0;
+
+	/* a corrupt trie may loop: no stack is deeper than the trie */
+	while (id && depth <= st->nodes_cap) {
+		if (depth < max)
+			node_frame(st, id, &out[depth]);
+		depth++;
+		id = node_parent(st, id);
+	}
+	return depth;
+}
+
+/* Location table for one mt_snapshot_locations() call. */
+struct loctab {
+	struct mt_location *v;
+	size_t n, cap;
+	uint32_t *slots; /* index + 1, 0 = empty */
+	size_t nslots;
+	uint64_t *stamp;
+};
+
+static const char no_frames[] = "<no Python frames>";
+
+static uint64_t loc_hash(const char *fn, const char *file, int line)
+{
+	uint64_t h = (uint64_t)(uintptr_t)fn * 0x9E3779B97F4A7C15ull;
+	h ^= (uint64_t)(uintptr_t)file * 0xC2B2AE3D27D4EB4Full;
+	h ^= (uint64_t)(unsigned)line * 0x165667B19E3779F9ull;
+	return h ^ (h >> 29);
+}
+
+/* Interned strings compare by pointer. Returns the index or -1. */
+static ssize_t loc_get(struct loctab *t, const char *fn, const char *file, int line)
+{
+	if (t->n * 2 >= t->nslots) {
+		size_t n = t->nslots ? t->nslots * 2 : 1024;
+		uint32_t *ns = calloc(n, sizeof(*ns));
+		if (!ns)
+			return -1;
+		for (size_t i = 0; i < t->n; i++) {
+			size_t j = loc_hash(t->v[i].function, t->v[i].file, t->v[i].line) & (n - 1);
+			while (ns[j])
+				j = (j + 1) & (n - 1);
+			ns[j] = (uint32_t)i + 1;
+		}
+		free(t->slots);
+		t->slots = ns;
+		t->nslots = n;
+	}
+	size_t j = loc_hash(fn, file, line) & (t->nslots - 1);
+	while (t->slots[j]) {
+		struct mt_location *l = &t->v[t->slots[j] - 1];
+		if (l->function == fn && l->file == file && l->line == line)
+			return t->slots[j] - 1;
+		j = (j + 1) & (t->nslots - 1);
+	}
+	if (t->n == t->cap) {
+		size_t n = t->cap ? t->cap * 2 : 256;
+		struct mt_location *nv = realloc(t->v, n * sizeof(*nv));
+		uint64_t *ns = nv ? realloc(t->stamp, n * sizeof(*ns)) : NULL;
+		if (!nv)
+			return -1;
+		t->v = nv;
+		if (!ns)
+			return -1;
+		t->stamp = ns;
+		t->cap = n;
+	}
+	t->v[t->n] = (struct mt_location){ fn, file, line, 0, 0, 0, 0 };
+	t->stamp[t->n] = 0;
+	t->slots[j] = (uint32_t)t->n + 1;
+	return (ssize_t)t->n++;
+}
+
+ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
+			      struct mt_location **out)
+{
+	const struct mt__snapshot_state *st = s->st;
+	struct loctab t = { 0 };
+	int32_t *memo = NULL; /* node id -> location index + 1 */
+	ssize_t ret = -ENOMEM;
+
+	if (st->nodes_cap && !(memo = calloc(st->nodes_cap, sizeof(*memo))))
+		goto out;
+	for (uint32_t id = 0; id <= st->max_stack; id++) {
+		struct mt_usage u = mt_snapshot_stack_usage(s, id);
+		uint64_t bytes, count;
+		switch (view) {
+		case MT_VIEW_PEAK:
+			bytes = u.peak_bytes, count = u.peak_count;
+			break;
+		case MT_VIEW_LEAKS:
+			bytes = u.leak_bytes, count = u.leak_count;
+			break;
+		default:
+			bytes = u.alloc_bytes, count = u.alloc_count;
+			break;
+		}
+		if (!bytes && !count)
+			continue;
+		if (id == 0) {
+			ssize_t li = loc_get(&t, no_frames, "", 0);
+			if (li < 0)
+				goto out;
+			t.v[li].own_bytes += bytes;
+			t.v[li].own_count += count;
+			t.v[li].total_bytes += bytes;
+			t.v[li].total_count += count;
+			continue;
+		}
+		uint64_t stamp = (uint64_t)id + 1;
+		uint32_t n = id;
+		for (size_t depth = 0; n && depth <= st->nodes_cap; depth++) {
+			ssize_t li;
+			if (memo && n < st->nodes_cap && memo[n]) {
+				li = memo[n] - 1;
+			} else {
+				struct mt_frame f;
+				node_frame(st, n, &f);
+				li = loc_get(&t, f.function, f.file, f.line);
+				if (li < 0)
+					goto out;
+				if (memo && n < st->nodes_cap)
+					memo[n] = (int32_t)li + 1;
+			}
+			struct mt_location *l = &t.v[li];
+			if (depth == 0) {
+				l->own_bytes += bytes;
+				l->own_count += count;
+			}
+			if (t.stamp[li] != stamp) {
+				t.stamp[li] = stamp;
+				l->total_bytes += bytes;
+				l->total_count += count;
+			}
+			n = node_parent(st, n);
+		}
+	}
+	*out = t.v;
+	t.v = NULL;
+	ret = (ssize_t)t.n;
+out:
+	free(t.v);
+	free(t.slots);
+	free(t.stamp);
+	free(memo);
+	return ret;
+}
+
+static int loc_tiebreak(const struct mt_location *a, const struct mt_location *b)
+{
+	int c = strcmp(a->function, b->function);
+	if (!c)
+		c = strcmp(a->file, b->file);
+	if (!c)
+		c = (a->line > b->line) - (a->line < b->line);
+	return c;
+}
+
+#define DESC(x, y) ((x) < (y) ? 1 : (x) > (y) ? -1 : 0)
+
+int mt_location_cmp_total(const void *pa, const void *pb)
+{
+	const struct mt_location *a = pa, *b = pb;
+	int c = DESC(a->total_bytes, b->total_bytes);
+	if (!c)
+		c = DESC(a->own_bytes, b->own_bytes);
+	return c ? c : loc_tiebreak(a, b);
+}
+
+int mt_location_cmp_own(const void *pa, const void *pb)
+{
+	const struct mt_location *a = pa, *b = pb;
+	int c = DESC(a->own_bytes, b->own_bytes);
+	if (!c)
+		c = DESC(a->own_count, b->own_count);
+	return c ? c : loc_tiebreak(a, b);
+}
+
+int mt_location_cmp_own_count(const void *pa, const void *pb)
+{
+	const struct mt_location *a = pa, *b = pb;
+	int c = DESC(a->own_count, b->own_count);
+	if (!c)
+		c = DESC(a->own_bytes, b->own_bytes);
+	return c ? c : loc_tiebreak(a, b);
+}

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_READER_SNAPSHOT_H
+#define MT_READER_SNAPSHOT_H
+/*
+ * One pass over a capture that keeps the live allocations (a hash map for
+ * the malloc family, an interval list for mmap so that munmap may cover
+ * part of a mapping or several) and accumulates, per stack and per
+ * thread: what was live at the peak of the tracked heap, what is still
+ * live at the end (leaks) and what was allocated in total. The peak is
+ * found in the same pass without storing events: every counter remembers
+ * its value at the latest peak lazily, when it is next changed.
+ *
+ * Frees of pointers never seen are ignored (allocated before tracking
+ * started). Stack and code definitions may come after their first use;
+ * they are resolved only when a report asks.
+ *
+ * Ownership: everything a snapshot hands out is borrowed and valid until
+ * mt_snapshot_release().
+ */
+#include <stddef.h>    /* size_t */
+#include <stdint.h>    /* uint64_t */
+#include <sys/types.h> /* ssize_t */
+
+#include "format/record.h"
+#include "reader/capture.h"
+
+/* What a counter holds for one stack (or thread). */
+struct mt_usage {
+	uint64_t peak_bytes, peak_count;   /* live at the heap peak */
+	uint64_t leak_bytes, leak_count;   /* live at the end */
+	uint64_t alloc_bytes, alloc_count; /* allocated over the whole capture */
+};
+
+struct mt_sample {
+	uint64_t time_us;
+	uint64_t rss;  /* from the SAMPLE record */
+	uint64_t heap; /* tracked heap when the sample was read */
+};
+
+struct mt_diag {
+	uint32_t code;
+	char *msg;
+};
+
+struct mt_thread_info {
+	uint32_t index;  /* thread index in the capture */
+	uint64_t tid;    /* 0 if no THREAD record named it */
+	char *name;      /* "" if unnamed */
+	struct mt_usage usage;
+};
+
+#define MT_HIST_BUCKETS 65 /* [0] size 0, [k] 2^(k-1) <= size < 2^k */
+
+struct mt_snapshot {
+	struct mt_header header;  /* cmdline points into the snapshot */
+	struct mt_capture_status status;
+
+	uint64_t n_events;        /* ALLOC + FREE records */
+	uint64_t n_allocs, n_frees, n_unmatched_frees;
+	uint64_t bytes_allocated, bytes_freed;
+	uint64_t by_allocator_count[MT_ALLOC__COUNT];
+	uint64_t by_allocator_bytes[MT_ALLOC__COUNT];
+	uint64_t size_hist[MT_HIST_BUCKETS];
+
+	uint64_t heap_end;        /* tracked heap at the end */
+	uint64_t peak_heap;       /* highest tracked heap */
+	uint64_t peak_event;      /* its event number (1-based; 0 = empty) */
+	uint64_t peak_time_us;    /* time of the last sample before the peak */
+	uint64_t leak_count;      /* allocations live at the end */
+	uint64_t peak_rss, peak_rss_time_us;
+
+	struct mt_sample *samples;
+	size_t n_samples;
+	struct mt_diag *diags;
+	size_t n_diags;
+	struct mt_thread_info *threads; /* by index; only those seen */
+	size_t n_threads;
+
+	int have_trailer;
+	uint64_t end_time_us;     /* trailer, else the last sample */
+	uint64_t trailer_events, n_dropped;
+
+	struct mt__snapshot_state *st; /* private */
+};
+
+/* mt_snapshot_build() - read all of @cap into @s (uninitialised).
+ * Returns 0 or -ENOMEM; on error @s is released. Capture damage is not
+ * an error: see s->status. */
+int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap);
+void mt_snapshot_release(struct mt_snapshot *s);
+
+/* mt_snapshot_stack_usage() - counters of stack @id (0 = no Python
+ * frames); all zero for an id never used. */
+struct mt_usage mt_snapshot_stack_usage(const struct mt_snapshot *s, uint32_t id);
+/* Highest stack id used or defined, for iterating. */
+uint32_t mt_snapshot_max_stack(const struct mt_snapshot *s);
+
+struct mt_frame {
+	const char *function; /* qualified name */
+	const char *file;
+	int line;             /* 0 if unknown */
+};
+
+/* mt_snapshot_stack() - frames of stack @id, innermost first, into
+ * @out[0..max). Returns the full depth (0 for stack 0), which may be more
+ * than @max. Undefined stacks or code give "<unknown>" frames. */
+size_t mt_snapshot_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out, size_t max);
+
+enum mt_view {
+	MT_VIEW_PEAK,      /* live at the peak of the tracked heap */
+	MT_VIEW_LEAKS,     /* live at the end */
+	MT_VIEW_ALLOCATED, /* everything allocated */
+};
+
+/* A source location (function, file, line) with its memory in a view.
+ * own: allocated directly at this location (innermost frame);
+ * total: at it or in anything it called (each stack counted once even
+ * if the location recurs in it). */
+struct mt_location {
+	const char *function; /* "<no Python frames>" for stack 0 */
+	const char *file;
+	int line;
+	uint64_t own_bytes, own_count;
+	uint64_t total_bytes, total_count;
+};
+
+/* mt_snapshot_locations() - every location with memory in @view, in no
+ * particular order. *@out is malloc'ed (caller frees; strings are
+ * borrowed from @s). Returns the number of locations or -ENOMEM. */
+ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
+			      struct mt_location **out);
+
+/* qsort comparators: descending, ties by function, file, line. */
+int mt_location_cmp_total(const void *a, const void *b);
+int mt_location_cmp_own(const void *a, const void *b);
+int mt_location_cmp_own_count(const void *a, const void *b);
+
+#endif /* MT_READER_SNAPSHOT_H */

@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/* Record codec, header and chunk framing: round trips and damage. */
+#include "format/error.h"
+#include "format/record.h"
+
+#include <check.h>
+#include <errno.h>  /* ENOSPC */
+#include <stdlib.h> /* EXIT_SUCCESS */
+#include <string.h> /* memcmp */
+
+static const unsigned rec_types[] = {
+#define MT_X(name, val, member) val,
+	MT_RECORDS(MT_X)
+#undef MT_X
+};
+#define N_TYPES (int)(sizeof(rec_types) / sizeof(rec_types[0]))
+
+static struct mt_bytes bytes(const char *s)
+{
+	struct mt_bytes b = { (const uint8_t *)s, (uint32_t)strlen(s) };
+	return b;
+}
+
+/* A record of @type with every field set to something non-trivial;
+ * @variant varies thread indexes and values across the one-byte and
+ * extended encodings. */
+static struct mt_record sample_record(unsigned type, int variant)
+{
+	struct mt_record r;
+	memset(&r, 0, sizeof(r));
+	r.type = (uint8_t)type;
+	uint32_t thread = variant ? 300 : 3;
+	switch (type) {
+	case MT_REC_ALLOC:
+		r.tidx = thread;
+		r.alloc.kind = variant ? MT_ALLOC_MMAP : MT_ALLOC_CALLOC;
+		r.alloc.addr = variant ? 0x7fffdeadb000ull : 0x1000;
+		r.alloc.size = variant ? (1ull << 40) : 24;
+		r.alloc.stack = variant ? 123456 : 7;
+		break;
+	case MT_REC_FREE:
+		r.tidx = thread;
+		r.free.kind = variant ? MT_ALLOC_MUNMAP : MT_ALLOC_PYMALLOC_FREE;
+		r.free.addr = variant ? UINT64_MAX - 4095 : 0x2000;
+		r.free.size = variant ? 8192 : 0;
+		break;
+	case MT_REC_THREAD:
+		r.tidx = thread;
+		r.thread.tid = variant ? UINT64_MAX : 1234;
+		r.thread.name = bytes(variant ? "" : "MainThread");
+		break;
+	case MT_REC_CODE:
+		r.code.id = variant ? UINT32_MAX : 5;
+		r.code.firstlineno = 17;
+		r.code.filename = bytes("/usr/lib/python3.11/json/decoder.py");
+		r.code.name = bytes("decode");
+		r.code.qualname = bytes(variant ? "" : "JSONDecoder.decode");
+		r.code.linetable = bytes(variant ? "" : "\x80\x00\xd8\x08\x0c");
+		break;
+	case MT_REC_STACK:
+		r.stack = (struct mt_rec_stack){ variant ? UINT32_MAX : 9, variant ? 0 : 8, 5,
+						 variant ? UINT32_MAX : 42 };
+		break;
+	case MT_REC_SAMPLE:
+		r.sample = (struct mt_rec_sample){ variant ? UINT64_MAX : 10000, 1ull << 33 };
+		break;
+	case MT_REC_DIAG:
+		r.diag.code = MT_DIAG_TRACKING_DISABLED;
+		r.diag.msg = bytes(variant ? "" : "capture write failed: No space left on device");
+		break;
+	case MT_REC_TRAILER:
+		r.trailer = (struct mt_rec_trailer){ 123456789, variant ? UINT64_MAX : 1000, 3 };
+		break;
+	default:
+		ck_abort_msg("record type %u has no sample in test_record.c", type);
+	}
+	return r;
+}
+
+static void assert_bytes_eq(struct mt_bytes a, struct mt_bytes b)
+{
+	ck_assert_uint_eq(a.len, b.len);
+	if (a.len)
+		ck_assert(memcmp(a.p, b.p, a.len) == 0);
+}
+
+static void assert_record_eq(const struct mt_record *a, const struct mt_record *b)
+{
+	ck_assert_uint_eq(a->type, b->type);
+	switch (a->type) {
+	case MT_REC_ALLOC:
+		ck_assert_uint_eq(a->tidx, b->tidx);
+		ck_assert_uint_eq(a->alloc.kind, b->alloc.kind);
+		ck_assert_uint_eq(a->alloc.addr, b->alloc.addr);
+		ck_assert_uint_eq(a->alloc.size, b->alloc.size);
+		ck_assert_uint_eq(a->alloc.stack, b->alloc.stack);
+		break;
+	case MT_REC_FREE:
+		ck_assert_uint_eq(a->tidx, b->tidx);
+		ck_assert_uint_eq(a->free.kind, b->free.kind);
+		ck_assert_uint_eq(a->free.addr, b->free.addr);
+		ck_assert_uint_eq(a->free.size, b->free.size);
+		break;
+	case MT_REC_THREAD:
+		ck_assert_uint_eq(a->tidx, b->tidx);
+		ck_assert_uint_eq(a->thread.tid, b->thread.tid);
+		assert_bytes_eq(a->thread.name, b->thread.name);
+		break;
+	case MT_REC_CODE:
+		ck_assert_uint_eq(a->code.id, b->code.id);
+		ck_assert_uint_eq(a->code.firstlineno, b->code.firstlineno);
+		assert_bytes_eq(a->code.filename, b->code.filename);
+		assert_bytes_eq(a->code.name, b->code.name);
+		assert_bytes_eq(a->code.qualname, b->code.qualname);
+		assert_bytes_eq(a->code.linetable, b->code.linetable);
+		break;
+	case MT_REC_STACK:
+		ck_assert_uint_eq(a->stack.id, b->stack.id);
+		ck_assert_uint_eq(a->stack.parent, b->stack.parent);
+		ck_assert_uint_eq(a->stack.code, b->stack.code);
+		ck_assert_uint_eq(a->stack.offset, b->stack.offset);
+		break;
+	case MT_REC_SAMPLE:
+		ck_assert_uint_eq(a->sample.time_us, b->sample.time_us);
+		ck_assert_uint_eq(a->sample.rss, b->sample.rss);
+		break;
+	case MT_REC_DIAG:
+		ck_assert_uint_eq(a->diag.code, b->diag.code);
+		assert_bytes_eq(a->diag.msg, b->diag.msg);
+		break;
+	case MT_REC_TRAILER:
+		ck_assert_uint_eq(a->trailer.time_us, b->trailer.time_us);
+		ck_assert_uint_eq(a->trailer.n_events, b->trailer.n_events);
+		ck_assert_uint_eq(a->trailer.n_dropped, b->trailer.n_dropped);
+		break;
+	default:
+		ck_abort_msg("record type %u not compared", a->type);
+	}
+}
+
+/* Decoder side delta state: one per thread index. */
+struct deltas {
+	struct mt_delta d[512];
+};
+
+static struct mt_delta *get_delta(void *ctx, uint32_t thread)
+{
+	struct deltas *ds = ctx;
+	return thread < 512 ? &ds->d[thread] : NULL;
+}
+
+START_TEST(test_record_roundtrip)
+{
+	for (int variant = 0; variant < 2; variant++) {
+		struct mt_record in = sample_record(rec_types[_i], variant), out;
+		struct mt_delta enc = { 0 };
+		struct deltas dec;
+		uint8_t buf[512];
+
+		memset(&dec, 0, sizeof(dec));
+		ck_assert_str_eq(mt_rec_name(in.type) ? "ok" : "missing", "ok");
+		ssize_t n = mt_rec_encode(buf, sizeof(buf), &in, &enc);
+		ck_assert_int_gt(n, 0);
+		memset(&out, 0xa5, sizeof(out));
+		ck_assert_int_eq(mt_rec_decode(buf, (size_t)n, &out, get_delta, &dec), n);
+		assert_record_eq(&in, &out);
+	}
+}
+END_TEST
+
+START_TEST(test_record_truncation)
+{
+	for (int variant = 0; variant < 2; variant++) {
+		struct mt_record in = sample_record(rec_types[_i], variant), out;
+		struct mt_delta enc = { 0 };
+		struct deltas dec;
+		uint8_t buf[512];
+
+		ssize_t n = mt_rec_encode(buf, sizeof(buf), &in, &enc);
+		ck_assert_int_gt(n, 0);
+		for (ssize_t len = 0; len < n; len++) {
+			/* copy so that ASan sees reads past len */
+			uint8_t *cut = malloc(len ? (size_t)len : 1);
+			memcpy(cut, buf, (size_t)len);
+			memset(&dec, 0, sizeof(dec));
+			ck_assert_int_eq(mt_rec_decode(cut, (size_t)len, &out, get_delta, &dec),
+					 -MT_ETRUNC);
+			/* a failed decode leaves the delta state alone */
+			for (int t = 0; t < 512; t++)
+				ck_assert(dec.d[t].addr == 0 && dec.d[t].stack == 0);
+			free(cut);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_record_enospc)
+{
+	struct mt_record in = sample_record(rec_types[_i], 0);
+	uint8_t buf[512];
+	struct mt_delta enc = { 0 };
+	ssize_t n = mt_rec_encode(buf, sizeof(buf), &in, &enc);
+
+	ck_assert_int_gt(n, 0);
+	for (ssize_t cap = 0; cap < n; cap++) {
+		struct mt_delta e = { 0 };
+		ck_assert_int_eq(mt_rec_encode(buf, (size_t)cap, &in, &e), -ENOSPC);
+	}
+}
+END_TEST
+
+/* Deltas go up and down and interleave threads, as the payload writes. */
+START_TEST(test_record_delta_sequence)
+{
+	static uint8_t buf[1 << 16];
+	struct mt_delta enc[4] = { { 0 } };
+	struct deltas dec;
+	uint64_t addrs[] = { 0x7f0000001000, 0x1000, UINT64_MAX - 15, 0x10, 0x7f0000001000, 0 };
+	uint32_t stacks[] = { 1, 100000, 0, 5, 5, UINT32_MAX };
+	size_t len = 0;
+
+	memset(&dec, 0, sizeof(dec));
+	for (int i = 0; i < 600; i++) {
+		struct mt_record r = { .type = (uint8_t)(i % 3 ? MT_REC_ALLOC : MT_REC_FREE),
+				       .tidx = (uint32_t)(i % 4) };
+		if (r.type == MT_REC_ALLOC)
+			r.alloc = (struct mt_rec_alloc){ MT_ALLOC_MALLOC, addrs[i % 6] + (uint64_t)i,
+							 (uint64_t)i * 7, stacks[i % 6] };
+		else
+			r.free = (struct mt_rec_free){ MT_ALLOC_FREE, addrs[(i + 3) % 6], 0 };
+		ssize_t n = mt_rec_encode(buf + len, sizeof(buf) - len, &r, &enc[r.tidx]);
+		ck_assert_int_gt(n, 0);
+		len += (size_t)n;
+	}
+	size_t off = 0;
+	for (int i = 0; i < 600; i++) {
+		struct mt_record r;
+		ssize_t n = mt_rec_decode(buf + off, len - off, &r, get_delta, &dec);
+		ck_assert_int_gt(n, 0);
+		ck_assert_uint_eq(r.tidx, (uint32_t)(i % 4));
+		if (i % 3) {
+			ck_assert_uint_eq(r.alloc.addr, addrs[i % 6] + (uint64_t)i);
+			ck_assert_uint_eq(r.alloc.stack, stacks[i % 6]);
+			ck_assert_uint_eq(r.alloc.size, (uint64_t)i * 7);
+		} else {
+			ck_assert_uint_eq(r.free.addr, addrs[(i + 3) % 6]);
+		}
+		off += (size_t)n;
+	}
+	ck_assert_uint_eq(off, len);
+}
+END_TEST
+
+START_TEST(test_record_unknown_type_skipped)
+{
+	/* type 9, length 3, body; then a SAMPLE */
+	uint8_t buf[64] = { 0x09, 0x03, 0xaa, 0xbb, 0xcc };
+	struct mt_record s = sample_record(MT_REC_SAMPLE, 0), r;
+	struct deltas dec;
+	ssize_t n = mt_rec_encode(buf + 5, sizeof(buf) - 5, &s, NULL);
+
+	memset(&dec, 0, sizeof(dec));
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_eq(mt_rec_decode(buf, 5 + (size_t)n, &r, get_delta, &dec), 5);
+	ck_assert_uint_eq(r.type, 9);
+	ck_assert_int_eq(mt_rec_decode(buf + 5, (size_t)n, &r, get_delta, &dec), n);
+	assert_record_eq(&s, &r);
+}
+END_TEST
+
+START_TEST(test_record_malformed)
+{
+	struct deltas dec;
+	struct mt_record r;
+	memset(&dec, 0, sizeof(dec));
+	/* type 0 */
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x00\x01\x00", 3, &r, get_delta, &dec),
+			 -MT_ECORRUPT);
+	/* ALLOC with a free kind */
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x01\x02\x00\x00\x00", 5, &r, get_delta, &dec),
+			 -MT_ECORRUPT);
+	/* FREE with an allocation kind */
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x02\x01\x00", 3, &r, get_delta, &dec),
+			 -MT_ECORRUPT);
+	/* STACK with id 0 */
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x00\x00\x00\x00", 6, &r, get_delta,
+				       &dec),
+			 -MT_ECORRUPT);
+	/* SAMPLE with a non-zero thread nibble */
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x16\x02\x00\x00", 4, &r, get_delta, &dec),
+			 -MT_ECORRUPT);
+	/* body shorter than its fields */
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x06\x01\x00", 3, &r, get_delta, &dec),
+			 -MT_ECORRUPT);
+	/* thread index with no delta state */
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\xf1\x80\x08\x01\x00\x00\x00", 7, &r, get_delta,
+				       &dec),
+			 -ENOMEM);
+}
+END_TEST
+
+START_TEST(test_record_header_roundtrip)
+{
+	static const uint8_t cmd[] = "python3\0-c\0pass";
+	struct mt_header in = { MT_FORMAT_VERSION, MT_HDR_ATTACHED | MT_HDR_NATIVE, 77, 0x030c00f0,
+				123456789012345ull, 10, 16384, 78, { cmd, sizeof(cmd) - 1 } };
+	struct mt_header out;
+	uint8_t buf[256];
+	ssize_t n = mt_header_encode(buf, sizeof(buf), &in);
+
+	ck_assert_int_eq(n, MT_HDR_FIXED + (ssize_t)sizeof(cmd) - 1);
+	ck_assert_int_eq(mt_header_decode(buf, (size_t)n, &out), n);
+	ck_assert_uint_eq(out.version, in.version);
+	ck_assert_uint_eq(out.flags, in.flags);
+	ck_assert_uint_eq(out.pid, in.pid);
+	ck_assert_uint_eq(out.python_hex, in.python_hex);
+	ck_assert_uint_eq(out.start_ns, in.start_ns);
+	ck_assert_uint_eq(out.interval_ms, in.interval_ms);
+	ck_assert_uint_eq(out.page_size, in.page_size);
+	ck_assert_uint_eq(out.main_tid, in.main_tid);
+	assert_bytes_eq(out.cmdline, in.cmdline);
+	for (ssize_t len = 0; len < n; len++) {
+		ssize_t r = mt_header_decode(buf, (size_t)len, &out);
+		ck_assert_int_eq(r, -MT_ETRUNC);
+	}
+	for (size_t cap = 0; cap < (size_t)n; cap++)
+		ck_assert_int_eq(mt_header_encode(buf, cap, &in), -ENOSPC);
+}
+END_TEST
+
+START_TEST(test_record_header_rejects)
+{
+	struct mt_header h = { .version = MT_FORMAT_VERSION }, out;
+	uint8_t buf[128];
+	ssize_t n = mt_header_encode(buf, sizeof(buf), &h);
+
+	ck_assert_int_eq(n, MT_HDR_FIXED);
+	buf[0] = 'X';
+	ck_assert_int_eq(mt_header_decode(buf, (size_t)n, &out), -MT_EFORMAT);
+	ck_assert_int_eq(mt_header_decode(buf, 3, &out), -MT_EFORMAT);
+	buf[0] = 'M';
+	mt_le16_put(buf + 8, MT_FORMAT_VERSION + 1);
+	ck_assert_int_eq(mt_header_decode(buf, (size_t)n, &out), -MT_EVERSION);
+	mt_le16_put(buf + 8, MT_FORMAT_VERSION);
+	mt_le16_put(buf + 10, MT_HDR_FIXED - 1);
+	ck_assert_int_eq(mt_header_decode(buf, (size_t)n, &out), -MT_ECORRUPT);
+	mt_le16_put(buf + 10, MT_HDR_FIXED);
+	mt_le32_put(buf + 48, 1); /* cmdline longer than the header */
+	ck_assert_int_eq(mt_header_decode(buf, (size_t)n, &out), -MT_ECORRUPT);
+}
+END_TEST
+
+START_TEST(test_record_chunk_header)
+{
+	struct mt_chunk in = { 1000, 400, 0xdeadbeef }, out;
+	uint8_t p[MT_CHUNK_HEADER];
+
+	mt_chunk_header_encode(p, &in);
+	ck_assert_int_eq(mt_chunk_header_decode(p, &out), 0);
+	ck_assert_uint_eq(out.raw_len, 1000);
+	ck_assert_uint_eq(out.stored_len, 400);
+	ck_assert_uint_eq(out.checksum, 0xdeadbeef);
+	p[0] = 'X';
+	ck_assert_int_eq(mt_chunk_header_decode(p, &out), -MT_ECORRUPT);
+	struct mt_chunk bad[] = { { 0, 1, 0 }, { 10, 0, 0 }, { MT_CHUNK_LIMIT + 1, 10, 0 }, { 10, 100, 0 } };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		mt_chunk_header_encode(p, &bad[i]);
+		ck_assert_int_eq(mt_chunk_header_decode(p, &out), -MT_ECORRUPT);
+	}
+	/* FNV-1a 32 reference values */
+	ck_assert_uint_eq(mt_checksum((const uint8_t *)"", 0), 0x811c9dc5u);
+	ck_assert_uint_eq(mt_checksum((const uint8_t *)"a", 1), 0xe40c292cu);
+}
+END_TEST
+
+START_TEST(test_record_allocator_table)
+{
+	for (unsigned k = 0; k < 32; k++) {
+		const char *n = mt_allocator_name(k);
+		if (k == 0 || k >= MT_ALLOC__COUNT) {
+			ck_assert_ptr_null(n);
+			ck_assert_int_eq(mt_allocator_is_free(k), 0);
+		} else {
+			ck_assert_ptr_nonnull(n);
+		}
+	}
+	ck_assert(mt_allocator_is_free(MT_ALLOC_FREE) && mt_allocator_is_free(MT_ALLOC_MUNMAP) &&
+		  mt_allocator_is_free(MT_ALLOC_PYMALLOC_FREE));
+	ck_assert(!mt_allocator_is_free(MT_ALLOC_REALLOC));
+	ck_assert_str_eq(mt_strerror(-MT_ETRUNC), "capture is truncated");
+}
+END_TEST
+
+static Suite *record_suite(void)
+{
+	Suite *s = suite_create("record");
+	TCase *tc = tcase_create("codec");
+
+	tcase_add_loop_test(tc, test_record_roundtrip, 0, N_TYPES);
+	tcase_add_loop_test(tc, test_record_truncation, 0, N_TYPES);
+	tcase_add_loop_test(tc, test_record_enospc, 0, N_TYPES);
+	tcase_add_test(tc, test_record_delta_sequence);
+	tcase_add_test(tc, test_record_unknown_type_skipped);
+	tcase_add_test(tc, test_record_malformed);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("framing");
+	tcase_add_test(tc, test_record_header_roundtrip);
+	tcase_add_test(tc, test_record_header_rejects);
+	tcase_add_test(tc, test_record_chunk_header);
+	tcase_add_test(tc, test_record_allocator_table);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(record_suite());
+	srunner_run_all(sr, CK_ENV);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
