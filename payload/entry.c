@@ -126,26 +126,46 @@ static int register_py_atexit(void)
 	return rc;
 }
 
-/* Python-side setup once the interpreter can run code: PyMem wrappers and
- * the atexit registration. Takes the GIL (recursively if held). */
-static void python_setup(void)
+/* The GIL, for control paths. Lock order everywhere: the GIL first, then
+ * st.lock (the main thread calls in with the GIL held). */
+static int gil_take(int *state)
 {
 	int (*ensure)(void) = (int (*)(void))mt_got_find_definition("PyGILState_Ensure");
+	if (!ensure || !mt_python_initialized())
+		return 0;
+	*state = ensure();
+	return 1;
+}
+
+static void gil_give(int state)
+{
 	void (*release)(int) = (void (*)(int))mt_got_find_definition("PyGILState_Release");
-	if (!ensure || !release)
+	if (release)
+		release(state);
+}
+
+/* Python-side setup once the interpreter can run code: PyMem wrappers and
+ * the atexit registration (once per process). Call with the GIL and
+ * st.lock held. */
+static void python_setup_locked(void)
+{
+	static pid_t atexit_registered;
+	if (!st.active)
 		return;
-	int gil = ensure();
-	if (st.flags & MT_HDR_PYALLOC) {
+	if ((st.flags & MT_HDR_PYALLOC) && !st.pymem) {
 		if (mt_python_pymem_install() == 0)
 			st.pymem = 1;
 		else
 			mt_writer_diag(MT_DIAG_PYTHON_UNAVAILABLE,
 				       "Python allocators could not be wrapped");
 	}
-	if (register_py_atexit() < 0)
-		mt_writer_diag(MT_DIAG_INFO, "could not register a Python atexit handler; "
-					     "tracking ends at process exit");
-	release(gil);
+	if (atexit_registered != getpid()) {
+		if (register_py_atexit() == 0)
+			atexit_registered = getpid();
+		else
+			mt_writer_diag(MT_DIAG_INFO, "could not register a Python atexit handler; "
+						     "tracking ends at process exit");
+	}
 }
 
 /* Audit hooks can be added before the interpreter starts and are called
@@ -161,7 +181,7 @@ static int audit_hook(const char *event, void *args, void *data)
 	st.audit_done = 1;
 	pthread_mutex_lock(&st.lock);
 	if (st.active && st.pid == getpid()) {
-		python_setup();
+		python_setup_locked();
 		mt_tracking = 1; /* the program's first line is next */
 	}
 	pthread_mutex_unlock(&st.lock);
@@ -176,6 +196,21 @@ static void on_exit_handler(void)
 	pthread_mutex_lock(&st.lock);
 	if (st.active && st.pid == getpid())
 		stop_locked(NULL, 0);
+	pthread_mutex_unlock(&st.lock);
+}
+
+void mt_finish_at_exit(void)
+{
+	/* _exit() may be called with our lock held (a fork child, a signal
+	 * handler): never wait for it there. */
+	if (pthread_mutex_trylock(&st.lock) != 0)
+		return;
+	if (st.active && st.pid == getpid()) {
+		int own = mt_guard_enter();
+		stop_locked(NULL, 0);
+		if (own)
+			mt_guard_leave();
+	}
 	pthread_mutex_unlock(&st.lock);
 }
 
@@ -261,14 +296,15 @@ static int stop_locked(const char *why, int in_python)
 
 MT_EXPORT int memtrace_payload_start(const struct memtrace_config *cfg)
 {
-	int own = mt_guard_enter();
+	int own = mt_guard_enter(), gil_state = 0;
+	int gil = gil_take(&gil_state);
 	pthread_mutex_lock(&st.lock);
 	int rc = start_locked(cfg, 0);
-	if (rc == 0 && st.python && mt_python_initialized()) {
-		/* attached or started from Python: the interpreter runs */
-		python_setup();
-	}
+	if (rc == 0 && gil)
+		python_setup_locked(); /* attached, or started from Python */
 	pthread_mutex_unlock(&st.lock);
+	if (gil)
+		gil_give(gil_state);
 	if (own)
 		mt_guard_leave();
 	return rc;
@@ -276,10 +312,14 @@ MT_EXPORT int memtrace_payload_start(const struct memtrace_config *cfg)
 
 MT_EXPORT int memtrace_payload_stop(void)
 {
-	int own = mt_guard_enter();
+	int own = mt_guard_enter(), gil_state = 0;
+	/* the GIL only to put PyMem domains back */
+	int gil = st.pymem && gil_take(&gil_state);
 	pthread_mutex_lock(&st.lock);
-	int rc = stop_locked(NULL, st.python && mt_python_initialized());
+	int rc = stop_locked(NULL, gil);
 	pthread_mutex_unlock(&st.lock);
+	if (gil)
+		gil_give(gil_state);
 	if (own)
 		mt_guard_leave();
 	return rc;

@@ -34,7 +34,8 @@
 	X(mmap64, void *, (void *, size_t, int, int, int, off_t))       \
 	X(munmap, int, (void *, size_t))                                \
 	X(mremap, void *, (void *, size_t, size_t, int, ...))           \
-	X(dlopen, void *, (const char *, int))
+	X(dlopen, void *, (const char *, int))                          \
+	X(_exit, void, (int))
 
 static struct {
 #define MT_X(name, ret, params) ret(*name) params;
@@ -238,6 +239,14 @@ static void *hook_dlopen(const char *file, int flags)
 		errno = e;
 	}
 	return h;
+}
+
+/* os._exit() skips atexit handlers: finish the capture first. */
+static void hook__exit(int status)
+{
+	mt_finish_at_exit();
+	real._exit(status);
+	__builtin_unreachable();
 }
 
 int mt_hooks_resolve(void)

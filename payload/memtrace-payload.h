@@ -32,4 +32,14 @@ int memtrace_payload_start(const struct memtrace_config *cfg);
  * if not tracking, or the capture's first write error. */
 int memtrace_payload_stop(void);
 
+/* memtrace_attach_entry() - the injector's entry point: copy @cfg, start
+ * the payload's control thread (which starts tracking and serves the
+ * control socket, see payload/control.c) and return at once. Returns 0,
+ * -EBUSY if already tracking, or -errno. */
+int memtrace_attach_entry(const struct memtrace_config *cfg);
+
+/* memtrace_attach_entry_str() - the same from "FLAGS INTERVAL PATH", for
+ * debugger scripts that cannot build a struct. */
+int memtrace_attach_entry_str(const char *spec);
+
 #endif /* MEMTRACE_PAYLOAD_H */

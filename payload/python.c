@@ -377,6 +377,10 @@ size_t mt_python_walk(struct mt_pyframe *out, size_t max)
 
 void mt_python_code_key(const void *code, struct mt_pycode_key *key)
 {
+	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE)) {
+		memset(key, 0, sizeof(*key));
+		return;
+	}
 	key->filename = mt_ld_ptr(code, mt_lo->co_filename);
 	key->name = mt_ld_ptr(code, mt_lo->co_name);
 	key->linetable = mt_ld_ptr(code, mt_lo->co_linetable);
@@ -632,11 +636,10 @@ static struct mt_pymem_domain *mt_pymem_ours(const struct mt_pymem_allocator *a,
 	return NULL;
 }
 
-/* Taking the GIL from a thread while the interpreter finalizes ends that
- * thread (PyThread_exit_thread) in 3.8..3.13; check first. There is a
- * window between the check and the call that only the interpreter could
- * close; detaching during shutdown is rare and the caller's thread is
- * ours, not the target's. */
+/* A thread that takes the GIL while the interpreter finalizes is ended
+ * inside PyGILState_Ensure (PyThread_exit_thread) in 3.8..3.13, so check
+ * first. A shutdown starting between the check and the call still ends
+ * the caller, which is the payload's own thread, never the target's. */
 static int mt_gil_usable(void)
 {
 	return mt_python_initialized();

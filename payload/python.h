@@ -19,7 +19,9 @@ struct mt_rec_code;
 
 struct mt_pyframe {
 	const void *code; /* PyCodeObject* */
-	uint32_t offset;  /* bytes into the code's bytecode (lasti * 2 style) */
+	uint32_t offset;  /* bytes into the code's bytecode (lasti * 2 style);
+			   * negative as int32_t for a 3.8..3.10 frame that has
+			   * not run its first instruction (f_lasti -1) */
 };
 
 /* Identity of a code object, compared on every cache hit to detect that a

@@ -14,4 +14,8 @@ int mt_hooks_resolve(void);
 int mt_hooks_install(void);
 int mt_hooks_uninstall(void);
 
+/* mt_finish_at_exit() - the process is exiting: stop tracking and close
+ * the capture if this process owns it (entry.c). */
+void mt_finish_at_exit(void);
+
 #endif /* MT_PAYLOAD_TRACK_INTERNAL_H */

@@ -323,6 +323,9 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 	c->st.file_size = c->size;
 	c->st.end_offset = off;
 	c->oom = 0;
+	/* delta state runs from the first chunk to the last */
+	if (c->n_deltas)
+		memset(c->deltas, 0, c->n_deltas * sizeof(*c->deltas));
 
 	while (off < c->size) {
 		size_t left = c->size - off;

@@ -5,7 +5,6 @@
  * stable interface.
  */
 #include "reader/report.h"
-#include "util/json.h"
 #include "util/strbuf.h"
 
 #include <errno.h>    /* EIO */
@@ -16,11 +15,21 @@ struct parse_ctx {
 	struct mt_strbuf sb;
 };
 
-/* quoted and escaped, JSON style */
+/* quoted; quotes, backslashes and non-printable bytes escaped */
 static const char *q(struct parse_ctx *p, const struct mt_bytes *b)
 {
 	mt_strbuf_reset(&p->sb);
-	mt_json_escape(&p->sb, (const char *)b->p, b->len);
+	mt_strbuf_addch(&p->sb, '"');
+	for (uint32_t i = 0; i < b->len; i++) {
+		uint8_t c = b->p[i];
+		if (c == '"' || c == '\\')
+			mt_strbuf_addf(&p->sb, "\\%c", c);
+		else if (c < 0x20 || c == 0x7f)
+			mt_strbuf_addf(&p->sb, "\\x%02x", c);
+		else
+			mt_strbuf_addch(&p->sb, c);
+	}
+	mt_strbuf_addch(&p->sb, '"');
 	return p->sb.err ? "\"?\"" : p->sb.buf;
 }
 

@@ -11,7 +11,8 @@
 #include <errno.h>  /* EIO */
 #include <fcntl.h>  /* open */
 #include <stdlib.h> /* qsort */
-#include <string.h> /* strlen */
+#include <string.h>   /* strlen */
+#include <sys/stat.h> /* stat */
 #include <time.h>   /* gmtime_r */
 #include <unistd.h> /* read */
 
@@ -75,7 +76,10 @@ char *mt_report_describe_open_error(char *buf, size_t len, const char *path, int
 		}
 	}
 	if (err == -MT_EFORMAT) {
-		snprintf(buf, len, "cannot read '%s': not a memtrace capture", path);
+		struct stat sb;
+		int empty = stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0;
+		snprintf(buf, len, "cannot read '%s': %s", path,
+			 empty ? "file is empty" : "not a memtrace capture");
 		return buf;
 	}
 	if (err == -MT_ETRUNC) {
@@ -138,6 +142,14 @@ static void print_header(FILE *out, const struct mt_snapshot *s, const char *pat
 /* ------------------------------------------------------------------------
  * Stats
  * ---------------------------------------------------------------------- */
+/* 2^k as "512 B", "4 KiB", "1 GiB" */
+static char *pow2_name(char *buf, int k)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	snprintf(buf, 32, "%llu %s", 1ull << (k % 10), units[k / 10]);
+	return buf;
+}
+
 static void print_histogram(FILE *out, const struct mt_snapshot *s)
 {
 	int lo = -1, hi = -1;
@@ -152,7 +164,7 @@ static void print_histogram(FILE *out, const struct mt_snapshot *s)
 		if (s->size_hist[i] > max)
 			max = s->size_hist[i];
 	}
-	fprintf(out, "\nAllocations by size\n");
+	fprintf(out, "\nAllocations by size (from - below)\n");
 	if (lo < 0) {
 		fprintf(out, "  (none)\n");
 		return;
@@ -161,11 +173,9 @@ static void print_histogram(FILE *out, const struct mt_snapshot *s)
 		char a[32], b[32], range[72];
 		if (i == 0)
 			snprintf(range, sizeof(range), "0 B");
-		else if (i == 64)
-			snprintf(range, sizeof(range), ">= %s", mt__report_bytes(a, 1ull << 63));
 		else
-			snprintf(range, sizeof(range), "%s - %s", mt__report_bytes(a, 1ull << (i - 1)),
-				 mt__report_bytes(b, (1ull << i) - 1));
+			snprintf(range, sizeof(range), "%s - %s", pow2_name(a, i - 1),
+				 i == 64 ? "" : pow2_name(b, i));
 		int bar = (int)((s->size_hist[i] * 30 + max - 1) / max);
 		fprintf(out, "  %-24s %12llu  %.*s\n", range, (unsigned long long)s->size_hist[i],
 			bar, "##############################");
@@ -238,7 +248,7 @@ int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 	fprintf(out, "  allocations:        %llu\n", (unsigned long long)s->n_allocs);
 	fprintf(out, "  frees:              %llu", (unsigned long long)s->n_frees);
 	if (s->n_unmatched_frees)
-		fprintf(out, " (%llu of memory allocated before tracking, ignored)",
+		fprintf(out, " (%llu of memory not allocated while tracking: ignored)",
 			(unsigned long long)s->n_unmatched_frees);
 	fprintf(out, "\n  bytes allocated:    %s\n", mt__report_bytes(a, s->bytes_allocated));
 	fprintf(out, "  peak tracked heap:  %s", mt__report_bytes(a, s->peak_heap));

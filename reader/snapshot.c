@@ -692,6 +692,7 @@ int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap)
 	}
 	s->status = *mt_capture_status(cap);
 	s->heap_end = st->heap;
+	s->peak_event = st->peak_event;
 
 	s->threads = calloc(st->max_thread ? st->max_thread : 1, sizeof(*s->threads));
 	if (!s->threads) {
@@ -974,8 +975,9 @@ int mt_location_cmp_total(const void *pa, const void *pb)
 {
 	const struct mt_location *a = pa, *b = pb;
 	int c = DESC(a->total_bytes, b->total_bytes);
+	/* equal totals are mostly a call chain: callers first */
 	if (!c)
-		c = DESC(a->own_bytes, b->own_bytes);
+		c = -DESC(a->own_bytes, b->own_bytes);
 	return c ? c : loc_tiebreak(a, b);
 }
 

@@ -1,0 +1,71 @@
+"""Shared fixtures for the integration suites: the built memtrace, the
+Python interpreters present on this machine, and helpers to run both."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("MEMTRACE_BUILD_DIR", os.path.join(ROOT, "build"))
+MEMTRACE = os.path.join(BUILD, "cli", "memtrace")
+
+# Debian's interpreter first, then every pyenv build 3.8..3.13 present.
+SUPPORTED = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
+
+
+def _pyenv_python(minor):
+    root = os.path.expanduser("~/.pyenv/versions")
+    for d in sorted(glob.glob(os.path.join(root, minor + ".*")), reverse=True):
+        exe = os.path.join(d, "bin", "python" + minor)
+        if os.access(exe, os.X_OK) and "t" not in os.path.basename(d).split(".")[-1]:
+            return exe
+    return None
+
+
+def python_params():
+    params = [pytest.param("/usr/bin/python3", id="debian-python3",
+                           marks=pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK),
+                                                    reason="/usr/bin/python3 is absent"))]
+    for minor in SUPPORTED:
+        exe = _pyenv_python(minor)
+        params.append(pytest.param(exe, id="pyenv-" + minor,
+                                   marks=pytest.mark.skipif(exe is None,
+                                                            reason="no pyenv Python %s on this machine" % minor)))
+    return params
+
+
+@pytest.fixture(scope="session")
+def memtrace():
+    if not os.access(MEMTRACE, os.X_OK):
+        pytest.fail("memtrace is not built at %s (run scripts/test.sh)" % MEMTRACE)
+    return MEMTRACE
+
+
+def run(*args, check=True, timeout=120, **kw):
+    """Run a command, capture its output, fail with the output on error."""
+    p = subprocess.run([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, timeout=timeout, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError("%s exited %d\nstdout:\n%s\nstderr:\n%s"
+                             % (" ".join(map(str, args)), p.returncode, p.stdout, p.stderr))
+    return p
+
+
+def report_json(memtrace_bin, command, capture, *extra):
+    """A report's --json output, parsed."""
+    p = run(memtrace_bin, command, "--json", *extra, capture)
+    return json.loads(p.stdout)
+
+
+@pytest.fixture
+def script(tmp_path):
+    """Write a Python script into the test's directory and return its path."""
+    def write(source, name="prog.py"):
+        path = tmp_path / name
+        path.write_text(source)
+        return path
+    return write

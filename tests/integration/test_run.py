@@ -1,0 +1,226 @@
+"""memtrace run against real Python processes: attribution, threads,
+numpy, exit codes, crashes and bad input."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import python_params, report_json, run
+
+FG = """\
+def f():
+    x = bytearray(10_000_000)
+    del x
+
+
+def g():
+    return bytearray(3_000_000)
+
+
+f()
+keep = g()
+"""
+
+
+def row_for(rows, function, path):
+    for r in rows:
+        if r["function"] == function and r["file"] == str(path):
+            return r
+    raise AssertionError("no row for %s in %s: %s" % (function, path, rows[:10]))
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_peak_and_leaks_attributed_to_lines(memtrace, script, tmp_path, python):
+    prog = script(FG)
+    cap = tmp_path / "fg.bin"
+    run(memtrace, "run", "--python", python, "-o", cap, prog, cwd=tmp_path)
+
+    stats = report_json(memtrace, "stats", cap)
+    peak = stats["totals"]["peak_heap"]
+    assert 10_000_000 <= peak <= 11_000_000, peak
+    top = stats["top_by_size"][0]
+    assert (top["function"], top["file"], top["line"]) == ("f", str(prog), 2), top
+
+    leaks = report_json(memtrace, "summary", cap, "--leaks")
+    g = row_for(leaks["rows"], "g", prog)
+    assert g["line"] == 7
+    assert 3_000_000 <= g["own_bytes"] <= 3_000_100, g
+    assert all(r["function"] != "f" for r in leaks["rows"]), leaks["rows"][:5]
+
+    peak_rows = report_json(memtrace, "summary", cap)["rows"]
+    f = row_for(peak_rows, "f", prog)
+    assert f["line"] == 2 and 10_000_000 <= f["own_bytes"] <= 10_000_100, f
+
+
+THREADS = """\
+import threading
+
+N = 200
+kept = {}
+
+
+def worker_%(i)s():
+    mine = []
+    for _ in range(N):
+        mine.append(bytearray(%(size)d))
+    kept[%(i)d] = mine
+
+"""
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_threads_attributed_to_their_own_stacks(memtrace, script, tmp_path, python):
+    sizes = {0: 100_003, 1: 200_009, 2: 300_007, 3: 400_009}
+    src = "".join(THREADS % {"i": i, "size": s} for i, s in sizes.items())
+    src += ("threads = [threading.Thread(target=f) for f in (%s)]\n"
+            "for t in threads: t.start()\n"
+            "for t in threads: t.join()\n" % ", ".join("worker_%d" % i for i in sizes))
+    prog = script(src)
+    cap = tmp_path / "t.bin"
+    run(memtrace, "run", "--python", python, "-o", cap, prog, cwd=tmp_path)
+    leaks = report_json(memtrace, "summary", cap, "--leaks")["rows"]
+    for i, size in sizes.items():
+        r = row_for(leaks, "worker_%d" % i, prog)
+        # bytearray(n) asks for n + 1 bytes; exact, per thread
+        assert r["own_bytes"] == 200 * (size + 1), r
+        assert r["own_allocations"] == 200, r
+    stats = report_json(memtrace, "stats", cap)
+    assert stats["totals"]["dropped"] == 0
+
+
+def test_numpy_array_attributed(memtrace, script, tmp_path):
+    python = "/usr/bin/python3"
+    if run(python, "-c", "import numpy", check=False).returncode != 0:
+        pytest.skip("numpy is not installed for %s" % python)
+    prog = script("import numpy as np\n\n\ndef make():\n    return np.zeros((1000, 1000))\n\n\nA = make()\n")
+    cap = tmp_path / "np.bin"
+    run(memtrace, "run", "--python", python, "-o", cap, prog, cwd=tmp_path)
+    r = row_for(report_json(memtrace, "summary", cap, "--leaks")["rows"], "make", prog)
+    assert r["line"] == 5
+    assert 8_000_000 <= r["own_bytes"] <= 8_001_000, r
+
+
+def test_exit_status_and_output_preserved(memtrace, script, tmp_path):
+    prog = script("import sys\nprint('hello', sys.argv[1:])\nsys.stdout.flush()\nsys.exit(3)\n")
+    bare = run("/usr/bin/python3", prog, "a", "b", check=False)
+    p = run(memtrace, "run", "--python", "/usr/bin/python3", "-o", tmp_path / "x.bin", prog,
+            "a", "b", check=False, cwd=tmp_path)
+    assert p.returncode == bare.returncode == 3
+    assert p.stdout == bare.stdout == "hello ['a', 'b']\n"
+    assert "capture written to" in p.stderr
+
+
+def test_stdin_passes_through(memtrace, script, tmp_path):
+    prog = script("import sys\nprint(sys.stdin.read().upper(), end='')\n")
+    p = subprocess.run([memtrace, "run", "-o", str(tmp_path / "x.bin"), str(prog)],
+                       input="piped text", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, cwd=str(tmp_path))
+    assert p.returncode == 0 and p.stdout == "PIPED TEXT"
+
+
+def test_module_and_command_forms(memtrace, tmp_path):
+    p = run(memtrace, "run", "-o", tmp_path / "c.bin", "-c", "print(6 * 7)", cwd=tmp_path)
+    assert p.stdout == "42\n"
+    p = run(memtrace, "run", "-o", tmp_path / "m.bin", "-m", "json.tool", "--help", cwd=tmp_path)
+    assert "usage" in p.stdout
+    for cap in ("c.bin", "m.bin"):
+        run(memtrace, "stats", tmp_path / cap)
+
+
+def test_default_output_name(memtrace, script, tmp_path):
+    prog = script("x = 1\n", name="named.py")
+    p = run(memtrace, "run", prog, cwd=tmp_path)
+    made = [n for n in os.listdir(tmp_path) if n.startswith("memtrace-named.") and n.endswith(".bin")]
+    assert len(made) == 1, os.listdir(tmp_path)
+    assert made[0] in p.stderr
+    assert oct(os.stat(tmp_path / made[0]).st_mode & 0o777) == "0o600"
+
+
+def test_refuses_to_overwrite_without_force(memtrace, script, tmp_path):
+    prog = script("print('ran')\n")
+    cap = tmp_path / "exists.bin"
+    cap.write_bytes(b"keep me")
+    p = run(memtrace, "run", "-o", cap, prog, check=False)
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr.strip().count("\n") == 0 and "exists" in p.stderr and "-f" in p.stderr
+    assert cap.read_bytes() == b"keep me"
+    run(memtrace, "run", "-f", "-o", cap, prog)
+    run(memtrace, "stats", cap)
+
+
+def test_uncaught_exception(memtrace, script, tmp_path):
+    prog = script("def boom():\n    raise ValueError('x')\n\nkeep = bytearray(1_000_000)\nboom()\n")
+    cap = tmp_path / "e.bin"
+    p = run(memtrace, "run", "-o", cap, prog, check=False)
+    assert p.returncode == 1 and "ValueError" in p.stderr
+    s = run(memtrace, "stats", cap)
+    assert "truncated" not in s.stderr
+
+
+def test_os_exit_keeps_capture(memtrace, script, tmp_path):
+    prog = script("import os\ndef h():\n    return bytearray(5_000_000)\nk = h()\nos._exit(7)\n")
+    cap = tmp_path / "o.bin"
+    p = run(memtrace, "run", "-o", cap, prog, check=False)
+    assert p.returncode == 7
+    r = row_for(report_json(memtrace, "summary", cap, "--leaks")["rows"], "h", prog)
+    assert r["own_bytes"] >= 5_000_000
+
+
+def test_sigkill_leaves_readable_capture(memtrace, script, tmp_path):
+    # The program tells us (through a pipe) when its data is allocated and
+    # a flush period has passed; then it is killed outright.
+    prog = script("import os, sys, time\n"
+                  "def big():\n    return [bytearray(1_000_000) for _ in range(20)]\n"
+                  "k = big()\n"
+                  "deadline = time.monotonic() + 0.6\n"
+                  "while time.monotonic() < deadline: [0] * 10\n"
+                  "os.write(int(sys.argv[1]), b'x')\n"
+                  "time.sleep(60)\n")
+    rfd, wfd = os.pipe()
+    cap = tmp_path / "k.bin"
+    proc = subprocess.Popen([memtrace, "run", "-o", str(cap), str(prog), str(wfd)],
+                            pass_fds=(wfd,), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(wfd)
+    assert os.read(rfd, 1) == b"x"
+    os.close(rfd)
+    # kill the Python process (the child of memtrace run), not memtrace
+    kids = open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)).read().split()
+    os.kill(int(kids[0]), signal.SIGKILL)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGKILL or proc.returncode == -signal.SIGKILL
+    s = run(memtrace, "summary", "--json", "--leaks", cap)
+    assert "truncated" in s.stderr
+    import json
+    r = row_for(json.loads(s.stdout)["rows"], "big", prog)
+    assert r["own_bytes"] >= 20_000_000
+
+
+@pytest.mark.parametrize("args,message", [
+    (["run"], "no program given"),
+    (["run", "--memory-interval-ms", "0", "x.py"], "invalid --memory-interval-ms"),
+    (["run", "--python", "/nonexistent/python", "x.py"], "cannot run interpreter"),
+    (["run", "--python", "no-such-python-here", "x.py"], "cannot find interpreter"),
+    (["nosuchcommand"], "unknown command"),
+])
+def test_run_usage_errors(memtrace, tmp_path, args, message):
+    p = run(memtrace, *args, check=False, cwd=tmp_path)
+    assert p.returncode in (1, 2)
+    assert message in p.stderr
+    assert not any(n.endswith(".bin") for n in os.listdir(tmp_path))
+
+
+def test_not_python_interpreter(memtrace, tmp_path):
+    p = run(memtrace, "run", "--python", "/bin/true", "-o", tmp_path / "n.bin", "x.py",
+            check=False, cwd=tmp_path)
+    assert "no Python interpreter started" in p.stderr
+    assert not (tmp_path / "n.bin").exists()
+
+
+def test_unwritable_output_directory(memtrace, script, tmp_path):
+    prog = script("pass\n")
+    p = run(memtrace, "run", "-o", "/nonexistent-dir/x.bin", prog, check=False)
+    assert p.returncode == 1 and "cannot create capture" in p.stderr
+    assert p.stderr.count("\n") == 1

@@ -1,0 +1,415 @@
+/* SPDX-License-Identifier: MIT */
+/* Capture parser: dispatch, delta state across chunks, damage handling. */
+#include "format/error.h"
+#include "reader/capture.h"
+
+#include "capture-writer.h"
+
+#include <check.h>
+#include <errno.h>  /* ENOENT */
+#include <stdlib.h> /* EXIT_SUCCESS */
+#include <unistd.h> /* unlink */
+
+struct counts {
+	uint64_t by_type[16];
+	uint64_t n, addr_sum, chunks;
+	int warnings;
+	char last_warning[512];
+	int stop_after; /* stop with 99 after this many records, 0 = never */
+};
+
+static int count(void *ctx, const struct mt_record *r)
+{
+	struct counts *c = ctx;
+	c->by_type[r->type & 15]++;
+	c->n++;
+	if (r->type == MT_REC_ALLOC)
+		c->addr_sum += r->alloc.addr + r->alloc.size + r->alloc.stack + r->tidx;
+	if (r->type == MT_REC_FREE)
+		c->addr_sum += r->free.addr;
+	if (c->stop_after && c->n == (uint64_t)c->stop_after)
+		return 99;
+	return 0;
+}
+
+static int count_chunk(void *ctx, uint64_t index, uint64_t offset, const struct mt_chunk *ch)
+{
+	struct counts *c = ctx;
+	(void)index;
+	(void)offset;
+	(void)ch;
+	c->chunks++;
+	return 0;
+}
+
+static void on_warn(void *ctx, const char *msg)
+{
+	struct counts *c = ctx;
+	c->warnings++;
+	snprintf(c->last_warning, sizeof(c->last_warning), "%s", msg);
+}
+
+static const struct mt_record_ops count_ops = {
+	.alloc = count, .free = count, .thread = count, .code = count, .stack = count,
+	.sample = count, .diag = count, .trailer = count, .unknown = count, .chunk = count_chunk,
+};
+
+/* A capture of several chunks over four threads; returns the expected
+ * record count and address checksum. */
+static void build(struct cw *w, int compress, int trailer, uint64_t *n_records, uint64_t *sum)
+{
+	struct mt_header h = cw_header(0);
+	uint64_t n = 0, s = 0;
+
+	cw_init(w, &h, 256, compress);
+	for (uint32_t t = 0; t < 4; t++, n++)
+		cw_thread(w, t, 100 + t, t ? "worker" : "MainThread");
+	cw_code(w, 1, "/app/x.py", "f", 10);
+	cw_stack(w, 1, 0, 1, 0);
+	n += 2;
+	for (int i = 0; i < 400; i++) {
+		uint32_t t = (uint32_t)(i % 4);
+		uint64_t a = 0x7f0000000000ull + (uint64_t)((i * 7919) % 1000) * 64;
+		cw_alloc(w, t, MT_ALLOC_MALLOC, a, (uint64_t)i, (uint32_t)(i % 3));
+		s += a + (uint64_t)i + (uint64_t)(i % 3) + t;
+		cw_free(w, t, MT_ALLOC_FREE, a, 0);
+		s += a;
+		n += 2;
+		if (i % 100 == 0) {
+			cw_sample(w, (uint64_t)i * 1000, 1 << 20);
+			n++;
+		}
+	}
+	cw_diag(w, MT_DIAG_INFO, "hello");
+	n++;
+	if (trailer) {
+		cw_trailer(w, 5000000, 800, 0);
+		n++;
+	}
+	cw_finish(w);
+	*n_records = n;
+	*sum = s;
+}
+
+START_TEST(test_reader_reads_everything)
+{
+	struct cw w;
+	struct mt_capture *c;
+	struct counts k = { 0 };
+	uint64_t n, sum;
+
+	build(&w, _i, 1, &n, &sum);
+	ck_assert_uint_gt(w.n_chunks, 10);
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	mt_capture_set_warn(c, on_warn, &k);
+	ck_assert_uint_eq(mt_capture_header(c)->pid, 4242);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	const struct mt_capture_status *st = mt_capture_status(c);
+	ck_assert_uint_eq(k.n, n);
+	ck_assert_uint_eq(k.addr_sum, sum);
+	ck_assert_uint_eq(k.by_type[MT_REC_ALLOC], 400);
+	ck_assert_uint_eq(k.by_type[MT_REC_THREAD], 4);
+	ck_assert_uint_eq(k.chunks, w.n_chunks);
+	ck_assert_uint_eq(st->n_chunks, w.n_chunks);
+	ck_assert_uint_eq(st->n_records, n);
+	ck_assert(st->trailer_seen && !st->truncated && !st->stopped);
+	ck_assert_uint_eq(st->end_offset, w.len);
+	ck_assert_int_eq(k.warnings, 0);
+
+	/* a second pass sees the same, delta state starting afresh */
+	memset(&k, 0, sizeof(k));
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert_uint_eq(k.addr_sum, sum);
+	mt_capture_close(c);
+	cw_release(&w);
+}
+END_TEST
+
+START_TEST(test_reader_callback_stops)
+{
+	struct cw w;
+	struct mt_capture *c;
+	struct counts k = { .stop_after = 50 };
+	uint64_t n, sum;
+	struct mt_record_ops partial = { .alloc = count, .free = count };
+
+	build(&w, 1, 1, &n, &sum);
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 99);
+	ck_assert_uint_eq(k.n, 50);
+	/* NULL callbacks are stubs */
+	memset(&k, 0, sizeof(k));
+	ck_assert_int_eq(mt_capture_read(c, &partial, &k), 0);
+	ck_assert_uint_eq(k.n, 800);
+	mt_capture_close(c);
+	cw_release(&w);
+}
+END_TEST
+
+/* Every prefix of a capture either fails to open (inside the header) or
+ * reads the chunks it fully contains and reports truncation. */
+START_TEST(test_reader_truncation_every_byte)
+{
+	struct cw w;
+	uint64_t n, sum, prev = 0;
+	size_t hdr = MT_HDR_FIXED + cw_header(0).cmdline.len;
+
+	build(&w, _i, 1, &n, &sum);
+	for (size_t len = 0; len <= w.len; len++) {
+		uint8_t *cut = malloc(len ? len : 1);
+		struct mt_capture *c;
+		struct counts k = { 0 };
+
+		memcpy(cut, w.buf, len);
+		int err = mt_capture_open_mem(cut, len, &c);
+		if (len < hdr) {
+			ck_assert(err == -MT_ETRUNC || (len == 0 && err == -MT_EFORMAT));
+			free(cut);
+			continue;
+		}
+		ck_assert_int_eq(err, 0);
+		mt_capture_set_warn(c, on_warn, &k);
+		ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+		const struct mt_capture_status *st = mt_capture_status(c);
+		ck_assert_uint_ge(k.n, prev);
+		prev = k.n;
+		ck_assert(!st->stopped);
+		if (len == w.len) {
+			ck_assert(!st->truncated);
+			ck_assert_uint_eq(k.n, n);
+			ck_assert_int_eq(k.warnings, 0);
+		} else {
+			ck_assert(st->truncated);
+			ck_assert_int_eq(k.warnings, 1);
+			ck_assert(strstr(k.last_warning, "capture is truncated: read ") != NULL);
+			ck_assert_uint_le(st->end_offset, len);
+			ck_assert_uint_lt(k.n, n);
+		}
+		mt_capture_close(c);
+		free(cut);
+	}
+	cw_release(&w);
+}
+END_TEST
+
+static size_t chunk_offset(const struct cw *w, int index)
+{
+	size_t off = MT_HDR_FIXED + cw_header(0).cmdline.len;
+	for (int i = 0; i < index; i++) {
+		struct mt_chunk ch;
+		ck_assert_int_eq(mt_chunk_header_decode(w->buf + off, &ch), 0);
+		off += MT_CHUNK_HEADER + ch.stored_len;
+	}
+	return off;
+}
+
+START_TEST(test_reader_corrupt_chunk_mid_file)
+{
+	struct cw w;
+	struct mt_capture *c;
+	struct counts k = { 0 };
+	uint64_t n, sum;
+
+	build(&w, _i, 1, &n, &sum);
+	size_t off = chunk_offset(&w, 3);
+	w.buf[off + MT_CHUNK_HEADER + 5] ^= 0x40;
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	mt_capture_set_warn(c, on_warn, &k);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	const struct mt_capture_status *st = mt_capture_status(c);
+	ck_assert(st->stopped && st->truncated && !st->trailer_seen);
+	ck_assert_uint_eq(st->n_chunks, 3);
+	ck_assert_uint_eq(st->bad_offset, off);
+	ck_assert_uint_eq(k.chunks, 3);
+	ck_assert_int_eq(k.warnings, 1);
+	ck_assert_msg(strstr(k.last_warning, "checksum mismatch") != NULL, "%s", k.last_warning);
+	mt_capture_close(c);
+
+	/* a broken chunk header in the middle stops reading too */
+	w.buf[off + MT_CHUNK_HEADER + 5] ^= 0x40;
+	w.buf[off] = 'X';
+	memset(&k, 0, sizeof(k));
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	mt_capture_set_warn(c, on_warn, &k);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert(mt_capture_status(c)->stopped);
+	ck_assert_uint_eq(mt_capture_status(c)->n_chunks, 3);
+	mt_capture_close(c);
+	cw_release(&w);
+}
+END_TEST
+
+START_TEST(test_reader_damaged_last_chunk_is_truncation)
+{
+	struct cw w;
+	struct mt_capture *c;
+	struct counts k = { 0 };
+	uint64_t n, sum;
+
+	build(&w, 1, 1, &n, &sum);
+	size_t last = chunk_offset(&w, (int)w.n_chunks - 1);
+	w.buf[w.len - 1] ^= 0xff;
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	mt_capture_set_warn(c, on_warn, &k);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert(mt_capture_status(c)->truncated && !mt_capture_status(c)->stopped);
+	ck_assert_uint_eq(mt_capture_status(c)->end_offset, last);
+	ck_assert_int_eq(k.warnings, 1);
+	mt_capture_close(c);
+
+	/* a zero-filled tail (file extended, data never written) */
+	w.buf[w.len - 1] ^= 0xff;
+	uint8_t *z = calloc(1, w.len + 4096);
+	memcpy(z, w.buf, w.len);
+	memset(&k, 0, sizeof(k));
+	ck_assert_int_eq(mt_capture_open_mem(z, w.len + 4096, &c), 0);
+	mt_capture_set_warn(c, on_warn, &k);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert(mt_capture_status(c)->truncated && !mt_capture_status(c)->stopped);
+	ck_assert_uint_eq(k.n, n);
+	mt_capture_close(c);
+	free(z);
+	cw_release(&w);
+}
+END_TEST
+
+START_TEST(test_reader_no_trailer)
+{
+	struct cw w;
+	struct mt_capture *c;
+	struct counts k = { 0 };
+	uint64_t n, sum;
+
+	build(&w, 1, 0, &n, &sum);
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	mt_capture_set_warn(c, on_warn, &k);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert_uint_eq(k.n, n);
+	ck_assert(mt_capture_status(c)->truncated);
+	ck_assert_int_eq(k.warnings, 1);
+	ck_assert(strstr(k.last_warning, "capture is truncated") != NULL);
+	mt_capture_close(c);
+	cw_release(&w);
+}
+END_TEST
+
+START_TEST(test_reader_bad_files)
+{
+	char path[] = "/tmp/mt-test-reader-XXXXXX";
+	struct mt_capture *c = NULL;
+	struct cw w;
+	uint64_t n, sum;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(mt_capture_open(path, &c), -MT_EFORMAT); /* empty */
+	ck_assert_int_eq(mt_capture_open("/nonexistent/capture.bin", &c), -ENOENT);
+	ck_assert_int_eq(mt_capture_open("/tmp", &c), -EISDIR);
+
+	build(&w, 1, 1, &n, &sum);
+	ck_assert_int_eq(cw_save(&w, path), 0);
+	ck_assert_int_eq(mt_capture_open(path, &c), 0);
+	struct counts k = { 0 };
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert_uint_eq(k.addr_sum, sum);
+	mt_capture_close(c);
+
+	w.buf[8] = MT_FORMAT_VERSION + 1;
+	ck_assert_int_eq(cw_save(&w, path), 0);
+	ck_assert_int_eq(mt_capture_open(path, &c), -MT_EVERSION);
+	w.buf[0] = 'm';
+	ck_assert_int_eq(cw_save(&w, path), 0);
+	ck_assert_int_eq(mt_capture_open(path, &c), -MT_EFORMAT);
+	unlink(path);
+	mt_capture_close(NULL);
+	cw_release(&w);
+}
+END_TEST
+
+/* Never crash: every single-bit flip of a small capture, then random
+ * chunk bodies behind a valid header. */
+START_TEST(test_reader_fuzz)
+{
+	struct cw w;
+	struct mt_header h = cw_header(0);
+	uint64_t seed = 88172645463325252ull;
+
+	cw_init(&w, &h, 64, 1);
+	cw_thread(&w, 0, 1, "main");
+	cw_code(&w, 1, "x.py", "f", 1);
+	cw_stack(&w, 1, 0, 1, 2);
+	for (int i = 0; i < 40; i++)
+		cw_alloc(&w, (uint32_t)(i % 17), MT_ALLOC_MALLOC, 0x1000 + (uint64_t)i * 32, 32, 1);
+	cw_free(&w, 0, MT_ALLOC_MUNMAP, 0x1000, 4096);
+	cw_trailer(&w, 1, 41, 0);
+	cw_finish(&w);
+	for (size_t bit = 0; bit < w.len * 8; bit++) {
+		struct mt_capture *c;
+		struct counts k = { 0 };
+		w.buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		if (mt_capture_open_mem(w.buf, w.len, &c) == 0) {
+			int r = mt_capture_read(c, &count_ops, &k);
+			ck_assert(r == 0);
+			mt_capture_close(c);
+		}
+		w.buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+	}
+	size_t hdr = MT_HDR_FIXED + h.cmdline.len;
+	uint8_t *buf = malloc(hdr + 4096);
+	memcpy(buf, w.buf, hdr);
+	for (int iter = 0; iter < 3000; iter++) {
+		size_t len = hdr + (size_t)(seed % 4096);
+		for (size_t i = hdr; i < len; i++) {
+			seed ^= seed << 13;
+			seed ^= seed >> 7;
+			seed ^= seed << 17;
+			buf[i] = (uint8_t)seed;
+		}
+		/* a valid chunk header around random records, half the time */
+		if (iter % 2 && len > hdr + MT_CHUNK_HEADER + 1) {
+			struct mt_chunk ch;
+			ch.raw_len = ch.stored_len = (uint32_t)(len - hdr - MT_CHUNK_HEADER);
+			ch.checksum = mt_checksum(buf + hdr + MT_CHUNK_HEADER, ch.stored_len);
+			mt_chunk_header_encode(buf + hdr, &ch);
+		}
+		struct mt_capture *c;
+		struct counts k = { 0 };
+		ck_assert_int_eq(mt_capture_open_mem(buf, len, &c), 0);
+		ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+		mt_capture_close(c);
+	}
+	free(buf);
+	cw_release(&w);
+}
+END_TEST
+
+static Suite *reader_suite(void)
+{
+	Suite *s = suite_create("reader");
+	TCase *tc = tcase_create("read");
+
+	tcase_add_loop_test(tc, test_reader_reads_everything, 0, 2);
+	tcase_add_test(tc, test_reader_callback_stops);
+	tcase_add_test(tc, test_reader_no_trailer);
+	tcase_add_test(tc, test_reader_bad_files);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("damage");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_reader_truncation_every_byte, 0, 2);
+	tcase_add_loop_test(tc, test_reader_corrupt_chunk_mid_file, 0, 2);
+	tcase_add_test(tc, test_reader_damaged_last_chunk_is_truncation);
+	tcase_add_test(tc, test_reader_fuzz);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(reader_suite());
+	srunner_run_all(sr, CK_ENV);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
