@@ -27,6 +27,7 @@ struct mt_pyapi {
 	int (*is_initialized)(void);
 	int (*is_finalizing)(void);
 	void *(*this_tstate)(void);
+	void *(*gil_tstate)(void); /* the GIL holder's thread state */
 	mt_gilstate (*gil_ensure)(void);
 	void (*gil_release)(mt_gilstate);
 	void (*mem_get)(int domain, struct mt_pymem_allocator *a);
@@ -42,6 +43,11 @@ static struct mt_pyapi mt_api;
 static const struct mt_pylayout *mt_lo;
 static uint32_t mt_py_hex;
 static int mt_py_ready;
+
+typedef size_t (*mt_walk_fn)(const void *tstate, struct mt_pyframe *out, size_t max);
+static mt_walk_fn mt_walker_for(size_t row);
+static mt_walk_fn mt_walk; /* the running version's walker */
+static int mt_py_started;  /* Py_IsInitialized() was seen true */
 
 /* Frames skipped per stored frame (incomplete, shim) stay few; the cap
  * only stops a corrupt chain from looping forever. */
@@ -253,7 +259,7 @@ int mt_python_init(uint32_t *python_hex)
 	mt_lo = NULL;
 	for (size_t i = 0; i < MT_PYLAYOUT_COUNT; i++)
 		if ((hex >> 24) == 3 && ((hex >> 16) & 0xff) == mt_pylayouts[i].minor)
-			mt_lo = &mt_pylayouts[i];
+			mt_lo = &mt_pylayouts[i], mt_walk = mt_walker_for(i);
 	if (mt_lo == NULL)
 		return -MT_ENOPY;
 
@@ -263,6 +269,11 @@ int mt_python_init(uint32_t *python_hex)
 	if (api.is_finalizing == NULL)
 		api.is_finalizing = (int (*)(void))dlsym(h, "_Py_IsFinalizing");
 	api.this_tstate = (void *(*)(void))dlsym(h, "PyGILState_GetThisThreadState");
+	api.gil_tstate = (void *(*)(void))dlsym(h, "PyThreadState_GetUnchecked");
+	if (api.gil_tstate == NULL)
+		api.gil_tstate = (void *(*)(void))dlsym(h, "_PyThreadState_UncheckedGet");
+	if (api.gil_tstate == NULL)
+		api.gil_tstate = api.this_tstate;
 	api.gil_ensure = (mt_gilstate(*)(void))dlsym(h, "PyGILState_Ensure");
 	api.gil_release = (void (*)(mt_gilstate))dlsym(h, "PyGILState_Release");
 	api.mem_get = (void (*)(int, struct mt_pymem_allocator *))dlsym(h, "PyMem_GetAllocator");
@@ -300,53 +311,57 @@ int mt_python_initialized(void)
 	return mt_api.is_initialized() && !mt_api.is_finalizing();
 }
 
+/* The walkers take the layout as a parameter and are instantiated once per
+ * minor version below with a constant row, so that every offset is an
+ * immediate: this runs for every allocation. */
+
 /* 3.8 to 3.10: PyFrameObject; f_lasti counts bytes until 3.9 and code
  * units from 3.10. */
-static size_t mt_walk_frameobjects(const void *tstate, struct mt_pyframe *out, size_t max)
+static inline __attribute__((always_inline)) size_t
+mt_walk_frameobjects(const struct mt_pylayout *lo, const void *tstate, struct mt_pyframe *out,
+		     size_t max)
 {
-	const void *f = mt_ld_ptr(tstate, mt_lo->ts_frame);
-	int scale = mt_lo->minor >= 10 ? 2 : 1;
+	const void *f = mt_ld_ptr(tstate, lo->ts_frame);
+	int scale = lo->minor >= 10 ? 2 : 1;
 	size_t n = 0, steps = 0;
 
 	for (; f != NULL && n < max && steps < max + MT_WALK_SLACK; steps++) {
-		const void *code = mt_ld_ptr(f, mt_lo->fr_code);
+		const void *code = mt_ld_ptr(f, lo->fr_code);
 
-		if (mt_is_type(code, mt_api.code_type)) {
+		if (code != NULL && mt_ld_ptr(code, lo->ob_type) == mt_api.code_type) {
 			out[n].code = code;
-			out[n].offset = (uint32_t)(mt_ld_int(f, mt_lo->fr_instr) * scale);
+			out[n].offset = (uint32_t)(mt_ld_int(f, lo->fr_instr) * scale);
 			n++;
 		}
-		f = mt_ld_ptr(f, mt_lo->fr_back);
+		f = mt_ld_ptr(f, lo->fr_back);
 	}
 	return n;
 }
 
-/* 3.11+: _PyInterpreterFrame. The instruction pointer is the last
- * started instruction (3.11/3.12 prev_instr) or the current one (3.13
- * instr_ptr); either way its distance from the code's first code unit is
- * what the interpreter turns into f_lineno. */
-static size_t mt_walk_iframes(const void *f, struct mt_pyframe *out, size_t max)
+/* 3.11 to 3.13: _PyInterpreterFrame chain. */
+static inline __attribute__((always_inline)) size_t
+mt_walk_iframes(const struct mt_pylayout *lo, const void *f, struct mt_pyframe *out, size_t max)
 {
 	size_t n = 0, steps = 0;
 
 	for (; f != NULL && n < max && steps < max + MT_WALK_SLACK;
-	     steps++, f = mt_ld_ptr(f, mt_lo->fr_back)) {
-		int owner = *((const signed char *)f + mt_lo->fr_owner);
+	     steps++, f = mt_ld_ptr(f, lo->fr_back)) {
+		int owner = *((const signed char *)f + lo->fr_owner);
 		const char *code, *first, *instr;
 
 		/* 3.12+ entry shims live on the C stack and hold no user code */
-		if (mt_lo->owned_by_cstack >= 0 && owner == mt_lo->owned_by_cstack)
+		if (lo->owned_by_cstack >= 0 && owner == lo->owned_by_cstack)
 			continue;
-		code = mt_ld_ptr(f, mt_lo->fr_code);
-		if (!mt_is_type(code, mt_api.code_type))
+		code = mt_ld_ptr(f, lo->fr_code);
+		if (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type)
 			continue;
-		first = code + mt_lo->co_code_adaptive;
-		instr = mt_ld_ptr(f, mt_lo->fr_instr);
+		first = code + lo->co_code_adaptive;
+		instr = mt_ld_ptr(f, lo->fr_instr);
 		/* An incomplete frame is still being set up (before RESUME): its
 		 * locals and position are not valid yet, CPython hides it too.
 		 * Generator frames are complete whatever their position. */
-		if (owner != mt_lo->owned_by_generator &&
-		    instr < first + 2 * mt_ld_int(code, mt_lo->co_firsttraceable))
+		if (owner != lo->owned_by_generator &&
+		    instr < first + 2 * mt_ld_int(code, lo->co_firsttraceable))
 			continue;
 		out[n].code = code;
 		out[n].offset = (uint32_t)(instr - first);
@@ -355,24 +370,75 @@ static size_t mt_walk_iframes(const void *f, struct mt_pyframe *out, size_t max)
 	return n;
 }
 
-size_t mt_python_walk(struct mt_pyframe *out, size_t max)
+static inline __attribute__((always_inline)) size_t
+mt_walk_version(const struct mt_pylayout *lo, const void *tstate, struct mt_pyframe *out,
+		size_t max)
 {
-	const void *tstate, *cframe;
+	const void *cframe;
 
-	if (max == 0 || !mt_python_initialized())
-		return 0;
-	tstate = mt_api.this_tstate();
-	if (tstate == NULL)
-		return 0;
-	if (mt_lo->minor <= 10)
-		return mt_walk_frameobjects(tstate, out, max);
-	if (mt_lo->ts_cframe >= 0) {
-		cframe = mt_ld_ptr(tstate, mt_lo->ts_cframe);
+	if (lo->minor <= 10)
+		return mt_walk_frameobjects(lo, tstate, out, max);
+	if (lo->ts_cframe >= 0) {
+		cframe = mt_ld_ptr(tstate, lo->ts_cframe);
 		if (cframe == NULL)
 			return 0;
-		return mt_walk_iframes(mt_ld_ptr(cframe, mt_lo->cframe_current), out, max);
+		return mt_walk_iframes(lo, mt_ld_ptr(cframe, lo->cframe_current), out, max);
 	}
-	return mt_walk_iframes(mt_ld_ptr(tstate, mt_lo->ts_frame), out, max);
+	return mt_walk_iframes(lo, mt_ld_ptr(tstate, lo->ts_frame), out, max);
+}
+
+#define MT_WALKER(row)                                                         \
+	static size_t mt_walk_row##row(const void *tstate, struct mt_pyframe *out, \
+				       size_t max)                             \
+	{                                                                      \
+		return mt_walk_version(&mt_pylayouts[row], tstate, out, max);  \
+	}
+MT_WALKER(0)
+MT_WALKER(1)
+MT_WALKER(2)
+MT_WALKER(3)
+MT_WALKER(4)
+MT_WALKER(5)
+#undef MT_WALKER
+
+static const mt_walk_fn mt_walkers[] = { mt_walk_row0, mt_walk_row1, mt_walk_row2,
+					 mt_walk_row3, mt_walk_row4, mt_walk_row5 };
+_Static_assert(sizeof(mt_walkers) / sizeof(mt_walkers[0]) == MT_PYLAYOUT_COUNT,
+	       "one walker per layout row");
+static mt_walk_fn mt_walker_for(size_t row)
+{
+	return mt_walkers[row];
+}
+
+static size_t mt_python_walk_from(void *(*get_tstate)(void), struct mt_pyframe *out, size_t max)
+{
+	const void *tstate;
+
+	if (max == 0 || !__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
+		return 0;
+	/* Initialization happens once; finalization is checked every time,
+	 * as thread states are freed from then on. */
+	if (!mt_py_started) {
+		if (!mt_api.is_initialized())
+			return 0;
+		mt_py_started = 1;
+	}
+	if (mt_api.is_finalizing())
+		return 0;
+	tstate = get_tstate();
+	if (tstate == NULL)
+		return 0;
+	return mt_walk(tstate, out, max);
+}
+
+size_t mt_python_walk(struct mt_pyframe *out, size_t max)
+{
+	return mt_python_walk_from(mt_api.this_tstate, out, max);
+}
+
+size_t mt_python_walk_gil(struct mt_pyframe *out, size_t max)
+{
+	return mt_python_walk_from(mt_api.gil_tstate, out, max);
 }
 
 void mt_python_code_key(const void *code, struct mt_pycode_key *key)

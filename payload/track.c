@@ -26,13 +26,21 @@ volatile int mt_tracking;
 
 #define MAX_DEPTH 1024
 #define CODE_SCRATCH (128u << 10)
+#define NCACHE 256 /* per-thread (parent, code, offset) -> node, direct mapped */
+
+struct ncache_entry {
+	const void *code;
+	uint32_t parent, offset, id, session;
+};
 
 struct mt_thread {
+	struct mt_tbuf *buf; /* this thread's event buffer */
 	uint32_t session;
 	uint32_t index;
 	struct mt_delta delta;
 	uint32_t depth; /* frames in cache[] */
 	struct mt_thread *next_free;
+	struct ncache_entry ncache[NCACHE];
 	struct mt_pyframe cache[MAX_DEPTH]; /* last stack, outermost first */
 	uint32_t ids[MAX_DEPTH];            /* trie node of cache[0..i] */
 	struct mt_pyframe walk[MAX_DEPTH];  /* scratch, innermost first */
@@ -111,24 +119,39 @@ static void push_thread_record(struct mt_thread *t)
 	r.thread.name.len = (uint32_t)strlen(name);
 	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
 	if (n > 0)
-		mt_ring_push(buf, (size_t)n);
+		mt_tbuf_push(t->buf, buf, (size_t)n);
 }
 
-static struct mt_thread *thread_get(void)
+static struct mt_thread *thread_register(void);
+
+static inline struct mt_thread *thread_get(void)
+{
+	struct mt_thread *t = self;
+	if (__builtin_expect(t && t->session == atomic_load_explicit(&g.session,
+								      memory_order_relaxed), 1))
+		return t;
+	return thread_register();
+}
+
+static __attribute__((noinline)) struct mt_thread *thread_register(void)
 {
 	struct mt_thread *t = self;
 	uint32_t session = atomic_load_explicit(&g.session, memory_order_relaxed);
 
-	if (t && t->session == session)
-		return t;
 	if (!t) {
 		lock();
 		t = g.free_threads;
 		if (t)
 			g.free_threads = t->next_free;
 		unlock();
-		if (!t && !(t = map(sizeof(*t))))
-			return NULL;
+		if (!t) {
+			if (!(t = map(sizeof(*t))))
+				return NULL;
+			if (!(t->buf = mt_tbuf_new())) {
+				munmap(t, sizeof(*t));
+				return NULL;
+			}
+		}
 		if (g.key_ok)
 			pthread_setspecific(g.key, t);
 		self = t;
@@ -171,7 +194,7 @@ static int grow_codes(void)
 	return 0;
 }
 
-static void push_code_record(const void *code, uint32_t id)
+static void push_code_record(struct mt_thread *t, const void *code, uint32_t id)
 {
 	struct mt_record r = { .type = MT_REC_CODE };
 	if (!g.scratch && !(g.scratch = map(2 * CODE_SCRATCH)))
@@ -181,10 +204,10 @@ static void push_code_record(const void *code, uint32_t id)
 	r.code.id = id;
 	ssize_t n = mt_rec_encode(g.scratch + CODE_SCRATCH, CODE_SCRATCH, &r, NULL);
 	if (n > 0)
-		mt_ring_push(g.scratch + CODE_SCRATCH, (size_t)n);
+		mt_tbuf_push(t->buf, g.scratch + CODE_SCRATCH, (size_t)n);
 }
 
-static uint32_t code_id(const void *code)
+static uint32_t code_id(struct mt_thread *t, const void *code)
 {
 	struct mt_pycode_key key;
 	size_t j;
@@ -202,14 +225,14 @@ static uint32_t code_id(const void *code)
 		/* The old code object died and a new one took its address. */
 		g.codes[j].key = key;
 		g.codes[j].id = ++g.next_code;
-		push_code_record(code, g.codes[j].id);
+		push_code_record(t, code, g.codes[j].id);
 		return g.codes[j].id;
 	}
 	g.codes[j].code = code;
 	g.codes[j].key = key;
 	g.codes[j].id = ++g.next_code;
 	g.codes_used++;
-	push_code_record(code, g.codes[j].id);
+	push_code_record(t, code, g.codes[j].id);
 	return g.codes[j].id;
 }
 
@@ -242,7 +265,7 @@ static int grow_nodes(void)
 	return 0;
 }
 
-static uint32_t node_id(uint32_t parent, uint32_t code, uint32_t offset)
+static uint32_t node_id(struct mt_thread *t, uint32_t parent, uint32_t code, uint32_t offset)
 {
 	size_t j;
 	if ((g.nodes_used + 1) * 2 > g.nodes_cap && grow_nodes() < 0)
@@ -268,18 +291,26 @@ static uint32_t node_id(uint32_t parent, uint32_t code, uint32_t offset)
 	r.stack.offset = offset;
 	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
 	if (n > 0)
-		mt_ring_push(buf, (size_t)n);
+		mt_tbuf_push(t->buf, buf, (size_t)n);
 	return e->id;
 }
 
-/* The trie node of the calling thread's Python stack. Frames shared with
- * the thread's previous stack (the common case in a loop) cost one
- * comparison each and no lock. */
-static uint32_t current_stack(struct mt_thread *t)
+static size_t ncache_slot(uint32_t parent, const void *code, uint32_t offset)
 {
-	if (!g.python || !mt_python_initialized())
+	uint64_t v = ((uint64_t)(uintptr_t)code ^ ((uint64_t)parent << 32)) + offset;
+	v *= 0x9e3779b97f4a7c15ull;
+	return (size_t)(v >> 56) & (NCACHE - 1);
+}
+
+/* The trie node of the calling thread's Python stack. Frames shared with
+ * the thread's previous stack (the outer frames, in a loop) cost one
+ * comparison each; a changed frame is looked up in the thread's own node
+ * cache, and only a miss there takes the shared lock. */
+static uint32_t current_stack(struct mt_thread *t, int gil)
+{
+	if (!g.python)
 		return 0;
-	size_t n = mt_python_walk(t->walk, MAX_DEPTH);
+	size_t n = gil ? mt_python_walk_gil(t->walk, MAX_DEPTH) : mt_python_walk(t->walk, MAX_DEPTH);
 	if (n == 0)
 		return 0;
 	size_t k = 0;
@@ -290,15 +321,28 @@ static uint32_t current_stack(struct mt_thread *t)
 		return t->ids[n - 1];
 
 	uint32_t parent = k ? t->ids[k - 1] : 0;
-	lock();
+	int locked = 0;
 	for (size_t i = k; i < n; i++) {
 		struct mt_pyframe f = t->walk[n - 1 - i];
-		uint32_t c = code_id(f.code);
-		parent = c ? node_id(parent, c, f.offset) : parent;
+		struct ncache_entry *e = &t->ncache[ncache_slot(parent, f.code, f.offset)];
+		if (e->code == f.code && e->parent == parent && e->offset == f.offset &&
+		    e->session == t->session) {
+			parent = e->id;
+		} else {
+			if (!locked) {
+				lock();
+				locked = 1;
+			}
+			uint32_t c = code_id(t, f.code);
+			uint32_t id = c ? node_id(t, parent, c, f.offset) : parent;
+			*e = (struct ncache_entry){ f.code, parent, f.offset, id, t->session };
+			parent = id;
+		}
 		t->cache[i] = f;
 		t->ids[i] = parent;
 	}
-	unlock();
+	if (locked)
+		unlock();
 	t->depth = (uint32_t)n;
 	return parent;
 }
@@ -312,10 +356,12 @@ void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
 	uint8_t buf[MT_REC_HOT_MAX];
 	if (!t)
 		return;
-	uint32_t stack = current_stack(t);
+	/* PyMem OBJ/MEM allocators run with the GIL held */
+	int gil = kind >= MT_ALLOC_PYMALLOC_MALLOC;
+	uint32_t stack = current_stack(t, gil);
 	struct mt_delta saved = t->delta;
 	size_t n = mt_enc_alloc(buf, &t->delta, t->index, kind, (uintptr_t)ptr, size, stack);
-	if (mt_ring_push(buf, n) < 0)
+	if (mt_tbuf_push(t->buf, buf, n) < 0)
 		t->delta = saved; /* the reader never sees it: keep deltas in step */
 }
 
@@ -327,7 +373,7 @@ void mt_track_free(unsigned kind, const void *ptr, size_t size)
 		return;
 	struct mt_delta saved = t->delta;
 	size_t n = mt_enc_free(buf, &t->delta, t->index, kind, (uintptr_t)ptr, size);
-	if (mt_ring_push(buf, n) < 0)
+	if (mt_tbuf_push(t->buf, buf, n) < 0)
 		t->delta = saved;
 }
 

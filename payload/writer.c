@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The event ring (lock-free, many producers, one consumer) and the writer
- * thread that turns it into LZ4 chunks on disk. Producers run inside
- * malloc hooks: mt_ring_push() takes no lock, never allocates and never
- * waits on anything but ring space. The writer keeps the recursion guard
- * set for life, so its own allocations are never recorded.
+ * Per-thread event buffers and the writer thread that merges them, in
+ * global sequence order, into LZ4 chunks on disk. Producers run inside
+ * malloc hooks: mt_tbuf_push() takes no lock, never allocates and waits
+ * only, boundedly, for room in its own buffer. The writer keeps the
+ * recursion guard set for life, so its own allocations are never recorded.
  */
 #include "payload/writer.h"
 #include "format/record.h"
 #include "payload/track.h"
 
 #include <errno.h>       /* errno */
+#include <fcntl.h>       /* open */
 #include <linux/futex.h> /* FUTEX_WAIT */
 #include <lz4.h>         /* LZ4_compress_default */
 #include <pthread.h>     /* pthread_create */
@@ -23,21 +24,33 @@
 #include <sys/syscall.h> /* SYS_futex */
 #include <time.h>        /* clock_gettime */
 #include <unistd.h>      /* write, close */
-#include <fcntl.h>       /* open */
 
-#define RING_SIZE (2u << 20)
-#define RING_MASK (RING_SIZE - 1)
+#define TBUF_SIZE (512u << 10)
+#define TBUF_MASK (TBUF_SIZE - 1)
 #define CHUNK_MAX MT_CHUNK_RAW_MAX
 #define FLUSH_NS (250ull * 1000 * 1000) /* bound on what a SIGKILL loses */
 #define FULL_WAIT_NS (500ull * 1000 * 1000)
+#define GAP_WAIT_NS (1000ull * 1000 * 1000)
+#define ENTRY_HEADER 8 /* seq << 24 | len, in the buffer only */
+
+/* One thread's buffer: records as [u64 seq<<24|len][len bytes], padded
+ * to 8 bytes, in a ring of TBUF_SIZE. The producer owns head, the writer
+ * owns tail; each is on its own cache line. */
+struct mt_tbuf {
+	_Alignas(64) _Atomic uint64_t head; /* published by the producer */
+	uint64_t tail_seen;                 /* producer's copy of tail */
+	_Alignas(64) _Atomic uint64_t tail; /* consumed by the writer */
+	struct mt_tbuf *next;               /* registry, push-only */
+	_Alignas(64) uint8_t data[TBUF_SIZE];
+};
 
 static struct {
-	uint8_t *ring;
-	_Atomic uint64_t head, tail;
+	_Alignas(64) _Atomic uint64_t seq; /* the event order */
+	_Alignas(64) _Atomic(struct mt_tbuf *) bufs;
 	_Atomic int running;
-	_Atomic int stop;
-	_Atomic uint32_t wake;
 	_Atomic uint64_t dropped;
+	_Alignas(64) _Atomic uint32_t wake;
+	_Atomic int stop;
 	_Atomic int err;
 	pthread_t thread;
 	int fd, statm_fd;
@@ -45,6 +58,8 @@ static struct {
 	long page;
 	uint64_t start_mono;
 	uint64_t n_events;
+	uint64_t next_seq; /* writer: the next record to write */
+	uint64_t gap_since;
 	uint8_t *raw, *out;
 	size_t raw_len;
 	uint64_t last_flush;
@@ -73,49 +88,74 @@ static void wake_writer(void)
 /* ------------------------------------------------------------------------
  * Producer side.
  * ---------------------------------------------------------------------- */
-int mt_ring_push(const void *rec, size_t len)
+struct mt_tbuf *mt_tbuf_new(void)
 {
-	uint64_t total = (4 + len + 3) & ~(uint64_t)3;
-	uint64_t h, t, waited_since = 0;
+	struct mt_tbuf *b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (b == MAP_FAILED)
+		return NULL;
+	struct mt_tbuf *old = atomic_load(&w.bufs);
+	do
+		b->next = old;
+	while (!atomic_compare_exchange_weak(&w.bufs, &old, b));
+	return b;
+}
 
-	if (!atomic_load_explicit(&w.running, memory_order_acquire) || total > RING_SIZE / 4) {
+static void copy_in(struct mt_tbuf *b, uint64_t pos, const void *src, size_t len)
+{
+	size_t off = (size_t)(pos & TBUF_MASK);
+	size_t first = len < TBUF_SIZE - off ? len : TBUF_SIZE - off;
+	memcpy(b->data + off, src, first);
+	if (first < len)
+		memcpy(b->data, (const uint8_t *)src + first, len - first);
+}
+
+int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len)
+{
+	uint64_t total = (ENTRY_HEADER + len + 7) & ~(uint64_t)7;
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+
+	if (!atomic_load_explicit(&w.running, memory_order_relaxed) || total > TBUF_SIZE / 4) {
 		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
 		return -1;
 	}
-	h = atomic_load_explicit(&w.head, memory_order_relaxed);
-	for (;;) {
-		t = atomic_load_explicit(&w.tail, memory_order_acquire);
-		if (h + total - t > RING_SIZE) {
-			/* Full: the writer is behind. Wait for it, boundedly: a
-			 * hook must never hang the program. */
+	if (head + total - b->tail_seen > TBUF_SIZE / 2) {
+		/* Our copy of tail is stale: read the writer's, which costs a
+		 * cache miss, so only once per half buffer. */
+		b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
+		if (head + total - b->tail_seen > TBUF_SIZE / 2)
+			wake_writer();
+		uint64_t since = 0;
+		while (head + total - b->tail_seen > TBUF_SIZE) {
+			/* Full: wait for the writer, boundedly; a hook must
+			 * never hang the program. */
 			uint64_t now = mono_ns();
-			if (!waited_since)
-				waited_since = now;
-			else if (now - waited_since > FULL_WAIT_NS ||
-				 !atomic_load_explicit(&w.running, memory_order_relaxed)) {
+			if (!since)
+				since = now;
+			if (now - since > FULL_WAIT_NS ||
+			    !atomic_load_explicit(&w.running, memory_order_relaxed)) {
 				atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
 				return -1;
 			}
 			wake_writer();
 			sched_yield();
-			h = atomic_load_explicit(&w.head, memory_order_relaxed);
-			continue;
+			b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
 		}
-		if (atomic_compare_exchange_weak_explicit(&w.head, &h, h + total,
-							  memory_order_acq_rel,
-							  memory_order_relaxed))
-			break;
 	}
-	size_t off = (size_t)(h & RING_MASK);
-	size_t data = (off + 4) & RING_MASK;
-	size_t first = len < RING_SIZE - data ? len : RING_SIZE - data;
-	memcpy(w.ring + data, rec, first);
-	if (first < len)
-		memcpy(w.ring, (const uint8_t *)rec + first, len - first);
-	atomic_store_explicit((_Atomic uint32_t *)(w.ring + off), (uint32_t)len,
-			      memory_order_release);
-	if (h + total - t > RING_SIZE / 4)
-		wake_writer();
+	/* The sequence number is taken here, at the event: a free is pushed
+	 * before the real free, an allocation after the real call. */
+	uint64_t seq = atomic_fetch_add_explicit(&w.seq, 1, memory_order_relaxed);
+	uint64_t entry = seq << 24 | len;
+	size_t off = (size_t)(head & TBUF_MASK);
+	memcpy(b->data + off, &entry, sizeof(entry)); /* 8-aligned, never wraps */
+	if (len <= MT_REC_HOT_MAX && off + ENTRY_HEADER + MT_REC_HOT_MAX <= TBUF_SIZE &&
+	    head + ENTRY_HEADER + MT_REC_HOT_MAX - b->tail_seen <= TBUF_SIZE)
+		/* a fixed-size copy compiles to a few moves; the bytes past
+		 * len are free space */
+		memcpy(b->data + off + ENTRY_HEADER, rec, MT_REC_HOT_MAX);
+	else
+		copy_in(b, head + ENTRY_HEADER, rec, len);
+	atomic_store_explicit(&b->head, head + total, memory_order_release);
 	return 0;
 }
 
@@ -187,39 +227,83 @@ static void append(const struct mt_record *r)
 	w.raw_len += (size_t)n;
 }
 
-static void drain(void)
+/* The record at the front of @b, if any: its sequence number and length. */
+static int front(struct mt_tbuf *b, uint64_t *seq, uint32_t *len)
 {
-	uint64_t t = atomic_load_explicit(&w.tail, memory_order_relaxed);
-	uint64_t h = atomic_load_explicit(&w.head, memory_order_acquire);
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+	if (tail == atomic_load_explicit(&b->head, memory_order_acquire))
+		return 0;
+	uint64_t entry;
+	memcpy(&entry, b->data + (tail & TBUF_MASK), sizeof(entry));
+	*seq = entry >> 24;
+	*len = (uint32_t)(entry & 0xffffff);
+	return 1;
+}
 
-	while (t != h) {
-		size_t off = (size_t)(t & RING_MASK);
-		uint32_t len = atomic_load_explicit((_Atomic uint32_t *)(w.ring + off),
-						    memory_order_acquire);
-		if (!len)
-			break; /* reserved, not yet published */
-		uint64_t total = (4 + (uint64_t)len + 3) & ~(uint64_t)3;
+static void consume(struct mt_tbuf *b, uint32_t len, int keep)
+{
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+	if (keep) {
 		if (w.raw_len + len > CHUNK_MAX)
 			flush_chunk();
-		size_t data = (off + 4) & RING_MASK;
-		size_t first = len < RING_SIZE - data ? len : RING_SIZE - data;
-		memcpy(w.raw + w.raw_len, w.ring + data, first);
+		size_t off = (size_t)((tail + ENTRY_HEADER) & TBUF_MASK);
+		size_t first = len < TBUF_SIZE - off ? len : TBUF_SIZE - off;
+		memcpy(w.raw + w.raw_len, b->data + off, first);
 		if (first < len)
-			memcpy(w.raw + w.raw_len + first, w.ring, len - first);
+			memcpy(w.raw + w.raw_len + first, b->data, len - first);
 		unsigned type = w.raw[w.raw_len] & 0x0f;
 		if (type == MT_REC_ALLOC || type == MT_REC_FREE)
 			w.n_events++;
 		w.raw_len += len;
-		/* Zero the whole record: a later record's length word may
-		 * land anywhere in these bytes and must read as unpublished. */
-		size_t zfirst = total < RING_SIZE - off ? total : RING_SIZE - off;
-		memset(w.ring + off, 0, zfirst);
-		if (zfirst < total)
-			memset(w.ring, 0, total - zfirst);
-		t += total;
-		atomic_store_explicit(&w.tail, t, memory_order_release);
-		if (t == h)
-			h = atomic_load_explicit(&w.head, memory_order_acquire);
+	}
+	uint64_t total = (ENTRY_HEADER + (uint64_t)len + 7) & ~(uint64_t)7;
+	atomic_store_explicit(&b->tail, tail + total, memory_order_release);
+}
+
+/* Merge every buffer into the chunk in sequence order. A number that is
+ * missing (its producer is between taking it and publishing, or dropped
+ * the record) holds the merge back for up to GAP_WAIT_NS, then is given
+ * up; a record that shows up after its turn is dropped and counted. */
+static void drain(int final)
+{
+	for (;;) {
+		int progress = 0, pending = 0;
+		uint64_t lowest = UINT64_MAX;
+		for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next) {
+			uint64_t seq;
+			uint32_t len;
+			while (front(b, &seq, &len)) {
+				if (seq > w.next_seq) {
+					pending = 1;
+					if (seq < lowest)
+						lowest = seq;
+					break;
+				}
+				if (seq == w.next_seq) {
+					consume(b, len, 1);
+					w.next_seq++;
+				} else {
+					consume(b, len, 0);
+					atomic_fetch_add_explicit(&w.dropped, 1,
+								  memory_order_relaxed);
+				}
+				progress = 1;
+			}
+		}
+		if (progress) {
+			w.gap_since = 0;
+			continue;
+		}
+		if (!pending)
+			return;
+		uint64_t now = mono_ns();
+		if (!w.gap_since)
+			w.gap_since = now;
+		if (!final && now - w.gap_since < GAP_WAIT_NS)
+			return;
+		atomic_fetch_add_explicit(&w.dropped, lowest - w.next_seq, memory_order_relaxed);
+		w.next_seq = lowest;
+		w.gap_since = 0;
 	}
 }
 
@@ -275,7 +359,7 @@ static void *writer_main(void *arg)
 	uint64_t next_sample = mono_ns();
 
 	while (!atomic_load(&w.stop)) {
-		drain();
+		drain(0);
 		append_diag();
 		uint64_t now = mono_ns();
 		if (now >= next_sample) {
@@ -303,16 +387,13 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	ssize_t n;
 	int e;
 
-	int fresh = !w.ring;
-	if (!w.ring) {
-		w.ring = mmap(NULL, RING_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			      -1, 0);
+	if (!w.raw) {
 		w.raw = mmap(NULL, CHUNK_MAX, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 			     -1, 0);
 		w.out = mmap(NULL, MT_CHUNK_HEADER + (size_t)LZ4_compressBound(CHUNK_MAX),
 			     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (w.ring == MAP_FAILED || w.raw == MAP_FAILED || w.out == MAP_FAILED) {
-			w.ring = NULL;
+		if (w.raw == MAP_FAILED || w.out == MAP_FAILED) {
+			w.raw = NULL;
 			return -ENOMEM;
 		}
 	}
@@ -334,10 +415,12 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	atomic_store(&w.dropped, 0);
 	atomic_store(&w.stop, 0);
 	atomic_store(&w.diag_len, 0);
-	atomic_store(&w.head, 0);
-	atomic_store(&w.tail, 0);
-	if (!fresh)
-		memset(w.ring, 0, RING_SIZE); /* a new mapping is already zero */
+	/* Whatever a late producer left from an earlier capture is void. */
+	for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next)
+		atomic_store(&b->tail, atomic_load(&b->head));
+	atomic_store(&w.seq, 0);
+	w.next_seq = 0;
+	w.gap_since = 0;
 	atomic_store_explicit(&w.running, 1, memory_order_release);
 
 	/* The writer must not take signals meant for the program. */
@@ -358,9 +441,8 @@ int mt_writer_stop(const char *diag)
 	atomic_store(&w.stop, 1);
 	wake_writer();
 	pthread_join(w.thread, NULL);
-	drain();
 	atomic_store_explicit(&w.running, 0, memory_order_release);
-	drain();
+	drain(1);
 	append_diag();
 	if (diag) {
 		mt_writer_diag(MT_DIAG_TRACKING_DISABLED, diag);

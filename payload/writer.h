@@ -2,26 +2,33 @@
 #ifndef MT_PAYLOAD_WRITER_H
 #define MT_PAYLOAD_WRITER_H
 /*
- * The event ring and the writer thread.
+ * Event buffers and the writer thread.
  *
- * Producers (any thread, inside hooks) append encoded records to one
- * shared ring: a compare-and-swap reserves space, the record is copied,
- * and its length word is published last. Reservation order is event order,
- * so the capture needs no merge. The writer thread drains committed
- * records into chunks, LZ4-compresses each chunk independently and writes
- * it to the capture; it also samples RSS every interval.
+ * Every thread that records has its own single-producer buffer (struct
+ * mt_tbuf). Each record takes a number from one global sequence at the
+ * moment of the event; the writer thread merges the buffers in sequence
+ * order, so the capture is in event order across threads without any
+ * lock or shared cache line on the producer's path but that counter. It
+ * packs records into chunks, LZ4-compresses each chunk independently and
+ * writes it to the capture; it also samples RSS every interval.
  *
- * mt_ring_push() is hook-safe. It never takes a lock; when the ring is full
- * it yields for a bounded time and then drops the record, counting it.
+ * mt_tbuf_push() is hook-safe: no lock, no allocation; when its buffer is
+ * full it waits a bounded time for the writer, then drops the record and
+ * counts it.
  */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint64_t */
 
 struct mt_header;
+struct mt_tbuf;
 
-/* mt_ring_push() - append one encoded record. Returns 0, or -1 if it was
- * dropped (ring full for too long, or the writer is not running). */
-int mt_ring_push(const void *rec, size_t len);
+/* mt_tbuf_new() - a new buffer, registered with the writer for good (it
+ * is reused by later threads, never freed). NULL if out of memory. */
+struct mt_tbuf *mt_tbuf_new(void);
+
+/* mt_tbuf_push() - append one encoded record to @b, which only the
+ * calling thread writes. Returns 0, or -1 if the record was dropped. */
+int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len);
 
 /* mt_writer_start() - open state for a new capture on @fd (the header is
  * written here) and start the writer thread. Returns 0 or -errno. */
