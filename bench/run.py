@@ -244,16 +244,38 @@ def tail(text, n=6):
 # --------------------------------------------------------------------------- event counting
 
 def count_memtrace_events(memtrace, capture, timeout):
-    """Number of allocation + free records in a memtrace capture, or None.
+    """(events, dropped) of a memtrace capture; either may be None if unknown.
 
-    Uses `memtrace parse CAPTURE` (one line per record; allocation lines start
-    with "alloc", free lines with "free") and counts lines while streaming.
-    Falls back to `memtrace stats --json CAPTURE` if parse is unavailable.
+    events = allocation records + free records. Asks, in order:
+      1. `memtrace stats CAPTURE`: the "allocations:" and "frees:" totals (and
+         "dropped events:"); fast, it does not print every record;
+      2. `memtrace stats --json CAPTURE`, if a JSON form exists;
+      3. `memtrace parse CAPTURE`: counts lines starting with "alloc" / "free"
+         while streaming (slow on big captures: ~1 s per million records).
     """
-    n = _count_parse_lines(memtrace, capture, timeout)
-    if n is not None:
-        return n
-    return _events_from_stats_json(memtrace, capture, timeout)
+    n, dropped = _events_from_stats_text(memtrace, capture, timeout)
+    if n is None:
+        n = _events_from_stats_json(memtrace, capture, timeout)
+    if n is None:
+        n = _count_parse_lines(memtrace, capture, timeout)
+    return n, dropped
+
+
+def _events_from_stats_text(memtrace, capture, timeout):
+    try:
+        cp = subprocess.run([memtrace, "stats", capture], stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, errors="replace", timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+    if cp.returncode != 0:
+        return None, None
+    m_alloc = re.search(r"^\s*allocations:\s+(\d+)", cp.stdout, re.M)
+    m_free = re.search(r"^\s*frees:\s+(\d+)", cp.stdout, re.M)
+    m_drop = re.search(r"^\s*dropped events:\s+(\d+)", cp.stdout, re.M)
+    dropped = int(m_drop.group(1)) if m_drop else None
+    if not m_alloc:
+        return None, dropped
+    return int(m_alloc.group(1)) + (int(m_free.group(1)) if m_free else 0), dropped
 
 
 def _count_parse_lines(memtrace, capture, timeout):
@@ -508,7 +530,12 @@ def machine_description(python):
         mem = "%.1f GiB" % (mem_kib / 1024.0 / 1024.0)
     except (OSError, ValueError, IndexError):
         mem = "unknown"
+    try:
+        load = "%.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        load = "unknown"
     return {
+        "load": load,
         "cpu": cpu,
         "cores": cores,
         "memory": mem,
@@ -549,7 +576,7 @@ def table_rows(results, configs):
     rows = []
     for wl, info in results.items():
         if info.get("skipped"):
-            rows.append({"workload": wl, "bare_s": "skipped", "bare_rss": "", "tool": info["skipped"],
+            rows.append({"workload": wl, "bare_s": "skipped", "bare_rss": "", "tool": "(see notes)",
                          "ratio": "", "range": "", "extra": "", "rss": "", "tree": "", "cap": "", "events": "",
                          "bpe": ""})
             continue
@@ -569,7 +596,6 @@ def table_rows(results, configs):
             if c in info.get("unavailable", {}):
                 row.update({"ratio": "skipped", "range": "", "extra": "", "rss": "", "tree": "", "cap": "",
                             "events": "", "bpe": ""})
-                row["tool"] = "%s (%s)" % (c, info["unavailable"][c])
             elif cs is None or cs["runs"] == 0:
                 row.update({"ratio": "failed", "range": "", "extra": "", "rss": "", "tree": "", "cap": "",
                             "events": "", "bpe": ""})
@@ -610,8 +636,8 @@ def write_markdown(path, rows, machine, args, tools, notes):
     lines.append("")
     lines.append("| | |")
     lines.append("|---|---|")
-    for k in ("cpu", "cores", "memory", "kernel", "python", "date"):
-        lines.append("| %s | %s |" % (k, machine[k]))
+    for k in ("cpu", "cores", "memory", "kernel", "python", "date", "load"):
+        lines.append("| %s | %s |" % ("load average at start" if k == "load" else k, machine[k]))
     for name, ver in tools.items():
         lines.append("| %s | %s |" % (name, ver or "n/a"))
     lines.append("| rounds | %d |" % args.rounds)
@@ -665,6 +691,8 @@ def parse_args(argv):
                     help="comma-separated subset of %s (default: all)" % ",".join(TRACKERS))
     ap.add_argument("--markdown", metavar="FILE", help="write a Markdown results table (bench/RESULTS.md)")
     ap.add_argument("--json", metavar="FILE", help="write raw per-run measurements as JSON")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a line of text for the Notes section of --markdown (repeatable)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a run is killed")
     ap.add_argument("--no-time-launcher", action="store_true",
                     help="do not start children through GNU time (peak RSS then has a floor of the "
@@ -709,7 +737,7 @@ def main(argv=None):
     heaptrack = args.heaptrack or shutil.which("heaptrack")
 
     unavailable = {}
-    notes = []
+    notes = list(args.note)
     if MT in trackers or MT_PY in trackers:
         if not memtrace or not os.access(memtrace, os.X_OK):
             why = "memtrace not found" if not memtrace else "not executable: %s" % memtrace
@@ -736,8 +764,14 @@ def main(argv=None):
     if heaptrack and HT not in unavailable:
         tools["heaptrack"] = tool_version([heaptrack, "--version"]) or heaptrack
 
-    print("machine: %s, %s cores, kernel %s, python %s" % (machine["cpu"], machine["cores"],
-                                                           machine["kernel"], machine["python"]))
+    try:
+        if os.getloadavg()[0] > 0.5 * (machine["cores"] or 1):
+            notes.append("the machine was busy at start (load average %s on %s cores): "
+                         "expect noisy ratios" % (machine["load"], machine["cores"]))
+    except OSError:
+        pass
+    print("machine: %s, %s cores, kernel %s, python %s, load average %s" % (
+        machine["cpu"], machine["cores"], machine["kernel"], machine["python"], machine["load"]))
     for k, v in tools.items():
         print("%s: %s" % (k, v))
     for n in notes:
@@ -795,7 +829,8 @@ def main(argv=None):
                         if cap is None:
                             res.capture = None
                         else:
-                            res.capture = {"path": cap, "size": os.path.getsize(cap), "events": None}
+                            res.capture = {"path": cap, "size": os.path.getsize(cap), "events": None,
+                                           "dropped": None}
                             # Count events once per configuration (counts barely vary by round).
                             if not args.no_events and not any(
                                     r.get(c) is not None and r[c].capture and r[c].capture["events"] is not None
@@ -803,7 +838,12 @@ def main(argv=None):
                                 if c == HT:
                                     res.capture["events"] = count_heaptrack_events(cap, args.timeout)
                                 else:
-                                    res.capture["events"] = count_memtrace_events(memtrace, cap, args.timeout)
+                                    ev, dropped = count_memtrace_events(memtrace, cap, args.timeout)
+                                    res.capture["events"] = ev
+                                    res.capture["dropped"] = dropped
+                                    if dropped:
+                                        notes.append("%s / %s: capture reports %d dropped events"
+                                                     % (wl, c, dropped))
                     if not res.ok and c not in reported_failure:
                         reported_failure.add(c)
                         why = "timed out" if res.timed_out else "status %s" % res.status

@@ -40,30 +40,6 @@ static void forward_signal(int sig)
 		kill(child, sig);
 }
 
-/* The payload of this memtrace: installed beside it or in the build tree.
- * MEMTRACE_PAYLOAD overrides both. */
-static int find_payload(char *out, size_t cap)
-{
-	const char *env = getenv("MEMTRACE_PAYLOAD");
-	const char *dir = mt_self_dir();
-	const char *rel[] = { MT_PAYLOAD_RELDIR, "../payload" };
-
-	if (env) {
-		if (access(env, R_OK) != 0)
-			return mt_error(-errno, "cannot read payload '%s' (MEMTRACE_PAYLOAD)", env);
-		if (!realpath(env, out))
-			return mt_error(-errno, "cannot resolve payload '%s'", env);
-		return 0;
-	}
-	for (size_t i = 0; dir && i < sizeof(rel) / sizeof(rel[0]); i++) {
-		char path[PATH_MAX];
-		snprintf(path, sizeof(path), "%s/%s/%s", dir, rel[i], MT_PAYLOAD_NAME);
-		if (access(path, R_OK) == 0 && realpath(path, out) && strlen(out) < cap)
-			return 0;
-	}
-	return mt_error(-ENOENT, "cannot find %s next to '%s'", MT_PAYLOAD_NAME, dir ? dir : "?");
-}
-
 /* Search PATH for @name unless it contains a slash. */
 static int find_program(const char *name, char *out, size_t cap)
 {
@@ -109,7 +85,7 @@ static int create_capture(const char *path, int force, char *abs, size_t cap)
 	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL), 0600);
 	if (fd < 0) {
 		if (errno == EEXIST)
-			return mt_error(0, "capture '%s' exists (use -f to overwrite)", path);
+			return mt_error(0, "capture '%s' exists (use -f to overwrite)", path), -EEXIST;
 		return mt_error(-errno, "cannot create capture '%s'", path);
 	}
 	close(fd);
@@ -130,13 +106,20 @@ int cmd_run(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *kind = "script", *target = NULL;
 	const char *output = NULL, *python = "python3";
 	unsigned flags = 0;
 	long interval = 10;
 	int force = 0, c;
 
-	while ((c = getopt_long(argc, argv, "+o:fh", opts, NULL)) != -1) {
+	/* -m and -c end our options, as they end Python's */
+	while (!target && (c = getopt_long(argc, argv, "+o:fhm:c:", opts, NULL)) != -1) {
 		switch (c) {
+		case 'm':
+		case 'c':
+			kind = c == 'm' ? "-m" : "-c";
+			target = optarg;
+			break;
 		case 'o':
 			output = optarg;
 			break;
@@ -166,25 +149,17 @@ int cmd_run(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind >= argc) {
+	if (!target && optind >= argc) {
 		mt_error(0, "run: no program given");
 		fputs(usage, stderr);
 		return 2;
 	}
-	const char *kind = "script", *target = argv[optind];
-	int rest = optind + 1;
-	if (!strcmp(argv[optind], "-m") || !strcmp(argv[optind], "-c")) {
-		if (optind + 1 >= argc) {
-			mt_error(0, "run: %s needs an argument", argv[optind]);
-			return 2;
-		}
-		kind = argv[optind];
-		target = argv[optind + 1];
-		rest = optind + 2;
-	}
+	if (!target)
+		target = argv[optind++];
+	int rest = optind;
 
 	char payload[PATH_MAX], interp[PATH_MAX];
-	if (find_payload(payload, sizeof(payload)) < 0 ||
+	if (mt_find_payload(payload, sizeof(payload)) < 0 ||
 	    find_program(python, interp, sizeof(interp)) < 0)
 		return 1;
 

@@ -9,9 +9,10 @@
 #include <stdlib.h> /* strtoul */
 
 static const char usage[] =
-	"usage: memtrace stats [-n N] CAPTURE\n"
+	"usage: memtrace stats [-n N] [--json] CAPTURE\n"
 	"\n"
-	"  -n, --top N   rows in the top-locations tables (default 5, 0 = all)\n";
+	"  -n, --top N   rows in the top-locations tables (default 5, 0 = all)\n"
+	"  --json        one JSON object on standard output\n";
 
 static void warn_line(void *ctx, const char *msg)
 {
@@ -23,6 +24,7 @@ int cmd_stats(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "top", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -40,6 +42,9 @@ int cmd_stats(int argc, char **argv)
 				mt_error(0, "stats: -n wants a number, not '%s'", optarg);
 				return 2;
 			}
+			break;
+		case 'J':
+			o.json = 1;
 			break;
 		case 'h':
 			fputs(usage, stdout);

@@ -9,10 +9,11 @@
 #include <stdlib.h> /* strtoul */
 
 static const char usage[] =
-	"usage: memtrace summary [-n N] [--leaks] CAPTURE\n"
+	"usage: memtrace summary [-n N] [--leaks] [--json] CAPTURE\n"
 	"\n"
-	"  -n, --top N   rows to show (default 25, 0 = all)\n"
-	"  --leaks       memory still live at the end of the capture, not at the peak\n";
+	"  -n, --top N   rows to show (default 25, or all with --json; 0 = all)\n"
+	"  --leaks       memory still live at the end of the capture, not at the peak\n"
+	"  --json        one JSON object on standard output\n";
 
 static void warn_line(void *ctx, const char *msg)
 {
@@ -25,19 +26,21 @@ int cmd_summary(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "top", required_argument, NULL, 'n' },
 		{ "leaks", no_argument, NULL, 'L' },
+		{ "json", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct mt_report_opts o = { .top_n = 25, .view = MT_VIEW_PEAK };
 	struct mt_snapshot s;
 	char msg[512], *end;
-	int c, err;
+	int c, err, top_given = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			o.top_n = (unsigned)strtoul(optarg, &end, 10);
+			top_given = 1;
 			if (*end || !*optarg) {
 				mt_error(0, "summary: -n wants a number, not '%s'", optarg);
 				return 2;
@@ -45,6 +48,9 @@ int cmd_summary(int argc, char **argv)
 			break;
 		case 'L':
 			o.view = MT_VIEW_LEAKS;
+			break;
+		case 'J':
+			o.json = 1;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -58,6 +64,8 @@ int cmd_summary(int argc, char **argv)
 		fputs(usage, stderr);
 		return 2;
 	}
+	if (o.json && !top_given)
+		o.top_n = 0;
 	o.path = argv[optind];
 	err = mt_report_load(&s, o.path, warn_line, NULL);
 	if (err < 0) {

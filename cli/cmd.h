@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #ifndef MT_CLI_CMD_H
 #define MT_CLI_CMD_H
+#include <stddef.h> /* size_t */
 /*
  * Subcommands. To add one: write cli/cmd-<name>.c with
  * int cmd_<name>(int argc, char **argv) (argv[0] is the command name; parse
@@ -18,10 +19,21 @@ int cmd_run(int argc, char **argv);      /* cli/cmd-run.c */
 int cmd_stats(int argc, char **argv);    /* cli/cmd-stats.c */
 int cmd_summary(int argc, char **argv);  /* cli/cmd-summary.c */
 int cmd_parse(int argc, char **argv);    /* cli/cmd-parse.c */
+int cmd_attach(int argc, char **argv);   /* cli/cmd-attach.c */
+int cmd_detach(int argc, char **argv);   /* cli/cmd-detach.c */
 
 /* mt_self_dir() - directory of the running memtrace executable, for
  * finding the payload and Python package of an installed or built tree.
  * Returns a static string, or NULL. (cli/memtrace.c) */
 const char *mt_self_dir(void);
+
+/* mt_find_payload() - absolute path of this memtrace's payload .so:
+ * MEMTRACE_PAYLOAD, else installed beside the executable, else the build
+ * tree. Returns 0 or a negative error (printed). (cli/payload-path.c) */
+int mt_find_payload(char *out, size_t cap);
+
+/* mt_detach_pid() - ask the payload in @nspid (pid @pid here) to stop and
+ * report the capture. Returns 0, or 1 after printing why. (cli/cmd-detach.c) */
+int mt_detach_pid(int pid, int nspid);
 
 #endif /* MT_CLI_CMD_H */

@@ -15,6 +15,8 @@
 
 static const struct mt_cmd commands[] = {
 	{ "run", cmd_run, "run a Python program with memory tracking" },
+	{ "attach", cmd_attach, "start tracking a running Python process" },
+	{ "detach", cmd_detach, "stop tracking an attached process" },
 	{ "stats", cmd_stats, "totals, size histogram, top locations, peaks" },
 	{ "summary", cmd_summary, "per-location memory at the peak" },
 	{ "parse", cmd_parse, "every record of a capture as a line of text" },

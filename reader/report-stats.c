@@ -6,6 +6,7 @@
  */
 #include "reader/report.h"
 #include "format/error.h"
+#include "util/json.h"
 #include "util/strbuf.h"
 
 #include <errno.h>  /* EIO */
@@ -207,8 +208,9 @@ static int print_top(FILE *out, const struct mt_snapshot *s, unsigned n)
 		return (int)nl;
 	for (int pass = 0; pass < 2; pass++) {
 		size_t rows = n && n < (size_t)nl ? n : (size_t)nl;
-		qsort(locs, (size_t)nl, sizeof(*locs),
-		      pass == 0 ? mt_location_cmp_own : mt_location_cmp_own_count);
+		if (nl > 1)
+			qsort(locs, (size_t)nl, sizeof(*locs),
+			      pass == 0 ? mt_location_cmp_own : mt_location_cmp_own_count);
 		fprintf(out, "\nTop %zu locations by %s\n", rows, pass == 0 ? "size" : "count");
 		if (!rows)
 			fprintf(out, "  (none)\n");
@@ -238,11 +240,15 @@ static const char *diag_name(uint32_t code)
 	return "UNKNOWN";
 }
 
+static int stats_json(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+
 int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o)
 {
 	char a[32], b[32], t[32];
 	int err;
 
+	if (o->json)
+		return stats_json(out, s, o);
 	print_header(out, s, o->path);
 	fprintf(out, "\nTotals\n");
 	fprintf(out, "  allocations:        %llu\n", (unsigned long long)s->n_allocs);
@@ -279,4 +285,167 @@ int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 			fprintf(out, "  [%s] %s\n", diag_name(s->diags[i].code), s->diags[i].msg);
 	}
 	return ferror(out) ? -EIO : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Stats as JSON
+ * ---------------------------------------------------------------------- */
+static void json_header(struct mt_json *j, const struct mt_snapshot *s, const char *path)
+{
+	const struct mt_header *h = &s->header;
+	char py[32];
+
+	mt_json_str(j, "capture", path ? path : "");
+	mt_json_begin_object(j, "header");
+	mt_json_u64(j, "version", h->version);
+	mt_json_u64(j, "pid", h->pid);
+	snprintf(py, sizeof(py), "%u.%u.%u", h->python_hex >> 24, (h->python_hex >> 16) & 0xff,
+		 (h->python_hex >> 8) & 0xff);
+	if (h->python_hex)
+		mt_json_str(j, "python", py);
+	else
+		mt_json_null(j, "python");
+	mt_json_u64(j, "python_hex", h->python_hex);
+	mt_json_u64(j, "start_ns", h->start_ns);
+	mt_json_bool(j, "attached", !!(h->flags & MT_HDR_ATTACHED));
+	mt_json_bool(j, "python_allocators", !!(h->flags & MT_HDR_PYALLOC));
+	mt_json_bool(j, "native", !!(h->flags & MT_HDR_NATIVE));
+	mt_json_u64(j, "interval_ms", h->interval_ms);
+	mt_json_u64(j, "page_size", h->page_size);
+	mt_json_u64(j, "main_tid", h->main_tid);
+	mt_json_begin_array(j, "cmdline");
+	for (uint32_t i = 0, start = 0; i < h->cmdline.len; i++) {
+		if (h->cmdline.p[i])
+			continue;
+		mt_json_strn(j, NULL, (const char *)h->cmdline.p + start, i - start);
+		start = i + 1;
+	}
+	mt_json_end(j);
+	mt_json_end(j);
+	mt_json_u64(j, "duration_us", s->end_time_us);
+	mt_json_begin_object(j, "status");
+	mt_json_bool(j, "complete", s->have_trailer && !s->status.truncated);
+	mt_json_bool(j, "truncated", s->status.truncated);
+	mt_json_bool(j, "corrupt", s->status.stopped);
+	mt_json_u64(j, "chunks", s->status.n_chunks);
+	mt_json_end(j);
+}
+
+static void json_locations(struct mt_json *j, const char *key, const struct mt_location *v, size_t n)
+{
+	mt_json_begin_array(j, key);
+	for (size_t i = 0; i < n; i++) {
+		mt_json_begin_object(j, NULL);
+		mt_json_str(j, "function", v[i].function);
+		mt_json_str(j, "file", v[i].file);
+		mt_json_i64(j, "line", v[i].line);
+		mt_json_u64(j, "bytes", v[i].own_bytes);
+		mt_json_u64(j, "allocations", v[i].own_count);
+		mt_json_end(j);
+	}
+	mt_json_end(j);
+}
+
+static int stats_json(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o)
+{
+	struct mt_strbuf sb = MT_STRBUF_INIT;
+	struct mt_location *locs;
+	struct mt_json j;
+	ssize_t nl = mt_snapshot_locations(s, MT_VIEW_ALLOCATED, &locs);
+
+	if (nl < 0)
+		return (int)nl;
+	mt_json_init(&j, &sb, 1);
+	mt_json_begin_object(&j, NULL);
+	json_header(&j, s, o->path);
+
+	mt_json_begin_object(&j, "totals");
+	mt_json_u64(&j, "events", s->n_events);
+	mt_json_u64(&j, "allocations", s->n_allocs);
+	mt_json_u64(&j, "frees", s->n_frees);
+	mt_json_u64(&j, "unmatched_frees", s->n_unmatched_frees);
+	mt_json_u64(&j, "bytes_allocated", s->bytes_allocated);
+	mt_json_u64(&j, "bytes_freed", s->bytes_freed);
+	mt_json_u64(&j, "peak_heap", s->peak_heap);
+	mt_json_u64(&j, "peak_event", s->peak_event);
+	mt_json_u64(&j, "peak_time_us", s->peak_time_us);
+	if (s->n_samples) {
+		mt_json_u64(&j, "peak_rss", s->peak_rss);
+		mt_json_u64(&j, "peak_rss_time_us", s->peak_rss_time_us);
+	} else {
+		mt_json_null(&j, "peak_rss");
+		mt_json_null(&j, "peak_rss_time_us");
+	}
+	mt_json_u64(&j, "live_bytes_at_end", s->heap_end);
+	mt_json_u64(&j, "live_allocations_at_end", s->leak_count);
+	if (s->have_trailer)
+		mt_json_u64(&j, "dropped", s->n_dropped);
+	else
+		mt_json_null(&j, "dropped");
+	mt_json_end(&j);
+
+	mt_json_begin_array(&j, "size_histogram");
+	for (int i = 0; i < MT_HIST_BUCKETS; i++) {
+		if (!s->size_hist[i])
+			continue;
+		mt_json_begin_object(&j, NULL);
+		mt_json_u64(&j, "min", i ? 1ull << (i - 1) : 0);
+		mt_json_u64(&j, "max", i == 0 ? 0 : i == 64 ? UINT64_MAX : (1ull << i) - 1);
+		mt_json_u64(&j, "count", s->size_hist[i]);
+		mt_json_end(&j);
+	}
+	mt_json_end(&j);
+
+	mt_json_begin_object(&j, "allocators");
+	for (unsigned k = 0; k < MT_ALLOC__COUNT; k++) {
+		if (!s->by_allocator_count[k])
+			continue;
+		mt_json_begin_object(&j, mt_allocator_name(k));
+		mt_json_u64(&j, "count", s->by_allocator_count[k]);
+		mt_json_u64(&j, "bytes", s->by_allocator_bytes[k]);
+		mt_json_end(&j);
+	}
+	mt_json_end(&j);
+
+	size_t rows = o->top_n && o->top_n < (size_t)nl ? o->top_n : (size_t)nl;
+	if (nl > 1)
+		qsort(locs, (size_t)nl, sizeof(*locs), mt_location_cmp_own);
+	json_locations(&j, "top_by_size", locs, rows);
+	if (nl > 1)
+		qsort(locs, (size_t)nl, sizeof(*locs), mt_location_cmp_own_count);
+	json_locations(&j, "top_by_count", locs, rows);
+	free(locs);
+
+	mt_json_begin_array(&j, "threads");
+	for (size_t i = 0; i < s->n_threads; i++) {
+		const struct mt_thread_info *t = &s->threads[i];
+		mt_json_begin_object(&j, NULL);
+		mt_json_u64(&j, "index", t->index);
+		mt_json_u64(&j, "tid", t->tid);
+		mt_json_str(&j, "name", t->name);
+		mt_json_u64(&j, "allocations", t->usage.alloc_count);
+		mt_json_u64(&j, "bytes_allocated", t->usage.alloc_bytes);
+		mt_json_u64(&j, "peak_bytes", t->usage.peak_bytes);
+		mt_json_u64(&j, "live_bytes_at_end", t->usage.leak_bytes);
+		mt_json_end(&j);
+	}
+	mt_json_end(&j);
+
+	mt_json_begin_array(&j, "diagnostics");
+	for (size_t i = 0; i < s->n_diags; i++) {
+		mt_json_begin_object(&j, NULL);
+		mt_json_u64(&j, "code", s->diags[i].code);
+		mt_json_str(&j, "name", diag_name(s->diags[i].code));
+		mt_json_str(&j, "message", s->diags[i].msg);
+		mt_json_end(&j);
+	}
+	mt_json_end(&j);
+	mt_json_end(&j);
+	mt_strbuf_addch(&sb, '\n');
+
+	int err = sb.err;
+	if (!err && fwrite(sb.buf, 1, sb.len, out) != sb.len)
+		err = -EIO;
+	mt_strbuf_release(&sb);
+	return err;
 }

@@ -5,6 +5,7 @@
  * ("total": the location or anything it called) and exclusive ("own").
  */
 #include "reader/report.h"
+#include "util/json.h"
 #include "util/strbuf.h"
 
 #include <errno.h>  /* EIO */
@@ -15,38 +16,82 @@ static double pct(uint64_t part, uint64_t whole)
 	return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
+static int summary_json(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o,
+			const struct mt_location *locs, size_t rows)
+{
+	struct mt_strbuf sb = MT_STRBUF_INIT;
+	struct mt_json j;
+	int leaks = o->view == MT_VIEW_LEAKS;
+
+	mt_json_init(&j, &sb, 1);
+	mt_json_begin_object(&j, NULL);
+	mt_json_str(&j, "capture", o->path ? o->path : "");
+	mt_json_str(&j, "view", leaks ? "leaks" : "peak");
+	mt_json_u64(&j, "total_bytes", leaks ? s->heap_end : s->peak_heap);
+	if (leaks) {
+		mt_json_u64(&j, "total_allocations", s->leak_count);
+	} else {
+		mt_json_u64(&j, "peak_event", s->peak_event);
+		mt_json_u64(&j, "peak_time_us", s->peak_time_us);
+	}
+	mt_json_bool(&j, "truncated", s->status.truncated);
+	mt_json_begin_array(&j, "rows");
+	for (size_t i = 0; i < rows; i++) {
+		const struct mt_location *l = &locs[i];
+		mt_json_begin_object(&j, NULL);
+		mt_json_str(&j, "function", l->function);
+		mt_json_str(&j, "file", l->file);
+		mt_json_i64(&j, "line", l->line);
+		mt_json_u64(&j, "total_bytes", l->total_bytes);
+		mt_json_u64(&j, "total_allocations", l->total_count);
+		mt_json_u64(&j, "own_bytes", l->own_bytes);
+		mt_json_u64(&j, "own_allocations", l->own_count);
+		mt_json_end(&j);
+	}
+	mt_json_end(&j);
+	mt_json_end(&j);
+	mt_strbuf_addch(&sb, '\n');
+	int err = sb.err;
+	if (!err && fwrite(sb.buf, 1, sb.len, out) != sb.len)
+		err = -EIO;
+	mt_strbuf_release(&sb);
+	return err;
+}
+
 int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o)
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt_location *locs;
-	uint64_t whole, count;
+	uint64_t whole;
 	char a[32], t[32];
 	ssize_t n;
 
+	n = mt_snapshot_locations(s, o->view, &locs);
+	if (n < 0)
+		return (int)n;
+	if (n > 1)
+		qsort(locs, (size_t)n, sizeof(*locs), mt_location_cmp_total);
+	size_t rows = o->top_n && o->top_n < (size_t)n ? o->top_n : (size_t)n;
+	if (o->json) {
+		int err = summary_json(out, s, o, locs, rows);
+		free(locs);
+		return err;
+	}
 	if (o->view == MT_VIEW_LEAKS) {
 		whole = s->heap_end;
-		count = s->leak_count;
 		fprintf(out, "Live at the end of the capture (leaks): %s in %llu allocations\n",
-			mt__report_bytes(a, whole), (unsigned long long)count);
+			mt__report_bytes(a, whole), (unsigned long long)s->leak_count);
 		if (s->header.flags & MT_HDR_ATTACHED)
 			fprintf(out, "(attached capture: only memory allocated after attaching is seen)\n");
 	} else {
 		whole = s->peak_heap;
-		count = 0;
 		fprintf(out, "Peak tracked heap: %s", mt__report_bytes(a, whole));
 		if (s->n_samples)
 			fprintf(out, " at %s", mt__report_seconds(t, sizeof(t), s->peak_time_us));
 		fprintf(out, " (event %llu of %llu)\n", (unsigned long long)s->peak_event,
 			(unsigned long long)s->n_events);
 	}
-
-	n = mt_snapshot_locations(s, o->view, &locs);
-	if (n < 0)
-		return (int)n;
-	qsort(locs, (size_t)n, sizeof(*locs), mt_location_cmp_total);
-	size_t rows = o->top_n && o->top_n < (size_t)n ? o->top_n : (size_t)n;
-
-	fprintf(out, "\n%12s %7s %12s %7s %11s  %s\n", "Total", "Total%", "Own", "Own%", "Allocations",
+	fprintf(out, "\n%12s %7s %12s %7s %11s  %s\n", "Total", "Total%", "Own", "Own%", "Own allocs",
 		"Location");
 	for (size_t i = 0; i < rows; i++) {
 		const struct mt_location *l = &locs[i];
@@ -55,7 +100,7 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 		mt__report_location(&sb, l->function, l->file, l->line);
 		fprintf(out, "%12s %6.2f%% %12s %6.2f%% %11llu  %s\n", mt__report_bytes(tb, l->total_bytes),
 			pct(l->total_bytes, whole), mt__report_bytes(ob, l->own_bytes),
-			pct(l->own_bytes, whole), (unsigned long long)l->total_count, sb.buf);
+			pct(l->own_bytes, whole), (unsigned long long)l->own_count, sb.buf);
 	}
 	if (!rows)
 		fprintf(out, "%12s\n", "(none)");

@@ -16,6 +16,7 @@ struct mt_report_opts {
 	unsigned top_n;     /* rows per table; 0 = all */
 	enum mt_view view;  /* summary: MT_VIEW_PEAK or MT_VIEW_LEAKS */
 	const char *path;   /* capture name to show */
+	int json;           /* one JSON object instead of text */
 };
 
 /* mt_report_load() - open @path and build @s from it (read once), with

@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memtrace attach: start tracking a running CPython process. If its payload
+ * is already loaded (an earlier attach), the control socket starts a new
+ * capture; otherwise the injector loads it. Then wait until the payload
+ * reports that tracking is active, and with --duration detach later.
+ */
+#include "cli/cmd.h"
+#include "format/record.h"
+#include "inject/inject.h"
+#include "payload/memtrace-payload.h"
+#include "util/error.h"
+
+#include <errno.h>       /* errno */
+#include <fcntl.h>       /* open */
+#include <getopt.h>      /* getopt_long */
+#include <limits.h>      /* PATH_MAX */
+#include <poll.h>        /* poll */
+#include <signal.h>      /* sigaction */
+#include <stdio.h>       /* snprintf */
+#include <stdlib.h>      /* strtol */
+#include <string.h>      /* strncmp */
+#include <sys/stat.h>    /* fstat */
+#include <sys/syscall.h> /* SYS_pidfd_open */
+#include <time.h>        /* clock_gettime */
+#include <unistd.h>      /* unlink */
+
+static const char usage[] =
+	"usage: memtrace attach [-o FILE] [-f] [--duration SECONDS]\n"
+	"                       [--method auto|ptrace|gdb|lldb] [--trace-python-allocators]\n"
+	"                       [--memory-interval-ms N] [-v] PID\n"
+	"\n"
+	"  -o, --output FILE            capture file (default memtrace-<pid>.bin)\n"
+	"  -f, --force                  overwrite the capture file if it exists\n"
+	"      --duration SECONDS       detach after SECONDS (or when the process exits)\n"
+	"      --method M               how to load the payload: ptrace, gdb, lldb, or auto\n"
+	"                               (ptrace, then gdb if no thread reaches a safe point)\n"
+	"      --trace-python-allocators  record every Python object allocation\n"
+	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
+	"  -v, --verbose                say what the injector does (twice: more)\n";
+
+/* How long the payload may take from injection to "active": it needs the
+ * GIL once, which a thread stuck in C code may hold for a while. */
+#define START_TIMEOUT_MS 5000
+#define POLL_PAUSE_MS 10
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	interrupted = sig;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int parse_method(const char *s, enum mt_inject_method *m)
+{
+	static const char *const names[] = { "auto", "ptrace", "gdb", "lldb" };
+	for (int i = 0; i < 4; i++) {
+		if (!strcmp(s, names[i])) {
+			*m = (enum mt_inject_method)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Waits until the payload says "ok active". Polling is the only way to
+ * watch another process's state here; each poll is one connection. */
+static int wait_active(const struct mt_target *t, char *reply, size_t cap)
+{
+	long long deadline = now_ms() + START_TIMEOUT_MS;
+	const char *last = "no answer on the control socket";
+	char lastbuf[256];
+
+	for (;;) {
+		int rc = mt_control_request(t->pid, t->nspid, "status\n", reply, cap, 1000);
+		if (rc == 0) {
+			if (!strncmp(reply, "ok active", 9))
+				return 0;
+			if (!strncmp(reply, "error ", 6)) {
+				mt_error(0, "pid %d could not start tracking: %s", (int)t->pid, reply + 6);
+				return -1;
+			}
+			snprintf(lastbuf, sizeof(lastbuf), "%.200s", reply);
+			last = lastbuf;
+		} else if (rc != -ECONNREFUSED) {
+			snprintf(lastbuf, sizeof(lastbuf), "%s", strerror(-rc));
+			last = lastbuf;
+		}
+		if (kill(t->pid, 0) != 0 && errno == ESRCH) {
+			mt_error(0, "pid %d exited while attaching", (int)t->pid);
+			return -1;
+		}
+		if (now_ms() >= deadline) {
+			mt_error(0, "pid %d did not start tracking within %d s (%s); is a thread "
+				 "holding the GIL in C code?",
+				 (int)t->pid, START_TIMEOUT_MS / 1000, last);
+			return -1;
+		}
+		struct timespec ts = { 0, POLL_PAUSE_MS * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Sleeps until @seconds pass, the target exits, or we get SIGINT/SIGTERM.
+ * Returns 1 if the target exited. */
+static int wait_duration(pid_t pid, double seconds)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	long long deadline = now_ms() + (long long)(seconds * 1000);
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	int exited = 0;
+	while (!interrupted) {
+		long long left = deadline - now_ms();
+		if (left <= 0)
+			break;
+		if (fd >= 0) {
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			if (poll(&p, 1, left > 1000 ? 1000 : (int)left) > 0) {
+				exited = 1;
+				break;
+			}
+		} else {
+			struct timespec ts = { 0, 100 * 1000000L };
+			nanosleep(&ts, NULL);
+			if (kill(pid, 0) != 0 && errno == ESRCH) {
+				exited = 1;
+				break;
+			}
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	return exited;
+}
+
+static int create_capture(const char *path, int force, const struct mt_target *t, char *abs,
+			  size_t cap)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL), 0600);
+	if (fd < 0) {
+		if (errno == EEXIST)
+			return mt_error(-EEXIST, "capture '%s' exists (use -f to overwrite)", path);
+		return mt_error(-errno, "cannot create capture '%s'", path);
+	}
+	/* The target opens it by name, as its own user. */
+	if (geteuid() == 0 && t->uid != 0 && fchown(fd, t->uid, t->gid) != 0) {
+		int e = -errno;
+		close(fd);
+		unlink(path);
+		return mt_error(e, "cannot give capture '%s' to uid %u", path, (unsigned)t->uid);
+	}
+	close(fd);
+	if (!realpath(path, abs) || strlen(abs) >= cap) {
+		unlink(path);
+		return mt_error(-errno, "cannot resolve capture path '%s'", path);
+	}
+	return 0;
+}
+
+/* Unlinks the capture if nothing was written to it. */
+static void drop_capture(const char *path)
+{
+	struct stat sb;
+	if (stat(path, &sb) == 0 && sb.st_size == 0)
+		unlink(path);
+}
+
+static int inject(const struct mt_target *t, enum mt_inject_method method,
+		  const struct memtrace_config *cfg, int verbose)
+{
+	char payload[PATH_MAX], there[PATH_MAX], here[PATH_MAX + 64];
+	if (mt_find_payload(payload, sizeof(payload)) < 0)
+		return -1;
+	if (mt_inject_visible_path(t, payload, 1, there, sizeof(there)) < 0)
+		return -1;
+	if (strcmp(there, payload) != 0) {
+		snprintf(here, sizeof(here), "/proc/%d/root%s", (int)t->pid, there);
+		if (verbose)
+			mt_warning("pid %d is in another mount namespace: payload copied to %s",
+				   (int)t->pid, there);
+	} else {
+		snprintf(here, sizeof(here), "%s", payload);
+	}
+	int rc = MT_INJECT_NO_SAFE_POINT;
+	if (method == MT_METHOD_AUTO || method == MT_METHOD_PTRACE) {
+		rc = mt_inject_ptrace(t, there, here, cfg, verbose);
+		if (rc == MT_INJECT_NO_SAFE_POINT && method == MT_METHOD_PTRACE) {
+			mt_error(0, "no thread of pid %d reached a safe point (in a signal handler, "
+				 "the loader or the allocator); try --method gdb",
+				 (int)t->pid);
+			return -1;
+		}
+		if (rc == MT_INJECT_NO_SAFE_POINT)
+			mt_warning("no thread of pid %d reached a safe point; trying gdb", (int)t->pid);
+	}
+	if (rc == MT_INJECT_NO_SAFE_POINT)
+		rc = mt_inject_debugger(t, method == MT_METHOD_LLDB ? MT_METHOD_LLDB : MT_METHOD_GDB,
+					there, cfg, verbose);
+	return rc;
+}
+
+int cmd_attach(int argc, char **argv)
+{
+	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_DURATION, OPT_METHOD };
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "duration", required_argument, NULL, OPT_DURATION },
+		{ "method", required_argument, NULL, OPT_METHOD },
+		{ "trace-python-allocators", no_argument, NULL, OPT_PYALLOC },
+		{ "memory-interval-ms", required_argument, NULL, OPT_INTERVAL },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *output = NULL;
+	enum mt_inject_method method = MT_METHOD_AUTO;
+	unsigned flags = MT_HDR_ATTACHED;
+	long interval = 10;
+	double duration = -1;
+	int force = 0, verbose = 0, c;
+	char *end;
+
+	while ((c = getopt_long(argc, argv, "o:fvh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			output = optarg;
+			break;
+		case 'f':
+			force = 1;
+			break;
+		case 'v':
+			verbose++;
+			break;
+		case OPT_PYALLOC:
+			flags |= MT_HDR_PYALLOC;
+			break;
+		case OPT_INTERVAL:
+			interval = strtol(optarg, &end, 10);
+			if (*end || end == optarg || interval < 1 || interval > 3600000) {
+				mt_error(0, "invalid --memory-interval-ms '%s' (1..3600000)", optarg);
+				return 2;
+			}
+			break;
+		case OPT_DURATION:
+			duration = strtod(optarg, &end);
+			if (*end || end == optarg || !(duration >= 0) || duration > 1e7) {
+				mt_error(0, "invalid --duration '%s' (seconds)", optarg);
+				return 2;
+			}
+			break;
+		case OPT_METHOD:
+			if (parse_method(optarg, &method) < 0) {
+				mt_error(0, "invalid --method '%s' (auto, ptrace, gdb or lldb)", optarg);
+				return 2;
+			}
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		default:
+			fputs(usage, stderr);
+			return 2;
+		}
+	}
+	if (optind + 1 != argc) {
+		mt_error(0, optind >= argc ? "attach: no pid given" : "attach: one pid only");
+		fputs(usage, stderr);
+		return 2;
+	}
+	long lpid = strtol(argv[optind], &end, 10);
+	if (*end || end == argv[optind] || lpid <= 0 || lpid > 0x3fffffff) {
+		mt_error(0, "invalid pid '%s'", argv[optind]);
+		return 2;
+	}
+
+	struct mt_target t;
+	if (mt_inject_inspect((pid_t)lpid, &t) < 0)
+		return 1;
+
+	/* A payload already loaded answers on its control socket. */
+	static char reply[MEMTRACE_PATH_MAX + 64];
+	int loaded = 0;
+	int rc = mt_control_request(t.pid, t.nspid, "status\n", reply, sizeof(reply), 2000);
+	if (rc == 0) {
+		if (!strncmp(reply, "ok active", 9)) {
+			mt_error(0, "pid %d is already attached (capture %s); run memtrace detach %d first",
+				 (int)t.pid, reply[9] ? reply + 10 : "?", (int)t.pid);
+			return 1;
+		}
+		if (!strncmp(reply, "ok starting", 11)) {
+			mt_error(0, "pid %d is being attached by another memtrace", (int)t.pid);
+			return 1;
+		}
+		loaded = 1;
+	} else if (rc == -EPERM) {
+		mt_error(0, "the control socket name memtrace-%d is taken by another process",
+			 (int)t.nspid);
+		return 1;
+	} else if (rc != -ECONNREFUSED) {
+		mt_error(rc, "pid %d has a memtrace control socket that does not answer", (int)t.pid);
+		return 1;
+	}
+
+	static char capture[PATH_MAX], abs[PATH_MAX], there[PATH_MAX];
+	if (output)
+		snprintf(capture, sizeof(capture), "%s", output);
+	else
+		snprintf(capture, sizeof(capture), "memtrace-%d.bin", (int)t.pid);
+	if (create_capture(capture, force, &t, abs, sizeof(abs)) < 0)
+		return 1;
+	if (mt_inject_visible_path(&t, abs, 0, there, sizeof(there)) < 0 ||
+	    strlen(there) >= MEMTRACE_PATH_MAX) {
+		unlink(abs);
+		return 1;
+	}
+
+	static struct memtrace_config cfg;
+	cfg.size = sizeof(cfg);
+	cfg.flags = flags;
+	cfg.interval_ms = (uint32_t)interval;
+	cfg.fd = -1;
+	snprintf(cfg.path, sizeof(cfg.path), "%s", there);
+
+	if (loaded) {
+		static char req[MEMTRACE_PATH_MAX + 64];
+		snprintf(req, sizeof(req), "start %u %u %s\n", cfg.flags, cfg.interval_ms, cfg.path);
+		rc = mt_control_request(t.pid, t.nspid, req, reply, sizeof(reply), 5000);
+		if (rc < 0 || strncmp(reply, "ok", 2) != 0) {
+			if (rc < 0)
+				mt_error(rc, "cannot start tracking in pid %d", (int)t.pid);
+			else
+				mt_error(0, "cannot start tracking in pid %d: %s", (int)t.pid,
+					 strncmp(reply, "error ", 6) ? reply : reply + 6);
+			drop_capture(abs);
+			return 1;
+		}
+	} else {
+		rc = inject(&t, method, &cfg, verbose);
+		if (rc != 0) {
+			drop_capture(abs);
+			return 1;
+		}
+	}
+	if (wait_active(&t, reply, sizeof(reply)) < 0) {
+		drop_capture(abs);
+		return 1;
+	}
+	fprintf(stderr, "memtrace: tracking pid %d into %s\n", (int)t.pid, abs);
+	if (duration < 0)
+		return 0;
+	if (wait_duration(t.pid, duration)) {
+		fprintf(stderr, "memtrace: pid %d exited, capture written to %s\n", (int)t.pid, abs);
+		return 0;
+	}
+	return mt_detach_pid((int)t.pid, (int)t.nspid);
+}

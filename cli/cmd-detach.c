@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memtrace detach: ask the payload of an attached process, over its
+ * control socket, to stop tracking and finish the capture. No ptrace.
+ */
+#include "cli/cmd.h"
+#include "inject/inject.h"
+#include "payload/memtrace-payload.h"
+#include "util/error.h"
+
+#include <errno.h>  /* ECONNREFUSED */
+#include <getopt.h> /* getopt_long */
+#include <stdio.h>  /* fputs */
+#include <stdlib.h> /* strtol */
+#include <string.h> /* strncmp */
+
+static const char usage[] = "usage: memtrace detach PID\n";
+
+/* The payload flushes and closes the capture before it answers. */
+#define STOP_TIMEOUT_MS 60000
+
+int mt_detach_pid(int pid, int nspid)
+{
+	char reply[MEMTRACE_PATH_MAX + 64];
+	int rc = mt_control_request(pid, nspid, "stop\n", reply, sizeof(reply), STOP_TIMEOUT_MS);
+
+	if (rc == -ECONNREFUSED) {
+		mt_error(0, "pid %d is not attached", pid);
+		return 1;
+	}
+	if (rc == -EPERM) {
+		mt_error(0, "pid %d is not attached (the control socket name memtrace-%d is "
+			 "taken by another process)", pid, nspid);
+		return 1;
+	}
+	if (rc < 0) {
+		mt_error(rc, "cannot talk to the payload in pid %d", pid);
+		return 1;
+	}
+	if (!strncmp(reply, "ok stopped ", 11)) {
+		fprintf(stderr, "memtrace: detached from pid %d, capture written to %s\n", pid,
+			reply + 11);
+		return 0;
+	}
+	if (!strcmp(reply, "error not attached")) {
+		mt_error(0, "pid %d is not attached", pid);
+		return 1;
+	}
+	mt_error(0, "pid %d: detach failed: %s", pid,
+		 strncmp(reply, "error ", 6) ? reply : reply + 6);
+	return 1;
+}
+
+int cmd_detach(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == 'h') {
+			fputs(usage, stdout);
+			return 0;
+		}
+		fputs(usage, stderr);
+		return 2;
+	}
+	if (optind + 1 != argc) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	char *end;
+	long pid = strtol(argv[optind], &end, 10);
+	if (*end || end == argv[optind] || pid <= 0 || pid > 0x3fffffff) {
+		mt_error(0, "invalid pid '%s'", argv[optind]);
+		return 2;
+	}
+	pid_t nspid = mt_inject_nspid((pid_t)pid);
+	if (nspid < 0) {
+		mt_error(0, "no process with pid %ld", pid);
+		return 1;
+	}
+	return mt_detach_pid((int)pid, (int)nspid);
+}

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The debugger fallback: run gdb (or lldb) with scripts/attach-*.py, which
+ * waits for a Python-level safe point and calls dlopen and the payload's
+ * memtrace_attach_entry_str("<flags> <interval> <path>"). Never killed
+ * half-way: a debugger killed while it has breakpoints planted would leave
+ * them behind, so the script bounds its own waits.
+ */
+#include "inject/inject.h"
+#include "format/error.h"
+#include "payload/memtrace-payload.h"
+#include "util/error.h"
+
+#include <errno.h>    /* errno */
+#include <limits.h>   /* PATH_MAX */
+#include <stdio.h>    /* snprintf */
+#include <stdlib.h>   /* setenv */
+#include <string.h>   /* strrchr */
+#include <sys/wait.h> /* waitpid */
+#include <unistd.h>   /* fork, execvp */
+
+#ifndef MT_SOURCE_SCRIPTS
+#define MT_SOURCE_SCRIPTS ""
+#endif
+
+/* scripts/ of the source tree for a build tree, <prefix>/share/memtrace
+ * for an installed memtrace; MEMTRACE_SCRIPTS overrides both. */
+static int find_script(const char *name, char *out, size_t cap)
+{
+	char self[PATH_MAX];
+	const char *env = getenv("MEMTRACE_SCRIPTS");
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[n > 0 ? n : 0] = '\0';
+	char *slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	const char *dirs[3] = { env, NULL, MT_SOURCE_SCRIPTS };
+	char share[PATH_MAX + 32];
+	snprintf(share, sizeof(share), "%s/../share/memtrace", self);
+	dirs[1] = self[0] ? share : NULL;
+	for (int i = 0; i < 3; i++) {
+		if (!dirs[i] || !dirs[i][0])
+			continue;
+		snprintf(out, cap, "%s/%s", dirs[i], name);
+		if (access(out, R_OK) == 0)
+			return 0;
+	}
+	return mt_error(-ENOENT, "cannot find %s (set MEMTRACE_SCRIPTS)", name);
+}
+
+static int on_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+	if (!path)
+		path = "/usr/bin:/bin";
+	while (*path) {
+		size_t len = strcspn(path, ":");
+		snprintf(buf, sizeof(buf), "%.*s/%s", (int)len, path, prog);
+		if (len && access(buf, X_OK) == 0)
+			return 1;
+		path += len + (path[len] == ':');
+	}
+	return 0;
+}
+
+int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
+		       const char *payload, const struct memtrace_config *cfg, int verbose)
+{
+	int gdb = method != MT_METHOD_LLDB;
+	const char *prog = gdb ? "gdb" : "lldb";
+	char script[PATH_MAX], spec[MEMTRACE_PATH_MAX + 64], pidstr[32], cmd[PATH_MAX + 64];
+	int out[2], status;
+
+	if (!on_path(prog))
+		return mt_error(-ENOENT, "%s is not installed (needed for --method %s)", prog, prog);
+	if (find_script(gdb ? "attach-gdb.py" : "attach-lldb.py", script, sizeof(script)) < 0)
+		return -ENOENT;
+	snprintf(spec, sizeof(spec), "%u %u %s", cfg->flags, cfg->interval_ms, cfg->path);
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)t->pid);
+	snprintf(cmd, sizeof(cmd), "command script import %s", script);
+	if (pipe(out) != 0)
+		return mt_error(-errno, "cannot create a pipe");
+	fflush(stderr);
+	pid_t child = fork();
+	if (child < 0)
+		return mt_error(-errno, "cannot fork");
+	if (child == 0) {
+		dup2(out[1], 1);
+		dup2(out[1], 2);
+		close(out[0]);
+		close(out[1]);
+		setenv("MEMTRACE_PAYLOAD", payload, 1);
+		setenv("MEMTRACE_SPEC", spec, 1);
+		setenv("MEMTRACE_TIMEOUT", "10", 0);
+		if (gdb)
+			execlp("gdb", "gdb", "-batch", "-nx", "-q", "-p", pidstr, "-iex",
+			       "set auto-solib-add off", "-x", script, (char *)NULL);
+		else
+			execlp("lldb", "lldb", "--batch", "-p", pidstr, "-o", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	/* Keep the debugger's last words for the error message. */
+	char buf[8192], last[1024] = "";
+	size_t used = 0;
+	ssize_t r;
+	while ((r = read(out[0], buf + used, sizeof(buf) - 1 - used)) > 0 || (r < 0 && errno == EINTR)) {
+		if (r < 0)
+			continue;
+		used += (size_t)r;
+		buf[used] = '\0';
+		char *nl;
+		while ((nl = strchr(buf, '\n'))) {
+			*nl = '\0';
+			if (verbose)
+				fprintf(stderr, "%s\n", buf);
+			if (strstr(buf, "memtrace-"))
+				snprintf(last, sizeof(last), "%.1000s", buf);
+			memmove(buf, nl + 1, used - (size_t)(nl + 1 - buf) + 1);
+			used -= (size_t)(nl + 1 - buf);
+		}
+		if (used == sizeof(buf) - 1)
+			used = 0;
+	}
+	close(out[0]);
+	while (waitpid(child, &status, 0) < 0)
+		if (errno != EINTR)
+			return mt_error(-errno, "cannot wait for %s", prog);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+		return mt_error(-ENOENT, "cannot run %s", prog);
+	mt_error(0, "%s could not attach to pid %d%s%s", prog, (int)t->pid, last[0] ? ": " : "",
+		 last);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 2 ? MT_INJECT_NO_SAFE_POINT : -MT_EPAYLOAD;
+}

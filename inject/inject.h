@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_INJECT_INJECT_H
+#define MT_INJECT_INJECT_H
+/*
+ * The injector: loads the payload into a running CPython process and calls
+ * its attach entry, then lets go. Runs in the memtrace CLI, never in the
+ * target. Every function prints its own one-line error (util/error.h) where
+ * the failure is understood and returns a negative code; none exits.
+ *
+ * Contract with the target: nothing is left stopped and no code byte is
+ * left modified on any return path. The only lasting change is the mapped
+ * payload and whatever its entry starts (its own thread).
+ */
+#include <errno.h>     /* EAGAIN */
+#include <limits.h>    /* PATH_MAX */
+#include <stddef.h>    /* size_t */
+#include <sys/types.h> /* pid_t, uid_t */
+
+struct memtrace_config;
+
+/* What pre-flight learned about the target. */
+struct mt_target {
+	pid_t pid;          /* as seen from here */
+	pid_t nspid;        /* as seen by the target itself (its pid namespace) */
+	uid_t uid;          /* real uid of the target */
+	gid_t gid;
+	int py_minor;       /* 3.<py_minor> */
+	int other_mntns;    /* target lives in another mount namespace */
+	char python[PATH_MAX]; /* module that defines Py_GetVersion */
+};
+
+enum mt_inject_method {
+	MT_METHOD_AUTO,
+	MT_METHOD_PTRACE,
+	MT_METHOD_GDB,
+	MT_METHOD_LLDB,
+};
+
+/* Returned by mt_inject_ptrace() when no thread reached a safe point within
+ * the retry budget (the target is untouched; a debugger may still work). */
+#define MT_INJECT_NO_SAFE_POINT (-EAGAIN)
+
+/* mt_inject_inspect() - pre-flight without stopping anything: the process
+ * exists, is a CPython 3.8-3.13 we may ptrace, and is not stopped or
+ * already traced. Fills @t. Returns 0 or a negative error (printed). */
+int mt_inject_inspect(pid_t pid, struct mt_target *t);
+
+/* mt_inject_nspid() - @pid as the process sees itself (innermost pid
+ * namespace), or @pid when /proc does not say; -ESRCH if there is no such
+ * process. Prints nothing. */
+pid_t mt_inject_nspid(pid_t pid);
+
+/* mt_inject_visible_path() - @path as the target sees it. If the target's
+ * root shows the same file at @path, that is @path itself; otherwise, when
+ * @copy is set, the file is copied to <target root>/tmp/memtrace-<uid>/ and
+ * that path is returned. Writes to @out (@cap bytes). Returns 0 or a
+ * negative error (printed). */
+int mt_inject_visible_path(const struct mt_target *t, const char *path, int copy,
+			   char *out, size_t cap);
+
+/* mt_inject_ptrace() - dlopen @payload (a path valid in the target) in one
+ * thread stopped at a safe point and call memtrace_attach_entry(@cfg).
+ * @payload_here is the same file as reachable from this process, used to
+ * look up the entry's offset. Returns 0 once the entry returned 0,
+ * MT_INJECT_NO_SAFE_POINT (not printed), or another negative error
+ * (printed; the entry's own -errno included). */
+int mt_inject_ptrace(const struct mt_target *t, const char *payload, const char *payload_here,
+		     const struct memtrace_config *cfg, int verbose);
+
+/* mt_inject_debugger() - the same through gdb or lldb running
+ * scripts/attach-{gdb,lldb}.sh. Returns 0 or a negative error (printed). */
+int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
+		       const char *payload, const struct memtrace_config *cfg, int verbose);
+
+/* mt_control_request() - one request/reply exchange on the control socket
+ * of the payload in process @pid (@nspid in its own pid namespace), e.g.
+ * "status\n" -> "ok idle". @req ends in '\n'; the reply is stored without
+ * its newline. Waits at most @timeout_ms for the reply. Returns 0,
+ * -ECONNREFUSED when nothing listens (the payload is not loaded or not
+ * serving), -EPERM when the socket belongs to another process, or another
+ * negative error. Prints nothing. */
+int mt_control_request(pid_t pid, pid_t nspid, const char *req, char *reply, size_t cap,
+		       int timeout_ms);
+
+#endif /* MT_INJECT_INJECT_H */

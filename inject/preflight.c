@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Pre-flight checks before anything is stopped: the process exists, is a
+ * supported CPython, may be traced by us; and paths as the target sees
+ * them (mount namespaces). Reads /proc only.
+ */
+#include "inject/inject.h"
+#include "inject/internal.h"
+#include "format/error.h"
+#include "util/error.h"
+
+#include <ctype.h>    /* isdigit */
+#include <errno.h>    /* errno */
+#include <fcntl.h>    /* openat */
+#include <limits.h>   /* PATH_MAX */
+#include <stdio.h>    /* fopen */
+#include <stdlib.h>   /* strtol */
+#include <string.h>   /* strncmp */
+#include <sys/stat.h> /* stat */
+#include <unistd.h>   /* readlink, geteuid */
+
+struct proc_status {
+	char name[64];
+	char state;
+	uid_t uid[4];
+	gid_t gid[4];
+	pid_t tracer;
+	pid_t nspid;
+	unsigned long long capeff;
+};
+
+static int read_status(pid_t pid, struct proc_status *st)
+{
+	char path[64], line[512];
+	FILE *f;
+
+	memset(st, 0, sizeof(*st));
+	snprintf(path, sizeof(path), pid ? "/proc/%d/status" : "/proc/self/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	st->nspid = pid;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (!strncmp(line, "Name:", 5)) {
+			snprintf(st->name, sizeof(st->name), "%s", line + 5 + strspn(line + 5, " \t"));
+		} else if (!strncmp(line, "State:", 6)) {
+			st->state = line[6 + strspn(line + 6, " \t")];
+		} else if (!strncmp(line, "Uid:", 4)) {
+			unsigned u[4] = { 0 };
+			sscanf(line + 4, "%u %u %u %u", &u[0], &u[1], &u[2], &u[3]);
+			for (int i = 0; i < 4; i++)
+				st->uid[i] = u[i];
+		} else if (!strncmp(line, "Gid:", 4)) {
+			unsigned g[4] = { 0 };
+			sscanf(line + 4, "%u %u %u %u", &g[0], &g[1], &g[2], &g[3]);
+			for (int i = 0; i < 4; i++)
+				st->gid[i] = g[i];
+		} else if (!strncmp(line, "TracerPid:", 10)) {
+			st->tracer = (pid_t)strtol(line + 10, NULL, 10);
+		} else if (!strncmp(line, "NSpid:", 6)) {
+			/* the last field is the pid in the innermost namespace */
+			char *p = line + 6, *last = NULL;
+			for (char *tok = strtok(p, " \t"); tok; tok = strtok(NULL, " \t"))
+				last = tok;
+			if (last)
+				st->nspid = (pid_t)strtol(last, NULL, 10);
+		} else if (!strncmp(line, "CapEff:", 7)) {
+			st->capeff = strtoull(line + 7, NULL, 16);
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+/* The reason ptrace is refused, as precisely as /proc tells us. */
+static int permission_error(pid_t pid, const struct proc_status *tgt)
+{
+	struct proc_status self;
+	char yama[16] = "";
+	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+	if (f) {
+		if (!fgets(yama, sizeof(yama), f))
+			yama[0] = '\0';
+		yama[strcspn(yama, "\n")] = '\0';
+		fclose(f);
+	}
+	read_status(0, &self);
+	int cap = (self.capeff >> 19) & 1; /* CAP_SYS_PTRACE */
+	if (!cap && (tgt->uid[0] != self.uid[0] || tgt->uid[1] != self.uid[0] ||
+		     tgt->uid[2] != self.uid[0]))
+		return mt_error(0,
+				"cannot trace pid %d: it runs as uid %u and we as uid %u without "
+				"CAP_SYS_PTRACE (run memtrace as uid %u or as root)",
+				(int)pid, (unsigned)tgt->uid[0], (unsigned)self.uid[0],
+				(unsigned)tgt->uid[0]), -MT_EPTRACE;
+	if (yama[0] && strcmp(yama, "0") != 0)
+		return mt_error(0,
+				"cannot trace pid %d: /proc/sys/kernel/yama/ptrace_scope is %s "
+				"(set it to 0, or run memtrace with CAP_SYS_PTRACE)",
+				(int)pid, yama), -MT_EPTRACE;
+	return mt_error(0,
+			"cannot trace pid %d: the kernel refused (not dumpable, or a security "
+			"module forbids it; CAP_SYS_PTRACE may help)",
+			(int)pid), -MT_EPTRACE;
+}
+
+static int read_python_version(const struct mt_maps *m, const struct mt_map *map,
+			       struct mt_elf *e)
+{
+	uint64_t addr;
+	uint32_t hex;
+
+	/* 3.11+: the running interpreter's PY_VERSION_HEX */
+	if (mt__elf_symbol(e, "Py_Version", &addr) == 0 &&
+	    mt__mem_read(m->pid, e->bias + addr, &hex, sizeof(hex)) == 0 && (hex >> 24) == 3)
+		return (int)((hex >> 16) & 0xff);
+	/* libpython3.9.so.1.0, python3.9, python3.10d */
+	const char *base = mt__basename(map->path), *p = strstr(base, "python3.");
+	if (p && isdigit((unsigned char)p[8]))
+		return (int)strtol(p + 8, NULL, 10);
+	if (strstr(base, "python2"))
+		return -2;
+	return mt__elf_rodata_version(e);
+}
+
+/* The module that defines Py_GetVersion: the executable (Debian's
+ * python3 links libpython statically) or a libpython3.X. */
+static int find_python(pid_t pid, const struct mt_maps *m, struct mt_target *t)
+{
+	char exe[PATH_MAX + 1], link[64];
+	ssize_t n;
+	const struct mt_map *cands[8];
+	size_t nc = 0;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	for (size_t i = 0; i < m->n && nc < 8; i++) {
+		const struct mt_map *x = &m->v[i];
+		if (x->offset != 0 || x->path[0] != '/')
+			continue;
+		const char *base = mt__basename(x->path);
+		if (!strcmp(x->path, exe) || !strncmp(base, "libpython3", 10) ||
+		    !strncmp(base, "python3", 7) || !strncmp(base, "libpython2", 10)) {
+			int dup = 0;
+			for (size_t j = 0; j < nc; j++)
+				dup |= cands[j]->ino == x->ino && !strcmp(cands[j]->path, x->path);
+			if (!dup)
+				cands[nc++] = x;
+		}
+	}
+	for (size_t i = 0; i < nc; i++) {
+		struct mt_elf e;
+		uint64_t v;
+		if (mt__elf_open_map(&e, m, cands[i]) < 0)
+			continue;
+		if (mt__elf_symbol(&e, "Py_GetVersion", &v) == 0) {
+			t->py_minor = read_python_version(m, cands[i], &e);
+			snprintf(t->python, sizeof(t->python), "%s", cands[i]->path);
+			mt__elf_close(&e);
+			return 0;
+		}
+		mt__elf_close(&e);
+	}
+	return -MT_ENOPY;
+}
+
+static int same_mntns(pid_t pid)
+{
+	char a[64], b[64], pa[64], pb[64];
+	ssize_t na, nb;
+	snprintf(pa, sizeof(pa), "/proc/%d/ns/mnt", (int)pid);
+	snprintf(pb, sizeof(pb), "/proc/self/ns/mnt");
+	na = readlink(pa, a, sizeof(a) - 1);
+	nb = readlink(pb, b, sizeof(b) - 1);
+	if (na <= 0 || nb <= 0)
+		return 1; /* unknown: assume shared, paths are checked anyway */
+	a[na] = b[nb] = '\0';
+	return strcmp(a, b) == 0;
+}
+
+pid_t mt_inject_nspid(pid_t pid)
+{
+	struct proc_status st;
+	if (pid <= 0 || read_status(pid, &st) < 0)
+		return -ESRCH;
+	return st.nspid;
+}
+
+int mt_inject_inspect(pid_t pid, struct mt_target *t)
+{
+	struct proc_status st;
+	struct mt_maps m;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	if (pid <= 0)
+		return mt_error(-ESRCH, "invalid pid %d", (int)pid);
+	rc = read_status(pid, &st);
+	if (rc == -ENOENT || rc == -ESRCH)
+		return mt_error(0, "no process with pid %d", (int)pid), -ESRCH;
+	if (rc < 0)
+		return mt_error(rc, "cannot read /proc/%d/status", (int)pid);
+	t->nspid = st.nspid;
+	t->uid = st.uid[0];
+	t->gid = st.gid[0];
+	if (st.state == 'Z' || st.state == 'X')
+		return mt_error(0, "pid %d (%s) is exiting", (int)pid, st.name), -ESRCH;
+	if (st.tracer)
+		return mt_error(0, "pid %d (%s) is already traced by pid %d (a debugger?)",
+				(int)pid, st.name, (int)st.tracer), -MT_EPTRACE;
+	if (st.state == 'T' || st.state == 't')
+		return mt_error(0, "pid %d (%s) is stopped; resume it first (kill -CONT %d)",
+				(int)pid, st.name, (int)pid), -EINVAL;
+	rc = mt__maps_read(pid, &m);
+	if (rc == -EACCES || rc == -EPERM)
+		return permission_error(pid, &st);
+	if (rc < 0)
+		return mt_error(rc, "cannot read /proc/%d/maps", (int)pid);
+	rc = find_python(pid, &m, t);
+	mt__maps_release(&m);
+	if (rc < 0)
+		return mt_error(0,
+				"pid %d (%s) is not a CPython process: no python3.X executable or "
+				"libpython3.X exports Py_GetVersion",
+				(int)pid, st.name), -MT_ENOPY;
+	if (t->py_minor < 8 || t->py_minor > 13) {
+		if (t->py_minor == -2)
+			return mt_error(0, "pid %d (%s) runs Python 2; supported: 3.8 to 3.13",
+					(int)pid, st.name), -MT_ENOPY;
+		if (t->py_minor < 0)
+			return mt_error(0, "pid %d (%s): cannot tell the version of %s",
+					(int)pid, st.name, t->python), -MT_ENOPY;
+		return mt_error(0, "pid %d (%s) runs Python 3.%d; supported: 3.8 to 3.13",
+				(int)pid, st.name, t->py_minor), -MT_ENOPY;
+	}
+	t->other_mntns = !same_mntns(pid);
+	return 0;
+}
+
+/* Writes @src into @dirfd/@name through a temporary name, never following
+ * links planted in a directory the target's users may control. */
+static int copy_into(int dirfd, const char *name, const char *src)
+{
+	char tmp[NAME_MAX + 1], buf[65536];
+	int in, out, rc = 0;
+	ssize_t n;
+
+	snprintf(tmp, sizeof(tmp), ".%s.%d", name, (int)getpid());
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	unlinkat(dirfd, tmp, 0);
+	out = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755);
+	if (out < 0) {
+		rc = -errno;
+		close(in);
+		return rc;
+	}
+	while ((n = read(in, buf, sizeof(buf))) > 0) {
+		if (write(out, buf, (size_t)n) != n) {
+			rc = -EIO;
+			break;
+		}
+	}
+	if (n < 0)
+		rc = -errno;
+	if (fchmod(out, 0755) != 0 && !rc)
+		rc = -errno;
+	if (close(out) != 0 && !rc)
+		rc = -errno;
+	close(in);
+	if (!rc && renameat(dirfd, tmp, dirfd, name) != 0)
+		rc = -errno;
+	if (rc)
+		unlinkat(dirfd, tmp, 0);
+	return rc;
+}
+
+int mt_inject_visible_path(const struct mt_target *t, const char *path, int copy,
+			   char *out, size_t cap)
+{
+	char there[PATH_MAX + 64], dir[PATH_MAX];
+	struct stat here_sb, there_sb;
+
+	if (stat(path, &here_sb) != 0)
+		return mt_error(-errno, "cannot stat '%s'", path);
+	snprintf(there, sizeof(there), "/proc/%d/root%s", (int)t->pid, path);
+	if (stat(there, &there_sb) == 0 && there_sb.st_dev == here_sb.st_dev &&
+	    there_sb.st_ino == here_sb.st_ino) {
+		if (strlen(path) >= cap)
+			return mt_error(-ENAMETOOLONG, "path '%s'", path);
+		snprintf(out, cap, "%s", path);
+		return 0;
+	}
+	if (!copy)
+		return mt_error(0,
+				"'%s' is not visible inside pid %d's mount namespace (a container?); "
+				"choose a path on a volume it shares",
+				path, (int)t->pid), -ENOENT;
+	/* The target lives in another filesystem view: put a copy in its
+	 * /tmp, where its uid can read it. */
+	snprintf(dir, sizeof(dir), "/proc/%d/root/tmp", (int)t->pid);
+	int tmpfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (tmpfd < 0)
+		return mt_error(-errno, "cannot open the target's /tmp ('%s') to copy the payload", dir);
+	char sub[64];
+	snprintf(sub, sizeof(sub), "memtrace-%u", (unsigned)t->uid);
+	if (mkdirat(tmpfd, sub, 0755) != 0 && errno != EEXIST) {
+		int e = -errno;
+		close(tmpfd);
+		return mt_error(e, "cannot create %s/%s", dir, sub);
+	}
+	int subfd = openat(tmpfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	close(tmpfd);
+	struct stat dsb;
+	if (subfd < 0 || fstat(subfd, &dsb) != 0 ||
+	    (dsb.st_uid != geteuid() && dsb.st_uid != t->uid) || (dsb.st_mode & 0022)) {
+		if (subfd >= 0)
+			close(subfd);
+		return mt_error(-EPERM, "%s/%s is not a directory owned by us or the target", dir, sub);
+	}
+	const char *name = mt__basename(path);
+	int rc = copy_into(subfd, name, path);
+	close(subfd);
+	if (rc < 0)
+		return mt_error(rc, "cannot copy the payload into %s/%s", dir, sub);
+	if ((size_t)snprintf(out, cap, "/tmp/%s/%s", sub, name) >= cap)
+		return mt_error(-ENAMETOOLONG, "payload path");
+	return 0;
+}

@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: MIT
+# memtrace attach through lldb (where gdb is missing). Run by memtrace as
+#   lldb --batch -p PID -o 'command script import attach-lldb.py'
+# with MEMTRACE_PAYLOAD, MEMTRACE_SPEC and MEMTRACE_TIMEOUT in the
+# environment, like attach-gdb.py, whose comments explain the safe point.
+# lldb may leave the process stopped after detaching: we send SIGCONT.
+
+import os
+import signal
+import threading
+import time
+
+import lldb  # noqa: provided by lldb
+
+
+def say(msg):
+    print("memtrace-lldb: " + msg, flush=True)
+
+
+def cstr(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def __lldb_init_module(debugger, internal_dict):
+    payload = os.environ["MEMTRACE_PAYLOAD"]
+    spec = os.environ["MEMTRACE_SPEC"]
+    timeout = float(os.environ.get("MEMTRACE_TIMEOUT", "10"))
+    debugger.SetAsync(True)
+    target = debugger.GetSelectedTarget()
+    process = target.GetProcess()
+    pid = process.GetProcessID()
+    opts = lldb.SBExpressionOptions()
+    opts.SetUnwindOnError(True)
+    opts.SetIgnoreBreakpoints(True)
+    opts.SetTimeoutInMicroSeconds(int(timeout * 1e6))
+    opts.SetTryAllThreads(True)
+
+    def call(expr):
+        v = target.EvaluateExpression(expr, opts)
+        if not v.GetError().Success():
+            say("%s: %s" % (expr, v.GetError().GetCString()))
+            return None
+        return v
+
+    def finish(code):
+        process.Detach()
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:
+            pass
+        os._exit(code)
+
+    bps = [target.BreakpointCreateByName(n) for n in ("PyCallable_Check", "PyErr_CheckSignals")]
+    if call("(int)Py_AddPendingCall((int (*)(void *))&PyCallable_Check, (void *)0)") is None:
+        finish(1)
+    process.Continue()
+    deadline = time.time() + timeout
+    while process.GetState() != lldb.eStateStopped and time.time() < deadline:
+        time.sleep(0.05)
+    for bp in bps:
+        target.BreakpointDelete(bp.GetID())
+    if process.GetState() != lldb.eStateStopped:
+        process.Stop()
+        say("the main thread did not reach a safe point within %g s" % timeout)
+        finish(2)
+    h = call("(void *)dlopen(%s, 2)" % cstr(payload))
+    if h is None or h.GetValueAsUnsigned() == 0:
+        e = call("(char *)dlerror()")
+        say("dlopen failed: %s" % (e.GetSummary() if e else "unknown error"))
+        finish(1)
+    rc = call("(int)memtrace_attach_entry_str(%s)" % cstr(spec))
+    if rc is None or rc.GetValueAsSigned() != 0:
+        say("memtrace_attach_entry_str returned %s" % (rc.GetValueAsSigned() if rc else None))
+        finish(1)
+    say("attached")
+    finish(0)

@@ -1,0 +1,505 @@
+"""memtrace attach/detach against real running Python processes: blocked,
+busy and multi-threaded targets on every interpreter present, repeated
+cycles, libraries imported after attach, and the error paths."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import python_params, run
+
+# The target: the scenario runs on the main thread (and workers); a command
+# thread reads stdin and answers each line with "done" on stdout.
+TARGET = r'''
+import functools, os, socket, sys, threading, time
+
+SCENARIO = sys.argv[1]
+keep = []
+stop = threading.Event()
+
+
+def leak_here(n):
+    keep.append(bytearray(n))
+
+
+class Service:
+    @functools.lru_cache(maxsize=None)
+    def lookup(self, key):
+        return bytearray(20_000)
+
+
+def cache_leak(n):
+    s = Service()
+    keep.append(s)
+    for i in range(n):
+        s.lookup(i)
+
+
+def numpy_here():
+    import numpy
+    keep.append(numpy.ones(1_000_000))
+
+
+def commands():
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "alloc":
+            leak_here(int(words[1]))
+        elif words[0] == "cache":
+            cache_leak(int(words[1]))
+        elif words[0] == "numpy":
+            numpy_here()
+        elif words[0] == "quit":
+            stop.set()
+            if SCENARIO == "accept":
+                socket.create_connection(("127.0.0.1", port)).close()
+            print("done", flush=True)
+            return
+        print("done", flush=True)
+
+
+def churn():
+    while not stop.is_set():
+        junk = [bytearray(1000) for _ in range(100)]
+        del junk
+
+
+port = 0
+if SCENARIO == "accept":
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+workers = [threading.Thread(target=commands)]
+if SCENARIO == "threads":
+    workers += [threading.Thread(target=churn) for _ in range(8)]
+for w in workers:
+    w.start()
+print("ready", flush=True)
+
+if SCENARIO == "sleep":
+    while not stop.is_set():
+        time.sleep(0.5)
+elif SCENARIO == "accept":
+    conn, _ = srv.accept()
+    conn.close()
+elif SCENARIO == "cpu":
+    x = 0
+    while not stop.is_set():
+        x += 1
+elif SCENARIO == "calloc":
+    while not stop.is_set():
+        b = bytes(100_000)
+        s = "x" * 5000
+for w in workers:
+    w.join()
+print("bye", flush=True)
+sys.exit(3)
+'''
+
+SCENARIOS = ["sleep", "accept", "cpu", "calloc", "threads"]
+
+
+class Target:
+    """A Python process running TARGET, driven line by line."""
+
+    def __init__(self, python, script, scenario, **kw):
+        self.p = subprocess.Popen([str(python), str(script), scenario], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, universal_newlines=True, bufsize=1, **kw)
+        self.pid = self.p.pid
+        assert self.readline() == "ready"
+
+    def readline(self):
+        line = self.p.stdout.readline()
+        return line.strip()
+
+    def cmd(self, line):
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+        assert self.readline() == "done", line
+
+    def finish(self):
+        self.cmd("quit")
+        rest = self.p.stdout.read()
+        self.p.stdin.close()
+        return self.p.wait(timeout=60), rest
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+@pytest.fixture
+def target_script(script):
+    return script(TARGET, name="target.py")
+
+
+@pytest.fixture
+def targets():
+    started = []
+    yield started
+    for t in started:
+        t.kill()
+
+
+def attach(memtrace, pid, cap, *extra, check=True):
+    return run(memtrace, "attach", "-o", cap, *extra, pid, check=check, timeout=60)
+
+
+def detach(memtrace, pid, check=True):
+    return run(memtrace, "detach", pid, check=check, timeout=60)
+
+
+_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
+
+
+def _size(num, unit):
+    return int(float(num) * _UNITS[unit])
+
+
+def leak_rows(memtrace, cap, leaks=True):
+    """Rows of `summary --leaks` (or at the peak), from --json when the CLI
+    has it, else from the text table."""
+    mode = ["--leaks"] if leaks else []
+    p = run(memtrace, "summary", "--json", "-n", "0", *mode, cap, check=False)
+    if p.returncode == 0:
+        return json.loads(p.stdout)["rows"]
+    p = run(memtrace, "summary", "-n", "0", *mode, cap)
+    rows = []
+    pat = re.compile(r"^\s*([\d.]+) (B|KiB|MiB|GiB)\s+[\d.]+%\s+([\d.]+) (B|KiB|MiB|GiB)\s+[\d.]+%"
+                     r"\s+(\d+)\s+(.*) at (.*):(\d+)$")
+    for line in p.stdout.splitlines():
+        m = pat.match(line)
+        if m:
+            rows.append({"total_bytes": _size(m.group(1), m.group(2)),
+                         "own_bytes": _size(m.group(3), m.group(4)),
+                         "own_allocations": int(m.group(5)), "function": m.group(6),
+                         "file": m.group(7), "line": int(m.group(8))})
+    return rows
+
+
+def name_is(row, function):
+    # 3.11+ reports qualified names ("Service.lookup")
+    return row["function"].split(".")[-1] == function
+
+
+def own_bytes(rows, function, key="own_bytes"):
+    return sum(r[key] for r in rows if name_is(r, function))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("python", python_params())
+def test_attach_records_allocations_after_attach(memtrace, target_script, targets, tmp_path,
+                                                 python, scenario):
+    t = Target(python, target_script, scenario)
+    targets.append(t)
+    cap = tmp_path / "cap.bin"
+    p = attach(memtrace, t.pid, cap)
+    assert "tracking pid %d into %s" % (t.pid, cap) in p.stderr
+    t.cmd("alloc 3000017")
+    p = detach(memtrace, t.pid)
+    assert str(cap) in p.stderr
+    t.cmd("alloc 5000011")  # after detach: not recorded
+    status, rest = t.finish()
+    assert status == 3 and rest.strip() == "bye"
+    rows = leak_rows(memtrace, cap)
+    assert 2_990_000 <= own_bytes(rows, "leak_here") < 4_000_000, rows[:5]
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_output_and_status_unchanged(memtrace, target_script, targets, tmp_path, python):
+    def session(attached):
+        t = Target(python, target_script, "sleep")
+        targets.append(t)
+        if attached:
+            attach(memtrace, t.pid, tmp_path / "cap.bin", "-f")
+        t.cmd("alloc 1000")
+        if attached:
+            detach(memtrace, t.pid)
+        t.cmd("alloc 1000")
+        return t.finish()
+    assert session(True) == session(False)
+
+
+SLEEPER = """\
+import sys, time
+print("ready", flush=True)
+t = time.monotonic()
+time.sleep(float(sys.argv[1]))
+print("%.3f" % (time.monotonic() - t), flush=True)
+"""
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_sleep_keeps_its_length(memtrace, script, tmp_path, python):
+    """The interrupted clock_nanosleep restarts: the sleep lasts as long."""
+    prog = script(SLEEPER)
+    p = subprocess.Popen([python, prog, "3"], stdout=subprocess.PIPE, universal_newlines=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        attach(memtrace, p.pid, tmp_path / "cap.bin")
+        detach(memtrace, p.pid)
+        slept = float(p.stdout.readline())
+        assert 2.99 <= slept < 3.3, slept
+        assert p.wait(timeout=30) == 0
+    finally:
+        p.kill()
+
+
+def test_twenty_cycles(memtrace, target_script, targets, tmp_path):
+    t = Target("/usr/bin/python3", target_script, "threads")
+    targets.append(t)
+    for i in range(20):
+        cap = tmp_path / ("cap%d.bin" % i)
+        attach(memtrace, t.pid, cap)
+        t.cmd("alloc %d" % (1_000_000 + i))
+        detach(memtrace, t.pid)
+        assert 990_000 <= own_bytes(leak_rows(memtrace, cap), "leak_here") < 1_100_000, i
+    status, _ = t.finish()
+    assert status == 3
+
+
+def test_numpy_imported_after_attach(memtrace, target_script, targets, tmp_path):
+    if subprocess.run(["/usr/bin/python3", "-c", "import numpy"]).returncode != 0:
+        pytest.skip("numpy is not installed for /usr/bin/python3")
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    cap = tmp_path / "cap.bin"
+    attach(memtrace, t.pid, cap)
+    t.cmd("numpy")
+    detach(memtrace, t.pid)
+    t.finish()
+    rows = leak_rows(memtrace, cap)
+    # own bytes belong to numpy's Python-level ones(); the C allocation
+    # happens in numpy's extension module, loaded after attach
+    assert own_bytes(rows, "numpy_here", "total_bytes") >= 7_950_000, rows[:5]
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_cached_method_leak_on_top(memtrace, target_script, targets, tmp_path, python):
+    t = Target(python, target_script, "sleep")
+    targets.append(t)
+    cap = tmp_path / "cap.bin"
+    attach(memtrace, t.pid, cap)
+    t.cmd("cache 200")
+    detach(memtrace, t.pid)
+    t.finish()
+    rows = leak_rows(memtrace, cap)
+    top = max(rows, key=lambda r: r["own_bytes"])
+    assert name_is(top, "lookup"), rows[:5]
+    assert top["own_bytes"] >= 0.99 * 200 * 20_000
+
+
+def test_target_exits_while_attached(memtrace, target_script, targets, tmp_path):
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    cap = tmp_path / "cap.bin"
+    attach(memtrace, t.pid, cap)
+    t.cmd("alloc 2000003")
+    status, _ = t.finish()
+    assert status == 3
+    p = detach(memtrace, t.pid, check=False)
+    assert p.returncode == 1 and "no process" in p.stderr
+    # finalization freed it: look at the peak, not at the leaks
+    assert 1_990_000 <= own_bytes(leak_rows(memtrace, cap, leaks=False), "leak_here") < 2_100_000
+
+
+def test_duration_detaches(memtrace, target_script, targets, tmp_path):
+    t = Target("/usr/bin/python3", target_script, "cpu")
+    targets.append(t)
+    cap = tmp_path / "cap.bin"
+    start = time.monotonic()
+    p = attach(memtrace, t.pid, cap, "--duration", "1")
+    assert 1.0 <= time.monotonic() - start < 5
+    assert "detached" in p.stderr
+    p = detach(memtrace, t.pid, check=False)
+    assert p.returncode == 1 and "not attached" in p.stderr
+    t.finish()
+    run(memtrace, "stats", cap)
+
+
+def one_line_error(p):
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memtrace: "), p.stderr
+    return lines[0]
+
+
+def test_error_no_such_pid(memtrace, tmp_path):
+    p = subprocess.Popen(["true"])
+    p.wait()
+    msg = one_line_error(attach(memtrace, p.pid, tmp_path / "c.bin", check=False))
+    assert "no process with pid %d" % p.pid in msg
+    assert not (tmp_path / "c.bin").exists()
+    assert "no process" in one_line_error(detach(memtrace, p.pid, check=False))
+
+
+def test_error_not_python(memtrace, tmp_path):
+    p = subprocess.Popen(["sleep", "100"])
+    try:
+        time.sleep(0.2)
+        msg = one_line_error(attach(memtrace, p.pid, tmp_path / "c.bin", check=False))
+        assert "not a CPython process" in msg
+        assert p.poll() is None
+        assert "state:\tS" in open("/proc/%d/status" % p.pid).read().replace("State:", "state:")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_error_attach_twice_and_detach_twice(memtrace, target_script, targets, tmp_path):
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    attach(memtrace, t.pid, tmp_path / "a.bin")
+    msg = one_line_error(attach(memtrace, t.pid, tmp_path / "b.bin", check=False))
+    assert "already attached" in msg and not (tmp_path / "b.bin").exists()
+    detach(memtrace, t.pid)
+    assert "not attached" in one_line_error(detach(memtrace, t.pid, check=False))
+    t.cmd("alloc 10")
+    t.finish()
+
+
+def test_error_never_attached(memtrace, target_script, targets):
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    msg = one_line_error(detach(memtrace, t.pid, check=False))
+    assert msg == "memtrace: pid %d is not attached" % t.pid
+    t.finish()
+
+
+def test_error_capture_exists(memtrace, target_script, targets, tmp_path):
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    cap = tmp_path / "c.bin"
+    cap.write_text("precious")
+    assert "exists" in one_line_error(attach(memtrace, t.pid, cap, check=False))
+    assert cap.read_text() == "precious"
+    t.finish()
+
+
+def _setpriv(uid):
+    return ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"]
+
+
+def test_error_other_user(memtrace, target_script, tmp_path):
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run a target as another user")
+    # Both users need to reach the target script and memtrace.
+    shared = "/tmp/memtrace-attach-test-%d" % os.getpid()
+    os.makedirs(shared, exist_ok=True)
+    os.chmod(shared, 0o777)
+    prog = os.path.join(shared, "target.py")
+    shutil.copy(str(target_script), prog)
+    os.chmod(prog, 0o644)
+    d = os.path.dirname(memtrace)
+    while d != "/":
+        if not os.stat(d).st_mode & 0o001:
+            pytest.skip("%s is not searchable by other users" % d)
+        d = os.path.dirname(d)
+    p = subprocess.Popen(_setpriv(65534) + ["/usr/bin/python3", prog, "sleep"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        q = run(*(_setpriv(65533) + [memtrace, "attach", "-o", shared + "/c.bin", p.pid]),
+                check=False, cwd=shared)
+        msg = one_line_error(q)
+        assert "uid 65534" in msg and "CAP_SYS_PTRACE" in msg, msg
+        assert p.poll() is None
+    finally:
+        p.kill()
+        p.wait()
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+SIGNAL_TARGET = r"""
+import ctypes, signal, sys, time
+libc = ctypes.CDLL(None)
+HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_int)
+
+
+def handler(sig):
+    print("in handler", flush=True)
+    time.sleep(4)
+
+
+h = HANDLER(handler)
+libc.signal(signal.SIGUSR1, h)
+print("ready", flush=True)
+getattr(libc, "raise")(signal.SIGUSR1)
+print("out", flush=True)
+"""
+
+
+def test_signal_handler_rejected(memtrace, script, tmp_path):
+    """A thread inside a C signal handler is never used; with --method ptrace
+    the attach fails cleanly and the target carries on."""
+    prog = script(SIGNAL_TARGET, name="sig.py")
+    p = subprocess.Popen(["/usr/bin/python3", prog], stdout=subprocess.PIPE,
+                         universal_newlines=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        assert p.stdout.readline().strip() == "in handler"
+        q = attach(memtrace, p.pid, tmp_path / "c.bin", "--method", "ptrace", check=False)
+        assert "safe point" in one_line_error(q)
+        assert p.stdout.readline().strip() == "out"
+        assert p.wait(timeout=30) == 0
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_gdb_method(memtrace, target_script, targets, tmp_path):
+    if not shutil.which("gdb"):
+        pytest.skip("gdb is not installed")
+    t = Target("/usr/bin/python3", target_script, "cpu")
+    targets.append(t)
+    cap = tmp_path / "cap.bin"
+    attach(memtrace, t.pid, cap, "--method", "gdb")
+    t.cmd("alloc 3000017")
+    detach(memtrace, t.pid)
+    t.finish()
+    assert 2_990_000 <= own_bytes(leak_rows(memtrace, cap), "leak_here") < 4_000_000
+
+
+def test_lldb_method(memtrace, target_script, targets, tmp_path):
+    if not shutil.which("lldb"):
+        pytest.skip("lldb is not installed")
+    t = Target("/usr/bin/python3", target_script, "cpu")
+    targets.append(t)
+    cap = tmp_path / "cap.bin"
+    attach(memtrace, t.pid, cap, "--method", "lldb")
+    t.cmd("alloc 3000017")
+    detach(memtrace, t.pid)
+    t.finish()
+    assert 2_990_000 <= own_bytes(leak_rows(memtrace, cap), "leak_here") < 4_000_000
+
+
+def test_latency(memtrace, target_script, targets, tmp_path):
+    """Median attach and detach times over 10 cycles (printed with -s)."""
+    t = Target("/usr/bin/python3", target_script, "threads")
+    targets.append(t)
+    a, d = [], []
+    for i in range(10):
+        s = time.monotonic()
+        attach(memtrace, t.pid, tmp_path / ("c%d.bin" % i))
+        a.append(time.monotonic() - s)
+        t.cmd("alloc 100")
+        s = time.monotonic()
+        detach(memtrace, t.pid)
+        d.append(time.monotonic() - s)
+    t.finish()
+    print("\nattach median %.1f ms, detach median %.1f ms"
+          % (statistics.median(a) * 1000, statistics.median(d) * 1000))
+    assert statistics.median(a) < 2.0 and statistics.median(d) < 2.0
