@@ -83,6 +83,10 @@ char *mt_report_describe_open_error(char *buf, size_t len, const char *path, int
 			 empty ? "file is empty" : "not a memtrace capture");
 		return buf;
 	}
+	if (err == -MT_ECORRUPT) {
+		snprintf(buf, len, "cannot read '%s': capture header is corrupt", path);
+		return buf;
+	}
 	if (err == -MT_ETRUNC) {
 		snprintf(buf, len, "cannot read '%s': file ends inside the capture header", path);
 		return buf;

@@ -1,0 +1,246 @@
+"""The report commands (stats, summary, parse) on hand-made captures: exact
+numbers, truncated and damaged files, and bad input. Captures are written
+here in Python straight from docs/format.md (chunks stored, not
+compressed), which also checks the specification against the reader."""
+
+import json
+import os
+import struct
+
+import pytest
+
+from conftest import run
+
+HOT_ALLOC, HOT_FREE, THREAD, CODE, STACK, SAMPLE, DIAG, TRAILER = range(1, 9)
+MALLOC, FREE, CALLOC, MMAP, MUNMAP = 1, 2, 3, 10, 11
+
+
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def zigzag(v):
+    return ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
+
+
+def fnv1a(data):
+    h = 2166136261
+    for b in data:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def blob(s):
+    s = s.encode() if isinstance(s, str) else s
+    return varint(len(s)) + s
+
+
+class Capture:
+    def __init__(self, flags=0, version=1):
+        cmd = b"python3\0prog.py\0"
+        self.out = bytearray(b"MEMTRACE" + struct.pack("<HHIIIQIIQI", version, 52 + len(cmd), flags,
+                                                       4242, 0x030B04F0, 1700000000 * 10**9, 10,
+                                                       4096, 4242, len(cmd)) + cmd)
+        self.chunk = bytearray()
+        self.prev = {}  # thread index -> [addr, stack]
+
+    def _head(self, rtype, thread=0):
+        if thread < 15:
+            return bytes([rtype | thread << 4])
+        return bytes([rtype | 0xF0]) + varint(thread)
+
+    def _long(self, rtype, body, thread=0):
+        self.chunk += self._head(rtype, thread) + varint(len(body)) + body
+        return self
+
+    def alloc(self, addr, size, stack=0, kind=MALLOC, thread=0):
+        p = self.prev.setdefault(thread, [0, 0])
+        self.chunk += (self._head(HOT_ALLOC, thread) + bytes([kind]) + varint(zigzag(addr - p[0]))
+                       + varint(size) + varint(zigzag(stack - p[1])))
+        p[0], p[1] = addr, stack
+        return self
+
+    def free(self, addr, size=0, kind=FREE, thread=0):
+        p = self.prev.setdefault(thread, [0, 0])
+        self.chunk += self._head(HOT_FREE, thread) + bytes([kind]) + varint(zigzag(addr - p[0]))
+        if kind == MUNMAP:
+            self.chunk += varint(size)
+        p[0] = addr
+        return self
+
+    def thread(self, index, tid, name):
+        return self._long(THREAD, varint(tid) + blob(name), thread=index)
+
+    def code(self, cid, file, name, firstlineno):
+        return self._long(CODE, varint(cid) + varint(firstlineno) + blob(file) + blob(name)
+                          + blob(name) + blob(b""))
+
+    def stack(self, sid, parent, code, offset=0):
+        return self._long(STACK, varint(sid) + varint(parent) + varint(code) + varint(offset))
+
+    def sample(self, time_us, rss):
+        return self._long(SAMPLE, varint(time_us) + varint(rss))
+
+    def diag(self, code, msg):
+        return self._long(DIAG, varint(code) + blob(msg))
+
+    def trailer(self, time_us, events, dropped):
+        return self._long(TRAILER, varint(time_us) + varint(events) + varint(dropped))
+
+    def flush(self):
+        if self.chunk:
+            data = bytes(self.chunk)
+            self.out += b"MTCK" + struct.pack("<III", len(data), len(data), fnv1a(data)) + data
+            self.chunk = bytearray()
+        return self
+
+    def save(self, path):
+        self.flush()
+        path.write_bytes(bytes(self.out))
+        return path
+
+
+MB = 1 << 20
+
+
+def program(trailer=True):
+    """main -> f allocates 10 MB and frees it (the peak); main -> g keeps
+    3 MB; a worker thread keeps 1 MB outside Python; one free is of memory
+    never seen."""
+    c = Capture()
+    c.thread(0, 4242, "MainThread").thread(1, 4243, "worker")
+    c.alloc(0x100000, 10 * MB, stack=2)
+    c.alloc(0x2000000, 3 * MB, stack=3).flush()
+    c.sample(1000, 40 * MB)
+    c.free(0x100000)
+    c.free(0xDEAD0)
+    c.alloc(0x3000000, 1 * MB, stack=0, kind=CALLOC, thread=1).flush()
+    c.alloc(0x7F0000000000, 16 * 4096, stack=3, kind=MMAP)
+    c.free(0x7F0000001000, 4096, kind=MUNMAP)
+    c.stack(1, 0, 1).stack(2, 1, 2).stack(3, 1, 3)
+    c.code(1, "/app/prog.py", "<module>", 1).code(2, "/app/prog.py", "f", 5)
+    c.code(3, "/app/prog.py", "g", 9)
+    c.diag(0, "hello from the tracker")
+    if trailer:
+        c.trailer(2000, 8, 4)
+    return c
+
+
+def test_stats_numbers(memtrace, tmp_path):
+    cap = program().save(tmp_path / "p.bin")
+    s = json.loads(run(memtrace, "stats", "--json", cap).stdout)
+    t = s["totals"]
+    assert t["allocations"] == 4 and t["frees"] == 3 and t["unmatched_frees"] == 1
+    assert t["peak_heap"] == 13 * MB
+    assert t["live_bytes_at_end"] == 4 * MB + 15 * 4096
+    assert t["dropped"] == 4 and t["peak_rss"] == 40 * MB
+    assert s["top_by_size"][0] == {"function": "f", "file": "/app/prog.py", "line": 5,
+                                   "bytes": 10 * MB, "allocations": 1}
+    assert s["allocators"]["calloc"] == {"count": 1, "bytes": MB}
+    assert s["header"]["cmdline"] == ["python3", "prog.py"]
+    assert s["diagnostics"][0]["message"] == "hello from the tracker"
+    assert [th["name"] for th in s["threads"]] == ["MainThread", "worker"]
+    text = run(memtrace, "stats", cap)
+    assert "f at /app/prog.py:5" in text.stdout and text.stderr == ""
+    assert "<no Python frames>" in text.stdout
+
+
+def test_summary_peak_and_leaks(memtrace, tmp_path):
+    cap = program().save(tmp_path / "p.bin")
+    peak = json.loads(run(memtrace, "summary", "--json", cap).stdout)["rows"]
+    by = {r["function"]: r for r in peak}
+    assert by["<module>"]["total_bytes"] == 13 * MB and by["<module>"]["own_bytes"] == 0
+    assert by["f"]["own_bytes"] == 10 * MB and by["g"]["own_bytes"] == 3 * MB
+    assert peak[0]["function"] == "<module>"
+    leaks = json.loads(run(memtrace, "summary", "--json", "--leaks", cap).stdout)["rows"]
+    by = {r["function"]: r for r in leaks}
+    assert "f" not in by
+    assert by["g"]["own_bytes"] == 3 * MB + 15 * 4096 and by["g"]["own_allocations"] == 2
+    assert by["<no Python frames>"]["own_bytes"] == MB
+    text = run(memtrace, "summary", "--leaks", cap).stdout
+    assert "g at /app/prog.py:9" in text
+
+
+def test_parse_lines(memtrace, tmp_path):
+    cap = program().save(tmp_path / "p.bin")
+    lines = run(memtrace, "parse", cap).stdout.splitlines()
+    assert lines[0].startswith("header version=1 ")
+    assert "alloc thread=0 kind=malloc addr=0x100000 size=10485760 stack=2" in lines
+    assert "free thread=1 kind=munmap addr=0x7f0000001000 size=4096" not in lines
+    assert "free thread=0 kind=munmap addr=0x7f0000001000 size=4096" in lines
+    assert lines[-1] == "trailer time_us=2000 events=8 dropped=4"
+    kinds = [l.split()[0] for l in lines[1:]]
+    assert kinds.count("alloc") == 4 and kinds.count("chunk") == 3
+
+
+def test_truncated_capture_is_read(memtrace, tmp_path):
+    full = program().save(tmp_path / "full.bin").read_bytes()
+    cut = tmp_path / "cut.bin"
+    cut.write_bytes(full[:-7])  # inside the last chunk
+    p = run(memtrace, "summary", "--json", "--leaks", cut)
+    assert "capture is truncated: read 2 chunks" in p.stderr
+    assert p.stderr.count("\n") == 1
+    rows = json.loads(p.stdout)["rows"]
+    assert any(r["function"] == "<no Python frames>" for r in rows)
+    # no trailer at all (killed between chunks)
+    cap = program(trailer=False).save(tmp_path / "k.bin")
+    p = run(memtrace, "stats", cap)
+    assert "truncated" in p.stderr and "dropped events:     unknown" in p.stdout
+
+
+def test_every_truncation_length(memtrace, tmp_path):
+    full = program().save(tmp_path / "full.bin").read_bytes()
+    cut = tmp_path / "cut.bin"
+    for n in range(0, len(full), 7):
+        cut.write_bytes(full[:n])
+        p = run(memtrace, "stats", cut, check=False)
+        assert p.returncode in (0, 1), (n, p.stderr)
+        assert p.stderr.startswith("memtrace: "), (n, p.stderr)
+        if p.returncode == 1:
+            assert n < 68 and p.stderr.count("\n") == 1, (n, p.stderr)
+
+
+def test_corrupt_chunk_mid_file(memtrace, tmp_path):
+    data = bytearray(program().save(tmp_path / "p.bin").read_bytes())
+    first = 68 + 16  # header (52 + 16 bytes of command line), first chunk header
+    data[first + 3] ^= 0x10
+    cap = tmp_path / "bad.bin"
+    cap.write_bytes(bytes(data))
+    p = run(memtrace, "stats", cap)
+    assert "capture is corrupt: chunk 0 at byte 68: checksum mismatch" in p.stderr
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "No such file or directory"),
+    (b"", "file is empty"),
+    (os.urandom(4096), "not a memtrace capture"),
+    (b"MEMTRACX" + bytes(100), "not a memtrace capture"),
+    (b"MEMTRACE" + struct.pack("<H", 2) + bytes(100), "capture format version 2 is not supported"),
+    (b"MEMTRACE" + struct.pack("<HH", 1, 52) + bytes(10), "file ends inside the capture header"),
+    (b"MEMTRACE" + struct.pack("<HH", 1, 8) + bytes(100), "capture header is corrupt"),
+])
+@pytest.mark.parametrize("command", [["stats"], ["summary"], ["summary", "--leaks"], ["parse"],
+                                     ["stats", "--json"]])
+def test_bad_files(memtrace, tmp_path, content, message, command):
+    path = tmp_path / "in.bin"
+    if content is not None:
+        path.write_bytes(content)
+    p = run(memtrace, *command, path, check=False)
+    assert p.returncode == 1
+    assert p.stdout == ""
+    assert p.stderr.startswith("memtrace: ") and p.stderr.count("\n") == 1, p.stderr
+    assert message in p.stderr
+
+
+def test_directory_and_usage(memtrace, tmp_path):
+    p = run(memtrace, "stats", tmp_path, check=False)
+    assert p.returncode == 1 and "Is a directory" in p.stderr
+    for args in (["stats"], ["summary", "-n", "x", "c.bin"], ["parse", "a", "b"]):
+        p = run(memtrace, *args, check=False)
+        assert p.returncode == 2, (args, p.stderr)
+        assert "usage" in p.stderr or "wants a number" in p.stderr, p.stderr
