@@ -270,37 +270,58 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 	if (r->type == MT_REC_ALLOC || r->type == MT_REC_FREE) {
 		struct mt_delta *d = get_delta(ctx, r->tidx);
 		uint64_t addr, size = 0, stack = 0;
-		unsigned kind;
+		unsigned kind, mode;
 		if (!d)
 			return -ENOMEM;
 		if (b.p >= b.end)
 			return -MT_ETRUNC;
-		kind = *b.p++;
-		if (mt_varint_get(&b.p, b.end, &addr) < 0)
-			return -MT_ETRUNC;
-		if (r->type == MT_REC_ALLOC) {
-			if (mt_allocator_name(kind) == NULL || mt_allocator_is_free(kind))
+		kind = *b.p & 0x0f;
+		mode = *b.p++ >> 4;
+		int is_alloc = r->type == MT_REC_ALLOC;
+		if (is_alloc ? (mt_allocator_name(kind) == NULL || mt_allocator_is_free(kind))
+			     : !mt_allocator_is_free(kind))
+			return -MT_ECORRUPT;
+		if (mode >= MT_ADDR_ALIGNED) {
+			uint64_t delta;
+			if (mt_varint_get(&b.p, b.end, &delta) < 0)
+				return -MT_ETRUNC;
+			int64_t dv = mt_unzigzag(delta);
+			addr = d->addr + (uint64_t)(mode == MT_ADDR_ALIGNED ? dv * 16 : dv);
+		} else if (mode < MT_ADDR_RING) {
+			uint64_t *ring = is_alloc ? d->freed : d->live;
+			addr = ring[mode];
+			if (!addr)
 				return -MT_ECORRUPT;
+		} else {
+			return -MT_ECORRUPT;
+		}
+		if (is_alloc) {
 			if (mt_varint_get(&b.p, b.end, &size) < 0 ||
 			    mt_varint_get(&b.p, b.end, &stack) < 0)
 				return -MT_ETRUNC;
 			int64_t s = (int64_t)d->stack + mt_unzigzag(stack);
 			if (s < 0 || s > UINT32_MAX)
 				return -MT_ECORRUPT;
-			d->addr += (uint64_t)mt_unzigzag(addr);
-			d->stack = (uint32_t)s;
+		} else if (kind == MT_ALLOC_MUNMAP && mt_varint_get(&b.p, b.end, &size) < 0) {
+			return -MT_ETRUNC;
+		}
+		/* The whole record is read: only now update the state, so a
+		 * truncated record leaves it as it was. */
+		if (mode >= MT_ADDR_ALIGNED)
+			d->addr = addr;
+		else
+			(is_alloc ? d->freed : d->live)[mode] = 0;
+		if (is_alloc) {
+			d->stack = (uint32_t)((int64_t)d->stack + mt_unzigzag(stack));
+			d->live[d->live_pos++ % MT_ADDR_RING] = addr;
 			r->alloc.kind = (uint8_t)kind;
-			r->alloc.addr = d->addr;
+			r->alloc.addr = addr;
 			r->alloc.size = size;
 			r->alloc.stack = d->stack;
 		} else {
-			if (!mt_allocator_is_free(kind))
-				return -MT_ECORRUPT;
-			if (kind == MT_ALLOC_MUNMAP && mt_varint_get(&b.p, b.end, &size) < 0)
-				return -MT_ETRUNC;
-			d->addr += (uint64_t)mt_unzigzag(addr);
+			d->freed[d->freed_pos++ % MT_ADDR_RING] = addr;
 			r->free.kind = (uint8_t)kind;
-			r->free.addr = d->addr;
+			r->free.addr = addr;
 			r->free.size = size;
 		}
 		return b.p - p;

@@ -155,17 +155,31 @@ struct mt_record {
 	};
 };
 
-/* Per-thread delta state for the hot records. Encoder and decoder each
- * keep one per thread index, zero-initialised. */
+/* Per-thread state of the hot records' coding. Encoder and decoder each
+ * keep one per thread index, zero-initialised, and update it identically.
+ * Besides the previous address and stack it remembers the last few
+ * addresses freed and allocated: allocators hand a just-freed block out
+ * again, and programs free what they allocated last, so most addresses
+ * are coded as a slot of one of these two rings (docs/format.md). */
+#define MT_ADDR_RING 8
+#define MT_ADDR_ALIGNED 14  /* address mode: a zigzag delta / 16 follows */
+#define MT_ADDR_EXPLICIT 15 /* address mode: a zigzag delta follows */
+
 struct mt_delta {
-	uint64_t addr;
+	uint64_t addr;  /* the last explicitly coded address */
 	uint32_t stack;
+	uint8_t freed_pos, live_pos;
+	uint64_t freed[MT_ADDR_RING]; /* recently freed, to match allocations */
+	uint64_t live[MT_ADDR_RING];  /* recently allocated, to match frees */
 };
 
 #define MT_REC_HOT_MAX 40 /* longest ALLOC or FREE record */
 
 /* ------------------------------------------------------------------------
- * Hot encoders, inline for the payload's hook path.
+ * Hot encoders, inline for the payload's hook path. The byte after the
+ * record head is kind | address mode << 4: mode 0..7 is a slot of the
+ * matching ring; MT_ADDR_ALIGNED and MT_ADDR_EXPLICIT mean a delta from
+ * d->addr follows, in units of 16 bytes (allocators align blocks) or 1.
  * ---------------------------------------------------------------------- */
 static inline size_t mt__rec_head(uint8_t *p, unsigned type, uint32_t thread)
 {
@@ -177,17 +191,44 @@ static inline size_t mt__rec_head(uint8_t *p, unsigned type, uint32_t thread)
 	return 1 + mt_varint_put(p + 1, thread);
 }
 
+/* Find @addr in @ring (and take it out: a block is matched once). */
+static inline unsigned mt__ring_take(uint64_t *ring, uint64_t addr)
+{
+	for (unsigned i = 0; i < MT_ADDR_RING; i++)
+		if (ring[i] == addr) {
+			ring[i] = 0;
+			return i;
+		}
+	return MT_ADDR_EXPLICIT;
+}
+
+static inline size_t mt__put_addr(uint8_t *p, size_t n, struct mt_delta *d, unsigned kind,
+				  uint64_t *ring, uint64_t addr)
+{
+	unsigned mode = addr ? mt__ring_take(ring, addr) : MT_ADDR_EXPLICIT;
+	int64_t delta = (int64_t)(addr - d->addr);
+	if (mode == MT_ADDR_EXPLICIT && (delta & 15) == 0) {
+		mode = MT_ADDR_ALIGNED;
+		delta /= 16;
+	}
+	p[n++] = (uint8_t)(kind | mode << 4);
+	if (mode >= MT_ADDR_ALIGNED) {
+		n += mt_varint_put(p + n, mt_zigzag(delta));
+		d->addr = addr;
+	}
+	return n;
+}
+
 /* mt_enc_alloc() - ALLOC record into @p (>= MT_REC_HOT_MAX bytes). */
 static inline size_t mt_enc_alloc(uint8_t *p, struct mt_delta *d, uint32_t thread,
 				  unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
 {
 	size_t n = mt__rec_head(p, MT_REC_ALLOC, thread);
-	p[n++] = (uint8_t)kind;
-	n += mt_varint_put(p + n, mt_zigzag((int64_t)(addr - d->addr)));
+	n = mt__put_addr(p, n, d, kind, d->freed, addr);
 	n += mt_varint_put(p + n, size);
 	n += mt_varint_put(p + n, mt_zigzag((int64_t)stack - (int64_t)d->stack));
-	d->addr = addr;
 	d->stack = stack;
+	d->live[d->live_pos++ % MT_ADDR_RING] = addr;
 	return n;
 }
 
@@ -197,11 +238,10 @@ static inline size_t mt_enc_free(uint8_t *p, struct mt_delta *d, uint32_t thread
 				 unsigned kind, uint64_t addr, uint64_t size)
 {
 	size_t n = mt__rec_head(p, MT_REC_FREE, thread);
-	p[n++] = (uint8_t)kind;
-	n += mt_varint_put(p + n, mt_zigzag((int64_t)(addr - d->addr)));
+	n = mt__put_addr(p, n, d, kind, d->live, addr);
 	if (kind == MT_ALLOC_MUNMAP)
 		n += mt_varint_put(p + n, size);
-	d->addr = addr;
+	d->freed[d->freed_pos++ % MT_ADDR_RING] = addr;
 	return n;
 }
 

@@ -350,6 +350,14 @@ static uint32_t current_stack(struct mt_thread *t, int gil)
 /* ------------------------------------------------------------------------
  * Public entry points.
  * ---------------------------------------------------------------------- */
+
+/* A record was dropped: the reader's coding state for this thread no
+ * longer matches ours. The thread registers again under a new index with
+ * fresh state (a THREAD record with the same tid). */
+static void resync(struct mt_thread *t)
+{
+	t->session = 0;
+}
 void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
 {
 	struct mt_thread *t = thread_get();
@@ -359,10 +367,9 @@ void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
 	/* PyMem OBJ/MEM allocators run with the GIL held */
 	int gil = kind >= MT_ALLOC_PYMALLOC_MALLOC;
 	uint32_t stack = current_stack(t, gil);
-	struct mt_delta saved = t->delta;
 	size_t n = mt_enc_alloc(buf, &t->delta, t->index, kind, (uintptr_t)ptr, size, stack);
 	if (mt_tbuf_push(t->buf, buf, n) < 0)
-		t->delta = saved; /* the reader never sees it: keep deltas in step */
+		resync(t);
 }
 
 void mt_track_free(unsigned kind, const void *ptr, size_t size)
@@ -371,10 +378,9 @@ void mt_track_free(unsigned kind, const void *ptr, size_t size)
 	uint8_t buf[MT_REC_HOT_MAX];
 	if (!t)
 		return;
-	struct mt_delta saved = t->delta;
 	size_t n = mt_enc_free(buf, &t->delta, t->index, kind, (uintptr_t)ptr, size);
 	if (mt_tbuf_push(t->buf, buf, n) < 0)
-		t->delta = saved;
+		resync(t);
 }
 
 int mt_track_init(int python)

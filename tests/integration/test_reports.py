@@ -24,6 +24,10 @@ def varint(v):
     return bytes(out)
 
 
+# address mode of a hot record: an explicit delta (docs/format.md)
+EXPLICIT = 15
+
+
 def zigzag(v):
     return ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
 
@@ -60,14 +64,16 @@ class Capture:
 
     def alloc(self, addr, size, stack=0, kind=MALLOC, thread=0):
         p = self.prev.setdefault(thread, [0, 0])
-        self.chunk += (self._head(HOT_ALLOC, thread) + bytes([kind]) + varint(zigzag(addr - p[0]))
+        self.chunk += (self._head(HOT_ALLOC, thread) + bytes([kind | EXPLICIT << 4])
+                       + varint(zigzag(addr - p[0]))
                        + varint(size) + varint(zigzag(stack - p[1])))
         p[0], p[1] = addr, stack
         return self
 
     def free(self, addr, size=0, kind=FREE, thread=0):
         p = self.prev.setdefault(thread, [0, 0])
-        self.chunk += self._head(HOT_FREE, thread) + bytes([kind]) + varint(zigzag(addr - p[0]))
+        self.chunk += (self._head(HOT_FREE, thread) + bytes([kind | EXPLICIT << 4])
+                       + varint(zigzag(addr - p[0])))
         if kind == MUNMAP:
             self.chunk += varint(size)
         p[0] = addr

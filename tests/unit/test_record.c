@@ -391,6 +391,50 @@ START_TEST(test_record_allocator_table)
 }
 END_TEST
 
+/* Addresses that come back (a block freed and handed out again, a block
+ * freed right after its allocation) are coded as ring slots: the stream
+ * must decode to the same events and be shorter than explicit deltas. */
+START_TEST(test_record_address_rings)
+{
+	static const struct { int alloc; uint64_t addr; } ev[] = {
+		{ 1, 0x7f0000001000 }, { 1, 0x7f0000001040 }, { 0, 0x7f0000001040 },
+		{ 1, 0x7f0000001040 }, { 0, 0x7f0000001000 }, { 0, 0x7f0000001040 },
+		{ 1, 0x7f0000001000 }, { 1, 0x7f0000009008 }, { 0, 0x7f0000009008 },
+		{ 0, 0x7f0000001000 }, { 1, 0x7f0000001000 }, { 0, 0x7f0000001000 },
+	};
+	uint8_t buf[1024];
+	struct mt_delta enc = { 0 };
+	size_t n = 0, explicit_bytes = 0;
+	for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++) {
+		struct mt_delta plain = { .addr = enc.addr };
+		if (ev[i].alloc) {
+			n += mt_enc_alloc(buf + n, &enc, 0, MT_ALLOC_PYMALLOC_MALLOC, ev[i].addr, 32, 3);
+			explicit_bytes += mt_enc_alloc(buf + 512, &plain, 0, MT_ALLOC_PYMALLOC_MALLOC,
+						       ev[i].addr, 32, 3);
+		} else {
+			n += mt_enc_free(buf + n, &enc, 0, MT_ALLOC_PYMALLOC_FREE, ev[i].addr, 0);
+			explicit_bytes += mt_enc_free(buf + 512, &plain, 0, MT_ALLOC_PYMALLOC_FREE,
+						      ev[i].addr, 0);
+		}
+	}
+	ck_assert_uint_lt(n, explicit_bytes);
+	static struct deltas dec;
+	memset(&dec, 0, sizeof(dec));
+	size_t off = 0;
+	for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++) {
+		struct mt_record r;
+		ssize_t k = mt_rec_decode(buf + off, n - off, &r, get_delta, &dec);
+		ck_assert_int_gt(k, 0);
+		ck_assert_uint_eq(r.type, ev[i].alloc ? MT_REC_ALLOC : MT_REC_FREE);
+		ck_assert_uint_eq(ev[i].alloc ? r.alloc.addr : r.free.addr, ev[i].addr);
+		if (ev[i].alloc)
+			ck_assert_uint_eq(r.alloc.stack, 3);
+		off += (size_t)k;
+	}
+	ck_assert_uint_eq(off, n);
+}
+END_TEST
+
 static Suite *record_suite(void)
 {
 	Suite *s = suite_create("record");
@@ -400,6 +444,7 @@ static Suite *record_suite(void)
 	tcase_add_loop_test(tc, test_record_truncation, 0, N_TYPES);
 	tcase_add_loop_test(tc, test_record_enospc, 0, N_TYPES);
 	tcase_add_test(tc, test_record_delta_sequence);
+	tcase_add_test(tc, test_record_address_rings);
 	tcase_add_test(tc, test_record_unknown_type_skipped);
 	tcase_add_test(tc, test_record_malformed);
 	suite_add_tcase(s, tc);
