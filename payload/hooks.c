@@ -62,11 +62,8 @@ static inline int enter(void)
 
 static void *record_alloc(unsigned kind, void *p, size_t size)
 {
-	if (p) {
-		int e = errno;
-		mt_track_alloc(kind, p, size);
-		errno = e;
-	}
+	if (p)
+		mt_track_alloc(kind, p, size); /* keeps errno */
 	mt_guard_leave();
 	return p;
 }
@@ -94,9 +91,7 @@ static void hook_free(void *p)
 		real.free(p);
 		return;
 	}
-	int e = errno;
 	mt_track_free(MT_ALLOC_FREE, p, 0);
-	errno = e;
 	real.free(p);
 	mt_guard_leave();
 }
@@ -108,9 +103,7 @@ static void *hook_realloc(void *p, size_t size)
 	if (!enter())
 		return real.realloc(p, size);
 	if (p) {
-		int e = errno;
 		mt_track_free(MT_ALLOC_FREE, p, 0);
-		errno = e;
 	}
 	return record_alloc(MT_ALLOC_REALLOC, real.realloc(p, size), size);
 }
@@ -125,9 +118,7 @@ static void *hook_reallocarray(void *p, size_t n, size_t size)
 		return real.reallocarray(p, n, size); /* fails with ENOMEM, p kept */
 	}
 	if (p) {
-		int e = errno;
 		mt_track_free(MT_ALLOC_FREE, p, 0);
-		errno = e;
 	}
 	return record_alloc(MT_ALLOC_REALLOC, real.reallocarray(p, n, size), total);
 }
@@ -196,9 +187,7 @@ static int hook_munmap(void *addr, size_t len)
 {
 	if (!enter())
 		return real.munmap(addr, len);
-	int e = errno;
 	mt_track_free(MT_ALLOC_MUNMAP, addr, len);
-	errno = e;
 	int r = real.munmap(addr, len);
 	mt_guard_leave();
 	return r;
@@ -217,10 +206,8 @@ static void *hook_mremap(void *old, size_t old_len, size_t new_len, int flags, .
 		return real.mremap(old, old_len, new_len, flags, new_addr);
 	void *p = real.mremap(old, old_len, new_len, flags, new_addr);
 	if (p != MAP_FAILED) {
-		int e = errno;
 		mt_track_free(MT_ALLOC_MUNMAP, old, old_len);
 		mt_track_alloc(MT_ALLOC_MMAP, p, new_len);
-		errno = e;
 	}
 	mt_guard_leave();
 	return p;

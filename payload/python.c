@@ -353,14 +353,16 @@ mt_walk_iframes(const struct mt_pylayout *lo, const void *f, struct mt_pyframe *
 		if (lo->owned_by_cstack >= 0 && owner == lo->owned_by_cstack)
 			continue;
 		code = mt_ld_ptr(f, lo->fr_code);
-		if (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type)
+		/* f_code is always a code object until 3.13's f_executable */
+		if (lo->minor >= 13 && (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type))
 			continue;
 		first = code + lo->co_code_adaptive;
 		instr = mt_ld_ptr(f, lo->fr_instr);
 		/* An incomplete frame is still being set up (before RESUME): its
 		 * locals and position are not valid yet, CPython hides it too.
-		 * Generator frames are complete whatever their position. */
-		if (owner != lo->owned_by_generator &&
+		 * Only the newest frame can be one: every older frame has run
+		 * far enough to call it. Generator frames are always complete. */
+		if (n == 0 && owner != lo->owned_by_generator &&
 		    instr < first + 2 * mt_ld_int(code, lo->co_firsttraceable))
 			continue;
 		out[n].code = code;
@@ -620,12 +622,8 @@ static void *mt_pymem_malloc(void *ctx, size_t size)
 	if (!d->active || !mt_tracking || !mt_guard_enter())
 		return o->malloc(o->ctx, size);
 	p = o->malloc(o->ctx, size);
-	if (p != NULL) {
-		int saved = errno;
-
-		mt_track_alloc(MT_ALLOC_PYMALLOC_MALLOC, p, size);
-		errno = saved;
-	}
+	if (p != NULL)
+		mt_track_alloc(MT_ALLOC_PYMALLOC_MALLOC, p, size); /* keeps errno */
 	mt_guard_leave();
 	return p;
 }
@@ -639,13 +637,8 @@ static void *mt_pymem_calloc(void *ctx, size_t nelem, size_t elsize)
 	if (!d->active || !mt_tracking || !mt_guard_enter())
 		return o->calloc(o->ctx, nelem, elsize);
 	p = o->calloc(o->ctx, nelem, elsize);
-	if (p != NULL) {
-		int saved = errno;
-
-		/* no overflow here: the allocator succeeded */
+	if (p != NULL) /* no overflow here: the allocator succeeded */
 		mt_track_alloc(MT_ALLOC_PYMALLOC_CALLOC, p, nelem * elsize);
-		errno = saved;
-	}
 	mt_guard_leave();
 	return p;
 }
@@ -663,12 +656,9 @@ static void *mt_pymem_realloc(void *ctx, void *ptr, size_t size)
 		return o->realloc(o->ctx, ptr, size);
 	p = o->realloc(o->ctx, ptr, size);
 	if (p != NULL) {
-		int saved = errno;
-
 		if (ptr != NULL)
 			mt_track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
 		mt_track_alloc(MT_ALLOC_PYMALLOC_REALLOC, p, size);
-		errno = saved;
 	}
 	mt_guard_leave();
 	return p;
@@ -678,7 +668,6 @@ static void mt_pymem_free(void *ctx, void *ptr)
 {
 	struct mt_pymem_domain *d = ctx;
 	struct mt_pymem_allocator *o = &d->orig;
-	int saved;
 
 	if (!d->active || !mt_tracking || ptr == NULL || !mt_guard_enter()) {
 		o->free(o->ctx, ptr);
@@ -686,9 +675,7 @@ static void mt_pymem_free(void *ctx, void *ptr)
 	}
 	/* before the real free, or another thread may reuse the address and
 	 * record its allocation ahead of our free */
-	saved = errno;
 	mt_track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
-	errno = saved;
 	o->free(o->ctx, ptr);
 	mt_guard_leave();
 }

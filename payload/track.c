@@ -12,6 +12,7 @@
 #include "payload/track-internal.h"
 #include "payload/writer.h"
 
+#include <errno.h>       /* errno */
 #include <pthread.h>     /* pthread_key_create */
 #include <sched.h>       /* sched_yield */
 #include <stdatomic.h>   /* atomic_* */
@@ -133,7 +134,19 @@ static inline struct mt_thread *thread_get(void)
 	return thread_register();
 }
 
+static struct mt_thread *thread_setup(void);
+
+/* The slow path of thread_get(): syscalls, so errno is kept here and the
+ * hooks' fast path need not. */
 static __attribute__((noinline)) struct mt_thread *thread_register(void)
+{
+	int saved = errno;
+	struct mt_thread *t = thread_setup();
+	errno = saved;
+	return t;
+}
+
+static struct mt_thread *thread_setup(void)
 {
 	struct mt_thread *t = self;
 	uint32_t session = atomic_load_explicit(&g.session, memory_order_relaxed);
@@ -321,7 +334,7 @@ static uint32_t current_stack(struct mt_thread *t, int gil)
 		return t->ids[n - 1];
 
 	uint32_t parent = k ? t->ids[k - 1] : 0;
-	int locked = 0;
+	int locked = 0, saved_errno = 0;
 	for (size_t i = k; i < n; i++) {
 		struct mt_pyframe f = t->walk[n - 1 - i];
 		struct ncache_entry *e = &t->ncache[ncache_slot(parent, f.code, f.offset)];
@@ -330,6 +343,7 @@ static uint32_t current_stack(struct mt_thread *t, int gil)
 			parent = e->id;
 		} else {
 			if (!locked) {
+				saved_errno = errno; /* interning may map memory */
 				lock();
 				locked = 1;
 			}
@@ -341,8 +355,10 @@ static uint32_t current_stack(struct mt_thread *t, int gil)
 		t->cache[i] = f;
 		t->ids[i] = parent;
 	}
-	if (locked)
+	if (locked) {
 		unlock();
+		errno = saved_errno;
+	}
 	t->depth = (uint32_t)n;
 	return parent;
 }
@@ -361,26 +377,31 @@ static void resync(struct mt_thread *t)
 void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
 {
 	struct mt_thread *t = thread_get();
-	uint8_t buf[MT_REC_HOT_MAX];
 	if (!t)
 		return;
 	/* PyMem OBJ/MEM allocators run with the GIL held */
 	int gil = kind >= MT_ALLOC_PYMALLOC_MALLOC;
 	uint32_t stack = current_stack(t, gil);
-	size_t n = mt_enc_alloc(buf, &t->delta, t->index, kind, (uintptr_t)ptr, size, stack);
-	if (mt_tbuf_push(t->buf, buf, n) < 0)
+	uint8_t *p = mt_tbuf_reserve(t->buf);
+	if (!p) {
 		resync(t);
+		return;
+	}
+	mt_tbuf_commit(t->buf, mt_enc_alloc(p, &t->delta, t->index, kind, (uintptr_t)ptr, size,
+					    stack));
 }
 
 void mt_track_free(unsigned kind, const void *ptr, size_t size)
 {
 	struct mt_thread *t = thread_get();
-	uint8_t buf[MT_REC_HOT_MAX];
 	if (!t)
 		return;
-	size_t n = mt_enc_free(buf, &t->delta, t->index, kind, (uintptr_t)ptr, size);
-	if (mt_tbuf_push(t->buf, buf, n) < 0)
+	uint8_t *p = mt_tbuf_reserve(t->buf);
+	if (!p) {
 		resync(t);
+		return;
+	}
+	mt_tbuf_commit(t->buf, mt_enc_free(p, &t->delta, t->index, kind, (uintptr_t)ptr, size));
 }
 
 int mt_track_init(int python)

@@ -36,7 +36,7 @@ extern volatile int mt_tracking;
  * (enum mt_allocator) with the calling thread's Python stack. Call with
  * the guard held (mt_guard_enter() returned 1), and only for successful
  * allocations; frees before the real free. @size of a free is used for
- * MUNMAP only. */
+ * MUNMAP only. errno is kept. */
 void mt_track_alloc(unsigned kind, const void *ptr, size_t size);
 void mt_track_free(unsigned kind, const void *ptr, size_t size);
 

@@ -42,6 +42,7 @@ struct mt_tbuf {
 	_Alignas(64) _Atomic uint64_t tail; /* consumed by the writer */
 	struct mt_tbuf *next;               /* registry, push-only */
 	_Alignas(64) uint8_t data[TBUF_SIZE];
+	uint8_t slack[ENTRY_HEADER + MT_REC_HOT_MAX]; /* see mt_tbuf_reserve() */
 };
 
 static struct {
@@ -110,51 +111,80 @@ static void copy_in(struct mt_tbuf *b, uint64_t pos, const void *src, size_t len
 		memcpy(b->data, (const uint8_t *)src + first, len - first);
 }
 
+/* Make room for @total bytes at head. Returns 0, or -1 when the buffer
+ * stayed full (the writer is stuck or stopped). Keeps errno. */
+static int make_room(struct mt_tbuf *b, uint64_t head, uint64_t total)
+{
+	int saved = errno;
+	/* Our copy of tail is stale: read the writer's, which costs a cache
+	 * miss, so only once per half buffer. */
+	b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
+	if (head + total - b->tail_seen > TBUF_SIZE / 2)
+		wake_writer();
+	uint64_t since = 0;
+	while (head + total - b->tail_seen > TBUF_SIZE) {
+		/* Full: wait for the writer, boundedly; a hook must never
+		 * hang the program. */
+		uint64_t now = mono_ns();
+		if (!since)
+			since = now;
+		if (now - since > FULL_WAIT_NS ||
+		    !atomic_load_explicit(&w.running, memory_order_relaxed)) {
+			errno = saved;
+			return -1;
+		}
+		wake_writer();
+		sched_yield();
+		b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
+	}
+	errno = saved;
+	return 0;
+}
+
+uint8_t *mt_tbuf_reserve(struct mt_tbuf *b)
+{
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+	uint64_t need = ENTRY_HEADER + MT_REC_HOT_MAX;
+
+	if (!atomic_load_explicit(&w.running, memory_order_relaxed) ||
+	    (head + need - b->tail_seen > TBUF_SIZE / 2 && make_room(b, head, need) < 0)) {
+		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
+		return NULL;
+	}
+	/* The record may run past the end of the ring into the slack; commit
+	 * moves that part to the start. */
+	return b->data + (head & TBUF_MASK) + ENTRY_HEADER;
+}
+
+void mt_tbuf_commit(struct mt_tbuf *b, size_t len)
+{
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+	size_t off = (size_t)(head & TBUF_MASK);
+	/* The sequence number is taken here, at the event: a free is
+	 * committed before the real free, an allocation after the real call. */
+	uint64_t seq = atomic_fetch_add_explicit(&w.seq, 1, memory_order_relaxed);
+	uint64_t entry = seq << 24 | len;
+	memcpy(b->data + off, &entry, sizeof(entry)); /* 8-aligned, never wraps */
+	if (off + ENTRY_HEADER + len > TBUF_SIZE)
+		memcpy(b->data, b->data + TBUF_SIZE, off + ENTRY_HEADER + len - TBUF_SIZE);
+	atomic_store_explicit(&b->head, head + ((ENTRY_HEADER + len + 7) & ~(uint64_t)7),
+			      memory_order_release);
+}
+
 int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len)
 {
 	uint64_t total = (ENTRY_HEADER + len + 7) & ~(uint64_t)7;
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
 
-	if (!atomic_load_explicit(&w.running, memory_order_relaxed) || total > TBUF_SIZE / 4) {
+	if (!atomic_load_explicit(&w.running, memory_order_relaxed) || total > TBUF_SIZE / 4 ||
+	    (head + total - b->tail_seen > TBUF_SIZE / 2 && make_room(b, head, total) < 0)) {
 		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
 		return -1;
 	}
-	if (head + total - b->tail_seen > TBUF_SIZE / 2) {
-		/* Our copy of tail is stale: read the writer's, which costs a
-		 * cache miss, so only once per half buffer. */
-		b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
-		if (head + total - b->tail_seen > TBUF_SIZE / 2)
-			wake_writer();
-		uint64_t since = 0;
-		while (head + total - b->tail_seen > TBUF_SIZE) {
-			/* Full: wait for the writer, boundedly; a hook must
-			 * never hang the program. */
-			uint64_t now = mono_ns();
-			if (!since)
-				since = now;
-			if (now - since > FULL_WAIT_NS ||
-			    !atomic_load_explicit(&w.running, memory_order_relaxed)) {
-				atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
-				return -1;
-			}
-			wake_writer();
-			sched_yield();
-			b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
-		}
-	}
-	/* The sequence number is taken here, at the event: a free is pushed
-	 * before the real free, an allocation after the real call. */
 	uint64_t seq = atomic_fetch_add_explicit(&w.seq, 1, memory_order_relaxed);
 	uint64_t entry = seq << 24 | len;
-	size_t off = (size_t)(head & TBUF_MASK);
-	memcpy(b->data + off, &entry, sizeof(entry)); /* 8-aligned, never wraps */
-	if (len <= MT_REC_HOT_MAX && off + ENTRY_HEADER + MT_REC_HOT_MAX <= TBUF_SIZE &&
-	    head + ENTRY_HEADER + MT_REC_HOT_MAX - b->tail_seen <= TBUF_SIZE)
-		/* a fixed-size copy compiles to a few moves; the bytes past
-		 * len are free space */
-		memcpy(b->data + off + ENTRY_HEADER, rec, MT_REC_HOT_MAX);
-	else
-		copy_in(b, head + ENTRY_HEADER, rec, len);
+	memcpy(b->data + (head & TBUF_MASK), &entry, sizeof(entry));
+	copy_in(b, head + ENTRY_HEADER, rec, len);
 	atomic_store_explicit(&b->head, head + total, memory_order_release);
 	return 0;
 }

@@ -26,6 +26,13 @@ struct mt_tbuf;
  * is reused by later threads, never freed). NULL if out of memory. */
 struct mt_tbuf *mt_tbuf_new(void);
 
+/* mt_tbuf_reserve() / mt_tbuf_commit() - the hot path: reserve room for
+ * one record of at most MT_REC_HOT_MAX bytes in @b and get where to encode
+ * it (NULL: dropped, counted), then commit its length; the sequence number
+ * is taken at the commit. Hook-safe; errno is kept. */
+uint8_t *mt_tbuf_reserve(struct mt_tbuf *b);
+void mt_tbuf_commit(struct mt_tbuf *b, size_t len);
+
 /* mt_tbuf_push() - append one encoded record to @b, which only the
  * calling thread writes. Returns 0, or -1 if the record was dropped. */
 int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len);
