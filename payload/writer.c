@@ -25,7 +25,7 @@
 #include <time.h>        /* clock_gettime */
 #include <unistd.h>      /* write, close */
 
-#define TBUF_SIZE (512u << 10)
+#define TBUF_SIZE (256u << 10)
 #define TBUF_MASK (TBUF_SIZE - 1)
 #define CHUNK_MAX MT_CHUNK_RAW_MAX
 #define FLUSH_NS (250ull * 1000 * 1000) /* bound on what a SIGKILL loses */
@@ -39,6 +39,7 @@
 struct mt_tbuf {
 	_Alignas(64) _Atomic uint64_t head; /* published by the producer */
 	uint64_t tail_seen;                 /* producer's copy of tail */
+	uint64_t seq;                       /* of the reserved record */
 	_Alignas(64) _Atomic uint64_t tail; /* consumed by the writer */
 	struct mt_tbuf *next;               /* registry, push-only */
 	_Alignas(64) uint8_t data[TBUF_SIZE];
@@ -151,6 +152,11 @@ uint8_t *mt_tbuf_reserve(struct mt_tbuf *b)
 		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
 		return NULL;
 	}
+	/* The sequence number is taken here, at the event (a free is
+	 * reserved before the real free, an allocation after the real call),
+	 * and before the record's stores, which a locked instruction would
+	 * otherwise wait for. */
+	b->seq = atomic_fetch_add_explicit(&w.seq, 1, memory_order_relaxed);
 	/* The record may run past the end of the ring into the slack; commit
 	 * moves that part to the start. */
 	return b->data + (head & TBUF_MASK) + ENTRY_HEADER;
@@ -160,10 +166,7 @@ void mt_tbuf_commit(struct mt_tbuf *b, size_t len)
 {
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
 	size_t off = (size_t)(head & TBUF_MASK);
-	/* The sequence number is taken here, at the event: a free is
-	 * committed before the real free, an allocation after the real call. */
-	uint64_t seq = atomic_fetch_add_explicit(&w.seq, 1, memory_order_relaxed);
-	uint64_t entry = seq << 24 | len;
+	uint64_t entry = b->seq << 24 | len;
 	memcpy(b->data + off, &entry, sizeof(entry)); /* 8-aligned, never wraps */
 	if (off + ENTRY_HEADER + len > TBUF_SIZE)
 		memcpy(b->data, b->data + TBUF_SIZE, off + ENTRY_HEADER + len - TBUF_SIZE);
