@@ -297,6 +297,11 @@ static int stop_locked(const char *why, int in_python)
 MT_EXPORT int memtrace_payload_start(const struct memtrace_config *cfg)
 {
 	int own = mt_guard_enter(), gil_state = 0;
+	uint32_t python_hex;
+	/* gil_take() needs the Python binding, which start_locked() sets up
+	 * only later: bind first, or a first start from Python (a Tracker)
+	 * would skip the PyMem wrappers. */
+	(void)mt_python_init(&python_hex);
 	int gil = gil_take(&gil_state);
 	pthread_mutex_lock(&st.lock);
 	int rc = start_locked(cfg, 0);

@@ -489,9 +489,10 @@ static inline uint64_t range_end(uint64_t a, uint64_t len)
 	return a + len < a ? UINT64_MAX : a + len;
 }
 
-/* Groups of allocations by (stack, thread). */
+/* Groups of allocations by (stack, thread, allocator). */
 struct group {
 	uint32_t stack, thread;
+	uint8_t kind;
 	struct mt_py_record rec;
 	uint64_t first_seq;
 };
@@ -505,9 +506,9 @@ struct groups {
 	struct mt_py_reader *r;
 };
 
-static uint64_t group_hash(uint32_t stack, uint32_t thread)
+static uint64_t group_hash(uint32_t stack, uint32_t thread, uint8_t kind)
 {
-	return hash_addr(((uint64_t)stack << 32 | thread) + 1);
+	return hash_addr(((uint64_t)stack << 32 | thread) + 1) ^ kind;
 }
 
 static int groups_add(struct groups *g, const struct alloc_info *a, uint64_t bytes, uint64_t count)
@@ -520,7 +521,7 @@ static int groups_add(struct groups *g, const struct alloc_info *a, uint64_t byt
 		if (!ns)
 			return -ENOMEM;
 		for (size_t i = 0; i < g->n; i++) {
-			size_t j = group_hash(g->v[i].stack, g->v[i].thread) & (n - 1);
+			size_t j = group_hash(g->v[i].stack, g->v[i].thread, g->v[i].kind) & (n - 1);
 			while (ns[j])
 				j = (j + 1) & (n - 1);
 			ns[j] = (uint32_t)i + 1;
@@ -529,11 +530,11 @@ static int groups_add(struct groups *g, const struct alloc_info *a, uint64_t byt
 		g->slots = ns;
 		g->n_slots = n;
 	}
-	size_t j = group_hash(a->stack, thread) & (g->n_slots - 1);
+	size_t j = group_hash(a->stack, thread, a->kind) & (g->n_slots - 1);
 	struct group *x = NULL;
 	while (g->slots[j]) {
 		struct group *c = &g->v[g->slots[j] - 1];
-		if (c->stack == a->stack && c->thread == thread) {
+		if (c->stack == a->stack && c->thread == thread && c->kind == a->kind) {
 			x = c;
 			break;
 		}
@@ -552,6 +553,8 @@ static int groups_add(struct groups *g, const struct alloc_info *a, uint64_t byt
 		memset(x, 0, sizeof(*x));
 		x->stack = a->stack;
 		x->thread = thread;
+		x->kind = a->kind;
+		x->rec.allocator = a->kind;
 		x->first_seq = UINT64_MAX;
 		x->rec.stack = a->stack;
 		x->rec.thread = thread;
@@ -562,7 +565,6 @@ static int groups_add(struct groups *g, const struct alloc_info *a, uint64_t byt
 	x->rec.n_allocations += count;
 	if (a->seq < x->first_seq) {
 		x->first_seq = a->seq;
-		x->rec.allocator = a->kind;
 		x->rec.address = a->addr;
 	}
 	return 0;

@@ -59,7 +59,7 @@ struct mt_py_record {
 	uint64_t address;       /* events: the address; groups: the first one's */
 	uint64_t size;          /* events: bytes (0 for free); groups: total */
 	uint64_t n_allocations; /* events: 1; groups: allocations counted */
-	uint32_t allocator;     /* enum mt_allocator (groups: the first one's) */
+	uint32_t allocator;     /* enum mt_allocator */
 	uint32_t stack;         /* stack id; 0 = no Python frames */
 	uint32_t thread;        /* thread index; UINT32_MAX for merged groups */
 	uint32_t reserved;
@@ -108,9 +108,9 @@ const char *mt_py_diag(const struct mt_py_reader *r, size_t i, uint32_t *code);
  * Returns the count and sets *@out (mt_py_free()), or -ENOMEM. */
 ssize_t mt_py_events(struct mt_py_reader *r, struct mt_py_record **out);
 
-/* mt_py_view() - allocations grouped by stack (and by thread unless
- * @merge_threads) for @view: sizes summed, allocator and address of the
- * earliest allocation of the group, groups in order of that allocation.
+/* mt_py_view() - allocations grouped by stack, allocator and (unless
+ * @merge_threads) thread for @view: sizes summed, the address of the
+ * group's earliest allocation, groups in order of that allocation.
  * @threshold is for MT_PY_TEMPORARY: an allocation freed by its own
  * thread with at most @threshold other allocations of that thread in
  * between is temporary. Returns the count and sets *@out (mt_py_free()),

@@ -1,7 +1,28 @@
 """memtrace: a memory profiler for CPython processes.
 
-The profiler itself is the `memtrace` command; this package grows the
-Python-side API (Tracker, FileReader, the pytest plugin).
+The profiler itself is the `memtrace` command. From Python:
+
+    import memtrace
+    with memtrace.Tracker("profile.bin"):
+        work()
+    reader = memtrace.FileReader("profile.bin")
+    for rec in reader.get_high_watermark_allocation_records():
+        print(rec.size, rec.stack_trace())
+
+and from pytest: `pytest -p memtrace.pytest_plugin --memtrace` with the
+markers limit_memory("24 MB") and limit_leaks("1 KB"). Names follow
+memray's, so that scripts written for it port by changing the import.
 """
 
 __version__ = "0.1.0"
+
+from .reader import (AllocationRecord, AllocatorType, FileReader, MemorySnapshot,  # noqa: E402
+                     Metadata, dump_all_records)
+from .tracker import (Destination, FileDestination, FileFormat, SocketDestination,  # noqa: E402
+                      Tracker, set_log_level, start_thread_trace)
+
+__all__ = [
+    "AllocationRecord", "AllocatorType", "Destination", "FileDestination", "FileFormat",
+    "FileReader", "MemorySnapshot", "Metadata", "SocketDestination", "Tracker",
+    "dump_all_records", "set_log_level", "start_thread_trace",
+]

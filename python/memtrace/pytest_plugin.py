@@ -1,0 +1,322 @@
+"""pytest plugin: memory budgets for tests, measured by memtrace.
+
+    pytest -p memtrace.pytest_plugin --memtrace
+
+(or `-p memtrace.pytest_plugin` in the ini file's addopts, or
+`pytest_plugins = ["memtrace.pytest_plugin"]` in a conftest.py). With
+--memtrace (or the ini option `memtrace = true`) the body of every test
+runs under a memtrace.Tracker (fixtures are not tracked), and two markers
+become checks:
+
+    @pytest.mark.limit_memory("24 MB")   # peak of the test body
+    @pytest.mark.limit_leaks("1 KB", filter_fn=None)  # still live at its end, per stack
+
+Sizes are a number and a unit, B, KB, MB, GB, TB or PB, counted in powers
+of 1024 (KiB, MiB... are accepted too). Without --memtrace the markers
+are accepted and do nothing. Peak and leaks are computed by the C reader
+(memtrace.FileReader) from each test's capture.
+"""
+
+import collections
+import functools
+import hashlib
+import inspect
+import os
+import re
+import shutil
+import tempfile
+
+import pytest
+
+from .reader import FileReader
+from .tracker import Tracker
+
+#: what a limit_leaks filter_fn receives: the leaking stack, innermost first
+StackFrame = collections.namedtuple("StackFrame", "function filename lineno")
+Stack = collections.namedtuple("Stack", "frames")
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([KMGTP]?)(I?B)?\s*$", re.I)
+
+
+def parse_size(text):
+    """"24 MB" -> 25165824 (units are powers of 1024)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return int(text)
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise ValueError("memtrace: cannot read the size %r (expected e.g. '24 MB' or '512 KB')"
+                         % (text,))
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def format_size(n):
+    """The memtrace command's way: "1.50 MiB"."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return ("%d B" % n) if unit == "B" else "%.2f %s" % (n, unit)
+        n /= 1024.0
+    return "%.2f PiB" % n
+
+
+_THIS_FILE = __file__
+
+
+def _test_frames(frames):
+    """The frames of a stack that belong to the test: everything inside
+    the wrapper that ran it (pytest's own frames are below it)."""
+    for i, f in enumerate(frames):
+        if f[1] == _THIS_FILE:
+            return frames[:i]
+    return frames
+
+
+def _per_stack(records):
+    """(size, count, frames) per call stack of the test, as a user reads
+    it: (function, file, line) frames. The reader's records are finer (per
+    allocator, and per bytecode offset within a line)."""
+    groups = {}
+    for r in records:
+        frames = tuple(_test_frames(r.stack_trace()))
+        size, count = groups.get(frames, (0, 0))
+        groups[frames] = (size + r.size, count + r.n_allocations)
+    return [(size, count, list(frames)) for frames, (size, count) in groups.items()]
+
+
+def _where(frame, rootdir):
+    function, filename, line = frame
+    try:
+        rel = os.path.relpath(filename, rootdir)
+        if not rel.startswith(os.pardir):
+            filename = rel
+    except ValueError:
+        pass
+    return "%s at %s:%d" % (function, filename, line)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("memtrace", "memory budgets with memtrace")
+    group.addoption("--memtrace", action="store_true", default=None,
+                    help="track the memory of each test body; enables limit_memory and "
+                         "limit_leaks")
+    group.addoption("--memtrace-bin-path", metavar="DIR", default=None,
+                    help="keep each test's capture in DIR (default: a temporary directory, "
+                         "removed at the end)")
+    group.addoption("--most-allocations", metavar="N", type=int, default=5,
+                    help="report the N tests with the highest peak and where they allocated "
+                         "(default 5; 0 = all)")
+    group.addoption("--memtrace-stacks", metavar="N", type=int, default=1,
+                    help="frames shown per allocating stack (default 1)")
+    group.addoption("--hide-memtrace-summary", action="store_true", default=False,
+                    help="do not print the memtrace report at the end")
+    group.addoption("--memtrace-trace-python-allocators", action="store_true", default=False,
+                    help="record every Python object allocation, not only pymalloc's arenas "
+                         "(limit_leaks tests always do)")
+    parser.addini("memtrace", type="bool", default=False,
+                  help="track the memory of each test body (as --memtrace)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "limit_memory(limit): with --memtrace, fail if the test body's memory at its "
+                   "peak exceeds limit (e.g. '24 MB')")
+    config.addinivalue_line(
+        "markers", "limit_leaks(limit, filter_fn=None): with --memtrace, fail if memory "
+                   "allocated by one call stack in the test body and still live at its end "
+                   "exceeds limit; filter_fn(stack) -> bool selects the stacks checked")
+    enabled = config.getoption("memtrace")
+    if enabled is None:
+        enabled = config.getini("memtrace")
+    if enabled:
+        config.pluginmanager.register(_Manager(config), "memtrace-manager")
+
+
+class _Result:
+    __slots__ = ("nodeid", "peak", "allocations", "top", "path")
+
+    def __init__(self, nodeid, peak, allocations, top, path):
+        self.nodeid = nodeid
+        self.peak = peak
+        self.allocations = allocations
+        self.top = top
+        self.path = path
+
+
+def _markers(item):
+    memory = item.get_closest_marker("limit_memory")
+    leaks = item.get_closest_marker("limit_leaks")
+    return memory, leaks
+
+
+def _marker_limit(marker):
+    args, kw = marker.args, dict(marker.kwargs)
+    limit = args[0] if args else kw.pop("limit", None)
+    if limit is None:
+        raise pytest.UsageError("memtrace: @pytest.mark.%s needs a limit, e.g. '1 MB'"
+                                % marker.name)
+    try:
+        return parse_size(limit), kw
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+class _Manager:
+    def __init__(self, config):
+        self.config = config
+        self.rootdir = str(config.rootpath) if hasattr(config, "rootpath") else str(config.rootdir)
+        self.keep = config.getoption("memtrace_bin_path")
+        if self.keep:
+            self.dir = os.path.abspath(self.keep)
+            os.makedirs(self.dir, exist_ok=True)
+        else:
+            self.dir = tempfile.mkdtemp(prefix="memtrace-pytest-")
+        self.stacks = max(1, config.getoption("memtrace_stacks"))
+        self.pyalloc = config.getoption("memtrace_trace_python_allocators")
+        self.captures = {}  # nodeid -> capture path of the current run
+        self.results = []
+
+    # -- naming ---------------------------------------------------------
+    def _capture_path(self, nodeid):
+        name = re.sub(r"[^A-Za-z0-9._-]+", "-", nodeid.replace("::", "--")).strip("-")
+        if len(name) > 200:
+            digest = hashlib.sha256(nodeid.encode("utf-8", "replace")).hexdigest()[:16]
+            name = name[:180] + "-" + digest
+        return os.path.join(self.dir, name + ".bin")
+
+    # -- tracking -------------------------------------------------------
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_pyfunc_call(self, pyfuncitem):
+        func = pyfuncitem.obj
+        path = self._capture_path(pyfuncitem.nodeid)
+        _, leaks = _markers(pyfuncitem)
+        tracker_kw = {"trace_python_allocators": bool(self.pyalloc or leaks)}
+
+        def tracker():
+            return Tracker(destination=_file_destination(path), **tracker_kw)
+
+        if inspect.iscoroutinefunction(func):
+            @functools.wraps(func)
+            async def wrapper(*args, **kwargs):
+                with tracker():
+                    return await func(*args, **kwargs)
+        else:
+            @functools.wraps(func)
+            def wrapper(*args, **kwargs):
+                with tracker():
+                    return func(*args, **kwargs)
+
+        self.captures.pop(pyfuncitem.nodeid, None)
+        pyfuncitem.obj = wrapper
+        try:
+            yield
+        finally:
+            # another plugin may call the test again (reruns): start clean
+            pyfuncitem.obj = func
+        if os.path.exists(path):
+            self.captures[pyfuncitem.nodeid] = path
+
+    # -- checking -------------------------------------------------------
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if call.when != "call":
+            return
+        path = self.captures.pop(item.nodeid, None)
+        if path is None:
+            return
+        try:
+            problem = self._analyse(item, path)
+        finally:
+            if not self.keep:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+        if problem and report.passed:
+            report.outcome = "failed"
+            report.longrepr = problem
+
+    def _top(self, records, n):
+        groups = sorted(_per_stack(records), key=lambda g: g[0], reverse=True)
+        return [(size, count, frames[:self.stacks]) for size, count, frames in groups[:n]]
+
+    def _describe(self, top):
+        lines = []
+        for size, count, frames in top:
+            lines.append("    %s in %d allocation%s from:" % (format_size(size), count,
+                                                            "" if count == 1 else "s"))
+            if not frames:
+                lines.append("        (no Python frames: native code)")
+            for f in frames:
+                lines.append("        " + _where(f, self.rootdir))
+        return lines
+
+    def _analyse(self, item, path):
+        memory, leaks = _markers(item)
+        with FileReader(path) as reader:
+            peak_records = list(reader.get_high_watermark_allocation_records(merge_threads=True))
+            peak = sum(r.size for r in peak_records)
+            top = self._top(peak_records, 5)
+            self.results.append(_Result(item.nodeid, peak, reader.metadata.total_allocations,
+                                        top, path if self.keep else None))
+            problems = []
+            if memory is not None:
+                limit, _ = _marker_limit(memory)
+                if peak > limit:
+                    problems.append("Test was limited to %s but its body used %s at its peak"
+                                    % (format_size(limit), format_size(peak)))
+                    problems.append("Largest allocations live at the peak:")
+                    problems.extend(self._describe(top))
+            if leaks is not None:
+                limit, kw = _marker_limit(leaks)
+                filter_fn = kw.get("filter_fn")
+                bad = []
+                for size, count, frames in _per_stack(
+                        reader.get_leaked_allocation_records(merge_threads=True)):
+                    if size <= limit:
+                        continue
+                    if filter_fn is not None and not filter_fn(
+                            Stack(tuple(StackFrame(*f) for f in frames))):
+                        continue
+                    bad.append((size, count, frames[:max(self.stacks, 5)]))
+                if bad:
+                    bad.sort(key=lambda b: b[0], reverse=True)
+                    if problems:
+                        problems.append("")
+                    problems.append("Test was allowed to leak %s per call stack but %d stack%s "
+                                    "leaked more:" % (format_size(limit), len(bad),
+                                                      "" if len(bad) == 1 else "s"))
+                    problems.extend(self._describe(bad[:10]))
+        if problems and self.keep:
+            problems.append("capture: %s" % path)
+        return "\n".join(problems)
+
+    # -- reporting ------------------------------------------------------
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.config.getoption("hide_memtrace_summary") or not self.results:
+            return
+        n = self.config.getoption("most_allocations")
+        results = sorted(self.results, key=lambda r: r.peak, reverse=True)
+        if n > 0:
+            results = results[:n]
+        tr = terminalreporter
+        tr.write_sep("=", "memtrace: tests with the highest peak memory")
+        for r in results:
+            tr.write_line("%s" % r.nodeid)
+            tr.write_line("    peak memory %s; %d allocation%s in all" % (
+                format_size(r.peak), r.allocations, "" if r.allocations == 1 else "s"))
+            for size, count, frames in r.top:
+                where = _where(frames[0], self.rootdir) if frames else "(no Python frames)"
+                tr.write_line("    %12s  %s" % (format_size(size), where))
+            if r.path:
+                tr.write_line("    capture: %s" % r.path)
+
+    def pytest_unconfigure(self, config):
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _file_destination(path):
+    from .tracker import FileDestination
+    return FileDestination(path, overwrite=True)

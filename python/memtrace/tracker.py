@@ -1,0 +1,235 @@
+"""memtrace.Tracker: track this process's allocations into a capture.
+
+The Tracker loads the same payload that `memtrace run` preloads and
+`memtrace attach` injects, and calls its exported start and stop
+functions. Tracking covers every thread of the process from the moment
+the `with` block is entered until it is left.
+"""
+
+import ctypes
+import enum
+import errno
+import logging
+import os
+import sys
+import threading
+
+from . import _native
+
+__all__ = ["Destination", "FileDestination", "SocketDestination", "FileFormat", "Tracker",
+           "set_log_level", "start_thread_trace"]
+
+logger = logging.getLogger("memtrace")
+
+# format/record.h: MT_HDR_*
+_HDR_PYALLOC = 1 << 1
+
+
+class FileFormat(enum.IntEnum):
+    """How allocations are written to the capture."""
+    #: every allocation and free, with its stack (the only format so far)
+    ALL_ALLOCATIONS = 1
+    #: per-stack totals kept in the process (not implemented yet)
+    AGGREGATED_ALLOCATIONS = 2
+
+
+class Destination:
+    """Where a Tracker sends its records."""
+
+
+class FileDestination(Destination):
+    """A capture file.
+
+    overwrite: replace the file if it exists (otherwise FileExistsError).
+    compress_on_exit: accepted for compatibility. memtrace compresses each
+    chunk of records as it writes it, so there is no separate compression
+    step at exit to turn on or off.
+    """
+
+    def __init__(self, path, overwrite=False, compress_on_exit=True):
+        self.path = os.fspath(path)
+        self.overwrite = bool(overwrite)
+        self.compress_on_exit = bool(compress_on_exit)
+
+    def __repr__(self):
+        return "FileDestination(path=%r, overwrite=%r, compress_on_exit=%r)" % (
+            self.path, self.overwrite, self.compress_on_exit)
+
+
+class SocketDestination(Destination):
+    """Stream the records to a `memtrace live` client (not implemented yet:
+    a Tracker given one raises NotImplementedError)."""
+
+    def __init__(self, server_port, address="127.0.0.1"):
+        self.server_port = int(server_port)
+        self.address = address
+
+    def __repr__(self):
+        return "SocketDestination(server_port=%r, address=%r)" % (self.server_port, self.address)
+
+
+def _not_implemented(option):
+    return NotImplementedError("memtrace.Tracker: %s is not implemented yet" % option)
+
+
+_active_lock = threading.Lock()
+_active = None  # the Tracker currently tracking, if any
+
+
+class Tracker:
+    """Context manager that records every allocation made in its block.
+
+    with memtrace.Tracker("profile.bin"):
+        work()
+
+    Exactly one of file_name and destination is given. Only one Tracker can
+    be active in a process at a time, and none while the process runs under
+    `memtrace run` or has been attached to: entering raises RuntimeError.
+    """
+
+    def __init__(self, file_name=None, *, destination=None, native_traces=False,
+                 memory_interval_ms=10, follow_fork=False, trace_python_allocators=False,
+                 file_format=FileFormat.ALL_ALLOCATIONS):
+        if (file_name is None) == (destination is None):
+            raise TypeError("memtrace.Tracker: give exactly one of file_name and destination")
+        if destination is None:
+            destination = FileDestination(file_name)
+        if not isinstance(destination, Destination):
+            raise TypeError("memtrace.Tracker: destination must be a FileDestination or "
+                            "SocketDestination, not %s" % type(destination).__name__)
+        if isinstance(destination, SocketDestination):
+            raise _not_implemented("SocketDestination (live streaming)")
+        if not isinstance(destination, FileDestination):
+            raise TypeError("memtrace.Tracker: unsupported destination %r" % (destination,))
+        if native_traces:
+            raise _not_implemented("native_traces=True")
+        if follow_fork:
+            raise _not_implemented("follow_fork=True")
+        file_format = FileFormat(file_format)
+        if file_format != FileFormat.ALL_ALLOCATIONS:
+            raise _not_implemented("file_format=FileFormat.%s" % file_format.name)
+        if isinstance(memory_interval_ms, bool) or not isinstance(memory_interval_ms, int):
+            raise TypeError("memtrace.Tracker: memory_interval_ms must be an int")
+        if not 1 <= memory_interval_ms <= 3600000:
+            raise ValueError("memtrace.Tracker: memory_interval_ms must be in 1..3600000, not %d"
+                             % memory_interval_ms)
+        self.destination = destination
+        self.native_traces = False
+        self.memory_interval_ms = memory_interval_ms
+        self.follow_fork = False
+        self.trace_python_allocators = bool(trace_python_allocators)
+        self.file_format = file_format
+        self._pid = None
+        self._created = False
+        self._cfg = None
+
+    def __repr__(self):
+        return "<memtrace.Tracker %r%s>" % (self.destination, " active" if self._pid else "")
+
+    def _claim(self):
+        global _active
+        with _active_lock:
+            if _active is self:
+                raise RuntimeError("memtrace.Tracker: this Tracker is already active")
+            if _active is not None and _active._pid == os.getpid():
+                raise RuntimeError("memtrace.Tracker: another Tracker is already active in "
+                                   "this process; only one can track at a time")
+            _active = self
+
+    def _release(self):
+        global _active
+        with _active_lock:
+            if _active is self:
+                _active = None
+
+    def _prepare_file(self):
+        """Apply the overwrite rule and return the capture's absolute path."""
+        dest = self.destination
+        path = os.path.abspath(dest.path)
+        if not dest.overwrite:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                raise FileExistsError(errno.EEXIST, "capture file exists (use "
+                                      "FileDestination(path, overwrite=True) to replace it)",
+                                      dest.path) from None
+            os.close(fd)
+            self._created = True
+        elif os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, "capture path is a directory", dest.path)
+        encoded = os.fsencode(path)
+        if len(encoded) >= _native._Config.PATH_MAX:
+            raise OSError(errno.ENAMETOOLONG, "capture path too long", dest.path)
+        return encoded
+
+    def __enter__(self):
+        self._claim()
+        try:
+            lib = _native.payload()
+            path = self._prepare_file()
+        except BaseException:
+            self._release()
+            raise
+        cfg = _native._Config()
+        cfg.size = ctypes.sizeof(cfg)
+        cfg.flags = _HDR_PYALLOC if self.trace_python_allocators else 0
+        cfg.interval_ms = self.memory_interval_ms
+        cfg.fd = -1
+        cfg.path = path
+        ref = ctypes.byref(cfg)
+        # The config's buffer is malloc'ed: it must not be freed while
+        # tracking, or its free would be the capture's first event.
+        self._cfg = (cfg, ref)
+        start = lib.memtrace_payload_start
+        self._stop = lib.memtrace_payload_stop
+        self._pid = os.getpid()
+        # Tracking starts inside this call: nothing of ours comes after it.
+        rc = start(ref)
+        if rc == 0:
+            return self
+        self._pid = None
+        self._release()
+        if self._created:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        if rc == -errno.EBUSY:
+            raise RuntimeError("memtrace.Tracker: this process is already being tracked "
+                               "(by `memtrace run`, `memtrace attach` or another Tracker)")
+        raise OSError(-rc, "memtrace.Tracker: cannot start tracking: %s"
+                      % (os.strerror(-rc) if -rc < 4096 else "error %d" % rc), self.destination.path)
+
+    def __exit__(self, exc_type, exc, tb):
+        rc = self._stop() if self._pid == os.getpid() else 0
+        pid, self._pid = self._pid, None
+        self._cfg = None
+        self._release()
+        if pid is None or rc == 0:
+            return False
+        if rc == -errno.EINVAL:
+            logger.warning("memtrace: tracking had already been stopped (memtrace detach?)")
+            return False
+        err = OSError(-rc, "memtrace.Tracker: the capture was not written completely: %s"
+                      % os.strerror(-rc), self.destination.path)
+        if exc_type is None:
+            raise err
+        logger.error("%s", err)
+        return False
+
+
+def set_log_level(level):
+    """Set the level of memtrace's Python logger ("memtrace"), by which the
+    package reports problems with a capture or with tracking. The payload
+    itself never prints into the tracked process."""
+    logger.setLevel(level)
+
+
+def start_thread_trace(frame, event, arg):
+    """Compatibility function for threading.setprofile().
+
+    memtrace reads Python stacks by walking the interpreter's own frames, so
+    threads need no per-thread trace function. This one removes itself on
+    its first call so that it costs nothing afterwards."""
+    sys.setprofile(None)
+    return None

@@ -1,0 +1,168 @@
+"""The pytest plugin (memtrace.pytest_plugin) on a real test suite, run by
+Debian's python3-pytest in a subprocess."""
+
+import os
+import subprocess
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import BUILD, ROOT, report_json
+
+PYTHON = "/usr/bin/python3"
+PYTHON_DIR = os.path.join(ROOT, "python")
+
+pytestmark = pytest.mark.skipif(
+    subprocess.run([PYTHON, "-c", "import pytest"], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL).returncode != 0,
+    reason="%s has no pytest (apt-get install python3-pytest)" % PYTHON)
+
+SUITE = """\
+import pytest
+
+KEEP = []
+
+
+@pytest.mark.limit_memory("1 MB")
+def test_big_under_small_limit():
+    data = bytearray(10 * 1024 * 1024)  # ALLOC-LINE
+    assert len(data) > 0
+
+
+@pytest.mark.limit_memory("100 MB")
+def test_big_under_large_limit():
+    data = bytearray(10 * 1024 * 1024)
+    assert len(data) > 0
+
+
+@pytest.mark.limit_leaks("1 KB")
+def test_appends_to_module_list():
+    for _ in range(100):
+        KEEP.append(bytearray(1000))  # LEAK-LINE
+
+
+@pytest.mark.limit_leaks("1 KB")
+def test_frees_everything():
+    data = [bytearray(1000) for _ in range(100)]
+    data.append({"k": list(range(100))})
+    del data
+
+
+@pytest.mark.limit_leaks("1 KB", filter_fn=lambda stack: all(
+    f.function != "keep_forever" for f in stack.frames))
+def test_filtered_leak():
+    keep_forever()
+
+
+def keep_forever():
+    KEEP.append(bytearray(50_000))
+
+
+def test_unmarked():
+    assert sum(range(10)) == 45
+"""
+
+
+def line_of(marker):
+    for i, line in enumerate(SUITE.splitlines(), 1):
+        if marker in line:
+            return i
+    raise AssertionError(marker)
+
+
+def run_pytest(tmp_path, *args):
+    suite = tmp_path / "test_suite.py"
+    suite.write_text(SUITE)
+    junit = tmp_path / "junit.xml"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PYTHON_DIR
+    env["MEMTRACE_BUILD_DIR"] = BUILD
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
+                        "no:cacheprovider", "-q", "--junitxml", str(junit)] + list(args)
+                       + [str(suite)], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
+    if not junit.exists():
+        raise AssertionError("pytest did not run:\n%s\n%s" % (p.stdout, p.stderr))
+    outcomes, messages = {}, {}
+    for case in ET.parse(str(junit)).getroot().iter("testcase"):
+        name = case.get("name")
+        failure = case.find("failure")
+        error = case.find("error")
+        if failure is not None:
+            outcomes[name] = "failed"
+            messages[name] = (failure.get("message") or "") + (failure.text or "")
+        elif error is not None:
+            outcomes[name] = "error"
+            messages[name] = error.text or ""
+        else:
+            outcomes[name] = "passed"
+    return p, outcomes, messages
+
+
+def test_limits_fail_and_pass_with_memtrace(tmp_path):
+    p, outcomes, messages = run_pytest(tmp_path, "--memtrace")
+    assert outcomes == {
+        "test_big_under_small_limit": "failed",
+        "test_big_under_large_limit": "passed",
+        "test_appends_to_module_list": "failed",
+        "test_frees_everything": "passed",
+        "test_filtered_leak": "passed",
+        "test_unmarked": "passed",
+    }, (outcomes, p.stdout)
+
+    big = messages["test_big_under_small_limit"]
+    assert "limited to 1.00 MiB" in big and "10.00 MiB" in big, big
+    assert "test_big_under_small_limit at test_suite.py:%d" % line_of("ALLOC-LINE") in big, big
+
+    leak = messages["test_appends_to_module_list"]
+    assert "leak 1.00 KiB per call stack" in leak, leak
+    assert "test_appends_to_module_list at test_suite.py:%d" % line_of("LEAK-LINE") in leak, leak
+    assert "KiB in " in leak and " allocations from:" in leak, leak
+
+    # the end-of-run report, biggest peak first
+    assert "memtrace: tests with the highest peak memory" in p.stdout
+    report = p.stdout.split("memtrace: tests with the highest peak memory", 1)[1]
+    assert report.index("test_big_under") < report.index("test_unmarked") \
+        if "test_unmarked" in report else True
+
+
+def test_markers_do_nothing_without_memtrace(tmp_path):
+    p, outcomes, _ = run_pytest(tmp_path)
+    assert set(outcomes.values()) == {"passed"}, (outcomes, p.stdout)
+    assert "memtrace:" not in p.stdout
+
+
+def test_bin_path_keeps_readable_captures(memtrace, tmp_path):
+    keep = tmp_path / "captures"
+    p, outcomes, _ = run_pytest(tmp_path, "--memtrace", "--memtrace-bin-path", str(keep),
+                                "--most-allocations", "1")
+    assert outcomes["test_big_under_large_limit"] == "passed", p.stdout
+    caps = sorted(os.listdir(str(keep)))
+    assert len(caps) == 6, caps
+    cap = [c for c in caps if "test_big_under_large_limit" in c]
+    assert len(cap) == 1, caps
+    stats = report_json(memtrace, "stats", keep / cap[0])
+    assert 10 * 1024 * 1024 <= stats["totals"]["peak_heap"] <= 10 * 1024 * 1024 + 65536
+    # --most-allocations 1: one test in the report
+    report = p.stdout.split("memtrace: tests with the highest peak memory", 1)[1]
+    assert sum(1 for line in report.splitlines() if line.startswith("test_suite.py::")) == 1, report
+
+
+def test_bad_limit_is_a_usage_error(tmp_path):
+    suite = tmp_path / "test_bad.py"
+    suite.write_text(textwrap.dedent("""
+        import pytest
+
+        @pytest.mark.limit_memory("lots")
+        def test_x():
+            pass
+        """))
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD)
+    p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
+                        "no:cacheprovider", "-q", "--memtrace", str(suite)], cwd=str(tmp_path),
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, timeout=120)
+    assert p.returncode != 0
+    assert "cannot read the size 'lots'" in p.stdout, p.stdout

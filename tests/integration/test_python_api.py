@@ -1,0 +1,374 @@
+"""The memtrace Python package (python/memtrace): Tracker and FileReader in
+every supported interpreter, checked against the memtrace command's
+reports for the same capture."""
+
+import json
+import os
+import re
+import shutil
+import textwrap
+
+import pytest
+
+from conftest import BUILD, ROOT, python_params, report_json, run
+
+PYTHON_DIR = os.path.join(ROOT, "python")
+ALLOC_LIB = os.path.join(BUILD, "tests", "targets", "libmt-alloc-target.so")
+ALLOC_SRC = os.path.join(ROOT, "tests", "targets", "alloc-target.c")
+ALLOCATORS = ["malloc", "calloc", "realloc", "valloc", "pvalloc", "memalign",
+              "posix_memalign", "aligned_alloc"]
+
+
+def py_env(**extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PYTHON_DIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["MEMTRACE_BUILD_DIR"] = BUILD
+    for k in ("MEMTRACE_PAYLOAD", "MEMTRACE_READER_LIB", "MEMTRACE_RUN"):
+        env.pop(k, None)
+    env.update(extra)
+    return env
+
+
+def run_py(python, code, cwd, check=True, **kw):
+    """Run @code (dedented) with @python and the package on its path."""
+    prog = os.path.join(str(cwd), "prog.py")
+    with open(prog, "w") as f:
+        f.write(textwrap.dedent(code))
+    return run(python, prog, cwd=cwd, env=py_env(), check=check, **kw)
+
+
+@pytest.fixture(scope="session")
+def alloc_lib(tmp_path_factory):
+    """The allocator library: built by meson, or compiled here."""
+    if os.path.exists(ALLOC_LIB):
+        return ALLOC_LIB
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler and %s is not built" % ALLOC_LIB)
+    out = str(tmp_path_factory.mktemp("alloc") / "libmt-alloc-target.so")
+    run(cc, "-shared", "-fPIC", "-O1", "-o", out, ALLOC_SRC)
+    return out
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_design_examples_run_as_written(memtrace, tmp_path, python):
+    # the Tracker lines of DESIGN.md, "What users type"
+    p = run_py(python, """
+        import logging
+        import memtrace
+        path = "fd.bin"
+
+        def work():
+            keep = bytearray(3_000_000)
+            tmp = bytearray(5_000_000)
+            del tmp
+            return keep
+
+        with memtrace.Tracker("profile.bin", native_traces=False, memory_interval_ms=10, follow_fork=False,
+                              trace_python_allocators=False, file_format=memtrace.FileFormat.ALL_ALLOCATIONS):
+            kept = work()
+        with memtrace.Tracker(destination=memtrace.FileDestination(path, overwrite=True, compress_on_exit=True)):
+            kept2 = work()
+        try:
+            with memtrace.Tracker(destination=memtrace.SocketDestination(server_port=12345, address="127.0.0.1")):
+                pass
+        except NotImplementedError as e:
+            print("socket:", e)
+        memtrace.dump_all_records("profile.bin"); memtrace.set_log_level(logging.DEBUG); memtrace.start_thread_trace
+        reader = memtrace.FileReader("profile.bin")
+        for rec in reader.get_high_watermark_allocation_records(merge_threads=True): rec.size, rec.stack_trace()
+        print("peak", sum(r.size for r in reader.get_high_watermark_allocation_records()))
+        """, tmp_path)
+    assert "socket: memtrace.Tracker: SocketDestination" in p.stdout
+    # dump_all_records printed the records, the way `memtrace parse` does
+    parse = run(memtrace, "parse", tmp_path / "profile.bin").stdout
+    assert re.search(r"^alloc .*size=500000[01] ", p.stdout, re.M), p.stdout[:2000]
+    assert parse in p.stdout
+    peak = int(re.search(r"^peak (\d+)$", p.stdout, re.M).group(1))
+    assert 8_000_000 <= peak <= 8_100_000, peak
+    for cap in ("profile.bin", "fd.bin"):
+        stats = report_json(memtrace, "stats", tmp_path / cap)
+        assert stats["status"]["complete"], stats["status"]
+        assert 8_000_000 <= stats["totals"]["peak_heap"] <= 8_100_000
+        assert stats["top_by_size"][0]["function"] == "work"
+        summary = run(memtrace, "summary", tmp_path / cap).stdout
+        assert "work at" in summary and "prog.py" in summary
+        leaks = report_json(memtrace, "summary", tmp_path / cap, "--leaks")
+        assert any(r["function"] == "work" and 3_000_000 <= r["own_bytes"] <= 3_000_100
+                   for r in leaks["rows"]), leaks["rows"][:5]
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_each_allocator_is_one_record_and_one_free(tmp_path, python, alloc_lib):
+    p = run_py(python, """
+        import ctypes, json, memtrace, sys
+        lib = ctypes.CDLL(sys.argv[1] if len(sys.argv) > 1 else %r)
+        lib.mt_target_alloc.restype = ctypes.c_void_p
+        lib.mt_target_alloc.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.mt_target_free.argtypes = [ctypes.c_void_p]
+        kinds = %r
+        names = [k.encode() for k in kinds]
+        sizes = [64 * (1001 + i) for i in range(len(kinds))]
+        addrs = [0] * len(kinds)
+        with memtrace.Tracker("al.bin"):
+            for i in range(len(kinds)):
+                addrs[i] = lib.mt_target_alloc(names[i], sizes[i])
+                lib.mt_target_free(addrs[i])
+        reader = memtrace.FileReader("al.bin")
+        out = []
+        for r in reader.get_allocation_records():
+            out.append([r.allocator.name, r.size, r.address, r.n_allocations,
+                        r.stack_trace()[:1], r.tid])
+        print(json.dumps({"records": out, "addrs": addrs, "sizes": sizes}))
+        """ % (alloc_lib, ALLOCATORS), tmp_path)
+    res = json.loads(p.stdout)
+    recs = res["records"]
+    for kind, size, addr in zip(ALLOCATORS, res["sizes"], res["addrs"]):
+        assert addr, kind
+        mine = [r for r in recs if r[0] == kind.upper()]
+        assert len(mine) == 1, (kind, mine)
+        assert mine[0][1] == size and mine[0][2] == addr and mine[0][3] == 1, (kind, mine)
+        assert mine[0][4] and mine[0][4][0][1].endswith("prog.py"), mine
+        assert mine[0][5] > 0
+        # its free follows it
+        at = recs.index(mine[0])
+        assert any(r[0] == "FREE" and r[2] == addr for r in recs[at + 1:]), (kind, recs)
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_empty_tracker_has_no_records(tmp_path, python):
+    p = run_py(python, """
+        import memtrace
+        for i in range(3):
+            with memtrace.Tracker("empty%d.bin" % i):
+                pass
+            r = memtrace.FileReader("empty%d.bin" % i)
+            print(i, len(list(r.get_allocation_records())),
+                  len(list(r.get_high_watermark_allocation_records())),
+                  len(list(r.get_leaked_allocation_records())),
+                  r.metadata.total_allocations, r.metadata.peak_memory)
+        """, tmp_path)
+    assert p.stdout.splitlines() == ["%d 0 0 0 0 0" % i for i in range(3)], p.stdout
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_views_match_the_reports(memtrace, tmp_path, python):
+    run_py(python, """
+        import threading, memtrace
+        keep = []
+
+        def peak_then_free():
+            big = [bytearray(1_000_000 + i) for i in range(6)]
+            del big
+
+        def leak(n):
+            keep.append(bytearray(n))
+
+        def worker():
+            leak(700_000)
+            peak_then_free()
+
+        with memtrace.Tracker("v.bin"):
+            leak(300_000)
+            t = threading.Thread(target=worker, name="worker")
+            t.start(); t.join()
+            peak_then_free()
+            leak(200_000)
+        """, tmp_path)
+    cap = tmp_path / "v.bin"
+    p = run_py(python, """
+        import json, memtrace
+        r = memtrace.FileReader("v.bin")
+        def dump(recs):
+            return [[x.size, x.n_allocations, x.tid, x.thread_name, x.stack_trace()[:1]] for x in recs]
+        print(json.dumps({
+            "peak": dump(r.get_high_watermark_allocation_records()),
+            "peak_threads": dump(r.get_high_watermark_allocation_records(merge_threads=False)),
+            "leaks": dump(r.get_leaked_allocation_records()),
+            "leaks_threads": dump(r.get_leaked_allocation_records(merge_threads=False)),
+            "temporary": dump(r.get_temporary_allocation_records(threshold=10)),
+            "meta": [r.metadata.peak_memory, r.metadata.total_allocations, r.metadata.pid,
+                     r.metadata.python_version, r.metadata.attached,
+                     r.metadata.trace_python_allocators, r.metadata.command_line],
+            "snapshots": len(list(r.get_memory_snapshots())),
+        }))
+        """, tmp_path)
+    got = json.loads(p.stdout)
+    stats = report_json(memtrace, "stats", cap)
+    tot = stats["totals"]
+    assert got["meta"][0] == tot["peak_heap"] == sum(x[0] for x in got["peak"])
+    assert got["meta"][1] == tot["allocations"]
+    assert got["meta"][2] == stats["header"]["pid"]
+    assert got["meta"][3] == stats["header"]["python"]
+    assert got["meta"][4] is False and got["meta"][5] is False
+    assert got["meta"][6].startswith(python) and "prog.py" in got["meta"][6]
+    assert sum(x[0] for x in got["leaks"]) == tot["live_bytes_at_end"]
+    assert sum(x[1] for x in got["leaks"]) == tot["live_allocations_at_end"]
+    assert sum(x[0] for x in got["peak_threads"]) == tot["peak_heap"]
+    assert sum(x[0] for x in got["leaks_threads"]) == tot["live_bytes_at_end"]
+    assert got["snapshots"] >= 1
+
+    def by_location(recs):
+        out = {}
+        for size, count, _tid, _name, frames in recs:
+            key = tuple(frames[0]) if frames else ("<no Python frames>", "", 0)
+            b, c = out.get(key, (0, 0))
+            out[key] = (b + size, c + count)
+        return out
+
+    for view, extra in (("peak", ()), ("leaks", ("--leaks",))):
+        rows = report_json(memtrace, "summary", cap, *extra)["rows"]
+        want = {(r["function"], r["file"], r["line"]): (r["own_bytes"], r["own_allocations"])
+                for r in rows if r["own_bytes"] or r["own_allocations"]}
+        assert by_location(got[view]) == want, view
+
+    # per thread, the worker's leak is on its own thread (threads carry
+    # their kernel tid and OS-level name); merged records have no thread
+    pid = got["meta"][2]
+    worker = [x for x in got["leaks_threads"] if x[2] not in (0, pid)]
+    assert any(700_000 <= x[0] <= 700_100 for x in worker), got["leaks_threads"]
+    main = [x for x in got["leaks_threads"] if x[2] == pid]
+    assert sum(x[0] for x in main) >= 500_000 and all(x[3] for x in main), main
+    assert all(x[2] == 0 and x[3] == "(merged threads)" for x in got["leaks"])
+    # the six 1 MB blocks freed at once are temporary with threshold 10
+    assert any(x[0] >= 6_000_000 and x[1] >= 6 for x in got["temporary"]), got["temporary"]
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_temporary_allocations_threshold(tmp_path, python, alloc_lib):
+    p = run_py(python, """
+        import ctypes, memtrace
+        lib = ctypes.CDLL(%r)
+        lib.mt_target_alloc.restype = ctypes.c_void_p
+        lib.mt_target_alloc.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.mt_target_free.argtypes = [ctypes.c_void_p]
+        m = b"malloc"
+        with memtrace.Tracker("t.bin"):
+            a = lib.mt_target_alloc(m, 100_001); lib.mt_target_free(a)      # freed at once
+            b = lib.mt_target_alloc(m, 200_002); c = lib.mt_target_alloc(m, 300_003)
+            d = lib.mt_target_alloc(m, 400_004)
+            lib.mt_target_free(b)                                         # 2 allocations later
+            lib.mt_target_free(c); lib.mt_target_free(d)
+        r = memtrace.FileReader("t.bin")
+        for th in (0, 1, 2):
+            sizes = sorted(x.size for x in r.get_temporary_allocation_records(threshold=th,
+                                                                              merge_threads=False))
+            print(th, sizes)
+        """ % alloc_lib, tmp_path)
+    lines = p.stdout.splitlines()
+    # grouped per stack: every allocation above is on one line of prog.py, except
+    # each statement is its own line; compare the totals per threshold instead
+    totals = {int(l.split()[0]): sum(json.loads(l.split(None, 1)[1])) for l in lines}
+    assert totals[0] == 100_001 + 400_004, lines          # c..d and a freed at once
+    assert totals[1] == 100_001 + 300_003 + 400_004, lines
+    assert totals[2] == 100_001 + 200_002 + 300_003 + 400_004, lines
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_user_errors(memtrace, tmp_path, python):
+    p = run_py(python, """
+        import memtrace
+        open("exists.bin", "w").close()
+
+        def expect(exc, fn):
+            try:
+                fn()
+            except exc as e:
+                print(exc.__name__, e)
+            else:
+                print("no", exc.__name__)
+
+        def enter(t):
+            with t:
+                pass
+
+        expect(FileExistsError, lambda: enter(memtrace.Tracker("exists.bin")))
+        enter(memtrace.Tracker(destination=memtrace.FileDestination("exists.bin", overwrite=True)))
+        expect(NotImplementedError, lambda: memtrace.Tracker("n.bin", native_traces=True))
+        expect(NotImplementedError, lambda: memtrace.Tracker("n.bin", follow_fork=True))
+        expect(NotImplementedError, lambda: memtrace.Tracker(
+            "n.bin", file_format=memtrace.FileFormat.AGGREGATED_ALLOCATIONS))
+        expect(TypeError, lambda: memtrace.Tracker())
+        with memtrace.Tracker("one.bin"):
+            expect(RuntimeError, lambda: enter(memtrace.Tracker("two.bin")))
+        import os
+        print("two exists", os.path.exists("two.bin"))
+        r = memtrace.FileReader("one.bin")
+        rec = next(iter(r.get_allocation_records()), None)
+        expect(FileNotFoundError, lambda: memtrace.FileReader("missing.bin"))
+        expect(ValueError, lambda: memtrace.FileReader("prog.py"))
+        """, tmp_path)
+    out = p.stdout
+    assert "FileExistsError" in out and "exists.bin" in out
+    assert "NotImplementedError memtrace.Tracker: native_traces=True is not implemented" in out
+    assert "NotImplementedError memtrace.Tracker: follow_fork=True" in out
+    assert "AGGREGATED_ALLOCATIONS" in out
+    assert "TypeError" in out
+    assert "RuntimeError memtrace.Tracker: another Tracker is already active" in out
+    assert "two exists False" in out
+    assert "FileNotFoundError" in out and "ValueError" in out and "not a memtrace capture" in out
+    assert not [l for l in out.splitlines() if l.startswith("no ")], out
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_tracker_under_memtrace_run_raises(memtrace, tmp_path, python):
+    prog = tmp_path / "inner.py"
+    prog.write_text(textwrap.dedent("""
+        import memtrace
+        try:
+            with memtrace.Tracker("inner.bin"):
+                pass
+        except RuntimeError as e:
+            print("RuntimeError:", e)
+        data = bytearray(2_000_000)
+        """))
+    p = run(memtrace, "run", "--python", python, "-o", tmp_path / "outer.bin", prog,
+            cwd=tmp_path, env=py_env())
+    assert "RuntimeError: memtrace.Tracker: this process is already being tracked" in p.stdout
+    assert not (tmp_path / "inner.bin").exists()
+    stats = report_json(memtrace, "stats", tmp_path / "outer.bin")
+    assert stats["totals"]["peak_heap"] >= 2_000_000
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_trace_python_allocators_flag(tmp_path, python):
+    p = run_py(python, """
+        import memtrace
+        with memtrace.Tracker("py.bin", trace_python_allocators=True):
+            objs = [object() for _ in range(1000)]
+        r = memtrace.FileReader("py.bin")
+        kinds = {x.allocator.name for x in r.get_allocation_records()}
+        print(r.metadata.trace_python_allocators, "PYMALLOC_MALLOC" in kinds)
+        """, tmp_path)
+    assert p.stdout.split() == ["True", "True"], p.stdout
+
+
+def readme_examples():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    m = re.search(r"^## From Python\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    if not m:
+        return []
+    return re.findall(r"```python\n(.*?)```", m.group(1), re.S)
+
+
+def test_readme_from_python_examples_run(tmp_path):
+    examples = readme_examples()
+    assert examples, "README.md has no ```python examples under '## From Python'"
+    for i, code in enumerate(examples):
+        d = tmp_path / ("ex%d" % i)
+        d.mkdir()
+        run_py("/usr/bin/python3", code, d)
+
+
+def test_allocator_enum_matches_the_format():
+    with open(os.path.join(ROOT, "format", "record.h")) as f:
+        table = dict((name, int(val)) for name, val in
+                     re.findall(r"^\s*X\((\w+), (\d+), \"\w+\", [01]\)", f.read(), re.M))
+    import sys
+    sys.path.insert(0, PYTHON_DIR)
+    try:
+        from memtrace.reader import AllocatorType
+    finally:
+        sys.path.remove(PYTHON_DIR)
+    assert table and {a.name: a.value for a in AllocatorType} == table

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A shared library that calls each allocator of the C library through its
+ * own GOT, as a real extension module does. The Python API tests load it
+ * with ctypes and check that each call is one record of the right kind.
+ */
+#include <malloc.h> /* memalign, pvalloc */
+#include <stdlib.h> /* malloc, posix_memalign */
+#include <unistd.h> /* valloc */
+
+#define ALIGN 64
+
+void *mt_target_alloc(const char *kind, size_t size);
+void mt_target_free(void *p);
+
+/* mt_target_alloc() - @size bytes from the allocator named @kind (one of
+ * malloc, calloc, realloc, valloc, pvalloc, memalign, posix_memalign,
+ * aligned_alloc). Returns the block, or NULL for an unknown name or a
+ * failed allocation. */
+void *mt_target_alloc(const char *kind, size_t size)
+{
+	void *p = NULL;
+	/* volatile: the compiler turns realloc(NULL, n) into malloc(n) */
+	void *volatile none = NULL;
+
+	switch (kind[0] | kind[1] << 8) {
+	case 'm' | 'a' << 8:
+		return malloc(size);
+	case 'c' | 'a' << 8:
+		return calloc(1, size);
+	case 'r' | 'e' << 8:
+		return realloc(none, size);
+	case 'v' | 'a' << 8:
+		return valloc(size);
+	case 'p' | 'v' << 8:
+		return pvalloc(size);
+	case 'm' | 'e' << 8:
+		return memalign(ALIGN, size);
+	case 'p' | 'o' << 8:
+		return posix_memalign(&p, ALIGN, size) == 0 ? p : NULL;
+	case 'a' | 'l' << 8:
+		return aligned_alloc(ALIGN, (size + ALIGN - 1) / ALIGN * ALIGN);
+	default:
+		return NULL;
+	}
+}
+
+void mt_target_free(void *p)
+{
+	free(p);
+}
