@@ -326,6 +326,7 @@ struct patch_ctx {
 	int restore;
 	int count;
 	int err;
+	void *open_page; /* a RELRO page made writable, closed per object */
 };
 
 static int match_hook(const struct patch_ctx *c, const char *name)
@@ -345,18 +346,36 @@ static int is_our_hook(const struct patch_ctx *c, void *v)
 	return 0;
 }
 
-static int write_slot(const struct dynobj *o, void **slot, void *value)
+/* RELRO pages were made read-only by the loader: open one for writing
+ * and keep it open while the following slots are on it (a GOT is a few
+ * pages), so that patching costs two mprotect calls per page, not per
+ * slot; close_page() puts the protection back. */
+static int close_page(struct patch_ctx *c)
+{
+	long pagesz = sysconf(_SC_PAGESIZE);
+	void *page = c->open_page;
+	c->open_page = NULL;
+	if (page && mprotect(page, (size_t)pagesz, PROT_READ) != 0)
+		return -errno;
+	return 0;
+}
+
+static int write_slot(struct patch_ctx *c, const struct dynobj *o, void **slot, void *value)
 {
 	uintptr_t a = (uintptr_t)slot;
 	int relro = a >= o->relro_start && a < o->relro_end;
 	long pagesz = sysconf(_SC_PAGESIZE);
 	void *page = (void *)(a & ~(uintptr_t)(pagesz - 1));
 
-	if (relro && mprotect(page, (size_t)pagesz, PROT_READ | PROT_WRITE) != 0)
-		return -errno;
+	if (relro && page != c->open_page) {
+		int e = close_page(c);
+		if (e < 0)
+			return e;
+		if (mprotect(page, (size_t)pagesz, PROT_READ | PROT_WRITE) != 0)
+			return -errno;
+		c->open_page = page;
+	}
 	__atomic_store_n(slot, value, __ATOMIC_RELEASE);
-	if (relro && mprotect(page, (size_t)pagesz, PROT_READ) != 0)
-		return -errno;
 	return 0;
 }
 
@@ -380,7 +399,7 @@ static void patch_table(struct patch_ctx *c, const struct dynobj *o, const ElfW(
 			struct saved_slot *s;
 			if (cur != c->hooks[h].hook || !(s = saved_find(slot, 0)))
 				continue;
-			int e = write_slot(o, slot, s->original);
+			int e = write_slot(c, o, slot, s->original);
 			if (e < 0)
 				c->err = e;
 			else
@@ -395,7 +414,7 @@ static void patch_table(struct patch_ctx *c, const struct dynobj *o, const ElfW(
 			continue;
 		}
 		s->original = cur;
-		int e = write_slot(o, slot, c->hooks[h].hook);
+		int e = write_slot(c, o, slot, c->hooks[h].hook);
 		if (e < 0)
 			c->err = e;
 		else
@@ -414,12 +433,15 @@ static int patch_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		patch_table(c, &o, o.jmprel, o.jmprelsz);
 	if (o.rela)
 		patch_table(c, &o, o.rela, o.relasz);
+	int e = close_page(c);
+	if (e < 0)
+		c->err = e;
 	return 0;
 }
 
 static int walk(const struct mt_got_hook *hooks, size_t n, int restore)
 {
-	struct patch_ctx c = { hooks, n, restore, 0, 0 };
+	struct patch_ctx c = { hooks, n, restore, 0, 0, NULL };
 	pthread_mutex_lock(&saved.lock);
 	dl_iterate_phdr(patch_cb, &c);
 	pthread_mutex_unlock(&saved.lock);
