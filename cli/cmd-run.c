@@ -167,8 +167,8 @@ int cmd_run(int argc, char **argv)
 	 * its pid), sets the environment and execs; it reports the capture's
 	 * path through a close-on-exec pipe, whose end of file tells us the
 	 * exec happened. */
-	int report[2];
-	if (pipe2(report, O_CLOEXEC) != 0)
+	int report[2], status[2];
+	if (pipe2(report, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0)
 		return mt_error(-errno, "cannot create pipe"), 1;
 
 	struct sigaction sa = { .sa_handler = forward_signal }, old[4];
@@ -187,6 +187,10 @@ int cmd_run(int argc, char **argv)
 		for (int i = 0; i < 4; i++)
 			sigaction(sigs[i], &old[i], NULL);
 		close(report[0]);
+		close(status[0]);
+		/* the payload's end of the status pipe survives the exec; the
+		 * payload marks it close-on-exec again at once */
+		int sfd = dup(status[1]);
 		if (output)
 			snprintf(capture, sizeof(capture), "%s", output);
 		else
@@ -194,7 +198,7 @@ int cmd_run(int argc, char **argv)
 		if (create_capture(capture, force, abs, sizeof(abs)) < 0)
 			_exit(1);
 		const char *oldpre = getenv("LD_PRELOAD");
-		snprintf(env, sizeof(env), "%u:%ld:%s", flags, interval, abs);
+		snprintf(env, sizeof(env), "%u:%ld:%d:%s", flags, interval, sfd, abs);
 		if (oldpre && *oldpre)
 			snprintf(pre, sizeof(pre), "%s:%s", payload, oldpre);
 		else
@@ -222,6 +226,7 @@ int cmd_run(int argc, char **argv)
 		_exit(1);
 	}
 	close(report[1]);
+	close(status[1]);
 
 	char capture[PATH_MAX + 2];
 	ssize_t got = 0, r;
@@ -233,31 +238,51 @@ int cmd_run(int argc, char **argv)
 	capture[got] = '\0';
 	int started = got > 0 && (size_t)got == strlen(capture) + 1;
 
-	int status;
-	while (waitpid(child, &status, 0) < 0) {
+	int wstatus;
+	while (waitpid(child, &wstatus, 0) < 0) {
 		if (errno != EINTR)
 			return mt_error(-errno, "cannot wait for the program"), 1;
 	}
 	for (int i = 0; i < 4; i++)
 		sigaction(sigs[i], &old[i], NULL);
 	if (!started)
-		return WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1;
+		return WIFEXITED(wstatus) && WEXITSTATUS(wstatus) ? WEXITSTATUS(wstatus) : 1;
 
+	/* How the capture ended, as the payload says; nothing when the
+	 * process was killed or never started Python. Not waiting for more:
+	 * the line was written before the process exited. */
+	char said[512];
+	fcntl(status[0], F_SETFL, O_NONBLOCK);
+	ssize_t k, got_status = 0;
+	while (got_status < (ssize_t)sizeof(said) - 1 &&
+	       ((k = read(status[0], said + got_status,
+			  sizeof(said) - 1 - (size_t)got_status)) > 0 ||
+		(k < 0 && errno == EINTR)))
+		got_status += k > 0 ? k : 0;
+	close(status[0]);
+	said[got_status] = '\0';
+	said[strcspn(said, "\n")] = '\0';
+
+	int rc = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 0;
 	struct stat sb;
-	if (stat(capture, &sb) == 0 && sb.st_size == 0) {
+	if (!strncmp(said, "error ", 6)) {
+		mt_error(0, "capture '%s' is incomplete: %s", capture, said + 6);
+		if (rc == 0)
+			rc = 1;
+	} else if (!said[0] && stat(capture, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0) {
 		mt_error(0, "no Python interpreter started under memtrace: capture '%s' is empty",
 			 capture);
 		unlink(capture);
 	} else {
 		fprintf(stderr, "memtrace: capture written to %s\n", capture);
 	}
-	if (WIFSIGNALED(status)) {
+	if (WIFSIGNALED(wstatus)) {
 		/* Die the same way, so that shells and supervisors see it. */
-		int sig = WTERMSIG(status);
+		int sig = WTERMSIG(wstatus);
 		signal(sig, SIG_DFL);
 		fflush(stdout);
 		kill(getpid(), sig);
 		return 128 + sig;
 	}
-	return WEXITSTATUS(status);
+	return rc;
 }

@@ -18,6 +18,7 @@
 #include <errno.h>       /* EBUSY */
 #include <fcntl.h>       /* open */
 #include <pthread.h>     /* pthread_mutex_t */
+#include <stdio.h>       /* snprintf */
 #include <stdlib.h>      /* getenv, atexit */
 #include <string.h>      /* strlen */
 #include <sys/syscall.h> /* SYS_gettid */
@@ -35,7 +36,25 @@ static struct {
 	int pymem;          /* PyMem wrappers installed by us */
 	int exit_hooks;     /* atexit handlers registered */
 	int audit_done;     /* run mode: Python-side setup happened */
-} st = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	int status_fd;      /* run mode: where the final status goes, or -1 */
+} st = { .lock = PTHREAD_MUTEX_INITIALIZER, .status_fd = -1 };
+
+/* memtrace run learns how the capture ended through a pipe: one line,
+ * "ok" or "error <reason>". The payload prints nothing itself. */
+static void report_status(int err, const char *what)
+{
+	char line[300];
+	int fd = st.status_fd;
+	if (fd < 0)
+		return;
+	st.status_fd = -1;
+	int n = err ? snprintf(line, sizeof(line), "error %s: %s\n", what, mt_strerror(err))
+		    : snprintf(line, sizeof(line), "ok\n");
+	if (n > 0 && write(fd, line, (size_t)n) < 0) {
+		/* nobody listening: nothing more to do */
+	}
+	close(fd);
+}
 
 static uint64_t realtime_ns(void)
 {
@@ -217,8 +236,13 @@ void mt_finish_at_exit(void)
 static void on_fork_child(void)
 {
 	/* The child inherits patched GOTs and the capture fd but not the
-	 * writer thread: its hooks pass through and it never writes. */
+	 * writer thread: its hooks pass through and it never writes. Nor
+	 * does it hold memtrace run's status pipe open. */
 	mt_tracking = 0;
+	if (st.status_fd >= 0) {
+		close(st.status_fd);
+		st.status_fd = -1;
+	}
 }
 
 /* @deferred: everything is ready but events are not recorded until the
@@ -291,7 +315,9 @@ static int stop_locked(const char *why, int in_python)
 	if (st.pymem && in_python)
 		mt_python_pymem_uninstall();
 	st.active = 0;
-	return mt_writer_stop(why);
+	int rc = mt_writer_stop(why);
+	report_status(rc, "cannot write the capture");
+	return rc;
 }
 
 MT_EXPORT int memtrace_payload_start(const struct memtrace_config *cfg)
@@ -377,11 +403,14 @@ __attribute__((constructor)) static void preload_init(void)
 	if (!mt_got_find_definition("Py_GetVersion"))
 		return;
 	mt_in_hook = 1;
+	/* "flags:interval:status_fd:path" */
+	long status_fd = -1;
 	flags = strtoul(env, &end, 10);
+	interval = *end == ':' ? strtoul(end + 1, &end, 10) : 0;
 	if (*end == ':')
-		interval = strtoul(end + 1, &end, 10);
-	else
-		interval = 0;
+		status_fd = strtol(end + 1, &end, 10);
+	if (status_fd >= 0 && fcntl((int)status_fd, F_SETFD, FD_CLOEXEC) == 0)
+		st.status_fd = (int)status_fd; /* never inherited by the program's children */
 	if (*end != ':' || strlen(end + 1) >= sizeof(cfg.path)) {
 		scrub_environment();
 		mt_in_hook = 0;
@@ -400,6 +429,8 @@ __attribute__((constructor)) static void preload_init(void)
 			"PySys_AddAuditHook");
 	pthread_mutex_lock(&st.lock);
 	int rc = start_locked(&cfg, add_audit != NULL);
+	if (rc < 0)
+		report_status(rc, "cannot start tracking");
 	if (rc == 0 && add_audit && add_audit(audit_hook, NULL) != 0) {
 		mt_writer_diag(MT_DIAG_INFO, "no audit hook: tracking from process start");
 		mt_tracking = 1;

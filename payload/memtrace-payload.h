@@ -7,9 +7,10 @@
  * (remote calls) and by the Python package (ctypes).
  *
  * memtrace run: LD_PRELOAD the payload with MEMTRACE_RUN set to
- * "<flags>:<interval_ms>:<absolute capture path>"; tracking starts before
- * main() and stops when the Python program ends (Python-level atexit) or,
- * failing that, at exit().
+ * "<flags>:<interval_ms>:<status fd>:<absolute capture path>"; tracking
+ * starts with the program's first line and stops when it ends (Python-level
+ * atexit) or, failing that, at exit(). One line goes to the status fd (-1:
+ * none) when tracking ends: "ok", or "error <reason>".
  */
 #include <stdint.h> /* uint32_t */
 

@@ -230,3 +230,37 @@ def test_unwritable_output_directory(memtrace, script, tmp_path):
     p = run(memtrace, "run", "-o", "/nonexistent-dir/x.bin", prog, check=False)
     assert p.returncode == 1 and "cannot create capture" in p.stderr
     assert p.stderr.count("\n") == 1
+
+
+def test_capture_device_full_at_start(memtrace, script, tmp_path):
+    # /dev/full refuses every write: tracking cannot start, the program
+    # runs on untouched, and memtrace says why and exits non-zero.
+    prog = script("print('still ran')\n")
+    p = run(memtrace, "run", "-f", "-o", "/dev/full", prog, check=False)
+    assert p.stdout == "still ran\n"
+    assert p.returncode == 1
+    assert "capture '/dev/full' is incomplete" in p.stderr
+    assert "No space left on device" in p.stderr
+
+
+def test_disk_fills_during_capture(memtrace, tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if run("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt, check=False).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        prog = tmp_path / "big.py"
+        prog.write_text("import json\n"
+                        "doc = [{'k%d' % i: [i, str(i)]} for i in range(20000)]\n"
+                        "for _ in range(20):\n    doc = json.loads(json.dumps(doc))\n"
+                        "print('finished')\n")
+        cap = mnt / "c.bin"
+        p = run(memtrace, "run", "--trace-python-allocators", "-o", cap, prog, check=False)
+        assert p.stdout == "finished\n"
+        assert p.returncode == 1
+        assert "incomplete" in p.stderr and "No space left on device" in p.stderr
+        assert p.stderr.count("\n") == 1
+        s = run(memtrace, "stats", cap, check=False)
+        assert s.returncode == 0 and "truncated" in s.stderr
+    finally:
+        run("umount", mnt, check=False)
