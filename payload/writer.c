@@ -30,7 +30,6 @@
 #define CHUNK_MAX MT_CHUNK_RAW_MAX
 #define FLUSH_NS (250ull * 1000 * 1000) /* bound on what a SIGKILL loses */
 #define FULL_WAIT_NS (500ull * 1000 * 1000)
-#define GAP_WAIT_NS (1000ull * 1000 * 1000)
 #define ENTRY_HEADER 8 /* seq << 24 | len, in the buffer only */
 
 /* One thread's buffer: records as [u64 seq<<24|len][len bytes], padded
@@ -39,7 +38,7 @@
 struct mt_tbuf {
 	_Alignas(64) _Atomic uint64_t head; /* published by the producer */
 	uint64_t tail_seen;                 /* producer's copy of tail */
-	uint64_t seq;                       /* of the reserved record */
+	uint64_t epoch;                     /* the producer's current epoch */
 	_Alignas(64) _Atomic uint64_t tail; /* consumed by the writer */
 	struct mt_tbuf *next;               /* registry, push-only */
 	_Alignas(64) uint8_t data[TBUF_SIZE];
@@ -47,7 +46,11 @@ struct mt_tbuf {
 };
 
 static struct {
-	_Alignas(64) _Atomic uint64_t seq; /* the event order */
+	/* The event order: an epoch is a run of events of one thread; a
+	 * thread takes a new one when another thread recorded since its last
+	 * event. Read-mostly while one thread produces. */
+	_Alignas(64) _Atomic(struct mt_tbuf *) last;
+	_Atomic uint64_t epoch;
 	_Alignas(64) _Atomic(struct mt_tbuf *) bufs;
 	_Atomic int running;
 	_Atomic uint64_t dropped;
@@ -60,8 +63,7 @@ static struct {
 	long page;
 	uint64_t start_mono;
 	uint64_t n_events;
-	uint64_t next_seq; /* writer: the next record to write */
-	uint64_t gap_since;
+	uint64_t cur_epoch; /* writer: the epoch being written */
 	uint8_t *raw, *out;
 	size_t raw_len;
 	uint64_t last_flush;
@@ -112,6 +114,22 @@ static void copy_in(struct mt_tbuf *b, uint64_t pos, const void *src, size_t len
 		memcpy(b->data, (const uint8_t *)src + first, len - first);
 }
 
+/* Order across threads. Taken at the event (a free before the real free,
+ * an allocation after the real call) and after room is made, so that every
+ * epoch taken holds at least one record. While one thread records, this is
+ * one load of a line nobody writes; a locked add (which costs as much as
+ * the rest of the event) only when the recording thread changes. If this
+ * thread's event happens after another thread's event, through whatever
+ * synchronisation ordered them, it sees that thread in w.last and takes a
+ * later epoch. */
+static inline void take_turn(struct mt_tbuf *b)
+{
+	if (__builtin_expect(atomic_load_explicit(&w.last, memory_order_relaxed) != b, 0)) {
+		atomic_store_explicit(&w.last, b, memory_order_relaxed);
+		b->epoch = atomic_fetch_add_explicit(&w.epoch, 1, memory_order_acq_rel) + 1;
+	}
+}
+
 /* Make room for @total bytes at head. Returns 0, or -1 when the buffer
  * stayed full (the writer is stuck or stopped). Keeps errno. */
 static int make_room(struct mt_tbuf *b, uint64_t head, uint64_t total)
@@ -152,11 +170,7 @@ uint8_t *mt_tbuf_reserve(struct mt_tbuf *b)
 		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
 		return NULL;
 	}
-	/* The sequence number is taken here, at the event (a free is
-	 * reserved before the real free, an allocation after the real call),
-	 * and before the record's stores, which a locked instruction would
-	 * otherwise wait for. */
-	b->seq = atomic_fetch_add_explicit(&w.seq, 1, memory_order_relaxed);
+	take_turn(b);
 	/* The record may run past the end of the ring into the slack; commit
 	 * moves that part to the start. */
 	return b->data + (head & TBUF_MASK) + ENTRY_HEADER;
@@ -166,7 +180,7 @@ void mt_tbuf_commit(struct mt_tbuf *b, size_t len)
 {
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
 	size_t off = (size_t)(head & TBUF_MASK);
-	uint64_t entry = b->seq << 24 | len;
+	uint64_t entry = b->epoch << 24 | len;
 	memcpy(b->data + off, &entry, sizeof(entry)); /* 8-aligned, never wraps */
 	if (off + ENTRY_HEADER + len > TBUF_SIZE)
 		memcpy(b->data, b->data + TBUF_SIZE, off + ENTRY_HEADER + len - TBUF_SIZE);
@@ -184,8 +198,8 @@ int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len)
 		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
 		return -1;
 	}
-	uint64_t seq = atomic_fetch_add_explicit(&w.seq, 1, memory_order_relaxed);
-	uint64_t entry = seq << 24 | len;
+	take_turn(b);
+	uint64_t entry = b->epoch << 24 | len;
 	memcpy(b->data + (head & TBUF_MASK), &entry, sizeof(entry));
 	copy_in(b, head + ENTRY_HEADER, rec, len);
 	atomic_store_explicit(&b->head, head + total, memory_order_release);
@@ -293,50 +307,57 @@ static void consume(struct mt_tbuf *b, uint32_t len, int keep)
 	atomic_store_explicit(&b->tail, tail + total, memory_order_release);
 }
 
-/* Merge every buffer into the chunk in sequence order. A number that is
- * missing (its producer is between taking it and publishing, or dropped
- * the record) holds the merge back for up to GAP_WAIT_NS, then is given
- * up; a record that shows up after its turn is dropped and counted. */
-static void drain(int final)
+/* Write every record of an epoch older than the current one: a thread
+ * that read w.last a moment before another thread took over, and
+ * committed its record after the writer had moved on. @except: skip. */
+static void drain_late(struct mt_tbuf *except)
+{
+	for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next) {
+		uint64_t epoch;
+		uint32_t len;
+		while (b != except && front(b, &epoch, &len) && epoch < w.cur_epoch)
+			consume(b, len, 1);
+	}
+}
+
+/* Merge the buffers into the chunk in epoch order. Each epoch belongs to
+ * one thread, whose records of it are consecutive in its buffer; epochs
+ * not seen yet (a thread between taking its epoch and committing) are
+ * passed over and their records written late, where they arrive. That
+ * keeps every order that matters: if a record R of one thread happened
+ * before a record S of another (a free before the reuse of its address),
+ * R was committed before S, so it is visible once S is; late records are
+ * written before the records of the current epoch up to a head read after
+ * them. */
+static void drain(void)
 {
 	for (;;) {
-		int progress = 0, pending = 0;
+		struct mt_tbuf *owner = NULL;
 		uint64_t lowest = UINT64_MAX;
 		for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next) {
-			uint64_t seq;
+			uint64_t epoch;
 			uint32_t len;
-			while (front(b, &seq, &len)) {
-				if (seq > w.next_seq) {
-					pending = 1;
-					if (seq < lowest)
-						lowest = seq;
-					break;
-				}
-				if (seq == w.next_seq) {
-					consume(b, len, 1);
-					w.next_seq++;
-				} else {
-					consume(b, len, 0);
-					atomic_fetch_add_explicit(&w.dropped, 1,
-								  memory_order_relaxed);
-				}
-				progress = 1;
-			}
+			if (!front(b, &epoch, &len))
+				continue;
+			if (epoch == w.cur_epoch)
+				owner = b;
+			else if (epoch > w.cur_epoch && epoch < lowest)
+				lowest = epoch;
 		}
-		if (progress) {
-			w.gap_since = 0;
+		if (owner) {
+			uint64_t head = atomic_load_explicit(&owner->head, memory_order_acquire);
+			drain_late(owner);
+			uint64_t epoch;
+			uint32_t len;
+			while (atomic_load_explicit(&owner->tail, memory_order_relaxed) < head &&
+			       front(owner, &epoch, &len) && epoch == w.cur_epoch)
+				consume(owner, len, 1);
 			continue;
 		}
-		if (!pending)
+		drain_late(NULL);
+		if (lowest == UINT64_MAX)
 			return;
-		uint64_t now = mono_ns();
-		if (!w.gap_since)
-			w.gap_since = now;
-		if (!final && now - w.gap_since < GAP_WAIT_NS)
-			return;
-		atomic_fetch_add_explicit(&w.dropped, lowest - w.next_seq, memory_order_relaxed);
-		w.next_seq = lowest;
-		w.gap_since = 0;
+		w.cur_epoch = lowest;
 	}
 }
 
@@ -392,7 +413,7 @@ static void *writer_main(void *arg)
 	uint64_t next_sample = mono_ns();
 
 	while (!atomic_load(&w.stop)) {
-		drain(0);
+		drain();
 		append_diag();
 		uint64_t now = mono_ns();
 		if (now >= next_sample) {
@@ -451,9 +472,9 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	/* Whatever a late producer left from an earlier capture is void. */
 	for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next)
 		atomic_store(&b->tail, atomic_load(&b->head));
-	atomic_store(&w.seq, 0);
-	w.next_seq = 0;
-	w.gap_since = 0;
+	atomic_store(&w.last, NULL);
+	atomic_store(&w.epoch, 0);
+	w.cur_epoch = 1;
 	atomic_store_explicit(&w.running, 1, memory_order_release);
 
 	/* The writer must not take signals meant for the program. */
@@ -475,7 +496,7 @@ int mt_writer_stop(const char *diag)
 	wake_writer();
 	pthread_join(w.thread, NULL);
 	atomic_store_explicit(&w.running, 0, memory_order_release);
-	drain(1);
+	drain();
 	append_diag();
 	if (diag) {
 		mt_writer_diag(MT_DIAG_TRACKING_DISABLED, diag);
