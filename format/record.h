@@ -191,9 +191,17 @@ static inline size_t mt__rec_head(uint8_t *p, unsigned type, uint32_t thread)
 	return 1 + mt_varint_put(p + 1, thread);
 }
 
-/* Find @addr in @ring (and take it out: a block is matched once). */
-static inline unsigned mt__ring_take(uint64_t *ring, uint64_t addr)
+/* Find @addr in @ring (and take it out: a block is matched once). The
+ * newest entry (just before @pos) is the usual match, so it is tried
+ * first; the record names the slot, so the search order is the writer's
+ * business. */
+static inline unsigned mt__ring_take(uint64_t *ring, uint8_t pos, uint64_t addr)
 {
+	unsigned newest = (uint8_t)(pos - 1) % MT_ADDR_RING;
+	if (ring[newest] == addr) {
+		ring[newest] = 0;
+		return newest;
+	}
 	for (unsigned i = 0; i < MT_ADDR_RING; i++)
 		if (ring[i] == addr) {
 			ring[i] = 0;
@@ -203,9 +211,9 @@ static inline unsigned mt__ring_take(uint64_t *ring, uint64_t addr)
 }
 
 static inline size_t mt__put_addr(uint8_t *p, size_t n, struct mt_delta *d, unsigned kind,
-				  uint64_t *ring, uint64_t addr)
+				  uint64_t *ring, uint8_t pos, uint64_t addr)
 {
-	unsigned mode = addr ? mt__ring_take(ring, addr) : MT_ADDR_EXPLICIT;
+	unsigned mode = addr ? mt__ring_take(ring, pos, addr) : MT_ADDR_EXPLICIT;
 	int64_t delta = (int64_t)(addr - d->addr);
 	if (mode == MT_ADDR_EXPLICIT && (delta & 15) == 0) {
 		mode = MT_ADDR_ALIGNED;
@@ -224,7 +232,7 @@ static inline size_t mt_enc_alloc(uint8_t *p, struct mt_delta *d, uint32_t threa
 				  unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
 {
 	size_t n = mt__rec_head(p, MT_REC_ALLOC, thread);
-	n = mt__put_addr(p, n, d, kind, d->freed, addr);
+	n = mt__put_addr(p, n, d, kind, d->freed, d->freed_pos, addr);
 	n += mt_varint_put(p + n, size);
 	n += mt_varint_put(p + n, mt_zigzag((int64_t)stack - (int64_t)d->stack));
 	d->stack = stack;
@@ -238,7 +246,7 @@ static inline size_t mt_enc_free(uint8_t *p, struct mt_delta *d, uint32_t thread
 				 unsigned kind, uint64_t addr, uint64_t size)
 {
 	size_t n = mt__rec_head(p, MT_REC_FREE, thread);
-	n = mt__put_addr(p, n, d, kind, d->live, addr);
+	n = mt__put_addr(p, n, d, kind, d->live, d->live_pos, addr);
 	if (kind == MT_ALLOC_MUNMAP)
 		n += mt_varint_put(p + n, size);
 	d->freed[d->freed_pos++ % MT_ADDR_RING] = addr;
@@ -298,8 +306,11 @@ ssize_t mt_header_decode(const uint8_t *p, size_t len, struct mt_header *h);
  * Chunks: after the header the file is a sequence of chunks, each
  *   magic[4] "MTCK", u32 raw_len, u32 stored_len, u32 checksum, data.
  * data is the LZ4 block of raw_len bytes of records, or the raw records
- * when stored_len == raw_len. checksum is FNV-1a 32 of the stored bytes.
- * Records never span chunks; chunks decode independently.
+ * when stored_len == raw_len. checksum is mt_checksum() (MT32) of the
+ * stored bytes. Records never span chunks. Each chunk's LZ4 block
+ * decompresses on its own, but its records do not decode on their own:
+ * the hot records' delta state (struct mt_delta) runs across chunks, so a
+ * chunk's records can only be decoded after those of every chunk before.
  * ---------------------------------------------------------------------- */
 #define MT_CHUNK_MAGIC "MTCK"
 #define MT_CHUNK_HEADER 16
@@ -315,6 +326,9 @@ struct mt_chunk {
 void mt_chunk_header_encode(uint8_t p[MT_CHUNK_HEADER], const struct mt_chunk *c);
 /* Returns 0, or -MT_ECORRUPT for a bad magic or impossible sizes. */
 int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c);
+/* mt_checksum() - MT32 of @p: 64-bit multiply-rotate rounds over 8-byte
+ * words in four lanes, the tail bytes one at a time, folded to 32 bits
+ * (docs/format.md section 2 gives the exact steps). */
 uint32_t mt_checksum(const uint8_t *p, size_t len);
 
 #endif /* MT_FORMAT_RECORD_H */

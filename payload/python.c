@@ -342,10 +342,10 @@ mt_walk_frameobjects(const struct mt_pylayout *lo, const void *tstate, struct mt
 static inline __attribute__((always_inline)) size_t
 mt_walk_iframes(const struct mt_pylayout *lo, const void *f, struct mt_pyframe *out, size_t max)
 {
-	size_t n = 0, steps = 0;
+	/* the cap on steps also stops a corrupt chain that loops */
+	size_t n = 0, steps = max + MT_WALK_SLACK;
 
-	for (; f != NULL && n < max && steps < max + MT_WALK_SLACK;
-	     steps++, f = mt_ld_ptr(f, lo->fr_back)) {
+	for (; f != NULL && steps != 0; steps--, f = mt_ld_ptr(f, lo->fr_back)) {
 		int owner = *((const signed char *)f + lo->fr_owner);
 		const char *code, *first, *instr;
 
@@ -354,7 +354,8 @@ mt_walk_iframes(const struct mt_pylayout *lo, const void *f, struct mt_pyframe *
 			continue;
 		code = mt_ld_ptr(f, lo->fr_code);
 		/* f_code is always a code object until 3.13's f_executable */
-		if (lo->minor >= 13 && (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type))
+		if (lo->minor >= 13 &&
+		    (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type))
 			continue;
 		first = code + lo->co_code_adaptive;
 		instr = mt_ld_ptr(f, lo->fr_instr);
@@ -367,7 +368,8 @@ mt_walk_iframes(const struct mt_pylayout *lo, const void *f, struct mt_pyframe *
 			continue;
 		out[n].code = code;
 		out[n].offset = (uint32_t)(instr - first);
-		n++;
+		if (++n == max)
+			break;
 	}
 	return n;
 }

@@ -38,6 +38,7 @@
 struct mt_tbuf {
 	_Alignas(64) _Atomic uint64_t head; /* published by the producer */
 	uint64_t tail_seen;                 /* producer's copy of tail */
+	uint64_t check_at;                  /* head beyond which to look again */
 	uint64_t epoch;                     /* the producer's current epoch */
 	_Alignas(64) _Atomic uint64_t tail; /* consumed by the writer */
 	struct mt_tbuf *next;               /* registry, push-only */
@@ -85,7 +86,9 @@ static void futex_wake(_Atomic uint32_t *addr)
 
 static void wake_writer(void)
 {
-	if (atomic_exchange_explicit(&w.wake, 1, memory_order_acq_rel) == 0)
+	/* a plain load first: the exchange is a locked instruction */
+	if (atomic_load_explicit(&w.wake, memory_order_relaxed) == 0 &&
+	    atomic_exchange_explicit(&w.wake, 1, memory_order_acq_rel) == 0)
 		futex_wake(&w.wake);
 }
 
@@ -130,13 +133,14 @@ static inline void take_turn(struct mt_tbuf *b)
 	}
 }
 
-/* Make room for @total bytes at head. Returns 0, or -1 when the buffer
+/* Make room for @total bytes at head, and set the next head at which to
+ * look at the writer's progress again. Returns 0, or -1 when the buffer
  * stayed full (the writer is stuck or stopped). Keeps errno. */
-static int make_room(struct mt_tbuf *b, uint64_t head, uint64_t total)
+static __attribute__((noinline)) int make_room(struct mt_tbuf *b, uint64_t head, uint64_t total)
 {
 	int saved = errno;
-	/* Our copy of tail is stale: read the writer's, which costs a cache
-	 * miss, so only once per half buffer. */
+	/* Reading the writer's tail costs a cache miss: do it once per
+	 * sixteenth of the buffer, not per record. */
 	b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
 	if (head + total - b->tail_seen > TBUF_SIZE / 2)
 		wake_writer();
@@ -156,6 +160,9 @@ static int make_room(struct mt_tbuf *b, uint64_t head, uint64_t total)
 		sched_yield();
 		b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
 	}
+	uint64_t limit = b->tail_seen + TBUF_SIZE - (ENTRY_HEADER + MT_REC_HOT_MAX);
+	uint64_t next = head + TBUF_SIZE / 16;
+	b->check_at = next < limit ? next : limit;
 	errno = saved;
 	return 0;
 }
@@ -166,7 +173,7 @@ uint8_t *mt_tbuf_reserve(struct mt_tbuf *b)
 	uint64_t need = ENTRY_HEADER + MT_REC_HOT_MAX;
 
 	if (!atomic_load_explicit(&w.running, memory_order_relaxed) ||
-	    (head + need - b->tail_seen > TBUF_SIZE / 2 && make_room(b, head, need) < 0)) {
+	    (head > b->check_at && make_room(b, head, need) < 0)) {
 		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
 		return NULL;
 	}
@@ -194,7 +201,8 @@ int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len)
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
 
 	if (!atomic_load_explicit(&w.running, memory_order_relaxed) || total > TBUF_SIZE / 4 ||
-	    (head + total - b->tail_seen > TBUF_SIZE / 2 && make_room(b, head, total) < 0)) {
+	    (head + total > b->check_at + ENTRY_HEADER + MT_REC_HOT_MAX &&
+	     make_room(b, head, total) < 0)) {
 		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
 		return -1;
 	}
