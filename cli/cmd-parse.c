@@ -9,10 +9,11 @@
 
 static const char usage[] = "usage: memtrace parse CAPTURE\n";
 
+/* truncation is a warning; corruption is the error printed at the end */
 static void warn_line(void *ctx, const char *msg)
 {
-	(void)ctx;
-	mt_warning("%s", msg);
+	if (!mt_capture_status(ctx)->stopped)
+		mt_warning("%s", msg);
 }
 
 int cmd_parse(int argc, char **argv)
@@ -43,12 +44,19 @@ int cmd_parse(int argc, char **argv)
 		mt_error(0, "%s", mt_report_describe_open_error(msg, sizeof(msg), argv[optind], err));
 		return 1;
 	}
-	mt_capture_set_warn(cap, warn_line, NULL);
+	mt_capture_set_warn(cap, warn_line, cap);
 	err = mt_report_parse(stdout, cap);
-	mt_capture_close(cap);
 	if (err < 0) {
+		mt_capture_close(cap);
 		mt_error(err, "parse: cannot write the records");
 		return 1;
 	}
+	if (mt_capture_damage(cap)) {
+		fflush(stdout);
+		mt_error(0, "cannot read '%s': %s", argv[optind], mt_capture_damage(cap));
+		mt_capture_close(cap);
+		return 1;
+	}
+	mt_capture_close(cap);
 	return 0;
 }

@@ -9,9 +9,12 @@
 #include <stdlib.h> /* strtoul */
 
 static const char usage[] =
-	"usage: memtrace stats [-n N] [--json] CAPTURE\n"
+	"usage: memtrace stats [-n N] [--temporary-allocation-threshold N] [--json] CAPTURE\n"
 	"\n"
 	"  -n, --top N   rows in the top-locations tables (default 5, 0 = all)\n"
+	"  --temporary-allocation-threshold N\n"
+	"                count as temporary what its thread freed with fewer than N of\n"
+	"                its allocations in between (default 1)\n"
 	"  --json        one JSON object on standard output\n";
 
 static void warn_line(void *ctx, const char *msg)
@@ -24,11 +27,12 @@ int cmd_stats(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "top", required_argument, NULL, 'n' },
+		{ "temporary-allocation-threshold", required_argument, NULL, 'N' },
 		{ "json", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct mt_report_opts o = { .top_n = 5, .view = MT_VIEW_ALLOCATED };
+	struct mt_report_opts o = { .top_n = 5, .view = MT_VIEW_ALLOCATED, .temp_threshold = 1 };
 	struct mt_snapshot s;
 	char msg[512], *end;
 	int c, err;
@@ -46,6 +50,10 @@ int cmd_stats(int argc, char **argv)
 		case 'J':
 			o.json = 1;
 			break;
+		case 'N':
+			if (mt_cli_view_option(c, optarg, &o, "stats"))
+				return 2;
+			break;
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
@@ -59,9 +67,9 @@ int cmd_stats(int argc, char **argv)
 		return 2;
 	}
 	o.path = argv[optind];
-	err = mt_report_load(&s, o.path, warn_line, NULL);
+	err = mt_report_load(&s, &o, warn_line, NULL, msg, sizeof(msg));
 	if (err < 0) {
-		mt_error(0, "%s", mt_report_describe_open_error(msg, sizeof(msg), o.path, err));
+		mt_error(0, "%s", msg);
 		return 1;
 	}
 	err = mt_report_stats(stdout, &s, &o);

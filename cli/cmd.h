@@ -21,6 +21,25 @@ int cmd_summary(int argc, char **argv);  /* cli/cmd-summary.c */
 int cmd_parse(int argc, char **argv);    /* cli/cmd-parse.c */
 int cmd_attach(int argc, char **argv);   /* cli/cmd-attach.c */
 int cmd_detach(int argc, char **argv);   /* cli/cmd-detach.c */
+int cmd_flamegraph(int argc, char **argv); /* cli/cmd-flamegraph.c */
+int cmd_table(int argc, char **argv);    /* cli/cmd-table.c */
+int cmd_tree(int argc, char **argv);     /* cli/cmd-tree.c */
+
+/* Shared by the report commands (cli/cmd-flamegraph.c). */
+#include <stdio.h> /* FILE */
+struct mt_report_opts;
+/* "DIR/memtrace-<kind>-<capture stem>.html", beside the capture */
+void mt_cli_default_output(char *buf, size_t len, const char *kind, const char *capture);
+/* @path for writing ("-": stdout); refuses an existing file unless
+ * @force. NULL after printing why. */
+FILE *mt_cli_open_output(const char *path, int force, const char *cmd);
+/* close, report "wrote PATH (size)" or the error (removing the file);
+ * returns the exit status */
+int mt_cli_close_output(FILE *f, const char *path, int err, const char *cmd);
+/* --leaks ('L'), --temporary-allocations ('T'),
+ * --temporary-allocation-threshold ('N'): 0, 2 after a usage error, -1
+ * for another option */
+int mt_cli_view_option(int c, const char *arg, struct mt_report_opts *o, const char *cmd);
 
 /* mt_self_dir() - directory of the running memtrace executable, for
  * finding the payload and Python package of an installed or built tree.

@@ -19,6 +19,9 @@ static const struct mt_cmd commands[] = {
 	{ "detach", cmd_detach, "stop tracking an attached process" },
 	{ "stats", cmd_stats, "totals, size histogram, top locations, peaks" },
 	{ "summary", cmd_summary, "per-location memory at the peak" },
+	{ "flamegraph", cmd_flamegraph, "an HTML flame graph of memory at the peak, leaks or temporaries" },
+	{ "table", cmd_table, "an HTML table of memory by location, thread and allocator" },
+	{ "tree", cmd_tree, "the biggest allocating call paths as a tree" },
 	{ "parse", cmd_parse, "every record of a capture as a line of text" },
 };
 

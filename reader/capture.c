@@ -41,6 +41,7 @@ struct mt_capture {
 
 	void (*warn)(void *ctx, const char *msg);
 	void *warn_ctx;
+	char damage[256]; /* why reading stopped early, "" if it did not */
 };
 
 static int stub(void *ctx, const struct mt_record *r)
@@ -232,6 +233,26 @@ __attribute__((format(printf, 2, 3))) static void warn(struct mt_capture *c, con
 	c->warn(c->warn_ctx, msg);
 }
 
+/* Corruption before the end: reading stops; the message is kept for
+ * mt_capture_damage() and also goes through the warn callback, which can
+ * tell it from truncation by the status's stopped flag. */
+__attribute__((format(printf, 2, 3))) static void corrupt(struct mt_capture *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	c->st.stopped = 1;
+	va_start(ap, fmt);
+	vsnprintf(c->damage, sizeof(c->damage), fmt, ap);
+	va_end(ap);
+	if (c->warn)
+		c->warn(c->warn_ctx, c->damage);
+}
+
+const char *mt_capture_damage(const struct mt_capture *c)
+{
+	return c->st.stopped ? c->damage : NULL;
+}
+
 static struct mt_delta *get_delta(void *ctx, uint32_t thread)
 {
 	struct mt_capture *c = ctx;
@@ -320,6 +341,7 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 
 	mt_record_ops_init(&ops);
 	memset(&c->st, 0, sizeof(c->st));
+	c->damage[0] = '\0';
 	c->st.file_size = c->size;
 	c->st.end_offset = off;
 	c->oom = 0;
@@ -343,10 +365,9 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 			if (all_zero(c->data + off, left)) {
 				partial = 1;
 			} else {
-				c->st.stopped = 1;
-				warn(c, "capture is corrupt: bad chunk header at byte %llu; read %llu "
-					"chunks before it", (unsigned long long)off,
-				     (unsigned long long)c->st.n_chunks);
+				corrupt(c, "capture is corrupt: bad chunk header at byte %llu; read %llu "
+					   "chunks before it", (unsigned long long)off,
+					(unsigned long long)c->st.n_chunks);
 			}
 			break;
 		}
@@ -397,10 +418,9 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 			 * chunk can be decoded reliably. */
 			c->st.n_bad_chunks = 1;
 			c->st.bad_offset = off;
-			c->st.stopped = 1;
-			warn(c, "capture is corrupt: chunk %llu at byte %llu: %s; read %llu chunks "
-				"before it", (unsigned long long)index, (unsigned long long)off, why,
-			     (unsigned long long)c->st.n_chunks);
+			corrupt(c, "capture is corrupt: chunk %llu at byte %llu: %s; read %llu chunks "
+				   "before it", (unsigned long long)index, (unsigned long long)off, why,
+				(unsigned long long)c->st.n_chunks);
 			break;
 		}
 		c->st.n_chunks++;

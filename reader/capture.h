@@ -7,14 +7,17 @@
  * and hands every record, in file order, to a callback of a struct
  * mt_record_ops. Consumers (snapshot, parse) never decode bytes.
  *
- * Damage policy: a capture without a TRAILER record was cut short (the
- * process was killed); every complete chunk is read and the status says
- * so. A damaged last chunk (partial, failed checksum or LZ4 data, zero
- * fill) is truncation too. A damaged chunk anywhere else ends reading
- * there, because the delta state of the hot records runs across chunks
- * and nothing after a lost chunk decodes reliably. Problems are reported
- * through the status and the optional warn callback; nothing here
- * prints or exits.
+ * Damage policy (docs/format.md section 5): a capture without a TRAILER
+ * record was cut short (the process was killed); every complete chunk is
+ * read and the status says truncated. A damaged last chunk (partial,
+ * failed checksum or LZ4 data, zero fill) is truncation too. Damage with
+ * more data after it is corruption: reading stops there, because the
+ * delta state of the hot records runs across chunks and nothing after a
+ * lost chunk decodes reliably; the status says stopped and
+ * mt_capture_damage() says why. The records before it have been
+ * delivered; the memtrace commands nonetheless treat corruption as an
+ * error. Problems are reported through the status and the optional warn
+ * callback; nothing here prints or exits.
  */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint64_t */
@@ -87,5 +90,10 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops, void 
 
 /* mt_capture_status() - borrowed; describes the last mt_capture_read(). */
 const struct mt_capture_status *mt_capture_status(const struct mt_capture *c);
+
+/* mt_capture_damage() - after a mt_capture_read() that stopped at
+ * corruption, one line (no prefix, no newline) saying where and why;
+ * NULL otherwise. Borrowed, valid until the next read or close. */
+const char *mt_capture_damage(const struct mt_capture *c);
 
 #endif /* MT_READER_CAPTURE_H */

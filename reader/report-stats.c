@@ -46,17 +46,43 @@ void mt__report_location(struct mt_strbuf *sb, const char *function, const char 
 		mt_strbuf_addf(sb, ":%d", line);
 }
 
-int mt_report_load(struct mt_snapshot *s, const char *path,
-		   void (*warn)(void *ctx, const char *msg), void *ctx)
-{
-	struct mt_capture *c;
-	int err = mt_capture_open(path, &c);
+struct load_ctx {
+	struct mt_capture *cap;
+	void (*warn)(void *ctx, const char *msg);
+	void *ctx;
+};
 
-	if (err < 0)
+/* Truncation is a warning; corruption becomes mt_report_load()'s error
+ * instead (the status says which before the message is sent). */
+static void load_warn(void *p, const char *msg)
+{
+	struct load_ctx *l = p;
+
+	if (!mt_capture_status(l->cap)->stopped && l->warn)
+		l->warn(l->ctx, msg);
+}
+
+int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
+		   void (*warn)(void *ctx, const char *msg), void *ctx, char *msg, size_t len)
+{
+	struct mt_snapshot_opts so = { .temp_threshold = o->temp_threshold };
+	struct load_ctx l = { NULL, warn, ctx };
+	int err = mt_capture_open(o->path, &l.cap);
+
+	if (err < 0) {
+		mt_report_describe_open_error(msg, len, o->path, err);
 		return err;
-	mt_capture_set_warn(c, warn, ctx);
-	err = mt_snapshot_build(s, c);
-	mt_capture_close(c);
+	}
+	mt_capture_set_warn(l.cap, load_warn, &l);
+	err = mt_snapshot_build_opts(s, l.cap, &so);
+	if (err < 0) {
+		snprintf(msg, len, "cannot read '%s': %s", o->path, mt_strerror(err));
+	} else if (mt_capture_damage(l.cap)) {
+		snprintf(msg, len, "cannot read '%s': %s", o->path, mt_capture_damage(l.cap));
+		mt_snapshot_release(s);
+		err = -MT_ECORRUPT;
+	}
+	mt_capture_close(l.cap);
 	return err;
 }
 
@@ -272,6 +298,10 @@ int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 		fprintf(out, "unknown (no memory samples)\n");
 	fprintf(out, "  live at end:        %s in %llu allocations\n", mt__report_bytes(a, s->heap_end),
 		(unsigned long long)s->leak_count);
+	fprintf(out, "  temporary:          %s in %llu allocations (freed by their thread with fewer "
+		     "than %llu of its allocations in between)\n",
+		mt__report_bytes(a, s->temp_bytes), (unsigned long long)s->temp_count,
+		(unsigned long long)s->temp_threshold);
 	fprintf(out, "  dropped events:     ");
 	if (s->have_trailer)
 		fprintf(out, "%llu\n", (unsigned long long)s->n_dropped);
@@ -382,6 +412,9 @@ static int stats_json(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	}
 	mt_json_u64(&j, "live_bytes_at_end", s->heap_end);
 	mt_json_u64(&j, "live_allocations_at_end", s->leak_count);
+	mt_json_u64(&j, "temporary_bytes", s->temp_bytes);
+	mt_json_u64(&j, "temporary_allocations", s->temp_count);
+	mt_json_u64(&j, "temporary_allocation_threshold", s->temp_threshold);
 	if (s->have_trailer)
 		mt_json_u64(&j, "dropped", s->n_dropped);
 	else

@@ -21,15 +21,18 @@ static int summary_json(FILE *out, const struct mt_snapshot *s, const struct mt_
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt_json j;
-	int leaks = o->view == MT_VIEW_LEAKS;
+	int leaks = o->view == MT_VIEW_LEAKS, temp = o->view == MT_VIEW_TEMPORARY;
 
 	mt_json_init(&j, &sb, 1);
 	mt_json_begin_object(&j, NULL);
 	mt_json_str(&j, "capture", o->path ? o->path : "");
-	mt_json_str(&j, "view", leaks ? "leaks" : "peak");
-	mt_json_u64(&j, "total_bytes", leaks ? s->heap_end : s->peak_heap);
+	mt_json_str(&j, "view", mt__view_name(o->view));
+	mt_json_u64(&j, "total_bytes", leaks ? s->heap_end : temp ? s->temp_bytes : s->peak_heap);
 	if (leaks) {
 		mt_json_u64(&j, "total_allocations", s->leak_count);
+	} else if (temp) {
+		mt_json_u64(&j, "total_allocations", s->temp_count);
+		mt_json_u64(&j, "temporary_allocation_threshold", s->temp_threshold);
 	} else {
 		mt_json_u64(&j, "peak_event", s->peak_event);
 		mt_json_u64(&j, "peak_time_us", s->peak_time_us);
@@ -83,6 +86,12 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 			mt__report_bytes(a, whole), (unsigned long long)s->leak_count);
 		if (s->header.flags & MT_HDR_ATTACHED)
 			fprintf(out, "(attached capture: only memory allocated after attaching is seen)\n");
+	} else if (o->view == MT_VIEW_TEMPORARY) {
+		whole = s->temp_bytes;
+		fprintf(out, "Temporary allocations (freed by their thread with fewer than %llu of its "
+			     "allocations in between): %s in %llu allocations\n",
+			(unsigned long long)s->temp_threshold, mt__report_bytes(a, whole),
+			(unsigned long long)s->temp_count);
 	} else {
 		whole = s->peak_heap;
 		fprintf(out, "Peak tracked heap: %s", mt__report_bytes(a, whole));

@@ -7,6 +7,7 @@
  * exits. Returns 0, or -errno when writing or allocation failed.
  */
 #include <stddef.h> /* size_t */
+#include <stdint.h> /* uint64_t */
 #include <stdio.h>  /* FILE */
 
 #include "reader/capture.h"
@@ -14,16 +15,23 @@
 
 struct mt_report_opts {
 	unsigned top_n;     /* rows per table; 0 = all */
-	enum mt_view view;  /* summary: MT_VIEW_PEAK or MT_VIEW_LEAKS */
-	const char *path;   /* capture name to show */
+	enum mt_view view;  /* summary, tree, flamegraph, table: which memory */
+	const char *path;   /* the capture: loaded from here and shown */
 	int json;           /* one JSON object instead of text */
+	uint64_t temp_threshold; /* for MT_VIEW_TEMPORARY; 0 = 1 */
+	int inverted;       /* flamegraph: callers below callees at first */
+	int split_threads;  /* flamegraph: a thread filter in the page */
+	double min_fraction; /* flamegraph: merge nodes below this share; 0 = default */
+	unsigned max_nodes;  /* flamegraph: node budget; 0 = default */
 };
 
-/* mt_report_load() - open @path and build @s from it (read once), with
- * capture damage described through @warn. Returns 0 or the error of
- * mt_capture_open()/mt_snapshot_build(). */
-int mt_report_load(struct mt_snapshot *s, const char *path,
-		   void (*warn)(void *ctx, const char *msg), void *ctx);
+/* mt_report_load() - open @o->path and build @s from it (read once), with
+ * truncation described through @warn. Returns 0, or a negative error
+ * with one line (no prefix, no newline) in @msg saying why: the file
+ * cannot be opened, is not a capture, or is corrupt (docs/format.md
+ * section 5: damage before the end is an error, not a warning). */
+int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
+		   void (*warn)(void *ctx, const char *msg), void *ctx, char *msg, size_t len);
 
 /* mt_report_describe_open_error() - one line (no prefix, no newline)
  * saying why @path could not be opened, for an error from
@@ -31,6 +39,15 @@ int mt_report_load(struct mt_snapshot *s, const char *path,
 char *mt_report_describe_open_error(char *buf, size_t len, const char *path, int err);
 
 int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+/* mt_report_flamegraph() - one self-contained HTML page (no network) of
+ * @o->view as a flame graph, with a memory-over-time plot. */
+int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+/* mt_report_table() - an HTML page of @o->view by location, thread and
+ * allocator, sortable and filterable. */
+int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+/* mt_report_tree() - the @o->top_n biggest call paths of @o->view as an
+ * indented tree of text (or JSON). */
+int mt_report_tree(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 /* mt_report_parse() - the header, then every record as one line. */
 int mt_report_parse(FILE *out, struct mt_capture *c);
@@ -43,5 +60,27 @@ char *mt__report_bytes(char *buf, unsigned long long n);
 void mt__report_location(struct mt_strbuf *sb, const char *function, const char *file, int line);
 /* "12.345 s" */
 char *mt__report_seconds(char *buf, size_t len, unsigned long long us);
+
+/* Helpers shared by the HTML reports (reader/report-html.c). */
+struct mt_json;
+enum mt__html_page { MT__HTML_FLAMEGRAPH, MT__HTML_TABLE };
+/* the page with @json (one JSON value) in its data slot */
+int mt__html_write(FILE *out, enum mt__html_page page, const struct mt_strbuf *json);
+/* interned strings (compared by pointer) -> indexes into one JSON array */
+struct mt__strtab {
+	const char **v;
+	size_t n, cap;
+	uint32_t *slots;
+	size_t nslots;
+};
+int64_t mt__strtab_get(struct mt__strtab *t, const char *s); /* -1: out of memory */
+void mt__strtab_json(struct mt_json *j, const char *key, const struct mt__strtab *t);
+void mt__strtab_release(struct mt__strtab *t);
+/* "peak", "leaks", "temporary"; and "memory at the peak", ... */
+const char *mt__view_name(enum mt_view v);
+char *mt__view_label(char *buf, size_t len, const struct mt_snapshot *s, enum mt_view v);
+/* members describing the capture, the view and its totals */
+void mt__html_describe(struct mt_json *j, const struct mt_snapshot *s, const struct mt_report_opts *o,
+		       uint64_t total_bytes, uint64_t total_count);
 
 #endif /* MT_READER_REPORT_H */

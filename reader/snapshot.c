@@ -26,20 +26,30 @@ struct acc {
 	uint64_t pk_bytes, pk_count;
 	uint64_t last;
 	uint64_t alloc_bytes, alloc_count;
+	uint64_t tmp_bytes, tmp_count;
+};
+
+/* Memory is counted per site, a (stack, thread, allocator) triple; the
+ * per-stack and per-thread figures are sums over sites, made once at the
+ * end (every view is a sum at one moment, so sums of lazily captured
+ * peaks are the peak of the sum). */
+struct site_key {
+	uint32_t stack;
+	uint32_t thread_kind; /* thread << 4 | allocator */
 };
 
 struct live {
 	uint64_t addr; /* 0 = empty slot */
 	uint64_t size;
-	uint32_t stack;
-	uint32_t thread;
+	uint32_t site;
+	uint32_t seq;  /* the thread's allocation count after this one */
 };
 
 /* A piece of a live mapping; munmap can split one mapping in two, so a
  * mapping (origin) counts as one allocation while any piece is left. */
 struct piece {
 	uint64_t start, end;
-	uint32_t stack, thread;
+	uint32_t site;
 	uint32_t origin;
 };
 
@@ -70,12 +80,20 @@ struct mt__snapshot_state {
 	uint32_t *free_origins;
 	size_t n_free_origins;
 
-	struct acc *stacks;
+	struct acc *sites;
+	struct site_key *site_keys;
+	uint32_t sites_cap, n_sites;
+	uint32_t *site_slots; /* hash of site keys: index + 1, 0 = empty */
+	uint32_t site_slots_mask;
+	uint32_t *stack_site; /* stack id -> its latest site + 1: a cache */
 	uint32_t stacks_cap, max_stack;
-	struct acc *thr;
 	uint32_t thr_cap, max_thread;
+	uint32_t *thr_seq;    /* allocations made by each thread so far */
 	uint64_t *thr_tid;
 	char **thr_name;
+	struct mt_usage *stack_usage; /* by stack id, made at the end */
+	struct mt_site *site_out;     /* made at the end */
+	uint64_t temp_threshold;
 
 	struct node *nodes;
 	uint32_t nodes_cap;
@@ -132,22 +150,21 @@ static int grow(void **v, uint32_t *cap, uint32_t need, size_t elem)
 	return 0;
 }
 
-static struct acc *stack_acc(struct mt__snapshot_state *st, uint32_t id)
+/* Room for stack id @id in the per-stack arrays. */
+static int stack_room(struct mt__snapshot_state *st, uint32_t id)
 {
-	if (id >= MAX_STACK_ID)
-		id = 0;
 	if (id >= st->stacks_cap &&
-	    grow((void **)&st->stacks, &st->stacks_cap, id, sizeof(struct acc)) < 0)
-		return NULL;
+	    grow((void **)&st->stack_site, &st->stacks_cap, id, sizeof(uint32_t)) < 0)
+		return -ENOMEM;
 	if (id > st->max_stack)
 		st->max_stack = id;
-	return &st->stacks[id];
+	return 0;
 }
 
 static int thread_grow(struct mt__snapshot_state *st, uint32_t idx)
 {
 	uint32_t cap = st->thr_cap;
-	if (grow((void **)&st->thr, &cap, idx, sizeof(struct acc)) < 0)
+	if (grow((void **)&st->thr_seq, &cap, idx, sizeof(uint32_t)) < 0)
 		return -ENOMEM;
 	cap = st->thr_cap;
 	if (grow((void **)&st->thr_tid, &cap, idx, sizeof(uint64_t)) < 0)
@@ -159,15 +176,74 @@ static int thread_grow(struct mt__snapshot_state *st, uint32_t idx)
 	return 0;
 }
 
-static struct acc *thread_acc(struct mt__snapshot_state *st, uint32_t idx)
+/* Room for thread index @idx (< MAX_THREAD) in the per-thread arrays. */
+static int thread_room(struct mt__snapshot_state *st, uint32_t idx)
 {
-	if (idx >= MAX_THREAD)
-		idx = 0;
 	if (idx >= st->thr_cap && thread_grow(st, idx) < 0)
-		return NULL;
+		return -ENOMEM;
 	if (idx + 1 > st->max_thread)
 		st->max_thread = idx + 1;
-	return &st->thr[idx];
+	return 0;
+}
+
+static inline uint32_t site_hash(const struct mt__snapshot_state *st, struct site_key k)
+{
+	uint64_t h = ((uint64_t)k.stack << 32 | k.thread_kind) * 0x9E3779B97F4A7C15ull;
+	return (uint32_t)(h >> 32) & st->site_slots_mask;
+}
+
+static int site_slots_resize(struct mt__snapshot_state *st, uint32_t n)
+{
+	uint32_t *ns = calloc(n, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	free(st->site_slots);
+	st->site_slots = ns;
+	st->site_slots_mask = n - 1;
+	for (uint32_t i = 0; i < st->n_sites; i++) {
+		uint32_t j = site_hash(st, st->site_keys[i]);
+		while (ns[j])
+			j = (j + 1) & st->site_slots_mask;
+		ns[j] = i + 1;
+	}
+	return 0;
+}
+
+/* The site of (@stack, @thread, @kind), created on first use; -1 when out
+ * of memory. The caller made room for @stack and @thread. */
+static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, uint32_t thread,
+			       unsigned kind)
+{
+	struct site_key k = { stack, thread << 4 | kind };
+	uint32_t c = st->stack_site[stack];
+	if (c && st->site_keys[c - 1].thread_kind == k.thread_kind)
+		return c - 1;
+	uint32_t j = site_hash(st, k);
+	while (st->site_slots[j]) {
+		uint32_t i = st->site_slots[j] - 1;
+		if (st->site_keys[i].stack == stack && st->site_keys[i].thread_kind == k.thread_kind) {
+			st->stack_site[stack] = i + 1;
+			return i;
+		}
+		j = (j + 1) & st->site_slots_mask;
+	}
+	if (st->n_sites == st->sites_cap) {
+		uint32_t cap = st->sites_cap;
+		if (grow((void **)&st->sites, &cap, st->n_sites, sizeof(struct acc)) < 0)
+			return -1;
+		cap = st->sites_cap;
+		if (grow((void **)&st->site_keys, &cap, st->n_sites, sizeof(struct site_key)) < 0)
+			return -1;
+		st->sites_cap = cap;
+	}
+	uint32_t i = st->n_sites++;
+	st->site_keys[i] = k;
+	st->site_slots[j] = i + 1;
+	st->stack_site[stack] = i + 1;
+	if ((uint64_t)st->n_sites * 2 > st->site_slots_mask &&
+	    site_slots_resize(st, (st->site_slots_mask + 1) * 2) < 0)
+		return -1;
+	return i;
 }
 
 /* ------------------------------------------------------------------------
@@ -315,8 +391,7 @@ static uint64_t mm_remove(struct mt_snapshot *s, uint64_t a, uint64_t b)
 			dcount = -1;
 			origin_put(st, p->origin);
 		}
-		acc_change(st, &st->stacks[p->stack], -(int64_t)n, dcount);
-		acc_change(st, &st->thr[p->thread], -(int64_t)n, dcount);
+		acc_change(st, &st->sites[p->site], -(int64_t)n, dcount);
 		if (dcount)
 			s->leak_count--;
 		removed += n;
@@ -366,7 +441,6 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 	unsigned kind = r->alloc.kind;
 	uint32_t stack = r->alloc.stack < MAX_STACK_ID ? r->alloc.stack : 0;
 	uint32_t thread = r->tidx < MAX_THREAD ? r->tidx : 0;
-	struct acc *sa, *ta;
 
 	st->t++;
 	s->n_events++;
@@ -375,19 +449,25 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 	s->by_allocator_count[kind]++;
 	s->by_allocator_bytes[kind] += size;
 	s->size_hist[size_bucket(size)]++;
-	sa = stack_acc(st, stack);
-	ta = thread_acc(st, thread);
-	if (!sa || !ta)
+	if ((stack >= st->stacks_cap || thread >= st->thr_cap) &&
+	    (stack_room(st, stack) < 0 || thread_room(st, thread) < 0))
 		return -ENOMEM;
+	if (stack > st->max_stack)
+		st->max_stack = stack;
+	if (thread >= st->max_thread)
+		st->max_thread = thread + 1;
+	int64_t si = site_get(st, stack, thread, kind);
+	if (si < 0)
+		return -ENOMEM;
+	struct acc *sa = &st->sites[si];
+	uint32_t seq = ++st->thr_seq[thread];
 	sa->alloc_bytes += size;
 	sa->alloc_count++;
-	ta->alloc_bytes += size;
-	ta->alloc_count++;
 	if (addr == 0)
 		return 0;
 
 	if (kind == MT_ALLOC_MMAP) {
-		struct piece p = { addr, range_end(addr, size), stack, thread, 0 };
+		struct piece p = { addr, range_end(addr, size), (uint32_t)si, 0 };
 		if (size == 0)
 			return 0;
 		/* a mapping over a live one replaces it (MAP_FIXED) */
@@ -405,8 +485,7 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		struct live *e = live_find(st, addr);
 		if (e->addr) {
 			/* the free of the previous block was never recorded */
-			acc_change(st, &st->stacks[e->stack], -(int64_t)e->size, -1);
-			acc_change(st, &st->thr[e->thread], -(int64_t)e->size, -1);
+			acc_change(st, &st->sites[e->site], -(int64_t)e->size, -1);
 			st->heap -= e->size;
 			s->leak_count--;
 		} else {
@@ -414,11 +493,10 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		}
 		e->addr = addr;
 		e->size = size;
-		e->stack = stack;
-		e->thread = thread;
+		e->site = (uint32_t)si;
+		e->seq = seq;
 	}
 	acc_change(st, sa, (int64_t)size, 1);
-	acc_change(st, ta, (int64_t)size, 1);
 	s->leak_count++;
 	st->heap += size;
 	if (st->heap >= s->peak_heap) {
@@ -458,8 +536,16 @@ static int on_free(void *ctx, const struct mt_record *r)
 		s->n_unmatched_frees++;
 		return 0;
 	}
-	acc_change(st, &st->stacks[e->stack], -(int64_t)e->size, -1);
-	acc_change(st, &st->thr[e->thread], -(int64_t)e->size, -1);
+	struct acc *a = &st->sites[e->site];
+	acc_change(st, a, -(int64_t)e->size, -1);
+	/* temporary: freed by the allocating thread with fewer than
+	 * temp_threshold of its allocations in between */
+	uint32_t thread = r->tidx < MAX_THREAD ? r->tidx : 0;
+	if (st->site_keys[e->site].thread_kind >> 4 == thread &&
+	    (uint32_t)(st->thr_seq[thread] - e->seq) < st->temp_threshold) {
+		a->tmp_bytes += e->size;
+		a->tmp_count++;
+	}
 	st->heap -= e->size;
 	s->bytes_freed += e->size;
 	s->leak_count--;
@@ -531,9 +617,9 @@ static int on_thread(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	char *name;
 
-	if (!thread_acc(st, r->tidx) || !(name = copy_str(&r->thread.name)))
-		return -ENOMEM;
 	uint32_t i = r->tidx < MAX_THREAD ? r->tidx : 0;
+	if (thread_room(st, i) < 0 || !(name = copy_str(&r->thread.name)))
+		return -ENOMEM;
 	st->thr_tid[i] = r->thread.tid;
 	free(st->thr_name[i]);
 	st->thr_name[i] = name;
@@ -584,7 +670,7 @@ static int on_stack(void *ctx, const struct mt_record *r)
 	    grow((void **)&st->nodes, &st->nodes_cap, k->id, sizeof(struct node)) < 0)
 		return -ENOMEM;
 	st->nodes[k->id] = (struct node){ k->parent, k->code, k->offset, 1 };
-	if (k->id > st->max_stack && !stack_acc(st, k->id))
+	if (k->id > st->max_stack && stack_room(st, k->id) < 0)
 		return -ENOMEM;
 	return 0;
 }
@@ -647,7 +733,70 @@ static int on_trailer(void *ctx, const struct mt_record *r)
 /* ------------------------------------------------------------------------
  * Build and release
  * ---------------------------------------------------------------------- */
+static void usage_add(struct mt_usage *u, const struct mt__snapshot_state *st, const struct acc *a)
+{
+	u->peak_bytes += acc_peak_bytes(st, a);
+	u->peak_count += acc_peak_count(st, a);
+	u->leak_bytes += a->cur_bytes;
+	u->leak_count += a->cur_count;
+	u->alloc_bytes += a->alloc_bytes;
+	u->alloc_count += a->alloc_count;
+	u->temp_bytes += a->tmp_bytes;
+	u->temp_count += a->tmp_count;
+}
+
+/* Per-stack, per-thread and per-site figures from the site counters. */
+static int finish(struct mt_snapshot *s)
+{
+	struct mt__snapshot_state *st = s->st;
+	struct mt_usage *tu;
+
+	st->stack_usage = calloc((size_t)st->max_stack + 1, sizeof(*st->stack_usage));
+	st->site_out = calloc(st->n_sites ? st->n_sites : 1, sizeof(*st->site_out));
+	tu = calloc(st->max_thread ? st->max_thread : 1, sizeof(*tu));
+	s->threads = calloc(st->max_thread ? st->max_thread : 1, sizeof(*s->threads));
+	if (!st->stack_usage || !st->site_out || !tu || !s->threads) {
+		free(tu);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < st->n_sites; i++) {
+		const struct site_key *k = &st->site_keys[i];
+		struct mt_site *o = &st->site_out[i];
+		o->stack = k->stack;
+		o->thread = k->thread_kind >> 4;
+		o->allocator = k->thread_kind & 15;
+		usage_add(&o->usage, st, &st->sites[i]);
+		usage_add(&st->stack_usage[o->stack], st, &st->sites[i]);
+		usage_add(&tu[o->thread], st, &st->sites[i]);
+		s->temp_bytes += st->sites[i].tmp_bytes;
+		s->temp_count += st->sites[i].tmp_count;
+	}
+	for (uint32_t i = 0; i < st->max_thread; i++) {
+		if (!tu[i].alloc_count && !st->thr_name[i] && !(i == 0 && s->n_events))
+			continue;
+		struct mt_thread_info *t = &s->threads[s->n_threads++];
+		t->index = i;
+		t->tid = st->thr_tid[i];
+		t->name = st->thr_name[i];
+		st->thr_name[i] = NULL;
+		t->usage = tu[i];
+		if (!t->name && !(t->name = calloc(1, 1))) {
+			free(tu);
+			return -ENOMEM;
+		}
+	}
+	free(tu);
+	return 0;
+}
+
 int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap)
+{
+	struct mt_snapshot_opts o = { .temp_threshold = 1 };
+	return mt_snapshot_build_opts(s, cap, &o);
+}
+
+int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
+			   const struct mt_snapshot_opts *o)
 {
 	struct mt_record_ops ops = {
 		.alloc = on_alloc,
@@ -680,8 +829,11 @@ int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap)
 		s->header.cmdline.p = c;
 	}
 	st->python_hex = h->python_hex;
+	st->temp_threshold = o->temp_threshold ? o->temp_threshold : 1;
+	s->temp_threshold = st->temp_threshold;
 	st->page_mask = h->page_size && !(h->page_size & (h->page_size - 1)) ? h->page_size - 1 : 0;
-	if (live_resize(st, 16) < 0 || !stack_acc(st, 0) || !thread_acc(st, 0)) {
+	if (live_resize(st, 16) < 0 || stack_room(st, 0) < 0 || thread_room(st, 0) < 0 ||
+	    site_slots_resize(st, 64) < 0) {
 		mt_snapshot_release(s);
 		return -ENOMEM;
 	}
@@ -694,27 +846,9 @@ int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap)
 	s->heap_end = st->heap;
 	s->peak_event = st->peak_event;
 
-	s->threads = calloc(st->max_thread ? st->max_thread : 1, sizeof(*s->threads));
-	if (!s->threads) {
+	if (finish(s) < 0) {
 		mt_snapshot_release(s);
 		return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < st->max_thread; i++) {
-		const struct acc *a = &st->thr[i];
-		if (!a->alloc_count && !st->thr_name[i] && !(i == 0 && s->n_events))
-			continue;
-		struct mt_thread_info *t = &s->threads[s->n_threads++];
-		t->index = i;
-		t->tid = st->thr_tid[i];
-		t->name = st->thr_name[i];
-		st->thr_name[i] = NULL;
-		if (!t->name && !(t->name = calloc(1, 1))) {
-			mt_snapshot_release(s);
-			return -ENOMEM;
-		}
-		t->usage = (struct mt_usage){ acc_peak_bytes(st, a), acc_peak_count(st, a),
-					      a->cur_bytes,	     a->cur_count,
-					      a->alloc_bytes,	     a->alloc_count };
 	}
 	return 0;
 }
@@ -736,8 +870,13 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		free(st->mm);
 		free(st->origin_pieces);
 		free(st->free_origins);
-		free(st->stacks);
-		free(st->thr);
+		free(st->sites);
+		free(st->site_keys);
+		free(st->site_slots);
+		free(st->stack_site);
+		free(st->stack_usage);
+		free(st->site_out);
+		free(st->thr_seq);
 		free(st->thr_tid);
 		for (uint32_t i = 0; i < st->thr_cap && st->thr_name; i++)
 			free(st->thr_name[i]);
@@ -762,16 +901,33 @@ struct mt_usage mt_snapshot_stack_usage(const struct mt_snapshot *s, uint32_t id
 	const struct mt__snapshot_state *st = s->st;
 	struct mt_usage u = { 0 };
 
-	if (id >= st->stacks_cap)
+	if (id > st->max_stack || !st->stack_usage)
 		return u;
-	const struct acc *a = &st->stacks[id];
-	u.peak_bytes = acc_peak_bytes(st, a);
-	u.peak_count = acc_peak_count(st, a);
-	u.leak_bytes = a->cur_bytes;
-	u.leak_count = a->cur_count;
-	u.alloc_bytes = a->alloc_bytes;
-	u.alloc_count = a->alloc_count;
-	return u;
+	return st->stack_usage[id];
+}
+
+void mt_usage_view(const struct mt_usage *u, enum mt_view view, uint64_t *bytes, uint64_t *count)
+{
+	switch (view) {
+	case MT_VIEW_PEAK:
+		*bytes = u->peak_bytes, *count = u->peak_count;
+		break;
+	case MT_VIEW_LEAKS:
+		*bytes = u->leak_bytes, *count = u->leak_count;
+		break;
+	case MT_VIEW_TEMPORARY:
+		*bytes = u->temp_bytes, *count = u->temp_count;
+		break;
+	default:
+		*bytes = u->alloc_bytes, *count = u->alloc_count;
+		break;
+	}
+}
+
+size_t mt_snapshot_sites(const struct mt_snapshot *s, const struct mt_site **out)
+{
+	*out = s->st->site_out;
+	return s->st->n_sites;
 }
 
 uint32_t mt_snapshot_max_stack(const struct mt_snapshot *s)
@@ -805,6 +961,16 @@ static inline uint32_t node_parent(const struct mt__snapshot_state *st, uint32_t
 	if (id >= st->nodes_cap || !st->nodes[id].defined)
 		return 0;
 	return st->nodes[id].parent;
+}
+
+uint32_t mt_snapshot_stack_parent(const struct mt_snapshot *s, uint32_t id)
+{
+	return node_parent(s->st, id);
+}
+
+void mt_snapshot_stack_frame(const struct mt_snapshot *s, uint32_t id, struct mt_frame *f)
+{
+	node_frame(s->st, id, f);
 }
 
 size_t mt_snapshot_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out, size_t max)
@@ -897,17 +1063,7 @@ ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
 	for (uint32_t id = 0; id <= st->max_stack; id++) {
 		struct mt_usage u = mt_snapshot_stack_usage(s, id);
 		uint64_t bytes, count;
-		switch (view) {
-		case MT_VIEW_PEAK:
-			bytes = u.peak_bytes, count = u.peak_count;
-			break;
-		case MT_VIEW_LEAKS:
-			bytes = u.leak_bytes, count = u.leak_count;
-			break;
-		default:
-			bytes = u.alloc_bytes, count = u.alloc_count;
-			break;
-		}
+		mt_usage_view(&u, view, &bytes, &count);
 		if (!bytes && !count)
 			continue;
 		if (id == 0) {

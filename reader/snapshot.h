@@ -4,11 +4,14 @@
 /*
  * One pass over a capture that keeps the live allocations (a hash map for
  * the malloc family, an interval list for mmap so that munmap may cover
- * part of a mapping or several) and accumulates, per stack and per
- * thread: what was live at the peak of the tracked heap, what is still
- * live at the end (leaks) and what was allocated in total. The peak is
- * found in the same pass without storing events: every counter remembers
- * its value at the latest peak lazily, when it is next changed.
+ * part of a mapping or several) and accumulates, per site (a stack,
+ * thread and allocator): what was live at the peak of the tracked heap,
+ * what is still live at the end (leaks), what was allocated in total and
+ * what was temporary (freed by the allocating thread within a threshold
+ * of its allocations). The peak is found in the same pass without storing
+ * events: every counter remembers its value at the latest peak lazily,
+ * when it is next changed. Per-stack and per-thread figures are sums over
+ * sites.
  *
  * Frees of pointers never seen are ignored (allocated before tracking
  * started). Stack and code definitions may come after their first use;
@@ -29,6 +32,15 @@ struct mt_usage {
 	uint64_t peak_bytes, peak_count;   /* live at the heap peak */
 	uint64_t leak_bytes, leak_count;   /* live at the end */
 	uint64_t alloc_bytes, alloc_count; /* allocated over the whole capture */
+	uint64_t temp_bytes, temp_count;   /* temporary allocations (malloc family) */
+};
+
+/* Memory of one (stack, thread, allocator) combination. */
+struct mt_site {
+	uint32_t stack;     /* STACK id, 0 = no Python frames */
+	uint32_t thread;    /* thread index */
+	uint32_t allocator; /* enum mt_allocator of the allocations */
+	struct mt_usage usage;
 };
 
 struct mt_sample {
@@ -79,6 +91,8 @@ struct mt_snapshot {
 	int have_trailer;
 	uint64_t end_time_us;     /* trailer, else the last sample */
 	uint64_t trailer_events, n_dropped;
+	uint64_t temp_threshold;  /* what temp_* counts (see mt_snapshot_opts) */
+	uint64_t temp_bytes, temp_count; /* temporary allocations in all */
 
 	struct mt__snapshot_state *st; /* private */
 };
@@ -87,11 +101,26 @@ struct mt_snapshot {
  * Returns 0 or -ENOMEM; on error @s is released. Capture damage is not
  * an error: see s->status. */
 int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap);
+
+struct mt_snapshot_opts {
+	/* An allocation of the malloc family is temporary when the thread
+	 * that made it frees it with fewer than this many of its own
+	 * allocations in between (1: nothing in between). 0 means 1. */
+	uint64_t temp_threshold;
+};
+
+/* mt_snapshot_build_opts() - mt_snapshot_build() with options. */
+int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
+			   const struct mt_snapshot_opts *o);
 void mt_snapshot_release(struct mt_snapshot *s);
 
 /* mt_snapshot_stack_usage() - counters of stack @id (0 = no Python
  * frames); all zero for an id never used. */
 struct mt_usage mt_snapshot_stack_usage(const struct mt_snapshot *s, uint32_t id);
+/* mt_snapshot_sites() - every site, in order of first use; *@out is
+ * borrowed. Returns the number of sites. */
+size_t mt_snapshot_sites(const struct mt_snapshot *s, const struct mt_site **out);
+
 /* Highest stack id used or defined, for iterating. */
 uint32_t mt_snapshot_max_stack(const struct mt_snapshot *s);
 
@@ -106,11 +135,22 @@ struct mt_frame {
  * than @max. Undefined stacks or code give "<unknown>" frames. */
 size_t mt_snapshot_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out, size_t max);
 
+/* mt_snapshot_stack_frame() - the innermost frame of stack @id (> 0);
+ * mt_snapshot_stack_parent() - the stack it was called from, 0 at the
+ * outermost frame (or an undefined or corrupt node: a trie may loop, so
+ * callers bound their walks by mt_snapshot_max_stack()). */
+void mt_snapshot_stack_frame(const struct mt_snapshot *s, uint32_t id, struct mt_frame *f);
+uint32_t mt_snapshot_stack_parent(const struct mt_snapshot *s, uint32_t id);
+
 enum mt_view {
 	MT_VIEW_PEAK,      /* live at the peak of the tracked heap */
 	MT_VIEW_LEAKS,     /* live at the end */
 	MT_VIEW_ALLOCATED, /* everything allocated */
+	MT_VIEW_TEMPORARY, /* temporary allocations */
 };
+
+/* mt_usage_view() - the bytes and count of @u that @view shows. */
+void mt_usage_view(const struct mt_usage *u, enum mt_view view, uint64_t *bytes, uint64_t *count);
 
 /* A source location (function, file, line) with its memory in a view.
  * own: allocated directly at this location (innermost frame);

@@ -8,4 +8,4 @@ sh scripts/build.sh
 meson test -C build --suite unit --print-errorlogs
 # Debian's interpreter: python3-pytest is installed for it, whatever python3
 # comes first on PATH.
-MEMTRACE_BUILD_DIR="$PWD/build" /usr/bin/python3 -m pytest -q -rs tests/integration "$@"
+MEMTRACE_BUILD_DIR="$PWD/build" /usr/bin/python3 -m pytest -q -rs tests/integration tests/browser "$@"

@@ -32,11 +32,45 @@ def zigzag(v):
     return ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
 
 
-def fnv1a(data):
-    h = 2166136261
-    for b in data:
-        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
-    return h
+_M64 = (1 << 64) - 1
+_K1, _K2, _K3 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
+
+
+def _round(h, w):
+    h = ((h ^ w) * _K2) & _M64
+    return ((h << 31) | (h >> 33)) & _M64
+
+
+def mt32(data):
+    """The chunk checksum, transcribed from docs/format.md section 2."""
+    n = len(data)
+    lanes = [_K1, _K2, _K3, _K1 ^ _K2]
+    h = (n * _K1) & _M64
+    i = 0
+    while i + 32 <= n:
+        words = struct.unpack_from("<4Q", data, i)
+        lanes = [_round(v, w) for v, w in zip(lanes, words)]
+        i += 32
+    for v in lanes:
+        h = _round(h, v)
+    while i + 8 <= n:
+        h = _round(h, struct.unpack_from("<Q", data, i)[0])
+        i += 8
+    for b in data[i:]:
+        h = ((h ^ b) * _K1) & _M64
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & _M64
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & _M64
+    h ^= h >> 33
+    return (h ^ (h >> 32)) & 0xFFFFFFFF
+
+
+def test_mt32_reference_values():
+    assert mt32(b"") == 0x3192C8A9
+    assert mt32(b"a") == 0xB21C73AC
+    assert mt32(b"memtrace") == 0xC3CDD704
+    assert mt32(bytes(range(100))) == 0x1087B49D
 
 
 def blob(s):
@@ -101,7 +135,7 @@ class Capture:
     def flush(self):
         if self.chunk:
             data = bytes(self.chunk)
-            self.out += b"MTCK" + struct.pack("<III", len(data), len(data), fnv1a(data)) + data
+            self.out += b"MTCK" + struct.pack("<III", len(data), len(data), mt32(data)) + data
             self.chunk = bytearray()
         return self
 
@@ -211,14 +245,45 @@ def test_every_truncation_length(memtrace, tmp_path):
             assert n < 68 and p.stderr.count("\n") == 1, (n, p.stderr)
 
 
-def test_corrupt_chunk_mid_file(memtrace, tmp_path):
+@pytest.mark.parametrize("command", [["stats"], ["stats", "--json"], ["summary"], ["summary", "--leaks"],
+                                     ["parse"]])
+def test_corrupt_chunk_mid_file(memtrace, tmp_path, command):
+    """Damage with more data after it is an error (exit 1, one line), not a
+    truncation warning: the delta state makes the rest unreadable."""
     data = bytearray(program().save(tmp_path / "p.bin").read_bytes())
     first = 68 + 16  # header (52 + 16 bytes of command line), first chunk header
     data[first + 3] ^= 0x10
     cap = tmp_path / "bad.bin"
     cap.write_bytes(bytes(data))
-    p = run(memtrace, "stats", cap)
-    assert "capture is corrupt: chunk 0 at byte 68: checksum mismatch" in p.stderr
+    p = run(memtrace, *command, cap, check=False)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr == ("memtrace: cannot read '%s': capture is corrupt: chunk 0 at byte 68: "
+                        "checksum mismatch; read 0 chunks before it\n" % cap), p.stderr
+    if command != ["parse"]:
+        assert p.stdout == ""
+    else:  # the records before the damage (here only the header) are shown
+        assert p.stdout.startswith("header ")
+
+
+def test_corrupt_chunk_header_mid_file(memtrace, tmp_path):
+    data = bytearray(program().save(tmp_path / "p.bin").read_bytes())
+    data[68] = ord("X")
+    cap = tmp_path / "bad.bin"
+    cap.write_bytes(bytes(data))
+    p = run(memtrace, "summary", cap, check=False)
+    assert p.returncode == 1 and p.stdout == ""
+    assert "capture is corrupt: bad chunk header at byte 68" in p.stderr
+    assert p.stderr.count("\n") == 1
+
+
+def test_damaged_last_chunk_is_truncation(memtrace, tmp_path):
+    data = bytearray(program().save(tmp_path / "p.bin").read_bytes())
+    data[-3] ^= 0x01  # inside the last chunk's data: fails its checksum
+    cap = tmp_path / "cut.bin"
+    cap.write_bytes(bytes(data))
+    p = run(memtrace, "stats", "--json", cap)
+    assert "capture is truncated: read 2 chunks" in p.stderr and p.stderr.count("\n") == 1
+    assert json.loads(p.stdout)["status"]["truncated"] is True
 
 
 @pytest.mark.parametrize("content,message", [

@@ -223,6 +223,7 @@ START_TEST(test_reader_corrupt_chunk_mid_file)
 	ck_assert_uint_eq(k.chunks, 3);
 	ck_assert_int_eq(k.warnings, 1);
 	ck_assert_msg(strstr(k.last_warning, "checksum mismatch") != NULL, "%s", k.last_warning);
+	ck_assert_str_eq(mt_capture_damage(c), k.last_warning);
 	mt_capture_close(c);
 
 	/* a broken chunk header in the middle stops reading too */
@@ -253,6 +254,7 @@ START_TEST(test_reader_damaged_last_chunk_is_truncation)
 	mt_capture_set_warn(c, on_warn, &k);
 	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
 	ck_assert(mt_capture_status(c)->truncated && !mt_capture_status(c)->stopped);
+	ck_assert(mt_capture_damage(c) == NULL);
 	ck_assert_uint_eq(mt_capture_status(c)->end_offset, last);
 	ck_assert_int_eq(k.warnings, 1);
 	mt_capture_close(c);

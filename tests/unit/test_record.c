@@ -367,9 +367,23 @@ START_TEST(test_record_chunk_header)
 		mt_chunk_header_encode(p, &bad[i]);
 		ck_assert_int_eq(mt_chunk_header_decode(p, &out), -MT_ECORRUPT);
 	}
-	/* FNV-1a 32 reference values */
-	ck_assert_uint_eq(mt_checksum((const uint8_t *)"", 0), 0x811c9dc5u);
-	ck_assert_uint_eq(mt_checksum((const uint8_t *)"a", 1), 0xe40c292cu);
+	/* MT32 reference values, from the Python transcription of
+	 * docs/format.md in tests/integration/test_reports.py: empty, a tail
+	 * only, one word, and blocks + words + tail */
+	uint8_t seq[100];
+	for (int i = 0; i < 100; i++)
+		seq[i] = (uint8_t)i;
+	ck_assert_uint_eq(mt_checksum((const uint8_t *)"", 0), 0x3192c8a9u);
+	ck_assert_uint_eq(mt_checksum((const uint8_t *)"a", 1), 0xb21c73acu);
+	ck_assert_uint_eq(mt_checksum((const uint8_t *)"memtrace", 8), 0xc3cdd704u);
+	ck_assert_uint_eq(mt_checksum(seq, 100), 0x1087b49du);
+	/* any single-bit flip changes it */
+	uint32_t ref = mt_checksum(seq, 100);
+	for (int bit = 0; bit < 800; bit++) {
+		seq[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		ck_assert_uint_ne(mt_checksum(seq, 100), ref);
+		seq[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+	}
 }
 END_TEST
 

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Call tree of a view: sites resolved to frame paths through the stack
+ * trie (each trie node resolved once per thread, memoised), children
+ * found by a hash of (parent, frame, thread), then totals summed from the
+ * leaves up. Pruning keeps the biggest nodes and folds the others.
+ */
+#include "reader/calltree.h"
+
+#include <errno.h>  /* ENOMEM */
+#include <stdlib.h> /* malloc */
+#include <string.h> /* memset */
+
+static const char no_frames[] = "<no Python frames>";
+
+struct builder {
+	struct mt_ctree *t;
+	size_t cap;
+	uint32_t *slots; /* node index + 1, 0 = empty */
+	size_t nslots;
+};
+
+static uint64_t child_hash(uint32_t parent, const char *fn, const char *file, int line,
+			   uint32_t thread)
+{
+	uint64_t h = (uint64_t)parent * 0x9E3779B97F4A7C15ull;
+	h ^= (uint64_t)(uintptr_t)fn * 0xC2B2AE3D27D4EB4Full;
+	h ^= (uint64_t)(uintptr_t)file * 0x165667B19E3779F9ull;
+	h ^= ((uint64_t)(unsigned)line << 20 ^ thread) * 0x27D4EB2F165667C5ull;
+	return h ^ (h >> 31);
+}
+
+static int rehash(struct builder *b)
+{
+	size_t n = b->nslots ? b->nslots * 2 : 4096;
+	uint32_t *ns = calloc(n, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	for (size_t i = 1; i < b->t->n; i++) {
+		const struct mt_ctree_node *c = &b->t->v[i];
+		size_t j = child_hash(c->parent, c->function, c->file, c->line, c->thread) & (n - 1);
+		while (ns[j])
+			j = (j + 1) & (n - 1);
+		ns[j] = (uint32_t)i + 1;
+	}
+	free(b->slots);
+	b->slots = ns;
+	b->nslots = n;
+	return 0;
+}
+
+/* Index of the child of @parent for the frame, created if new; -1 when out
+ * of memory. Strings are interned by the snapshot: compared by pointer. */
+static int64_t child(struct builder *b, uint32_t parent, const struct mt_frame *f, uint32_t thread)
+{
+	struct mt_ctree *t = b->t;
+
+	if (t->n * 2 >= b->nslots && rehash(b) < 0)
+		return -1;
+	size_t j = child_hash(parent, f->function, f->file, f->line, thread) & (b->nslots - 1);
+	while (b->slots[j]) {
+		const struct mt_ctree_node *c = &t->v[b->slots[j] - 1];
+		if (c->parent == parent && c->function == f->function && c->file == f->file &&
+		    c->line == f->line && c->thread == thread)
+			return b->slots[j] - 1;
+		j = (j + 1) & (b->nslots - 1);
+	}
+	if (t->n == b->cap) {
+		size_t n = b->cap * 2;
+		struct mt_ctree_node *nv = realloc(t->v, n * sizeof(*nv));
+		if (!nv)
+			return -1;
+		t->v = nv;
+		b->cap = n;
+	}
+	struct mt_ctree_node *c = &t->v[t->n];
+	memset(c, 0, sizeof(*c));
+	c->function = f->function;
+	c->file = f->file;
+	c->line = f->line;
+	c->parent = parent;
+	c->thread = thread;
+	c->depth = t->v[parent].depth + 1;
+	b->slots[j] = (uint32_t)t->n + 1;
+	return (int64_t)t->n++;
+}
+
+int mt_ctree_build(struct mt_ctree *t, const struct mt_snapshot *s, enum mt_view view,
+		   int split_threads)
+{
+	struct builder b = { t, 1024, NULL, 0 };
+	const struct mt_site *sites;
+	size_t n_sites = mt_snapshot_sites(s, &sites);
+	uint32_t max = mt_snapshot_max_stack(s);
+	uint32_t *memo = calloc((size_t)max + 1, sizeof(*memo));
+	uint32_t *stamp = calloc((size_t)max + 1, sizeof(*stamp));
+	uint32_t *chain = NULL;
+	size_t chain_cap = 0;
+	int err = -ENOMEM;
+
+	memset(t, 0, sizeof(*t));
+	t->v = calloc(b.cap, sizeof(*t->v));
+	if (!t->v || !memo || !stamp)
+		goto out;
+	t->n = 1; /* the root */
+	for (size_t i = 0; i < n_sites; i++) {
+		uint64_t bytes, count;
+		mt_usage_view(&sites[i].usage, view, &bytes, &count);
+		if (!bytes && !count)
+			continue;
+		uint32_t thread = split_threads ? sites[i].thread : 0;
+		uint32_t mark = thread + 1;
+		int64_t node;
+		if (sites[i].stack == 0) {
+			struct mt_frame f = { no_frames, "", 0 };
+			node = child(&b, 0, &f, thread);
+			if (node < 0)
+				goto out;
+		} else {
+			/* up to the first resolved ancestor, then back down */
+			size_t depth = 0;
+			uint32_t id = sites[i].stack;
+			while (id && !(id <= max && stamp[id] == mark) && depth <= (size_t)max) {
+				if (depth == chain_cap) {
+					size_t n = chain_cap ? chain_cap * 2 : 256;
+					uint32_t *nc = realloc(chain, n * sizeof(*nc));
+					if (!nc)
+						goto out;
+					chain = nc;
+					chain_cap = n;
+				}
+				chain[depth++] = id;
+				id = mt_snapshot_stack_parent(s, id);
+			}
+			node = id && id <= max && stamp[id] == mark ? memo[id] : 0;
+			while (depth--) {
+				struct mt_frame f;
+				mt_snapshot_stack_frame(s, chain[depth], &f);
+				node = child(&b, (uint32_t)node, &f, thread);
+				if (node < 0)
+					goto out;
+				if (chain[depth] <= max) {
+					memo[chain[depth]] = (uint32_t)node;
+					stamp[chain[depth]] = mark;
+				}
+			}
+		}
+		t->v[node].own_bytes += bytes;
+		t->v[node].own_count += count;
+	}
+	for (size_t i = 0; i < t->n; i++) {
+		t->v[i].total_bytes = t->v[i].own_bytes;
+		t->v[i].total_count = t->v[i].own_count;
+	}
+	for (size_t i = t->n; i-- > 1;) {
+		struct mt_ctree_node *p = &t->v[t->v[i].parent];
+		p->total_bytes += t->v[i].total_bytes;
+		p->total_count += t->v[i].total_count;
+	}
+	err = 0;
+out:
+	free(b.slots);
+	free(memo);
+	free(stamp);
+	free(chain);
+	if (err)
+		mt_ctree_release(t);
+	return err;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int mt_ctree_prune(struct mt_ctree *t, double min_fraction, size_t max_nodes)
+{
+	uint64_t root = t->n ? t->v[0].total_bytes : 0;
+	uint64_t cut = (uint64_t)(min_fraction * (double)root);
+
+	if (t->n <= 1)
+		return 0;
+	if (max_nodes < 2)
+		max_nodes = 2;
+	if (t->n - 1 > max_nodes) {
+		uint64_t *tot = malloc((t->n - 1) * sizeof(*tot));
+		if (!tot)
+			return -ENOMEM;
+		for (size_t i = 1; i < t->n; i++)
+			tot[i - 1] = t->v[i].total_bytes;
+		qsort(tot, t->n - 1, sizeof(*tot), cmp_desc);
+		/* room for the merged nodes too: at most one per kept node */
+		uint64_t kth = tot[max_nodes / 2 - 1];
+		if (kth > cut)
+			cut = kth;
+		free(tot);
+	}
+	if (cut == 0)
+		cut = 1; /* nodes with no bytes at all go (zero-size views keep counts) */
+
+	uint32_t *map = malloc(t->n * sizeof(*map));        /* old -> new + 1, 0 = dropped */
+	uint32_t *merged_of = calloc(t->n, sizeof(*merged_of)); /* new parent -> merged + 1 */
+	struct mt_ctree_node *nv = malloc(t->n * sizeof(*nv) + sizeof(*nv));
+	if (!map || !merged_of || !nv) {
+		free(map);
+		free(merged_of);
+		free(nv);
+		return -ENOMEM;
+	}
+	size_t n = 0, budget = max_nodes / 2;
+	size_t n_merged = 0;
+	nv[n++] = t->v[0];
+	map[0] = 1;
+	for (size_t i = 1; i < t->n; i++) {
+		const struct mt_ctree_node *c = &t->v[i];
+		map[i] = 0;
+		if (map[c->parent] && c->total_bytes >= cut && n < budget) {
+			nv[n] = *c;
+			nv[n].parent = map[c->parent] - 1;
+			map[i] = (uint32_t)++n;
+		} else {
+			n_merged++;
+		}
+	}
+	/* merged children, after every kept node */
+	size_t kept = n;
+	for (size_t i = 1; i < t->n; i++) {
+		const struct mt_ctree_node *c = &t->v[i];
+		if (map[i] || !map[c->parent])
+			continue;
+		uint32_t p = map[c->parent] - 1;
+		size_t m = merged_of[p] ? merged_of[p] - 1 : 0;
+		/* with split threads the root's children differ by thread */
+		if (m && nv[m].thread != c->thread) {
+			m = 0;
+			for (size_t k = kept; k < n; k++)
+				if (nv[k].parent == p && nv[k].thread == c->thread)
+					m = k;
+		}
+		if (!m) {
+			m = n++;
+			memset(&nv[m], 0, sizeof(nv[m]));
+			nv[m].parent = p;
+			nv[m].thread = c->thread;
+			nv[m].depth = nv[p].depth + 1;
+			merged_of[p] = (uint32_t)m + 1;
+		}
+		nv[m].merged++;
+		nv[m].own_bytes += c->total_bytes;
+		nv[m].own_count += c->total_count;
+		nv[m].total_bytes += c->total_bytes;
+		nv[m].total_count += c->total_count;
+	}
+	free(map);
+	free(merged_of);
+	free(t->v);
+	t->v = nv;
+	t->n = n;
+	t->n_merged = n_merged;
+	t->merged_below = n_merged ? cut : 0;
+	return 0;
+}
+
+void mt_ctree_release(struct mt_ctree *t)
+{
+	free(t->v);
+	memset(t, 0, sizeof(*t));
+}

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The table report: the view's memory by allocating location (innermost
+ * frame), thread and allocator, as an HTML page (reader/html/table.html)
+ * that sorts and filters the rows.
+ */
+#include "reader/report.h"
+#include "util/json.h"
+#include "util/strbuf.h"
+
+#include <errno.h>  /* ENOMEM */
+#include <stdlib.h> /* qsort */
+#include <string.h> /* memset */
+
+#define MAX_ROWS 20000
+
+static const char no_frames[] = "<no Python frames>";
+
+struct row {
+	const char *function, *file;
+	int line;
+	uint32_t thread, allocator;
+	uint64_t bytes, count;
+};
+
+static uint64_t row_hash(const struct row *r)
+{
+	uint64_t h = (uint64_t)(uintptr_t)r->function * 0x9E3779B97F4A7C15ull;
+	h ^= (uint64_t)(uintptr_t)r->file * 0xC2B2AE3D27D4EB4Full;
+	h ^= ((uint64_t)(unsigned)r->line << 24 ^ (uint64_t)r->thread << 4 ^ r->allocator) *
+	     0x165667B19E3779F9ull;
+	return h ^ (h >> 29);
+}
+
+static int row_same(const struct row *a, const struct row *b)
+{
+	return a->function == b->function && a->file == b->file && a->line == b->line &&
+	       a->thread == b->thread && a->allocator == b->allocator;
+}
+
+static int row_cmp(const void *pa, const void *pb)
+{
+	const struct row *a = pa, *b = pb;
+	if (a->bytes != b->bytes)
+		return a->bytes < b->bytes ? 1 : -1;
+	if (a->count != b->count)
+		return a->count < b->count ? 1 : -1;
+	int c = strcmp(a->function, b->function);
+	if (!c)
+		c = strcmp(a->file, b->file);
+	if (!c)
+		c = (a->line > b->line) - (a->line < b->line);
+	if (!c)
+		c = (a->thread > b->thread) - (a->thread < b->thread);
+	return c ? c : (a->allocator > b->allocator) - (a->allocator < b->allocator);
+}
+
+/* Rows of @view, merged by location, thread and allocator, biggest first.
+ * Returns the number of rows (*@out malloc'ed) or -ENOMEM. */
+static ssize_t table_rows(const struct mt_snapshot *s, enum mt_view view, struct row **out)
+{
+	const struct mt_site *sites;
+	size_t n_sites = mt_snapshot_sites(s, &sites), n = 0, nslots = 64;
+	struct row *v = malloc((n_sites ? n_sites : 1) * sizeof(*v));
+	uint32_t *slots;
+
+	while (nslots < n_sites * 2)
+		nslots *= 2;
+	slots = calloc(nslots, sizeof(*slots));
+	if (!v || !slots) {
+		free(v);
+		free(slots);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n_sites; i++) {
+		struct row r = { no_frames, "", 0, sites[i].thread, sites[i].allocator, 0, 0 };
+		mt_usage_view(&sites[i].usage, view, &r.bytes, &r.count);
+		if (!r.bytes && !r.count)
+			continue;
+		if (sites[i].stack) {
+			struct mt_frame f;
+			mt_snapshot_stack_frame(s, sites[i].stack, &f);
+			r.function = f.function;
+			r.file = f.file;
+			r.line = f.line;
+		}
+		size_t j = row_hash(&r) & (nslots - 1);
+		while (slots[j] && !row_same(&v[slots[j] - 1], &r))
+			j = (j + 1) & (nslots - 1);
+		if (slots[j]) {
+			v[slots[j] - 1].bytes += r.bytes;
+			v[slots[j] - 1].count += r.count;
+		} else {
+			v[n] = r;
+			slots[j] = (uint32_t)++n;
+		}
+	}
+	free(slots);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), row_cmp);
+	*out = v;
+	return (ssize_t)n;
+}
+
+int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o)
+{
+	struct mt_strbuf sb = MT_STRBUF_INIT;
+	struct mt__strtab strs = { 0 };
+	struct row *rows;
+	struct mt_json j;
+	uint64_t total_bytes = 0, total_count = 0, dropped_bytes = 0;
+	int64_t *idx = NULL;
+	int err = -ENOMEM;
+	ssize_t n = table_rows(s, o->view, &rows);
+
+	if (n < 0)
+		return (int)n;
+	size_t shown = (size_t)n < MAX_ROWS ? (size_t)n : MAX_ROWS;
+	for (ssize_t i = 0; i < n; i++) {
+		total_bytes += rows[i].bytes;
+		total_count += rows[i].count;
+		if ((size_t)i >= shown)
+			dropped_bytes += rows[i].bytes;
+	}
+	idx = malloc((shown ? shown : 1) * 3 * sizeof(*idx));
+	if (!idx)
+		goto out;
+	for (size_t i = 0; i < shown; i++) {
+		const char *an = mt_allocator_name(rows[i].allocator);
+		if ((idx[3 * i] = mt__strtab_get(&strs, rows[i].function)) < 0 ||
+		    (idx[3 * i + 1] = mt__strtab_get(&strs, rows[i].file)) < 0 ||
+		    (idx[3 * i + 2] = mt__strtab_get(&strs, an ? an : "?")) < 0)
+			goto out;
+	}
+	mt_json_init(&j, &sb, 0);
+	mt_json_begin_object(&j, NULL);
+	mt_json_str(&j, "kind", "table");
+	mt__html_describe(&j, s, o, total_bytes, total_count);
+	mt_json_u64(&j, "rows_dropped", (uint64_t)n - shown);
+	mt_json_u64(&j, "bytes_dropped", dropped_bytes);
+	mt__strtab_json(&j, "strings", &strs);
+	mt_json_begin_object(&j, "rows");
+	for (int col = 0; col < 7; col++) {
+		static const char *const names[] = { "fn", "file", "line", "thread",
+						     "allocator", "bytes", "count" };
+		mt_json_begin_array(&j, names[col]);
+		for (size_t i = 0; i < shown; i++) {
+			switch (col) {
+			case 0: mt_json_i64(&j, NULL, idx[3 * i]); break;
+			case 1: mt_json_i64(&j, NULL, idx[3 * i + 1]); break;
+			case 2: mt_json_i64(&j, NULL, rows[i].line); break;
+			case 3: mt_json_u64(&j, NULL, rows[i].thread); break;
+			case 4: mt_json_i64(&j, NULL, idx[3 * i + 2]); break;
+			case 5: mt_json_u64(&j, NULL, rows[i].bytes); break;
+			default: mt_json_u64(&j, NULL, rows[i].count); break;
+			}
+		}
+		mt_json_end(&j);
+	}
+	mt_json_end(&j);
+	mt_json_end(&j);
+	err = mt__html_write(out, MT__HTML_TABLE, &sb);
+out:
+	free(idx);
+	free(rows);
+	mt__strtab_release(&strs);
+	mt_strbuf_release(&sb);
+	return err;
+}

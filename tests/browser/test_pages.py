@@ -1,0 +1,173 @@
+"""The HTML reports in headless Chromium, driven over the DevTools protocol
+(tests/browser/cdp.py): every page loads from file:// with no console
+error and no request beyond its own file, shows the expected frames, and
+zoom, search, the thread filter and inversion change what is drawn.
+Screenshots go to tests/artifacts/."""
+
+import os
+
+import pytest
+
+from conftest import ARTIFACTS
+from test_reports import MB, Capture
+
+from conftest import run
+
+EVIL = "</script><b>boom</b>"
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    """main thread: <module> -> load -> parse 6 MB, <module> -> load 2 MB,
+    <module> -> EVIL 1 MB; worker thread: work 5 MB freed right away (a
+    temporary allocation, and the peak: 14 MB), then work 4 MB kept."""
+    d = tmp_path_factory.mktemp("pages")
+    c = Capture()
+    c.thread(0, 100, "MainThread").thread(1, 101, "worker")
+    c.code(1, "/app/main.py", "<module>", 1).code(2, "/app/main.py", "load", 10)
+    c.code(3, "/app/main.py", "parse", 20).code(4, "/app/evil.py", EVIL, 1)
+    c.code(5, "/app/worker.py", "work", 5)
+    c.stack(1, 0, 1).stack(2, 1, 2).stack(3, 2, 3).stack(4, 1, 4).stack(5, 0, 5)
+    c.sample(0, 10 * MB)
+    c.alloc(0x100000, 6 * MB, stack=3).sample(1000, 20 * MB)
+    c.alloc(0x1000000, 2 * MB, stack=2).sample(2000, 22 * MB)
+    c.alloc(0x2000000, 1 * MB, stack=4)
+    c.alloc(0x3000000, 5 * MB, stack=5, thread=1).free(0x3000000, thread=1)
+    c.alloc(0x3000000, 4 * MB, stack=5, thread=1).sample(3000, 30 * MB)
+    return c.trailer(4000, 7, 0).save(d / "pages.bin")
+
+
+def render(memtrace, capture, *args, name):
+    out = os.path.join(os.path.dirname(str(capture)), name + ".html")
+    run(memtrace, args[0], "-f", "-o", out, *args[1:], capture)
+    return out
+
+
+def drawn(b, depth=None):
+    boxes = b.eval("memtrace.drawn()")
+    return [x for x in boxes if depth is None or x["depth"] == depth]
+
+
+def names(b, depth):
+    return sorted(x["name"] for x in drawn(b, depth) if x["w"] >= 0.5)
+
+
+def shot(b, name):
+    b.screenshot(os.path.join(ARTIFACTS, name + ".png"))
+
+
+def check_clean(b, page):
+    assert b.problems() == []
+    assert b.requests() == ["file://" + os.path.abspath(page)]
+    assert b.eval("document.querySelectorAll('b, i').length") == 0
+
+
+def centre(b, name):
+    box = [x for x in drawn(b) if x["name"] == name][0]
+    r = b.eval("(function(){var r=document.getElementById('flame').getBoundingClientRect();"
+               "return [r.left, r.top];})()")
+    return r[0] + box["x"] + box["w"] / 2, r[1] + box["depth"] * 18 + 9
+
+
+def test_flamegraph_peak(browser, memtrace, capture):
+    page = render(memtrace, capture, "flamegraph", name="peak")
+    browser.open(page)
+    check_clean(browser, page)
+    assert browser.eval("document.title") == "memtrace flamegraph: memory at the peak \u2014 pages.bin"
+    assert names(browser, 1) == ["<module>", "work"]
+    assert names(browser, 2) == [EVIL, "load"]
+    assert names(browser, 3) == ["parse"]
+    plot = browser.eval("memtrace.state.plot")
+    assert plot["points"] == 4 and plot["peak"]["heap"] == 14 * MB
+    # the tooltip
+    x, y = centre(browser, "parse")
+    browser.move(x, y)
+    tip = browser.eval("document.getElementById('tooltip').innerText")
+    assert "parse" in tip and "/app/main.py:20" in tip and "6.00 MiB" in tip
+    assert "1 allocation" in tip and "42.86% of the total" in tip
+    shot(browser, "flamegraph-peak")
+
+    # zoom into load: its caller stays, the rest goes; then back
+    x, y = centre(browser, "load")
+    browser.click(x, y)
+    load = [b for b in drawn(browser) if b["name"] == "load"][0]
+    width = [b for b in drawn(browser) if b["name"] == "all"][0]["w"]
+    assert abs(load["w"] - width) < 1
+    assert "work" not in names(browser, 1) and names(browser, 3) == ["parse"]
+    shot(browser, "flamegraph-zoomed")
+    browser.eval("document.getElementById('reset').click()")
+    assert names(browser, 1) == ["<module>", "work"]
+
+    # search highlights the matches and sums them
+    browser.eval("var s=document.getElementById('search'); s.value='pars';"
+                 "s.dispatchEvent(new Event('input'))")
+    matched = sorted(b["name"] for b in drawn(browser) if b["match"])
+    assert matched == ["parse"]
+    assert "matched 6.00 MiB (42.86% of the total)" in browser.eval(
+        "document.getElementById('match').textContent")
+    shot(browser, "flamegraph-search")
+    browser.eval("var s=document.getElementById('search'); s.value='';"
+                 "s.dispatchEvent(new Event('input'))")
+
+    # inversion: the allocating functions come first
+    browser.eval("document.getElementById('invert').click()")
+    assert names(browser, 1) == [EVIL, "load", "parse", "work"]
+    assert names(browser, 2) == ["<module>", "<module>", "load"]
+    assert "inverted" in browser.eval("document.title")
+    shot(browser, "flamegraph-inverted")
+    check_clean(browser, page)
+
+
+def test_flamegraph_threads(browser, memtrace, capture):
+    page = render(memtrace, capture, "flamegraph", "--split-threads", name="threads")
+    browser.open(page)
+    check_clean(browser, page)
+    assert browser.eval("document.getElementById('threadbox').hidden") is False
+    opts = browser.eval("Array.from(document.querySelectorAll('#thread option')).map(o => o.textContent)")
+    assert opts == ["All threads", "MainThread (tid 100)", "worker (tid 101)"]
+    assert names(browser, 1) == ["<module>", "work"]
+    browser.eval("var t=document.getElementById('thread'); t.value='1'; t.dispatchEvent(new Event('change'))")
+    assert names(browser, 1) == ["work"]
+    assert [b["bytes"] for b in drawn(browser, 0)] == [5 * MB]
+    shot(browser, "flamegraph-thread-worker")
+    browser.eval("var t=document.getElementById('thread'); t.value='0'; t.dispatchEvent(new Event('change'))")
+    assert names(browser, 1) == ["<module>"]
+    browser.eval("var t=document.getElementById('thread'); t.value='-1'; t.dispatchEvent(new Event('change'))")
+    assert names(browser, 1) == ["<module>", "work"]
+    check_clean(browser, page)
+
+
+@pytest.mark.parametrize("view,top,title", [
+    ("--leaks", ["<module>", "work"], "leaks (live at the end)"),
+    ("--temporary-allocations", ["work"], "temporary allocations (threshold 1)"),
+])
+def test_flamegraph_views(browser, memtrace, capture, view, top, title):
+    page = render(memtrace, capture, "flamegraph", view, "--inverted", name=view.strip("-"))
+    browser.open(page)
+    check_clean(browser, page)
+    assert title + ", inverted" in browser.eval("document.title")
+    assert browser.eval("document.getElementById('invert').checked") is True
+    browser.eval("document.getElementById('invert').click()")
+    assert names(browser, 1) == top
+    shot(browser, "flamegraph-" + view.strip("-"))
+
+
+def test_table(browser, memtrace, capture):
+    page = render(memtrace, capture, "table", name="table")
+    browser.open(page)
+    check_clean(browser, page)
+    assert browser.eval("memtrace.state.shown") == ["parse", "work", "load", EVIL]
+    assert browser.eval("document.querySelectorAll('#rows tr').length") == 4
+    browser.eval("document.querySelector('th[data-col=fn]').click()")  # A to Z first
+    assert browser.eval("memtrace.state.shown") == [EVIL, "load", "parse", "work"]
+    browser.eval("document.querySelector('th[data-col=fn]').click()")
+    assert browser.eval("memtrace.state.shown") == ["work", "parse", "load", EVIL]
+    browser.eval("document.querySelector('th[data-col=count]').click()")
+    assert browser.eval("document.querySelector('th[data-col=count]').getAttribute('aria-sort')") == "descending"
+    browser.eval("var f=document.getElementById('filter'); f.value='worker';"
+                 "f.dispatchEvent(new Event('input'))")
+    assert browser.eval("memtrace.state.shown") == ["work"]
+    cells = browser.eval("Array.from(document.querySelectorAll('#rows td')).map(td => td.textContent)")
+    assert cells == ["work", "/app/worker.py:5", "5.00 MiB", "35.71%", "1", "malloc", "worker (tid 101)"]
+    shot(browser, "table")
+    check_clean(browser, page)

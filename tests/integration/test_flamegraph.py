@@ -1,0 +1,285 @@
+"""The flamegraph, table and tree reports and the peak/leaks/temporary views:
+exact numbers from hand-made captures (golden), the data embedded in the
+HTML, escaping of hostile names, output file handling, and real programs
+run under memtrace. The pages' behaviour in a browser is tested in
+tests/browser."""
+
+import json
+import re
+
+import pytest
+
+from conftest import run
+from test_reports import MB, Capture, program
+
+DATA_RE = re.compile(r'<script id="mt-data" type="application/json">(.*?)</script>', re.S)
+
+
+def page_data(path):
+    html = path.read_text()
+    m = DATA_RE.search(html)
+    assert m, "no data element in %s" % path
+    return json.loads(m.group(1)), html
+
+
+def flamegraph(memtrace, cap, *args, out=None):
+    out = out or cap.with_suffix(".html")
+    run(memtrace, "flamegraph", "-f", "-o", out, *args, cap)
+    return page_data(out)
+
+
+def test_flamegraph_peak_golden(memtrace, tmp_path):
+    cap = program().save(tmp_path / "p.bin")
+    d, html = flamegraph(memtrace, cap)
+    assert d["kind"] == "flamegraph" and d["view"] == "peak"
+    assert d["view_label"] == "memory at the peak"
+    assert d["capture"] == str(cap) and d["command"] == "python3 prog.py"
+    assert d["total_bytes"] == 13 * MB and d["total_count"] == 2
+    assert d["strings"] == ["<module>", "/app/prog.py", "f", "g"]
+    assert d["nodes"] == {"parent": [0, 0, 1, 1], "fn": [-1, 0, 2, 3], "file": [-1, 1, 1, 1],
+                          "line": [0, 1, 5, 9], "thread": [0, 0, 0, 0],
+                          "bytes": [0, 0, 10 * MB, 3 * MB], "count": [0, 0, 1, 1], "merged": []}
+    assert d["merge"] == {"nodes": 0, "below_bytes": 0}
+    assert d["memory"] == {"time_us": [1000], "rss": [40 * MB], "heap": [13 * MB],
+                           "peak": {"time_us": 0, "heap": 13 * MB}}
+    assert d["threads"] == [{"index": 0, "tid": 4242, "name": "MainThread"},
+                            {"index": 1, "tid": 4243, "name": "worker"}]
+    assert d["truncated"] is False and d["inverted"] is False and d["split_threads"] is False
+    # self-contained: nothing is fetched from anywhere
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', html)
+    assert "http://" not in html and "https://" not in html
+
+
+def test_flamegraph_leaks_golden(memtrace, tmp_path):
+    cap = program().save(tmp_path / "p.bin")
+    d, _ = flamegraph(memtrace, cap, "--leaks", "--split-threads", "--inverted")
+    assert d["view"] == "leaks" and d["inverted"] is True and d["split_threads"] is True
+    assert d["total_bytes"] == 4 * MB + 15 * 4096 and d["total_count"] == 3
+    s = d["strings"]
+    n = d["nodes"]
+    named = {(s[n["fn"][i]] if n["fn"][i] >= 0 else None, n["thread"][i]): (n["bytes"][i], n["count"][i])
+             for i in range(len(n["fn"]))}
+    assert named == {(None, 0): (0, 0), ("<module>", 0): (0, 0), ("g", 0): (3 * MB + 15 * 4096, 2),
+                     ("<no Python frames>", 1): (MB, 1)}
+
+
+def test_temporary_threshold_golden(memtrace, tmp_path):
+    cap = program().save(tmp_path / "p.bin")
+    # f's 10 MB is freed after one more allocation of its thread (g's)
+    d, _ = flamegraph(memtrace, cap, "--temporary-allocations")
+    assert d["view"] == "temporary" and d["total_bytes"] == 0 and d["temp_threshold"] == 1
+    d, _ = flamegraph(memtrace, cap, "--temporary-allocations", "--temporary-allocation-threshold", "2")
+    assert d["total_bytes"] == 10 * MB and d["total_count"] == 1 and d["temp_threshold"] == 2
+    s = json.loads(run(memtrace, "summary", "--json", "--temporary-allocations",
+                       "--temporary-allocation-threshold", "2", cap).stdout)
+    assert s["view"] == "temporary" and s["total_bytes"] == 10 * MB
+    assert s["rows"][1] == {"function": "f", "file": "/app/prog.py", "line": 5, "total_bytes": 10 * MB,
+                            "total_allocations": 1, "own_bytes": 10 * MB, "own_allocations": 1}
+    t = json.loads(run(memtrace, "stats", "--json", cap).stdout)["totals"]
+    assert (t["temporary_bytes"], t["temporary_allocations"], t["temporary_allocation_threshold"]) == (0, 0, 1)
+    t = json.loads(run(memtrace, "stats", "--json", "--temporary-allocation-threshold", "2",
+                       cap).stdout)["totals"]
+    assert (t["temporary_bytes"], t["temporary_allocations"]) == (10 * MB, 1)
+
+
+def test_temporary_same_thread_only(memtrace, tmp_path):
+    c = Capture()
+    c.code(1, "/app/t.py", "make", 3).stack(1, 0, 1)
+    c.alloc(0x1000, 100, stack=1).free(0x1000)                      # temporary
+    c.alloc(0x2000, 200, stack=1, thread=1).free(0x2000)            # freed by another thread
+    c.alloc(0x3000, 300, stack=1).alloc(0x4000, 1).free(0x3000)     # one allocation between
+    cap = c.trailer(10, 9, 0).save(tmp_path / "t.bin")
+    for n, want in ((1, (100, 1)), (2, (400, 2)), (100, (400, 2))):
+        s = json.loads(run(memtrace, "summary", "--json", "--temporary-allocations",
+                           "--temporary-allocation-threshold", str(n), cap).stdout)
+        assert (s["total_bytes"], s["total_allocations"]) == want, n
+
+
+GOLDEN_TREE = """\
+Memory at the peak: 13.00 MiB in 2 allocations at 0.000 s
+All 2 biggest of 2 allocating call paths
+
+13.00 MiB 100.00%  all
+\u2514\u2500 13.00 MiB 100.00%  <module> at /app/prog.py:1
+   \u251c\u2500 10.00 MiB  76.92%  f at /app/prog.py:5
+   \u2514\u2500 3.00 MiB  23.08%  g at /app/prog.py:9
+"""
+
+GOLDEN_TREE_LEAKS = """\
+Leaks (live at the end): 4.06 MiB in 3 allocations
+The 1 biggest of 2 allocating call paths (-n 0 shows all)
+
+4.06 MiB 100.00%  all
+\u2514\u2500 3.06 MiB  75.36%  <module> at /app/prog.py:1
+   \u2514\u2500 3.06 MiB  75.36%  g at /app/prog.py:9
+"""
+
+
+def test_tree_golden(memtrace, tmp_path):
+    cap = program().save(tmp_path / "p.bin")
+    p = run(memtrace, "tree", cap)
+    assert p.stdout == GOLDEN_TREE and p.stderr == ""
+    assert run(memtrace, "tree", "--leaks", "-n", "1", cap).stdout == GOLDEN_TREE_LEAKS
+    p = run(memtrace, "tree", "--temporary-allocations", cap)
+    assert "0 B in 0 allocations" in p.stdout and "(nothing)" in p.stdout
+
+
+def test_stats_and_summary_golden(memtrace, tmp_path):
+    cap = program().save(tmp_path / "p.bin")
+    t = json.loads(run(memtrace, "stats", "--json", cap).stdout)["totals"]
+    assert t == {"events": 7, "allocations": 4, "frees": 3, "unmatched_frees": 1,
+                 "bytes_allocated": 14 * MB + 16 * 4096, "bytes_freed": 10 * MB + 4096,
+                 "peak_heap": 13 * MB, "peak_event": 2, "peak_time_us": 0, "peak_rss": 40 * MB,
+                 "peak_rss_time_us": 1000, "live_bytes_at_end": 4 * MB + 15 * 4096,
+                 "live_allocations_at_end": 3, "temporary_bytes": 0, "temporary_allocations": 0,
+                 "temporary_allocation_threshold": 1, "dropped": 4}
+    s = json.loads(run(memtrace, "summary", "--json", cap).stdout)
+    assert [(r["function"], r["total_bytes"], r["own_bytes"]) for r in s["rows"]] == [
+        ("<module>", 13 * MB, 0), ("f", 10 * MB, 10 * MB), ("g", 3 * MB, 3 * MB)]
+    s = json.loads(run(memtrace, "summary", "--json", "--leaks", cap).stdout)
+    assert [(r["function"], r["total_bytes"]) for r in s["rows"]] == [
+        ("<module>", 3 * MB + 15 * 4096), ("g", 3 * MB + 15 * 4096), ("<no Python frames>", MB)]
+
+
+def test_table_golden(memtrace, tmp_path):
+    cap = program().save(tmp_path / "p.bin")
+    out = tmp_path / "t.html"
+    run(memtrace, "table", "--leaks", "-o", out, cap)
+    d, _ = page_data(out)
+    assert d["kind"] == "table" and d["view"] == "leaks"
+    s, r = d["strings"], d["rows"]
+    rows = [(s[r["fn"][i]], s[r["file"][i]], r["line"][i], r["thread"][i], s[r["allocator"][i]],
+             r["bytes"][i], r["count"][i]) for i in range(len(r["bytes"]))]
+    assert rows == [("g", "/app/prog.py", 9, 0, "malloc", 3 * MB, 1),
+                    ("<no Python frames>", "", 0, 1, "calloc", MB, 1),
+                    ("g", "/app/prog.py", 9, 0, "mmap", 15 * 4096, 1)]
+    assert d["rows_dropped"] == 0
+
+
+def hostile_capture(tmp_path):
+    evil = "</script><b id=x>\u2028&amp;\"'</b><!--"
+    c = Capture()
+    c.thread(0, 1, "</script><i>t</i>")
+    c.code(1, "/app/<evil>.py", evil, 1).stack(1, 0, 1)
+    c.alloc(0x1000, 1000, stack=1)
+    return evil, c.trailer(10, 1, 0).save(tmp_path / "evil.bin")
+
+
+@pytest.mark.parametrize("command", ["flamegraph", "table"])
+def test_hostile_names_are_inert(memtrace, tmp_path, command):
+    evil, cap = hostile_capture(tmp_path)
+    out = tmp_path / "evil.html"
+    run(memtrace, command, "-o", out, cap)
+    html = out.read_text()
+    template = (tmp_path / "clean.html")
+    run(memtrace, command, "-o", template, program().save(tmp_path / "p.bin"))
+    # no new elements, comments or script ends: the names only exist escaped
+    for token in ("</script", "<b", "<i", "<!--", "\u2028"):
+        assert html.count(token) == template.read_text().count(token), token
+    d, _ = page_data(out)
+    assert evil in d["strings"] and "/app/<evil>.py" in d["strings"]
+    assert d["threads"][0]["name"] == "</script><i>t</i>"
+
+
+def test_output_files(memtrace, tmp_path):
+    cap = program().save(tmp_path / "p.bin")
+    p = run(memtrace, "flamegraph", cap, cwd=tmp_path)
+    out = tmp_path / "memtrace-flamegraph-p.html"
+    assert out.exists() and p.stdout.startswith("wrote %s (" % out)
+    p = run(memtrace, "flamegraph", cap, check=False)
+    assert p.returncode == 1 and "exists (use -f to overwrite it)" in p.stderr
+    assert p.stderr.count("\n") == 1
+    run(memtrace, "flamegraph", "-f", cap)
+    run(memtrace, "table", cap)
+    assert (tmp_path / "memtrace-table-p.html").exists()
+    p = run(memtrace, "flamegraph", "-o", "-", cap)
+    assert p.stdout.startswith("<!DOCTYPE html>") and p.stdout.rstrip().endswith("</html>")
+    for args in (["--leaks", "--temporary-allocations"], ["--temporary-allocation-threshold", "2"],
+                 ["--temporary-allocations", "--temporary-allocation-threshold", "0"], []):
+        p = run(memtrace, "flamegraph", "-o", "-", *args, *([cap] if args else []), check=False)
+        assert p.returncode == 2, (args, p.stderr)
+    p = run(memtrace, "flamegraph", "-o", tmp_path / "x.html", tmp_path / "missing.bin", check=False)
+    assert p.returncode == 1 and "No such file" in p.stderr and not (tmp_path / "x.html").exists()
+
+
+def test_pruning_keeps_the_page_small(memtrace, tmp_path):
+    """100k distinct call paths: the page keeps a bounded number of nodes,
+    says how many were merged, and the merged bytes are not lost."""
+    c = Capture()
+    c.code(1, "/app/m.py", "<module>", 1).stack(1, 0, 1)
+    n = 100000
+    for i in range(n):
+        c.code(2 + i, "/app/m%d.py" % (i % 100), "function_with_a_long_name_%d" % i, i + 1)
+        c.stack(2 + i, 1, 2 + i)
+        c.alloc(0x10000 + 16 * i, 100 + i % 7, stack=2 + i)
+        if i % 5000 == 4999:
+            c.flush()
+    c.alloc(0x7000000, 50 * MB, stack=2)
+    cap = c.trailer(10, n + 1, 0).save(tmp_path / "wide.bin")
+    d, html = flamegraph(memtrace, cap)
+    total = 50 * MB + sum(100 + i % 7 for i in range(n))
+    assert d["total_bytes"] == total
+    assert sum(d["nodes"]["bytes"]) == total
+    assert d["merge"]["nodes"] > 50000 and len(d["nodes"]["parent"]) <= 40000
+    assert len(html) < 5 * 1000 * 1000
+
+
+FG = """\
+def f():
+    x = bytearray(10_000_000)
+    del x
+
+
+def g():
+    return bytearray(3_000_000)
+
+
+f()
+keep = g()
+"""
+
+LOOP = """\
+def work():
+    total = 0
+    for i in range(3000):
+        total += sum([j for j in range(300)])
+    return total
+
+
+work()
+"""
+
+
+def top_frames(d):
+    """(function, line) of the biggest node under the root's biggest child
+    chain, innermost last, for pages of real programs."""
+    s, n = d["strings"], d["nodes"]
+    names = {}
+    for i in range(1, len(n["parent"])):
+        if n["fn"][i] >= 0:
+            key = (s[n["fn"][i]], n["line"][i])
+            names[key] = names.get(key, 0) + n["bytes"][i]
+    return sorted(names.items(), key=lambda kv: -kv[1])
+
+
+def test_real_program_peak_and_leaks(memtrace, script, tmp_path):
+    prog = script(FG, "fg.py")
+    cap = tmp_path / "cap.bin"
+    run(memtrace, "run", "-o", cap, prog, cwd=tmp_path)
+    d, _ = flamegraph(memtrace, cap)
+    assert top_frames(d)[0][0] == ("f", 2)
+    d, _ = flamegraph(memtrace, cap, "--leaks")
+    assert top_frames(d)[0][0] == ("g", 7)
+    assert "f at %s:2" % prog in run(memtrace, "tree", cap).stdout
+    assert "g at %s:7" % prog in run(memtrace, "tree", "--leaks", cap).stdout
+
+
+def test_real_program_temporary_list(memtrace, script, tmp_path):
+    prog = script(LOOP, "loop.py")
+    cap = tmp_path / "cap.bin"
+    run(memtrace, "run", "-o", cap, prog, cwd=tmp_path)
+    d, _ = flamegraph(memtrace, cap, "--temporary-allocations")
+    assert d["total_count"] >= 3000
+    # the loop line; before 3.12 the comprehension is a function of its own
+    function, line = top_frames(d)[0][0]
+    assert line == 4 and function in ("work", "work.<locals>.<listcomp>"), top_frames(d)[:3]
