@@ -655,8 +655,28 @@ def write_markdown(path, rows, machine, args, tools, notes):
         for n in notes:
             lines.append("- " + n)
         lines.append("")
+    lines += preserved_sections(path)
     with open(path, "w") as f:
         f.write("\n".join(lines))
+
+
+def preserved_sections(path, headings=("## Attach",)):
+    """Sections of an existing results file written by other scripts (bench/attach.py writes
+    "## Attach"): kept, from their heading to the next "## " heading, when the table is rewritten."""
+    try:
+        with open(path) as f:
+            old = f.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for i, line in enumerate(old):
+        if line.strip() in headings:
+            end = next((j for j in range(i + 1, len(old)) if old[j].startswith("## ")), len(old))
+            section = old[i:end]
+            while section and not section[-1].strip():
+                section.pop()
+            out += section + [""]
+    return out
 
 
 # --------------------------------------------------------------------------- main
