@@ -41,6 +41,7 @@ struct mt_tbuf {
 	uint64_t check_at;                  /* head beyond which to look again */
 	uint64_t epoch;                     /* the producer's current epoch */
 	_Alignas(64) _Atomic uint64_t tail; /* consumed by the writer */
+	uint64_t head_seen;                 /* writer's copy of head */
 	struct mt_tbuf *next;               /* registry, push-only */
 	_Alignas(64) uint8_t data[TBUF_SIZE];
 	uint8_t slack[ENTRY_HEADER + MT_REC_HOT_MAX]; /* see mt_tbuf_reserve() */
@@ -286,8 +287,13 @@ static void append(const struct mt_record *r)
 static int front(struct mt_tbuf *b, uint64_t *seq, uint32_t *len)
 {
 	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
-	if (tail == atomic_load_explicit(&b->head, memory_order_acquire))
-		return 0;
+	/* Reading head pulls the producer's busiest cache line over: only
+	 * when the records seen so far are used up. */
+	if (tail == b->head_seen) {
+		b->head_seen = atomic_load_explicit(&b->head, memory_order_acquire);
+		if (tail == b->head_seen)
+			return 0;
+	}
 	uint64_t entry;
 	memcpy(&entry, b->data + (tail & TBUF_MASK), sizeof(entry));
 	*seq = entry >> 24;
@@ -337,9 +343,11 @@ static void drain_late(struct mt_tbuf *except)
  * R was committed before S, so it is visible once S is; late records are
  * written before the records of the current epoch up to a head read after
  * them. */
-static void drain(void)
+static void drain(int final)
 {
-	for (;;) {
+	/* A few passes per wake-up: chasing the producer record by record
+	 * would share the cache lines it is still writing. */
+	for (int pass = 0; final || pass < 4; pass++) {
 		struct mt_tbuf *owner = NULL;
 		uint64_t lowest = UINT64_MAX;
 		for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next) {
@@ -421,7 +429,7 @@ static void *writer_main(void *arg)
 	uint64_t next_sample = mono_ns();
 
 	while (!atomic_load(&w.stop)) {
-		drain();
+		drain(0);
 		append_diag();
 		uint64_t now = mono_ns();
 		if (now >= next_sample) {
@@ -478,8 +486,10 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	atomic_store(&w.stop, 0);
 	atomic_store(&w.diag_len, 0);
 	/* Whatever a late producer left from an earlier capture is void. */
-	for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next)
-		atomic_store(&b->tail, atomic_load(&b->head));
+	for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next) {
+		b->head_seen = atomic_load(&b->head);
+		atomic_store(&b->tail, b->head_seen);
+	}
 	atomic_store(&w.last, NULL);
 	atomic_store(&w.epoch, 0);
 	w.cur_epoch = 1;
@@ -504,7 +514,7 @@ int mt_writer_stop(const char *diag)
 	wake_writer();
 	pthread_join(w.thread, NULL);
 	atomic_store_explicit(&w.running, 0, memory_order_release);
-	drain();
+	drain(1);
 	append_diag();
 	if (diag) {
 		mt_writer_diag(MT_DIAG_TRACKING_DISABLED, diag);
