@@ -149,7 +149,10 @@ static int register_py_atexit(void)
  * st.lock (the main thread calls in with the GIL held). */
 static int gil_take(int *state)
 {
-	int (*ensure)(void) = (int (*)(void))mt_got_find_definition("PyGILState_Ensure");
+	/* resolved once: a lookup walks every loaded object */
+	static int (*ensure)(void);
+	if (!ensure)
+		ensure = (int (*)(void))mt_got_find_definition("PyGILState_Ensure");
 	if (!ensure || !mt_python_initialized())
 		return 0;
 	*state = ensure();
@@ -158,7 +161,9 @@ static int gil_take(int *state)
 
 static void gil_give(int state)
 {
-	void (*release)(int) = (void (*)(int))mt_got_find_definition("PyGILState_Release");
+	static void (*release)(int);
+	if (!release)
+		release = (void (*)(int))mt_got_find_definition("PyGILState_Release");
 	if (release)
 		release(state);
 }

@@ -236,9 +236,16 @@ static void hook__exit(int status)
 	__builtin_unreachable();
 }
 
+/* Once per process: the real functions do not move, and resolving walks
+ * every loaded object per name. */
 int mt_hooks_resolve(void)
 {
-	return mt_got_resolve(hooks, N_HOOKS);
+	static int resolved;
+	if (resolved)
+		return 0;
+	int rc = mt_got_resolve(hooks, N_HOOKS);
+	resolved = rc == 0;
+	return rc;
 }
 
 int mt_hooks_install(void)
