@@ -265,11 +265,17 @@ int cmd_run(int argc, char **argv)
 
 	int rc = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 0;
 	struct stat sb;
+	int empty = stat(capture, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0;
 	if (!strncmp(said, "error ", 6)) {
-		mt_error(0, "capture '%s' is incomplete: %s", capture, said + 6);
+		if (empty) {
+			mt_error(0, "%s: no capture written", said + 6);
+			unlink(capture);
+		} else {
+			mt_error(0, "capture '%s' is incomplete: %s", capture, said + 6);
+		}
 		if (rc == 0)
 			rc = 1;
-	} else if (!said[0] && stat(capture, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0) {
+	} else if (!said[0] && empty) {
 		mt_error(0, "no Python interpreter started under memtrace: capture '%s' is empty",
 			 capture);
 		unlink(capture);

@@ -41,6 +41,20 @@ static struct {
 
 /* memtrace run learns how the capture ended through a pipe: one line,
  * "ok" or "error <reason>". The payload prints nothing itself. */
+static void report_line(const char *error)
+{
+	char line[300];
+	int fd = st.status_fd;
+	if (fd < 0)
+		return;
+	st.status_fd = -1;
+	int n = snprintf(line, sizeof(line), "error %s\n", error);
+	if (n > 0 && write(fd, line, (size_t)n) < 0) {
+		/* nobody listening: nothing more to do */
+	}
+	close(fd);
+}
+
 static void report_status(int err, const char *what)
 {
 	char line[300];
@@ -405,7 +419,9 @@ __attribute__((constructor)) static void preload_init(void)
 		return;
 	/* Launchers on the way to the interpreter (a pyenv shim runs env and
 	 * bash first) pass the environment on untouched. */
-	if (!mt_got_find_definition("Py_GetVersion"))
+	const char *(*get_version)(void) =
+		(const char *(*)(void))mt_got_find_definition("Py_GetVersion");
+	if (!get_version)
 		return;
 	mt_in_hook = 1;
 	/* "flags:interval:status_fd:path" */
@@ -425,6 +441,18 @@ __attribute__((constructor)) static void preload_init(void)
 	cfg.flags = (uint32_t)flags & ~MT_HDR_ATTACHED;
 	cfg.interval_ms = (uint32_t)interval;
 	scrub_environment();
+
+	uint32_t python_hex;
+	if (mt_python_init(&python_hex) < 0) {
+		/* an interpreter we cannot read: run it untracked, and say so */
+		char why[160];
+		const char *v = get_version();
+		snprintf(why, sizeof(why), "cannot track Python %.*s (supported: 3.8 to 3.13)",
+			 (int)strcspn(v, " "), v);
+		report_line(why);
+		mt_in_hook = 0;
+		return;
+	}
 
 	/* Tracking starts with the program, not with the interpreter: what
 	 * Python allocates for itself before the first line is not the

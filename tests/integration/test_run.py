@@ -264,3 +264,19 @@ def test_disk_fills_during_capture(memtrace, tmp_path):
         assert s.returncode == 0 and "truncated" in s.stderr
     finally:
         run("umount", mnt, check=False)
+
+
+@pytest.mark.parametrize("minor", ["3.7", "3.6"])
+def test_unsupported_python_runs_untracked(memtrace, script, tmp_path, minor):
+    import glob
+    found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/%s.*/bin/python%s" % (minor, minor))))
+    if not found:
+        pytest.skip("no pyenv Python %s on this machine" % minor)
+    prog = script("print('ran anyway')\n")
+    cap = tmp_path / "old.bin"
+    p = run(memtrace, "run", "--python", found[-1], "-o", cap, prog, check=False)
+    assert p.stdout == "ran anyway\n"
+    assert p.returncode == 1
+    assert "cannot track Python %s" % minor in p.stderr and "supported: 3.8 to 3.13" in p.stderr
+    assert p.stderr.count("\n") == 1
+    assert not cap.exists()
