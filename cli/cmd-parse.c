@@ -4,7 +4,6 @@
 #include "reader/report.h"
 #include "util/error.h"
 
-#include <getopt.h> /* getopt_long */
 #include <stdio.h>  /* stdout */
 
 static const char usage[] = "usage: memtrace parse CAPTURE\n";
@@ -18,30 +17,17 @@ static void warn_line(void *ctx, const char *msg)
 
 int cmd_parse(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
+	static const struct mt_report_cmd cmd = { .name = "parse", .usage = usage };
+	struct mt_report_args a = { 0 };
 	struct mt_capture *cap;
 	char msg[512];
-	int c, err;
+	int err = mt_cli_report_args(argc, argv, &cmd, &a);
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (c == 'h') {
-			fputs(usage, stdout);
-			return 0;
-		}
-		fputs(usage, stderr);
-		return 2;
-	}
-	if (argc - optind != 1) {
-		fputs(usage, stderr);
-		return 2;
-	}
-	err = mt_capture_open(argv[optind], &cap);
+	if (err >= 0)
+		return err;
+	err = mt_capture_open(a.o.path, &cap);
 	if (err < 0) {
-		mt_error(0, "%s", mt_report_describe_open_error(msg, sizeof(msg), argv[optind], err));
+		mt_error(0, "%s", mt_report_describe_open_error(msg, sizeof(msg), a.o.path, err));
 		return 1;
 	}
 	mt_capture_set_warn(cap, warn_line, cap);
@@ -53,7 +39,7 @@ int cmd_parse(int argc, char **argv)
 	}
 	if (mt_capture_damage(cap)) {
 		fflush(stdout);
-		mt_error(0, "cannot read '%s': %s", argv[optind], mt_capture_damage(cap));
+		mt_error(0, "cannot read '%s': %s", a.o.path, mt_capture_damage(cap));
 		mt_capture_close(cap);
 		return 1;
 	}

@@ -2,11 +2,6 @@
 /* memtrace tree: the biggest allocating call paths as an indented tree. */
 #include "cli/cmd.h"
 #include "reader/report.h"
-#include "util/error.h"
-
-#include <getopt.h> /* getopt_long */
-#include <stdio.h>  /* stdout */
-#include <stdlib.h> /* strtoul */
 
 static const char usage[] =
 	"usage: memtrace tree [-n N] [--leaks | --temporary-allocations\n"
@@ -19,74 +14,18 @@ static const char usage[] =
 	"  --temporary-allocation-threshold N\n"
 	"                       ... with fewer than N of its allocations in between (default 1)\n";
 
-static void warn_line(void *ctx, const char *msg)
-{
-	(void)ctx;
-	mt_warning("%s", msg);
-}
-
 int cmd_tree(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "top", required_argument, NULL, 'n' },
-		{ "leaks", no_argument, NULL, 'L' },
-		{ "temporary-allocations", no_argument, NULL, 'T' },
-		{ "temporary-allocation-threshold", required_argument, NULL, 'N' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	static const struct mt_report_cmd cmd = {
+		.name = "tree",
+		.usage = usage,
+		.args = MT_RA_TOP | MT_RA_TOP_NO_SIGN | MT_RA_VIEWS,
+		.write = mt_report_tree,
 	};
-	struct mt_report_opts o = { .top_n = 10, .view = MT_VIEW_PEAK, .temp_threshold = 1 };
-	char msg[600], *end;
-	int c, err, views = 0, threshold_given = 0;
-	struct mt_snapshot s;
+	struct mt_report_args a = {
+		.o = { .top_n = 10, .view = MT_VIEW_PEAK, .temp_threshold = 1 },
+	};
+	int rc = mt_cli_report_args(argc, argv, &cmd, &a);
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'n':
-			o.top_n = (unsigned)strtoul(optarg, &end, 10);
-			if (*end || !*optarg || optarg[0] == '-') {
-				mt_error(0, "tree: -n wants a number, not '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'h':
-			fputs(usage, stdout);
-			return 0;
-		case 'L':
-		case 'T':
-			views++;
-			/* fall through */
-		case 'N':
-			threshold_given |= c == 'N';
-			if (mt_cli_view_option(c, optarg, &o, "tree"))
-				return 2;
-			break;
-		default:
-			fputs(usage, stderr);
-			return 2;
-		}
-	}
-	if (argc - optind != 1) {
-		fputs(usage, stderr);
-		return 2;
-	}
-	if (views > 1 || (threshold_given && o.view != MT_VIEW_TEMPORARY)) {
-		mt_error(0, "tree: %s", views > 1 ? "--leaks and --temporary-allocations exclude each other"
-						  : "--temporary-allocation-threshold goes with --temporary-allocations");
-		return 2;
-	}
-	o.path = argv[optind];
-	err = mt_report_load(&s, &o, warn_line, NULL, msg, sizeof(msg));
-	if (err < 0) {
-		mt_error(0, "%s", msg);
-		return 1;
-	}
-	err = mt_report_tree(stdout, &s, &o);
-	mt_snapshot_release(&s);
-	if (err < 0) {
-		mt_error(err, "tree: cannot write the report");
-		return 1;
-	}
-	return 0;
+	return rc >= 0 ? rc : mt_cli_report_write(&cmd, &a);
 }

@@ -25,21 +25,58 @@ int cmd_flamegraph(int argc, char **argv); /* cli/cmd-flamegraph.c */
 int cmd_table(int argc, char **argv);    /* cli/cmd-table.c */
 int cmd_tree(int argc, char **argv);     /* cli/cmd-tree.c */
 
-/* Shared by the report commands (cli/cmd-flamegraph.c). */
+/*
+ * The report commands (cli/report-args.c). A command names the options it
+ * shares with the others and its own; mt_cli_report_args() parses them
+ * all, mt_cli_report_write() loads the capture and writes the report.
+ */
 #include <stdio.h> /* FILE */
-struct mt_report_opts;
-/* "DIR/memtrace-<kind>-<capture stem>.html", beside the capture */
-void mt_cli_default_output(char *buf, size_t len, const char *kind, const char *capture);
-/* @path for writing ("-": stdout); refuses an existing file unless
- * @force. NULL after printing why. */
-FILE *mt_cli_open_output(const char *path, int force, const char *cmd);
-/* close, report "wrote PATH (size)" or the error (removing the file);
- * returns the exit status */
-int mt_cli_close_output(FILE *f, const char *path, int err, const char *cmd);
-/* --leaks ('L'), --temporary-allocations ('T'),
- * --temporary-allocation-threshold ('N'): 0, 2 after a usage error, -1
- * for another option */
-int mt_cli_view_option(int c, const char *arg, struct mt_report_opts *o, const char *cmd);
+
+#include "reader/report.h"
+
+enum {
+	MT_RA_TOP = 1 << 0,         /* -n, --top N */
+	MT_RA_TOP_NO_SIGN = 1 << 1, /* ... and -n refuses a leading '-' */
+	MT_RA_VIEWS = 1 << 2,       /* --leaks | --temporary-allocations (with
+				     * --temporary-allocation-threshold N) */
+	MT_RA_THRESHOLD = 1 << 3,   /* --temporary-allocation-threshold N alone */
+	MT_RA_JSON = 1 << 4,        /* --json */
+	MT_RA_OUTPUT = 1 << 5,      /* -o, --output OUT and -f, --force: a page
+				     * written to OUT, by default beside the
+				     * capture as memtrace-<name>-<stem>.html */
+};
+
+#define MT_REPORT_OWN_MAX 6
+
+struct option;
+struct mt_report_cmd {
+	const char *name;  /* in messages and the default output's name */
+	const char *usage; /* for --help (stdout) and usage errors (stderr) */
+	unsigned args;     /* MT_RA_* */
+	/* the command's own long options (at most MT_REPORT_OWN_MAX, ended
+	 * by an empty one), listed after the shared ones: flags that
+	 * getopt_long sets itself; NULL for none */
+	const struct option *own;
+	/* the report (MT_RA_OUTPUT: to the page, else to standard output) */
+	int (*write)(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+};
+
+struct mt_report_args {
+	struct mt_report_opts o; /* defaults in, options out; o.path: the capture */
+	const char *output;      /* MT_RA_OUTPUT: the page to write */
+	int force;               /* -f */
+	int top_given;           /* -n was given */
+	char defout[4096];       /* room for the default output's name */
+};
+
+/* mt_cli_report_args() - parse @argv (argv[0] the command name) as @c
+ * declares into @a, whose o holds the defaults. Returns -1 to go on, or
+ * the exit status: 0 after --help, 2 after a usage error (printed). */
+int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
+		       struct mt_report_args *a);
+/* mt_cli_report_write() - load a->o.path and write @c's report; prints
+ * what failed. Returns the exit status. */
+int mt_cli_report_write(const struct mt_report_cmd *c, const struct mt_report_args *a);
 
 /* mt_self_dir() - directory of the running memtrace executable, for
  * finding the payload and Python package of an installed or built tree.

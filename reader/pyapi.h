@@ -8,9 +8,10 @@
  * simple; no callbacks into Python except for mt_py_dump().
  *
  * One struct mt_py_reader holds an open capture and the snapshot built
- * from it (one pass at open). The record queries make one more pass each
- * and hand back a malloc'ed array that the caller releases with
- * mt_py_free(). Strings are borrowed from the reader and valid until
+ * from it (one pass at open). The record queries hand back a malloc'ed
+ * array that the caller releases with mt_py_free(); mt_py_events() makes
+ * one more pass, and so does a temporary view with another threshold
+ * than the snapshot's. Strings are borrowed from the reader and valid until
  * mt_py_close(). Not thread-safe: one reader per thread, or a lock.
  *
  * Errors are negative (-errno, -MT_E*); functions that can fail for a
@@ -109,11 +110,12 @@ const char *mt_py_diag(const struct mt_py_reader *r, size_t i, uint32_t *code);
 ssize_t mt_py_events(struct mt_py_reader *r, struct mt_py_record **out);
 
 /* mt_py_view() - allocations grouped by stack, allocator and (unless
- * @merge_threads) thread for @view: sizes summed, the address of the
- * group's earliest allocation, groups in order of that allocation.
- * @threshold is for MT_PY_TEMPORARY: an allocation freed by its own
- * thread with at most @threshold other allocations of that thread in
- * between is temporary. Returns the count and sets *@out (mt_py_free()),
+ * @merge_threads) thread for @view, as the snapshot counts them (its
+ * sites): sizes summed, the address of the group's first allocation
+ * (which need not be in the view), groups in order of that allocation.
+ * @threshold is for MT_PY_TEMPORARY: an allocation of the malloc family
+ * freed by its own thread with at most @threshold other allocations of
+ * that thread in between is temporary. Returns the count and sets *@out (mt_py_free()),
  * -ENOMEM, or -EINVAL for an unknown view. */
 ssize_t mt_py_view(struct mt_py_reader *r, int view, int merge_threads, uint64_t threshold,
 		   struct mt_py_record **out);

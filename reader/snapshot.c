@@ -82,6 +82,7 @@ struct mt__snapshot_state {
 
 	struct acc *sites;
 	struct site_key *site_keys;
+	uint64_t *site_first; /* address of each site's first allocation */
 	uint32_t sites_cap, n_sites;
 	uint32_t *site_slots; /* hash of site keys: index + 1, 0 = empty */
 	uint32_t site_slots_mask;
@@ -209,10 +210,11 @@ static int site_slots_resize(struct mt__snapshot_state *st, uint32_t n)
 	return 0;
 }
 
-/* The site of (@stack, @thread, @kind), created on first use; -1 when out
- * of memory. The caller made room for @stack and @thread. */
+/* The site of (@stack, @thread, @kind), created on first use by the
+ * allocation at @addr; -1 when out of memory. The caller made room for
+ * @stack and @thread. */
 static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, uint32_t thread,
-			       unsigned kind)
+			       unsigned kind, uint64_t addr)
 {
 	struct site_key k = { stack, thread << 4 | kind };
 	uint32_t c = st->stack_site[stack];
@@ -234,10 +236,14 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 		cap = st->sites_cap;
 		if (grow((void **)&st->site_keys, &cap, st->n_sites, sizeof(struct site_key)) < 0)
 			return -1;
+		cap = st->sites_cap;
+		if (grow((void **)&st->site_first, &cap, st->n_sites, sizeof(uint64_t)) < 0)
+			return -1;
 		st->sites_cap = cap;
 	}
 	uint32_t i = st->n_sites++;
 	st->site_keys[i] = k;
+	st->site_first[i] = addr;
 	st->site_slots[j] = i + 1;
 	st->stack_site[stack] = i + 1;
 	if ((uint64_t)st->n_sites * 2 > st->site_slots_mask &&
@@ -456,7 +462,7 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		st->max_stack = stack;
 	if (thread >= st->max_thread)
 		st->max_thread = thread + 1;
-	int64_t si = site_get(st, stack, thread, kind);
+	int64_t si = site_get(st, stack, thread, kind, addr);
 	if (si < 0)
 		return -ENOMEM;
 	struct acc *sa = &st->sites[si];
@@ -765,6 +771,7 @@ static int finish(struct mt_snapshot *s)
 		o->stack = k->stack;
 		o->thread = k->thread_kind >> 4;
 		o->allocator = k->thread_kind & 15;
+		o->first_addr = st->site_first[i];
 		usage_add(&o->usage, st, &st->sites[i]);
 		usage_add(&st->stack_usage[o->stack], st, &st->sites[i]);
 		usage_add(&tu[o->thread], st, &st->sites[i]);
@@ -872,6 +879,7 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		free(st->free_origins);
 		free(st->sites);
 		free(st->site_keys);
+		free(st->site_first);
 		free(st->site_slots);
 		free(st->stack_site);
 		free(st->stack_usage);

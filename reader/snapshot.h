@@ -40,6 +40,7 @@ struct mt_site {
 	uint32_t stack;     /* STACK id, 0 = no Python frames */
 	uint32_t thread;    /* thread index */
 	uint32_t allocator; /* enum mt_allocator of the allocations */
+	uint64_t first_addr; /* address of its first allocation */
 	struct mt_usage usage;
 };
 

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the report commands (stats, summary, flamegraph, table, tree,
+ * parse) share: their options, parsed by one function from the set a
+ * command declares, loading the capture, and writing the report to
+ * standard output or to an HTML page beside the capture.
+ */
+#include "cli/cmd.h"
+#include "reader/report.h"
+#include "util/error.h"
+#include "util/io.h"
+
+#include <errno.h>    /* errno */
+#include <fcntl.h>    /* open */
+#include <getopt.h>   /* getopt_long */
+#include <stdio.h>    /* fdopen */
+#include <stdlib.h>   /* strtoull */
+#include <string.h>   /* strrchr */
+#include <sys/stat.h> /* stat */
+#include <unistd.h>   /* unlink */
+
+/* "DIR/memtrace-<kind>-<capture stem>.html", beside the capture */
+static void default_output(char *buf, size_t len, const char *kind, const char *capture)
+{
+	const char *base = strrchr(capture, '/');
+	size_t dir = base ? (size_t)(base - capture) + 1 : 0;
+	base = base ? base + 1 : capture;
+	const char *dot = strrchr(base, '.');
+	size_t stem = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+	snprintf(buf, len, "%.*smemtrace-%s-%.*s.html", (int)dir, capture, kind, (int)stem, base);
+}
+
+/* @path for writing ("-": stdout); refuses an existing file unless
+ * @force. NULL after printing why. */
+static FILE *open_output(const char *path, int force, const char *cmd)
+{
+	if (!strcmp(path, "-"))
+		return stdout;
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL), 0644);
+	if (fd < 0) {
+		if (errno == EEXIST)
+			mt_error(0, "%s: '%s' exists (use -f to overwrite it)", cmd, path);
+		else
+			mt_error(-errno, "%s: cannot create '%s'", cmd, path);
+		return NULL;
+	}
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		mt_error(-errno, "%s: cannot create '%s'", cmd, path);
+		close(fd);
+		mt_unlink_regular(path);
+	}
+	return f;
+}
+
+/* Close @f, report "wrote PATH (size)" or the error (removing the file);
+ * returns the exit status. */
+static int close_output(FILE *f, const char *path, int err, const char *cmd)
+{
+	if (f == stdout)
+		return err < 0 ? (mt_error(err, "%s: cannot write the report", cmd), 1) : 0;
+	if (fclose(f) != 0 && err == 0)
+		err = -errno;
+	if (err < 0) {
+		mt_error(err, "%s: cannot write '%s'", cmd, path);
+		mt_unlink_regular(path);
+		return 1;
+	}
+	struct stat sb;
+	if (stat(path, &sb) == 0) {
+		char size[32];
+		printf("wrote %s (%s)\n", path, mt__report_bytes(size, (unsigned long long)sb.st_size));
+	}
+	return 0;
+}
+
+/* --temporary-allocation-threshold N: 0, or 2 after a usage error */
+static int threshold_option(const char *arg, struct mt_report_opts *o, const char *cmd)
+{
+	char *end;
+
+	errno = 0;
+	o->temp_threshold = strtoull(arg, &end, 10);
+	if (*end || !*arg || errno || o->temp_threshold == 0 || o->temp_threshold > UINT32_MAX / 2 ||
+	    arg[0] == '-') {
+		mt_error(0, "%s: --temporary-allocation-threshold wants a number from 1, not '%s'", cmd,
+			 arg);
+		return 2;
+	}
+	return 0;
+}
+
+int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
+		       struct mt_report_args *a)
+{
+	/* in the order getopt_long lists ambiguous abbreviations */
+	static const struct {
+		struct option opt;
+		unsigned with; /* MT_RA_* that brings it */
+	} shared[] = {
+		{ { "output", required_argument, NULL, 'o' }, MT_RA_OUTPUT },
+		{ { "force", no_argument, NULL, 'f' }, MT_RA_OUTPUT },
+		{ { "top", required_argument, NULL, 'n' }, MT_RA_TOP },
+		{ { "leaks", no_argument, NULL, 'L' }, MT_RA_VIEWS },
+		{ { "temporary-allocations", no_argument, NULL, 'T' }, MT_RA_VIEWS },
+		{ { "temporary-allocation-threshold", required_argument, NULL, 'N' },
+		  MT_RA_VIEWS | MT_RA_THRESHOLD },
+		{ { "json", no_argument, NULL, 'J' }, MT_RA_JSON },
+	};
+	static const struct option help = { "help", no_argument, NULL, 'h' };
+	struct option opts[sizeof(shared) / sizeof(shared[0]) + MT_REPORT_OWN_MAX + 2];
+	unsigned has = c->args;
+	size_t n = 0;
+	char short_opts[8], *end;
+	int ch, views = 0, threshold_given = 0;
+
+	snprintf(short_opts, sizeof(short_opts), "%s%sh", has & MT_RA_OUTPUT ? "o:f" : "",
+		 has & MT_RA_TOP ? "n:" : "");
+	for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
+		if (has & shared[i].with)
+			opts[n++] = shared[i].opt;
+	for (size_t i = 0; c->own && c->own[i].name && i < MT_REPORT_OWN_MAX; i++)
+		opts[n++] = c->own[i];
+	opts[n++] = help;
+	opts[n] = (struct option){ NULL, 0, NULL, 0 };
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, short_opts, opts, NULL)) != -1) {
+		switch (ch) {
+		case 0: /* a flag of the command's own options, set by getopt_long */
+			break;
+		case 'o':
+			a->output = optarg;
+			break;
+		case 'f':
+			a->force = 1;
+			break;
+		case 'n':
+			a->o.top_n = (unsigned)strtoul(optarg, &end, 10);
+			a->top_given = 1;
+			if (*end || !*optarg || ((has & MT_RA_TOP_NO_SIGN) && optarg[0] == '-')) {
+				mt_error(0, "%s: -n wants a number, not '%s'", c->name, optarg);
+				return 2;
+			}
+			break;
+		case 'L':
+			views++;
+			a->o.view = MT_VIEW_LEAKS;
+			break;
+		case 'T':
+			views++;
+			a->o.view = MT_VIEW_TEMPORARY;
+			break;
+		case 'N':
+			threshold_given = 1;
+			if (threshold_option(optarg, &a->o, c->name))
+				return 2;
+			break;
+		case 'J':
+			a->o.json = 1;
+			break;
+		case 'h':
+			fputs(c->usage, stdout);
+			return 0;
+		default:
+			fputs(c->usage, stderr);
+			return 2;
+		}
+	}
+	if (argc - optind != 1) {
+		fputs(c->usage, stderr);
+		return 2;
+	}
+	if ((has & MT_RA_VIEWS) && (views > 1 || (threshold_given && a->o.view != MT_VIEW_TEMPORARY))) {
+		mt_error(0, "%s: %s", c->name,
+			 views > 1 ? "--leaks and --temporary-allocations exclude each other"
+				   : "--temporary-allocation-threshold goes with --temporary-allocations");
+		return 2;
+	}
+	a->o.path = argv[optind];
+	if ((has & MT_RA_OUTPUT) && !a->output) {
+		default_output(a->defout, sizeof(a->defout), c->name, a->o.path);
+		a->output = a->defout;
+	}
+	return -1;
+}
+
+static void warn_line(void *ctx, const char *msg)
+{
+	(void)ctx;
+	mt_warning("%s", msg);
+}
+
+int mt_cli_report_write(const struct mt_report_cmd *c, const struct mt_report_args *a)
+{
+	struct mt_snapshot s;
+	char msg[600];
+	FILE *f = stdout;
+	int err;
+
+	err = mt_report_load(&s, &a->o, warn_line, NULL, msg, sizeof(msg));
+	if (err < 0) {
+		mt_error(0, "%s", msg);
+		return 1;
+	}
+	if ((c->args & MT_RA_OUTPUT) && !(f = open_output(a->output, a->force, c->name))) {
+		mt_snapshot_release(&s);
+		return 1;
+	}
+	err = c->write(f, &s, &a->o);
+	mt_snapshot_release(&s);
+	return close_output(f, a->output, err, c->name);
+}
