@@ -10,6 +10,7 @@
 #include "inject/inject.h"
 #include "payload/memtrace-payload.h"
 #include "util/error.h"
+#include "util/io.h"
 
 #include <errno.h>       /* errno */
 #include <fcntl.h>       /* open */
@@ -156,12 +157,12 @@ static int create_capture(const char *path, int force, const struct mt_target *t
 	if (geteuid() == 0 && t->uid != 0 && fchown(fd, t->uid, t->gid) != 0) {
 		int e = -errno;
 		close(fd);
-		unlink(path);
+		mt_unlink_regular(path);
 		return mt_error(e, "cannot give capture '%s' to uid %u", path, (unsigned)t->uid);
 	}
 	close(fd);
 	if (!realpath(path, abs) || strlen(abs) >= cap) {
-		unlink(path);
+		mt_unlink_regular(path);
 		return mt_error(-errno, "cannot resolve capture path '%s'", path);
 	}
 	return 0;
@@ -172,7 +173,7 @@ static void drop_capture(const char *path)
 {
 	struct stat sb;
 	if (stat(path, &sb) == 0 && sb.st_size == 0)
-		unlink(path);
+		mt_unlink_regular(path);
 }
 
 static int inject(const struct mt_target *t, enum mt_inject_method method,
@@ -321,7 +322,7 @@ int cmd_attach(int argc, char **argv)
 		return 1;
 	if (mt_inject_visible_path(&t, abs, 0, there, sizeof(there)) < 0 ||
 	    strlen(there) >= MEMTRACE_PATH_MAX) {
-		unlink(abs);
+		mt_unlink_regular(abs);
 		return 1;
 	}
 

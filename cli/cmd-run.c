@@ -8,6 +8,7 @@
 #include "format/record.h"
 #include "mt-config.h"
 #include "util/error.h"
+#include "util/io.h"
 
 #include <errno.h>    /* errno */
 #include <fcntl.h>    /* open */
@@ -220,7 +221,7 @@ int cmd_run(int argc, char **argv)
 			_exit(1);
 		execv(interp, av);
 		int e = errno;
-		unlink(abs);
+		mt_unlink_regular(abs);
 		(void)!write(report[1], "", 1); /* a second NUL: exec failed */
 		mt_error(-e, "cannot execute '%s'", interp);
 		_exit(1);
@@ -269,7 +270,7 @@ int cmd_run(int argc, char **argv)
 	if (!strncmp(said, "error ", 6)) {
 		if (empty) {
 			mt_error(0, "%s: no capture written", said + 6);
-			unlink(capture);
+			mt_unlink_regular(capture);
 		} else {
 			mt_error(0, "capture '%s' is incomplete: %s", capture, said + 6);
 		}
@@ -278,7 +279,7 @@ int cmd_run(int argc, char **argv)
 	} else if (!said[0] && empty) {
 		mt_error(0, "no Python interpreter started under memtrace: capture '%s' is empty",
 			 capture);
-		unlink(capture);
+		mt_unlink_regular(capture);
 	} else {
 		fprintf(stderr, "memtrace: capture written to %s\n", capture);
 	}

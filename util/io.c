@@ -2,7 +2,8 @@
 #include "util/io.h"
 
 #include <errno.h>  /* EINTR */
-#include <unistd.h> /* read, write */
+#include <sys/stat.h> /* lstat */
+#include <unistd.h>   /* read, write, unlink */
 
 int mt_write_full(int fd, const void *buf, size_t len)
 {
@@ -38,4 +39,14 @@ ssize_t mt_read_full(int fd, void *buf, size_t len)
 		got += (size_t)n;
 	}
 	return (ssize_t)got;
+}
+
+int mt_unlink_regular(const char *path)
+{
+	struct stat sb;
+	if (lstat(path, &sb) != 0)
+		return -errno;
+	if (!S_ISREG(sb.st_mode))
+		return -EPERM;
+	return unlink(path) == 0 ? 0 : -errno;
 }

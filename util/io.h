@@ -12,4 +12,9 @@ int mt_write_full(int fd, const void *buf, size_t len);
  * file. Returns bytes read or -errno. */
 ssize_t mt_read_full(int fd, void *buf, size_t len);
 
+/* mt_unlink_regular() - remove @path if it is a regular file (a report or
+ * capture we created); never a device such as /dev/full or a directory.
+ * Returns 0 or -errno. */
+int mt_unlink_regular(const char *path);
+
 #endif /* MT_UTIL_IO_H */

@@ -5,6 +5,7 @@ run under memtrace. The pages' behaviour in a browser is tested in
 tests/browser."""
 
 import json
+import os
 import re
 
 import pytest
@@ -283,3 +284,15 @@ def test_real_program_temporary_list(memtrace, script, tmp_path):
     # the loop line; before 3.12 the comprehension is a function of its own
     function, line = top_frames(d)[0][0]
     assert line == 4 and function in ("work", "work.<locals>.<listcomp>"), top_frames(d)[:3]
+
+
+def test_report_to_full_device_fails_and_keeps_the_device(memtrace, script, tmp_path):
+    # A report that cannot be written is an error; the output is removed
+    # only when it is a file memtrace made, never a device.
+    prog = script("x = bytearray(100_000)\n")
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-o", cap, prog)
+    for cmd in ("flamegraph", "table"):
+        p = run(memtrace, cmd, "-f", "-o", "/dev/full", cap, check=False)
+        assert p.returncode == 1 and "cannot write '/dev/full'" in p.stderr
+        assert os.path.exists("/dev/full") and not os.path.isfile("/dev/full")
