@@ -30,7 +30,15 @@
 #define CHUNK_MAX MT_CHUNK_RAW_MAX
 #define FLUSH_NS (250ull * 1000 * 1000) /* bound on what a SIGKILL loses */
 #define FULL_WAIT_NS (500ull * 1000 * 1000)
-#define ENTRY_HEADER 8 /* seq << 24 | len, in the buffer only */
+/* A buffer is a byte stream of entries: a length byte (1..254) and the
+ * record; 255 and a u32 length for longer records; 0 and a u64 epoch for
+ * an epoch marker, which applies to the records after it. A hot event
+ * thus costs its record plus one byte of the producer's cache lines,
+ * which the writer's core has to fetch. */
+#define MARK_EPOCH 0
+#define LEN_LONG 255
+#define MARKER_SIZE 9
+#define HOT_ENTRY_MAX (MARKER_SIZE + 1 + MT_REC_HOT_MAX)
 
 /* One thread's buffer: records as [u64 seq<<24|len][len bytes], padded
  * to 8 bytes, in a ring of TBUF_SIZE. The producer owns head, the writer
@@ -40,11 +48,14 @@ struct mt_tbuf {
 	uint64_t tail_seen;                 /* producer's copy of tail */
 	uint64_t check_at;                  /* head beyond which to look again */
 	uint64_t epoch;                     /* the producer's current epoch */
+	int new_epoch;                      /* a marker goes before the next record */
+	uint32_t reserved;                  /* marker bytes of the reserved record */
 	_Alignas(64) _Atomic uint64_t tail; /* consumed by the writer */
 	uint64_t head_seen;                 /* writer's copy of head */
+	uint64_t w_epoch;                   /* writer: epoch of the record at tail */
 	struct mt_tbuf *next;               /* registry, push-only */
 	_Alignas(64) uint8_t data[TBUF_SIZE];
-	uint8_t slack[ENTRY_HEADER + MT_REC_HOT_MAX]; /* see mt_tbuf_reserve() */
+	uint8_t slack[HOT_ENTRY_MAX]; /* see mt_tbuf_reserve() */
 };
 
 static struct {
@@ -131,6 +142,7 @@ static inline void take_turn(struct mt_tbuf *b)
 	if (__builtin_expect(atomic_load_explicit(&w.last, memory_order_relaxed) != b, 0)) {
 		atomic_store_explicit(&w.last, b, memory_order_relaxed);
 		b->epoch = atomic_fetch_add_explicit(&w.epoch, 1, memory_order_acq_rel) + 1;
+		b->new_epoch = 1;
 	}
 }
 
@@ -161,7 +173,7 @@ static __attribute__((noinline)) int make_room(struct mt_tbuf *b, uint64_t head,
 		sched_yield();
 		b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
 	}
-	uint64_t limit = b->tail_seen + TBUF_SIZE - (ENTRY_HEADER + MT_REC_HOT_MAX);
+	uint64_t limit = b->tail_seen + TBUF_SIZE - HOT_ENTRY_MAX;
 	uint64_t next = head + TBUF_SIZE / 16;
 	b->check_at = next < limit ? next : limit;
 	errno = saved;
@@ -171,47 +183,67 @@ static __attribute__((noinline)) int make_room(struct mt_tbuf *b, uint64_t head,
 uint8_t *mt_tbuf_reserve(struct mt_tbuf *b)
 {
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
-	uint64_t need = ENTRY_HEADER + MT_REC_HOT_MAX;
 
 	if (!atomic_load_explicit(&w.running, memory_order_relaxed) ||
-	    (head > b->check_at && make_room(b, head, need) < 0)) {
+	    (head > b->check_at && make_room(b, head, HOT_ENTRY_MAX) < 0)) {
 		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
 		return NULL;
 	}
 	take_turn(b);
-	/* The record may run past the end of the ring into the slack; commit
+	/* The entry may run past the end of the ring into the slack; commit
 	 * moves that part to the start. */
-	return b->data + (head & TBUF_MASK) + ENTRY_HEADER;
+	uint8_t *p = b->data + (head & TBUF_MASK);
+	b->reserved = 0;
+	if (__builtin_expect(b->new_epoch, 0)) {
+		p[0] = MARK_EPOCH;
+		memcpy(p + 1, &b->epoch, sizeof(b->epoch));
+		b->reserved = MARKER_SIZE;
+		b->new_epoch = 0;
+	}
+	return p + b->reserved + 1;
 }
 
 void mt_tbuf_commit(struct mt_tbuf *b, size_t len)
 {
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
 	size_t off = (size_t)(head & TBUF_MASK);
-	uint64_t entry = b->epoch << 24 | len;
-	memcpy(b->data + off, &entry, sizeof(entry)); /* 8-aligned, never wraps */
-	if (off + ENTRY_HEADER + len > TBUF_SIZE)
-		memcpy(b->data, b->data + TBUF_SIZE, off + ENTRY_HEADER + len - TBUF_SIZE);
-	atomic_store_explicit(&b->head, head + ((ENTRY_HEADER + len + 7) & ~(uint64_t)7),
-			      memory_order_release);
+	size_t total = b->reserved + 1 + len;
+	b->data[off + b->reserved] = (uint8_t)len; /* the slack covers off + reserved */
+	if (off + total > TBUF_SIZE)
+		memcpy(b->data, b->data + TBUF_SIZE, off + total - TBUF_SIZE);
+	atomic_store_explicit(&b->head, head + total, memory_order_release);
 }
 
 int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len)
 {
-	uint64_t total = (ENTRY_HEADER + len + 7) & ~(uint64_t)7;
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+	uint64_t total = MARKER_SIZE + 5 + len;
 
 	if (!atomic_load_explicit(&w.running, memory_order_relaxed) || total > TBUF_SIZE / 4 ||
-	    (head + total > b->check_at + ENTRY_HEADER + MT_REC_HOT_MAX &&
-	     make_room(b, head, total) < 0)) {
+	    (head + total > b->check_at + HOT_ENTRY_MAX && make_room(b, head, total) < 0)) {
 		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
 		return -1;
 	}
 	take_turn(b);
-	uint64_t entry = b->epoch << 24 | len;
-	memcpy(b->data + (head & TBUF_MASK), &entry, sizeof(entry));
-	copy_in(b, head + ENTRY_HEADER, rec, len);
-	atomic_store_explicit(&b->head, head + total, memory_order_release);
+	uint8_t prefix[MARKER_SIZE + 5];
+	size_t n = 0;
+	if (b->new_epoch) {
+		prefix[n++] = MARK_EPOCH;
+		memcpy(prefix + n, &b->epoch, sizeof(b->epoch));
+		n += sizeof(b->epoch);
+		b->new_epoch = 0;
+	}
+	if (len > 0 && len < LEN_LONG) {
+		prefix[n++] = (uint8_t)len;
+	} else {
+		uint32_t l = (uint32_t)len;
+		prefix[n++] = LEN_LONG;
+		memcpy(prefix + n, &l, sizeof(l));
+		n += sizeof(l);
+	}
+	copy_in(b, head, prefix, n);
+	copy_in(b, head + n, rec, len);
+	atomic_store_explicit(&b->head, head + n + len, memory_order_release);
 	return 0;
 }
 
@@ -284,41 +316,63 @@ static void append(const struct mt_record *r)
 }
 
 /* The record at the front of @b, if any: its sequence number and length. */
-static int front(struct mt_tbuf *b, uint64_t *seq, uint32_t *len)
+static void copy_out(const struct mt_tbuf *b, uint64_t pos, void *dst, size_t len)
 {
-	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
-	/* Reading head pulls the producer's busiest cache line over: only
-	 * when the records seen so far are used up. */
-	if (tail == b->head_seen) {
-		b->head_seen = atomic_load_explicit(&b->head, memory_order_acquire);
-		if (tail == b->head_seen)
-			return 0;
-	}
-	uint64_t entry;
-	memcpy(&entry, b->data + (tail & TBUF_MASK), sizeof(entry));
-	*seq = entry >> 24;
-	*len = (uint32_t)(entry & 0xffffff);
-	return 1;
+	size_t off = (size_t)(pos & TBUF_MASK);
+	size_t first = len < TBUF_SIZE - off ? len : TBUF_SIZE - off;
+	memcpy(dst, b->data + off, first);
+	if (first < len)
+		memcpy((uint8_t *)dst + first, b->data, len - first);
 }
 
-static void consume(struct mt_tbuf *b, uint32_t len, int keep)
+/* The next record of @b, if any: its epoch, the size of its length prefix
+ * and its length. Epoch markers on the way are consumed. */
+static int front(struct mt_tbuf *b, uint64_t *epoch, uint32_t *prefix, uint32_t *len)
+{
+	for (;;) {
+		uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+		/* Reading head pulls the producer's busiest cache line over:
+		 * only when the records seen so far are used up. */
+		if (tail == b->head_seen) {
+			b->head_seen = atomic_load_explicit(&b->head, memory_order_acquire);
+			if (tail == b->head_seen)
+				return 0;
+		}
+		uint8_t first = b->data[tail & TBUF_MASK];
+		if (first == MARK_EPOCH) {
+			copy_out(b, tail + 1, &b->w_epoch, sizeof(b->w_epoch));
+			atomic_store_explicit(&b->tail, tail + MARKER_SIZE, memory_order_release);
+			continue;
+		}
+		*epoch = b->w_epoch;
+		if (first == LEN_LONG) {
+			copy_out(b, tail + 1, len, sizeof(*len));
+			*prefix = 5;
+		} else {
+			*len = first;
+			*prefix = 1;
+		}
+		return 1;
+	}
+}
+
+static void consume(struct mt_tbuf *b, uint32_t prefix, uint32_t len)
 {
 	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
-	if (keep) {
-		if (w.raw_len + len > CHUNK_MAX)
-			flush_chunk();
-		size_t off = (size_t)((tail + ENTRY_HEADER) & TBUF_MASK);
-		size_t first = len < TBUF_SIZE - off ? len : TBUF_SIZE - off;
-		memcpy(w.raw + w.raw_len, b->data + off, first);
-		if (first < len)
-			memcpy(w.raw + w.raw_len + first, b->data, len - first);
-		unsigned type = w.raw[w.raw_len] & 0x0f;
-		if (type == MT_REC_ALLOC || type == MT_REC_FREE)
-			w.n_events++;
-		w.raw_len += len;
-	}
-	uint64_t total = (ENTRY_HEADER + (uint64_t)len + 7) & ~(uint64_t)7;
-	atomic_store_explicit(&b->tail, tail + total, memory_order_release);
+	if (w.raw_len + len > CHUNK_MAX)
+		flush_chunk();
+	size_t off = (size_t)((tail + prefix) & TBUF_MASK);
+	if (len <= MT_REC_HOT_MAX && off + len <= TBUF_SIZE)
+		/* a fixed-size copy is a few moves, not a call: the bytes past
+		 * len land in slack (the buffer's and the chunk's) */
+		memcpy(w.raw + w.raw_len, b->data + off, MT_REC_HOT_MAX);
+	else
+		copy_out(b, tail + prefix, w.raw + w.raw_len, len);
+	unsigned type = w.raw[w.raw_len] & 0x0f;
+	if (type == MT_REC_ALLOC || type == MT_REC_FREE)
+		w.n_events++;
+	w.raw_len += len;
+	atomic_store_explicit(&b->tail, tail + prefix + len, memory_order_release);
 }
 
 /* Write every record of an epoch older than the current one: a thread
@@ -328,9 +382,9 @@ static void drain_late(struct mt_tbuf *except)
 {
 	for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next) {
 		uint64_t epoch;
-		uint32_t len;
-		while (b != except && front(b, &epoch, &len) && epoch < w.cur_epoch)
-			consume(b, len, 1);
+		uint32_t prefix, len;
+		while (b != except && front(b, &epoch, &prefix, &len) && epoch < w.cur_epoch)
+			consume(b, prefix, len);
 	}
 }
 
@@ -352,8 +406,8 @@ static void drain(int final)
 		uint64_t lowest = UINT64_MAX;
 		for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next) {
 			uint64_t epoch;
-			uint32_t len;
-			if (!front(b, &epoch, &len))
+			uint32_t prefix, len;
+			if (!front(b, &epoch, &prefix, &len))
 				continue;
 			if (epoch == w.cur_epoch)
 				owner = b;
@@ -364,10 +418,10 @@ static void drain(int final)
 			uint64_t head = atomic_load_explicit(&owner->head, memory_order_acquire);
 			drain_late(owner);
 			uint64_t epoch;
-			uint32_t len;
+			uint32_t prefix, len;
 			while (atomic_load_explicit(&owner->tail, memory_order_relaxed) < head &&
-			       front(owner, &epoch, &len) && epoch == w.cur_epoch)
-				consume(owner, len, 1);
+			       front(owner, &epoch, &prefix, &len) && epoch == w.cur_epoch)
+				consume(owner, prefix, len);
 			continue;
 		}
 		drain_late(NULL);
@@ -458,7 +512,8 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	int e;
 
 	if (!w.raw) {
-		w.raw = mmap(NULL, CHUNK_MAX, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		w.raw = mmap(NULL, CHUNK_MAX + MT_REC_HOT_MAX, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS,
 			     -1, 0);
 		w.out = mmap(NULL, MT_CHUNK_HEADER + (size_t)LZ4_compressBound(CHUNK_MAX),
 			     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
