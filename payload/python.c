@@ -44,14 +44,17 @@ static const struct mt_pylayout *mt_lo;
 static uint32_t mt_py_hex;
 static int mt_py_ready;
 
-typedef size_t (*mt_walk_fn)(const void *tstate, struct mt_pyframe *out, size_t max);
+typedef size_t (*mt_walk_fn)(const void *tstate, struct mt_pyframe *out, size_t max,
+			     struct mt_pyraw *raw, size_t *nraw);
+typedef int (*mt_same_fn)(const void *tstate, const struct mt_pyraw *raw, size_t nraw);
 static mt_walk_fn mt_walker_for(size_t row);
 static mt_walk_fn mt_walk; /* the running version's walker */
+static mt_same_fn mt_same; /* and its chain comparison */
 static int mt_py_started;  /* Py_IsInitialized() was seen true */
 
 /* Frames skipped per stored frame (incomplete, shim) stay few; the cap
  * only stops a corrupt chain from looping forever. */
-#define MT_WALK_SLACK 64
+#define MT_WALK_SLACK MT_PYRAW_SLACK
 
 static inline const void *mt_ld_ptr(const void *base, int off)
 {
@@ -315,11 +318,18 @@ int mt_python_initialized(void)
  * minor version below with a constant row, so that every offset is an
  * immediate: this runs for every allocation. */
 
+/* Each walker also records the chain it went through, every frame (shims
+ * included) innermost first, in @raw: the frame's address and position
+ * (3.11+: the instruction pointer, which lies inside the code object;
+ * before: f_code and f_lasti). *nraw is 0 when the chain was not walked to
+ * its end. mt_same_version() then tells, with two or three loads per
+ * frame and no stores, whether a thread's chain is still exactly that. */
+
 /* 3.8 to 3.10: PyFrameObject; f_lasti counts bytes until 3.9 and code
  * units from 3.10. */
 static inline __attribute__((always_inline)) size_t
 mt_walk_frameobjects(const struct mt_pylayout *lo, const void *tstate, struct mt_pyframe *out,
-		     size_t max)
+		     size_t max, struct mt_pyraw *raw, size_t *nraw)
 {
 	const void *f = mt_ld_ptr(tstate, lo->ts_frame);
 	int scale = lo->minor >= 10 ? 2 : 1;
@@ -327,28 +337,34 @@ mt_walk_frameobjects(const struct mt_pylayout *lo, const void *tstate, struct mt
 
 	for (; f != NULL && n < max && steps < max + MT_WALK_SLACK; steps++) {
 		const void *code = mt_ld_ptr(f, lo->fr_code);
+		int lasti = mt_ld_int(f, lo->fr_instr);
 
+		raw[steps] = (struct mt_pyraw){ f, (const void *)(intptr_t)lasti, code };
 		if (code != NULL && mt_ld_ptr(code, lo->ob_type) == mt_api.code_type) {
 			out[n].code = code;
-			out[n].offset = (uint32_t)(mt_ld_int(f, lo->fr_instr) * scale);
+			out[n].offset = (uint32_t)(lasti * scale);
 			n++;
 		}
 		f = mt_ld_ptr(f, lo->fr_back);
 	}
+	*nraw = f == NULL ? steps : 0;
 	return n;
 }
 
 /* 3.11 to 3.13: _PyInterpreterFrame chain. */
 static inline __attribute__((always_inline)) size_t
-mt_walk_iframes(const struct mt_pylayout *lo, const void *f, struct mt_pyframe *out, size_t max)
+mt_walk_iframes(const struct mt_pylayout *lo, const void *f, struct mt_pyframe *out, size_t max,
+		struct mt_pyraw *raw, size_t *nraw)
 {
 	/* the cap on steps also stops a corrupt chain that loops */
-	size_t n = 0, steps = max + MT_WALK_SLACK;
+	size_t n = 0, steps = 0;
 
-	for (; f != NULL && steps != 0; steps--, f = mt_ld_ptr(f, lo->fr_back)) {
+	*nraw = 0;
+	for (; f != NULL && steps < max + MT_WALK_SLACK; steps++, f = mt_ld_ptr(f, lo->fr_back)) {
 		int owner = *((const signed char *)f + lo->fr_owner);
-		const char *code, *first, *instr;
+		const char *code, *first, *instr = mt_ld_ptr(f, lo->fr_instr);
 
+		raw[steps] = (struct mt_pyraw){ f, instr, NULL };
 		/* 3.12+ entry shims live on the C stack and hold no user code */
 		if (lo->owned_by_cstack >= 0 && owner == lo->owned_by_cstack)
 			continue;
@@ -358,7 +374,6 @@ mt_walk_iframes(const struct mt_pylayout *lo, const void *f, struct mt_pyframe *
 		    (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type))
 			continue;
 		first = code + lo->co_code_adaptive;
-		instr = mt_ld_ptr(f, lo->fr_instr);
 		/* An incomplete frame is still being set up (before RESUME): its
 		 * locals and position are not valid yet, CPython hides it too.
 		 * Only the newest frame can be one: every older frame has run
@@ -369,33 +384,60 @@ mt_walk_iframes(const struct mt_pylayout *lo, const void *f, struct mt_pyframe *
 		out[n].code = code;
 		out[n].offset = (uint32_t)(instr - first);
 		if (++n == max)
-			break;
+			return n; /* cut: not a whole chain */
 	}
+	if (f == NULL)
+		*nraw = steps;
 	return n;
+}
+
+static inline __attribute__((always_inline)) const void *
+mt_first_frame(const struct mt_pylayout *lo, const void *tstate)
+{
+	if (lo->minor <= 10 || lo->ts_cframe < 0)
+		return mt_ld_ptr(tstate, lo->ts_frame);
+	const void *cframe = mt_ld_ptr(tstate, lo->ts_cframe);
+	return cframe ? mt_ld_ptr(cframe, lo->cframe_current) : NULL;
 }
 
 static inline __attribute__((always_inline)) size_t
 mt_walk_version(const struct mt_pylayout *lo, const void *tstate, struct mt_pyframe *out,
-		size_t max)
+		size_t max, struct mt_pyraw *raw, size_t *nraw)
 {
-	const void *cframe;
-
 	if (lo->minor <= 10)
-		return mt_walk_frameobjects(lo, tstate, out, max);
-	if (lo->ts_cframe >= 0) {
-		cframe = mt_ld_ptr(tstate, lo->ts_cframe);
-		if (cframe == NULL)
+		return mt_walk_frameobjects(lo, tstate, out, max, raw, nraw);
+	return mt_walk_iframes(lo, mt_first_frame(lo, tstate), out, max, raw, nraw);
+}
+
+static inline __attribute__((always_inline)) int
+mt_same_version(const struct mt_pylayout *lo, const void *tstate, const struct mt_pyraw *raw,
+		size_t nraw)
+{
+	const void *f = mt_first_frame(lo, tstate);
+	for (size_t j = 0; j < nraw; j++, f = mt_ld_ptr(f, lo->fr_back)) {
+		if (f != raw[j].frame)
 			return 0;
-		return mt_walk_iframes(lo, mt_ld_ptr(cframe, lo->cframe_current), out, max);
+		if (lo->minor <= 10) {
+			if (mt_ld_ptr(f, lo->fr_code) != raw[j].code ||
+			    (const void *)(intptr_t)mt_ld_int(f, lo->fr_instr) != raw[j].pos)
+				return 0;
+		} else if (mt_ld_ptr(f, lo->fr_instr) != raw[j].pos) {
+			return 0;
+		}
 	}
-	return mt_walk_iframes(lo, mt_ld_ptr(tstate, lo->ts_frame), out, max);
+	return f == NULL;
 }
 
 #define MT_WALKER(row)                                                         \
 	static size_t mt_walk_row##row(const void *tstate, struct mt_pyframe *out, \
-				       size_t max)                             \
+				       size_t max, struct mt_pyraw *raw, size_t *nraw) \
 	{                                                                      \
-		return mt_walk_version(&mt_pylayouts[row], tstate, out, max);  \
+		return mt_walk_version(&mt_pylayouts[row], tstate, out, max, raw, nraw); \
+	}                                                                      \
+	static int mt_same_row##row(const void *tstate, const struct mt_pyraw *raw, \
+				    size_t nraw)                               \
+	{                                                                      \
+		return mt_same_version(&mt_pylayouts[row], tstate, raw, nraw); \
 	}
 MT_WALKER(0)
 MT_WALKER(1)
@@ -407,42 +449,47 @@ MT_WALKER(5)
 
 static const mt_walk_fn mt_walkers[] = { mt_walk_row0, mt_walk_row1, mt_walk_row2,
 					 mt_walk_row3, mt_walk_row4, mt_walk_row5 };
+static const mt_same_fn mt_samers[] = { mt_same_row0, mt_same_row1, mt_same_row2,
+					mt_same_row3, mt_same_row4, mt_same_row5 };
 _Static_assert(sizeof(mt_walkers) / sizeof(mt_walkers[0]) == MT_PYLAYOUT_COUNT,
 	       "one walker per layout row");
+
 static mt_walk_fn mt_walker_for(size_t row)
 {
+	mt_same = mt_samers[row];
 	return mt_walkers[row];
 }
 
-static size_t mt_python_walk_from(void *(*get_tstate)(void), struct mt_pyframe *out, size_t max)
+/* The calling thread's state, or NULL while Python cannot be walked. */
+static inline const void *mt_walk_tstate(void *(*get_tstate)(void))
 {
-	const void *tstate;
-
-	if (max == 0 || !__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
-		return 0;
+	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
+		return NULL;
 	/* Initialization happens once; finalization is checked every time,
 	 * as thread states are freed from then on. */
 	if (!mt_py_started) {
 		if (!mt_api.is_initialized())
-			return 0;
+			return NULL;
 		mt_py_started = 1;
 	}
 	if (mt_api.is_finalizing())
-		return 0;
-	tstate = get_tstate();
-	if (tstate == NULL)
-		return 0;
-	return mt_walk(tstate, out, max);
+		return NULL;
+	return get_tstate();
 }
 
-size_t mt_python_walk(struct mt_pyframe *out, size_t max)
+size_t mt_python_walk(int gil, struct mt_pyframe *out, size_t max, struct mt_pyraw *raw,
+		      size_t *nraw)
 {
-	return mt_python_walk_from(mt_api.this_tstate, out, max);
+	const void *tstate = max ? mt_walk_tstate(gil ? mt_api.gil_tstate : mt_api.this_tstate)
+				 : NULL;
+	*nraw = 0;
+	return tstate ? mt_walk(tstate, out, max, raw, nraw) : 0;
 }
 
-size_t mt_python_walk_gil(struct mt_pyframe *out, size_t max)
+int mt_python_unchanged(int gil, const struct mt_pyraw *raw, size_t nraw)
 {
-	return mt_python_walk_from(mt_api.gil_tstate, out, max);
+	const void *tstate = mt_walk_tstate(gil ? mt_api.gil_tstate : mt_api.this_tstate);
+	return tstate && nraw && mt_same(tstate, raw, nraw);
 }
 
 void mt_python_code_key(const void *code, struct mt_pycode_key *key)

@@ -41,16 +41,25 @@ int mt_python_init(uint32_t *python_hex);
  * Hook-safe. False before mt_python_init() succeeded. */
 int mt_python_initialized(void);
 
+/* One frame of the chain as walked, shims included, to recognise it. */
+struct mt_pyraw {
+	const void *frame, *pos, *code;
+};
+#define MT_PYRAW_SLACK 64 /* raw[] holds max + this many entries */
+
 /* mt_python_walk() - the calling thread's Python frames, innermost first,
  * at most @max. Returns how many were stored; 0 for a thread without a
- * Python thread state or while the interpreter starts or finalizes.
- * Hook-safe. */
-size_t mt_python_walk(struct mt_pyframe *out, size_t max);
+ * Python thread state or while the interpreter starts or finalizes. @gil:
+ * the thread is known to hold the GIL (inside a PyMem OBJ/MEM allocator),
+ * which finds its thread state faster. @raw receives the chain walked and
+ * *nraw its length, 0 when it was not walked to its end. Hook-safe. */
+size_t mt_python_walk(int gil, struct mt_pyframe *out, size_t max, struct mt_pyraw *raw,
+		      size_t *nraw);
 
-/* mt_python_walk_gil() - the same for a thread known to hold the GIL
- * (inside a PyMem OBJ/MEM allocator): finds its thread state faster.
- * Hook-safe. */
-size_t mt_python_walk_gil(struct mt_pyframe *out, size_t max);
+/* mt_python_unchanged() - whether the calling thread's frame chain is
+ * still exactly @raw[0..nraw) (same frames at the same positions): then
+ * its stack is what that walk found. Much cheaper than a walk. Hook-safe. */
+int mt_python_unchanged(int gil, const struct mt_pyraw *raw, size_t nraw);
 
 /* mt_python_code_key() - identity fields of @code. Hook-safe. */
 void mt_python_code_key(const void *code, struct mt_pycode_key *key);

@@ -45,6 +45,9 @@ struct mt_thread {
 	struct mt_pyframe cache[MAX_DEPTH]; /* last stack, outermost first */
 	uint32_t ids[MAX_DEPTH];            /* trie node of cache[0..i] */
 	struct mt_pyframe walk[MAX_DEPTH];  /* scratch, innermost first */
+	struct mt_pyraw raw[MAX_DEPTH + MT_PYRAW_SLACK]; /* chain of the last walk */
+	size_t nraw;                        /* 0: nothing to compare with */
+	uint32_t last_stack;                /* what that walk found */
 };
 
 static __thread struct mt_thread *self __attribute__((tls_model("initial-exec")));
@@ -173,6 +176,7 @@ static struct mt_thread *thread_setup(void)
 	t->index = atomic_fetch_add(&g.next_thread, 1);
 	memset(&t->delta, 0, sizeof(t->delta));
 	t->depth = 0;
+	t->nraw = 0; /* stack ids start again with the capture */
 	push_thread_record(t);
 	return t;
 }
@@ -323,7 +327,11 @@ static uint32_t current_stack(struct mt_thread *t, int gil)
 {
 	if (!g.python)
 		return 0;
-	size_t n = gil ? mt_python_walk_gil(t->walk, MAX_DEPTH) : mt_python_walk(t->walk, MAX_DEPTH);
+	/* The common case: nothing returned or called since the last event */
+	if (t->nraw && mt_python_unchanged(gil, t->raw, t->nraw))
+		return t->last_stack;
+	size_t n = mt_python_walk(gil, t->walk, MAX_DEPTH, t->raw, &t->nraw);
+	t->last_stack = 0;
 	if (n == 0)
 		return 0;
 	size_t k = 0;
@@ -331,7 +339,7 @@ static uint32_t current_stack(struct mt_thread *t, int gil)
 	       t->cache[k].offset == t->walk[n - 1 - k].offset)
 		k++;
 	if (k == n && n == t->depth)
-		return t->ids[n - 1];
+		return t->last_stack = t->ids[n - 1];
 
 	uint32_t parent = k ? t->ids[k - 1] : 0;
 	int locked = 0, saved_errno = 0;
@@ -360,7 +368,7 @@ static uint32_t current_stack(struct mt_thread *t, int gil)
 		errno = saved_errno;
 	}
 	t->depth = (uint32_t)n;
-	return parent;
+	return t->last_stack = parent;
 }
 
 /* ------------------------------------------------------------------------

@@ -280,3 +280,38 @@ def test_unsupported_python_runs_untracked(memtrace, script, tmp_path, minor):
     assert "cannot track Python %s" % minor in p.stderr and "supported: 3.8 to 3.13" in p.stderr
     assert p.stderr.count("\n") == 1
     assert not cap.exists()
+
+
+SAME_CALLEE = """\
+def g():
+    return bytearray(100_000)
+
+
+def main():
+    x = g()
+    y = g()
+    z = [g() for _ in range(3)]
+    return x, y, z
+
+
+keep = main()
+"""
+
+
+@pytest.mark.parametrize("python", python_params())
+@pytest.mark.parametrize("mode", [[], ["--trace-python-allocators"]], ids=["default", "pyalloc"])
+def test_same_callee_from_different_lines(memtrace, script, tmp_path, python, mode):
+    # g's frame sits at the same address with the same position each time;
+    # only the caller's line differs: each call site must get its own bytes.
+    prog = script(SAME_CALLEE)
+    cap = tmp_path / "s.bin"
+    run(memtrace, "run", "--python", python, *mode, "-o", cap, prog, cwd=tmp_path)
+    rows = report_json(memtrace, "summary", cap, "--leaks")["rows"]
+    main_rows = {r["line"]: r for r in rows if r["function"] == "main"}
+    for line, calls in ((6, 1), (7, 1)):
+        assert line in main_rows, rows[:8]
+        assert 100_000 * calls <= main_rows[line]["total_bytes"] <= 100_000 * calls + 2000
+    # the comprehension: line 8, three calls (its own frame from 3.12 inlined)
+    assert 300_000 <= sum(r["total_bytes"] for r in rows
+                          if r["line"] == 8 and r["file"] == str(prog)
+                          and r["function"] in ("main", "<listcomp>", "main.<locals>.<listcomp>")) 
