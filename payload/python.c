@@ -44,17 +44,13 @@ static const struct mt_pylayout *mt_lo;
 static uint32_t mt_py_hex;
 static int mt_py_ready;
 
-typedef size_t (*mt_walk_fn)(const void *tstate, struct mt_pyframe *out, size_t max,
-			     struct mt_pyraw *raw, size_t *nraw);
-typedef int (*mt_same_fn)(const void *tstate, const struct mt_pyraw *raw, size_t nraw);
-static mt_walk_fn mt_walker_for(size_t row);
-static mt_walk_fn mt_walk; /* the running version's walker */
-static mt_same_fn mt_same; /* and its chain comparison */
+typedef size_t (*mt_chain_fn)(const void *tstate, struct mt_pyraw *raw, size_t max, int *whole);
+typedef size_t (*mt_frames_fn)(const struct mt_pyraw *raw, size_t nraw, struct mt_pyframe *out,
+			       size_t max, uint8_t *kept);
+static mt_chain_fn mt_walker_for(size_t row);
+static mt_chain_fn mt_chain;   /* the running version's chain reader */
+static mt_frames_fn mt_frames; /* and frame describer */
 static int mt_py_started;  /* Py_IsInitialized() was seen true */
-
-/* Frames skipped per stored frame (incomplete, shim) stay few; the cap
- * only stops a corrupt chain from looping forever. */
-#define MT_WALK_SLACK MT_PYRAW_SLACK
 
 static inline const void *mt_ld_ptr(const void *base, int off)
 {
@@ -262,7 +258,7 @@ int mt_python_init(uint32_t *python_hex)
 	mt_lo = NULL;
 	for (size_t i = 0; i < MT_PYLAYOUT_COUNT; i++)
 		if ((hex >> 24) == 3 && ((hex >> 16) & 0xff) == mt_pylayouts[i].minor)
-			mt_lo = &mt_pylayouts[i], mt_walk = mt_walker_for(i);
+			mt_lo = &mt_pylayouts[i], mt_chain = mt_walker_for(i);
 	if (mt_lo == NULL)
 		return -MT_ENOPY;
 
@@ -318,78 +314,14 @@ int mt_python_initialized(void)
  * minor version below with a constant row, so that every offset is an
  * immediate: this runs for every allocation. */
 
-/* Each walker also records the chain it went through, every frame (shims
- * included) innermost first, in @raw: the frame's address and position
- * (3.11+: the instruction pointer, which lies inside the code object;
- * before: f_code and f_lasti). *nraw is 0 when the chain was not walked to
- * its end. mt_same_version() then tells, with two or three loads per
- * frame and no stores, whether a thread's chain is still exactly that. */
-
-/* 3.8 to 3.10: PyFrameObject; f_lasti counts bytes until 3.9 and code
- * units from 3.10. */
-static inline __attribute__((always_inline)) size_t
-mt_walk_frameobjects(const struct mt_pylayout *lo, const void *tstate, struct mt_pyframe *out,
-		     size_t max, struct mt_pyraw *raw, size_t *nraw)
-{
-	const void *f = mt_ld_ptr(tstate, lo->ts_frame);
-	int scale = lo->minor >= 10 ? 2 : 1;
-	size_t n = 0, steps = 0;
-
-	for (; f != NULL && n < max && steps < max + MT_WALK_SLACK; steps++) {
-		const void *code = mt_ld_ptr(f, lo->fr_code);
-		int lasti = mt_ld_int(f, lo->fr_instr);
-
-		raw[steps] = (struct mt_pyraw){ f, (const void *)(intptr_t)lasti, code };
-		if (code != NULL && mt_ld_ptr(code, lo->ob_type) == mt_api.code_type) {
-			out[n].code = code;
-			out[n].offset = (uint32_t)(lasti * scale);
-			n++;
-		}
-		f = mt_ld_ptr(f, lo->fr_back);
-	}
-	*nraw = f == NULL ? steps : 0;
-	return n;
-}
-
-/* 3.11 to 3.13: _PyInterpreterFrame chain. */
-static inline __attribute__((always_inline)) size_t
-mt_walk_iframes(const struct mt_pylayout *lo, const void *f, struct mt_pyframe *out, size_t max,
-		struct mt_pyraw *raw, size_t *nraw)
-{
-	/* the cap on steps also stops a corrupt chain that loops */
-	size_t n = 0, steps = 0;
-
-	*nraw = 0;
-	for (; f != NULL && steps < max + MT_WALK_SLACK; steps++, f = mt_ld_ptr(f, lo->fr_back)) {
-		int owner = *((const signed char *)f + lo->fr_owner);
-		const char *code, *first, *instr = mt_ld_ptr(f, lo->fr_instr);
-
-		raw[steps] = (struct mt_pyraw){ f, instr, NULL };
-		/* 3.12+ entry shims live on the C stack and hold no user code */
-		if (lo->owned_by_cstack >= 0 && owner == lo->owned_by_cstack)
-			continue;
-		code = mt_ld_ptr(f, lo->fr_code);
-		/* f_code is always a code object until 3.13's f_executable */
-		if (lo->minor >= 13 &&
-		    (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type))
-			continue;
-		first = code + lo->co_code_adaptive;
-		/* An incomplete frame is still being set up (before RESUME): its
-		 * locals and position are not valid yet, CPython hides it too.
-		 * Only the newest frame can be one: every older frame has run
-		 * far enough to call it. Generator frames are always complete. */
-		if (n == 0 && owner != lo->owned_by_generator &&
-		    instr < first + 2 * mt_ld_int(code, lo->co_firsttraceable))
-			continue;
-		out[n].code = code;
-		out[n].offset = (uint32_t)(instr - first);
-		if (++n == max)
-			return n; /* cut: not a whole chain */
-	}
-	if (f == NULL)
-		*nraw = steps;
-	return n;
-}
+/* Stacks are read in two steps, both instantiated once per minor version
+ * below with a constant layout row, so that every offset is an immediate:
+ * the chain (address and position of each frame: 3.11+ the instruction
+ * pointer, which lies inside the code object; before, f_code and f_lasti)
+ * and, for the frames that changed since the thread's last event, their
+ * code and offset. 3.8 to 3.10 chain PyFrameObjects through f_back (f_lasti
+ * counts bytes until 3.9, code units from 3.10); 3.11 to 3.13 chain
+ * _PyInterpreterFrames through previous. */
 
 static inline __attribute__((always_inline)) const void *
 mt_first_frame(const struct mt_pylayout *lo, const void *tstate)
@@ -400,44 +332,77 @@ mt_first_frame(const struct mt_pylayout *lo, const void *tstate)
 	return cframe ? mt_ld_ptr(cframe, lo->cframe_current) : NULL;
 }
 
+/* The chain alone: frame address and position of every frame, innermost
+ * first, with no other load. Returns how many; *whole is 0 when the chain
+ * was longer than @max (the outermost frames are then missing). */
 static inline __attribute__((always_inline)) size_t
-mt_walk_version(const struct mt_pylayout *lo, const void *tstate, struct mt_pyframe *out,
-		size_t max, struct mt_pyraw *raw, size_t *nraw)
-{
-	if (lo->minor <= 10)
-		return mt_walk_frameobjects(lo, tstate, out, max, raw, nraw);
-	return mt_walk_iframes(lo, mt_first_frame(lo, tstate), out, max, raw, nraw);
-}
-
-static inline __attribute__((always_inline)) int
-mt_same_version(const struct mt_pylayout *lo, const void *tstate, const struct mt_pyraw *raw,
-		size_t nraw)
+mt_chain_version(const struct mt_pylayout *lo, const void *tstate, struct mt_pyraw *raw,
+		 size_t max, int *whole)
 {
 	const void *f = mt_first_frame(lo, tstate);
-	for (size_t j = 0; j < nraw; j++, f = mt_ld_ptr(f, lo->fr_back)) {
-		if (f != raw[j].frame)
-			return 0;
-		if (lo->minor <= 10) {
-			if (mt_ld_ptr(f, lo->fr_code) != raw[j].code ||
-			    (const void *)(intptr_t)mt_ld_int(f, lo->fr_instr) != raw[j].pos)
-				return 0;
-		} else if (mt_ld_ptr(f, lo->fr_instr) != raw[j].pos) {
-			return 0;
-		}
+	size_t n = 0;
+	for (; f != NULL && n < max; n++, f = mt_ld_ptr(f, lo->fr_back)) {
+		if (lo->minor <= 10)
+			raw[n] = (struct mt_pyraw){ f, (const void *)(intptr_t)mt_ld_int(f, lo->fr_instr),
+						    mt_ld_ptr(f, lo->fr_code) };
+		else
+			raw[n] = (struct mt_pyraw){ f, mt_ld_ptr(f, lo->fr_instr), NULL };
 	}
-	return f == NULL;
+	*whole = f == NULL;
+	return n;
+}
+
+/* The Python frames among @raw[0..n), the newest part of a chain (raw[0]
+ * the innermost frame), innermost first, at most @max; kept[j] tells
+ * whether raw[j] gave one. The same rules as the walkers. */
+static inline __attribute__((always_inline)) size_t
+mt_frames_version(const struct mt_pylayout *lo, const struct mt_pyraw *raw, size_t nraw,
+		  struct mt_pyframe *out, size_t max, uint8_t *kept)
+{
+	size_t n = 0;
+	for (size_t j = 0; j < nraw; j++) {
+		const void *f = raw[j].frame;
+		kept[j] = 0;
+		if (n == max)
+			continue;
+		if (lo->minor <= 10) {
+			const void *code = raw[j].code;
+			if (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type)
+				continue;
+			out[n].code = code;
+			out[n].offset = (uint32_t)((intptr_t)raw[j].pos * (lo->minor >= 10 ? 2 : 1));
+		} else {
+			int owner = *((const signed char *)f + lo->fr_owner);
+			if (lo->owned_by_cstack >= 0 && owner == lo->owned_by_cstack)
+				continue;
+			const char *code = mt_ld_ptr(f, lo->fr_code);
+			if (lo->minor >= 13 &&
+			    (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type))
+				continue;
+			const char *first = code + lo->co_code_adaptive, *instr = raw[j].pos;
+			if (n == 0 && owner != lo->owned_by_generator &&
+			    instr < first + 2 * mt_ld_int(code, lo->co_firsttraceable))
+				continue;
+			out[n].code = code;
+			out[n].offset = (uint32_t)(instr - first);
+		}
+		kept[j] = 1;
+		n++;
+	}
+	return n;
 }
 
 #define MT_WALKER(row)                                                         \
-	static size_t mt_walk_row##row(const void *tstate, struct mt_pyframe *out, \
-				       size_t max, struct mt_pyraw *raw, size_t *nraw) \
+	static size_t mt_chain_row##row(const void *tstate, struct mt_pyraw *raw, \
+					size_t max, int *whole)                \
 	{                                                                      \
-		return mt_walk_version(&mt_pylayouts[row], tstate, out, max, raw, nraw); \
+		return mt_chain_version(&mt_pylayouts[row], tstate, raw, max, whole); \
 	}                                                                      \
-	static int mt_same_row##row(const void *tstate, const struct mt_pyraw *raw, \
-				    size_t nraw)                               \
+	static size_t mt_frames_row##row(const struct mt_pyraw *raw, size_t nraw, \
+					 struct mt_pyframe *out, size_t max,   \
+					 uint8_t *kept)                        \
 	{                                                                      \
-		return mt_same_version(&mt_pylayouts[row], tstate, raw, nraw); \
+		return mt_frames_version(&mt_pylayouts[row], raw, nraw, out, max, kept); \
 	}
 MT_WALKER(0)
 MT_WALKER(1)
@@ -447,17 +412,18 @@ MT_WALKER(4)
 MT_WALKER(5)
 #undef MT_WALKER
 
-static const mt_walk_fn mt_walkers[] = { mt_walk_row0, mt_walk_row1, mt_walk_row2,
-					 mt_walk_row3, mt_walk_row4, mt_walk_row5 };
-static const mt_same_fn mt_samers[] = { mt_same_row0, mt_same_row1, mt_same_row2,
-					mt_same_row3, mt_same_row4, mt_same_row5 };
-_Static_assert(sizeof(mt_walkers) / sizeof(mt_walkers[0]) == MT_PYLAYOUT_COUNT,
+static const mt_chain_fn mt_chainers[] = { mt_chain_row0, mt_chain_row1, mt_chain_row2,
+					   mt_chain_row3, mt_chain_row4, mt_chain_row5 };
+static const mt_frames_fn mt_framers[] = { mt_frames_row0, mt_frames_row1, mt_frames_row2,
+					   mt_frames_row3, mt_frames_row4, mt_frames_row5 };
+_Static_assert(sizeof(mt_chainers) / sizeof(mt_chainers[0]) == MT_PYLAYOUT_COUNT,
 	       "one walker per layout row");
 
-static mt_walk_fn mt_walker_for(size_t row)
+
+static mt_chain_fn mt_walker_for(size_t row)
 {
-	mt_same = mt_samers[row];
-	return mt_walkers[row];
+	mt_frames = mt_framers[row];
+	return mt_chainers[row];
 }
 
 /* The calling thread's state, or NULL while Python cannot be walked. */
@@ -477,19 +443,17 @@ static inline const void *mt_walk_tstate(void *(*get_tstate)(void))
 	return get_tstate();
 }
 
-size_t mt_python_walk(int gil, struct mt_pyframe *out, size_t max, struct mt_pyraw *raw,
-		      size_t *nraw)
-{
-	const void *tstate = max ? mt_walk_tstate(gil ? mt_api.gil_tstate : mt_api.this_tstate)
-				 : NULL;
-	*nraw = 0;
-	return tstate ? mt_walk(tstate, out, max, raw, nraw) : 0;
-}
-
-int mt_python_unchanged(int gil, const struct mt_pyraw *raw, size_t nraw)
+size_t mt_python_chain(int gil, struct mt_pyraw *raw, size_t max, int *whole)
 {
 	const void *tstate = mt_walk_tstate(gil ? mt_api.gil_tstate : mt_api.this_tstate);
-	return tstate && nraw && mt_same(tstate, raw, nraw);
+	*whole = 1;
+	return tstate ? mt_chain(tstate, raw, max, whole) : 0;
+}
+
+size_t mt_python_frames(const struct mt_pyraw *raw, size_t nraw, struct mt_pyframe *out,
+			size_t max, uint8_t *kept)
+{
+	return mt_frames(raw, nraw, out, max, kept);
 }
 
 void mt_python_code_key(const void *code, struct mt_pycode_key *key)

@@ -45,21 +45,22 @@ int mt_python_initialized(void);
 struct mt_pyraw {
 	const void *frame, *pos, *code;
 };
-#define MT_PYRAW_SLACK 64 /* raw[] holds max + this many entries */
+#define MT_PYRAW_SLACK 64 /* chain frames beyond the Python frames kept (shims) */
 
-/* mt_python_walk() - the calling thread's Python frames, innermost first,
- * at most @max. Returns how many were stored; 0 for a thread without a
- * Python thread state or while the interpreter starts or finalizes. @gil:
- * the thread is known to hold the GIL (inside a PyMem OBJ/MEM allocator),
- * which finds its thread state faster. @raw receives the chain walked and
- * *nraw its length, 0 when it was not walked to its end. Hook-safe. */
-size_t mt_python_walk(int gil, struct mt_pyframe *out, size_t max, struct mt_pyraw *raw,
-		      size_t *nraw);
+/* mt_python_chain() - the calling thread's frame chain, innermost first:
+ * each frame's address and position, nothing else read. Returns how many
+ * (0: no Python thread state, or Python not walkable now); *whole is 0 if
+ * there were more than @max frames. Hook-safe. */
+size_t mt_python_chain(int gil, struct mt_pyraw *raw, size_t max, int *whole);
 
-/* mt_python_unchanged() - whether the calling thread's frame chain is
- * still exactly @raw[0..nraw) (same frames at the same positions): then
- * its stack is what that walk found. Much cheaper than a walk. Hook-safe. */
-int mt_python_unchanged(int gil, const struct mt_pyraw *raw, size_t nraw);
+/* mt_python_frames() - the Python frames among the newest part of a chain
+ * (@raw[0] its innermost frame), innermost first, at most @max, by the
+ * rules CPython itself uses: 3.12+ C-stack shim frames and a newest frame
+ * still being set up are left out; offsets are bytes into the code's
+ * bytecode. kept[j] is set when raw[j] gave a frame.
+ * Hook-safe. */
+size_t mt_python_frames(const struct mt_pyraw *raw, size_t nraw, struct mt_pyframe *out,
+			size_t max, uint8_t *kept);
 
 /* mt_python_code_key() - identity fields of @code. Hook-safe. */
 void mt_python_code_key(const void *code, struct mt_pycode_key *key);

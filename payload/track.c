@@ -26,6 +26,7 @@ __thread unsigned char mt_in_hook __attribute__((tls_model("initial-exec")));
 volatile int mt_tracking;
 
 #define MAX_DEPTH 1024
+#define RAW_MAX (MAX_DEPTH + MT_PYRAW_SLACK)
 #define CODE_SCRATCH (128u << 10)
 #define NCACHE 256 /* per-thread (parent, code, offset) -> node, direct mapped */
 
@@ -45,9 +46,15 @@ struct mt_thread {
 	struct mt_pyframe cache[MAX_DEPTH]; /* last stack, outermost first */
 	uint32_t ids[MAX_DEPTH];            /* trie node of cache[0..i] */
 	struct mt_pyframe walk[MAX_DEPTH];  /* scratch, innermost first */
-	struct mt_pyraw raw[MAX_DEPTH + MT_PYRAW_SLACK]; /* chain of the last walk */
+	/* The frame chain at the last event, innermost first (two arrays,
+	 * the current one and the next), and for each of its frames how many
+	 * Python frames the chain holds from there to its outermost end. */
+	struct mt_pyraw raw[2][RAW_MAX];
+	uint32_t below[2][RAW_MAX];
+	uint8_t kept[RAW_MAX];
+	int cur;                            /* which of raw[] is current */
 	size_t nraw;                        /* 0: nothing to compare with */
-	uint32_t last_stack;                /* what that walk found */
+	uint32_t last_stack;                /* the stack found then */
 };
 
 static __thread struct mt_thread *self __attribute__((tls_model("initial-exec")));
@@ -255,9 +262,13 @@ static uint32_t code_id(struct mt_thread *t, const void *code)
 
 static size_t hash_node(uint32_t parent, uint32_t code, uint32_t offset)
 {
-	uint64_t v = ((uint64_t)parent << 32 | code) * 0x9e3779b97f4a7c15ull;
-	v ^= (uint64_t)offset * 0xc2b2ae3d27d4eb4full;
-	return (size_t)(v >> 13);
+	/* every input must reach the bits kept: a recursion has thousands of
+	 * nodes that differ only in their parent */
+	uint64_t v = (uint64_t)parent * 0x9e3779b97f4a7c15ull;
+	v ^= ((uint64_t)code << 32 | offset) * 0xc2b2ae3d27d4eb4full;
+	v ^= v >> 31;
+	v *= 0x94d049bb133111ebull;
+	return (size_t)(v ^ (v >> 29));
 }
 
 static int grow_nodes(void)
@@ -319,31 +330,52 @@ static size_t ncache_slot(uint32_t parent, const void *code, uint32_t offset)
 	return (size_t)(v >> 56) & (NCACHE - 1);
 }
 
-/* The trie node of the calling thread's Python stack. Frames shared with
- * the thread's previous stack (the outer frames, in a loop) cost one
- * comparison each; a changed frame is looked up in the thread's own node
- * cache, and only a miss there takes the shared lock. */
+/* The trie node of the calling thread's Python stack. The live frame chain
+ * is read (address and position of each frame) and matched against the
+ * chain at the thread's last event from the outermost end: the part that
+ * did not change keeps its frames and trie nodes, and only the frames
+ * above it (in a loop, one or two) are described and looked up, in the
+ * thread's own node cache first and under the shared lock on a miss. A
+ * deep recursion therefore costs two loads per frame, not a walk. */
 static uint32_t current_stack(struct mt_thread *t, int gil)
 {
 	if (!g.python)
 		return 0;
-	/* The common case: nothing returned or called since the last event */
-	if (t->nraw && mt_python_unchanged(gil, t->raw, t->nraw))
-		return t->last_stack;
-	size_t n = mt_python_walk(gil, t->walk, MAX_DEPTH, t->raw, &t->nraw);
-	t->last_stack = 0;
-	if (n == 0)
-		return 0;
-	size_t k = 0;
-	while (k < n && k < t->depth && t->cache[k].code == t->walk[n - 1 - k].code &&
-	       t->cache[k].offset == t->walk[n - 1 - k].offset)
-		k++;
-	if (k == n && n == t->depth)
-		return t->last_stack = t->ids[n - 1];
+	int whole;
+	struct mt_pyraw *old = t->raw[t->cur], *now = t->raw[!t->cur];
+	size_t m = mt_python_chain(gil, now, RAW_MAX, &whole);
+	size_t nold = t->nraw, c = 0;
+	if (m == 0) {
+		t->nraw = 0;
+		t->depth = 0;
+		return t->last_stack = 0;
+	}
+	if (whole && nold)
+		while (c < m && c < nold && now[m - 1 - c].frame == old[nold - 1 - c].frame &&
+		       now[m - 1 - c].pos == old[nold - 1 - c].pos &&
+		       now[m - 1 - c].code == old[nold - 1 - c].code)
+			c++;
+	if (c == m && m == nold)
+		return t->last_stack; /* nothing returned or called since */
 
-	uint32_t parent = k ? t->ids[k - 1] : 0;
+
+	/* frames kept from the last stack: those of the common part */
+	size_t keep = c ? t->below[t->cur][nold - c] : 0;
+	if (keep > t->depth)
+		keep = t->depth;
+	size_t top = m - c;
+	size_t n = mt_python_frames(now, top, t->walk, MAX_DEPTH - keep, t->kept);
+
+	uint32_t *below = t->below[!t->cur], *below_old = t->below[t->cur];
+	for (size_t j = m; j-- > 0;)
+		below[j] = j >= top ? below_old[j - top + (nold - c)]
+				    : (j + 1 < m ? below[j + 1] : 0) + t->kept[j];
+	t->cur = !t->cur;
+	t->nraw = whole ? m : 0; /* a cut chain is not matched next time */
+
+	uint32_t parent = keep ? t->ids[keep - 1] : 0;
 	int locked = 0, saved_errno = 0;
-	for (size_t i = k; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		struct mt_pyframe f = t->walk[n - 1 - i];
 		struct ncache_entry *e = &t->ncache[ncache_slot(parent, f.code, f.offset)];
 		if (e->code == f.code && e->parent == parent && e->offset == f.offset &&
@@ -355,19 +387,19 @@ static uint32_t current_stack(struct mt_thread *t, int gil)
 				lock();
 				locked = 1;
 			}
-			uint32_t c = code_id(t, f.code);
-			uint32_t id = c ? node_id(t, parent, c, f.offset) : parent;
+			uint32_t cid = code_id(t, f.code);
+			uint32_t id = cid ? node_id(t, parent, cid, f.offset) : parent;
 			*e = (struct ncache_entry){ f.code, parent, f.offset, id, t->session };
 			parent = id;
 		}
-		t->cache[i] = f;
-		t->ids[i] = parent;
+		t->cache[keep + i] = f;
+		t->ids[keep + i] = parent;
 	}
 	if (locked) {
 		unlock();
 		errno = saved_errno;
 	}
-	t->depth = (uint32_t)n;
+	t->depth = (uint32_t)(keep + n);
 	return t->last_stack = parent;
 }
 
