@@ -660,7 +660,7 @@ def write_markdown(path, rows, machine, args, tools, notes):
         f.write("\n".join(lines))
 
 
-def preserved_sections(path, headings=("## Attach",)):
+def preserved_sections(path, headings=("## Attach", "## Reports", "## pytest plugin")):
     """Sections of an existing results file written by other scripts (bench/attach.py writes
     "## Attach"): kept, from their heading to the next "## " heading, when the table is rewritten."""
     try:
