@@ -144,30 +144,6 @@ static int wait_duration(pid_t pid, double seconds)
 	return exited;
 }
 
-static int create_capture(const char *path, int force, const struct mt_target *t, char *abs,
-			  size_t cap)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL), 0600);
-	if (fd < 0) {
-		if (errno == EEXIST)
-			return mt_error(-EEXIST, "capture '%s' exists (use -f to overwrite)", path);
-		return mt_error(-errno, "cannot create capture '%s'", path);
-	}
-	/* The target opens it by name, as its own user. */
-	if (geteuid() == 0 && t->uid != 0 && fchown(fd, t->uid, t->gid) != 0) {
-		int e = -errno;
-		close(fd);
-		mt_unlink_regular(path);
-		return mt_error(e, "cannot give capture '%s' to uid %u", path, (unsigned)t->uid);
-	}
-	close(fd);
-	if (!realpath(path, abs) || strlen(abs) >= cap) {
-		mt_unlink_regular(path);
-		return mt_error(-errno, "cannot resolve capture path '%s'", path);
-	}
-	return 0;
-}
-
 /* Unlinks the capture if nothing was written to it. */
 static void drop_capture(const char *path)
 {
@@ -318,7 +294,7 @@ int cmd_attach(int argc, char **argv)
 		snprintf(capture, sizeof(capture), "%s", output);
 	else
 		snprintf(capture, sizeof(capture), "memtrace-%d.bin", (int)t.pid);
-	if (create_capture(capture, force, &t, abs, sizeof(abs)) < 0)
+	if (mt_cli_create_capture(capture, force, t.uid, t.gid, abs, sizeof(abs)) < 0)
 		return 1;
 	if (mt_inject_visible_path(&t, abs, 0, there, sizeof(there)) < 0 ||
 	    strlen(there) >= MEMTRACE_PATH_MAX) {

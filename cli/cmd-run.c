@@ -80,21 +80,6 @@ static void default_output(char *out, size_t cap, const char *kind, const char *
 	snprintf(out, cap, "memtrace-%s.%d.bin", stem, (int)pid);
 }
 
-/* Create the capture 0600 here, so that errors are ours to report. */
-static int create_capture(const char *path, int force, char *abs, size_t cap)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL), 0600);
-	if (fd < 0) {
-		if (errno == EEXIST)
-			return mt_error(0, "capture '%s' exists (use -f to overwrite)", path), -EEXIST;
-		return mt_error(-errno, "cannot create capture '%s'", path);
-	}
-	close(fd);
-	if (!realpath(path, abs) || strlen(abs) >= cap)
-		return mt_error(-errno, "cannot resolve capture path '%s'", path);
-	return 0;
-}
-
 int cmd_run(int argc, char **argv)
 {
 	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_PYTHON };
@@ -196,7 +181,7 @@ int cmd_run(int argc, char **argv)
 			snprintf(capture, sizeof(capture), "%s", output);
 		else
 			default_output(capture, sizeof(capture), kind, target, getpid());
-		if (create_capture(capture, force, abs, sizeof(abs)) < 0)
+		if (mt_cli_create_capture(capture, force, (uid_t)-1, (gid_t)-1, abs, sizeof(abs)) < 0)
 			_exit(1);
 		const char *oldpre = getenv("LD_PRELOAD");
 		snprintf(env, sizeof(env), "%u:%ld:%d:%s", flags, interval, sfd, abs);

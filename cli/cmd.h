@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #ifndef MT_CLI_CMD_H
 #define MT_CLI_CMD_H
+
+#include <sys/types.h> /* uid_t */
 #include <stddef.h> /* size_t */
 /*
  * Subcommands. To add one: write cli/cmd-<name>.c with
@@ -91,5 +93,12 @@ int mt_find_payload(char *out, size_t cap);
 /* mt_detach_pid() - ask the payload in @nspid (pid @pid here) to stop and
  * report the capture. Returns 0, or 1 after printing why. (cli/cmd-detach.c) */
 int mt_detach_pid(int pid, int nspid);
+
+/* mt_cli_create_capture() - create capture @path 0600 (O_EXCL unless
+ * @force), chown it to @owner:@group when running as root for another
+ * user ((uid_t)-1: keep), and put its absolute path in @abs. Returns 0, or
+ * a negative error after printing one line. (cli/capture-file.c) */
+int mt_cli_create_capture(const char *path, int force, uid_t owner, gid_t group, char *abs,
+			  size_t cap);
 
 #endif /* MT_CLI_CMD_H */
