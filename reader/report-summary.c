@@ -54,11 +54,7 @@ static int summary_json(FILE *out, const struct mt_snapshot *s, const struct mt_
 	mt_json_end(&j);
 	mt_json_end(&j);
 	mt_strbuf_addch(&sb, '\n');
-	int err = sb.err;
-	if (!err && fwrite(sb.buf, 1, sb.len, out) != sb.len)
-		err = -EIO;
-	mt_strbuf_release(&sb);
-	return err;
+	return mt_strbuf_write_release(&sb, out);
 }
 
 int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o)

@@ -147,3 +147,12 @@ char *mt_strbuf_detach(struct mt_strbuf *sb, size_t *len)
 	mt_strbuf_init(sb);
 	return r;
 }
+
+int mt_strbuf_write_release(struct mt_strbuf *sb, FILE *out)
+{
+	int err = sb->err;
+	if (!err && fwrite(sb->buf, 1, sb->len, out) != sb->len)
+		err = errno ? -errno : -EIO;
+	mt_strbuf_release(sb);
+	return err;
+}

@@ -8,7 +8,8 @@
  * failure sets err (-ENOMEM), later appends do nothing, and every append
  * returns err, so a caller may check once at the end.
  */
-#include <stdarg.h>  /* va_list */
+#include <stdarg.h> /* va_list */
+#include <stdio.h>  /* FILE */
 #include <stddef.h>  /* size_t */
 
 struct mt_strbuf {
@@ -26,6 +27,9 @@ void mt_strbuf_init(struct mt_strbuf *sb);
 void mt_strbuf_release(struct mt_strbuf *sb);
 /* mt_strbuf_reset() - length 0, storage kept, error cleared. */
 void mt_strbuf_reset(struct mt_strbuf *sb);
+/* mt_strbuf_write_release() - write @sb to @out and release it. Returns 0,
+ * the buffer's own error, or -errno of the write (-EIO if none is set). */
+int mt_strbuf_write_release(struct mt_strbuf *sb, FILE *out);
 /* mt_strbuf_grow() - room for @extra more bytes. Returns 0 or -ENOMEM. */
 int mt_strbuf_grow(struct mt_strbuf *sb, size_t extra);
 
