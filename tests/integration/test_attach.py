@@ -300,6 +300,16 @@ def test_cached_method_leak_on_top(memtrace, target_script, targets, tmp_path, p
     top = max(rows, key=lambda r: r["own_bytes"])
     assert name_is(top, "lookup"), rows[:5]
     assert top["own_bytes"] >= 0.99 * 200 * 20_000
+    # and in the flamegraph of the leaks: the widest block with nothing
+    # above it is the cached method
+    from test_flamegraph import flamegraph
+    d, _ = flamegraph(memtrace, cap, "--leaks")
+    s, n = d["strings"], d["nodes"]
+    parents = set(n["parent"][1:])
+    leaves = [i for i in range(1, len(n["parent"])) if i not in parents and n["fn"][i] >= 0]
+    widest = max(leaves, key=lambda i: n["bytes"][i])
+    assert s[n["fn"][widest]].endswith("lookup"), [(s[n["fn"][i]], n["bytes"][i]) for i in leaves]
+    assert n["bytes"][widest] >= 0.99 * 200 * 20_000
 
 
 def test_target_exits_while_attached(memtrace, target_script, targets, tmp_path):
