@@ -12,6 +12,7 @@
 #include "util/error.h"
 
 #include <errno.h>    /* errno */
+#include <glob.h>     /* glob */
 #include <limits.h>   /* PATH_MAX */
 #include <stdio.h>    /* snprintf */
 #include <stdlib.h>   /* setenv */
@@ -64,6 +65,29 @@ static int on_path(const char *prog)
 	return 0;
 }
 
+/* Debian's lldb-14 looks for its Python module in .../python3/dist-packages
+ * while python3-lldb-14 installs it under .../python3.X/dist-packages, so
+ * its script interpreter fails to start ("No module named
+ * 'lldb.embedded_interpreter'"). Point PYTHONPATH at wherever it is. */
+static void lldb_python_path(void)
+{
+	glob_t g;
+	if (glob("/usr/lib/llvm-*/lib/python3*/dist-packages/lldb/embedded_interpreter.py", 0, NULL,
+		 &g) != 0)
+		return;
+	char dir[PATH_MAX + 16];
+	snprintf(dir, sizeof(dir), "%s", g.gl_pathv[g.gl_pathc - 1]);
+	globfree(&g);
+	char *cut = strstr(dir, "/lldb/embedded_interpreter.py");
+	if (!cut)
+		return;
+	*cut = '\0';
+	const char *old = getenv("PYTHONPATH");
+	char val[2 * PATH_MAX + 32];
+	snprintf(val, sizeof(val), "%s%s%s", dir, old && *old ? ":" : "", old ? old : "");
+	setenv("PYTHONPATH", val, 1);
+}
+
 int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
 		       const char *payload, const struct memtrace_config *cfg, int verbose)
 {
@@ -74,7 +98,7 @@ int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
 
 	if (!on_path(prog))
 		return mt_error(-ENOENT, "%s is not installed (needed for --method %s)", prog, prog);
-	if (find_script(gdb ? "attach-gdb.py" : "attach-lldb.py", script, sizeof(script)) < 0)
+	if (find_script(gdb ? "attach-gdb.py" : "attach_lldb.py", script, sizeof(script)) < 0)
 		return -ENOENT;
 	snprintf(spec, sizeof(spec), "%u %u %s", cfg->flags, cfg->interval_ms, cfg->path);
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)t->pid);
@@ -96,8 +120,10 @@ int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
 		if (gdb)
 			execlp("gdb", "gdb", "-batch", "-nx", "-q", "-p", pidstr, "-iex",
 			       "set auto-solib-add off", "-x", script, (char *)NULL);
-		else
+		else {
+			lldb_python_path();
 			execlp("lldb", "lldb", "--batch", "-p", pidstr, "-o", cmd, (char *)NULL);
+		}
 		_exit(127);
 	}
 	close(out[1]);

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 # memtrace attach through lldb (where gdb is missing). Run by memtrace as
-#   lldb --batch -p PID -o 'command script import attach-lldb.py'
+#   lldb --batch -p PID -o 'command script import attach_lldb.py'
+# (lldb imports it as a module: the name must be a Python identifier)
 # with MEMTRACE_PAYLOAD, MEMTRACE_SPEC and MEMTRACE_TIMEOUT in the
 # environment, like attach-gdb.py, whose comments explain the safe point.
 # lldb may leave the process stopped after detaching: we send SIGCONT.
@@ -51,7 +52,14 @@ def __lldb_init_module(debugger, internal_dict):
         os._exit(code)
 
     bps = [target.BreakpointCreateByName(n) for n in ("PyCallable_Check", "PyErr_CheckSignals")]
-    if call("(int)Py_AddPendingCall((int (*)(void *))&PyCallable_Check, (void *)0)") is None:
+    # Stripped interpreters carry no debug types: lldb needs each function
+    # cast to a function type, and will not pass a function's address as
+    # an argument, so addresses are looked up first and passed as numbers.
+    cb = call("(void *)(int (*)(void *))PyCallable_Check")
+    apc = call("(void *)(int (*)(void *, void *))Py_AddPendingCall")
+    if (cb is None or apc is None or
+            call("((int (*)(void *, void *))%#x)((void *)%#x, (void *)0)"
+                 % (apc.GetValueAsUnsigned(), cb.GetValueAsUnsigned())) is None):
         finish(1)
     process.Continue()
     deadline = time.time() + timeout
@@ -63,12 +71,14 @@ def __lldb_init_module(debugger, internal_dict):
         process.Stop()
         say("the main thread did not reach a safe point within %g s" % timeout)
         finish(2)
-    h = call("(void *)dlopen(%s, 2)" % cstr(payload))
+    h = call("((void *(*)(const char *, int))(void *)(void *(*)(const char *, int))dlopen)"
+             "(%s, 2)" % cstr(payload))
     if h is None or h.GetValueAsUnsigned() == 0:
-        e = call("(char *)dlerror()")
+        e = call("((char *(*)(void))(void *)(char *(*)(void))dlerror)()")
         say("dlopen failed: %s" % (e.GetSummary() if e else "unknown error"))
         finish(1)
-    rc = call("(int)memtrace_attach_entry_str(%s)" % cstr(spec))
+    rc = call("((int (*)(const char *))(void *)(int (*)(const char *))memtrace_attach_entry_str)"
+              "(%s)" % cstr(spec))
     if rc is None or rc.GetValueAsSigned() != 0:
         say("memtrace_attach_entry_str returned %s" % (rc.GetValueAsSigned() if rc else None))
         finish(1)
