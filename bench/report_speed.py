@@ -33,54 +33,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 EVENTS_PER_CHURN_ITERATION = 19.5  # measured: 78M events for 4M iterations
 
+# the tests' capture writer, which follows docs/format.md
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from capture_writer import blob, mt32, varint, zigzag  # noqa: E402
+
 
 def default_memtrace():
     built = os.path.join(ROOT, "build", "cli", "memtrace")
     return built if os.access(built, os.X_OK) else shutil.which("memtrace") or built
-
-
-def varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def zigzag(v):
-    return ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
-
-
-M64 = (1 << 64) - 1
-K1, K2, K3 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
-
-
-def _round(h, w):
-    h = ((h ^ w) * K2) & M64
-    return ((h << 31) | (h >> 33)) & M64
-
-
-def mt32(data):
-    """The chunk checksum of docs/format.md section 2."""
-    n, lanes, i = len(data), [K1, K2, K3, K1 ^ K2], 0
-    h = (n * K1) & M64
-    while i + 32 <= n:
-        lanes = [_round(v, w) for v, w in zip(lanes, struct.unpack_from("<4Q", data, i))]
-        i += 32
-    for v in lanes:
-        h = _round(h, v)
-    while i + 8 <= n:
-        h = _round(h, struct.unpack_from("<Q", data, i)[0])
-        i += 8
-    for b in data[i:]:
-        h = ((h ^ b) * K1) & M64
-    h ^= h >> 33
-    h = (h * 0xFF51AFD7ED558CCD) & M64
-    h ^= h >> 33
-    h = (h * 0xC4CEB9FE1A85EC53) & M64
-    h ^= h >> 33
-    return (h ^ (h >> 32)) & 0xFFFFFFFF
 
 
 def write_wide(path, n_paths, depth=20):
@@ -98,10 +58,6 @@ def write_wide(path, n_paths, depth=20):
             data = bytes(chunk)
             out.extend(b"MTCK" + struct.pack("<III", len(data), len(data), mt32(data)) + data)
             chunk.clear()
-
-    def blob(s):
-        s = s.encode()
-        return varint(len(s)) + s
 
     sid = 0
     prev_addr, prev_stack = 0, 0

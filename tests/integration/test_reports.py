@@ -11,59 +11,7 @@ import pytest
 
 from conftest import run
 
-HOT_ALLOC, HOT_FREE, THREAD, CODE, STACK, SAMPLE, DIAG, TRAILER = range(1, 9)
-MALLOC, FREE, CALLOC, MMAP, MUNMAP = 1, 2, 3, 10, 11
-
-
-def varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-# address mode of a hot record: an explicit delta (docs/format.md)
-EXPLICIT = 15
-
-
-def zigzag(v):
-    return ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
-
-
-_M64 = (1 << 64) - 1
-_K1, _K2, _K3 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
-
-
-def _round(h, w):
-    h = ((h ^ w) * _K2) & _M64
-    return ((h << 31) | (h >> 33)) & _M64
-
-
-def mt32(data):
-    """The chunk checksum, transcribed from docs/format.md section 2."""
-    n = len(data)
-    lanes = [_K1, _K2, _K3, _K1 ^ _K2]
-    h = (n * _K1) & _M64
-    i = 0
-    while i + 32 <= n:
-        words = struct.unpack_from("<4Q", data, i)
-        lanes = [_round(v, w) for v, w in zip(lanes, words)]
-        i += 32
-    for v in lanes:
-        h = _round(h, v)
-    while i + 8 <= n:
-        h = _round(h, struct.unpack_from("<Q", data, i)[0])
-        i += 8
-    for b in data[i:]:
-        h = ((h ^ b) * _K1) & _M64
-    h ^= h >> 33
-    h = (h * 0xFF51AFD7ED558CCD) & _M64
-    h ^= h >> 33
-    h = (h * 0xC4CEB9FE1A85EC53) & _M64
-    h ^= h >> 33
-    return (h ^ (h >> 32)) & 0xFFFFFFFF
+from capture_writer import CALLOC, MMAP, MUNMAP, Capture, mt32
 
 
 def test_mt32_reference_values():
@@ -71,78 +19,6 @@ def test_mt32_reference_values():
     assert mt32(b"a") == 0xB21C73AC
     assert mt32(b"memtrace") == 0xC3CDD704
     assert mt32(bytes(range(100))) == 0x1087B49D
-
-
-def blob(s):
-    s = s.encode() if isinstance(s, str) else s
-    return varint(len(s)) + s
-
-
-class Capture:
-    def __init__(self, flags=0, version=1):
-        cmd = b"python3\0prog.py\0"
-        self.out = bytearray(b"MEMTRACE" + struct.pack("<HHIIIQIIQI", version, 52 + len(cmd), flags,
-                                                       4242, 0x030B04F0, 1700000000 * 10**9, 10,
-                                                       4096, 4242, len(cmd)) + cmd)
-        self.chunk = bytearray()
-        self.prev = {}  # thread index -> [addr, stack]
-
-    def _head(self, rtype, thread=0):
-        if thread < 15:
-            return bytes([rtype | thread << 4])
-        return bytes([rtype | 0xF0]) + varint(thread)
-
-    def _long(self, rtype, body, thread=0):
-        self.chunk += self._head(rtype, thread) + varint(len(body)) + body
-        return self
-
-    def alloc(self, addr, size, stack=0, kind=MALLOC, thread=0):
-        p = self.prev.setdefault(thread, [0, 0])
-        self.chunk += (self._head(HOT_ALLOC, thread) + bytes([kind | EXPLICIT << 4])
-                       + varint(zigzag(addr - p[0]))
-                       + varint(size) + varint(zigzag(stack - p[1])))
-        p[0], p[1] = addr, stack
-        return self
-
-    def free(self, addr, size=0, kind=FREE, thread=0):
-        p = self.prev.setdefault(thread, [0, 0])
-        self.chunk += (self._head(HOT_FREE, thread) + bytes([kind | EXPLICIT << 4])
-                       + varint(zigzag(addr - p[0])))
-        if kind == MUNMAP:
-            self.chunk += varint(size)
-        p[0] = addr
-        return self
-
-    def thread(self, index, tid, name):
-        return self._long(THREAD, varint(tid) + blob(name), thread=index)
-
-    def code(self, cid, file, name, firstlineno):
-        return self._long(CODE, varint(cid) + varint(firstlineno) + blob(file) + blob(name)
-                          + blob(name) + blob(b""))
-
-    def stack(self, sid, parent, code, offset=0):
-        return self._long(STACK, varint(sid) + varint(parent) + varint(code) + varint(offset))
-
-    def sample(self, time_us, rss):
-        return self._long(SAMPLE, varint(time_us) + varint(rss))
-
-    def diag(self, code, msg):
-        return self._long(DIAG, varint(code) + blob(msg))
-
-    def trailer(self, time_us, events, dropped):
-        return self._long(TRAILER, varint(time_us) + varint(events) + varint(dropped))
-
-    def flush(self):
-        if self.chunk:
-            data = bytes(self.chunk)
-            self.out += b"MTCK" + struct.pack("<III", len(data), len(data), mt32(data)) + data
-            self.chunk = bytearray()
-        return self
-
-    def save(self, path):
-        self.flush()
-        path.write_bytes(bytes(self.out))
-        return path
 
 
 MB = 1 << 20
