@@ -12,6 +12,7 @@ import pytest
 
 from conftest import run
 from test_reports import MB, Capture, program
+from test_run import FG  # the f/g script of issue 2
 
 DATA_RE = re.compile(r'<script id="mt-data" type="application/json">(.*?)</script>', re.S)
 
@@ -225,19 +226,6 @@ def test_pruning_keeps_the_page_small(memtrace, tmp_path):
     assert len(html) < 5 * 1000 * 1000
 
 
-FG = """\
-def f():
-    x = bytearray(10_000_000)
-    del x
-
-
-def g():
-    return bytearray(3_000_000)
-
-
-f()
-keep = g()
-"""
 
 LOOP = """\
 def work():
