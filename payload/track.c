@@ -40,11 +40,10 @@ struct mt_thread {
 	uint32_t session;
 	uint32_t index;
 	struct mt_delta delta;
-	uint32_t depth; /* frames in cache[] */
+	uint32_t depth; /* frames of the last stack, in ids[] */
 	struct mt_thread *next_free;
 	struct ncache_entry ncache[NCACHE];
-	struct mt_pyframe cache[MAX_DEPTH]; /* last stack, outermost first */
-	uint32_t ids[MAX_DEPTH];            /* trie node of cache[0..i] */
+	uint32_t ids[MAX_DEPTH]; /* trie node of the last stack's frames 0..i, outermost first */
 	struct mt_pyframe walk[MAX_DEPTH];  /* scratch, innermost first */
 	/* The frame chain at the last event, innermost first (two arrays,
 	 * the current one and the next), and for each of its frames how many
@@ -392,7 +391,6 @@ static uint32_t current_stack(struct mt_thread *t, int gil)
 			*e = (struct ncache_entry){ f.code, parent, f.offset, id, t->session };
 			parent = id;
 		}
-		t->cache[keep + i] = f;
 		t->ids[keep + i] = parent;
 	}
 	if (locked) {

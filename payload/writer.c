@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Per-thread event buffers and the writer thread that merges them, in
- * global sequence order, into LZ4 chunks on disk. Producers run inside
+ * epoch order, into LZ4 chunks on disk. Producers run inside
  * malloc hooks: mt_tbuf_push() takes no lock, never allocates and waits
  * only, boundedly, for room in its own buffer. The writer keeps the
  * recursion guard set for life, so its own allocations are never recorded.
@@ -40,9 +40,9 @@
 #define MARKER_SIZE 9
 #define HOT_ENTRY_MAX (MARKER_SIZE + 1 + MT_REC_HOT_MAX)
 
-/* One thread's buffer: records as [u64 seq<<24|len][len bytes], padded
- * to 8 bytes, in a ring of TBUF_SIZE. The producer owns head, the writer
- * owns tail; each is on its own cache line. */
+/* One thread's buffer: entries as described above in a ring of TBUF_SIZE.
+ * The producer owns head, the writer owns tail; each is on its own cache
+ * line. */
 struct mt_tbuf {
 	_Alignas(64) _Atomic uint64_t head; /* published by the producer */
 	uint64_t tail_seen;                 /* producer's copy of tail */
@@ -315,7 +315,6 @@ static void append(const struct mt_record *r)
 	w.raw_len += (size_t)n;
 }
 
-/* The record at the front of @b, if any: its sequence number and length. */
 static void copy_out(const struct mt_tbuf *b, uint64_t pos, void *dst, size_t len)
 {
 	size_t off = (size_t)(pos & TBUF_MASK);

@@ -5,12 +5,13 @@
  * Event buffers and the writer thread.
  *
  * Every thread that records has its own single-producer buffer (struct
- * mt_tbuf). Each record takes a number from one global sequence at the
- * moment of the event; the writer thread merges the buffers in sequence
- * order, so the capture is in event order across threads without any
- * lock or shared cache line on the producer's path but that counter. It
- * packs records into chunks, LZ4-compresses each chunk independently and
- * writes it to the capture; it also samples RSS every interval.
+ * mt_tbuf). Its records belong to epochs: a thread takes a new epoch from
+ * one global counter when another thread recorded since its last event.
+ * The writer thread merges the buffers in epoch order, so the capture is
+ * in event order across threads with no lock and, while one thread
+ * records, no shared cache line written on the producer's path. It packs
+ * records into chunks, LZ4-compresses each and writes it to the capture;
+ * it also samples RSS every interval.
  *
  * mt_tbuf_push() is hook-safe: no lock, no allocation; when its buffer is
  * full it waits a bounded time for the writer, then drops the record and
@@ -28,8 +29,9 @@ struct mt_tbuf *mt_tbuf_new(void);
 
 /* mt_tbuf_reserve() / mt_tbuf_commit() - the hot path: reserve room for
  * one record of at most MT_REC_HOT_MAX bytes in @b and get where to encode
- * it (NULL: dropped, counted), then commit its length; the sequence number
- * is taken at the commit. Hook-safe; errno is kept. */
+ * it (NULL: dropped, counted), then commit its length. The reservation is
+ * the event's place in the order (take it at the event). Hook-safe; errno
+ * is kept. */
 uint8_t *mt_tbuf_reserve(struct mt_tbuf *b);
 void mt_tbuf_commit(struct mt_tbuf *b, size_t len);
 
