@@ -1,0 +1,182 @@
+"""Allocations under many shapes of Python stack, each with the stack Python
+itself reports for it.
+
+Every tracked allocation is a bytearray of a size used once, made on the
+same line as the call to note(), which stores the frames (function, line)
+(qualified where the code object has one) as sys._getframe() sees them, innermost first. The shapes are chosen to
+change the frame chain between two allocations in every way a stack reader
+that reuses its last walk could get wrong: deeper and shallower calls,
+another function at the same depth and address, a generator resumed from
+different callers, unwinding from an exception, __del__ run by a decref,
+Python called back from C, comprehensions and lambdas, recursion deeper
+than the tracked limit, and threads doing all of it at once.
+
+Usage: stackshapes.py OUT.json   (writes {size: [[function, line], ...]})
+"""
+import json
+import sys
+import threading
+
+EXPECTED = {}
+LOCK = threading.Lock()
+_next = [300_001]
+
+
+def site():
+    with LOCK:
+        n = _next[0]
+        _next[0] += 8
+    return n
+
+
+def note(n):
+    f = sys._getframe(1)
+    frames = []
+    while f is not None:
+        code = f.f_code
+        frames.append([getattr(code, "co_qualname", code.co_name), f.f_lineno])
+        f = f.f_back
+    EXPECTED[n + 1] = frames  # a bytearray of n bytes allocates n + 1
+
+
+def leaf():
+    n = site(); b = bytearray(n); note(n)
+
+
+def mid():
+    leaf()
+    n = site(); b = bytearray(n); note(n)
+    leaf()
+
+
+def outer():
+    mid()
+    leaf()
+    mid()
+
+
+def one():
+    leaf()
+
+
+def two():
+    leaf()
+
+
+def same_depth():
+    # one() and two() occupy the same frame slot in turn
+    for _ in range(4):
+        one()
+        two()
+        n = site(); b = bytearray(n); note(n)
+
+
+def recurse(d):
+    n = site(); b = bytearray(n); note(n)
+    if d:
+        recurse(d - 1)
+    n = site(); b = bytearray(n); note(n)
+
+
+def gen():
+    while True:
+        n = site(); b = bytearray(n); note(n)
+        yield
+
+
+def resume_a(g):
+    next(g)
+
+
+def resume_b(g):
+    resume_a(g)
+    next(g)
+
+
+def generators():
+    g = gen()
+    for _ in range(3):
+        resume_a(g)
+        resume_b(g)
+        next(g)
+
+
+def throw(d):
+    if d == 0:
+        raise ValueError("bottom")
+    throw(d - 1)
+
+
+def unwind():
+    for _ in range(3):
+        try:
+            throw(25)
+        except ValueError:
+            n = site(); b = bytearray(n); note(n)
+
+
+class Holder:
+    def __del__(self):
+        n = site(); b = bytearray(n); note(n)
+
+
+def finalizers():
+    for _ in range(3):
+        h = Holder()
+        del h
+
+
+def keyed(x):
+    n = site(); b = bytearray(n); note(n)
+    return x
+
+
+def callbacks():
+    sorted([3, 1, 2], key=keyed)
+    list(map(keyed, [1, 2]))
+
+
+def comprehensions():
+    ks = [site() for _ in range(3)]
+    out = [(bytearray(k), note(k)) for k in ks]
+    f = lambda n: (bytearray(n), note(n))  # noqa: E731
+    f(site())
+    return out
+
+
+def bottom(d):
+    if d:
+        return bottom(d - 1)
+    n = site(); b = bytearray(n); note(n)
+
+
+def everything(rounds):
+    for _ in range(rounds):
+        outer()
+        same_depth()
+        recurse(40)
+        generators()
+        unwind()
+        finalizers()
+        callbacks()
+        comprehensions()
+        leaf()
+
+
+def main():
+    sys.setrecursionlimit(5000)
+    everything(2)
+    bottom(1200)  # deeper than the 1024 frames kept
+    everything(1)
+    threads = [threading.Thread(target=everything, args=(3,)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    everything(3)
+    for t in threads:
+        t.join()
+    with open(sys.argv[1], "w") as fp:
+        json.dump(EXPECTED, fp)
+
+
+if __name__ == "__main__":
+    main()
