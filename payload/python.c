@@ -44,12 +44,9 @@ static const struct mt_pylayout *mt_lo;
 static uint32_t mt_py_hex;
 static int mt_py_ready;
 
-typedef size_t (*mt_chain_fn)(const void *tstate, struct mt_pyraw *raw, size_t max, int *whole);
-typedef size_t (*mt_frames_fn)(const struct mt_pyraw *raw, size_t nraw, struct mt_pyframe *out,
-			       size_t max, uint8_t *kept);
-static mt_chain_fn mt_walker_for(size_t row);
-static mt_chain_fn mt_chain;   /* the running version's chain reader */
-static mt_frames_fn mt_frames; /* and frame describer */
+typedef size_t (*mt_update_fn)(const void *tstate, struct mt_pychain *c);
+static mt_update_fn mt_updater_for(size_t row);
+static mt_update_fn mt_update; /* the running version's stack reader */
 static int mt_py_started;  /* Py_IsInitialized() was seen true */
 
 static inline const void *mt_ld_ptr(const void *base, int off)
@@ -258,7 +255,7 @@ int mt_python_init(uint32_t *python_hex)
 	mt_lo = NULL;
 	for (size_t i = 0; i < MT_PYLAYOUT_COUNT; i++)
 		if ((hex >> 24) == 3 && ((hex >> 16) & 0xff) == mt_pylayouts[i].minor)
-			mt_lo = &mt_pylayouts[i], mt_chain = mt_walker_for(i);
+			mt_lo = &mt_pylayouts[i], mt_update = mt_updater_for(i);
 	if (mt_lo == NULL)
 		return -MT_ENOPY;
 
@@ -310,18 +307,16 @@ int mt_python_initialized(void)
 	return mt_api.is_initialized() && !mt_api.is_finalizing();
 }
 
-/* The walkers take the layout as a parameter and are instantiated once per
- * minor version below with a constant row, so that every offset is an
- * immediate: this runs for every allocation. */
+/* Stacks are read by mt_update_version(), instantiated once per minor
+ * version below with a constant layout row, so that every offset is an
+ * immediate: this runs for every allocation. 3.8 to 3.10 chain
+ * PyFrameObjects through f_back (position: f_code and f_lasti, which counts
+ * bytes until 3.9, code units from 3.10); 3.11 to 3.13 chain
+ * _PyInterpreterFrames through previous (position: the instruction
+ * pointer, which lies inside the code object). */
 
-/* Stacks are read in two steps, both instantiated once per minor version
- * below with a constant layout row, so that every offset is an immediate:
- * the chain (address and position of each frame: 3.11+ the instruction
- * pointer, which lies inside the code object; before, f_code and f_lasti)
- * and, for the frames that changed since the thread's last event, their
- * code and offset. 3.8 to 3.10 chain PyFrameObjects through f_back (f_lasti
- * counts bytes until 3.9, code units from 3.10); 3.11 to 3.13 chain
- * _PyInterpreterFrames through previous. */
+#define MT_JOIN_WALK 16 /* newest frames tried as the join with the last chain */
+#define MT_JOIN_SCAN 8  /* newest frames of the last chain each is looked for in */
 
 static inline __attribute__((always_inline)) const void *
 mt_first_frame(const struct mt_pylayout *lo, const void *tstate)
@@ -332,77 +327,160 @@ mt_first_frame(const struct mt_pylayout *lo, const void *tstate)
 	return cframe ? mt_ld_ptr(cframe, lo->cframe_current) : NULL;
 }
 
-/* The chain alone: frame address and position of every frame, innermost
- * first, with no other load. Returns how many; *whole is 0 when the chain
- * was longer than @max (the outermost frames are then missing). */
+static inline __attribute__((always_inline)) const void *
+mt_frame_pos(const struct mt_pylayout *lo, const void *f)
+{
+	if (lo->minor <= 10)
+		return (const void *)(intptr_t)mt_ld_int(f, lo->fr_instr);
+	return mt_ld_ptr(f, lo->fr_instr);
+}
+
+/* Before 3.11 the position is an offset, so the code object is part of
+ * it; from 3.11 the instruction pointer alone names the code object. */
+static inline __attribute__((always_inline)) const void *
+mt_frame_code(const struct mt_pylayout *lo, const void *f)
+{
+	return lo->minor <= 10 ? mt_ld_ptr(f, lo->fr_code) : NULL;
+}
+
+/* Live frame @f is where frame @i of the last chain was, at the same
+ * position. */
+static inline __attribute__((always_inline)) int
+mt_frame_same(const struct mt_pylayout *lo, const void *f, const struct mt_pychain *c, size_t i)
+{
+	return mt_frame_pos(lo, f) == c->pos[i] &&
+	       (lo->minor > 10 || mt_frame_code(lo, f) == c->code[i]);
+}
+
+/* Frames 0..k-1 of the last chain are still, unchanged, the callers of its
+ * frame k (live: the walk reached it). Each frame is read only once the
+ * one above it was found to point to it, so nothing freed is touched; the
+ * loads of consecutive frames still overlap, their addresses coming from
+ * the array. */
+static inline __attribute__((always_inline)) int
+mt_chain_verify(const struct mt_pylayout *lo, const struct mt_pychain *c, size_t k)
+{
+	for (size_t i = k; i > 0; i--) {
+		if (mt_ld_ptr(c->frame[i], lo->fr_back) != c->frame[i - 1] ||
+		    !mt_frame_same(lo, c->frame[i - 1], c, i - 1))
+			return 0;
+	}
+	return mt_ld_ptr(c->frame[0], lo->fr_back) == NULL;
+}
+
+/* Whether chain frame @i is a frame of the Python stack, and its code and
+ * offset, by the rules CPython itself uses: 3.12+ C-stack shim frames and
+ * frames still being set up (before their first traceable instruction)
+ * are left out. */
+static inline __attribute__((always_inline)) void
+mt_frame_describe(const struct mt_pylayout *lo, struct mt_pychain *c, size_t i)
+{
+	c->kept[i] = 0;
+	if (lo->minor <= 10) {
+		const void *code = c->code[i];
+		if (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type)
+			return;
+		c->fr[i].code = code;
+		c->fr[i].offset = (uint32_t)((intptr_t)c->pos[i] * (lo->minor >= 10 ? 2 : 1));
+	} else {
+		const void *f = c->frame[i];
+		int owner = *((const signed char *)f + lo->fr_owner);
+		if (lo->owned_by_cstack >= 0 && owner == lo->owned_by_cstack)
+			return;
+		const char *code = mt_ld_ptr(f, lo->fr_code);
+		if (lo->minor >= 13 &&
+		    (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type))
+			return;
+		const char *first = code + lo->co_code_adaptive, *instr = c->pos[i];
+		if (owner != lo->owned_by_generator &&
+		    instr < first + 2 * mt_ld_int(code, lo->co_firsttraceable))
+			return;
+		c->fr[i].code = code;
+		c->fr[i].offset = (uint32_t)(instr - first);
+	}
+	c->kept[i] = 1;
+}
+
+/* The new frames in c->scratch[0..j) (innermost first) become chain frames
+ * @keep.., described. */
+static inline __attribute__((always_inline)) void
+mt_chain_extend(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep, size_t j)
+{
+	for (size_t t = 0; t < j; t++) {
+		size_t i = keep + t;
+		const struct mt_pyraw *r = &c->scratch[j - 1 - t];
+		c->frame[i] = r->frame;
+		c->pos[i] = r->pos;
+		c->code[i] = r->code;
+		mt_frame_describe(lo, c, i);
+	}
+	c->n = (uint32_t)(keep + j);
+}
+
+/* The calling thread's chain into @c, matched against the chain there:
+ * walk from the newest frame to the first one the last chain held (in a
+ * loop: the same frame, or one or two calls above it), check that the
+ * frames below it are still the same ones at the same positions, and
+ * describe only the frames above. Anything else (a long return, a chain
+ * that changed below) walks the whole chain and keeps its unchanged
+ * outermost part. Returns how many outermost frames kept their id[]. */
 static inline __attribute__((always_inline)) size_t
-mt_chain_version(const struct mt_pylayout *lo, const void *tstate, struct mt_pyraw *raw,
-		 size_t max, int *whole)
+mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_pychain *c)
 {
 	const void *f = mt_first_frame(lo, tstate);
-	size_t n = 0;
-	for (; f != NULL && n < max; n++, f = mt_ld_ptr(f, lo->fr_back)) {
-		if (lo->minor <= 10)
-			raw[n] = (struct mt_pyraw){ f, (const void *)(intptr_t)mt_ld_int(f, lo->fr_instr),
-						    mt_ld_ptr(f, lo->fr_code) };
-		else
-			raw[n] = (struct mt_pyraw){ f, mt_ld_ptr(f, lo->fr_instr), NULL };
-	}
-	*whole = f == NULL;
-	return n;
-}
+	size_t nold = c->whole ? c->n : 0, j = 0, keep;
+	size_t lowest = nold > MT_JOIN_SCAN ? nold - MT_JOIN_SCAN : 0;
+	int join = nold > 0;
 
-/* The Python frames among @raw[0..n), the newest part of a chain (raw[0]
- * the innermost frame), innermost first, at most @max; kept[j] tells
- * whether raw[j] gave one. The same rules as the walkers. */
-static inline __attribute__((always_inline)) size_t
-mt_frames_version(const struct mt_pylayout *lo, const struct mt_pyraw *raw, size_t nraw,
-		  struct mt_pyframe *out, size_t max, uint8_t *kept)
-{
-	size_t n = 0;
-	for (size_t j = 0; j < nraw; j++) {
-		const void *f = raw[j].frame;
-		kept[j] = 0;
-		if (n == max)
-			continue;
-		if (lo->minor <= 10) {
-			const void *code = raw[j].code;
-			if (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type)
-				continue;
-			out[n].code = code;
-			out[n].offset = (uint32_t)((intptr_t)raw[j].pos * (lo->minor >= 10 ? 2 : 1));
-		} else {
-			int owner = *((const signed char *)f + lo->fr_owner);
-			if (lo->owned_by_cstack >= 0 && owner == lo->owned_by_cstack)
-				continue;
-			const char *code = mt_ld_ptr(f, lo->fr_code);
-			if (lo->minor >= 13 &&
-			    (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type))
-				continue;
-			const char *first = code + lo->co_code_adaptive, *instr = raw[j].pos;
-			if (n == 0 && owner != lo->owned_by_generator &&
-			    instr < first + 2 * mt_ld_int(code, lo->co_firsttraceable))
-				continue;
-			out[n].code = code;
-			out[n].offset = (uint32_t)(instr - first);
+	while (f != NULL && j < MT_CHAIN_MAX) {
+		if (join && j < MT_JOIN_WALK) {
+			for (size_t k = nold; k-- > lowest;) {
+				if (c->frame[k] != f)
+					continue;
+				if (!mt_chain_verify(lo, c, k) || k + j + 1 > MT_CHAIN_MAX) {
+					join = 0;
+					break;
+				}
+				keep = k + 1;
+				if (!mt_frame_same(lo, f, c, k)) {
+					keep = k;
+					c->scratch[j++] = (struct mt_pyraw){ f, mt_frame_pos(lo, f),
+									     mt_frame_code(lo, f) };
+				}
+				mt_chain_extend(lo, c, keep, j);
+				return keep;
+			}
 		}
-		kept[j] = 1;
-		n++;
+		c->scratch[j++] = (struct mt_pyraw){ f, mt_frame_pos(lo, f), mt_frame_code(lo, f) };
+		f = mt_ld_ptr(f, lo->fr_back);
 	}
-	return n;
+
+	if (f != NULL) {
+		/* Deeper than we follow: the newest MT_CHAIN_MAX frames, of
+		 * which the newest MT_STACK_MAX Python frames are kept; not
+		 * matched next time, as frame 0 is not the outermost. */
+		c->whole = 0;
+		mt_chain_extend(lo, c, 0, j);
+		size_t py = 0;
+		for (size_t i = j; i-- > 0;)
+			if (c->kept[i] && ++py > MT_STACK_MAX)
+				c->kept[i] = 0;
+		return 0;
+	}
+	for (keep = 0; keep < j && keep < nold; keep++) {
+		const struct mt_pyraw *r = &c->scratch[j - 1 - keep];
+		if (r->frame != c->frame[keep] || r->pos != c->pos[keep] || r->code != c->code[keep])
+			break;
+	}
+	c->whole = 1;
+	mt_chain_extend(lo, c, keep, j - keep);
+	return keep;
 }
 
-#define MT_WALKER(row)                                                         \
-	static size_t mt_chain_row##row(const void *tstate, struct mt_pyraw *raw, \
-					size_t max, int *whole)                \
-	{                                                                      \
-		return mt_chain_version(&mt_pylayouts[row], tstate, raw, max, whole); \
-	}                                                                      \
-	static size_t mt_frames_row##row(const struct mt_pyraw *raw, size_t nraw, \
-					 struct mt_pyframe *out, size_t max,   \
-					 uint8_t *kept)                        \
-	{                                                                      \
-		return mt_frames_version(&mt_pylayouts[row], raw, nraw, out, max, kept); \
+#define MT_WALKER(row)                                                                 \
+	static size_t mt_update_row##row(const void *tstate, struct mt_pychain *c)        \
+	{                                                                              \
+		return mt_update_version(&mt_pylayouts[row], tstate, c);                  \
 	}
 MT_WALKER(0)
 MT_WALKER(1)
@@ -412,18 +490,14 @@ MT_WALKER(4)
 MT_WALKER(5)
 #undef MT_WALKER
 
-static const mt_chain_fn mt_chainers[] = { mt_chain_row0, mt_chain_row1, mt_chain_row2,
-					   mt_chain_row3, mt_chain_row4, mt_chain_row5 };
-static const mt_frames_fn mt_framers[] = { mt_frames_row0, mt_frames_row1, mt_frames_row2,
-					   mt_frames_row3, mt_frames_row4, mt_frames_row5 };
-_Static_assert(sizeof(mt_chainers) / sizeof(mt_chainers[0]) == MT_PYLAYOUT_COUNT,
+static const mt_update_fn mt_updaters[] = { mt_update_row0, mt_update_row1, mt_update_row2,
+					    mt_update_row3, mt_update_row4, mt_update_row5 };
+_Static_assert(sizeof(mt_updaters) / sizeof(mt_updaters[0]) == MT_PYLAYOUT_COUNT,
 	       "one walker per layout row");
 
-
-static mt_chain_fn mt_walker_for(size_t row)
+static mt_update_fn mt_updater_for(size_t row)
 {
-	mt_frames = mt_framers[row];
-	return mt_chainers[row];
+	return mt_updaters[row];
 }
 
 /* The calling thread's state, or NULL while Python cannot be walked. */
@@ -443,17 +517,14 @@ static inline const void *mt_walk_tstate(void *(*get_tstate)(void))
 	return get_tstate();
 }
 
-size_t mt_python_chain(int gil, struct mt_pyraw *raw, size_t max, int *whole)
+size_t mt_python_update(int gil, struct mt_pychain *c)
 {
 	const void *tstate = mt_walk_tstate(gil ? mt_api.gil_tstate : mt_api.this_tstate);
-	*whole = 1;
-	return tstate ? mt_chain(tstate, raw, max, whole) : 0;
-}
-
-size_t mt_python_frames(const struct mt_pyraw *raw, size_t nraw, struct mt_pyframe *out,
-			size_t max, uint8_t *kept)
-{
-	return mt_frames(raw, nraw, out, max, kept);
+	if (tstate == NULL) {
+		c->n = 0;
+		return 0;
+	}
+	return mt_update(tstate, c);
 }
 
 void mt_python_code_key(const void *code, struct mt_pycode_key *key)

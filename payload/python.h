@@ -41,26 +41,37 @@ int mt_python_init(uint32_t *python_hex);
  * Hook-safe. False before mt_python_init() succeeded. */
 int mt_python_initialized(void);
 
-/* One frame of the chain as walked, shims included, to recognise it. */
+/* One frame of a chain as walked: enough to recognise it again. */
 struct mt_pyraw {
 	const void *frame, *pos, *code;
 };
-#define MT_PYRAW_SLACK 64 /* chain frames beyond the Python frames kept (shims) */
 
-/* mt_python_chain() - the calling thread's frame chain, innermost first:
- * each frame's address and position, nothing else read. Returns how many
- * (0: no Python thread state, or Python not walkable now); *whole is 0 if
- * there were more than @max frames. Hook-safe. */
-size_t mt_python_chain(int gil, struct mt_pyraw *raw, size_t max, int *whole);
+#define MT_STACK_MAX 1024 /* Python frames of a stack, the newest kept */
+#define MT_CHAIN_MAX (MT_STACK_MAX + 64) /* chain frames followed, 3.12+ shims included */
 
-/* mt_python_frames() - the Python frames among the newest part of a chain
- * (@raw[0] its innermost frame), innermost first, at most @max, by the
- * rules CPython itself uses: 3.12+ C-stack shim frames and a newest frame
- * still being set up are left out; offsets are bytes into the code's
- * bytecode. kept[j] is set when raw[j] gave a frame.
+/* A thread's frame chain as read at its last event, outermost frame first,
+ * kept to match the next event's chain against. mt_python_update() keeps
+ * all of it but id[], which is the caller's: the stack id of frames 0..i. */
+struct mt_pychain {
+	uint32_t n;     /* frames held; 0 when there were no Python frames */
+	uint32_t whole; /* frame[0] is the outermost frame: the chain was not cut */
+	const void *frame[MT_CHAIN_MAX];
+	const void *pos[MT_CHAIN_MAX];  /* 3.11+: instruction pointer; before: f_lasti */
+	const void *code[MT_CHAIN_MAX]; /* before 3.11: f_code; from 3.11 NULL */
+	struct mt_pyframe fr[MT_CHAIN_MAX]; /* code and offset where kept[i] */
+	uint8_t kept[MT_CHAIN_MAX];         /* frame i is a frame of the Python stack */
+	uint32_t id[MT_CHAIN_MAX];
+	struct mt_pyraw scratch[MT_CHAIN_MAX]; /* new frames, innermost first */
+};
+
+/* mt_python_update() - read the calling thread's frame chain into @c
+ * (zero-initialised the first time), reusing what is unchanged since the
+ * last call: in a loop, only the newest frame is described again, and its
+ * callers are only checked, with loads that overlap. Returns how many outermost frames are unchanged (their
+ * kept, fr and id still hold); frames from there to c->n - 1 have kept and
+ * fr filled in and need their id. @gil: the caller holds the GIL.
  * Hook-safe. */
-size_t mt_python_frames(const struct mt_pyraw *raw, size_t nraw, struct mt_pyframe *out,
-			size_t max, uint8_t *kept);
+size_t mt_python_update(int gil, struct mt_pychain *c);
 
 /* mt_python_code_key() - identity fields of @code. Hook-safe. */
 void mt_python_code_key(const void *code, struct mt_pycode_key *key);

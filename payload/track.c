@@ -25,8 +25,6 @@
 __thread unsigned char mt_in_hook __attribute__((tls_model("initial-exec")));
 volatile int mt_tracking;
 
-#define MAX_DEPTH 1024
-#define RAW_MAX (MAX_DEPTH + MT_PYRAW_SLACK)
 #define CODE_SCRATCH (128u << 10)
 #define NCACHE 256 /* per-thread (parent, code, offset) -> node, direct mapped */
 
@@ -40,20 +38,9 @@ struct mt_thread {
 	uint32_t session;
 	uint32_t index;
 	struct mt_delta delta;
-	uint32_t depth; /* frames of the last stack, in ids[] */
 	struct mt_thread *next_free;
 	struct ncache_entry ncache[NCACHE];
-	uint32_t ids[MAX_DEPTH]; /* trie node of the last stack's frames 0..i, outermost first */
-	struct mt_pyframe walk[MAX_DEPTH];  /* scratch, innermost first */
-	/* The frame chain at the last event, innermost first (two arrays,
-	 * the current one and the next), and for each of its frames how many
-	 * Python frames the chain holds from there to its outermost end. */
-	struct mt_pyraw raw[2][RAW_MAX];
-	uint32_t below[2][RAW_MAX];
-	uint8_t kept[RAW_MAX];
-	int cur;                            /* which of raw[] is current */
-	size_t nraw;                        /* 0: nothing to compare with */
-	uint32_t last_stack;                /* the stack found then */
+	struct mt_pychain chain; /* the frame chain at the last event, with stack ids */
 };
 
 static __thread struct mt_thread *self __attribute__((tls_model("initial-exec")));
@@ -181,8 +168,7 @@ static struct mt_thread *thread_setup(void)
 	t->session = session;
 	t->index = atomic_fetch_add(&g.next_thread, 1);
 	memset(&t->delta, 0, sizeof(t->delta));
-	t->depth = 0;
-	t->nraw = 0; /* stack ids start again with the capture */
+	t->chain.n = t->chain.whole = 0; /* stack ids start again with the capture */
 	push_thread_record(t);
 	return t;
 }
@@ -329,76 +315,46 @@ static size_t ncache_slot(uint32_t parent, const void *code, uint32_t offset)
 	return (size_t)(v >> 56) & (NCACHE - 1);
 }
 
-/* The trie node of the calling thread's Python stack. The live frame chain
- * is read (address and position of each frame) and matched against the
- * chain at the thread's last event from the outermost end: the part that
- * did not change keeps its frames and trie nodes, and only the frames
- * above it (in a loop, one or two) are described and looked up, in the
- * thread's own node cache first and under the shared lock on a miss. A
- * deep recursion therefore costs two loads per frame, not a walk. */
+/* The trie node of the calling thread's Python stack. The frame chain is
+ * matched against the one at the thread's last event (mt_python_update):
+ * the unchanged outermost part keeps its trie nodes, and only the frames
+ * above it (in a loop, the newest one) are looked up, in the thread's own
+ * node cache first and under the shared lock on a miss. */
 static uint32_t current_stack(struct mt_thread *t, int gil)
 {
 	if (!g.python)
 		return 0;
-	int whole;
-	struct mt_pyraw *old = t->raw[t->cur], *now = t->raw[!t->cur];
-	size_t m = mt_python_chain(gil, now, RAW_MAX, &whole);
-	size_t nold = t->nraw, c = 0;
-	if (m == 0) {
-		t->nraw = 0;
-		t->depth = 0;
-		return t->last_stack = 0;
-	}
-	if (whole && nold)
-		while (c < m && c < nold && now[m - 1 - c].frame == old[nold - 1 - c].frame &&
-		       now[m - 1 - c].pos == old[nold - 1 - c].pos &&
-		       now[m - 1 - c].code == old[nold - 1 - c].code)
-			c++;
-	if (c == m && m == nold)
-		return t->last_stack; /* nothing returned or called since */
-
-
-	/* frames kept from the last stack: those of the common part */
-	size_t keep = c ? t->below[t->cur][nold - c] : 0;
-	if (keep > t->depth)
-		keep = t->depth;
-	size_t top = m - c;
-	size_t n = mt_python_frames(now, top, t->walk, MAX_DEPTH - keep, t->kept);
-
-	uint32_t *below = t->below[!t->cur], *below_old = t->below[t->cur];
-	for (size_t j = m; j-- > 0;)
-		below[j] = j >= top ? below_old[j - top + (nold - c)]
-				    : (j + 1 < m ? below[j + 1] : 0) + t->kept[j];
-	t->cur = !t->cur;
-	t->nraw = whole ? m : 0; /* a cut chain is not matched next time */
-
-	uint32_t parent = keep ? t->ids[keep - 1] : 0;
+	struct mt_pychain *c = &t->chain;
+	size_t keep = mt_python_update(gil, c), n = c->n;
+	uint32_t parent = keep ? c->id[keep - 1] : 0;
 	int locked = 0, saved_errno = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct mt_pyframe f = t->walk[n - 1 - i];
-		struct ncache_entry *e = &t->ncache[ncache_slot(parent, f.code, f.offset)];
-		if (e->code == f.code && e->parent == parent && e->offset == f.offset &&
-		    e->session == t->session) {
-			parent = e->id;
-		} else {
-			if (!locked) {
-				saved_errno = errno; /* interning may map memory */
-				lock();
-				locked = 1;
+
+	for (size_t i = keep; i < n; i++) {
+		if (c->kept[i]) {
+			struct mt_pyframe f = c->fr[i];
+			struct ncache_entry *e = &t->ncache[ncache_slot(parent, f.code, f.offset)];
+			if (e->code == f.code && e->parent == parent && e->offset == f.offset &&
+			    e->session == t->session) {
+				parent = e->id;
+			} else {
+				if (!locked) {
+					saved_errno = errno; /* interning may map memory */
+					lock();
+					locked = 1;
+				}
+				uint32_t cid = code_id(t, f.code);
+				uint32_t id = cid ? node_id(t, parent, cid, f.offset) : parent;
+				*e = (struct ncache_entry){ f.code, parent, f.offset, id, t->session };
+				parent = id;
 			}
-			uint32_t cid = code_id(t, f.code);
-			uint32_t id = cid ? node_id(t, parent, cid, f.offset) : parent;
-			*e = (struct ncache_entry){ f.code, parent, f.offset, id, t->session };
-			parent = id;
 		}
-		t->ids[keep + i] = parent;
+		c->id[i] = parent;
 	}
 	if (locked) {
 		unlock();
 		errno = saved_errno;
 	}
-	t->depth = (uint32_t)(keep + n);
-	return t->last_stack = parent;
+	return n ? c->id[n - 1] : 0;
 }
 
 /* ------------------------------------------------------------------------
