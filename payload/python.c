@@ -432,6 +432,20 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 	size_t lowest = nold > MT_JOIN_SCAN ? nold - MT_JOIN_SCAN : 0;
 	int join = nold > 0;
 
+	if (join && f == c->frame[nold - 1]) {
+		/* The usual case: the same newest frame, its callers unchanged. */
+		if (!mt_chain_verify(lo, c, nold - 1)) {
+			join = 0;
+		} else if (mt_frame_same(lo, f, c, nold - 1)) {
+			return nold;
+		} else {
+			c->pos[nold - 1] = mt_frame_pos(lo, f);
+			c->code[nold - 1] = mt_frame_code(lo, f);
+			mt_frame_describe(lo, c, nold - 1);
+			return nold - 1;
+		}
+	}
+
 	while (f != NULL && j < MT_CHAIN_MAX) {
 		if (join && j < MT_JOIN_WALK) {
 			for (size_t k = nold; k-- > lowest;) {
@@ -501,7 +515,7 @@ static mt_update_fn mt_updater_for(size_t row)
 }
 
 /* The calling thread's state, or NULL while Python cannot be walked. */
-static inline const void *mt_walk_tstate(void *(*get_tstate)(void))
+static inline const void *mt_walk_tstate(int gil)
 {
 	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
 		return NULL;
@@ -514,12 +528,12 @@ static inline const void *mt_walk_tstate(void *(*get_tstate)(void))
 	}
 	if (mt_api.is_finalizing())
 		return NULL;
-	return get_tstate();
+	return gil ? mt_api.gil_tstate() : mt_api.this_tstate();
 }
 
 size_t mt_python_update(int gil, struct mt_pychain *c)
 {
-	const void *tstate = mt_walk_tstate(gil ? mt_api.gil_tstate : mt_api.this_tstate);
+	const void *tstate = mt_walk_tstate(gil);
 	if (tstate == NULL) {
 		c->n = 0;
 		return 0;

@@ -25,47 +25,17 @@
 #include <time.h>        /* clock_gettime */
 #include <unistd.h>      /* write, close */
 
-#define TBUF_SIZE (256u << 10)
-#define TBUF_MASK (TBUF_SIZE - 1)
+#define TBUF_SIZE MT_TBUF_SIZE
+#define TBUF_MASK MT_TBUF_MASK
 #define CHUNK_MAX MT_CHUNK_RAW_MAX
 #define FLUSH_NS (250ull * 1000 * 1000) /* bound on what a SIGKILL loses */
 #define FULL_WAIT_NS (500ull * 1000 * 1000)
-/* A buffer is a byte stream of entries: a length byte (1..254) and the
- * record; 255 and a u32 length for longer records; 0 and a u64 epoch for
- * an epoch marker, which applies to the records after it. A hot event
- * thus costs its record plus one byte of the producer's cache lines,
- * which the writer's core has to fetch. */
-#define MARK_EPOCH 0
-#define LEN_LONG 255
-#define MARKER_SIZE 9
-#define HOT_ENTRY_MAX (MARKER_SIZE + 1 + MT_REC_HOT_MAX)
+_Static_assert(TBUF_SIZE <= CHUNK_MAX, "a buffer's records fit in one chunk");
 
-/* One thread's buffer: entries as described above in a ring of TBUF_SIZE.
- * The producer owns head, the writer owns tail; each is on its own cache
- * line. */
-struct mt_tbuf {
-	_Alignas(64) _Atomic uint64_t head; /* published by the producer */
-	uint64_t tail_seen;                 /* producer's copy of tail */
-	uint64_t check_at;                  /* head beyond which to look again */
-	uint64_t epoch;                     /* the producer's current epoch */
-	int new_epoch;                      /* a marker goes before the next record */
-	uint32_t reserved;                  /* marker bytes of the reserved record */
-	_Alignas(64) _Atomic uint64_t tail; /* consumed by the writer */
-	uint64_t head_seen;                 /* writer's copy of head */
-	uint64_t w_epoch;                   /* writer: epoch of the record at tail */
-	struct mt_tbuf *next;               /* registry, push-only */
-	_Alignas(64) uint8_t data[TBUF_SIZE];
-	uint8_t slack[HOT_ENTRY_MAX]; /* see mt_tbuf_reserve() */
-};
+struct mt_writer_hot mt_whot;
 
 static struct {
-	/* The event order: an epoch is a run of events of one thread; a
-	 * thread takes a new one when another thread recorded since its last
-	 * event. Read-mostly while one thread produces. */
-	_Alignas(64) _Atomic(struct mt_tbuf *) last;
-	_Atomic uint64_t epoch;
 	_Alignas(64) _Atomic(struct mt_tbuf *) bufs;
-	_Atomic int running;
 	_Atomic uint64_t dropped;
 	_Alignas(64) _Atomic uint32_t wake;
 	_Atomic int stop;
@@ -75,7 +45,6 @@ static struct {
 	uint32_t interval_ms;
 	long page;
 	uint64_t start_mono;
-	uint64_t n_events;
 	uint64_t cur_epoch; /* writer: the epoch being written */
 	uint8_t *raw, *out;
 	size_t raw_len;
@@ -129,121 +98,109 @@ static void copy_in(struct mt_tbuf *b, uint64_t pos, const void *src, size_t len
 		memcpy(b->data, (const uint8_t *)src + first, len - first);
 }
 
-/* Order across threads. Taken at the event (a free before the real free,
- * an allocation after the real call) and after room is made, so that every
- * epoch taken holds at least one record. While one thread records, this is
- * one load of a line nobody writes; a locked add (which costs as much as
- * the rest of the event) only when the recording thread changes. If this
- * thread's event happens after another thread's event, through whatever
- * synchronisation ordered them, it sees that thread in w.last and takes a
- * later epoch. */
-static inline void take_turn(struct mt_tbuf *b)
+/* Wait, boundedly, until @cond(b) holds (the writer consumed enough).
+ * A hook must never hang the program. Returns 0, or -1 when it did not
+ * (the writer is stuck or stopped). */
+static int wait_writer(struct mt_tbuf *b, int (*cond)(struct mt_tbuf *, uint64_t), uint64_t arg)
 {
-	if (__builtin_expect(atomic_load_explicit(&w.last, memory_order_relaxed) != b, 0)) {
-		atomic_store_explicit(&w.last, b, memory_order_relaxed);
-		b->epoch = atomic_fetch_add_explicit(&w.epoch, 1, memory_order_acq_rel) + 1;
-		b->new_epoch = 1;
-	}
-}
-
-/* Make room for @total bytes at head, and set the next head at which to
- * look at the writer's progress again. Returns 0, or -1 when the buffer
- * stayed full (the writer is stuck or stopped). Keeps errno. */
-static __attribute__((noinline)) int make_room(struct mt_tbuf *b, uint64_t head, uint64_t total)
-{
-	int saved = errno;
-	/* Reading the writer's tail costs a cache miss: do it once per
-	 * sixteenth of the buffer, not per record. */
-	b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
-	if (head + total - b->tail_seen > TBUF_SIZE / 2)
-		wake_writer();
 	uint64_t since = 0;
-	while (head + total - b->tail_seen > TBUF_SIZE) {
-		/* Full: wait for the writer, boundedly; a hook must never
-		 * hang the program. */
+	while (!cond(b, arg)) {
 		uint64_t now = mono_ns();
 		if (!since)
 			since = now;
 		if (now - since > FULL_WAIT_NS ||
-		    !atomic_load_explicit(&w.running, memory_order_relaxed)) {
-			errno = saved;
+		    !atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
 			return -1;
-		}
 		wake_writer();
 		sched_yield();
-		b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
 	}
-	uint64_t limit = b->tail_seen + TBUF_SIZE - HOT_ENTRY_MAX;
-	uint64_t next = head + TBUF_SIZE / 16;
-	b->check_at = next < limit ? next : limit;
-	errno = saved;
 	return 0;
 }
 
-uint8_t *mt_tbuf_reserve(struct mt_tbuf *b)
+/* Room for @arg more bytes after head (reads the writer's tail). */
+static int has_room(struct mt_tbuf *b, uint64_t total)
 {
-	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
-
-	if (!atomic_load_explicit(&w.running, memory_order_relaxed) ||
-	    (head > b->check_at && make_room(b, head, HOT_ENTRY_MAX) < 0)) {
-		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
-		return NULL;
-	}
-	take_turn(b);
-	/* The entry may run past the end of the ring into the slack; commit
-	 * moves that part to the start. */
-	uint8_t *p = b->data + (head & TBUF_MASK);
-	b->reserved = 0;
-	if (__builtin_expect(b->new_epoch, 0)) {
-		p[0] = MARK_EPOCH;
-		memcpy(p + 1, &b->epoch, sizeof(b->epoch));
-		b->reserved = MARKER_SIZE;
-		b->new_epoch = 0;
-	}
-	return p + b->reserved + 1;
+	b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
+	return atomic_load_explicit(&b->head, memory_order_relaxed) + total - b->tail_seen <=
+	       TBUF_SIZE;
 }
 
-void mt_tbuf_commit(struct mt_tbuf *b, size_t len)
+/* Make room for @total bytes at head, and set the next head at which to
+ * look at the writer's progress again: reading the writer's tail costs a
+ * cache miss, so it is done once per sixteenth of the buffer, not per
+ * record. Returns 0 or -1 (full). */
+static int make_room(struct mt_tbuf *b, uint64_t head, uint64_t total)
 {
+	if (!has_room(b, total) || head + total - b->tail_seen > TBUF_SIZE / 2)
+		wake_writer();
+	if (wait_writer(b, has_room, total) < 0)
+		return -1;
+	uint64_t limit = b->tail_seen + TBUF_SIZE - MT_REC_HOT_MAX;
+	uint64_t next = head + TBUF_SIZE / 16;
+	b->check_at = next < limit ? next : limit;
+	return 0;
+}
+
+static int has_mark_room(struct mt_tbuf *b, uint64_t unused)
+{
+	(void)unused;
+	b->mtail_seen = atomic_load_explicit(&b->mtail, memory_order_acquire);
+	return atomic_load_explicit(&b->mhead, memory_order_relaxed) - b->mtail_seen <
+	       MT_TBUF_MARKS;
+}
+
+/* Order across threads. Taken at the event (a free before the real free,
+ * an allocation after the real call) and after room is made, so that every
+ * epoch taken holds at least one record. While one thread records, the
+ * inline path only loads a line nobody writes; this locked add (which
+ * costs as much as the rest of the event) runs only when the recording
+ * thread changes. If this thread's event happens after another thread's
+ * event, through whatever synchronisation ordered them, it sees that
+ * thread in mt_whot.last and takes a later epoch. The mark is published
+ * before the records it covers, so a writer that sees them sees it. */
+static int take_turn(struct mt_tbuf *b, uint64_t head)
+{
+	uint64_t m = atomic_load_explicit(&b->mhead, memory_order_relaxed);
+	if (m - b->mtail_seen >= MT_TBUF_MARKS && wait_writer(b, has_mark_room, 0) < 0)
+		return -1;
+	atomic_store_explicit(&mt_whot.last, b, memory_order_relaxed);
+	uint64_t epoch = atomic_fetch_add_explicit(&mt_whot.epoch, 1, memory_order_acq_rel) + 1;
+	b->marks[m % MT_TBUF_MARKS] = (struct mt_tbuf_mark){ head, epoch };
+	atomic_store_explicit(&b->mhead, m + 1, memory_order_release);
+	return 0;
+}
+
+/* Room for @total bytes and the turn, or -1 (dropped, counted). Keeps
+ * errno. */
+static int prepare(struct mt_tbuf *b, uint64_t total)
+{
+	int saved = errno, r = -1;
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
-	size_t off = (size_t)(head & TBUF_MASK);
-	size_t total = b->reserved + 1 + len;
-	b->data[off + b->reserved] = (uint8_t)len; /* the slack covers off + reserved */
-	if (off + total > TBUF_SIZE)
-		memcpy(b->data, b->data + TBUF_SIZE, off + total - TBUF_SIZE);
-	atomic_store_explicit(&b->head, head + total, memory_order_release);
+	if (atomic_load_explicit(&mt_whot.running, memory_order_relaxed) &&
+	    (head + total <= b->check_at + MT_REC_HOT_MAX || make_room(b, head, total) == 0) &&
+	    (atomic_load_explicit(&mt_whot.last, memory_order_relaxed) == b ||
+	     take_turn(b, head) == 0))
+		r = 0;
+	else
+		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
+	errno = saved;
+	return r;
+}
+
+uint8_t *mt_tbuf_reserve_slow(struct mt_tbuf *b)
+{
+	if (prepare(b, MT_REC_HOT_MAX) < 0)
+		return NULL;
+	return b->data + (atomic_load_explicit(&b->head, memory_order_relaxed) & TBUF_MASK);
 }
 
 int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len)
 {
-	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
-	uint64_t total = MARKER_SIZE + 5 + len;
-
-	if (!atomic_load_explicit(&w.running, memory_order_relaxed) || total > TBUF_SIZE / 4 ||
-	    (head + total > b->check_at + HOT_ENTRY_MAX && make_room(b, head, total) < 0)) {
-		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
+	if (len > TBUF_SIZE / 4 || prepare(b, len) < 0)
 		return -1;
-	}
-	take_turn(b);
-	uint8_t prefix[MARKER_SIZE + 5];
-	size_t n = 0;
-	if (b->new_epoch) {
-		prefix[n++] = MARK_EPOCH;
-		memcpy(prefix + n, &b->epoch, sizeof(b->epoch));
-		n += sizeof(b->epoch);
-		b->new_epoch = 0;
-	}
-	if (len > 0 && len < LEN_LONG) {
-		prefix[n++] = (uint8_t)len;
-	} else {
-		uint32_t l = (uint32_t)len;
-		prefix[n++] = LEN_LONG;
-		memcpy(prefix + n, &l, sizeof(l));
-		n += sizeof(l);
-	}
-	copy_in(b, head, prefix, n);
-	copy_in(b, head + n, rec, len);
-	atomic_store_explicit(&b->head, head + n + len, memory_order_release);
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+	copy_in(b, head, rec, len);
+	atomic_store_explicit(&b->head, head + len, memory_order_release);
 	return 0;
 }
 
@@ -324,66 +281,57 @@ static void copy_out(const struct mt_tbuf *b, uint64_t pos, void *dst, size_t le
 		memcpy((uint8_t *)dst + first, b->data, len - first);
 }
 
-/* The next record of @b, if any: its epoch, the size of its length prefix
- * and its length. Epoch markers on the way are consumed. */
-static int front(struct mt_tbuf *b, uint64_t *epoch, uint32_t *prefix, uint32_t *len)
-{
-	for (;;) {
-		uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
-		/* Reading head pulls the producer's busiest cache line over:
-		 * only when the records seen so far are used up. */
-		if (tail == b->head_seen) {
-			b->head_seen = atomic_load_explicit(&b->head, memory_order_acquire);
-			if (tail == b->head_seen)
-				return 0;
-		}
-		uint8_t first = b->data[tail & TBUF_MASK];
-		if (first == MARK_EPOCH) {
-			copy_out(b, tail + 1, &b->w_epoch, sizeof(b->w_epoch));
-			atomic_store_explicit(&b->tail, tail + MARKER_SIZE, memory_order_release);
-			continue;
-		}
-		*epoch = b->w_epoch;
-		if (first == LEN_LONG) {
-			copy_out(b, tail + 1, len, sizeof(*len));
-			*prefix = 5;
-		} else {
-			*len = first;
-			*prefix = 1;
-		}
-		return 1;
-	}
-}
-
-static void consume(struct mt_tbuf *b, uint32_t prefix, uint32_t len)
+/* The run of records at @b's tail: its epoch and where it ends (the next
+ * mark, or the records committed so far). Marks up to the tail are taken
+ * in on the way. Returns 0 if @b has nothing to write. */
+static int front(struct mt_tbuf *b, uint64_t *epoch, uint64_t *end)
 {
 	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+	/* Reading head pulls the producer's busiest cache line over: only
+	 * when the records seen so far are used up. Head first: a mark is
+	 * published before the records after it, so every mark below the
+	 * head read is visible below. */
+	if (tail == b->head_seen)
+		b->head_seen = atomic_load_explicit(&b->head, memory_order_acquire);
+	uint64_t mt = atomic_load_explicit(&b->mtail, memory_order_relaxed);
+	uint64_t mh = atomic_load_explicit(&b->mhead, memory_order_acquire);
+	while (mt < mh && b->marks[mt % MT_TBUF_MARKS].pos <= tail) {
+		b->w_epoch = b->marks[mt % MT_TBUF_MARKS].epoch;
+		mt++;
+	}
+	atomic_store_explicit(&b->mtail, mt, memory_order_release);
+	if (tail == b->head_seen)
+		return 0;
+	*epoch = b->w_epoch;
+	*end = b->head_seen;
+	if (mt < mh && b->marks[mt % MT_TBUF_MARKS].pos < *end)
+		*end = b->marks[mt % MT_TBUF_MARKS].pos;
+	return 1;
+}
+
+/* Copy @b's records up to @end into the chunk: whole records, as the
+ * producer publishes its head only after a whole record, and a buffer's
+ * worth always fits in an empty chunk. */
+static void consume(struct mt_tbuf *b, uint64_t end)
+{
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+	size_t len = (size_t)(end - tail);
 	if (w.raw_len + len > CHUNK_MAX)
 		flush_chunk();
-	size_t off = (size_t)((tail + prefix) & TBUF_MASK);
-	if (len <= MT_REC_HOT_MAX && off + len <= TBUF_SIZE)
-		/* a fixed-size copy is a few moves, not a call: the bytes past
-		 * len land in slack (the buffer's and the chunk's) */
-		memcpy(w.raw + w.raw_len, b->data + off, MT_REC_HOT_MAX);
-	else
-		copy_out(b, tail + prefix, w.raw + w.raw_len, len);
-	unsigned type = w.raw[w.raw_len] & 0x0f;
-	if (type == MT_REC_ALLOC || type == MT_REC_FREE)
-		w.n_events++;
+	copy_out(b, tail, w.raw + w.raw_len, len);
 	w.raw_len += len;
-	atomic_store_explicit(&b->tail, tail + prefix + len, memory_order_release);
+	atomic_store_explicit(&b->tail, end, memory_order_release);
 }
 
 /* Write every record of an epoch older than the current one: a thread
- * that read w.last a moment before another thread took over, and
+ * that read mt_whot.last a moment before another thread took over, and
  * committed its record after the writer had moved on. @except: skip. */
 static void drain_late(struct mt_tbuf *except)
 {
 	for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next) {
-		uint64_t epoch;
-		uint32_t prefix, len;
-		while (b != except && front(b, &epoch, &prefix, &len) && epoch < w.cur_epoch)
-			consume(b, prefix, len);
+		uint64_t epoch, end;
+		while (b != except && front(b, &epoch, &end) && epoch < w.cur_epoch)
+			consume(b, end);
 	}
 }
 
@@ -404,9 +352,8 @@ static void drain(int final)
 		struct mt_tbuf *owner = NULL;
 		uint64_t lowest = UINT64_MAX;
 		for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next) {
-			uint64_t epoch;
-			uint32_t prefix, len;
-			if (!front(b, &epoch, &prefix, &len))
+			uint64_t epoch, end;
+			if (!front(b, &epoch, &end))
 				continue;
 			if (epoch == w.cur_epoch)
 				owner = b;
@@ -416,11 +363,10 @@ static void drain(int final)
 		if (owner) {
 			uint64_t head = atomic_load_explicit(&owner->head, memory_order_acquire);
 			drain_late(owner);
-			uint64_t epoch;
-			uint32_t prefix, len;
+			uint64_t epoch, end;
 			while (atomic_load_explicit(&owner->tail, memory_order_relaxed) < head &&
-			       front(owner, &epoch, &prefix, &len) && epoch == w.cur_epoch)
-				consume(owner, prefix, len);
+			       front(owner, &epoch, &end) && epoch == w.cur_epoch)
+				consume(owner, end < head ? end : head);
 			continue;
 		}
 		drain_late(NULL);
@@ -428,6 +374,15 @@ static void drain(int final)
 			return;
 		w.cur_epoch = lowest;
 	}
+}
+
+/* ALLOC and FREE records of this capture, as counted by their producers. */
+static uint64_t events_written(void)
+{
+	uint64_t n = 0;
+	for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next)
+		n += atomic_load_explicit(&b->events, memory_order_relaxed) - b->events_base;
+	return n;
 }
 
 static void sample(void)
@@ -533,7 +488,6 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	w.interval_ms = h->interval_ms ? h->interval_ms : 10;
 	w.start_mono = mono_ns();
 	w.last_flush = w.start_mono;
-	w.n_events = 0;
 	w.raw_len = 0;
 	atomic_store(&w.err, 0);
 	atomic_store(&w.dropped, 0);
@@ -543,11 +497,14 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next) {
 		b->head_seen = atomic_load(&b->head);
 		atomic_store(&b->tail, b->head_seen);
+		atomic_store(&b->mtail, atomic_load(&b->mhead));
+		b->w_epoch = 0;
+		b->events_base = atomic_load(&b->events);
 	}
-	atomic_store(&w.last, NULL);
-	atomic_store(&w.epoch, 0);
+	atomic_store(&mt_whot.last, NULL);
+	atomic_store(&mt_whot.epoch, 0);
 	w.cur_epoch = 1;
-	atomic_store_explicit(&w.running, 1, memory_order_release);
+	atomic_store_explicit(&mt_whot.running, 1, memory_order_release);
 
 	/* The writer must not take signals meant for the program. */
 	sigset_t all, old;
@@ -556,7 +513,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	e = pthread_create(&w.thread, NULL, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (e) {
-		atomic_store(&w.running, 0);
+		atomic_store(&mt_whot.running, 0);
 		return -e;
 	}
 	return 0;
@@ -567,7 +524,7 @@ int mt_writer_stop(const char *diag)
 	atomic_store(&w.stop, 1);
 	wake_writer();
 	pthread_join(w.thread, NULL);
-	atomic_store_explicit(&w.running, 0, memory_order_release);
+	atomic_store_explicit(&mt_whot.running, 0, memory_order_release);
 	drain(1);
 	append_diag();
 	if (diag) {
@@ -577,7 +534,7 @@ int mt_writer_stop(const char *diag)
 	sample();
 	struct mt_record r = { .type = MT_REC_TRAILER };
 	r.trailer.time_us = (mono_ns() - w.start_mono) / 1000;
-	r.trailer.n_events = w.n_events;
+	r.trailer.n_events = events_written();
 	r.trailer.n_dropped = atomic_load(&w.dropped);
 	append(&r);
 	flush_chunk();

@@ -17,23 +17,89 @@
  * full it waits a bounded time for the writer, then drops the record and
  * counts it.
  */
-#include <stddef.h> /* size_t */
-#include <stdint.h> /* uint64_t */
+#include "format/record.h" /* MT_REC_HOT_MAX */
+
+#include <stdatomic.h> /* atomic_* */
+#include <stddef.h>    /* size_t */
+#include <stdint.h>    /* uint64_t */
 
 struct mt_header;
-struct mt_tbuf;
+
+#define MT_TBUF_SIZE (256u << 10)
+#define MT_TBUF_MASK (MT_TBUF_SIZE - 1)
+#define MT_TBUF_MARKS 1024 /* epoch changes a buffer holds unconsumed */
+
+struct mt_tbuf_mark {
+	uint64_t pos;   /* where the epoch's records start */
+	uint64_t epoch;
+};
+
+/* One thread's buffer: its records back to back in a ring of MT_TBUF_SIZE
+ * bytes (no framing: the writer copies whole runs and never parses), and
+ * a ring of marks saying where each of its epochs starts. The producer
+ * owns head and mhead, the writer tail and mtail; each group is on its own
+ * cache line. Everything else is private to writer.c. */
+struct mt_tbuf {
+	_Alignas(64) _Atomic uint64_t head; /* end of the committed records */
+	_Atomic uint64_t mhead;             /* marks published */
+	_Atomic uint64_t events;            /* hot records committed */
+	uint64_t check_at;                  /* head beyond which to look at tail */
+	uint64_t tail_seen, mtail_seen;     /* producer's copies */
+	_Alignas(64) _Atomic uint64_t tail; /* consumed by the writer */
+	_Atomic uint64_t mtail;
+	uint64_t head_seen;                 /* writer's copy of head */
+	uint64_t w_epoch;                   /* writer: epoch of the records at tail */
+	uint64_t events_base;               /* writer: events before this capture */
+	struct mt_tbuf *next;               /* registry, push-only */
+	_Alignas(64) struct mt_tbuf_mark marks[MT_TBUF_MARKS];
+	_Alignas(64) uint8_t data[MT_TBUF_SIZE];
+	uint8_t slack[MT_REC_HOT_MAX]; /* a record reserved at the end runs on here */
+};
+
+/* What the producers' inline path reads: which buffer recorded last (a
+ * thread takes a new epoch when it is not this one) and whether the
+ * writer runs. Read-mostly while one thread records. */
+struct mt_writer_hot {
+	_Alignas(64) struct mt_tbuf *_Atomic last;
+	_Atomic uint64_t epoch;
+	_Atomic int running;
+};
+extern struct mt_writer_hot mt_whot;
 
 /* mt_tbuf_new() - a new buffer, registered with the writer for good (it
  * is reused by later threads, never freed). NULL if out of memory. */
 struct mt_tbuf *mt_tbuf_new(void);
 
+uint8_t *mt_tbuf_reserve_slow(struct mt_tbuf *b);
+
 /* mt_tbuf_reserve() / mt_tbuf_commit() - the hot path: reserve room for
  * one record of at most MT_REC_HOT_MAX bytes in @b and get where to encode
  * it (NULL: dropped, counted), then commit its length. The reservation is
- * the event's place in the order (take it at the event). Hook-safe; errno
- * is kept. */
-uint8_t *mt_tbuf_reserve(struct mt_tbuf *b);
-void mt_tbuf_commit(struct mt_tbuf *b, size_t len);
+ * the event's place in the order (take it at the event). While the thread
+ * keeps the turn and the buffer has room, this is a few loads and one
+ * store. Hook-safe; errno is kept. */
+static inline uint8_t *mt_tbuf_reserve(struct mt_tbuf *b)
+{
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+	if (__builtin_expect(head > b->check_at ||
+				     atomic_load_explicit(&mt_whot.last, memory_order_relaxed) != b ||
+				     !atomic_load_explicit(&mt_whot.running, memory_order_relaxed),
+			     0))
+		return mt_tbuf_reserve_slow(b);
+	return b->data + (head & MT_TBUF_MASK);
+}
+
+static inline void mt_tbuf_commit(struct mt_tbuf *b, size_t len)
+{
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+	size_t off = (size_t)(head & MT_TBUF_MASK);
+	if (__builtin_expect(off + len > MT_TBUF_SIZE, 0))
+		__builtin_memcpy(b->data, b->data + MT_TBUF_SIZE, off + len - MT_TBUF_SIZE);
+	atomic_store_explicit(&b->events,
+			      atomic_load_explicit(&b->events, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_store_explicit(&b->head, head + len, memory_order_release);
+}
 
 /* mt_tbuf_push() - append one encoded record to @b, which only the
  * calling thread writes. Returns 0, or -1 if the record was dropped. */
