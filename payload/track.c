@@ -30,7 +30,7 @@ volatile int mt_tracking;
 
 struct ncache_entry {
 	const void *code;
-	uint32_t parent, offset, id, session;
+	uint32_t parent, offset, id;
 };
 
 struct mt_thread {
@@ -168,7 +168,9 @@ static struct mt_thread *thread_setup(void)
 	t->session = session;
 	t->index = atomic_fetch_add(&g.next_thread, 1);
 	memset(&t->delta, 0, sizeof(t->delta));
-	t->chain.n = t->chain.whole = 0; /* stack ids start again with the capture */
+	/* stack ids start again with the capture */
+	t->chain.n = t->chain.whole = 0;
+	memset(t->ncache, 0, sizeof(t->ncache));
 	push_thread_record(t);
 	return t;
 }
@@ -315,26 +317,18 @@ static size_t ncache_slot(uint32_t parent, const void *code, uint32_t offset)
 	return (size_t)(v >> 56) & (NCACHE - 1);
 }
 
-/* The trie node of the calling thread's Python stack. The frame chain is
- * matched against the one at the thread's last event (mt_python_update):
- * the unchanged outermost part keeps its trie nodes, and only the frames
- * above it (in a loop, the newest one) are looked up, in the thread's own
- * node cache first and under the shared lock on a miss. */
-static uint32_t current_stack(struct mt_thread *t, int gil)
+/* The ids of chain frames @keep.. of @c: from the thread's node cache, or
+ * interned under the shared lock on a miss. */
+static uint32_t intern_frames(struct mt_thread *t, struct mt_pychain *c, size_t keep)
 {
-	if (!g.python)
-		return 0;
-	struct mt_pychain *c = &t->chain;
-	size_t keep = mt_python_update(gil, c), n = c->n;
 	uint32_t parent = keep ? c->id[keep - 1] : 0;
 	int locked = 0, saved_errno = 0;
 
-	for (size_t i = keep; i < n; i++) {
+	for (size_t i = keep; i < c->n; i++) {
 		if (c->kept[i]) {
 			struct mt_pyframe f = c->fr[i];
 			struct ncache_entry *e = &t->ncache[ncache_slot(parent, f.code, f.offset)];
-			if (e->code == f.code && e->parent == parent && e->offset == f.offset &&
-			    e->session == t->session) {
+			if (e->code == f.code && e->parent == parent && e->offset == f.offset) {
 				parent = e->id;
 			} else {
 				if (!locked) {
@@ -344,7 +338,7 @@ static uint32_t current_stack(struct mt_thread *t, int gil)
 				}
 				uint32_t cid = code_id(t, f.code);
 				uint32_t id = cid ? node_id(t, parent, cid, f.offset) : parent;
-				*e = (struct ncache_entry){ f.code, parent, f.offset, id, t->session };
+				*e = (struct ncache_entry){ f.code, parent, f.offset, id };
 				parent = id;
 			}
 		}
@@ -354,7 +348,38 @@ static uint32_t current_stack(struct mt_thread *t, int gil)
 		unlock();
 		errno = saved_errno;
 	}
-	return n ? c->id[n - 1] : 0;
+	return parent;
+}
+
+static __attribute__((noinline)) uint32_t intern_slow(struct mt_thread *t, struct mt_pychain *c,
+						      size_t keep)
+{
+	return c->n ? intern_frames(t, c, keep) : 0;
+}
+
+/* The trie node of the calling thread's Python stack. The frame chain is
+ * matched against the one at the thread's last event (mt_python_update):
+ * the unchanged outermost part keeps its trie nodes, and only the frames
+ * above it (in a loop, the newest one: the inline case here) are looked
+ * up, in the thread's own node cache first and under the shared lock on a
+ * miss. */
+static inline uint32_t current_stack(struct mt_thread *t, int gil)
+{
+	if (!g.python)
+		return 0;
+	struct mt_pychain *c = &t->chain;
+	size_t keep = mt_python_update(gil, c), n = c->n;
+	if (__builtin_expect(keep + 1 == n && c->kept[keep], 1)) {
+		uint32_t parent = keep ? c->id[keep - 1] : 0;
+		struct mt_pyframe f = c->fr[keep];
+		struct ncache_entry *e = &t->ncache[ncache_slot(parent, f.code, f.offset)];
+		if (__builtin_expect(e->code == f.code && e->parent == parent &&
+				     e->offset == f.offset, 1))
+			return c->id[keep] = e->id;
+	} else if (keep == n && n) {
+		return c->id[n - 1];
+	}
+	return intern_slow(t, c, keep);
 }
 
 /* ------------------------------------------------------------------------
