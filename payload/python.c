@@ -44,7 +44,7 @@ static const struct mt_pylayout *mt_lo;
 static uint32_t mt_py_hex;
 static int mt_py_ready;
 
-typedef size_t (*mt_update_fn)(const void *tstate, struct mt_pychain *c);
+typedef size_t (*mt_update_fn)(int gil, struct mt_pychain *c);
 static mt_update_fn mt_updater_for(size_t row);
 static mt_update_fn mt_update; /* the running version's stack reader */
 static int mt_py_started;  /* Py_IsInitialized() was seen true */
@@ -491,9 +491,31 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 	return keep;
 }
 
+/* The calling thread's state, or NULL while Python cannot be walked. */
+static inline __attribute__((always_inline)) const void *mt_walk_tstate(int gil)
+{
+	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
+		return NULL;
+	/* Initialization happens once; finalization is checked every time,
+	 * as thread states are freed from then on. */
+	if (!mt_py_started) {
+		if (!mt_api.is_initialized())
+			return NULL;
+		mt_py_started = 1;
+	}
+	if (mt_api.is_finalizing())
+		return NULL;
+	return gil ? mt_api.gil_tstate() : mt_api.this_tstate();
+}
+
 #define MT_WALKER(row)                                                                 \
-	static size_t mt_update_row##row(const void *tstate, struct mt_pychain *c)        \
+	static size_t mt_update_row##row(int gil, struct mt_pychain *c)                   \
 	{                                                                              \
+		const void *tstate = mt_walk_tstate(gil);                                 \
+		if (tstate == NULL) {                                                  \
+			c->n = 0;                                                      \
+			return 0;                                                      \
+		}                                                                      \
 		return mt_update_version(&mt_pylayouts[row], tstate, c);                  \
 	}
 MT_WALKER(0)
@@ -514,31 +536,15 @@ static mt_update_fn mt_updater_for(size_t row)
 	return mt_updaters[row];
 }
 
-/* The calling thread's state, or NULL while Python cannot be walked. */
-static inline const void *mt_walk_tstate(int gil)
-{
-	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
-		return NULL;
-	/* Initialization happens once; finalization is checked every time,
-	 * as thread states are freed from then on. */
-	if (!mt_py_started) {
-		if (!mt_api.is_initialized())
-			return NULL;
-		mt_py_started = 1;
-	}
-	if (mt_api.is_finalizing())
-		return NULL;
-	return gil ? mt_api.gil_tstate() : mt_api.this_tstate();
-}
-
 size_t mt_python_update(int gil, struct mt_pychain *c)
 {
-	const void *tstate = mt_walk_tstate(gil);
-	if (tstate == NULL) {
+	/* mt_update is set before mt_py_ready, which the walker checks */
+	mt_update_fn update = __atomic_load_n(&mt_update, __ATOMIC_ACQUIRE);
+	if (update == NULL) {
 		c->n = 0;
 		return 0;
 	}
-	return mt_update(tstate, c);
+	return update(gil, c);
 }
 
 void mt_python_code_key(const void *code, struct mt_pycode_key *key)
