@@ -429,6 +429,9 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 {
 	const void *f = mt_first_frame(lo, tstate);
 	size_t nold = c->whole ? c->n : 0, j = 0, keep;
+	/* a newest frame left undescribed last time is only ever matched by
+	 * frame and position from now on, and described again if it moves */
+	c->lazy = 0;
 	size_t lowest = nold > MT_JOIN_SCAN ? nold - MT_JOIN_SCAN : 0;
 	int join = nold > 0;
 
@@ -441,7 +444,10 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 		} else {
 			c->pos[nold - 1] = mt_frame_pos(lo, f);
 			c->code[nold - 1] = mt_frame_code(lo, f);
-			mt_frame_describe(lo, c, nold - 1);
+			if (lo->minor > 10)
+				c->lazy = 1;
+			else
+				mt_frame_describe(lo, c, nold - 1);
 			return nold - 1;
 		}
 	}
@@ -513,10 +519,14 @@ static inline __attribute__((always_inline)) const void *mt_walk_tstate(int gil)
 	{                                                                              \
 		const void *tstate = mt_walk_tstate(gil);                                 \
 		if (tstate == NULL) {                                                  \
-			c->n = 0;                                                      \
+			c->n = c->lazy = 0;                                            \
 			return 0;                                                      \
 		}                                                                      \
 		return mt_update_version(&mt_pylayouts[row], tstate, c);                  \
+	}                                                                              \
+	static void mt_describe_row##row(struct mt_pychain *c, size_t i)                  \
+	{                                                                              \
+		mt_frame_describe(&mt_pylayouts[row], c, i);                              \
 	}
 MT_WALKER(0)
 MT_WALKER(1)
@@ -528,12 +538,31 @@ MT_WALKER(5)
 
 static const mt_update_fn mt_updaters[] = { mt_update_row0, mt_update_row1, mt_update_row2,
 					    mt_update_row3, mt_update_row4, mt_update_row5 };
+static void (*const mt_describers[])(struct mt_pychain *, size_t) = {
+	mt_describe_row0, mt_describe_row1, mt_describe_row2,
+	mt_describe_row3, mt_describe_row4, mt_describe_row5
+};
 _Static_assert(sizeof(mt_updaters) / sizeof(mt_updaters[0]) == MT_PYLAYOUT_COUNT,
 	       "one walker per layout row");
 
 static mt_update_fn mt_updater_for(size_t row)
 {
 	return mt_updaters[row];
+}
+
+void mt_python_describe_newest(struct mt_pychain *c)
+{
+	if (c->lazy && c->n && mt_lo != NULL)
+		mt_describers[mt_lo - mt_pylayouts](c, c->n - 1);
+	c->lazy = 0;
+}
+
+int mt_python_complete(const struct mt_pychain *c, size_t i)
+{
+	const struct mt_pylayout *lo = mt_lo;
+	const char *code = c->fr[i].code;
+	const char *first = code + lo->co_code_adaptive;
+	return (const char *)c->pos[i] >= first + 2 * mt_ld_int(code, lo->co_firsttraceable);
 }
 
 size_t mt_python_update(int gil, struct mt_pychain *c)

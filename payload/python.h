@@ -55,6 +55,10 @@ struct mt_pyraw {
 struct mt_pychain {
 	uint32_t n;     /* frames held; 0 when there were no Python frames */
 	uint32_t whole; /* frame[0] is the outermost frame: the chain was not cut */
+	/* Set by mt_python_update() when only the newest frame's position
+	 * moved (3.11+, where the position names code and offset at once):
+	 * its kept and fr are left for mt_python_describe_newest(). */
+	uint32_t lazy;
 	const void *frame[MT_CHAIN_MAX];
 	const void *pos[MT_CHAIN_MAX];  /* 3.11+: instruction pointer; before: f_lasti */
 	const void *code[MT_CHAIN_MAX]; /* before 3.11: f_code; from 3.11 NULL */
@@ -72,6 +76,17 @@ struct mt_pychain {
  * fr filled in and need their id. @gil: the caller holds the GIL.
  * Hook-safe. */
 size_t mt_python_update(int gil, struct mt_pychain *c);
+
+/* mt_python_describe_newest() - fill in kept and fr of the newest frame of
+ * @c after mt_python_update() left them (c->lazy), and clear c->lazy.
+ * Hook-safe. */
+void mt_python_describe_newest(struct mt_pychain *c);
+
+/* mt_python_complete() - whether @pos, the position of a kept frame just
+ * described, is past its code's set-up: a frame there is kept whatever
+ * its owner, so a cache keyed by the position alone may keep it. 3.11+.
+ * Hook-safe. */
+int mt_python_complete(const struct mt_pychain *c, size_t i);
 
 /* mt_python_code_key() - identity fields of @code. Hook-safe. */
 void mt_python_code_key(const void *code, struct mt_pycode_key *key);

@@ -33,6 +33,14 @@ struct ncache_entry {
 	uint32_t parent, offset, id;
 };
 
+/* 3.11+: (parent, position) -> node, for the newest frame when only its
+ * position moved; a position names code and offset at once. */
+#define PCACHE 256
+struct pcache_entry {
+	const void *pos;
+	uint32_t parent, id;
+};
+
 struct mt_thread {
 	struct mt_tbuf *buf; /* this thread's event buffer */
 	uint32_t session;
@@ -40,6 +48,7 @@ struct mt_thread {
 	struct mt_delta delta;
 	struct mt_thread *next_free;
 	struct ncache_entry ncache[NCACHE];
+	struct pcache_entry pcache[PCACHE];
 	struct mt_pychain chain; /* the frame chain at the last event, with stack ids */
 };
 
@@ -171,6 +180,7 @@ static struct mt_thread *thread_setup(void)
 	/* stack ids start again with the capture */
 	t->chain.n = t->chain.whole = 0;
 	memset(t->ncache, 0, sizeof(t->ncache));
+	memset(t->pcache, 0, sizeof(t->pcache));
 	push_thread_record(t);
 	return t;
 }
@@ -351,9 +361,27 @@ static uint32_t intern_frames(struct mt_thread *t, struct mt_pychain *c, size_t 
 	return parent;
 }
 
+static size_t pcache_slot(uint32_t parent, const void *pos)
+{
+	uint64_t v = ((uint64_t)(uintptr_t)pos ^ ((uint64_t)parent << 32)) * 0x9e3779b97f4a7c15ull;
+	return (size_t)(v >> 56) & (PCACHE - 1);
+}
+
 static __attribute__((noinline)) uint32_t intern_slow(struct mt_thread *t, struct mt_pychain *c,
 						      size_t keep)
 {
+	if (c->lazy) {
+		/* only the newest frame moved, to a position not cached */
+		size_t i = c->n - 1;
+		mt_python_describe_newest(c);
+		uint32_t id = intern_frames(t, c, keep);
+		if (c->kept[i] && mt_python_complete(c, i)) {
+			uint32_t parent = i ? c->id[i - 1] : 0;
+			t->pcache[pcache_slot(parent, c->pos[i])] =
+				(struct pcache_entry){ c->pos[i], parent, id };
+		}
+		return id;
+	}
 	return c->n ? intern_frames(t, c, keep) : 0;
 }
 
@@ -369,7 +397,14 @@ static inline uint32_t current_stack(struct mt_thread *t, int gil)
 		return 0;
 	struct mt_pychain *c = &t->chain;
 	size_t keep = mt_python_update(gil, c), n = c->n;
-	if (__builtin_expect(keep + 1 == n && c->kept[keep], 1)) {
+	if (__builtin_expect(c->lazy, 1)) {
+		uint32_t parent = keep ? c->id[keep - 1] : 0;
+		struct pcache_entry *e = &t->pcache[pcache_slot(parent, c->pos[keep])];
+		if (__builtin_expect(e->pos == c->pos[keep] && e->parent == parent, 1)) {
+			c->kept[keep] = 1;
+			return c->id[keep] = e->id;
+		}
+	} else if (keep + 1 == n && c->kept[keep]) {
 		uint32_t parent = keep ? c->id[keep - 1] : 0;
 		struct mt_pyframe f = c->fr[keep];
 		struct ncache_entry *e = &t->ncache[ncache_slot(parent, f.code, f.offset)];
