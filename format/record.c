@@ -281,18 +281,11 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 		if (is_alloc ? (mt_allocator_name(kind) == NULL || mt_allocator_is_free(kind))
 			     : !mt_allocator_is_free(kind))
 			return -MT_ECORRUPT;
+		uint64_t delta = 0;
 		if (mode >= MT_ADDR_ALIGNED) {
-			uint64_t delta;
 			if (mt_varint_get(&b.p, b.end, &delta) < 0)
 				return -MT_ETRUNC;
-			int64_t dv = mt_unzigzag(delta);
-			addr = d->addr + (uint64_t)(mode == MT_ADDR_ALIGNED ? dv * 16 : dv);
-		} else if (mode < MT_ADDR_RING) {
-			uint64_t *ring = is_alloc ? d->freed : d->live;
-			addr = ring[mode];
-			if (!addr)
-				return -MT_ECORRUPT;
-		} else {
+		} else if (mode >= MT_ADDR_RING) {
 			return -MT_ECORRUPT;
 		}
 		if (is_alloc) {
@@ -305,12 +298,26 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 		} else if (kind == MT_ALLOC_MUNMAP && mt_varint_get(&b.p, b.end, &size) < 0) {
 			return -MT_ETRUNC;
 		}
+		/* A delta is from the last ALLOC of the size class, or from the
+		 * last FREE coded as a delta; a ring entry is named by its age. */
+		uint64_t *prev = is_alloc ? &d->last[mt_size_class(size)] : &d->free_addr;
+		uint64_t *ring = is_alloc ? d->freed : d->live;
+		unsigned slot = (uint8_t)((is_alloc ? d->freed_pos : d->live_pos) - 1 - mode) %
+				MT_ADDR_RING;
+		if (mode >= MT_ADDR_ALIGNED) {
+			int64_t dv = mt_unzigzag(delta);
+			addr = *prev + (uint64_t)(mode == MT_ADDR_ALIGNED ? dv * 16 : dv);
+		} else {
+			addr = ring[slot];
+			if (!addr)
+				return -MT_ECORRUPT;
+		}
 		/* The whole record is read: only now update the state, so a
-		 * truncated record leaves it as it was. */
-		if (mode >= MT_ADDR_ALIGNED)
-			d->addr = addr;
-		else
-			(is_alloc ? d->freed : d->live)[mode] = 0;
+		 * failed record leaves it as it was. */
+		if (mode < MT_ADDR_RING)
+			ring[slot] = 0;
+		if (is_alloc || mode >= MT_ADDR_ALIGNED)
+			*prev = addr;
 		if (is_alloc) {
 			d->stack = (uint32_t)((int64_t)d->stack + mt_unzigzag(stack));
 			d->live[d->live_pos++ % MT_ADDR_RING] = addr;

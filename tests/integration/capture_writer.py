@@ -20,10 +20,42 @@ def varint(v):
 
 # address mode of a hot record: an explicit delta (docs/format.md)
 EXPLICIT = 15
+FORMAT_VERSION = 2
 
 
 def zigzag(v):
     return ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
+
+
+def size_class(size):
+    """docs/format.md 3.1: 16-byte steps up to 512, then powers of two."""
+    if size <= 512:
+        return (size + 15) >> 4
+    return min(size.bit_length() + 23, 63)
+
+
+class HotCoder:
+    """ALLOC and FREE records of one thread, every address an explicit
+    delta (a writer may leave the rings out, docs/format.md 3.1)."""
+
+    def __init__(self):
+        self.last = [0] * 64  # last ALLOC address per size class
+        self.free_addr = 0
+        self.stack = 0
+
+    def alloc(self, head, kind, addr, size, stack):
+        c = size_class(size)
+        out = (head + bytes([kind | EXPLICIT << 4]) + varint(zigzag(addr - self.last[c]))
+               + varint(size) + varint(zigzag(stack - self.stack)))
+        self.last[c], self.stack = addr, stack
+        return out
+
+    def free(self, head, kind, addr, size=0):
+        out = head + bytes([kind | EXPLICIT << 4]) + varint(zigzag(addr - self.free_addr))
+        if kind == MUNMAP:
+            out += varint(size)
+        self.free_addr = addr
+        return out
 
 
 _M64 = (1 << 64) - 1
@@ -66,13 +98,13 @@ def blob(s):
 
 
 class Capture:
-    def __init__(self, flags=0, version=1):
+    def __init__(self, flags=0, version=FORMAT_VERSION):
         cmd = b"python3\0prog.py\0"
         self.out = bytearray(b"MEMTRACE" + struct.pack("<HHIIIQIIQI", version, 52 + len(cmd), flags,
                                                        4242, 0x030B04F0, 1700000000 * 10**9, 10,
                                                        4096, 4242, len(cmd)) + cmd)
         self.chunk = bytearray()
-        self.prev = {}  # thread index -> [addr, stack]
+        self.coders = {}  # thread index -> HotCoder
 
     def _head(self, rtype, thread=0):
         if thread < 15:
@@ -84,20 +116,13 @@ class Capture:
         return self
 
     def alloc(self, addr, size, stack=0, kind=MALLOC, thread=0):
-        p = self.prev.setdefault(thread, [0, 0])
-        self.chunk += (self._head(HOT_ALLOC, thread) + bytes([kind | EXPLICIT << 4])
-                       + varint(zigzag(addr - p[0]))
-                       + varint(size) + varint(zigzag(stack - p[1])))
-        p[0], p[1] = addr, stack
+        coder = self.coders.setdefault(thread, HotCoder())
+        self.chunk += coder.alloc(self._head(HOT_ALLOC, thread), kind, addr, size, stack)
         return self
 
     def free(self, addr, size=0, kind=FREE, thread=0):
-        p = self.prev.setdefault(thread, [0, 0])
-        self.chunk += (self._head(HOT_FREE, thread) + bytes([kind | EXPLICIT << 4])
-                       + varint(zigzag(addr - p[0])))
-        if kind == MUNMAP:
-            self.chunk += varint(size)
-        p[0] = addr
+        coder = self.coders.setdefault(thread, HotCoder())
+        self.chunk += coder.free(self._head(HOT_FREE, thread), kind, addr, size)
         return self
 
     def thread(self, index, tid, name):

@@ -186,8 +186,9 @@ START_TEST(test_record_truncation)
 			ck_assert_int_eq(mt_rec_decode(cut, (size_t)len, &out, get_delta, &dec),
 					 -MT_ETRUNC);
 			/* a failed decode leaves the delta state alone */
+			static const struct mt_delta zero;
 			for (int t = 0; t < 512; t++)
-				ck_assert(dec.d[t].addr == 0 && dec.d[t].stack == 0);
+				ck_assert(memcmp(&dec.d[t], &zero, sizeof(zero)) == 0);
 			free(cut);
 		}
 	}
@@ -420,7 +421,10 @@ START_TEST(test_record_address_rings)
 	struct mt_delta enc = { 0 };
 	size_t n = 0, explicit_bytes = 0;
 	for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++) {
-		struct mt_delta plain = { .addr = enc.addr };
+		/* the same state without the rings: every address a delta */
+		struct mt_delta plain = enc;
+		memset(plain.freed, 0, sizeof(plain.freed));
+		memset(plain.live, 0, sizeof(plain.live));
 		if (ev[i].alloc) {
 			n += mt_enc_alloc(buf + n, &enc, 0, MT_ALLOC_PYMALLOC_MALLOC, ev[i].addr, 32, 3);
 			explicit_bytes += mt_enc_alloc(buf + 512, &plain, 0, MT_ALLOC_PYMALLOC_MALLOC,
@@ -449,6 +453,83 @@ START_TEST(test_record_address_rings)
 }
 END_TEST
 
+/* Addresses missing from the rings are deltas from the last ALLOC of the
+ * same size class (ALLOC) or from the last such FREE (FREE): blocks of two
+ * size classes carved from two pools, allocated interleaved and freed in
+ * reverse, cost a byte each. Ring entries are named by age, and the
+ * decoder follows the state exactly, sizes above 512 and 0 included. */
+START_TEST(test_record_size_classes)
+{
+	static uint8_t buf[1 << 16];
+	static struct deltas dec;
+	struct mt_delta enc;
+	struct { int alloc; uint64_t addr, size; } ev[400];
+	size_t nev = 0, n = 0;
+
+	memset(&enc, 0, sizeof(enc));
+	for (int i = 0; i < 100; i++) {
+		ev[nev++] = (typeof(ev[0])){ 1, 0x7f0000100000 + 64 * (uint64_t)i, 50 + i % 10 };
+		ev[nev++] = (typeof(ev[0])){ 1, 0x7f0000200000 + 32 * (uint64_t)i, 24 + i % 8 };
+	}
+	for (int i = 99; i >= 0; i--)
+		ev[nev++] = (typeof(ev[0])){ 0, 0x7f0000100000 + 64 * (uint64_t)i, 0 };
+	for (int i = 0; i < 50; i++) /* big blocks: one class per power of two */
+		ev[nev++] = (typeof(ev[0])){ 1, 0x7e0000000000 + (i % 2 ? 0 : 1ull << 30) +
+						    4096 * (uint64_t)i, i % 2 ? 600 : (1ull << 45) };
+	for (int i = 0; i < 50; i++)
+		ev[nev++] = (typeof(ev[0])){ 1, 0, 0 }; /* failed: never a ring slot */
+	for (size_t i = 0; i < nev; i++) {
+		size_t k = ev[i].alloc ? mt_enc_alloc(buf + n, &enc, 0, MT_ALLOC_PYMALLOC_MALLOC,
+						      ev[i].addr, ev[i].size, 1)
+				       : mt_enc_free(buf + n, &enc, 0, MT_ALLOC_PYMALLOC_FREE,
+						     ev[i].addr, 0);
+		if (i >= 2 && i < 200)
+			ck_assert_uint_eq(k, 5); /* head, km, one delta byte, size, stack */
+		else if (i >= 200 && i < 204)
+			ck_assert_uint_eq(k, 2); /* head, km: in the ring of the last 8 */
+		else if (i >= 205 && i < 300)
+			ck_assert_uint_eq(k, 3); /* head, km, one delta byte */
+		n += k;
+	}
+	memset(&dec, 0, sizeof(dec));
+	size_t off = 0;
+	for (size_t i = 0; i < nev; i++) {
+		struct mt_record r;
+		ssize_t k = mt_rec_decode(buf + off, n - off, &r, get_delta, &dec);
+		ck_assert_int_gt(k, 0);
+		ck_assert_uint_eq(r.type, ev[i].alloc ? MT_REC_ALLOC : MT_REC_FREE);
+		ck_assert_uint_eq(ev[i].alloc ? r.alloc.addr : r.free.addr, ev[i].addr);
+		if (ev[i].alloc)
+			ck_assert_uint_eq(r.alloc.size, ev[i].size);
+		off += (size_t)k;
+	}
+	ck_assert_uint_eq(off, n);
+	/* the encoder's search aid */
+	memset(enc.freed_tag, 0, sizeof(enc.freed_tag));
+	memset(enc.live_tag, 0, sizeof(enc.live_tag));
+	ck_assert(memcmp(&dec.d[0], &enc, sizeof(enc)) == 0);
+
+	/* the newest entry is age 0, wherever the ring position is */
+	uint8_t rec[MT_REC_HOT_MAX];
+	mt_enc_free(rec, &enc, 0, MT_ALLOC_FREE, 0x5000, 0);
+	ck_assert_uint_eq(mt_enc_alloc(rec, &enc, 0, MT_ALLOC_MALLOC, 0x5000, 16, 1), 4);
+	/* head, km of age 0, size, stack */
+	ck_assert_uint_eq(rec[1], MT_ALLOC_MALLOC);
+	/* a taken slot is never matched by a failed allocation (address 0) */
+	mt_enc_free(rec, &enc, 0, MT_ALLOC_FREE, 0x1000, 0);
+	mt_enc_free(rec, &enc, 0, MT_ALLOC_FREE, 0x2000, 0);
+	mt_enc_alloc(rec, &enc, 0, MT_ALLOC_MALLOC, 0x1000, 16, 1);
+	ck_assert_uint_eq(rec[1], MT_ALLOC_MALLOC | 1 << 4);
+	mt_enc_alloc(rec, &enc, 0, MT_ALLOC_MALLOC, 0, 16, 1);
+	ck_assert_uint_eq(rec[1] >> 4, MT_ADDR_ALIGNED);
+	/* an age naming an empty slot is corrupt, and changes nothing */
+	memset(&dec, 0, sizeof(dec));
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x01\x31\x10\x00", 4, &(struct mt_record){ 0 }, get_delta,
+				       &dec),
+			 -MT_ECORRUPT);
+}
+END_TEST
+
 static Suite *record_suite(void)
 {
 	Suite *s = suite_create("record");
@@ -459,6 +540,7 @@ static Suite *record_suite(void)
 	tcase_add_loop_test(tc, test_record_enospc, 0, N_TYPES);
 	tcase_add_test(tc, test_record_delta_sequence);
 	tcase_add_test(tc, test_record_address_rings);
+	tcase_add_test(tc, test_record_size_classes);
 	tcase_add_test(tc, test_record_unknown_type_skipped);
 	tcase_add_test(tc, test_record_malformed);
 	suite_add_tcase(s, tc);
