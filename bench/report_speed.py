@@ -35,7 +35,7 @@ EVENTS_PER_CHURN_ITERATION = 19.5  # measured: 78M events for 4M iterations
 
 # the tests' capture writer, which follows docs/format.md
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from capture_writer import FORMAT_VERSION, HotCoder, blob, mt32, varint  # noqa: E402
+from capture_writer import FORMAT_VERSION, HotCoder, blob, chunk as stored_chunk, varint  # noqa: E402
 
 
 def default_memtrace():
@@ -55,8 +55,7 @@ def write_wide(path, n_paths, depth=20):
 
     def flush():
         if chunk:
-            data = bytes(chunk)
-            out.extend(b"MTCK" + struct.pack("<III", len(data), len(data), mt32(data)) + data)
+            out.extend(stored_chunk(chunk))
             chunk.clear()
 
     sid = 0

@@ -421,6 +421,151 @@ int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c)
 	return 0;
 }
 
+/* ------------------------------------------------------------------------
+ * Chunk columns.
+ * ---------------------------------------------------------------------- */
+enum { COL_CTL, COL_ADDR, COL_SIZE, COL_STACK, COL_BODY };
+
+/* Bytes of the varint at [p, p+avail), or 0 if it does not end in time. */
+static size_t varint_len(const uint8_t *p, size_t avail)
+{
+	for (size_t i = 0; i < avail && i < MT_VARINT_MAX; i++)
+		if (!(p[i] & 0x80))
+			return i + 1;
+	return 0;
+}
+
+/* The segment lengths @n of the next record. @chained: the record is at
+ * @p[0] with @left[0] bytes left, its segments one after the other;
+ * otherwise column i continues at @p[i] with @left[i] bytes. Returns 0, or
+ * -1 if the record is cut short or has type 0. */
+static int rec_segments(const uint8_t *const p[MT_COLUMNS], const size_t left[MT_COLUMNS],
+			int chained, size_t n[MT_COLUMNS])
+{
+	size_t off = 0; /* chained: bytes of the record before column i */
+#define AT(i) (chained ? p[0] + off : p[i])
+#define LEFT(i) (chained ? left[0] - off : left[i])
+	memset(n, 0, MT_COLUMNS * sizeof(*n));
+	if (LEFT(COL_CTL) < 1)
+		return -1;
+	const uint8_t *ctl = AT(COL_CTL);
+	unsigned type = ctl[0] & 0x0f;
+	size_t k = 1;
+	if (type == 0)
+		return -1;
+	if (ctl[0] >> 4 == 15) {
+		size_t v = varint_len(ctl + 1, LEFT(COL_CTL) - 1);
+		if (!v)
+			return -1;
+		k += v;
+	}
+	if (type != MT_REC_ALLOC && type != MT_REC_FREE) {
+		n[COL_CTL] = k;
+		off += k;
+		uint64_t body;
+		const uint8_t *q = AT(COL_BODY), *end = q + LEFT(COL_BODY);
+		if (mt_varint_get(&q, end, &body) < 0 || body > (uint64_t)(end - q))
+			return -1;
+		n[COL_BODY] = (size_t)(q - AT(COL_BODY)) + (size_t)body;
+		return 0;
+	}
+	if (LEFT(COL_CTL) < k + 1)
+		return -1;
+	unsigned kind = ctl[k] & 0x0f, mode = ctl[k] >> 4;
+	n[COL_CTL] = k + 1;
+	off += k + 1;
+	int fields[3] = { mode >= MT_ADDR_ALIGNED, type == MT_REC_ALLOC || kind == MT_ALLOC_MUNMAP,
+			  type == MT_REC_ALLOC };
+	for (int i = 0; i < 3; i++) {
+		if (!fields[i])
+			continue;
+		size_t v = varint_len(AT(COL_ADDR + i), LEFT(COL_ADDR + i));
+		if (!v)
+			return -1;
+		n[COL_ADDR + i] = v;
+		off += v;
+	}
+	return 0;
+#undef AT
+#undef LEFT
+}
+
+ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len)
+{
+	size_t col_len[MT_COLUMNS] = { 0 }, n[MT_COLUMNS];
+	const uint8_t *p[MT_COLUMNS] = { src };
+	size_t left[MT_COLUMNS] = { len };
+
+	/* once to size the columns, once to fill them */
+	while (left[0]) {
+		if (rec_segments(p, left, 1, n) < 0)
+			return -MT_ECORRUPT;
+		for (int i = 0; i < MT_COLUMNS; i++) {
+			col_len[i] += n[i];
+			p[0] += n[i];
+			left[0] -= n[i];
+		}
+	}
+	size_t dir = 0;
+	for (int i = 0; i < MT_COLUMNS - 1; i++)
+		dir += mt_varint_put(dst + dir, col_len[i]);
+	uint8_t *out[MT_COLUMNS];
+	out[0] = dst + dir;
+	for (int i = 1; i < MT_COLUMNS; i++)
+		out[i] = out[i - 1] + col_len[i - 1];
+	p[0] = src;
+	left[0] = len;
+	while (left[0]) {
+		rec_segments(p, left, 1, n);
+		for (int i = 0; i < MT_COLUMNS; i++) {
+			memcpy(out[i], p[0], n[i]);
+			out[i] += n[i];
+			p[0] += n[i];
+			left[0] -= n[i];
+		}
+	}
+	return (ssize_t)(out[MT_COLUMNS - 1] - dst);
+}
+
+ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined)
+{
+	const uint8_t *p[MT_COLUMNS], *q = src, *end = src + len;
+	size_t left[MT_COLUMNS], n[MT_COLUMNS], out = 0;
+
+	*joined = 0;
+	for (int i = 0; i < MT_COLUMNS - 1; i++) {
+		uint64_t v;
+		if (mt_varint_get(&q, end, &v) < 0)
+			return -MT_ECORRUPT;
+		left[i] = (size_t)v;
+	}
+	for (int i = 0; i < MT_COLUMNS; i++) {
+		if (i == MT_COLUMNS - 1)
+			left[i] = (size_t)(end - q);
+		else if (left[i] > (size_t)(end - q))
+			return -MT_ECORRUPT;
+		p[i] = q;
+		q += left[i];
+	}
+	while (left[COL_CTL]) {
+		if (rec_segments(p, left, 0, n) < 0)
+			return -MT_ECORRUPT;
+		for (int i = 0; i < MT_COLUMNS; i++) {
+			if (n[i] > cap - out)
+				return -MT_ECORRUPT;
+			memcpy(dst + out, p[i], n[i]);
+			out += n[i];
+			p[i] += n[i];
+			left[i] -= n[i];
+		}
+		*joined = out;
+	}
+	for (int i = 0; i < MT_COLUMNS; i++)
+		if (left[i])
+			return -MT_ECORRUPT;
+	return (ssize_t)out;
+}
+
 /* MT32 (docs/format.md section 2): four 64-bit lanes over 32-byte blocks,
  * so the multiplies of a block run in parallel, then the lanes, the
  * remaining 8-byte words and bytes folded into one state and finished

@@ -369,8 +369,9 @@ ssize_t mt_header_decode(const uint8_t *p, size_t len, struct mt_header *h);
 /* ------------------------------------------------------------------------
  * Chunks: after the header the file is a sequence of chunks, each
  *   magic[4] "MTCK", u32 raw_len, u32 stored_len, u32 checksum, data.
- * data is the LZ4 block of raw_len bytes of records, or the raw records
- * when stored_len == raw_len. checksum is mt_checksum() (MT32) of the
+ * data is the LZ4 block of raw_len bytes of chunk data (the records as
+ * columns, mt_chunk_split()), or the chunk data themselves when
+ * stored_len == raw_len. checksum is mt_checksum() (MT32) of the
  * stored bytes. Records never span chunks. Each chunk's LZ4 block
  * decompresses on its own, but its records do not decode on their own:
  * the hot records' delta state (struct mt_delta) runs across chunks, so a
@@ -390,6 +391,29 @@ struct mt_chunk {
 void mt_chunk_header_encode(uint8_t p[MT_CHUNK_HEADER], const struct mt_chunk *c);
 /* Returns 0, or -MT_ECORRUPT for a bad magic or impossible sizes. */
 int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c);
+/* ------------------------------------------------------------------------
+ * Chunk columns. A chunk's records are stored as columns, one after the
+ * other, so that LZ4 sees alike bytes together: the heads and km bytes of
+ * all records, then all address deltas, sizes, stack deltas, and the
+ * length-prefixed records' bodies. Every record is the concatenation of
+ * one segment per column, in column order, and the control column tells
+ * which segments a record has, so the split is lossless and stateless.
+ * The chunk data (raw_len bytes) are: the byte lengths of columns 0..3 as
+ * varints, then the five columns (docs/format.md section 2.1).
+ * ---------------------------------------------------------------------- */
+#define MT_COLUMNS 5
+#define MT_COLUMNS_DIR_MAX 20 /* the directory of four varint lengths < 2^32 */
+
+/* mt_chunk_split() - the columns of the whole records [@src, @src+@len)
+ * into @dst (>= @len + MT_COLUMNS_DIR_MAX bytes). Returns the columns'
+ * length, or -MT_ECORRUPT if @src does not parse as records. */
+ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len);
+/* mt_chunk_join() - the records of chunk data [@src, @src+@len) into @dst
+ * (@cap >= @len bytes suffice). Returns their length, or -MT_ECORRUPT if
+ * the columns do not fit together; *@joined is then the length of the
+ * whole records in @dst before the damage. */
+ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined);
+
 /* mt_checksum() - MT32 of @p: 64-bit multiply-rotate rounds over 8-byte
  * words in four lanes, the tail bytes one at a time, folded to 32 bits
  * (docs/format.md section 2 gives the exact steps). */

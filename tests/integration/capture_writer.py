@@ -1,7 +1,7 @@
 """Captures written in Python straight from docs/format.md: the integration
-tests use it to make captures with known contents (chunks stored, not
-compressed), which also checks the specification against the reader, and
-bench/report_speed.py to make large synthetic ones."""
+tests use it to make captures with known contents (chunks stored as
+columns, not compressed), which also checks the specification against the
+reader, and bench/report_speed.py to make large synthetic ones."""
 
 import struct
 
@@ -92,6 +92,53 @@ def mt32(data):
     return (h ^ (h >> 32)) & 0xFFFFFFFF
 
 
+def _varint_len(data, i):
+    n = 1
+    while data[i + n - 1] & 0x80:
+        n += 1
+    return n
+
+
+def columns(records):
+    """The chunk data of whole records (docs/format.md 2.1): the lengths of
+    columns 0..3 as varints, then the control, address, size, stack and
+    body columns, each record's segments appended to their columns."""
+    cols = [bytearray() for _ in range(5)]
+    i = 0
+    while i < len(records):
+        head = records[i]
+        rtype = head & 0x0F
+        n = 1 + (_varint_len(records, i + 1) if head >> 4 == 15 else 0)
+        if rtype in (HOT_ALLOC, HOT_FREE):
+            km = records[i + n]
+            n += 1
+            cols[0] += records[i:i + n]
+            i += n
+            present = (km >> 4 >= 14, rtype == HOT_ALLOC or km & 0x0F == MUNMAP, rtype == HOT_ALLOC)
+            for col, there in enumerate(present, 1):
+                if there:
+                    k = _varint_len(records, i)
+                    cols[col] += records[i:i + k]
+                    i += k
+        else:
+            cols[0] += records[i:i + n]
+            i += n
+            k = _varint_len(records, i)
+            length, shift = 0, 0
+            for b in records[i:i + k]:
+                length |= (b & 0x7F) << shift
+                shift += 7
+            cols[4] += records[i:i + k + length]
+            i += k + length
+    return b"".join(varint(len(c)) for c in cols[:4]) + b"".join(bytes(c) for c in cols)
+
+
+def chunk(records):
+    """A stored (not compressed) chunk of whole records."""
+    data = columns(records)
+    return b"MTCK" + struct.pack("<III", len(data), len(data), mt32(data)) + data
+
+
 def blob(s):
     s = s.encode() if isinstance(s, str) else s
     return varint(len(s)) + s
@@ -146,8 +193,7 @@ class Capture:
 
     def flush(self):
         if self.chunk:
-            data = bytes(self.chunk)
-            self.out += b"MTCK" + struct.pack("<III", len(data), len(data), mt32(data)) + data
+            self.out += chunk(self.chunk)
             self.chunk = bytearray()
         return self
 
