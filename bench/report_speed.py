@@ -35,7 +35,8 @@ EVENTS_PER_CHURN_ITERATION = 19.5  # measured: 78M events for 4M iterations
 
 # the tests' capture writer, which follows docs/format.md
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from capture_writer import FORMAT_VERSION, HotCoder, blob, chunk as stored_chunk, varint  # noqa: E402
+from capture_writer import (FORMAT_VERSION, HotCoder, blob, chunk as stored_chunk,  # noqa: E402
+                            varint, zigzag)
 
 
 def default_memtrace():
@@ -65,7 +66,7 @@ def write_wide(path, n_paths, depth=20):
         for k in range(depth):
             sid += 1
             code = k * 1000 + (p * 7 + k) % 1000 + 1
-            rec(5, varint(sid) + varint(parent) + varint(code) + varint(k * 2))
+            rec(5, varint(sid) + varint(zigzag(sid - parent)) + varint(code) + varint(k * 2))
             parent = sid
         addr = 0x100000 + 64 * p
         chunk.extend(hot.alloc(bytes([1]), 1, addr, 48 + p % 64, parent))

@@ -100,7 +100,8 @@ static void body_encode(struct wbuf *w, const struct mt_record *r)
 		break;
 	case MT_REC_STACK:
 		w_varint(w, r->stack.id);
-		w_varint(w, r->stack.parent);
+		/* a parent is mostly a node made just before: a small distance */
+		w_varint(w, mt_zigzag((int64_t)r->stack.id - (int64_t)r->stack.parent));
 		w_varint(w, r->stack.code);
 		w_varint(w, r->stack.offset);
 		break;
@@ -219,7 +220,10 @@ static int body_decode(struct rbuf *b, struct mt_record *r)
 		break;
 	case MT_REC_STACK:
 		r->stack.id = r_u32(b);
-		r->stack.parent = r_u32(b);
+		int64_t parent = (int64_t)r->stack.id - mt_unzigzag(r_varint(b));
+		if (parent < 0 || parent > UINT32_MAX)
+			b->bad = 1;
+		r->stack.parent = (uint32_t)parent;
 		r->stack.code = r_u32(b);
 		r->stack.offset = r_u32(b);
 		if (!b->bad && r->stack.id == 0)

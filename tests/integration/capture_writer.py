@@ -180,7 +180,8 @@ class Capture:
                           + blob(name) + blob(b""))
 
     def stack(self, sid, parent, code, offset=0):
-        return self._long(STACK, varint(sid) + varint(parent) + varint(code) + varint(offset))
+        return self._long(STACK, varint(sid) + varint(zigzag(sid - parent)) + varint(code)
+                          + varint(offset))
 
     def sample(self, time_us, rss):
         return self._long(SAMPLE, varint(time_us) + varint(rss))

@@ -287,6 +287,13 @@ START_TEST(test_record_malformed)
 	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x00\x00\x00\x00", 6, &r, get_delta,
 				       &dec),
 			 -MT_ECORRUPT);
+	/* STACK 1 whose parent would be 1 - 2 = -1, or 1 + 2^32 */
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x01\x04\x00\x00", 6, &r, get_delta,
+				       &dec),
+			 -MT_ECORRUPT);
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x08\x01\xff\xff\xff\xff\x1f\x00\x00", 10,
+				       &r, get_delta, &dec),
+			 -MT_ECORRUPT);
 	/* SAMPLE with a non-zero thread nibble */
 	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x16\x02\x00\x00", 4, &r, get_delta, &dec),
 			 -MT_ECORRUPT);
