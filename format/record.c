@@ -431,7 +431,7 @@ int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c)
 enum { COL_CTL, COL_ADDR, COL_SIZE, COL_STACK, COL_BODY };
 
 /* Bytes of the varint at [p, p+avail), or 0 if it does not end in time. */
-static size_t varint_len(const uint8_t *p, size_t avail)
+static inline size_t varint_len(const uint8_t *p, size_t avail)
 {
 	for (size_t i = 0; i < avail && i < MT_VARINT_MAX; i++)
 		if (!(p[i] & 0x80))
@@ -494,20 +494,85 @@ static int rec_segments(const uint8_t *const p[MT_COLUMNS], const size_t left[MT
 #undef LEFT
 }
 
+/* Bytes of the varint at @p, which has MT_VARINT_MAX bytes readable, or 0
+ * if it runs past them. */
+static inline size_t varint_len10(const uint8_t *p)
+{
+	size_t i = 0;
+	while (p[i] & 0x80)
+		if (++i == MT_VARINT_MAX)
+			return 0;
+	return i + 1;
+}
+
+/* Copy the varint at *@src to *@dst, advancing both; at most @max bytes.
+ * Returns 0, or -1 if it is longer. */
+static inline int copy_varint(uint8_t **dst, const uint8_t **src, size_t max)
+{
+	uint8_t *d = *dst;
+	const uint8_t *q = *src;
+	uint8_t b;
+	do {
+		if (!max--)
+			return -1;
+		b = *q++;
+		*d++ = b;
+	} while (b & 0x80);
+	*dst = d;
+	*src = q;
+	return 0;
+}
+
+/* A hot record with a one-byte head: the usual record, taken apart or put
+ * together without going through rec_segments(). */
+static inline int is_plain_hot(uint8_t head)
+{
+	/* type 1 or 2, thread nibble below 15 */
+	return (unsigned)((head & 0x0f) - MT_REC_ALLOC) < 2 && head < 0xf0;
+}
+
 ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len)
 {
 	size_t col_len[MT_COLUMNS] = { 0 }, n[MT_COLUMNS];
-	const uint8_t *p[MT_COLUMNS] = { src };
-	size_t left[MT_COLUMNS] = { len };
+	const uint8_t *p = src, *end = src + len;
 
-	/* once to size the columns, once to fill them */
-	while (left[0]) {
-		if (rec_segments(p, left, 1, n) < 0)
+	/* Once to check the records and size the columns. A plain hot record
+	 * with MT_REC_HOT_MAX bytes after it needs no bounds checks: its
+	 * segments end within 32 bytes. */
+	while (p < end) {
+		if ((size_t)(end - p) >= MT_REC_HOT_MAX && is_plain_hot(p[0])) {
+			unsigned type = p[0] & 0x0f, km = p[1];
+			const uint8_t *q = p + 2;
+			size_t v;
+			if (km >> 4 >= MT_ADDR_ALIGNED) {
+				if (!(v = varint_len10(q)))
+					return -MT_ECORRUPT;
+				col_len[COL_ADDR] += v;
+				q += v;
+			}
+			if (type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP) {
+				if (!(v = varint_len10(q)))
+					return -MT_ECORRUPT;
+				col_len[COL_SIZE] += v;
+				q += v;
+			}
+			if (type == MT_REC_ALLOC) {
+				if (!(v = varint_len10(q)))
+					return -MT_ECORRUPT;
+				col_len[COL_STACK] += v;
+				q += v;
+			}
+			col_len[COL_CTL] += 2;
+			p = q;
+			continue;
+		}
+		const uint8_t *pp[MT_COLUMNS] = { p };
+		size_t ll[MT_COLUMNS] = { (size_t)(end - p) };
+		if (rec_segments(pp, ll, 1, n) < 0)
 			return -MT_ECORRUPT;
 		for (int i = 0; i < MT_COLUMNS; i++) {
 			col_len[i] += n[i];
-			p[0] += n[i];
-			left[0] -= n[i];
+			p += n[i];
 		}
 	}
 	size_t dir = 0;
@@ -517,15 +582,29 @@ ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len)
 	out[0] = dst + dir;
 	for (int i = 1; i < MT_COLUMNS; i++)
 		out[i] = out[i - 1] + col_len[i - 1];
-	p[0] = src;
-	left[0] = len;
-	while (left[0]) {
-		rec_segments(p, left, 1, n);
+	/* Then to fill them: every record is known to be whole. */
+	for (p = src; p < end;) {
+		if (is_plain_hot(p[0])) {
+			unsigned type = p[0] & 0x0f, km = p[1];
+			out[COL_CTL][0] = p[0];
+			out[COL_CTL][1] = p[1];
+			out[COL_CTL] += 2;
+			p += 2;
+			if (km >> 4 >= MT_ADDR_ALIGNED)
+				copy_varint(&out[COL_ADDR], &p, MT_VARINT_MAX);
+			if (type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP)
+				copy_varint(&out[COL_SIZE], &p, MT_VARINT_MAX);
+			if (type == MT_REC_ALLOC)
+				copy_varint(&out[COL_STACK], &p, MT_VARINT_MAX);
+			continue;
+		}
+		const uint8_t *pp[MT_COLUMNS] = { p };
+		size_t ll[MT_COLUMNS] = { (size_t)(end - p) };
+		rec_segments(pp, ll, 1, n);
 		for (int i = 0; i < MT_COLUMNS; i++) {
-			memcpy(out[i], p[0], n[i]);
+			memcpy(out[i], p, n[i]);
 			out[i] += n[i];
-			p[0] += n[i];
-			left[0] -= n[i];
+			p += n[i];
 		}
 	}
 	return (ssize_t)(out[MT_COLUMNS - 1] - dst);
@@ -533,41 +612,66 @@ ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len)
 
 ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined)
 {
-	const uint8_t *p[MT_COLUMNS], *q = src, *end = src + len;
-	size_t left[MT_COLUMNS], n[MT_COLUMNS], out = 0;
+	const uint8_t *p[MT_COLUMNS], *q = src, *end[MT_COLUMNS];
+	size_t left[MT_COLUMNS], n[MT_COLUMNS];
+	uint8_t *o = dst, *o_end = dst + cap;
 
 	*joined = 0;
 	for (int i = 0; i < MT_COLUMNS - 1; i++) {
 		uint64_t v;
-		if (mt_varint_get(&q, end, &v) < 0)
+		if (mt_varint_get(&q, src + len, &v) < 0)
 			return -MT_ECORRUPT;
 		left[i] = (size_t)v;
 	}
 	for (int i = 0; i < MT_COLUMNS; i++) {
 		if (i == MT_COLUMNS - 1)
-			left[i] = (size_t)(end - q);
-		else if (left[i] > (size_t)(end - q))
+			left[i] = (size_t)(src + len - q);
+		else if (left[i] > (size_t)(src + len - q))
 			return -MT_ECORRUPT;
 		p[i] = q;
 		q += left[i];
+		end[i] = q;
 	}
-	while (left[COL_CTL]) {
+	while (p[COL_CTL] < end[COL_CTL]) {
+		uint8_t head = p[COL_CTL][0];
+		/* A plain hot record, with room for its longest form: only
+		 * the varints' own length needs checking. */
+		if (is_plain_hot(head) && end[COL_CTL] - p[COL_CTL] >= 2 &&
+		    end[COL_ADDR] - p[COL_ADDR] >= MT_VARINT_MAX &&
+		    end[COL_SIZE] - p[COL_SIZE] >= MT_VARINT_MAX &&
+		    end[COL_STACK] - p[COL_STACK] >= MT_VARINT_MAX &&
+		    o_end - o >= MT_REC_HOT_MAX) {
+			unsigned type = head & 0x0f, km = p[COL_CTL][1];
+			o[0] = head;
+			o[1] = (uint8_t)km;
+			o += 2;
+			p[COL_CTL] += 2;
+			if ((km >> 4 >= MT_ADDR_ALIGNED &&
+			     copy_varint(&o, &p[COL_ADDR], MT_VARINT_MAX) < 0) ||
+			    ((type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP) &&
+			     copy_varint(&o, &p[COL_SIZE], MT_VARINT_MAX) < 0) ||
+			    (type == MT_REC_ALLOC && copy_varint(&o, &p[COL_STACK], MT_VARINT_MAX) < 0))
+				return -MT_ECORRUPT;
+			*joined = (size_t)(o - dst);
+			continue;
+		}
+		for (int i = 0; i < MT_COLUMNS; i++)
+			left[i] = (size_t)(end[i] - p[i]);
 		if (rec_segments(p, left, 0, n) < 0)
 			return -MT_ECORRUPT;
+		if (n[0] + n[1] + n[2] + n[3] + n[4] > (size_t)(o_end - o))
+			return -MT_ECORRUPT;
 		for (int i = 0; i < MT_COLUMNS; i++) {
-			if (n[i] > cap - out)
-				return -MT_ECORRUPT;
-			memcpy(dst + out, p[i], n[i]);
-			out += n[i];
+			memcpy(o, p[i], n[i]);
+			o += n[i];
 			p[i] += n[i];
-			left[i] -= n[i];
 		}
-		*joined = out;
+		*joined = (size_t)(o - dst);
 	}
 	for (int i = 0; i < MT_COLUMNS; i++)
-		if (left[i])
+		if (p[i] != end[i])
 			return -MT_ECORRUPT;
-	return (ssize_t)out;
+	return (ssize_t)(o - dst);
 }
 
 /* MT32 (docs/format.md section 2): four 64-bit lanes over 32-byte blocks,
