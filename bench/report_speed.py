@@ -35,7 +35,8 @@ EVENTS_PER_CHURN_ITERATION = 19.5  # measured: 78M events for 4M iterations
 
 # the tests' capture writer, which follows docs/format.md
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from capture_writer import blob, mt32, varint, zigzag  # noqa: E402
+from capture_writer import (FORMAT_VERSION, HotCoder, blob, chunk as stored_chunk,  # noqa: E402
+                            varint, zigzag)
 
 
 def default_memtrace():
@@ -46,7 +47,7 @@ def default_memtrace():
 def write_wide(path, n_paths, depth=20):
     """n_paths call paths, each depth frames deep, one allocation each."""
     cmd = b"python3\0wide.py\0"
-    out = bytearray(b"MEMTRACE" + struct.pack("<HHIIIQIIQI", 1, 52 + len(cmd), 0, 1, 0x030B04F0,
+    out = bytearray(b"MEMTRACE" + struct.pack("<HHIIIQIIQI", FORMAT_VERSION, 52 + len(cmd), 0, 1, 0x030B04F0,
                                               1700000000 * 10**9, 10, 4096, 1, len(cmd)) + cmd)
     chunk = bytearray()
 
@@ -55,23 +56,20 @@ def write_wide(path, n_paths, depth=20):
 
     def flush():
         if chunk:
-            data = bytes(chunk)
-            out.extend(b"MTCK" + struct.pack("<III", len(data), len(data), mt32(data)) + data)
+            out.extend(stored_chunk(chunk))
             chunk.clear()
 
     sid = 0
-    prev_addr, prev_stack = 0, 0
+    hot = HotCoder()
     for p in range(n_paths):
         parent = 0
         for k in range(depth):
             sid += 1
             code = k * 1000 + (p * 7 + k) % 1000 + 1
-            rec(5, varint(sid) + varint(parent) + varint(code) + varint(k * 2))
+            rec(5, varint(sid) + varint(zigzag(sid - parent)) + varint(code) + varint(k * 2))
             parent = sid
         addr = 0x100000 + 64 * p
-        chunk.extend(bytes([1, 1 | 15 << 4]) + varint(zigzag(addr - prev_addr)) + varint(48 + p % 64)
-                     + varint(zigzag(parent - prev_stack)))
-        prev_addr, prev_stack = addr, parent
+        chunk.extend(hot.alloc(bytes([1]), 1, addr, 48 + p % 64, parent))
         if len(chunk) > 1 << 20:
             flush()
     for code in range(1, depth * 1000 + 1):

@@ -100,7 +100,8 @@ static void body_encode(struct wbuf *w, const struct mt_record *r)
 		break;
 	case MT_REC_STACK:
 		w_varint(w, r->stack.id);
-		w_varint(w, r->stack.parent);
+		/* a parent is mostly a node made just before: a small distance */
+		w_varint(w, mt_zigzag((int64_t)r->stack.id - (int64_t)r->stack.parent));
 		w_varint(w, r->stack.code);
 		w_varint(w, r->stack.offset);
 		break;
@@ -219,7 +220,10 @@ static int body_decode(struct rbuf *b, struct mt_record *r)
 		break;
 	case MT_REC_STACK:
 		r->stack.id = r_u32(b);
-		r->stack.parent = r_u32(b);
+		int64_t parent = (int64_t)r->stack.id - mt_unzigzag(r_varint(b));
+		if (parent < 0 || parent > UINT32_MAX)
+			b->bad = 1;
+		r->stack.parent = (uint32_t)parent;
 		r->stack.code = r_u32(b);
 		r->stack.offset = r_u32(b);
 		if (!b->bad && r->stack.id == 0)
@@ -281,18 +285,11 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 		if (is_alloc ? (mt_allocator_name(kind) == NULL || mt_allocator_is_free(kind))
 			     : !mt_allocator_is_free(kind))
 			return -MT_ECORRUPT;
+		uint64_t delta = 0;
 		if (mode >= MT_ADDR_ALIGNED) {
-			uint64_t delta;
 			if (mt_varint_get(&b.p, b.end, &delta) < 0)
 				return -MT_ETRUNC;
-			int64_t dv = mt_unzigzag(delta);
-			addr = d->addr + (uint64_t)(mode == MT_ADDR_ALIGNED ? dv * 16 : dv);
-		} else if (mode < MT_ADDR_RING) {
-			uint64_t *ring = is_alloc ? d->freed : d->live;
-			addr = ring[mode];
-			if (!addr)
-				return -MT_ECORRUPT;
-		} else {
+		} else if (mode >= MT_ADDR_RING) {
 			return -MT_ECORRUPT;
 		}
 		if (is_alloc) {
@@ -305,12 +302,26 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 		} else if (kind == MT_ALLOC_MUNMAP && mt_varint_get(&b.p, b.end, &size) < 0) {
 			return -MT_ETRUNC;
 		}
+		/* A delta is from the last ALLOC of the size class, or from the
+		 * last FREE coded as a delta; a ring entry is named by its age. */
+		uint64_t *prev = is_alloc ? &d->last[mt_size_class(size)] : &d->free_addr;
+		uint64_t *ring = is_alloc ? d->freed : d->live;
+		unsigned slot = (uint8_t)((is_alloc ? d->freed_pos : d->live_pos) - 1 - mode) %
+				MT_ADDR_RING;
+		if (mode >= MT_ADDR_ALIGNED) {
+			int64_t dv = mt_unzigzag(delta);
+			addr = *prev + (uint64_t)(mode == MT_ADDR_ALIGNED ? dv * 16 : dv);
+		} else {
+			addr = ring[slot];
+			if (!addr)
+				return -MT_ECORRUPT;
+		}
 		/* The whole record is read: only now update the state, so a
-		 * truncated record leaves it as it was. */
-		if (mode >= MT_ADDR_ALIGNED)
-			d->addr = addr;
-		else
-			(is_alloc ? d->freed : d->live)[mode] = 0;
+		 * failed record leaves it as it was. */
+		if (mode < MT_ADDR_RING)
+			ring[slot] = 0;
+		if (is_alloc || mode >= MT_ADDR_ALIGNED)
+			*prev = addr;
 		if (is_alloc) {
 			d->stack = (uint32_t)((int64_t)d->stack + mt_unzigzag(stack));
 			d->live[d->live_pos++ % MT_ADDR_RING] = addr;
@@ -412,6 +423,255 @@ int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c)
 	    c->stored_len > c->raw_len + c->raw_len / 255 + 16)
 		return -MT_ECORRUPT;
 	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Chunk columns.
+ * ---------------------------------------------------------------------- */
+enum { COL_CTL, COL_ADDR, COL_SIZE, COL_STACK, COL_BODY };
+
+/* Bytes of the varint at [p, p+avail), or 0 if it does not end in time. */
+static inline size_t varint_len(const uint8_t *p, size_t avail)
+{
+	for (size_t i = 0; i < avail && i < MT_VARINT_MAX; i++)
+		if (!(p[i] & 0x80))
+			return i + 1;
+	return 0;
+}
+
+/* The segment lengths @n of the next record. @chained: the record is at
+ * @p[0] with @left[0] bytes left, its segments one after the other;
+ * otherwise column i continues at @p[i] with @left[i] bytes. Returns 0, or
+ * -1 if the record is cut short or has type 0. */
+static int rec_segments(const uint8_t *const p[MT_COLUMNS], const size_t left[MT_COLUMNS],
+			int chained, size_t n[MT_COLUMNS])
+{
+	size_t off = 0; /* chained: bytes of the record before column i */
+#define AT(i) (chained ? p[0] + off : p[i])
+#define LEFT(i) (chained ? left[0] - off : left[i])
+	memset(n, 0, MT_COLUMNS * sizeof(*n));
+	if (LEFT(COL_CTL) < 1)
+		return -1;
+	const uint8_t *ctl = AT(COL_CTL);
+	unsigned type = ctl[0] & 0x0f;
+	size_t k = 1;
+	if (type == 0)
+		return -1;
+	if (ctl[0] >> 4 == 15) {
+		size_t v = varint_len(ctl + 1, LEFT(COL_CTL) - 1);
+		if (!v)
+			return -1;
+		k += v;
+	}
+	if (type != MT_REC_ALLOC && type != MT_REC_FREE) {
+		n[COL_CTL] = k;
+		off += k;
+		uint64_t body;
+		const uint8_t *q = AT(COL_BODY), *end = q + LEFT(COL_BODY);
+		if (mt_varint_get(&q, end, &body) < 0 || body > (uint64_t)(end - q))
+			return -1;
+		n[COL_BODY] = (size_t)(q - AT(COL_BODY)) + (size_t)body;
+		return 0;
+	}
+	if (LEFT(COL_CTL) < k + 1)
+		return -1;
+	unsigned kind = ctl[k] & 0x0f, mode = ctl[k] >> 4;
+	n[COL_CTL] = k + 1;
+	off += k + 1;
+	int fields[3] = { mode >= MT_ADDR_ALIGNED, type == MT_REC_ALLOC || kind == MT_ALLOC_MUNMAP,
+			  type == MT_REC_ALLOC };
+	for (int i = 0; i < 3; i++) {
+		if (!fields[i])
+			continue;
+		size_t v = varint_len(AT(COL_ADDR + i), LEFT(COL_ADDR + i));
+		if (!v)
+			return -1;
+		n[COL_ADDR + i] = v;
+		off += v;
+	}
+	return 0;
+#undef AT
+#undef LEFT
+}
+
+/* Bytes of the varint at @p, which has MT_VARINT_MAX bytes readable, or 0
+ * if it runs past them. */
+static inline size_t varint_len10(const uint8_t *p)
+{
+	size_t i = 0;
+	while (p[i] & 0x80)
+		if (++i == MT_VARINT_MAX)
+			return 0;
+	return i + 1;
+}
+
+/* Copy the varint at *@src to *@dst, advancing both; at most @max bytes.
+ * Returns 0, or -1 if it is longer. */
+static inline int copy_varint(uint8_t **dst, const uint8_t **src, size_t max)
+{
+	uint8_t *d = *dst;
+	const uint8_t *q = *src;
+	uint8_t b;
+	do {
+		if (!max--)
+			return -1;
+		b = *q++;
+		*d++ = b;
+	} while (b & 0x80);
+	*dst = d;
+	*src = q;
+	return 0;
+}
+
+/* A hot record with a one-byte head: the usual record, taken apart or put
+ * together without going through rec_segments(). */
+static inline int is_plain_hot(uint8_t head)
+{
+	/* type 1 or 2, thread nibble below 15 */
+	return (unsigned)((head & 0x0f) - MT_REC_ALLOC) < 2 && head < 0xf0;
+}
+
+ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len)
+{
+	size_t col_len[MT_COLUMNS] = { 0 }, n[MT_COLUMNS];
+	const uint8_t *p = src, *end = src + len;
+
+	/* Once to check the records and size the columns. A plain hot record
+	 * with MT_REC_HOT_MAX bytes after it needs no bounds checks: its
+	 * segments end within 32 bytes. */
+	while (p < end) {
+		if ((size_t)(end - p) >= MT_REC_HOT_MAX && is_plain_hot(p[0])) {
+			unsigned type = p[0] & 0x0f, km = p[1];
+			const uint8_t *q = p + 2;
+			size_t v;
+			if (km >> 4 >= MT_ADDR_ALIGNED) {
+				if (!(v = varint_len10(q)))
+					return -MT_ECORRUPT;
+				col_len[COL_ADDR] += v;
+				q += v;
+			}
+			if (type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP) {
+				if (!(v = varint_len10(q)))
+					return -MT_ECORRUPT;
+				col_len[COL_SIZE] += v;
+				q += v;
+			}
+			if (type == MT_REC_ALLOC) {
+				if (!(v = varint_len10(q)))
+					return -MT_ECORRUPT;
+				col_len[COL_STACK] += v;
+				q += v;
+			}
+			col_len[COL_CTL] += 2;
+			p = q;
+			continue;
+		}
+		const uint8_t *pp[MT_COLUMNS] = { p };
+		size_t ll[MT_COLUMNS] = { (size_t)(end - p) };
+		if (rec_segments(pp, ll, 1, n) < 0)
+			return -MT_ECORRUPT;
+		for (int i = 0; i < MT_COLUMNS; i++) {
+			col_len[i] += n[i];
+			p += n[i];
+		}
+	}
+	size_t dir = 0;
+	for (int i = 0; i < MT_COLUMNS - 1; i++)
+		dir += mt_varint_put(dst + dir, col_len[i]);
+	uint8_t *out[MT_COLUMNS];
+	out[0] = dst + dir;
+	for (int i = 1; i < MT_COLUMNS; i++)
+		out[i] = out[i - 1] + col_len[i - 1];
+	/* Then to fill them: every record is known to be whole. */
+	for (p = src; p < end;) {
+		if (is_plain_hot(p[0])) {
+			unsigned type = p[0] & 0x0f, km = p[1];
+			out[COL_CTL][0] = p[0];
+			out[COL_CTL][1] = p[1];
+			out[COL_CTL] += 2;
+			p += 2;
+			if (km >> 4 >= MT_ADDR_ALIGNED)
+				copy_varint(&out[COL_ADDR], &p, MT_VARINT_MAX);
+			if (type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP)
+				copy_varint(&out[COL_SIZE], &p, MT_VARINT_MAX);
+			if (type == MT_REC_ALLOC)
+				copy_varint(&out[COL_STACK], &p, MT_VARINT_MAX);
+			continue;
+		}
+		const uint8_t *pp[MT_COLUMNS] = { p };
+		size_t ll[MT_COLUMNS] = { (size_t)(end - p) };
+		rec_segments(pp, ll, 1, n);
+		for (int i = 0; i < MT_COLUMNS; i++) {
+			memcpy(out[i], p, n[i]);
+			out[i] += n[i];
+			p += n[i];
+		}
+	}
+	return (ssize_t)(out[MT_COLUMNS - 1] - dst);
+}
+
+ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined)
+{
+	const uint8_t *p[MT_COLUMNS], *q = src, *end[MT_COLUMNS];
+	size_t left[MT_COLUMNS], n[MT_COLUMNS];
+	uint8_t *o = dst, *o_end = dst + cap;
+
+	*joined = 0;
+	for (int i = 0; i < MT_COLUMNS - 1; i++) {
+		uint64_t v;
+		if (mt_varint_get(&q, src + len, &v) < 0)
+			return -MT_ECORRUPT;
+		left[i] = (size_t)v;
+	}
+	for (int i = 0; i < MT_COLUMNS; i++) {
+		if (i == MT_COLUMNS - 1)
+			left[i] = (size_t)(src + len - q);
+		else if (left[i] > (size_t)(src + len - q))
+			return -MT_ECORRUPT;
+		p[i] = q;
+		q += left[i];
+		end[i] = q;
+	}
+	while (p[COL_CTL] < end[COL_CTL]) {
+		uint8_t head = p[COL_CTL][0];
+		/* A plain hot record, with room for its longest form: only
+		 * the varints' own length needs checking. */
+		if (is_plain_hot(head) && end[COL_CTL] - p[COL_CTL] >= 2 &&
+		    end[COL_ADDR] - p[COL_ADDR] >= MT_VARINT_MAX &&
+		    end[COL_SIZE] - p[COL_SIZE] >= MT_VARINT_MAX &&
+		    end[COL_STACK] - p[COL_STACK] >= MT_VARINT_MAX &&
+		    o_end - o >= MT_REC_HOT_MAX) {
+			unsigned type = head & 0x0f, km = p[COL_CTL][1];
+			o[0] = head;
+			o[1] = (uint8_t)km;
+			o += 2;
+			p[COL_CTL] += 2;
+			if ((km >> 4 >= MT_ADDR_ALIGNED &&
+			     copy_varint(&o, &p[COL_ADDR], MT_VARINT_MAX) < 0) ||
+			    ((type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP) &&
+			     copy_varint(&o, &p[COL_SIZE], MT_VARINT_MAX) < 0) ||
+			    (type == MT_REC_ALLOC && copy_varint(&o, &p[COL_STACK], MT_VARINT_MAX) < 0))
+				return -MT_ECORRUPT;
+			*joined = (size_t)(o - dst);
+			continue;
+		}
+		for (int i = 0; i < MT_COLUMNS; i++)
+			left[i] = (size_t)(end[i] - p[i]);
+		if (rec_segments(p, left, 0, n) < 0)
+			return -MT_ECORRUPT;
+		if (n[0] + n[1] + n[2] + n[3] + n[4] > (size_t)(o_end - o))
+			return -MT_ECORRUPT;
+		for (int i = 0; i < MT_COLUMNS; i++) {
+			memcpy(o, p[i], n[i]);
+			o += n[i];
+			p[i] += n[i];
+		}
+		*joined = (size_t)(o - dst);
+	}
+	for (int i = 0; i < MT_COLUMNS; i++)
+		if (p[i] != end[i])
+			return -MT_ECORRUPT;
+	return (ssize_t)(o - dst);
 }
 
 /* MT32 (docs/format.md section 2): four 64-bit lanes over 32-byte blocks,

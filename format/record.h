@@ -9,13 +9,14 @@
  */
 #include <stddef.h>    /* size_t */
 #include <stdint.h>    /* uint64_t */
+#include <string.h>    /* memcpy */
 #include <sys/types.h> /* ssize_t */
 
 #include "format/varint.h"
 
 #define MT_MAGIC "MEMTRACE"
 #define MT_MAGIC_LEN 8
-#define MT_FORMAT_VERSION 1
+#define MT_FORMAT_VERSION 2
 
 /* ------------------------------------------------------------------------
  * Allocators. Numbering follows memray's AllocatorType so that scripts
@@ -156,30 +157,54 @@ struct mt_record {
 };
 
 /* Per-thread state of the hot records' coding. Encoder and decoder each
- * keep one per thread index, zero-initialised, and update it identically.
- * Besides the previous address and stack it remembers the last few
- * addresses freed and allocated: allocators hand a just-freed block out
- * again, and programs free what they allocated last, so most addresses
- * are coded as a slot of one of these two rings (docs/format.md). */
+ * keep one per thread index, zero-initialised, and update it identically
+ * (docs/format.md section 3.1).
+ *
+ * Allocators hand a just-freed block out again, and programs free what
+ * they allocated last, so most addresses are coded as the age of an entry
+ * in one of two rings: the last few addresses freed (for ALLOC) and
+ * allocated (for FREE). An ALLOC address that is in neither is coded as a
+ * delta from the last ALLOC of its size class: pymalloc and malloc carve
+ * blocks of one size class out of the same pool, one after another, so
+ * the delta is usually one block. A FREE address that is not in the ring
+ * is coded as a delta from the last such FREE: containers free their
+ * items in (reverse) order of allocation. */
 #define MT_ADDR_RING 8
+#define MT_SIZE_CLASSES 64
 #define MT_ADDR_ALIGNED 14  /* address mode: a zigzag delta / 16 follows */
 #define MT_ADDR_EXPLICIT 15 /* address mode: a zigzag delta follows */
 
 struct mt_delta {
-	uint64_t addr;  /* the last explicitly coded address */
-	uint32_t stack;
+	uint64_t free_addr; /* the last FREE address coded as a delta */
+	uint32_t stack;     /* the stack of the last ALLOC */
 	uint8_t freed_pos, live_pos;
 	uint64_t freed[MT_ADDR_RING]; /* recently freed, to match allocations */
 	uint64_t live[MT_ADDR_RING];  /* recently allocated, to match frees */
+	/* Encoder only, not part of the format: a byte hash of each ring
+	 * entry, one ring per word, so that a search is a few word operations
+	 * (the decoder is told the slot and leaves these at 0). */
+	uint8_t freed_tag[MT_ADDR_RING], live_tag[MT_ADDR_RING];
+	uint64_t last[MT_SIZE_CLASSES]; /* the last ALLOC address of each size class */
 };
 
 #define MT_REC_HOT_MAX 40 /* longest ALLOC or FREE record */
 
+/* mt_size_class() - size class of an ALLOC of @size bytes: 16-byte steps
+ * up to 512 (0 ..= 32), then one class per power of two (33 ..= 63). */
+static inline unsigned mt_size_class(uint64_t size)
+{
+	if (size <= 512)
+		return (unsigned)((size + 15) >> 4);
+	unsigned bits = 64 - (unsigned)__builtin_clzll(size); /* 10 ..= 64 */
+	return bits < 40 ? bits + 23 : MT_SIZE_CLASSES - 1;
+}
+
 /* ------------------------------------------------------------------------
  * Hot encoders, inline for the payload's hook path. The byte after the
- * record head is kind | address mode << 4: mode 0..7 is a slot of the
- * matching ring; MT_ADDR_ALIGNED and MT_ADDR_EXPLICIT mean a delta from
- * d->addr follows, in units of 16 bytes (allocators align blocks) or 1.
+ * record head is kind | address mode << 4: mode 0..7 is the age of the
+ * matching ring entry (0 = the newest); MT_ADDR_ALIGNED and
+ * MT_ADDR_EXPLICIT mean a delta from the predicted address follows, in
+ * units of 16 bytes (allocators align blocks) or 1.
  * ---------------------------------------------------------------------- */
 static inline size_t mt__rec_head(uint8_t *p, unsigned type, uint32_t thread)
 {
@@ -191,39 +216,70 @@ static inline size_t mt__rec_head(uint8_t *p, unsigned type, uint32_t thread)
 	return 1 + mt_varint_put(p + 1, thread);
 }
 
-/* Find @addr in @ring (and take it out: a block is matched once). The
- * newest entry (just before @pos) is the usual match, so it is tried
- * first; the record names the slot, so the search order is the writer's
- * business. */
-static inline unsigned mt__ring_take(uint64_t *ring, uint8_t pos, uint64_t addr)
+/* The byte of @addr kept as its tag: bits 4..11, as blocks are 16-byte
+ * aligned. (Page-aligned mappings all share one tag; they are rare.) */
+static inline uint64_t mt__tag(uint64_t addr)
 {
+	return (uint8_t)(addr >> 4);
+}
+
+/* Find @addr in @ring (and take it out: a block is matched once). Returns
+ * its age (0 = written last, at @pos - 1), or MT_ADDR_EXPLICIT. The newest
+ * entry is the usual match and is tried first; otherwise the bytes of the
+ * ring's tags equal to @tag are found all at once (the zero-byte test
+ * below may also flag a byte above a real match; every candidate is
+ * checked against the ring), so that a miss, the common case of new
+ * memory, costs a few operations and no loop. When an address is in the
+ * ring twice (a lost free), the record names one of them and the decoder
+ * follows it. */
+static inline unsigned mt__ring_take(uint64_t *ring, const uint8_t *tag8, uint8_t pos,
+				     uint64_t addr, uint64_t tag)
+{
+	const uint64_t ones = 0x0101010101010101ull;
 	unsigned newest = (uint8_t)(pos - 1) % MT_ADDR_RING;
+	if (!addr) /* a failed allocation; 0 marks a slot already taken */
+		return MT_ADDR_EXPLICIT;
 	if (ring[newest] == addr) {
 		ring[newest] = 0;
-		return newest;
+		return 0;
 	}
-	for (unsigned i = 0; i < MT_ADDR_RING; i++)
+	uint64_t tags;
+	memcpy(&tags, tag8, sizeof(tags)); /* byte order does not matter */
+	uint64_t x = tags ^ (tag * ones);
+	uint64_t m = (x - ones) & ~x & (ones << 7);
+	while (m) {
+		unsigned i = (unsigned)__builtin_ctzll(m) >> 3;
 		if (ring[i] == addr) {
 			ring[i] = 0;
-			return i;
+			return (unsigned)(uint8_t)(pos - 1 - i) % MT_ADDR_RING;
 		}
+		m &= m - 1;
+	}
 	return MT_ADDR_EXPLICIT;
 }
 
-static inline size_t mt__put_addr(uint8_t *p, size_t n, struct mt_delta *d, unsigned kind,
-				  uint64_t *ring, uint8_t pos, uint64_t addr)
+/* Append @addr with its @tag to @ring at *@pos. */
+static inline void mt__ring_push(uint64_t *ring, uint8_t *tag8, uint8_t *pos, uint64_t addr,
+				 uint64_t tag)
 {
-	unsigned mode = addr ? mt__ring_take(ring, pos, addr) : MT_ADDR_EXPLICIT;
-	int64_t delta = (int64_t)(addr - d->addr);
+	unsigned i = *pos % MT_ADDR_RING;
+	ring[i] = addr;
+	tag8[i] = (uint8_t)tag;
+	*pos = (uint8_t)(*pos + 1);
+}
+
+/* The km byte and, for a delta mode, the delta from *@prev; *@prev = @addr. */
+static inline size_t mt__put_addr(uint8_t *p, size_t n, unsigned kind, unsigned mode,
+				  uint64_t *prev, uint64_t addr)
+{
+	int64_t delta = (int64_t)(addr - *prev);
 	if (mode == MT_ADDR_EXPLICIT && (delta & 15) == 0) {
 		mode = MT_ADDR_ALIGNED;
-		delta /= 16;
+		delta >>= 4; /* exact; GCC and Clang shift signed values arithmetically */
 	}
 	p[n++] = (uint8_t)(kind | mode << 4);
-	if (mode >= MT_ADDR_ALIGNED) {
+	if (mode >= MT_ADDR_ALIGNED)
 		n += mt_varint_put(p + n, mt_zigzag(delta));
-		d->addr = addr;
-	}
 	return n;
 }
 
@@ -232,11 +288,15 @@ static inline size_t mt_enc_alloc(uint8_t *p, struct mt_delta *d, uint32_t threa
 				  unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
 {
 	size_t n = mt__rec_head(p, MT_REC_ALLOC, thread);
-	n = mt__put_addr(p, n, d, kind, d->freed, d->freed_pos, addr);
+	uint64_t *last = &d->last[mt_size_class(size)];
+	uint64_t tag = mt__tag(addr);
+	unsigned mode = mt__ring_take(d->freed, d->freed_tag, d->freed_pos, addr, tag);
+	n = mt__put_addr(p, n, kind, mode, last, addr);
+	*last = addr;
 	n += mt_varint_put(p + n, size);
 	n += mt_varint_put(p + n, mt_zigzag((int64_t)stack - (int64_t)d->stack));
 	d->stack = stack;
-	d->live[d->live_pos++ % MT_ADDR_RING] = addr;
+	mt__ring_push(d->live, d->live_tag, &d->live_pos, addr, tag);
 	return n;
 }
 
@@ -246,10 +306,14 @@ static inline size_t mt_enc_free(uint8_t *p, struct mt_delta *d, uint32_t thread
 				 unsigned kind, uint64_t addr, uint64_t size)
 {
 	size_t n = mt__rec_head(p, MT_REC_FREE, thread);
-	n = mt__put_addr(p, n, d, kind, d->live, d->live_pos, addr);
+	uint64_t tag = mt__tag(addr);
+	unsigned mode = mt__ring_take(d->live, d->live_tag, d->live_pos, addr, tag);
+	n = mt__put_addr(p, n, kind, mode, &d->free_addr, addr);
+	if (mode >= MT_ADDR_ALIGNED)
+		d->free_addr = addr;
 	if (kind == MT_ALLOC_MUNMAP)
 		n += mt_varint_put(p + n, size);
-	d->freed[d->freed_pos++ % MT_ADDR_RING] = addr;
+	mt__ring_push(d->freed, d->freed_tag, &d->freed_pos, addr, tag);
 	return n;
 }
 
@@ -305,8 +369,9 @@ ssize_t mt_header_decode(const uint8_t *p, size_t len, struct mt_header *h);
 /* ------------------------------------------------------------------------
  * Chunks: after the header the file is a sequence of chunks, each
  *   magic[4] "MTCK", u32 raw_len, u32 stored_len, u32 checksum, data.
- * data is the LZ4 block of raw_len bytes of records, or the raw records
- * when stored_len == raw_len. checksum is mt_checksum() (MT32) of the
+ * data is the LZ4 block of raw_len bytes of chunk data (the records as
+ * columns, mt_chunk_split()), or the chunk data themselves when
+ * stored_len == raw_len. checksum is mt_checksum() (MT32) of the
  * stored bytes. Records never span chunks. Each chunk's LZ4 block
  * decompresses on its own, but its records do not decode on their own:
  * the hot records' delta state (struct mt_delta) runs across chunks, so a
@@ -326,6 +391,29 @@ struct mt_chunk {
 void mt_chunk_header_encode(uint8_t p[MT_CHUNK_HEADER], const struct mt_chunk *c);
 /* Returns 0, or -MT_ECORRUPT for a bad magic or impossible sizes. */
 int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c);
+/* ------------------------------------------------------------------------
+ * Chunk columns. A chunk's records are stored as columns, one after the
+ * other, so that LZ4 sees alike bytes together: the heads and km bytes of
+ * all records, then all address deltas, sizes, stack deltas, and the
+ * length-prefixed records' bodies. Every record is the concatenation of
+ * one segment per column, in column order, and the control column tells
+ * which segments a record has, so the split is lossless and stateless.
+ * The chunk data (raw_len bytes) are: the byte lengths of columns 0..3 as
+ * varints, then the five columns (docs/format.md section 2.1).
+ * ---------------------------------------------------------------------- */
+#define MT_COLUMNS 5
+#define MT_COLUMNS_DIR_MAX 20 /* the directory of four varint lengths < 2^32 */
+
+/* mt_chunk_split() - the columns of the whole records [@src, @src+@len)
+ * into @dst (>= @len + MT_COLUMNS_DIR_MAX bytes). Returns the columns'
+ * length, or -MT_ECORRUPT if @src does not parse as records. */
+ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len);
+/* mt_chunk_join() - the records of chunk data [@src, @src+@len) into @dst
+ * (@cap >= @len bytes suffice). Returns their length, or -MT_ECORRUPT if
+ * the columns do not fit together; *@joined is then the length of the
+ * whole records in @dst before the damage. */
+ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined);
+
 /* mt_checksum() - MT32 of @p: 64-bit multiply-rotate rounds over 8-byte
  * words in four lanes, the tail bytes one at a time, folded to 32 bits
  * (docs/format.md section 2 gives the exact steps). */

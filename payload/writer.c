@@ -47,6 +47,7 @@ static struct {
 	uint64_t start_mono;
 	uint64_t cur_epoch; /* writer: the epoch being written */
 	uint8_t *raw, *out;
+	uint8_t *cols; /* the chunk's records as columns (mt_chunk_split) */
 	size_t raw_len;
 	uint64_t last_flush;
 	uint8_t diag_buf[512];
@@ -243,13 +244,19 @@ static void flush_chunk(void)
 		w.raw_len = 0;
 		return;
 	}
-	stored = LZ4_compress_default((const char *)w.raw, (char *)w.out + MT_CHUNK_HEADER,
-				      (int)w.raw_len, LZ4_compressBound(CHUNK_MAX));
-	if (stored <= 0 || (size_t)stored >= w.raw_len) {
-		memcpy(w.out + MT_CHUNK_HEADER, w.raw, w.raw_len);
-		stored = (int)w.raw_len;
+	ssize_t raw_len = mt_chunk_split(w.cols, w.raw, w.raw_len);
+	if (raw_len < 0) { /* records this writer wrote do not parse: a bug */
+		fail(-EINVAL);
+		w.raw_len = 0;
+		return;
 	}
-	c.raw_len = (uint32_t)w.raw_len;
+	stored = LZ4_compress_default((const char *)w.cols, (char *)w.out + MT_CHUNK_HEADER,
+				      (int)raw_len, LZ4_compressBound(CHUNK_MAX + MT_COLUMNS_DIR_MAX));
+	if (stored <= 0 || stored >= raw_len) {
+		memcpy(w.out + MT_CHUNK_HEADER, w.cols, (size_t)raw_len);
+		stored = (int)raw_len;
+	}
+	c.raw_len = (uint32_t)raw_len;
 	c.stored_len = (uint32_t)stored;
 	c.checksum = mt_checksum(w.out + MT_CHUNK_HEADER, (size_t)stored);
 	mt_chunk_header_encode(w.out, &c);
@@ -469,9 +476,13 @@ int mt_writer_start(int fd, const struct mt_header *h)
 		w.raw = mmap(NULL, CHUNK_MAX + MT_REC_HOT_MAX, PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS,
 			     -1, 0);
-		w.out = mmap(NULL, MT_CHUNK_HEADER + (size_t)LZ4_compressBound(CHUNK_MAX),
+		w.out = mmap(NULL,
+			     MT_CHUNK_HEADER +
+				     (size_t)LZ4_compressBound(CHUNK_MAX + MT_COLUMNS_DIR_MAX),
 			     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (w.raw == MAP_FAILED || w.out == MAP_FAILED) {
+		w.cols = mmap(NULL, CHUNK_MAX + MT_COLUMNS_DIR_MAX, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (w.raw == MAP_FAILED || w.out == MAP_FAILED || w.cols == MAP_FAILED) {
 			w.raw = NULL;
 			return -ENOMEM;
 		}

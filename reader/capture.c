@@ -35,6 +35,8 @@ struct mt_capture {
 
 	uint8_t *raw;   /* decompression buffer */
 	size_t raw_cap;
+	uint8_t *recs;  /* a chunk's records, joined from its columns */
+	size_t recs_cap;
 	struct mt_delta *deltas;
 	uint32_t n_deltas;
 	int oom;
@@ -200,6 +202,7 @@ void mt_capture_close(struct mt_capture *c)
 		munmap(c->map, c->size);
 	free(c->owned);
 	free(c->raw);
+	free(c->recs);
 	free(c->deltas);
 	free(c);
 }
@@ -403,8 +406,20 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 			int rc = ops.chunk(ctx, index, off, &ch);
 			if (rc)
 				return rc;
+			/* the records of the columns that fit together are read
+			 * before a bad join is reported */
+			if (c->recs_cap < raw_len) {
+				uint8_t *nb = realloc(c->recs, raw_len);
+				if (!nb)
+					return -ENOMEM;
+				c->recs = nb;
+				c->recs_cap = raw_len;
+			}
+			size_t joined;
+			ssize_t n = mt_chunk_join(c->recs, c->recs_cap, data, raw_len, &joined);
 			int stop = 0;
-			int err = read_records(c, data, raw_len, &ops, ctx, &stop);
+			int err = read_records(c, c->recs, n < 0 ? joined : (size_t)n, &ops, ctx,
+					       &stop);
 			if (stop)
 				return stop;
 			if (err == -ENOMEM && c->oom)
@@ -412,6 +427,8 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 			if (err < 0)
 				why = err == -MT_ETRUNC ? "a record runs past the chunk end"
 							: "malformed record";
+			else if (n < 0)
+				why = "its record columns do not fit together";
 		}
 		if (why) {
 			/* Delta state runs across chunks: nothing after a lost

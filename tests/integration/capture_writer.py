@@ -1,7 +1,7 @@
 """Captures written in Python straight from docs/format.md: the integration
-tests use it to make captures with known contents (chunks stored, not
-compressed), which also checks the specification against the reader, and
-bench/report_speed.py to make large synthetic ones."""
+tests use it to make captures with known contents (chunks stored as
+columns, not compressed), which also checks the specification against the
+reader, and bench/report_speed.py to make large synthetic ones."""
 
 import struct
 
@@ -20,10 +20,42 @@ def varint(v):
 
 # address mode of a hot record: an explicit delta (docs/format.md)
 EXPLICIT = 15
+FORMAT_VERSION = 2
 
 
 def zigzag(v):
     return ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
+
+
+def size_class(size):
+    """docs/format.md 3.1: 16-byte steps up to 512, then powers of two."""
+    if size <= 512:
+        return (size + 15) >> 4
+    return min(size.bit_length() + 23, 63)
+
+
+class HotCoder:
+    """ALLOC and FREE records of one thread, every address an explicit
+    delta (a writer may leave the rings out, docs/format.md 3.1)."""
+
+    def __init__(self):
+        self.last = [0] * 64  # last ALLOC address per size class
+        self.free_addr = 0
+        self.stack = 0
+
+    def alloc(self, head, kind, addr, size, stack):
+        c = size_class(size)
+        out = (head + bytes([kind | EXPLICIT << 4]) + varint(zigzag(addr - self.last[c]))
+               + varint(size) + varint(zigzag(stack - self.stack)))
+        self.last[c], self.stack = addr, stack
+        return out
+
+    def free(self, head, kind, addr, size=0):
+        out = head + bytes([kind | EXPLICIT << 4]) + varint(zigzag(addr - self.free_addr))
+        if kind == MUNMAP:
+            out += varint(size)
+        self.free_addr = addr
+        return out
 
 
 _M64 = (1 << 64) - 1
@@ -60,19 +92,66 @@ def mt32(data):
     return (h ^ (h >> 32)) & 0xFFFFFFFF
 
 
+def _varint_len(data, i):
+    n = 1
+    while data[i + n - 1] & 0x80:
+        n += 1
+    return n
+
+
+def columns(records):
+    """The chunk data of whole records (docs/format.md 2.1): the lengths of
+    columns 0..3 as varints, then the control, address, size, stack and
+    body columns, each record's segments appended to their columns."""
+    cols = [bytearray() for _ in range(5)]
+    i = 0
+    while i < len(records):
+        head = records[i]
+        rtype = head & 0x0F
+        n = 1 + (_varint_len(records, i + 1) if head >> 4 == 15 else 0)
+        if rtype in (HOT_ALLOC, HOT_FREE):
+            km = records[i + n]
+            n += 1
+            cols[0] += records[i:i + n]
+            i += n
+            present = (km >> 4 >= 14, rtype == HOT_ALLOC or km & 0x0F == MUNMAP, rtype == HOT_ALLOC)
+            for col, there in enumerate(present, 1):
+                if there:
+                    k = _varint_len(records, i)
+                    cols[col] += records[i:i + k]
+                    i += k
+        else:
+            cols[0] += records[i:i + n]
+            i += n
+            k = _varint_len(records, i)
+            length, shift = 0, 0
+            for b in records[i:i + k]:
+                length |= (b & 0x7F) << shift
+                shift += 7
+            cols[4] += records[i:i + k + length]
+            i += k + length
+    return b"".join(varint(len(c)) for c in cols[:4]) + b"".join(bytes(c) for c in cols)
+
+
+def chunk(records):
+    """A stored (not compressed) chunk of whole records."""
+    data = columns(records)
+    return b"MTCK" + struct.pack("<III", len(data), len(data), mt32(data)) + data
+
+
 def blob(s):
     s = s.encode() if isinstance(s, str) else s
     return varint(len(s)) + s
 
 
 class Capture:
-    def __init__(self, flags=0, version=1):
+    def __init__(self, flags=0, version=FORMAT_VERSION):
         cmd = b"python3\0prog.py\0"
         self.out = bytearray(b"MEMTRACE" + struct.pack("<HHIIIQIIQI", version, 52 + len(cmd), flags,
                                                        4242, 0x030B04F0, 1700000000 * 10**9, 10,
                                                        4096, 4242, len(cmd)) + cmd)
         self.chunk = bytearray()
-        self.prev = {}  # thread index -> [addr, stack]
+        self.coders = {}  # thread index -> HotCoder
 
     def _head(self, rtype, thread=0):
         if thread < 15:
@@ -84,20 +163,13 @@ class Capture:
         return self
 
     def alloc(self, addr, size, stack=0, kind=MALLOC, thread=0):
-        p = self.prev.setdefault(thread, [0, 0])
-        self.chunk += (self._head(HOT_ALLOC, thread) + bytes([kind | EXPLICIT << 4])
-                       + varint(zigzag(addr - p[0]))
-                       + varint(size) + varint(zigzag(stack - p[1])))
-        p[0], p[1] = addr, stack
+        coder = self.coders.setdefault(thread, HotCoder())
+        self.chunk += coder.alloc(self._head(HOT_ALLOC, thread), kind, addr, size, stack)
         return self
 
     def free(self, addr, size=0, kind=FREE, thread=0):
-        p = self.prev.setdefault(thread, [0, 0])
-        self.chunk += (self._head(HOT_FREE, thread) + bytes([kind | EXPLICIT << 4])
-                       + varint(zigzag(addr - p[0])))
-        if kind == MUNMAP:
-            self.chunk += varint(size)
-        p[0] = addr
+        coder = self.coders.setdefault(thread, HotCoder())
+        self.chunk += coder.free(self._head(HOT_FREE, thread), kind, addr, size)
         return self
 
     def thread(self, index, tid, name):
@@ -108,7 +180,8 @@ class Capture:
                           + blob(name) + blob(b""))
 
     def stack(self, sid, parent, code, offset=0):
-        return self._long(STACK, varint(sid) + varint(parent) + varint(code) + varint(offset))
+        return self._long(STACK, varint(sid) + varint(zigzag(sid - parent)) + varint(code)
+                          + varint(offset))
 
     def sample(self, time_us, rss):
         return self._long(SAMPLE, varint(time_us) + varint(rss))
@@ -121,8 +194,7 @@ class Capture:
 
     def flush(self):
         if self.chunk:
-            data = bytes(self.chunk)
-            self.out += b"MTCK" + struct.pack("<III", len(data), len(data), mt32(data)) + data
+            self.out += chunk(self.chunk)
             self.chunk = bytearray()
         return self
 

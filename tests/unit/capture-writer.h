@@ -4,7 +4,8 @@
 /*
  * Builds captures in memory for tests: header, records through the real
  * codec (per-thread delta state that runs across chunks, as the payload
- * writes it), chunks cut at a chosen raw size, LZ4-compressed or stored.
+ * writes it), chunks cut at a chosen size of records, split into columns
+ * (mt_chunk_split) and LZ4-compressed or stored.
  * Aborts on allocation failure; tests only.
  */
 #include <lz4.h>    /* LZ4_compress_default */
@@ -78,17 +79,24 @@ static inline void cw_flush(struct cw *w)
 	struct mt_chunk c;
 	if (!w->raw_len)
 		return;
-	int bound = LZ4_compressBound((int)w->raw_len);
+	uint8_t *cols = malloc(w->raw_len + MT_COLUMNS_DIR_MAX);
+	if (!cols)
+		abort();
+	ssize_t raw_len = mt_chunk_split(cols, w->raw, w->raw_len);
+	if (raw_len < 0)
+		abort();
+	int bound = LZ4_compressBound((int)raw_len);
 	cw__reserve(w, MT_CHUNK_HEADER + (size_t)bound);
 	uint8_t *data = w->buf + w->len + MT_CHUNK_HEADER;
 	int stored = 0;
 	if (w->compress)
-		stored = LZ4_compress_default((const char *)w->raw, (char *)data, (int)w->raw_len, bound);
-	if (stored <= 0 || (size_t)stored >= w->raw_len) {
-		memcpy(data, w->raw, w->raw_len);
-		stored = (int)w->raw_len;
+		stored = LZ4_compress_default((const char *)cols, (char *)data, (int)raw_len, bound);
+	if (stored <= 0 || stored >= raw_len) {
+		memcpy(data, cols, (size_t)raw_len);
+		stored = (int)raw_len;
 	}
-	c.raw_len = (uint32_t)w->raw_len;
+	free(cols);
+	c.raw_len = (uint32_t)raw_len;
 	c.stored_len = (uint32_t)stored;
 	c.checksum = mt_checksum(data, (size_t)stored);
 	mt_chunk_header_encode(w->buf + w->len, &c);

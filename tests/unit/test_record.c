@@ -186,8 +186,9 @@ START_TEST(test_record_truncation)
 			ck_assert_int_eq(mt_rec_decode(cut, (size_t)len, &out, get_delta, &dec),
 					 -MT_ETRUNC);
 			/* a failed decode leaves the delta state alone */
+			static const struct mt_delta zero;
 			for (int t = 0; t < 512; t++)
-				ck_assert(dec.d[t].addr == 0 && dec.d[t].stack == 0);
+				ck_assert(memcmp(&dec.d[t], &zero, sizeof(zero)) == 0);
 			free(cut);
 		}
 	}
@@ -285,6 +286,13 @@ START_TEST(test_record_malformed)
 	/* STACK with id 0 */
 	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x00\x00\x00\x00", 6, &r, get_delta,
 				       &dec),
+			 -MT_ECORRUPT);
+	/* STACK 1 whose parent would be 1 - 2 = -1, or 1 + 2^32 */
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x01\x04\x00\x00", 6, &r, get_delta,
+				       &dec),
+			 -MT_ECORRUPT);
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x08\x01\xff\xff\xff\xff\x1f\x00\x00", 10,
+				       &r, get_delta, &dec),
 			 -MT_ECORRUPT);
 	/* SAMPLE with a non-zero thread nibble */
 	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x16\x02\x00\x00", 4, &r, get_delta, &dec),
@@ -420,7 +428,10 @@ START_TEST(test_record_address_rings)
 	struct mt_delta enc = { 0 };
 	size_t n = 0, explicit_bytes = 0;
 	for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++) {
-		struct mt_delta plain = { .addr = enc.addr };
+		/* the same state without the rings: every address a delta */
+		struct mt_delta plain = enc;
+		memset(plain.freed, 0, sizeof(plain.freed));
+		memset(plain.live, 0, sizeof(plain.live));
 		if (ev[i].alloc) {
 			n += mt_enc_alloc(buf + n, &enc, 0, MT_ALLOC_PYMALLOC_MALLOC, ev[i].addr, 32, 3);
 			explicit_bytes += mt_enc_alloc(buf + 512, &plain, 0, MT_ALLOC_PYMALLOC_MALLOC,
@@ -449,6 +460,138 @@ START_TEST(test_record_address_rings)
 }
 END_TEST
 
+/* Addresses missing from the rings are deltas from the last ALLOC of the
+ * same size class (ALLOC) or from the last such FREE (FREE): blocks of two
+ * size classes carved from two pools, allocated interleaved and freed in
+ * reverse, cost a byte each. Ring entries are named by age, and the
+ * decoder follows the state exactly, sizes above 512 and 0 included. */
+START_TEST(test_record_size_classes)
+{
+	static uint8_t buf[1 << 16];
+	static struct deltas dec;
+	struct mt_delta enc;
+	struct { int alloc; uint64_t addr, size; } ev[400];
+	size_t nev = 0, n = 0;
+
+	memset(&enc, 0, sizeof(enc));
+	for (int i = 0; i < 100; i++) {
+		ev[nev++] = (typeof(ev[0])){ 1, 0x7f0000100000 + 64 * (uint64_t)i, 50 + i % 10 };
+		ev[nev++] = (typeof(ev[0])){ 1, 0x7f0000200000 + 32 * (uint64_t)i, 24 + i % 8 };
+	}
+	for (int i = 99; i >= 0; i--)
+		ev[nev++] = (typeof(ev[0])){ 0, 0x7f0000100000 + 64 * (uint64_t)i, 0 };
+	for (int i = 0; i < 50; i++) /* big blocks: one class per power of two */
+		ev[nev++] = (typeof(ev[0])){ 1, 0x7e0000000000 + (i % 2 ? 0 : 1ull << 30) +
+						    4096 * (uint64_t)i, i % 2 ? 600 : (1ull << 45) };
+	for (int i = 0; i < 50; i++)
+		ev[nev++] = (typeof(ev[0])){ 1, 0, 0 }; /* failed: never a ring slot */
+	for (size_t i = 0; i < nev; i++) {
+		size_t k = ev[i].alloc ? mt_enc_alloc(buf + n, &enc, 0, MT_ALLOC_PYMALLOC_MALLOC,
+						      ev[i].addr, ev[i].size, 1)
+				       : mt_enc_free(buf + n, &enc, 0, MT_ALLOC_PYMALLOC_FREE,
+						     ev[i].addr, 0);
+		if (i >= 2 && i < 200)
+			ck_assert_uint_eq(k, 5); /* head, km, one delta byte, size, stack */
+		else if (i >= 200 && i < 204)
+			ck_assert_uint_eq(k, 2); /* head, km: in the ring of the last 8 */
+		else if (i >= 205 && i < 300)
+			ck_assert_uint_eq(k, 3); /* head, km, one delta byte */
+		n += k;
+	}
+	memset(&dec, 0, sizeof(dec));
+	size_t off = 0;
+	for (size_t i = 0; i < nev; i++) {
+		struct mt_record r;
+		ssize_t k = mt_rec_decode(buf + off, n - off, &r, get_delta, &dec);
+		ck_assert_int_gt(k, 0);
+		ck_assert_uint_eq(r.type, ev[i].alloc ? MT_REC_ALLOC : MT_REC_FREE);
+		ck_assert_uint_eq(ev[i].alloc ? r.alloc.addr : r.free.addr, ev[i].addr);
+		if (ev[i].alloc)
+			ck_assert_uint_eq(r.alloc.size, ev[i].size);
+		off += (size_t)k;
+	}
+	ck_assert_uint_eq(off, n);
+	/* the encoder's search aid */
+	memset(enc.freed_tag, 0, sizeof(enc.freed_tag));
+	memset(enc.live_tag, 0, sizeof(enc.live_tag));
+	ck_assert(memcmp(&dec.d[0], &enc, sizeof(enc)) == 0);
+
+	/* the newest entry is age 0, wherever the ring position is */
+	uint8_t rec[MT_REC_HOT_MAX];
+	mt_enc_free(rec, &enc, 0, MT_ALLOC_FREE, 0x5000, 0);
+	ck_assert_uint_eq(mt_enc_alloc(rec, &enc, 0, MT_ALLOC_MALLOC, 0x5000, 16, 1), 4);
+	/* head, km of age 0, size, stack */
+	ck_assert_uint_eq(rec[1], MT_ALLOC_MALLOC);
+	/* a taken slot is never matched by a failed allocation (address 0) */
+	mt_enc_free(rec, &enc, 0, MT_ALLOC_FREE, 0x1000, 0);
+	mt_enc_free(rec, &enc, 0, MT_ALLOC_FREE, 0x2000, 0);
+	mt_enc_alloc(rec, &enc, 0, MT_ALLOC_MALLOC, 0x1000, 16, 1);
+	ck_assert_uint_eq(rec[1], MT_ALLOC_MALLOC | 1 << 4);
+	mt_enc_alloc(rec, &enc, 0, MT_ALLOC_MALLOC, 0, 16, 1);
+	ck_assert_uint_eq(rec[1] >> 4, MT_ADDR_ALIGNED);
+	/* an age naming an empty slot is corrupt, and changes nothing */
+	memset(&dec, 0, sizeof(dec));
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x01\x31\x10\x00", 4, &(struct mt_record){ 0 }, get_delta,
+				       &dec),
+			 -MT_ECORRUPT);
+}
+END_TEST
+
+/* Chunk columns: records of every type and every address mode, threads
+ * with one-byte and escaped indexes, and a type this version does not
+ * know, split into columns and joined back byte for byte; every cut of
+ * the columns is caught, after the whole records before it. */
+START_TEST(test_record_columns)
+{
+	static uint8_t recs[1 << 14], cols[(1 << 14) + MT_COLUMNS_DIR_MAX], back[1 << 14];
+	struct mt_delta enc[2];
+	size_t len = 0;
+
+	memset(enc, 0, sizeof(enc));
+	for (int variant = 0; variant < 2; variant++)
+		for (int t = 0; t < N_TYPES; t++) {
+			struct mt_record r = sample_record(rec_types[t], variant);
+			ssize_t n = mt_rec_encode(recs + len, sizeof(recs) - len, &r, &enc[variant]);
+			ck_assert_int_gt(n, 0);
+			len += (size_t)n;
+		}
+	memcpy(recs + len, "\x09\x03\xaa\xbb\xcc", 5); /* type 9, skipped by its length */
+	len += 5;
+	for (int i = 0; i < 40; i++) { /* ring ages, 16-byte and 1-byte deltas, munmap */
+		uint32_t thread = i % 3 ? 2 : 20;
+		struct mt_delta *d = &enc[i % 2];
+		uint64_t addr = 0x7f0000000000 + (uint64_t)(i % 7) * 48 + (uint64_t)(i % 5);
+		len += mt_enc_alloc(recs + len, d, thread, MT_ALLOC_MALLOC, addr, 24 + (uint64_t)i,
+				    (uint32_t)i);
+		len += mt_enc_free(recs + len, d, thread, i % 4 ? MT_ALLOC_FREE : MT_ALLOC_MUNMAP,
+				   addr - (uint64_t)(i % 3) * 48, 4096);
+	}
+	ssize_t ncols = mt_chunk_split(cols, recs, len);
+	ck_assert_int_gt(ncols, (ssize_t)len);
+	ck_assert_int_le(ncols, (ssize_t)(len + MT_COLUMNS_DIR_MAX));
+	size_t joined;
+	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, (size_t)ncols, &joined),
+			 (ssize_t)len);
+	ck_assert(memcmp(back, recs, len) == 0);
+	for (size_t cut = 0; cut < (size_t)ncols; cut++) {
+		uint8_t *c = malloc(cut ? cut : 1); /* ASan sees reads past cut */
+		memcpy(c, cols, cut);
+		ck_assert_int_eq(mt_chunk_join(back, sizeof(back), c, cut, &joined), -MT_ECORRUPT);
+		ck_assert_uint_le(joined, len);
+		ck_assert(memcmp(back, recs, joined) == 0);
+		free(c);
+	}
+	/* too little room is corruption too, never an overflow */
+	ck_assert_int_eq(mt_chunk_join(back, len - 1, cols, (size_t)ncols, &joined), -MT_ECORRUPT);
+	/* a record of type 0, or one cut short, does not split */
+	ck_assert_int_eq(mt_chunk_split(cols, (const uint8_t *)"\x00\x01\x00", 3), -MT_ECORRUPT);
+	ck_assert_int_eq(mt_chunk_split(cols, recs, len - 1), -MT_ECORRUPT);
+	/* an empty chunk is four empty columns */
+	ck_assert_int_eq(mt_chunk_split(cols, recs, 0), 4);
+	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, 4, &joined), 0);
+}
+END_TEST
+
 static Suite *record_suite(void)
 {
 	Suite *s = suite_create("record");
@@ -459,6 +602,7 @@ static Suite *record_suite(void)
 	tcase_add_loop_test(tc, test_record_enospc, 0, N_TYPES);
 	tcase_add_test(tc, test_record_delta_sequence);
 	tcase_add_test(tc, test_record_address_rings);
+	tcase_add_test(tc, test_record_size_classes);
 	tcase_add_test(tc, test_record_unknown_type_skipped);
 	tcase_add_test(tc, test_record_malformed);
 	suite_add_tcase(s, tc);
@@ -467,6 +611,7 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, test_record_header_roundtrip);
 	tcase_add_test(tc, test_record_header_rejects);
 	tcase_add_test(tc, test_record_chunk_header);
+	tcase_add_test(tc, test_record_columns);
 	tcase_add_test(tc, test_record_allocator_table);
 	suite_add_tcase(s, tc);
 	return s;
