@@ -9,7 +9,6 @@
 import os
 import signal
 import threading
-import time
 
 import lldb  # noqa: provided by lldb
 
@@ -61,14 +60,20 @@ def __lldb_init_module(debugger, internal_dict):
             call("((int (*)(void *, void *))%#x)((void *)%#x, (void *)0)"
                  % (apc.GetValueAsUnsigned(), cb.GetValueAsUnsigned())) is None):
         finish(1)
+    # Wait for the breakpoint synchronously: polling the state in async
+    # mode depends on lldb's own event thread updating it, which batch
+    # mode does not always run. A timer interrupts the wait instead.
+    debugger.SetAsync(False)
+    timer = threading.Timer(timeout, process.SendAsyncInterrupt)
+    timer.start()
     process.Continue()
-    deadline = time.time() + timeout
-    while process.GetState() != lldb.eStateStopped and time.time() < deadline:
-        time.sleep(0.05)
+    timer.cancel()
     for bp in bps:
         target.BreakpointDelete(bp.GetID())
-    if process.GetState() != lldb.eStateStopped:
-        process.Stop()
+    at_bp = any(t.GetStopReason() == lldb.eStopReasonBreakpoint for t in process)
+    if process.GetState() != lldb.eStateStopped or not at_bp:
+        if process.GetState() != lldb.eStateStopped:
+            process.Stop()
         say("the main thread did not reach a safe point within %g s" % timeout)
         finish(2)
     h = call("((void *(*)(const char *, int))(void *)(void *(*)(const char *, int))dlopen)"
