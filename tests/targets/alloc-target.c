@@ -12,6 +12,7 @@
 
 void *mt_target_alloc(const char *kind, size_t size);
 void mt_target_free(void *p);
+size_t mt_target_churn(size_t n, size_t size, size_t keep, void **kept);
 
 /* mt_target_alloc() - @size bytes from the allocator named @kind (one of
  * malloc, calloc, realloc, valloc, pvalloc, memalign, posix_memalign,
@@ -48,4 +49,24 @@ void *mt_target_alloc(const char *kind, size_t size)
 void mt_target_free(void *p)
 {
 	free(p);
+}
+
+/* mt_target_churn() - @n rounds of malloc(@size) and free, keeping every
+ * @keep-th block in @kept (room for n / keep pointers) instead of freeing
+ * it. ctypes calls it without the GIL, so threads running it at once
+ * allocate truly concurrently. Returns the blocks kept. */
+size_t mt_target_churn(size_t n, size_t size, size_t keep, void **kept)
+{
+	size_t k = 0;
+	for (size_t i = 1; i <= n; i++) {
+		void *p = malloc(size);
+		if (p == NULL)
+			continue;
+		*(volatile char *)p = 1;
+		if (keep && i % keep == 0)
+			kept[k++] = p;
+		else
+			free(p);
+	}
+	return k;
 }

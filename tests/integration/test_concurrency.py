@@ -1,0 +1,135 @@
+"""Threads allocating at the same moment, outside the GIL: the payload's
+per-thread buffers are merged into one event order (a new epoch almost
+every event), and every thread's counts must come out exact."""
+
+import json
+import os
+
+import pytest
+
+from conftest import BUILD, python_params, run
+
+ALLOC_LIB = os.path.join(BUILD, "tests", "targets", "libmt-alloc-target.so")
+THREADS, ROUNDS, KEEP = 6, 40_000, 1000
+BASE = 70_001  # thread t allocates BASE + 16 * t bytes each time
+
+PROG = r"""
+import ctypes, sys, threading
+lib = ctypes.CDLL(sys.argv[1])
+lib.mt_target_churn.restype = ctypes.c_size_t
+lib.mt_target_churn.argtypes = [ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t,
+                                ctypes.POINTER(ctypes.c_void_p)]
+THREADS, ROUNDS, KEEP, BASE = %d, %d, %d, %d
+kept = [(ctypes.c_void_p * (ROUNDS // KEEP))() for _ in range(THREADS)]
+start = threading.Barrier(THREADS)
+def work(t):
+    start.wait()
+    assert lib.mt_target_churn(ROUNDS, BASE + 16 * t, KEEP, kept[t]) == ROUNDS // KEEP
+threads = [threading.Thread(target=work, args=(t,)) for t in range(THREADS)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("done")
+""" % (THREADS, ROUNDS, KEEP, BASE)
+
+COUNT = r"""
+import collections, json, sys
+import memtrace
+r = memtrace.FileReader(sys.argv[1])
+lo, hi = int(sys.argv[3]), int(sys.argv[4])
+allocs, frees, sizes = collections.Counter(), collections.Counter(), {}
+for rec in r.get_allocation_records():
+    if rec.allocator.is_deallocator:
+        if rec.address in sizes:
+            frees[sizes.pop(rec.address)] += 1
+    elif lo < rec.size < hi:
+        allocs[rec.size] += 1
+        sizes[rec.address] = rec.size
+leaked = collections.Counter()
+for rec in r.get_leaked_allocation_records(merge_threads=False):
+    # one record per stack and thread: each thread allocates one size
+    if rec.n_allocations and lo < rec.size / rec.n_allocations < hi:
+        assert rec.size % rec.n_allocations == 0, rec
+        leaked[rec.size // rec.n_allocations] += rec.n_allocations
+json.dump({"allocs": allocs, "frees": frees, "leaked": leaked}, open(sys.argv[2], "w"))
+"""
+
+
+def count(tmp_path, cap, lo, hi):
+    """Allocations, frees and leaks of the sizes in (lo, hi), by size."""
+    from test_python_api import py_env
+    script, out = tmp_path / "count.py", tmp_path / "counts.json"
+    script.write_text(COUNT)
+    run("/usr/bin/python3", script, cap, out, lo, hi, env=py_env(), timeout=300)
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("mode", [[], ["--trace-python-allocators"]], ids=["default", "pyalloc"])
+@pytest.mark.parametrize("python", python_params())
+def test_concurrent_native_threads_exact(memtrace, tmp_path, python, mode):
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROG)
+    cap = tmp_path / "c.bin"
+    p = run(memtrace, "run", "--python", python, *mode, "-o", cap, prog, ALLOC_LIB, cwd=tmp_path,
+            timeout=300)
+    assert p.stdout.strip() == "done"
+    stats = json.loads(run(memtrace, "stats", "--json", cap).stdout)
+    assert stats["status"]["complete"] and stats["totals"]["dropped"] == 0
+    got = count(tmp_path, cap, 70_000, 80_000)
+    for t in range(THREADS):
+        size = str(BASE + 16 * t)
+        assert got["allocs"].get(size) == ROUNDS, (size, got)
+        assert got["frees"].get(size) == ROUNDS - ROUNDS // KEEP, (size, got)
+        assert got["leaked"].get(size) == ROUNDS // KEEP, (size, got)
+
+
+HANDOFF = r"""
+import ctypes, queue, sys, threading
+lib = ctypes.CDLL(sys.argv[1])
+lib.mt_target_alloc.restype = ctypes.c_void_p
+lib.mt_target_alloc.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+lib.mt_target_free.argtypes = [ctypes.c_void_p]
+N, PAIRS = %d, %d
+def make(q, size):
+    for _ in range(N):
+        q.put(lib.mt_target_alloc(b"malloc", size))
+    q.put(None)
+def take(q):
+    while True:
+        p = q.get()
+        if p is None:
+            return
+        lib.mt_target_free(p)
+threads = []
+for i in range(PAIRS):
+    q = queue.Queue(maxsize=64)
+    threads += [threading.Thread(target=make, args=(q, 90_001 + 16 * i)),
+                threading.Thread(target=take, args=(q,))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("done")
+"""
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_free_on_another_thread_is_ordered_after_its_allocation(memtrace, tmp_path, python):
+    """Blocks allocated on one thread and freed on another, the addresses
+    then reused: the merged order must put each free after its allocation,
+    or the block would show as leaked."""
+    n, pairs = 5000, 3
+    prog = tmp_path / "prog.py"
+    prog.write_text(HANDOFF % (n, pairs))
+    cap = tmp_path / "h.bin"
+    p = run(memtrace, "run", "--python", python, "-o", cap, prog, ALLOC_LIB, cwd=tmp_path,
+            timeout=300)
+    assert p.stdout.strip() == "done"
+    stats = json.loads(run(memtrace, "stats", "--json", cap).stdout)
+    assert stats["status"]["complete"] and stats["totals"]["dropped"] == 0
+    got = count(tmp_path, cap, 90_000, 100_000)
+    for i in range(pairs):
+        size = str(90_001 + 16 * i)
+        assert got["allocs"].get(size) == n and got["frees"].get(size) == n, (size, got)
+    assert not got["leaked"], got
