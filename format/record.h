@@ -379,7 +379,7 @@ ssize_t mt_header_decode(const uint8_t *p, size_t len, struct mt_header *h);
  * ---------------------------------------------------------------------- */
 #define MT_CHUNK_MAGIC "MTCK"
 #define MT_CHUNK_HEADER 16
-#define MT_CHUNK_RAW_MAX (1u << 20)    /* writer's chunk size */
+#define MT_CHUNK_RAW_MAX (256u << 10)  /* writer's chunk size */
 #define MT_CHUNK_LIMIT (64u << 20)     /* reader's sanity bound */
 
 struct mt_chunk {

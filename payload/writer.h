@@ -25,7 +25,9 @@
 
 struct mt_header;
 
+#ifndef MT_TBUF_SIZE
 #define MT_TBUF_SIZE (256u << 10)
+#endif
 #define MT_TBUF_MASK (MT_TBUF_SIZE - 1)
 #define MT_TBUF_MARKS 1024 /* epoch changes a buffer holds unconsumed */
 
@@ -89,12 +91,31 @@ static inline uint8_t *mt_tbuf_reserve(struct mt_tbuf *b)
 	return b->data + (head & MT_TBUF_MASK);
 }
 
+/* Nonzero when the CPU has a prefetch-for-write instruction. */
+extern int mt_has_prefetchw;
+
+/* Ask for the buffer's line @MT_TBUF_AHEAD bytes past @off in exclusive
+ * state: the writer read it a lap ago on another core, and a store that
+ * has to fetch it back stalls the hook for a full cross-core miss. */
+#define MT_TBUF_AHEAD 256
+static inline void mt__tbuf_prefetch(struct mt_tbuf *b, size_t off)
+{
+	const uint8_t *p = b->data + ((off + MT_TBUF_AHEAD) & MT_TBUF_MASK);
+#if defined(__x86_64__) || defined(__i386__)
+	if (__builtin_expect(mt_has_prefetchw, 1))
+		__asm__ volatile("prefetchw %0" : : "m"(*p));
+#else
+	__builtin_prefetch(p, 1, 3);
+#endif
+}
+
 static inline void mt_tbuf_commit(struct mt_tbuf *b, size_t len)
 {
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
 	size_t off = (size_t)(head & MT_TBUF_MASK);
 	if (__builtin_expect(off + len > MT_TBUF_SIZE, 0))
 		__builtin_memcpy(b->data, b->data + MT_TBUF_SIZE, off + len - MT_TBUF_SIZE);
+	mt__tbuf_prefetch(b, off);
 	atomic_store_explicit(&b->events,
 			      atomic_load_explicit(&b->events, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
