@@ -8,6 +8,7 @@
  */
 #include "payload/python.h"
 #include "payload/python-layout.h"
+#include "payload/pymem.h"
 #include "payload/track.h"
 #include "format/error.h"
 #include "format/record.h"
@@ -44,9 +45,9 @@ static const struct mt_pylayout *mt_lo;
 static uint32_t mt_py_hex;
 static int mt_py_ready;
 
-typedef size_t (*mt_update_fn)(int gil, struct mt_pychain *c);
+typedef mt_python_update_fn mt_update_fn;
 static mt_update_fn mt_updater_for(size_t row);
-static mt_update_fn mt_update; /* the running version's stack reader */
+mt_python_update_fn mt_python_updater;
 static int mt_py_started;  /* Py_IsInitialized() was seen true */
 
 static inline const void *mt_ld_ptr(const void *base, int off)
@@ -255,7 +256,7 @@ int mt_python_init(uint32_t *python_hex)
 	mt_lo = NULL;
 	for (size_t i = 0; i < MT_PYLAYOUT_COUNT; i++)
 		if ((hex >> 24) == 3 && ((hex >> 16) & 0xff) == mt_pylayouts[i].minor)
-			mt_lo = &mt_pylayouts[i], mt_update = mt_updater_for(i);
+			mt_lo = &mt_pylayouts[i], mt_python_updater = mt_updater_for(i);
 	if (mt_lo == NULL)
 		return -MT_ENOPY;
 
@@ -502,16 +503,21 @@ static inline __attribute__((always_inline)) const void *mt_walk_tstate(int gil)
 {
 	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
 		return NULL;
-	/* Initialization happens once; finalization is checked every time,
-	 * as thread states are freed from then on. */
+	/* Initialization happens once; finalization is checked every time
+	 * on threads that may not hold the GIL, as other threads' states are
+	 * freed from then on. A thread holding the GIL (the PyMem hooks) reads
+	 * its own state, live while it runs: the current one, NULL once
+	 * deleted. */
 	if (!mt_py_started) {
 		if (!mt_api.is_initialized())
 			return NULL;
 		mt_py_started = 1;
 	}
+	if (gil)
+		return mt_api.gil_tstate();
 	if (mt_api.is_finalizing())
 		return NULL;
-	return gil ? mt_api.gil_tstate() : mt_api.this_tstate();
+	return mt_api.this_tstate();
 }
 
 #define MT_WALKER(row)                                                                 \
@@ -563,17 +569,6 @@ int mt_python_complete(const struct mt_pychain *c, size_t i)
 	const char *code = c->fr[i].code;
 	const char *first = code + lo->co_code_adaptive;
 	return (const char *)c->pos[i] >= first + 2 * mt_ld_int(code, lo->co_firsttraceable);
-}
-
-size_t mt_python_update(int gil, struct mt_pychain *c)
-{
-	/* mt_update is set before mt_py_ready, which the walker checks */
-	mt_update_fn update = __atomic_load_n(&mt_update, __ATOMIC_ACQUIRE);
-	if (update == NULL) {
-		c->n = 0;
-		return 0;
-	}
-	return update(gil, c);
 }
 
 void mt_python_code_key(const void *code, struct mt_pycode_key *key)
@@ -721,97 +716,15 @@ int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *
 }
 
 /* ------------------------------------------------------------------------
- * PyMem domain wrappers
- *
- * OBJ and MEM are only called with the GIL held, so swapping them under
- * the GIL cannot race a caller. The delegated call runs with the
- * recursion guard set: pymalloc falls back to malloc for large blocks,
- * and the GOT hook must not record that block a second time.
+ * PyMem domain wrappers: installed and removed here, defined in track.c
+ * (pymem.h). OBJ and MEM are only called with the GIL held, so swapping
+ * them under the GIL cannot race a caller.
  * ---------------------------------------------------------------------- */
-
-/* One wrapper instance: its ctx. A wrapper that someone else wrapped in
- * turn cannot be taken out of their chain on detach; it stays there as a
- * pass-through forever, with its saved allocator. A later attach must
- * then not reuse that instance (its orig would point back into the chain
- * and loop), so each domain has a few instances. */
-struct mt_pymem_domain {
-	int domain;
-	volatile int active; /* record through this wrapper */
-	int used;            /* reachable from the domain's chain */
-	struct mt_pymem_allocator orig; /* what we delegate to */
-};
 
 #define MT_PYMEM_SLOTS 8
 
 static struct mt_pymem_domain mt_pymem_slots[2][MT_PYMEM_SLOTS];
 static const int mt_pymem_domain_ids[2] = { MT_PYMEM_DOMAIN_MEM, MT_PYMEM_DOMAIN_OBJ };
-
-static void *mt_pymem_malloc(void *ctx, size_t size)
-{
-	struct mt_pymem_domain *d = ctx;
-	struct mt_pymem_allocator *o = &d->orig;
-	void *p;
-
-	if (!d->active || !mt_tracking || !mt_guard_enter())
-		return o->malloc(o->ctx, size);
-	p = o->malloc(o->ctx, size);
-	if (p != NULL)
-		mt_track_alloc(MT_ALLOC_PYMALLOC_MALLOC, p, size); /* keeps errno */
-	mt_guard_leave();
-	return p;
-}
-
-static void *mt_pymem_calloc(void *ctx, size_t nelem, size_t elsize)
-{
-	struct mt_pymem_domain *d = ctx;
-	struct mt_pymem_allocator *o = &d->orig;
-	void *p;
-
-	if (!d->active || !mt_tracking || !mt_guard_enter())
-		return o->calloc(o->ctx, nelem, elsize);
-	p = o->calloc(o->ctx, nelem, elsize);
-	if (p != NULL) /* no overflow here: the allocator succeeded */
-		mt_track_alloc(MT_ALLOC_PYMALLOC_CALLOC, p, nelem * elsize);
-	mt_guard_leave();
-	return p;
-}
-
-/* PyMem realloc(p, 0) resizes and returns a live block, never frees it,
- * and a failed realloc leaves @ptr valid: so the old block is reported
- * freed only once the new one exists. */
-static void *mt_pymem_realloc(void *ctx, void *ptr, size_t size)
-{
-	struct mt_pymem_domain *d = ctx;
-	struct mt_pymem_allocator *o = &d->orig;
-	void *p;
-
-	if (!d->active || !mt_tracking || !mt_guard_enter())
-		return o->realloc(o->ctx, ptr, size);
-	p = o->realloc(o->ctx, ptr, size);
-	if (p != NULL) {
-		if (ptr != NULL)
-			mt_track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
-		mt_track_alloc(MT_ALLOC_PYMALLOC_REALLOC, p, size);
-	}
-	mt_guard_leave();
-	return p;
-}
-
-static void mt_pymem_free(void *ctx, void *ptr)
-{
-	struct mt_pymem_domain *d = ctx;
-	struct mt_pymem_allocator *o = &d->orig;
-
-	if (!d->active || !mt_tracking || ptr == NULL || !mt_guard_enter()) {
-		o->free(o->ctx, ptr);
-		return;
-	}
-	/* before the real free, or another thread may reuse the address and
-	 * record its allocation ahead of our free */
-	mt_track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
-	o->free(o->ctx, ptr);
-	mt_guard_leave();
-}
 
 /* The instance of ours that @a is, or NULL. */
 static struct mt_pymem_domain *mt_pymem_ours(const struct mt_pymem_allocator *a, int d)

@@ -71,11 +71,23 @@ struct mt_pychain {
 /* mt_python_update() - read the calling thread's frame chain into @c
  * (zero-initialised the first time), reusing what is unchanged since the
  * last call: in a loop, only the newest frame is described again, and its
- * callers are only checked, with loads that overlap. Returns how many outermost frames are unchanged (their
+ * callers are only checked, with loads that overlap. Returns how many
+ * outermost frames are unchanged (their
  * kept, fr and id still hold); frames from there to c->n - 1 have kept and
  * fr filled in and need their id. @gil: the caller holds the GIL.
  * Hook-safe. */
-size_t mt_python_update(int gil, struct mt_pychain *c);
+typedef size_t (*mt_python_update_fn)(int gil, struct mt_pychain *c);
+extern mt_python_update_fn mt_python_updater; /* the running version's, or NULL */
+static inline size_t mt_python_update(int gil, struct mt_pychain *c)
+{
+	/* set before the walker's own readiness flag, which it checks */
+	mt_python_update_fn update = __atomic_load_n(&mt_python_updater, __ATOMIC_ACQUIRE);
+	if (update == NULL) {
+		c->n = 0;
+		return 0;
+	}
+	return update(gil, c);
+}
 
 /* mt_python_describe_newest() - fill in kept and fr of the newest frame of
  * @c after mt_python_update() left them (c->lazy), and clear c->lazy.

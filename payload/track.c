@@ -8,6 +8,7 @@
  */
 #include "payload/track.h"
 #include "format/record.h"
+#include "payload/pymem.h"
 #include "payload/python.h"
 #include "payload/track-internal.h"
 #include "payload/writer.h"
@@ -428,7 +429,8 @@ static void resync(struct mt_thread *t)
 {
 	t->session = 0;
 }
-void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
+static inline __attribute__((always_inline)) void track_alloc(unsigned kind, const void *ptr,
+								    size_t size)
 {
 	struct mt_thread *t = thread_get();
 	if (!t)
@@ -445,7 +447,8 @@ void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
 					    stack));
 }
 
-void mt_track_free(unsigned kind, const void *ptr, size_t size)
+static inline __attribute__((always_inline)) void track_free(unsigned kind, const void *ptr,
+								   size_t size)
 {
 	struct mt_thread *t = thread_get();
 	if (!t)
@@ -456,6 +459,16 @@ void mt_track_free(unsigned kind, const void *ptr, size_t size)
 		return;
 	}
 	mt_tbuf_commit(t->buf, mt_enc_free(p, &t->delta, t->index, kind, (uintptr_t)ptr, size));
+}
+
+void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
+{
+	track_alloc(kind, ptr, size);
+}
+
+void mt_track_free(unsigned kind, const void *ptr, size_t size)
+{
+	track_free(kind, ptr, size);
 }
 
 int mt_track_init(int python)
@@ -475,4 +488,79 @@ int mt_track_init(int python)
 	g.python = python;
 	unlock();
 	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * PyMem domain wrappers (pymem.h)
+ *
+ * OBJ and MEM are only called with the GIL held, so swapping them under
+ * the GIL cannot race a caller. The delegated call runs with the
+ * recursion guard set: pymalloc falls back to malloc for large blocks,
+ * and the GOT hook must not record that block a second time.
+ * ---------------------------------------------------------------------- */
+void *mt_pymem_malloc(void *ctx, size_t size)
+{
+	struct mt_pymem_domain *d = ctx;
+	struct mt_pymem_allocator *o = &d->orig;
+	void *p;
+
+	if (!d->active || !mt_tracking || !mt_guard_enter())
+		return o->malloc(o->ctx, size);
+	p = o->malloc(o->ctx, size);
+	if (p != NULL)
+		track_alloc(MT_ALLOC_PYMALLOC_MALLOC, p, size); /* keeps errno */
+	mt_guard_leave();
+	return p;
+}
+
+void *mt_pymem_calloc(void *ctx, size_t nelem, size_t elsize)
+{
+	struct mt_pymem_domain *d = ctx;
+	struct mt_pymem_allocator *o = &d->orig;
+	void *p;
+
+	if (!d->active || !mt_tracking || !mt_guard_enter())
+		return o->calloc(o->ctx, nelem, elsize);
+	p = o->calloc(o->ctx, nelem, elsize);
+	if (p != NULL) /* no overflow here: the allocator succeeded */
+		track_alloc(MT_ALLOC_PYMALLOC_CALLOC, p, nelem * elsize);
+	mt_guard_leave();
+	return p;
+}
+
+/* PyMem realloc(p, 0) resizes and returns a live block, never frees it,
+ * and a failed realloc leaves @ptr valid: so the old block is reported
+ * freed only once the new one exists. */
+void *mt_pymem_realloc(void *ctx, void *ptr, size_t size)
+{
+	struct mt_pymem_domain *d = ctx;
+	struct mt_pymem_allocator *o = &d->orig;
+	void *p;
+
+	if (!d->active || !mt_tracking || !mt_guard_enter())
+		return o->realloc(o->ctx, ptr, size);
+	p = o->realloc(o->ctx, ptr, size);
+	if (p != NULL) {
+		if (ptr != NULL)
+			track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
+		track_alloc(MT_ALLOC_PYMALLOC_REALLOC, p, size);
+	}
+	mt_guard_leave();
+	return p;
+}
+
+void mt_pymem_free(void *ctx, void *ptr)
+{
+	struct mt_pymem_domain *d = ctx;
+	struct mt_pymem_allocator *o = &d->orig;
+
+	if (!d->active || !mt_tracking || ptr == NULL || !mt_guard_enter()) {
+		o->free(o->ctx, ptr);
+		return;
+	}
+	/* before the real free, or another thread may reuse the address and
+	 * record its allocation ahead of our free */
+	track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
+	o->free(o->ctx, ptr);
+	mt_guard_leave();
 }
