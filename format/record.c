@@ -531,9 +531,9 @@ static inline int is_plain_hot(uint8_t head)
 	return (unsigned)((head & 0x0f) - MT_REC_ALLOC) < 2 && head < 0xf0;
 }
 
-ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len)
+ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len, uint64_t *events)
 {
-	size_t col_len[MT_COLUMNS] = { 0 }, n[MT_COLUMNS];
+	size_t col_len[MT_COLUMNS] = { 0 }, n[MT_COLUMNS], hot = 0;
 	const uint8_t *p = src, *end = src + len;
 
 	/* Once to check the records and size the columns. A plain hot record
@@ -563,9 +563,11 @@ ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len)
 				q += v;
 			}
 			col_len[COL_CTL] += 2;
+			hot++;
 			p = q;
 			continue;
 		}
+		hot += (unsigned)((p[0] & 0x0f) - MT_REC_ALLOC) < 2;
 		const uint8_t *pp[MT_COLUMNS] = { p };
 		size_t ll[MT_COLUMNS] = { (size_t)(end - p) };
 		if (rec_segments(pp, ll, 1, n) < 0)
@@ -575,6 +577,8 @@ ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len)
 			p += n[i];
 		}
 	}
+	if (events)
+		*events += hot;
 	size_t dir = 0;
 	for (int i = 0; i < MT_COLUMNS - 1; i++)
 		dir += mt_varint_put(dst + dir, col_len[i]);

@@ -60,6 +60,7 @@ static struct {
 	uint8_t *raw, *out;
 	uint8_t *cols; /* the chunk's records as columns (mt_chunk_split) */
 	size_t raw_len;
+	uint64_t events; /* ALLOC and FREE records in the chunks so far */
 	uint64_t last_flush;
 	uint8_t diag_buf[512];
 	_Atomic size_t diag_len;
@@ -255,7 +256,7 @@ static void flush_chunk(void)
 		w.raw_len = 0;
 		return;
 	}
-	ssize_t raw_len = mt_chunk_split(w.cols, w.raw, w.raw_len);
+	ssize_t raw_len = mt_chunk_split(w.cols, w.raw, w.raw_len, &w.events);
 	if (raw_len < 0) { /* records this writer wrote do not parse: a bug */
 		fail(-EINVAL);
 		w.raw_len = 0;
@@ -394,15 +395,6 @@ static void drain(int final)
 	}
 }
 
-/* ALLOC and FREE records of this capture, as counted by their producers. */
-static uint64_t events_written(void)
-{
-	uint64_t n = 0;
-	for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next)
-		n += atomic_load_explicit(&b->events, memory_order_relaxed) - b->events_base;
-	return n;
-}
-
 static void sample(void)
 {
 	char buf[128];
@@ -534,8 +526,8 @@ int mt_writer_start(int fd, const struct mt_header *h)
 		atomic_store(&b->tail, b->head_seen);
 		atomic_store(&b->mtail, atomic_load(&b->mhead));
 		b->w_epoch = 0;
-		b->events_base = atomic_load(&b->events);
 	}
+	w.events = 0;
 	atomic_store(&mt_whot.last, NULL);
 	atomic_store(&mt_whot.epoch, 0);
 	w.cur_epoch = 1;
@@ -560,6 +552,8 @@ int mt_writer_stop(const char *diag)
 	wake_writer();
 	pthread_join(w.thread, NULL);
 	atomic_store_explicit(&mt_whot.running, 0, memory_order_release);
+	/* a late producer now takes the slow path, which sees running off */
+	atomic_store_explicit(&mt_whot.last, NULL, memory_order_release);
 	drain(1);
 	append_diag();
 	if (diag) {
@@ -569,8 +563,9 @@ int mt_writer_stop(const char *diag)
 	sample();
 	struct mt_record r = { .type = MT_REC_TRAILER };
 	r.trailer.time_us = (mono_ns() - w.start_mono) / 1000;
-	r.trailer.n_events = events_written();
 	r.trailer.n_dropped = atomic_load(&w.dropped);
+	flush_chunk(); /* counts the last events */
+	r.trailer.n_events = w.events;
 	append(&r);
 	flush_chunk();
 	int err = atomic_load(&w.err);

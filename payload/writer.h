@@ -44,23 +44,23 @@ struct mt_tbuf_mark {
 struct mt_tbuf {
 	_Alignas(64) _Atomic uint64_t head; /* end of the committed records */
 	_Atomic uint64_t mhead;             /* marks published */
-	_Atomic uint64_t events;            /* hot records committed */
 	uint64_t check_at;                  /* head beyond which to look at tail */
 	uint64_t tail_seen, mtail_seen;     /* producer's copies */
 	_Alignas(64) _Atomic uint64_t tail; /* consumed by the writer */
 	_Atomic uint64_t mtail;
 	uint64_t head_seen;                 /* writer's copy of head */
 	uint64_t w_epoch;                   /* writer: epoch of the records at tail */
-	uint64_t events_base;               /* writer: events before this capture */
 	struct mt_tbuf *next;               /* registry, push-only */
 	_Alignas(64) struct mt_tbuf_mark marks[MT_TBUF_MARKS];
 	_Alignas(64) uint8_t data[MT_TBUF_SIZE];
 	uint8_t slack[MT_REC_HOT_MAX]; /* a record reserved at the end runs on here */
 };
 
-/* What the producers' inline path reads: which buffer recorded last (a
- * thread takes a new epoch when it is not this one) and whether the
- * writer runs. Read-mostly while one thread records. */
+/* What the producers read: which buffer recorded last (the inline path's
+ * check: a thread takes a new epoch when it is not this one; NULL while
+ * no writer runs, so that every producer takes the slow path) and whether
+ * the writer runs (the slow path's check). Read-mostly while one thread
+ * records. */
 struct mt_writer_hot {
 	_Alignas(64) struct mt_tbuf *_Atomic last;
 	_Atomic uint64_t epoch;
@@ -71,6 +71,25 @@ extern struct mt_writer_hot mt_whot;
 /* mt_tbuf_new() - a new buffer, registered with the writer for good (it
  * is reused by later threads, never freed). NULL if out of memory. */
 struct mt_tbuf *mt_tbuf_new(void);
+
+/* Nonzero when the CPU has a prefetch-for-write instruction. */
+extern int mt_has_prefetchw;
+
+/* Ask for the buffer's line MT_TBUF_AHEAD bytes past @p in exclusive
+ * state: the writer read it a lap ago on another core, and a store that
+ * has to fetch it back stalls the hook for a full cross-core miss. Past
+ * the end of the ring (the last bytes of a lap) it is a harmless miss: a
+ * prefetch never faults. */
+#define MT_TBUF_AHEAD 256
+static inline void mt__tbuf_prefetch(const uint8_t *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (__builtin_expect(mt_has_prefetchw, 1))
+		__asm__ volatile("prefetchw %0" : : "m"(p[MT_TBUF_AHEAD]));
+#else
+	__builtin_prefetch(p + MT_TBUF_AHEAD, 1, 3);
+#endif
+}
 
 uint8_t *mt_tbuf_reserve_slow(struct mt_tbuf *b);
 
@@ -84,29 +103,12 @@ static inline uint8_t *mt_tbuf_reserve(struct mt_tbuf *b)
 {
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
 	if (__builtin_expect(head > b->check_at ||
-				     atomic_load_explicit(&mt_whot.last, memory_order_relaxed) != b ||
-				     !atomic_load_explicit(&mt_whot.running, memory_order_relaxed),
+				     atomic_load_explicit(&mt_whot.last, memory_order_relaxed) != b,
 			     0))
 		return mt_tbuf_reserve_slow(b);
-	return b->data + (head & MT_TBUF_MASK);
-}
-
-/* Nonzero when the CPU has a prefetch-for-write instruction. */
-extern int mt_has_prefetchw;
-
-/* Ask for the buffer's line @MT_TBUF_AHEAD bytes past @off in exclusive
- * state: the writer read it a lap ago on another core, and a store that
- * has to fetch it back stalls the hook for a full cross-core miss. */
-#define MT_TBUF_AHEAD 256
-static inline void mt__tbuf_prefetch(struct mt_tbuf *b, size_t off)
-{
-	const uint8_t *p = b->data + ((off + MT_TBUF_AHEAD) & MT_TBUF_MASK);
-#if defined(__x86_64__) || defined(__i386__)
-	if (__builtin_expect(mt_has_prefetchw, 1))
-		__asm__ volatile("prefetchw %0" : : "m"(*p));
-#else
-	__builtin_prefetch(p, 1, 3);
-#endif
+	uint8_t *p = b->data + (head & MT_TBUF_MASK);
+	mt__tbuf_prefetch(p);
+	return p;
 }
 
 static inline void mt_tbuf_commit(struct mt_tbuf *b, size_t len)
@@ -115,10 +117,6 @@ static inline void mt_tbuf_commit(struct mt_tbuf *b, size_t len)
 	size_t off = (size_t)(head & MT_TBUF_MASK);
 	if (__builtin_expect(off + len > MT_TBUF_SIZE, 0))
 		__builtin_memcpy(b->data, b->data + MT_TBUF_SIZE, off + len - MT_TBUF_SIZE);
-	mt__tbuf_prefetch(b, off);
-	atomic_store_explicit(&b->events,
-			      atomic_load_explicit(&b->events, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
 	atomic_store_explicit(&b->head, head + len, memory_order_release);
 }
 

@@ -76,6 +76,10 @@ def test_concurrent_native_threads_exact(memtrace, tmp_path, python, mode):
     assert p.stdout.strip() == "done"
     stats = json.loads(run(memtrace, "stats", "--json", cap).stdout)
     assert stats["status"]["complete"] and stats["totals"]["dropped"] == 0
+    # the trailer's count, kept by the writer, is every event written
+    lines = run(memtrace, "parse", cap).stdout.splitlines()
+    kinds = [line.split(" ", 1)[0] for line in lines]
+    assert lines[-1].split()[2] == "events=%d" % (kinds.count("alloc") + kinds.count("free"))
     got = count(tmp_path, cap, 70_000, 80_000)
     for t in range(THREADS):
         size = str(BASE + 16 * t)

@@ -82,7 +82,7 @@ static inline void cw_flush(struct cw *w)
 	uint8_t *cols = malloc(w->raw_len + MT_COLUMNS_DIR_MAX);
 	if (!cols)
 		abort();
-	ssize_t raw_len = mt_chunk_split(cols, w->raw, w->raw_len);
+	ssize_t raw_len = mt_chunk_split(cols, w->raw, w->raw_len, NULL);
 	if (raw_len < 0)
 		abort();
 	int bound = LZ4_compressBound((int)raw_len);

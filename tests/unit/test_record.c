@@ -546,11 +546,13 @@ START_TEST(test_record_columns)
 	static uint8_t recs[1 << 14], cols[(1 << 14) + MT_COLUMNS_DIR_MAX], back[1 << 14];
 	struct mt_delta enc[2];
 	size_t len = 0;
+	uint64_t events = 0, hot = 0;
 
 	memset(enc, 0, sizeof(enc));
 	for (int variant = 0; variant < 2; variant++)
 		for (int t = 0; t < N_TYPES; t++) {
 			struct mt_record r = sample_record(rec_types[t], variant);
+			hot += r.type == MT_REC_ALLOC || r.type == MT_REC_FREE;
 			ssize_t n = mt_rec_encode(recs + len, sizeof(recs) - len, &r, &enc[variant]);
 			ck_assert_int_gt(n, 0);
 			len += (size_t)n;
@@ -565,8 +567,11 @@ START_TEST(test_record_columns)
 				    (uint32_t)i);
 		len += mt_enc_free(recs + len, d, thread, i % 4 ? MT_ALLOC_FREE : MT_ALLOC_MUNMAP,
 				   addr - (uint64_t)(i % 3) * 48, 4096);
+		hot += 2;
 	}
-	ssize_t ncols = mt_chunk_split(cols, recs, len);
+	ssize_t ncols = mt_chunk_split(cols, recs, len, &events);
+	ck_assert_uint_eq(events, hot); /* ALLOC and FREE records, one- and two-byte heads */
+	ck_assert_uint_gt(hot, 80);
 	ck_assert_int_gt(ncols, (ssize_t)len);
 	ck_assert_int_le(ncols, (ssize_t)(len + MT_COLUMNS_DIR_MAX));
 	size_t joined;
@@ -584,10 +589,10 @@ START_TEST(test_record_columns)
 	/* too little room is corruption too, never an overflow */
 	ck_assert_int_eq(mt_chunk_join(back, len - 1, cols, (size_t)ncols, &joined), -MT_ECORRUPT);
 	/* a record of type 0, or one cut short, does not split */
-	ck_assert_int_eq(mt_chunk_split(cols, (const uint8_t *)"\x00\x01\x00", 3), -MT_ECORRUPT);
-	ck_assert_int_eq(mt_chunk_split(cols, recs, len - 1), -MT_ECORRUPT);
+	ck_assert_int_eq(mt_chunk_split(cols, (const uint8_t *)"\x00\x01\x00", 3, NULL), -MT_ECORRUPT);
+	ck_assert_int_eq(mt_chunk_split(cols, recs, len - 1, NULL), -MT_ECORRUPT);
 	/* an empty chunk is four empty columns */
-	ck_assert_int_eq(mt_chunk_split(cols, recs, 0), 4);
+	ck_assert_int_eq(mt_chunk_split(cols, recs, 0, NULL), 4);
 	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, 4, &joined), 0);
 }
 END_TEST
