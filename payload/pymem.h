@@ -4,8 +4,8 @@
 /*
  * The PyMem OBJ and MEM domain wrappers (--trace-python-allocators).
  * python.c installs and removes them; they are defined in track.c, where
- * the recording path inlines into them: with every Python object
- * allocation an event, a call less per event shows.
+ * the recording path and the stack walk inline into them: with every
+ * Python object allocation an event, a call less per event shows.
  */
 #include "payload/python-layout.h" /* struct mt_pymem_allocator */
 
@@ -23,9 +23,11 @@ struct mt_pymem_domain {
 	struct mt_pymem_allocator orig; /* what we delegate to */
 };
 
-void *mt_pymem_malloc(void *ctx, size_t size);
-void *mt_pymem_calloc(void *ctx, size_t nelem, size_t elsize);
-void *mt_pymem_realloc(void *ctx, void *ptr, size_t size);
+/* mt_pymem_wrappers() - the wrappers for interpreters of layout row @row
+ * (mt_pylayouts), with a NULL ctx: the stack walk is compiled into each
+ * row's allocating functions. Their free is mt_pymem_free for every row,
+ * which is how an installed wrapper is recognised. */
+const struct mt_pymem_allocator *mt_pymem_wrappers(size_t row);
 void mt_pymem_free(void *ctx, void *ptr);
 
 #endif /* MT_PAYLOAD_PYMEM_H */

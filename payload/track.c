@@ -10,6 +10,7 @@
 #include "format/record.h"
 #include "payload/pymem.h"
 #include "payload/python.h"
+#include "payload/python-walk.h"
 #include "payload/track-internal.h"
 #include "payload/writer.h"
 
@@ -386,18 +387,16 @@ static __attribute__((noinline)) uint32_t intern_slow(struct mt_thread *t, struc
 	return c->n ? intern_frames(t, c, keep) : 0;
 }
 
-/* The trie node of the calling thread's Python stack. The frame chain is
- * matched against the one at the thread's last event (mt_python_update):
- * the unchanged outermost part keeps its trie nodes, and only the frames
- * above it (in a loop, the newest one: the inline case here) are looked
- * up, in the thread's own node cache first and under the shared lock on a
- * miss. */
-static inline uint32_t current_stack(struct mt_thread *t, int gil)
+/* The trie node of the calling thread's Python stack, once its frame
+ * chain has been matched against the one at the thread's last event
+ * (mt_python_update): the unchanged outermost @keep frames keep their trie
+ * nodes, and only the frames above them (in a loop, the newest one: the
+ * inline case here) are looked up, in the thread's own caches first and
+ * under the shared lock on a miss. */
+static inline __attribute__((always_inline)) uint32_t stack_of(struct mt_thread *t,
+								struct mt_pychain *c, size_t keep)
 {
-	if (!g.python)
-		return 0;
-	struct mt_pychain *c = &t->chain;
-	size_t keep = mt_python_update(gil, c), n = c->n;
+	size_t n = c->n;
 	if (__builtin_expect(c->lazy, 1)) {
 		uint32_t parent = keep ? c->id[keep - 1] : 0;
 		struct pcache_entry *e = &t->pcache[pcache_slot(parent, c->pos[keep])];
@@ -418,6 +417,29 @@ static inline uint32_t current_stack(struct mt_thread *t, int gil)
 	return intern_slow(t, c, keep);
 }
 
+static inline __attribute__((always_inline)) uint32_t current_stack(struct mt_thread *t, int gil)
+{
+	if (!g.python)
+		return 0;
+	return stack_of(t, &t->chain, mt_python_update(gil, &t->chain));
+}
+
+/* The same for a thread holding the GIL, with the walk for layout @lo
+ * compiled in (the PyMem wrappers, one set per layout row). */
+static inline __attribute__((always_inline)) uint32_t
+current_stack_at(struct mt_thread *t, const struct mt_pylayout *lo)
+{
+	if (!g.python)
+		return 0;
+	struct mt_pychain *c = &t->chain;
+	const void *tstate = mt_walk_tstate(1);
+	if (tstate == NULL) {
+		c->n = c->lazy = 0;
+		return 0;
+	}
+	return stack_of(t, c, mt_update_version(lo, tstate, c));
+}
+
 /* ------------------------------------------------------------------------
  * Public entry points.
  * ---------------------------------------------------------------------- */
@@ -429,15 +451,15 @@ static void resync(struct mt_thread *t)
 {
 	t->session = 0;
 }
-static inline __attribute__((always_inline)) void track_alloc(unsigned kind, const void *ptr,
-								    size_t size)
+/* @lo: the PyMem wrappers' layout row (they run with the GIL held), NULL
+ * for the GOT hooks. */
+static inline __attribute__((always_inline)) void
+track_alloc(unsigned kind, const void *ptr, size_t size, const struct mt_pylayout *lo)
 {
 	struct mt_thread *t = thread_get();
 	if (!t)
 		return;
-	/* PyMem OBJ/MEM allocators run with the GIL held */
-	int gil = kind >= MT_ALLOC_PYMALLOC_MALLOC;
-	uint32_t stack = current_stack(t, gil);
+	uint32_t stack = lo ? current_stack_at(t, lo) : current_stack(t, 0);
 	uint8_t *p = mt_tbuf_reserve(t->buf);
 	if (!p) {
 		resync(t);
@@ -463,7 +485,7 @@ static inline __attribute__((always_inline)) void track_free(unsigned kind, cons
 
 void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
 {
-	track_alloc(kind, ptr, size);
+	track_alloc(kind, ptr, size, NULL);
 }
 
 void mt_track_free(unsigned kind, const void *ptr, size_t size)
@@ -498,7 +520,8 @@ int mt_track_init(int python)
  * recursion guard set: pymalloc falls back to malloc for large blocks,
  * and the GOT hook must not record that block a second time.
  * ---------------------------------------------------------------------- */
-void *mt_pymem_malloc(void *ctx, size_t size)
+static inline __attribute__((always_inline)) void *pymem_malloc(const struct mt_pylayout *lo,
+								  void *ctx, size_t size)
 {
 	struct mt_pymem_domain *d = ctx;
 	struct mt_pymem_allocator *o = &d->orig;
@@ -508,12 +531,14 @@ void *mt_pymem_malloc(void *ctx, size_t size)
 		return o->malloc(o->ctx, size);
 	p = o->malloc(o->ctx, size);
 	if (p != NULL)
-		track_alloc(MT_ALLOC_PYMALLOC_MALLOC, p, size); /* keeps errno */
+		track_alloc(MT_ALLOC_PYMALLOC_MALLOC, p, size, lo); /* keeps errno */
 	mt_guard_leave();
 	return p;
 }
 
-void *mt_pymem_calloc(void *ctx, size_t nelem, size_t elsize)
+static inline __attribute__((always_inline)) void *pymem_calloc(const struct mt_pylayout *lo,
+								  void *ctx, size_t nelem,
+								  size_t elsize)
 {
 	struct mt_pymem_domain *d = ctx;
 	struct mt_pymem_allocator *o = &d->orig;
@@ -523,7 +548,7 @@ void *mt_pymem_calloc(void *ctx, size_t nelem, size_t elsize)
 		return o->calloc(o->ctx, nelem, elsize);
 	p = o->calloc(o->ctx, nelem, elsize);
 	if (p != NULL) /* no overflow here: the allocator succeeded */
-		track_alloc(MT_ALLOC_PYMALLOC_CALLOC, p, nelem * elsize);
+		track_alloc(MT_ALLOC_PYMALLOC_CALLOC, p, nelem * elsize, lo);
 	mt_guard_leave();
 	return p;
 }
@@ -531,7 +556,9 @@ void *mt_pymem_calloc(void *ctx, size_t nelem, size_t elsize)
 /* PyMem realloc(p, 0) resizes and returns a live block, never frees it,
  * and a failed realloc leaves @ptr valid: so the old block is reported
  * freed only once the new one exists. */
-void *mt_pymem_realloc(void *ctx, void *ptr, size_t size)
+static inline __attribute__((always_inline)) void *pymem_realloc(const struct mt_pylayout *lo,
+								   void *ctx, void *ptr,
+								   size_t size)
 {
 	struct mt_pymem_domain *d = ctx;
 	struct mt_pymem_allocator *o = &d->orig;
@@ -543,7 +570,7 @@ void *mt_pymem_realloc(void *ctx, void *ptr, size_t size)
 	if (p != NULL) {
 		if (ptr != NULL)
 			track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
-		track_alloc(MT_ALLOC_PYMALLOC_REALLOC, p, size);
+		track_alloc(MT_ALLOC_PYMALLOC_REALLOC, p, size, lo);
 	}
 	mt_guard_leave();
 	return p;
@@ -563,4 +590,40 @@ void mt_pymem_free(void *ctx, void *ptr)
 	track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
 	o->free(o->ctx, ptr);
 	mt_guard_leave();
+}
+
+#define MT_PYMEM_ROW(row)                                                                  \
+	static void *pymem_malloc_##row(void *ctx, size_t size)                            \
+	{                                                                                  \
+		return pymem_malloc(&mt_pylayouts[row], ctx, size);                        \
+	}                                                                                  \
+	static void *pymem_calloc_##row(void *ctx, size_t nelem, size_t elsize)            \
+	{                                                                                  \
+		return pymem_calloc(&mt_pylayouts[row], ctx, nelem, elsize);               \
+	}                                                                                  \
+	static void *pymem_realloc_##row(void *ctx, void *ptr, size_t size)                \
+	{                                                                                  \
+		return pymem_realloc(&mt_pylayouts[row], ctx, ptr, size);                  \
+	}
+MT_PYMEM_ROW(0)
+MT_PYMEM_ROW(1)
+MT_PYMEM_ROW(2)
+MT_PYMEM_ROW(3)
+MT_PYMEM_ROW(4)
+MT_PYMEM_ROW(5)
+#undef MT_PYMEM_ROW
+
+#define MT_PYMEM_ENTRY(row) \
+	{ NULL, pymem_malloc_##row, pymem_calloc_##row, pymem_realloc_##row, mt_pymem_free }
+static const struct mt_pymem_allocator pymem_rows[] = {
+	MT_PYMEM_ENTRY(0), MT_PYMEM_ENTRY(1), MT_PYMEM_ENTRY(2),
+	MT_PYMEM_ENTRY(3), MT_PYMEM_ENTRY(4), MT_PYMEM_ENTRY(5),
+};
+#undef MT_PYMEM_ENTRY
+_Static_assert(sizeof(pymem_rows) / sizeof(pymem_rows[0]) == MT_PYLAYOUT_COUNT,
+	       "one set of PyMem wrappers per layout row");
+
+const struct mt_pymem_allocator *mt_pymem_wrappers(size_t row)
+{
+	return &pymem_rows[row];
 }

@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_PAYLOAD_PYTHON_WALK_H
+#define MT_PAYLOAD_PYTHON_WALK_H
+/*
+ * The Python stack reader's inline part, for python.c and for the PyMem
+ * wrappers in track.c, which instantiate it per layout row so that a
+ * Python allocation walks the frame chain with no call in between.
+ * Everything here is hook-safe.
+ */
+#include "payload/python-layout.h"
+#include "payload/python.h"
+
+#include <stddef.h> /* size_t */
+#include <stdint.h> /* intptr_t */
+#include <string.h> /* memcpy */
+
+/* PyGILState_STATE is an enum: an int in every supported ABI. */
+typedef int mt_gilstate;
+
+struct mt_pyapi {
+	int (*is_initialized)(void);
+	int (*is_finalizing)(void);
+	void *(*this_tstate)(void);
+	void *(*gil_tstate)(void); /* the GIL holder's thread state */
+	mt_gilstate (*gil_ensure)(void);
+	void (*gil_release)(mt_gilstate);
+	void (*mem_get)(int domain, struct mt_pymem_allocator *a);
+	void (*mem_set)(int domain, struct mt_pymem_allocator *a);
+	const char *(*allocator_name)(void); /* may be NULL */
+	const void *code_type, *unicode_type, *bytes_type;
+};
+
+/* Set once by mt_python_init() on the control thread, then read-only;
+ * mt_py_ready is stored last with release order so a hook that sees it
+ * set also sees the table and API filled in. */
+extern struct mt_pyapi mt_api;
+extern int mt_py_ready;
+extern int mt_py_started; /* Py_IsInitialized() was seen true */
+
+static inline const void *mt_ld_ptr(const void *base, int off)
+{
+	const void *p;
+
+	memcpy(&p, (const char *)base + off, sizeof(p));
+	return p;
+}
+
+static inline int mt_ld_int(const void *base, int off)
+{
+	int v;
+
+	memcpy(&v, (const char *)base + off, sizeof(v));
+	return v;
+}
+
+/* Stacks are read by mt_update_version(), instantiated once per minor
+ * version below with a constant layout row, so that every offset is an
+ * immediate: this runs for every allocation. 3.8 to 3.10 chain
+ * PyFrameObjects through f_back (position: f_code and f_lasti, which counts
+ * bytes until 3.9, code units from 3.10); 3.11 to 3.13 chain
+ * _PyInterpreterFrames through previous (position: the instruction
+ * pointer, which lies inside the code object). */
+
+#define MT_JOIN_WALK 16 /* newest frames tried as the join with the last chain */
+#define MT_JOIN_SCAN 8  /* newest frames of the last chain each is looked for in */
+
+static inline __attribute__((always_inline)) const void *
+mt_first_frame(const struct mt_pylayout *lo, const void *tstate)
+{
+	if (lo->minor <= 10 || lo->ts_cframe < 0)
+		return mt_ld_ptr(tstate, lo->ts_frame);
+	const void *cframe = mt_ld_ptr(tstate, lo->ts_cframe);
+	return cframe ? mt_ld_ptr(cframe, lo->cframe_current) : NULL;
+}
+
+static inline __attribute__((always_inline)) const void *
+mt_frame_pos(const struct mt_pylayout *lo, const void *f)
+{
+	if (lo->minor <= 10)
+		return (const void *)(intptr_t)mt_ld_int(f, lo->fr_instr);
+	return mt_ld_ptr(f, lo->fr_instr);
+}
+
+/* Before 3.11 the position is an offset, so the code object is part of
+ * it; from 3.11 the instruction pointer alone names the code object. */
+static inline __attribute__((always_inline)) const void *
+mt_frame_code(const struct mt_pylayout *lo, const void *f)
+{
+	return lo->minor <= 10 ? mt_ld_ptr(f, lo->fr_code) : NULL;
+}
+
+/* Live frame @f is where frame @i of the last chain was, at the same
+ * position. */
+static inline __attribute__((always_inline)) int
+mt_frame_same(const struct mt_pylayout *lo, const void *f, const struct mt_pychain *c, size_t i)
+{
+	return mt_frame_pos(lo, f) == c->pos[i] &&
+	       (lo->minor > 10 || mt_frame_code(lo, f) == c->code[i]);
+}
+
+/* Frames 0..k-1 of the last chain are still, unchanged, the callers of its
+ * frame k (live: the walk reached it). Each frame is read only once the
+ * one above it was found to point to it, so nothing freed is touched; the
+ * loads of consecutive frames still overlap, their addresses coming from
+ * the array. */
+static inline __attribute__((always_inline)) int
+mt_chain_verify(const struct mt_pylayout *lo, const struct mt_pychain *c, size_t k)
+{
+	for (size_t i = k; i > 0; i--) {
+		if (mt_ld_ptr(c->frame[i], lo->fr_back) != c->frame[i - 1] ||
+		    !mt_frame_same(lo, c->frame[i - 1], c, i - 1))
+			return 0;
+	}
+	return mt_ld_ptr(c->frame[0], lo->fr_back) == NULL;
+}
+
+/* Whether chain frame @i is a frame of the Python stack, and its code and
+ * offset, by the rules CPython itself uses: 3.12+ C-stack shim frames and
+ * frames still being set up (before their first traceable instruction)
+ * are left out. */
+static inline __attribute__((always_inline)) void
+mt_frame_describe(const struct mt_pylayout *lo, struct mt_pychain *c, size_t i)
+{
+	c->kept[i] = 0;
+	if (lo->minor <= 10) {
+		const void *code = c->code[i];
+		if (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type)
+			return;
+		c->fr[i].code = code;
+		c->fr[i].offset = (uint32_t)((intptr_t)c->pos[i] * (lo->minor >= 10 ? 2 : 1));
+	} else {
+		const void *f = c->frame[i];
+		int owner = *((const signed char *)f + lo->fr_owner);
+		if (lo->owned_by_cstack >= 0 && owner == lo->owned_by_cstack)
+			return;
+		const char *code = mt_ld_ptr(f, lo->fr_code);
+		if (lo->minor >= 13 &&
+		    (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type))
+			return;
+		const char *first = code + lo->co_code_adaptive, *instr = c->pos[i];
+		if (owner != lo->owned_by_generator &&
+		    instr < first + 2 * mt_ld_int(code, lo->co_firsttraceable))
+			return;
+		c->fr[i].code = code;
+		c->fr[i].offset = (uint32_t)(instr - first);
+	}
+	c->kept[i] = 1;
+}
+
+/* The new frames in c->scratch[0..j) (innermost first) become chain frames
+ * @keep.., described. */
+static inline __attribute__((always_inline)) void
+mt_chain_extend(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep, size_t j)
+{
+	for (size_t t = 0; t < j; t++) {
+		size_t i = keep + t;
+		const struct mt_pyraw *r = &c->scratch[j - 1 - t];
+		c->frame[i] = r->frame;
+		c->pos[i] = r->pos;
+		c->code[i] = r->code;
+		mt_frame_describe(lo, c, i);
+	}
+	c->n = (uint32_t)(keep + j);
+}
+
+/* The calling thread's chain into @c, matched against the chain there:
+ * walk from the newest frame to the first one the last chain held (in a
+ * loop: the same frame, or one or two calls above it), check that the
+ * frames below it are still the same ones at the same positions, and
+ * describe only the frames above. Anything else (a long return, a chain
+ * that changed below) walks the whole chain and keeps its unchanged
+ * outermost part. Returns how many outermost frames kept their id[]. */
+static inline __attribute__((always_inline)) size_t
+mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_pychain *c)
+{
+	const void *f = mt_first_frame(lo, tstate);
+	size_t nold = c->whole ? c->n : 0, j = 0, keep;
+	/* a newest frame left undescribed last time is only ever matched by
+	 * frame and position from now on, and described again if it moves */
+	c->lazy = 0;
+	size_t lowest = nold > MT_JOIN_SCAN ? nold - MT_JOIN_SCAN : 0;
+	int join = nold > 0;
+
+	if (join && f == c->frame[nold - 1]) {
+		/* The usual case: the same newest frame, its callers unchanged. */
+		if (!mt_chain_verify(lo, c, nold - 1)) {
+			join = 0;
+		} else if (mt_frame_same(lo, f, c, nold - 1)) {
+			return nold;
+		} else {
+			c->pos[nold - 1] = mt_frame_pos(lo, f);
+			c->code[nold - 1] = mt_frame_code(lo, f);
+			if (lo->minor > 10)
+				c->lazy = 1;
+			else
+				mt_frame_describe(lo, c, nold - 1);
+			return nold - 1;
+		}
+	}
+
+	while (f != NULL && j < MT_CHAIN_MAX) {
+		if (join && j < MT_JOIN_WALK) {
+			for (size_t k = nold; k-- > lowest;) {
+				if (c->frame[k] != f)
+					continue;
+				if (!mt_chain_verify(lo, c, k) || k + j + 1 > MT_CHAIN_MAX) {
+					join = 0;
+					break;
+				}
+				keep = k + 1;
+				if (!mt_frame_same(lo, f, c, k)) {
+					keep = k;
+					c->scratch[j++] = (struct mt_pyraw){ f, mt_frame_pos(lo, f),
+									     mt_frame_code(lo, f) };
+				}
+				mt_chain_extend(lo, c, keep, j);
+				return keep;
+			}
+		}
+		c->scratch[j++] = (struct mt_pyraw){ f, mt_frame_pos(lo, f), mt_frame_code(lo, f) };
+		f = mt_ld_ptr(f, lo->fr_back);
+	}
+
+	if (f != NULL) {
+		/* Deeper than we follow: the newest MT_CHAIN_MAX frames, of
+		 * which the newest MT_STACK_MAX Python frames are kept; not
+		 * matched next time, as frame 0 is not the outermost. */
+		c->whole = 0;
+		mt_chain_extend(lo, c, 0, j);
+		size_t py = 0;
+		for (size_t i = j; i-- > 0;)
+			if (c->kept[i] && ++py > MT_STACK_MAX)
+				c->kept[i] = 0;
+		return 0;
+	}
+	for (keep = 0; keep < j && keep < nold; keep++) {
+		const struct mt_pyraw *r = &c->scratch[j - 1 - keep];
+		if (r->frame != c->frame[keep] || r->pos != c->pos[keep] || r->code != c->code[keep])
+			break;
+	}
+	c->whole = 1;
+	mt_chain_extend(lo, c, keep, j - keep);
+	return keep;
+}
+
+/* The calling thread's state, or NULL while Python cannot be walked. */
+static inline __attribute__((always_inline)) const void *mt_walk_tstate(int gil)
+{
+	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
+		return NULL;
+	/* Initialization happens once; finalization is checked every time
+	 * on threads that may not hold the GIL, as other threads' states are
+	 * freed from then on. A thread holding the GIL (the PyMem hooks) reads
+	 * its own state, live while it runs: the current one, NULL once
+	 * deleted. */
+	if (!mt_py_started) {
+		if (!mt_api.is_initialized())
+			return NULL;
+		mt_py_started = 1;
+	}
+	if (gil)
+		return mt_api.gil_tstate();
+	if (mt_api.is_finalizing())
+		return NULL;
+	return mt_api.this_tstate();
+}
+
+#endif /* MT_PAYLOAD_PYTHON_WALK_H */
