@@ -576,6 +576,12 @@ static inline __attribute__((always_inline)) void *pymem_realloc(const struct mt
 	return p;
 }
 
+/* Out of line: its fast path needs no register the wrapper must save. */
+static __attribute__((noinline)) void pymem_record_free(void *ptr)
+{
+	track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
+}
+
 void mt_pymem_free(void *ctx, void *ptr)
 {
 	struct mt_pymem_domain *d = ctx;
@@ -587,7 +593,7 @@ void mt_pymem_free(void *ctx, void *ptr)
 	}
 	/* before the real free, or another thread may reuse the address and
 	 * record its allocation ahead of our free */
-	track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
+	pymem_record_free(ptr);
 	o->free(o->ctx, ptr);
 	mt_guard_leave();
 }
