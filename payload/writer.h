@@ -25,9 +25,7 @@
 
 struct mt_header;
 
-#ifndef MT_TBUF_SIZE
 #define MT_TBUF_SIZE (256u << 10)
-#endif
 #define MT_TBUF_MASK (MT_TBUF_SIZE - 1)
 #define MT_TBUF_MARKS 1024 /* epoch changes a buffer holds unconsumed */
 
