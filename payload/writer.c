@@ -34,7 +34,7 @@
  * wake it when their buffer is half full: a chunk no bigger than a buffer
  * is compressed (about 1.3 ns a byte) before a producer writing ~150 MB/s
  * fills the other half, so a hook does not wait. With 1 MiB chunks churn
- * waited ~70 times a second and ran about 8% slower. */
+ * waited for the writer ~70 times in a 0.6 s run and ran about 8% slower. */
 #define CHUNK_MAX MT_CHUNK_RAW_MAX
 #define FLUSH_NS (250ull * 1000 * 1000) /* bound on what a SIGKILL loses */
 #define FULL_WAIT_NS (500ull * 1000 * 1000)
