@@ -265,4 +265,16 @@ static inline __attribute__((always_inline)) const void *mt_walk_tstate(int gil)
 	return mt_api.this_tstate();
 }
 
+/* mt_python_update() for layout @lo; @gil: the caller holds the GIL. */
+static inline __attribute__((always_inline)) size_t
+mt_python_walk(const struct mt_pylayout *lo, int gil, struct mt_pychain *c)
+{
+	const void *tstate = mt_walk_tstate(gil);
+	if (tstate == NULL) {
+		c->n = c->lazy = 0;
+		return 0;
+	}
+	return mt_update_version(lo, tstate, c);
+}
+
 #endif /* MT_PAYLOAD_PYTHON_WALK_H */

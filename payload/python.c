@@ -28,8 +28,7 @@ static const struct mt_pylayout *mt_lo;
 static uint32_t mt_py_hex;
 int mt_py_ready;
 
-typedef mt_python_update_fn mt_update_fn;
-static mt_update_fn mt_updater_for(size_t row);
+static mt_python_update_fn mt_updater_for(size_t row);
 mt_python_update_fn mt_python_updater;
 int mt_py_started; /* Py_IsInitialized() was seen true */
 
@@ -276,14 +275,9 @@ int mt_python_initialized(void)
 }
 
 #define MT_WALKER(row)                                                                 \
-	static size_t mt_update_row##row(int gil, struct mt_pychain *c)                   \
+	static size_t mt_update_row##row(struct mt_pychain *c)                            \
 	{                                                                              \
-		const void *tstate = mt_walk_tstate(gil);                                 \
-		if (tstate == NULL) {                                                  \
-			c->n = c->lazy = 0;                                            \
-			return 0;                                                      \
-		}                                                                      \
-		return mt_update_version(&mt_pylayouts[row], tstate, c);                  \
+		return mt_python_walk(&mt_pylayouts[row], 0, c);                          \
 	}                                                                              \
 	static void mt_describe_row##row(struct mt_pychain *c, size_t i)                  \
 	{                                                                              \
@@ -297,8 +291,10 @@ MT_WALKER(4)
 MT_WALKER(5)
 #undef MT_WALKER
 
-static const mt_update_fn mt_updaters[] = { mt_update_row0, mt_update_row1, mt_update_row2,
-					    mt_update_row3, mt_update_row4, mt_update_row5 };
+static const mt_python_update_fn mt_updaters[] = {
+	mt_update_row0, mt_update_row1, mt_update_row2,
+	mt_update_row3, mt_update_row4, mt_update_row5
+};
 static void (*const mt_describers[])(struct mt_pychain *, size_t) = {
 	mt_describe_row0, mt_describe_row1, mt_describe_row2,
 	mt_describe_row3, mt_describe_row4, mt_describe_row5
@@ -306,7 +302,7 @@ static void (*const mt_describers[])(struct mt_pychain *, size_t) = {
 _Static_assert(sizeof(mt_updaters) / sizeof(mt_updaters[0]) == MT_PYLAYOUT_COUNT,
 	       "one walker per layout row");
 
-static mt_update_fn mt_updater_for(size_t row)
+static mt_python_update_fn mt_updater_for(size_t row)
 {
 	return mt_updaters[row];
 }

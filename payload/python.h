@@ -72,13 +72,14 @@ struct mt_pychain {
  * (zero-initialised the first time), reusing what is unchanged since the
  * last call: in a loop, only the newest frame is described again, and its
  * callers are only checked, with loads that overlap. Returns how many
- * outermost frames are unchanged (their
- * kept, fr and id still hold); frames from there to c->n - 1 have kept and
- * fr filled in and need their id. @gil: the caller holds the GIL.
+ * outermost frames are unchanged (their kept, fr and id still hold);
+ * frames from there to c->n - 1 have kept and fr filled in and need their
+ * id. For any thread, with or without the GIL (the GOT hooks); the PyMem
+ * wrappers, which hold it, walk through mt_python_walk() (python-walk.h).
  * Hook-safe. */
-typedef size_t (*mt_python_update_fn)(int gil, struct mt_pychain *c);
+typedef size_t (*mt_python_update_fn)(struct mt_pychain *c);
 extern mt_python_update_fn mt_python_updater; /* the running version's, or NULL */
-static inline size_t mt_python_update(int gil, struct mt_pychain *c)
+static inline size_t mt_python_update(struct mt_pychain *c)
 {
 	/* set before the walker's own readiness flag, which it checks */
 	mt_python_update_fn update = __atomic_load_n(&mt_python_updater, __ATOMIC_ACQUIRE);
@@ -86,7 +87,7 @@ static inline size_t mt_python_update(int gil, struct mt_pychain *c)
 		c->n = 0;
 		return 0;
 	}
-	return update(gil, c);
+	return update(c);
 }
 
 /* mt_python_describe_newest() - fill in kept and fr of the newest frame of

@@ -417,27 +417,16 @@ static inline __attribute__((always_inline)) uint32_t stack_of(struct mt_thread 
 	return intern_slow(t, c, keep);
 }
 
-static inline __attribute__((always_inline)) uint32_t current_stack(struct mt_thread *t, int gil)
-{
-	if (!g.python)
-		return 0;
-	return stack_of(t, &t->chain, mt_python_update(gil, &t->chain));
-}
-
-/* The same for a thread holding the GIL, with the walk for layout @lo
- * compiled in (the PyMem wrappers, one set per layout row). */
-static inline __attribute__((always_inline)) uint32_t
-current_stack_at(struct mt_thread *t, const struct mt_pylayout *lo)
+/* @lo: the layout whose walk is compiled in, for a thread holding the GIL
+ * (the PyMem wrappers, one set per layout row); NULL: the running
+ * version's walk, for any thread (the GOT hooks). */
+static inline __attribute__((always_inline)) uint32_t current_stack(struct mt_thread *t,
+								     const struct mt_pylayout *lo)
 {
 	if (!g.python)
 		return 0;
 	struct mt_pychain *c = &t->chain;
-	const void *tstate = mt_walk_tstate(1);
-	if (tstate == NULL) {
-		c->n = c->lazy = 0;
-		return 0;
-	}
-	return stack_of(t, c, mt_update_version(lo, tstate, c));
+	return stack_of(t, c, lo ? mt_python_walk(lo, 1, c) : mt_python_update(c));
 }
 
 /* ------------------------------------------------------------------------
@@ -459,7 +448,7 @@ track_alloc(unsigned kind, const void *ptr, size_t size, const struct mt_pylayou
 	struct mt_thread *t = thread_get();
 	if (!t)
 		return;
-	uint32_t stack = lo ? current_stack_at(t, lo) : current_stack(t, 0);
+	uint32_t stack = current_stack(t, lo);
 	uint8_t *p = mt_tbuf_reserve(t->buf);
 	if (!p) {
 		resync(t);
