@@ -91,6 +91,14 @@ static void wake_writer(void)
 		futex_wake(&w.wake);
 }
 
+/* Wake the writer even while it polls (it then sleeps on the same word
+ * with a timeout): for a producer that cannot go on without it. */
+static void kick_writer(void)
+{
+	atomic_store(&w.wake, 1);
+	futex_wake(&w.wake);
+}
+
 /* ------------------------------------------------------------------------
  * Producer side.
  * ---------------------------------------------------------------------- */
@@ -129,7 +137,7 @@ static int wait_writer(struct mt_tbuf *b, int (*cond)(struct mt_tbuf *, uint64_t
 		if (now - since > FULL_WAIT_NS ||
 		    !atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
 			return -1;
-		wake_writer();
+		kick_writer();
 		sched_yield();
 	}
 	return 0;
@@ -488,7 +496,7 @@ static void *writer_main(void *arg)
 			if (wait > POLL_NS)
 				wait = POLL_NS;
 			struct timespec ts = { 0, (long)wait };
-			nanosleep(&ts, NULL);
+			syscall(SYS_futex, &w.wake, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
 			continue;
 		}
 		if (polling) {
@@ -587,7 +595,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 int mt_writer_stop(const char *diag)
 {
 	atomic_store(&w.stop, 1);
-	wake_writer();
+	kick_writer();
 	pthread_join(w.thread, NULL);
 	atomic_store_explicit(&mt_whot.running, 0, memory_order_release);
 	/* a late producer now takes the slow path, which sees running off */

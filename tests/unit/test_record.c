@@ -597,6 +597,64 @@ START_TEST(test_record_columns)
 }
 END_TEST
 
+/* A chunk's worth of hot records whose fields take every varint length
+ * from 1 to 10 bytes (sizes from 2^63 down, stack jumps, far addresses),
+ * with one- and two-byte heads and a STACK record now and then: split
+ * and joined back byte for byte, whole and cut after hundreds of
+ * different records, so that every kind of field ends a column. */
+START_TEST(test_record_columns_bulk)
+{
+	enum { CAP = 1 << 18 };
+	uint8_t *recs = malloc(CAP), *cols = malloc(CAP + MT_COLUMNS_DIR_MAX), *back = malloc(CAP);
+	size_t ends[20000], nrec = 0, len = 0;
+	uint64_t hot = 0, x = 0x9e3779b97f4a7c15ull;
+	struct mt_delta d;
+
+	ck_assert(recs && cols && back);
+	memset(&d, 0, sizeof(d));
+	while (len + 64 < CAP && nrec < sizeof(ends) / sizeof(ends[0])) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint32_t thread = x % 11 ? (uint32_t)(x >> 8) % 3 : 15 + (uint32_t)(x >> 8) % 300;
+		unsigned bits = (unsigned)(x >> 16) % 64;
+		uint64_t size = (x >> 24) >> (63 - bits) | 1;
+		uint64_t addr = x % 5 ? 0x7f0000001000 + (x >> 40) * 16 : x >> 1;
+		if (x % 97 == 0) {
+			struct mt_record r = { .type = MT_REC_STACK };
+			r.stack.id = (uint32_t)(x >> 33);
+			r.stack.parent = (uint32_t)(x >> 35);
+			r.stack.code = 7;
+			len += (size_t)mt_rec_encode(recs + len, CAP - len, &r, NULL);
+		} else if (x % 3) {
+			len += mt_enc_alloc(recs + len, &d, thread, MT_ALLOC_MALLOC, addr, size,
+					    (uint32_t)(x >> (32 + x % 32)));
+			hot++;
+		} else {
+			len += mt_enc_free(recs + len, &d, thread,
+					   x % 7 ? MT_ALLOC_FREE : MT_ALLOC_MUNMAP, addr, size);
+			hot++;
+		}
+		ends[nrec++] = len;
+	}
+	uint64_t events = 0;
+	ssize_t ncols = mt_chunk_split(cols, recs, len, &events);
+	ck_assert_int_gt(ncols, 0);
+	ck_assert_uint_eq(events, hot);
+	size_t joined;
+	ck_assert_int_eq(mt_chunk_join(back, CAP, cols, (size_t)ncols, &joined), (ssize_t)len);
+	ck_assert(memcmp(back, recs, len) == 0);
+	for (size_t i = 0; i < nrec; i += 1 + i / 64) {
+		ncols = mt_chunk_split(cols, recs, ends[i], NULL);
+		ck_assert_int_gt(ncols, 0);
+		ck_assert_int_eq(mt_chunk_join(back, CAP, cols, (size_t)ncols, &joined),
+				 (ssize_t)ends[i]);
+		ck_assert(memcmp(back, recs, ends[i]) == 0);
+	}
+	free(recs);
+	free(cols);
+	free(back);
+}
+END_TEST
+
 static Suite *record_suite(void)
 {
 	Suite *s = suite_create("record");
@@ -617,6 +675,7 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, test_record_header_rejects);
 	tcase_add_test(tc, test_record_chunk_header);
 	tcase_add_test(tc, test_record_columns);
+	tcase_add_test(tc, test_record_columns_bulk);
 	tcase_add_test(tc, test_record_allocator_table);
 	suite_add_tcase(s, tc);
 	return s;
