@@ -494,17 +494,6 @@ static int rec_segments(const uint8_t *const p[MT_COLUMNS], const size_t left[MT
 #undef LEFT
 }
 
-/* Bytes of the varint at @p, which has MT_VARINT_MAX bytes readable, or 0
- * if it runs past them. */
-static inline size_t varint_len10(const uint8_t *p)
-{
-	size_t i = 0;
-	while (p[i] & 0x80)
-		if (++i == MT_VARINT_MAX)
-			return 0;
-	return i + 1;
-}
-
 /* Copy the varint at *@src to *@dst, advancing both; at most @max bytes.
  * Returns 0, or -1 if it is longer. */
 static inline int copy_varint(uint8_t **dst, const uint8_t **src, size_t max)
@@ -531,40 +520,36 @@ static inline int is_plain_hot(uint8_t head)
 	return (unsigned)((head & 0x0f) - MT_REC_ALLOC) < 2 && head < 0xf0;
 }
 
-ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len, uint64_t *events)
+ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
+		       uint64_t *events)
 {
-	size_t col_len[MT_COLUMNS] = { 0 }, n[MT_COLUMNS], hot = 0;
+	uint8_t *base[MT_COLUMNS], *out[MT_COLUMNS];
 	const uint8_t *p = src, *end = src + len;
+	size_t n[MT_COLUMNS], hot = 0;
 
-	/* Once to check the records and size the columns. A plain hot record
-	 * with MT_REC_HOT_MAX bytes after it needs no bounds checks: its
-	 * segments end within 32 bytes. */
+	/* One pass over the records, each column written where it has room
+	 * whatever the others hold: the first after the room for the
+	 * directory, the others in the scratch space. */
+	base[COL_CTL] = dst + MT_COLUMNS_DIR_MAX;
+	for (int i = 1; i < MT_COLUMNS; i++)
+		base[i] = scratch + (size_t)(i - 1) * len;
+	memcpy(out, base, sizeof(out));
 	while (p < end) {
+		/* A plain hot record with MT_REC_HOT_MAX bytes after it needs
+		 * no bounds checks: its segments end within 32 bytes. */
 		if ((size_t)(end - p) >= MT_REC_HOT_MAX && is_plain_hot(p[0])) {
 			unsigned type = p[0] & 0x0f, km = p[1];
-			const uint8_t *q = p + 2;
-			size_t v;
-			if (km >> 4 >= MT_ADDR_ALIGNED) {
-				if (!(v = varint_len10(q)))
-					return -MT_ECORRUPT;
-				col_len[COL_ADDR] += v;
-				q += v;
-			}
-			if (type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP) {
-				if (!(v = varint_len10(q)))
-					return -MT_ECORRUPT;
-				col_len[COL_SIZE] += v;
-				q += v;
-			}
-			if (type == MT_REC_ALLOC) {
-				if (!(v = varint_len10(q)))
-					return -MT_ECORRUPT;
-				col_len[COL_STACK] += v;
-				q += v;
-			}
-			col_len[COL_CTL] += 2;
+			memcpy(out[COL_CTL], p, 2);
+			out[COL_CTL] += 2;
+			p += 2;
+			if ((km >> 4 >= MT_ADDR_ALIGNED &&
+			     copy_varint(&out[COL_ADDR], &p, MT_VARINT_MAX) < 0) ||
+			    ((type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP) &&
+			     copy_varint(&out[COL_SIZE], &p, MT_VARINT_MAX) < 0) ||
+			    (type == MT_REC_ALLOC &&
+			     copy_varint(&out[COL_STACK], &p, MT_VARINT_MAX) < 0))
+				return -MT_ECORRUPT;
 			hot++;
-			p = q;
 			continue;
 		}
 		hot += (unsigned)((p[0] & 0x0f) - MT_REC_ALLOC) < 2;
@@ -573,45 +558,27 @@ ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len, uint64_t *e
 		if (rec_segments(pp, ll, 1, n) < 0)
 			return -MT_ECORRUPT;
 		for (int i = 0; i < MT_COLUMNS; i++) {
-			col_len[i] += n[i];
-			p += n[i];
-		}
-	}
-	if (events)
-		*events += hot;
-	size_t dir = 0;
-	for (int i = 0; i < MT_COLUMNS - 1; i++)
-		dir += mt_varint_put(dst + dir, col_len[i]);
-	uint8_t *out[MT_COLUMNS];
-	out[0] = dst + dir;
-	for (int i = 1; i < MT_COLUMNS; i++)
-		out[i] = out[i - 1] + col_len[i - 1];
-	/* Then to fill them: every record is known to be whole. */
-	for (p = src; p < end;) {
-		if (is_plain_hot(p[0])) {
-			unsigned type = p[0] & 0x0f, km = p[1];
-			out[COL_CTL][0] = p[0];
-			out[COL_CTL][1] = p[1];
-			out[COL_CTL] += 2;
-			p += 2;
-			if (km >> 4 >= MT_ADDR_ALIGNED)
-				copy_varint(&out[COL_ADDR], &p, MT_VARINT_MAX);
-			if (type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP)
-				copy_varint(&out[COL_SIZE], &p, MT_VARINT_MAX);
-			if (type == MT_REC_ALLOC)
-				copy_varint(&out[COL_STACK], &p, MT_VARINT_MAX);
-			continue;
-		}
-		const uint8_t *pp[MT_COLUMNS] = { p };
-		size_t ll[MT_COLUMNS] = { (size_t)(end - p) };
-		rec_segments(pp, ll, 1, n);
-		for (int i = 0; i < MT_COLUMNS; i++) {
 			memcpy(out[i], p, n[i]);
 			out[i] += n[i];
 			p += n[i];
 		}
 	}
-	return (ssize_t)(out[MT_COLUMNS - 1] - dst);
+	if (events)
+		*events += hot;
+	/* Then the directory, and the columns in place behind it. */
+	uint8_t dir[MT_COLUMNS_DIR_MAX];
+	size_t ndir = 0;
+	for (int i = 0; i < MT_COLUMNS - 1; i++)
+		ndir += mt_varint_put(dir + ndir, (uint64_t)(out[i] - base[i]));
+	uint8_t *q = dst + ndir;
+	memmove(q, base[COL_CTL], (size_t)(out[COL_CTL] - base[COL_CTL]));
+	memcpy(dst, dir, ndir);
+	q += out[COL_CTL] - base[COL_CTL];
+	for (int i = 1; i < MT_COLUMNS; i++) {
+		memcpy(q, base[i], (size_t)(out[i] - base[i]));
+		q += out[i] - base[i];
+	}
+	return (ssize_t)(q - dst);
 }
 
 ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined)

@@ -405,10 +405,14 @@ int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c)
 #define MT_COLUMNS_DIR_MAX 20 /* the directory of four varint lengths < 2^32 */
 
 /* mt_chunk_split() - the columns of the whole records [@src, @src+@len)
- * into @dst (>= @len + MT_COLUMNS_DIR_MAX bytes); *@events (if not NULL)
+ * into @dst (>= @len + MT_COLUMNS_DIR_MAX bytes), in one pass that uses
+ * @scratch (>= MT_SPLIT_SCRATCH(@len) bytes); *@events (if not NULL)
  * grows by the number of ALLOC and FREE records. Returns the columns'
- * length, or -MT_ECORRUPT if @src does not parse as records. */
-ssize_t mt_chunk_split(uint8_t *dst, const uint8_t *src, size_t len, uint64_t *events);
+ * length, or -MT_ECORRUPT if @src does not parse as records (@dst then
+ * holds nothing useful). */
+#define MT_SPLIT_SCRATCH(len) ((size_t)(MT_COLUMNS - 1) * (len))
+ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
+		       uint64_t *events);
 /* mt_chunk_join() - the records of chunk data [@src, @src+@len) into @dst
  * (@cap >= @len bytes suffice). Returns their length, or -MT_ECORRUPT if
  * the columns do not fit together; *@joined is then the length of the

@@ -63,6 +63,7 @@ static struct {
 	uint64_t cur_epoch; /* writer: the epoch being written */
 	uint8_t *raw, *out;
 	uint8_t *cols; /* the chunk's records as columns (mt_chunk_split) */
+	uint8_t *split; /* mt_chunk_split()'s scratch space */
 	size_t raw_len;
 	uint64_t events; /* ALLOC and FREE records in the chunks so far */
 	uint64_t consumed; /* bytes taken from the buffers */
@@ -271,7 +272,7 @@ static void flush_part(size_t len)
 		w.raw_len = 0;
 		return;
 	}
-	ssize_t raw_len = mt_chunk_split(w.cols, w.raw, len, &w.events);
+	ssize_t raw_len = mt_chunk_split(w.cols, w.split, w.raw, len, &w.events);
 	if (raw_len < 0) { /* records this writer wrote do not parse: a bug */
 		fail(-EINVAL);
 		w.raw_len = 0;
@@ -544,7 +545,10 @@ int mt_writer_start(int fd, const struct mt_header *h)
 			     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		w.cols = mmap(NULL, CHUNK_MAX + MT_COLUMNS_DIR_MAX, PROT_READ | PROT_WRITE,
 			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (w.raw == MAP_FAILED || w.out == MAP_FAILED || w.cols == MAP_FAILED) {
+		w.split = mmap(NULL, MT_SPLIT_SCRATCH(CHUNK_MAX), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (w.raw == MAP_FAILED || w.out == MAP_FAILED || w.cols == MAP_FAILED ||
+		    w.split == MAP_FAILED) {
 			w.raw = NULL;
 			return -ENOMEM;
 		}

@@ -80,9 +80,11 @@ static inline void cw_flush(struct cw *w)
 	if (!w->raw_len)
 		return;
 	uint8_t *cols = malloc(w->raw_len + MT_COLUMNS_DIR_MAX);
-	if (!cols)
+	uint8_t *split = malloc(MT_SPLIT_SCRATCH(w->raw_len));
+	if (!cols || !split)
 		abort();
-	ssize_t raw_len = mt_chunk_split(cols, w->raw, w->raw_len, NULL);
+	ssize_t raw_len = mt_chunk_split(cols, split, w->raw, w->raw_len, NULL);
+	free(split);
 	if (raw_len < 0)
 		abort();
 	int bound = LZ4_compressBound((int)raw_len);

@@ -544,6 +544,7 @@ END_TEST
 START_TEST(test_record_columns)
 {
 	static uint8_t recs[1 << 14], cols[(1 << 14) + MT_COLUMNS_DIR_MAX], back[1 << 14];
+	static uint8_t split[MT_SPLIT_SCRATCH(1 << 14)];
 	struct mt_delta enc[2];
 	size_t len = 0;
 	uint64_t events = 0, hot = 0;
@@ -569,7 +570,7 @@ START_TEST(test_record_columns)
 				   addr - (uint64_t)(i % 3) * 48, 4096);
 		hot += 2;
 	}
-	ssize_t ncols = mt_chunk_split(cols, recs, len, &events);
+	ssize_t ncols = mt_chunk_split(cols, split, recs, len, &events);
 	ck_assert_uint_eq(events, hot); /* ALLOC and FREE records, one- and two-byte heads */
 	ck_assert_uint_gt(hot, 80);
 	ck_assert_int_gt(ncols, (ssize_t)len);
@@ -589,10 +590,10 @@ START_TEST(test_record_columns)
 	/* too little room is corruption too, never an overflow */
 	ck_assert_int_eq(mt_chunk_join(back, len - 1, cols, (size_t)ncols, &joined), -MT_ECORRUPT);
 	/* a record of type 0, or one cut short, does not split */
-	ck_assert_int_eq(mt_chunk_split(cols, (const uint8_t *)"\x00\x01\x00", 3, NULL), -MT_ECORRUPT);
-	ck_assert_int_eq(mt_chunk_split(cols, recs, len - 1, NULL), -MT_ECORRUPT);
+	ck_assert_int_eq(mt_chunk_split(cols, split, (const uint8_t *)"\x00\x01\x00", 3, NULL), -MT_ECORRUPT);
+	ck_assert_int_eq(mt_chunk_split(cols, split, recs, len - 1, NULL), -MT_ECORRUPT);
 	/* an empty chunk is four empty columns */
-	ck_assert_int_eq(mt_chunk_split(cols, recs, 0, NULL), 4);
+	ck_assert_int_eq(mt_chunk_split(cols, split, recs, 0, NULL), 4);
 	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, 4, &joined), 0);
 }
 END_TEST
@@ -606,11 +607,12 @@ START_TEST(test_record_columns_bulk)
 {
 	enum { CAP = 1 << 18 };
 	uint8_t *recs = malloc(CAP), *cols = malloc(CAP + MT_COLUMNS_DIR_MAX), *back = malloc(CAP);
+	uint8_t *split = malloc(MT_SPLIT_SCRATCH(CAP));
 	size_t ends[20000], nrec = 0, len = 0;
 	uint64_t hot = 0, x = 0x9e3779b97f4a7c15ull;
 	struct mt_delta d;
 
-	ck_assert(recs && cols && back);
+	ck_assert(recs && cols && back && split);
 	memset(&d, 0, sizeof(d));
 	while (len + 64 < CAP && nrec < sizeof(ends) / sizeof(ends[0])) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -636,14 +638,14 @@ START_TEST(test_record_columns_bulk)
 		ends[nrec++] = len;
 	}
 	uint64_t events = 0;
-	ssize_t ncols = mt_chunk_split(cols, recs, len, &events);
+	ssize_t ncols = mt_chunk_split(cols, split, recs, len, &events);
 	ck_assert_int_gt(ncols, 0);
 	ck_assert_uint_eq(events, hot);
 	size_t joined;
 	ck_assert_int_eq(mt_chunk_join(back, CAP, cols, (size_t)ncols, &joined), (ssize_t)len);
 	ck_assert(memcmp(back, recs, len) == 0);
 	for (size_t i = 0; i < nrec; i += 1 + i / 64) {
-		ncols = mt_chunk_split(cols, recs, ends[i], NULL);
+		ncols = mt_chunk_split(cols, split, recs, ends[i], NULL);
 		ck_assert_int_gt(ncols, 0);
 		ck_assert_int_eq(mt_chunk_join(back, CAP, cols, (size_t)ncols, &joined),
 				 (ssize_t)ends[i]);
@@ -652,6 +654,7 @@ START_TEST(test_record_columns_bulk)
 	free(recs);
 	free(cols);
 	free(back);
+	free(split);
 }
 END_TEST
 
