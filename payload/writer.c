@@ -467,6 +467,13 @@ static void *writer_main(void *arg)
 	(void)arg;
 	mt_in_hook = 1; /* this thread is memtrace: never recorded */
 	prctl(PR_SET_NAME, "memtrace-write", 0, 0, 0);
+	/* A batch thread gets its fair share of the CPU but never preempts
+	 * the thread it wakes up next to: waking every POLL_NS, the writer
+	 * would otherwise often displace the program's thread holding the
+	 * GIL while the others wait for it (four threads allocating: 4%
+	 * slower on two CPUs, 11% on one). Failing to switch is harmless. */
+	struct sched_param sp = { 0 };
+	sched_setscheduler(0, SCHED_BATCH, &sp);
 	uint64_t interval = (uint64_t)w.interval_ms * 1000000ull;
 	uint64_t next_sample = mono_ns();
 

@@ -119,6 +119,22 @@ def test_exit_status_and_output_preserved(memtrace, script, tmp_path):
     assert "capture written to" in p.stderr
 
 
+def test_writer_thread_never_preempts_the_program(memtrace, script, tmp_path):
+    """The payload's writer runs as a batch thread (no wake-up preemption)
+    and the program's own threads keep their policy."""
+    prog = script(
+        "import os\n"
+        "for tid in sorted(os.listdir('/proc/self/task')):\n"
+        "    name = open('/proc/self/task/%s/comm' % tid).read().strip()\n"
+        "    stat = open('/proc/self/task/%s/stat' % tid).read()\n"
+        "    print(name, stat.rsplit(')', 1)[1].split()[38])\n")
+    p = run(memtrace, "run", "--python", "/usr/bin/python3", "-o", tmp_path / "x.bin", prog,
+            cwd=tmp_path)
+    policies = dict(line.split() for line in p.stdout.splitlines())
+    assert policies.pop("memtrace-write") == "3", p.stdout  # SCHED_BATCH
+    assert policies and set(policies.values()) == {"0"}, p.stdout  # SCHED_OTHER
+
+
 def test_stdin_passes_through(memtrace, script, tmp_path):
     prog = script("import sys\nprint(sys.stdin.read().upper(), end='')\n")
     p = subprocess.run([memtrace, "run", "-o", str(tmp_path / "x.bin"), str(prog)],
