@@ -512,12 +512,18 @@ static inline int copy_varint(uint8_t **dst, const uint8_t **src, size_t max)
 	return 0;
 }
 
-/* A hot record with a one-byte head: the usual record, taken apart or put
- * together without going through rec_segments(). */
+/* An ALLOC or FREE record (type 1 or 2). */
+static inline int is_hot(uint8_t head)
+{
+	return (unsigned)((head & 0x0f) - MT_REC_ALLOC) < 2;
+}
+
+/* A hot record with a one-byte head (thread nibble below 15): the usual
+ * record, taken apart or put together without going through
+ * rec_segments(). */
 static inline int is_plain_hot(uint8_t head)
 {
-	/* type 1 or 2, thread nibble below 15 */
-	return (unsigned)((head & 0x0f) - MT_REC_ALLOC) < 2 && head < 0xf0;
+	return is_hot(head) && head < 0xf0;
 }
 
 ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
@@ -552,7 +558,7 @@ ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_
 			hot++;
 			continue;
 		}
-		hot += (unsigned)((p[0] & 0x0f) - MT_REC_ALLOC) < 2;
+		hot += is_hot(p[0]);
 		const uint8_t *pp[MT_COLUMNS] = { p };
 		size_t ll[MT_COLUMNS] = { (size_t)(end - p) };
 		if (rec_segments(pp, ll, 1, n) < 0)

@@ -509,6 +509,14 @@ int mt_track_init(int python)
  * recursion guard set: pymalloc falls back to malloc for large blocks,
  * and the GOT hook must not record that block a second time.
  * ---------------------------------------------------------------------- */
+
+/* Whether this call records: the wrapper is active, tracking is on and
+ * the thread is not inside memtrace already (the guard is then held). */
+static inline int pymem_enter(const struct mt_pymem_domain *d)
+{
+	return d->active && mt_tracking && mt_guard_enter();
+}
+
 static inline __attribute__((always_inline)) void *pymem_malloc(const struct mt_pylayout *lo,
 								  void *ctx, size_t size)
 {
@@ -516,7 +524,7 @@ static inline __attribute__((always_inline)) void *pymem_malloc(const struct mt_
 	struct mt_pymem_allocator *o = &d->orig;
 	void *p;
 
-	if (!d->active || !mt_tracking || !mt_guard_enter())
+	if (!pymem_enter(d))
 		return o->malloc(o->ctx, size);
 	p = o->malloc(o->ctx, size);
 	if (p != NULL)
@@ -533,7 +541,7 @@ static inline __attribute__((always_inline)) void *pymem_calloc(const struct mt_
 	struct mt_pymem_allocator *o = &d->orig;
 	void *p;
 
-	if (!d->active || !mt_tracking || !mt_guard_enter())
+	if (!pymem_enter(d))
 		return o->calloc(o->ctx, nelem, elsize);
 	p = o->calloc(o->ctx, nelem, elsize);
 	if (p != NULL) /* no overflow here: the allocator succeeded */
@@ -553,7 +561,7 @@ static inline __attribute__((always_inline)) void *pymem_realloc(const struct mt
 	struct mt_pymem_allocator *o = &d->orig;
 	void *p;
 
-	if (!d->active || !mt_tracking || !mt_guard_enter())
+	if (!pymem_enter(d))
 		return o->realloc(o->ctx, ptr, size);
 	p = o->realloc(o->ctx, ptr, size);
 	if (p != NULL) {
@@ -576,7 +584,7 @@ void mt_pymem_free(void *ctx, void *ptr)
 	struct mt_pymem_domain *d = ctx;
 	struct mt_pymem_allocator *o = &d->orig;
 
-	if (!d->active || !mt_tracking || ptr == NULL || !mt_guard_enter()) {
+	if (ptr == NULL || !pymem_enter(d)) {
 		o->free(o->ctx, ptr);
 		return;
 	}
