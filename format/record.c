@@ -428,7 +428,170 @@ int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c)
 /* ------------------------------------------------------------------------
  * Chunk columns.
  * ---------------------------------------------------------------------- */
-enum { COL_CTL, COL_ADDR, COL_SIZE, COL_STACK, COL_BODY };
+enum { COL_CTL, COL_ADDR, COL_SIZE, COL_STACK, COL_NODE, COL_BODY };
+
+/* A STACK record in the node column: a flag byte, then the fields it does
+ * not imply. The flag's low two bits say where the parent is: NODE_SIBLING
+ * (the previous STACK's parent), NODE_CHILD (the previous STACK itself),
+ * NODE_FAR (a zigzag varint of id - parent follows) or NODE_VERBATIM (the
+ * record is stored as it is, its body in the body column, and leaves the
+ * coding state alone); NODE_NEXT_ID: the id is the previous one plus 1,
+ * else a zigzag varint of the difference follows; NODE_SAME_CODE: the
+ * code is the previous one's and the offset is a zigzag varint of the
+ * difference from its offset, else a zigzag varint of the code's
+ * difference comes before a plain offset varint. "Previous" is the
+ * chunk's previous STACK record not stored verbatim, all zero at the
+ * start of a chunk. */
+enum {
+	NODE_SIBLING = 0,
+	NODE_CHILD = 1,
+	NODE_FAR = 2,
+	NODE_VERBATIM = 3,
+	NODE_PARENT = 3, /* mask */
+	NODE_NEXT_ID = 1 << 2,
+	NODE_SAME_CODE = 1 << 3,
+};
+#define NODE_SEG_MAX (1 + 4 * 5) /* flag and four varints of 33 bits at most */
+
+struct node_state {
+	uint32_t id, parent, code, offset;
+};
+
+/* The body of a STACK record as mt_rec_encode() writes it, with its
+ * length: into @p (>= 2 + 20 bytes), returns its length. */
+static size_t node_canonical(uint8_t *p, const struct node_state *v)
+{
+	uint8_t body[20];
+	size_t n = mt_varint_put(body, v->id);
+	n += mt_varint_put(body + n, mt_zigzag((int64_t)v->id - (int64_t)v->parent));
+	n += mt_varint_put(body + n, v->code);
+	n += mt_varint_put(body + n, v->offset);
+	p[0] = (uint8_t)n; /* < 0x80 */
+	memcpy(p + 1, body, n);
+	return n + 1;
+}
+
+static inline size_t put_zigzag(uint8_t *p, int64_t v)
+{
+	return mt_varint_put(p, mt_zigzag(v));
+}
+
+/* The node-column segment of the STACK record whose body segment (length
+ * and body) is @seg: into @p (>= NODE_SEG_MAX bytes), returns its length,
+ * or 0 if the record is to be stored verbatim: its body is not in the
+ * shortest form (a later revision's extra fields, say), or coding it would
+ * take more room than storing it. */
+static size_t node_pack(uint8_t *p, struct node_state *st, const uint8_t *seg, size_t len)
+{
+	const uint8_t *q = seg, *end = seg + len;
+	uint64_t blen, id, dist, code, offset;
+	if (mt_varint_get(&q, end, &blen) < 0 || blen != (uint64_t)(end - q) ||
+	    mt_varint_get(&q, end, &id) < 0 || mt_varint_get(&q, end, &dist) < 0 ||
+	    mt_varint_get(&q, end, &code) < 0 || mt_varint_get(&q, end, &offset) < 0 ||
+	    id > UINT32_MAX || code > UINT32_MAX || offset > UINT32_MAX)
+		return 0;
+	int64_t parent = (int64_t)id - mt_unzigzag(dist);
+	if (parent < 0 || parent > UINT32_MAX)
+		return 0;
+	struct node_state v = { (uint32_t)id, (uint32_t)parent, (uint32_t)code, (uint32_t)offset };
+	uint8_t canon[2 + 20];
+	if (node_canonical(canon, &v) != len || memcmp(canon, seg, len) != 0)
+		return 0;
+
+	unsigned flag = 0;
+	size_t n = 1;
+	if (v.id == st->id + 1u)
+		flag |= NODE_NEXT_ID;
+	else
+		n += put_zigzag(p + n, (int64_t)v.id - ((int64_t)st->id + 1));
+	if (v.parent == st->parent) {
+		flag |= NODE_SIBLING;
+	} else if (v.parent == st->id) {
+		flag |= NODE_CHILD;
+	} else {
+		flag |= NODE_FAR;
+		n += put_zigzag(p + n, (int64_t)v.id - (int64_t)v.parent);
+	}
+	if (v.code == st->code) {
+		flag |= NODE_SAME_CODE;
+		n += put_zigzag(p + n, (int64_t)v.offset - (int64_t)st->offset);
+	} else {
+		n += put_zigzag(p + n, (int64_t)v.code - (int64_t)st->code);
+		n += mt_varint_put(p + n, v.offset);
+	}
+	if (n > len + 1) /* the verbatim form: a flag byte and the segment */
+		return 0;
+	p[0] = (uint8_t)flag;
+	*st = v;
+	return n;
+}
+
+/* A zigzag varint from [*@q, @end) added to @base: the result, which
+ * must be a u32, in *@out. Returns 0 or -1. */
+static inline int get_u32_delta(const uint8_t **q, const uint8_t *end, int64_t base,
+				uint32_t *out)
+{
+	uint64_t z;
+	if (mt_varint_get(q, end, &z) < 0)
+		return -1;
+	int64_t d = mt_unzigzag(z);
+	if (d < -(int64_t)UINT32_MAX - 1 || d > (int64_t)UINT32_MAX)
+		return -1;
+	int64_t v = base + d;
+	if (v < 0 || v > UINT32_MAX)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* Undoes node_pack(): the node-column segment at *@q (before @end) after
+ * its flag @flag (not NODE_VERBATIM), the body segment into @p (>= 22
+ * bytes). Returns the body segment's length, or 0 if the segment does
+ * not decode. */
+static size_t node_unpack(uint8_t *p, struct node_state *st, unsigned flag, const uint8_t **q,
+			  const uint8_t *end)
+{
+	struct node_state v;
+	uint64_t off;
+	if (flag & ~(unsigned)(NODE_PARENT | NODE_NEXT_ID | NODE_SAME_CODE))
+		return 0;
+	if (flag & NODE_NEXT_ID) {
+		if (st->id == UINT32_MAX)
+			return 0;
+		v.id = st->id + 1;
+	} else if (get_u32_delta(q, end, (int64_t)st->id + 1, &v.id) < 0) {
+		return 0;
+	}
+	switch (flag & NODE_PARENT) {
+	case NODE_SIBLING:
+		v.parent = st->parent;
+		break;
+	case NODE_CHILD:
+		v.parent = st->id;
+		break;
+	default: { /* NODE_FAR: id - parent */
+		uint64_t z;
+		if (mt_varint_get(q, end, &z) < 0)
+			return 0;
+		int64_t parent = (int64_t)v.id - mt_unzigzag(z);
+		if (parent < 0 || parent > UINT32_MAX)
+			return 0;
+		v.parent = (uint32_t)parent;
+	}
+	}
+	if (flag & NODE_SAME_CODE) {
+		v.code = st->code;
+		if (get_u32_delta(q, end, st->offset, &v.offset) < 0)
+			return 0;
+	} else {
+		if (get_u32_delta(q, end, st->code, &v.code) < 0 ||
+		    mt_varint_get(q, end, &off) < 0 || off > UINT32_MAX)
+			return 0;
+		v.offset = (uint32_t)off;
+	}
+	*st = v;
+	return node_canonical(p, &v);
+}
 
 /* Bytes of the varint at [p, p+avail), or 0 if it does not end in time. */
 static inline size_t varint_len(const uint8_t *p, size_t avail)
@@ -532,6 +695,7 @@ ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_
 	uint8_t *base[MT_COLUMNS], *out[MT_COLUMNS];
 	const uint8_t *p = src, *end = src + len;
 	size_t n[MT_COLUMNS], hot = 0;
+	struct node_state node = { 0 };
 
 	/* One pass over the records, each column written where it has room
 	 * whatever the others hold: the first after the room for the
@@ -563,6 +727,16 @@ ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_
 		size_t ll[MT_COLUMNS] = { (size_t)(end - p) };
 		if (rec_segments(pp, ll, 1, n) < 0)
 			return -MT_ECORRUPT;
+		if (p[0] == MT_REC_STACK) {
+			size_t k = node_pack(out[COL_NODE], &node, p + 1, n[COL_BODY]);
+			if (k) {
+				*out[COL_CTL]++ = p[0];
+				out[COL_NODE] += k;
+				p += 1 + n[COL_BODY];
+				continue;
+			}
+			*out[COL_NODE]++ = NODE_VERBATIM;
+		}
 		for (int i = 0; i < MT_COLUMNS; i++) {
 			memcpy(out[i], p, n[i]);
 			out[i] += n[i];
@@ -592,6 +766,7 @@ ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, 
 	const uint8_t *p[MT_COLUMNS], *q = src, *end[MT_COLUMNS];
 	size_t left[MT_COLUMNS], n[MT_COLUMNS];
 	uint8_t *o = dst, *o_end = dst + cap;
+	struct node_state node = { 0 };
 
 	*joined = 0;
 	for (int i = 0; i < MT_COLUMNS - 1; i++) {
@@ -632,12 +807,34 @@ ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, 
 			*joined = (size_t)(o - dst);
 			continue;
 		}
+		if (head == MT_REC_STACK) {
+			if (p[COL_NODE] == end[COL_NODE])
+				return -MT_ECORRUPT;
+			unsigned flag = *p[COL_NODE]++;
+			if (flag != NODE_VERBATIM) {
+				uint8_t rec[1 + 2 + 20];
+				size_t k = node_unpack(rec + 1, &node, flag, &p[COL_NODE], end[COL_NODE]);
+				if (!k)
+					return -MT_ECORRUPT;
+				if (k + 1 > (size_t)(o_end - o))
+					return -ENOSPC;
+				rec[0] = head;
+				memcpy(o, rec, k + 1);
+				o += k + 1;
+				p[COL_CTL]++;
+				*joined = (size_t)(o - dst);
+				continue;
+			}
+		}
 		for (int i = 0; i < MT_COLUMNS; i++)
 			left[i] = (size_t)(end[i] - p[i]);
 		if (rec_segments(p, left, 0, n) < 0)
 			return -MT_ECORRUPT;
-		if (n[0] + n[1] + n[2] + n[3] + n[4] > (size_t)(o_end - o))
-			return -MT_ECORRUPT;
+		size_t total = 0;
+		for (int i = 0; i < MT_COLUMNS; i++)
+			total += n[i];
+		if (total > (size_t)(o_end - o))
+			return -ENOSPC;
 		for (int i = 0; i < MT_COLUMNS; i++) {
 			memcpy(o, p[i], n[i]);
 			o += n[i];

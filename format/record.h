@@ -16,7 +16,7 @@
 
 #define MT_MAGIC "MEMTRACE"
 #define MT_MAGIC_LEN 8
-#define MT_FORMAT_VERSION 2
+#define MT_FORMAT_VERSION 3
 
 /* ------------------------------------------------------------------------
  * Allocators. Numbering follows memray's AllocatorType so that scripts
@@ -394,29 +394,37 @@ int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c)
 /* ------------------------------------------------------------------------
  * Chunk columns. A chunk's records are stored as columns, one after the
  * other, so that LZ4 sees alike bytes together: the heads and km bytes of
- * all records, then all address deltas, sizes, stack deltas, and the
- * length-prefixed records' bodies. Every record is the concatenation of
- * one segment per column, in column order, and the control column tells
- * which segments a record has, so the split is lossless and stateless.
- * The chunk data (raw_len bytes) are: the byte lengths of columns 0..3 as
- * varints, then the five columns (docs/format.md section 2.1).
+ * all records, then all address deltas, sizes, stack deltas, STACK
+ * definitions and the other length-prefixed records' bodies. Every record
+ * is the concatenation of one segment per column, in column order, and the
+ * control column tells which segments a record has. A STACK record is
+ * stored as its fields coded against the chunk's previous STACK record
+ * (a new frame is mostly a sibling or a child of the one made before it);
+ * that coding starts afresh in every chunk, so a chunk's columns still
+ * split and join on their own.
+ * The chunk data (raw_len bytes) are: the byte lengths of columns 0..4 as
+ * varints, then the six columns (docs/format.md section 2.1).
  * ---------------------------------------------------------------------- */
-#define MT_COLUMNS 5
-#define MT_COLUMNS_DIR_MAX 20 /* the directory of four varint lengths < 2^32 */
+#define MT_COLUMNS 6
+#define MT_COLUMNS_DIR_MAX 25 /* the directory of five varint lengths < 2^32 */
 
 /* mt_chunk_split() - the columns of the whole records [@src, @src+@len)
- * into @dst (>= @len + MT_COLUMNS_DIR_MAX bytes), in one pass that uses
- * @scratch (>= MT_SPLIT_SCRATCH(@len) bytes); *@events (if not NULL)
- * grows by the number of ALLOC and FREE records. Returns the columns'
- * length, or -MT_ECORRUPT if @src does not parse as records (@dst then
- * holds nothing useful). */
+ * into @dst (>= MT_SPLIT_MAX(@len) bytes), in one pass that uses @scratch
+ * (>= MT_SPLIT_SCRATCH(@len) bytes); *@events (if not NULL) grows by the
+ * number of ALLOC and FREE records. Returns the columns' length, or
+ * -MT_ECORRUPT if @src does not parse as records (@dst then holds nothing
+ * useful). The columns are at most one byte longer per STACK record whose
+ * body is not in its shortest form (never the case for mt_rec_encode()'s). */
+#define MT_SPLIT_MAX(len) ((size_t)(len) + (size_t)(len) / 2 + MT_COLUMNS_DIR_MAX)
 #define MT_SPLIT_SCRATCH(len) ((size_t)(MT_COLUMNS - 1) * (len))
 ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
 		       uint64_t *events);
 /* mt_chunk_join() - the records of chunk data [@src, @src+@len) into @dst
- * (@cap >= @len bytes suffice). Returns their length, or -MT_ECORRUPT if
- * the columns do not fit together; *@joined is then the length of the
- * whole records in @dst before the damage. */
+ * (@cap bytes; MT_JOIN_MAX(@len) always suffice). Returns their length,
+ * -ENOSPC if @cap is too small, or -MT_ECORRUPT if the columns do not fit
+ * together; *@joined is then the length of the whole records in @dst
+ * before the problem. */
+#define MT_JOIN_MAX(len) ((size_t)(len) * 8)
 ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined);
 
 /* mt_checksum() - MT32 of @p: 64-bit multiply-rotate rounds over 8-byte

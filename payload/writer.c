@@ -279,7 +279,7 @@ static void flush_part(size_t len)
 		return;
 	}
 	stored = LZ4_compress_default((const char *)w.cols, (char *)w.out + MT_CHUNK_HEADER,
-				      (int)raw_len, LZ4_compressBound(CHUNK_MAX + MT_COLUMNS_DIR_MAX));
+				      (int)raw_len, LZ4_compressBound((int)MT_SPLIT_MAX(CHUNK_MAX)));
 	if (stored <= 0 || stored >= raw_len) {
 		memcpy(w.out + MT_CHUNK_HEADER, w.cols, (size_t)raw_len);
 		stored = (int)raw_len;
@@ -548,9 +548,9 @@ int mt_writer_start(int fd, const struct mt_header *h)
 			     -1, 0);
 		w.out = mmap(NULL,
 			     MT_CHUNK_HEADER +
-				     (size_t)LZ4_compressBound(CHUNK_MAX + MT_COLUMNS_DIR_MAX),
+				     (size_t)LZ4_compressBound((int)MT_SPLIT_MAX(CHUNK_MAX)),
 			     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		w.cols = mmap(NULL, CHUNK_MAX + MT_COLUMNS_DIR_MAX, PROT_READ | PROT_WRITE,
+		w.cols = mmap(NULL, MT_SPLIT_MAX(CHUNK_MAX), PROT_READ | PROT_WRITE,
 			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		w.split = mmap(NULL, MT_SPLIT_SCRATCH(CHUNK_MAX), PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -302,6 +302,17 @@ static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_
 	}
 }
 
+/* Room for @cap bytes of joined records. */
+static int grow_recs(struct mt_capture *c, size_t cap)
+{
+	uint8_t *nb = realloc(c->recs, cap);
+	if (!nb)
+		return -ENOMEM;
+	c->recs = nb;
+	c->recs_cap = cap;
+	return 0;
+}
+
 /* Records of one chunk. Returns 0, a callback's value (> 0 or < 0 as it
  * chose) via *@stop, or a negative decode error. */
 static int read_records(struct mt_capture *c, const uint8_t *p, size_t len,
@@ -408,15 +419,23 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 				return rc;
 			/* the records of the columns that fit together are read
 			 * before a bad join is reported */
-			if (c->recs_cap < raw_len) {
-				uint8_t *nb = realloc(c->recs, raw_len);
-				if (!nb)
-					return -ENOMEM;
-				c->recs = nb;
-				c->recs_cap = raw_len;
-			}
 			size_t joined;
-			ssize_t n = mt_chunk_join(c->recs, c->recs_cap, data, raw_len, &joined);
+			ssize_t n;
+			if (c->recs_cap < raw_len && grow_recs(c, raw_len) < 0)
+				return -ENOMEM;
+			while ((n = mt_chunk_join(c->recs, c->recs_cap, data, raw_len, &joined)) ==
+			       -ENOSPC) {
+				/* STACK records grow back from their coded form */
+				if (c->recs_cap >= MT_JOIN_MAX(raw_len)) {
+					n = -MT_ECORRUPT; /* the bound always holds */
+					break;
+				}
+				size_t want = c->recs_cap * 2;
+				if (want > MT_JOIN_MAX(raw_len))
+					want = MT_JOIN_MAX(raw_len);
+				if (grow_recs(c, want) < 0)
+					return -ENOMEM;
+			}
 			int stop = 0;
 			int err = read_records(c, c->recs, n < 0 ? joined : (size_t)n, &ops, ctx,
 					       &stop);

@@ -20,7 +20,7 @@ def varint(v):
 
 # address mode of a hot record: an explicit delta (docs/format.md)
 EXPLICIT = 15
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 def zigzag(v):
@@ -99,11 +99,76 @@ def _varint_len(data, i):
     return n
 
 
+def _varint_at(data, i):
+    """(value, next index) of the varint at data[i]."""
+    v, shift = 0, 0
+    while True:
+        b = data[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return v, i
+
+
+def _unzigzag(z):
+    return (z >> 1) ^ -(z & 1)
+
+
+# node column flags (docs/format.md 2.2)
+SIBLING, CHILD, FAR, VERBATIM, NEXT_ID, SAME_CODE = 0, 1, 2, 3, 4, 8
+
+
+def _node(segment, prev):
+    """The node-column segment of a STACK record whose body segment (length
+    and body) is `segment`, coded against `prev` = [id, parent, code,
+    offset]; None when it is to be stored verbatim."""
+    try:
+        length, i = _varint_at(segment, 0)
+        start = i
+        sid, i = _varint_at(segment, i)
+        dist, i = _varint_at(segment, i)
+        code, i = _varint_at(segment, i)
+        offset, i = _varint_at(segment, i)
+    except IndexError:
+        return None
+    parent = sid - _unzigzag(dist)
+    fields = (sid, parent, code, offset)
+    if i != len(segment) or length != len(segment) - start or not 0 <= parent < 2**32 \
+            or max(sid, code, offset) >= 2**32:
+        return None
+    body = varint(sid) + varint(zigzag(sid - parent)) + varint(code) + varint(offset)
+    if varint(len(body)) + body != bytes(segment):
+        return None
+    flag, out = 0, bytearray()
+    if sid == prev[0] + 1:
+        flag |= NEXT_ID
+    else:
+        out += varint(zigzag(sid - prev[0] - 1))
+    if parent == prev[1]:
+        flag |= SIBLING
+    elif parent == prev[0]:
+        flag |= CHILD
+    else:
+        flag |= FAR
+        out += varint(zigzag(sid - parent))
+    if code == prev[2]:
+        flag |= SAME_CODE
+        out += varint(zigzag(offset - prev[3]))
+    else:
+        out += varint(zigzag(code - prev[2])) + varint(offset)
+    if 1 + len(out) > len(segment) + 1:
+        return None
+    prev[:] = fields
+    return bytes([flag]) + out
+
+
 def columns(records):
     """The chunk data of whole records (docs/format.md 2.1): the lengths of
-    columns 0..3 as varints, then the control, address, size, stack and
-    body columns, each record's segments appended to their columns."""
-    cols = [bytearray() for _ in range(5)]
+    columns 0..4 as varints, then the control, address, size, stack, node
+    and body columns, each record's segments appended to their columns."""
+    cols = [bytearray() for _ in range(6)]
+    prev = [0, 0, 0, 0]
     i = 0
     while i < len(records):
         head = records[i]
@@ -123,14 +188,17 @@ def columns(records):
         else:
             cols[0] += records[i:i + n]
             i += n
-            k = _varint_len(records, i)
-            length, shift = 0, 0
-            for b in records[i:i + k]:
-                length |= (b & 0x7F) << shift
-                shift += 7
-            cols[4] += records[i:i + k + length]
-            i += k + length
-    return b"".join(varint(len(c)) for c in cols[:4]) + b"".join(bytes(c) for c in cols)
+            length, j = _varint_at(records, i)
+            segment = records[i:j + length]
+            i = j + length
+            if head == STACK:
+                node = _node(segment, prev)
+                if node is not None:
+                    cols[4] += node
+                    continue
+                cols[4].append(VERBATIM)
+            cols[5] += segment
+    return b"".join(varint(len(c)) for c in cols[:5]) + b"".join(bytes(c) for c in cols)
 
 
 def chunk(records):

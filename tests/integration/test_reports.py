@@ -85,7 +85,7 @@ def test_summary_peak_and_leaks(memtrace, tmp_path):
 def test_parse_lines(memtrace, tmp_path):
     cap = program().save(tmp_path / "p.bin")
     lines = run(memtrace, "parse", cap).stdout.splitlines()
-    assert lines[0].startswith("header version=2 ")
+    assert lines[0].startswith("header version=3 ")
     assert "alloc thread=0 kind=malloc addr=0x100000 size=10485760 stack=2" in lines
     assert "free thread=1 kind=munmap addr=0x7f0000001000 size=4096" not in lines
     assert "free thread=0 kind=munmap addr=0x7f0000001000 size=4096" in lines
@@ -167,10 +167,10 @@ def test_damaged_last_chunk_is_truncation(memtrace, tmp_path):
     (b"", "file is empty"),
     (os.urandom(4096), "not a memtrace capture"),
     (b"MEMTRACX" + bytes(100), "not a memtrace capture"),
-    (b"MEMTRACE" + struct.pack("<H", 1) + bytes(100), "capture format version 1 is not supported"),
-    (b"MEMTRACE" + struct.pack("<H", 3) + bytes(100), "capture format version 3 is not supported"),
-    (b"MEMTRACE" + struct.pack("<HH", 2, 52) + bytes(10), "file ends inside the capture header"),
-    (b"MEMTRACE" + struct.pack("<HH", 2, 8) + bytes(100), "capture header is corrupt"),
+    (b"MEMTRACE" + struct.pack("<H", 2) + bytes(100), "capture format version 2 is not supported"),
+    (b"MEMTRACE" + struct.pack("<H", 4) + bytes(100), "capture format version 4 is not supported"),
+    (b"MEMTRACE" + struct.pack("<HH", 3, 52) + bytes(10), "file ends inside the capture header"),
+    (b"MEMTRACE" + struct.pack("<HH", 3, 8) + bytes(100), "capture header is corrupt"),
 ])
 @pytest.mark.parametrize("command", [["stats"], ["summary"], ["summary", "--leaks"], ["parse"],
                                      ["stats", "--json"]])

@@ -79,7 +79,7 @@ static inline void cw_flush(struct cw *w)
 	struct mt_chunk c;
 	if (!w->raw_len)
 		return;
-	uint8_t *cols = malloc(w->raw_len + MT_COLUMNS_DIR_MAX);
+	uint8_t *cols = malloc(MT_SPLIT_MAX(w->raw_len));
 	uint8_t *split = malloc(MT_SPLIT_SCRATCH(w->raw_len));
 	if (!cols || !split)
 		abort();
