@@ -421,7 +421,8 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 			 * before a bad join is reported */
 			size_t joined;
 			ssize_t n;
-			if (c->recs_cap < raw_len && grow_recs(c, raw_len) < 0)
+			/* room for a chunk of stacks too, mostly (section 2.2) */
+			if (c->recs_cap < 2 * (size_t)raw_len && grow_recs(c, 2 * (size_t)raw_len) < 0)
 				return -ENOMEM;
 			while ((n = mt_chunk_join(c->recs, c->recs_cap, data, raw_len, &joined)) ==
 			       -ENOSPC) {

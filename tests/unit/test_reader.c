@@ -125,6 +125,51 @@ START_TEST(test_reader_reads_everything)
 }
 END_TEST
 
+/* A chunk of nothing but new stacks, as an import makes: its coded
+ * STACK records join back to several times the chunk's size, and every
+ * one comes out with its fields. */
+static int check_stack(void *ctx, const struct mt_record *r)
+{
+	struct counts *c = ctx;
+	uint32_t i = r->stack.id - 1;
+	if (r->stack.parent == (i % 50 ? 0 : i) && r->stack.code == 1 + i / 50 &&
+	    r->stack.offset == 2 * (i % 50))
+		c->addr_sum++;
+	return count(ctx, r);
+}
+
+START_TEST(test_reader_chunk_of_stacks)
+{
+	struct mt_header h = cw_header(0);
+	struct cw w;
+	struct mt_capture *c;
+	struct counts k = { 0 };
+	struct mt_record_ops ops = count_ops;
+	ops.stack = check_stack;
+
+	size_t joined = 0;
+	cw_init(&w, &h, 1 << 18, _i);
+	for (uint32_t i = 0; i < 20000; i++) { /* runs of siblings */
+		struct mt_record r = { .type = MT_REC_STACK };
+		r.stack = (struct mt_rec_stack){ i + 1, i % 50 ? 0 : i, 1 + i / 50, 2 * (i % 50) };
+		uint8_t buf[64];
+		joined += (size_t)mt_rec_encode(buf, sizeof(buf), &r, NULL);
+		cw_rec(&w, &r);
+	}
+	cw_trailer(&w, 1000, 0, 0);
+	cw_finish(&w);
+	ck_assert_uint_eq(w.n_chunks, 1);
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	ck_assert_int_eq(mt_capture_read(c, &ops, &k), 0);
+	ck_assert_uint_eq(k.by_type[MT_REC_STACK], 20000);
+	ck_assert_uint_eq(k.addr_sum, 20000);
+	ck_assert(mt_capture_status(c)->trailer_seen);
+	ck_assert_uint_lt(w.len * 3, joined); /* the reader's buffer had to grow */
+	mt_capture_close(c);
+	cw_release(&w);
+}
+END_TEST
+
 START_TEST(test_reader_callback_stops)
 {
 	struct cw w;
@@ -392,6 +437,7 @@ static Suite *reader_suite(void)
 	TCase *tc = tcase_create("read");
 
 	tcase_add_loop_test(tc, test_reader_reads_everything, 0, 2);
+	tcase_add_loop_test(tc, test_reader_chunk_of_stacks, 0, 2);
 	tcase_add_test(tc, test_reader_callback_stops);
 	tcase_add_test(tc, test_reader_no_trailer);
 	tcase_add_test(tc, test_reader_bad_files);
