@@ -12,6 +12,7 @@
 #include "payload/pymem.h"
 #include "payload/track.h"
 #include "format/error.h"
+#include "format/linetable.h"
 #include "format/record.h"
 
 #include <dlfcn.h>  /* dlopen, dlsym, RTLD_NOLOAD */
@@ -463,6 +464,13 @@ int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *
 	used += n;
 	n = mt_copy_bytes(mt_ld_ptr(code, mt_lo->co_linetable), scratch + used, cap - used);
 	out->linetable = (struct mt_bytes){ scratch + used, (uint32_t)n };
+	if (n && mt_linetable_capture_hex(mt_py_hex) != mt_py_hex) {
+		/* a location table: kept in 3.10's form, without the columns
+		 * (a sixth of the size) */
+		size_t k = mt_linetable_compact(scratch + used + n, cap - used - n,
+						scratch + used, n);
+		out->linetable = (struct mt_bytes){ scratch + used + n, (uint32_t)k };
+	}
 	return 0;
 }
 

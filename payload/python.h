@@ -106,8 +106,9 @@ void mt_python_code_key(const void *code, struct mt_pycode_key *key);
 
 /* mt_python_code_describe() - fill @out (a CODE record, id set by the
  * caller) from the live code object: file name, name, qualified name as
- * UTF-8 and the raw line table bytes, copied into @scratch (capacity
- * @cap; strings that do not fit are cut). Hook-safe. Returns 0, or -1 if
+ * UTF-8 and the line table (3.11+ location tables in 3.10's form,
+ * mt_linetable_compact()), copied into @scratch (capacity @cap; what does
+ * not fit is cut). Hook-safe. Returns 0, or -1 if
  * the object does not look like a code object. */
 int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *scratch,
 			    size_t cap);

@@ -7,7 +7,7 @@
  */
 #include "reader/snapshot.h"
 #include "format/error.h"
-#include "reader/linetable.h"
+#include "format/linetable.h"
 
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* malloc */
@@ -958,8 +958,8 @@ static void node_frame(const struct mt__snapshot_state *st, uint32_t id, struct 
 	const struct code *c = &st->codes[n->code];
 	f->function = c->function;
 	f->file = c->file;
-	int line = mt_linetable_line(st->python_hex, c->linetable, c->lt_len,
-				     c->firstlineno, n->offset);
+	int line = mt_linetable_line(mt_linetable_capture_hex(st->python_hex), c->linetable,
+				     c->lt_len, c->firstlineno, n->offset);
 	f->line = line > 0 ? line : 0;
 }
 

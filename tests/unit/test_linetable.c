@@ -5,7 +5,7 @@
  * interpreter itself reports (PyCode_Addr2Line) for every instruction.
  * Regenerate with scripts/gen-linetable-cases.py, never by hand.
  */
-#include "reader/linetable.h"
+#include "format/linetable.h"
 
 #include <check.h>  /* START_TEST, ck_assert_* */
 #include <stdint.h> /* uint8_t, int16_t */
@@ -589,6 +589,86 @@ START_TEST(test_linetable_loctable_forms)
 }
 END_TEST
 
+/* The line of every offset of a location table, and of offsets past its
+ * end, is the same from the table and from its 3.10 form; so it is for
+ * every prefix of the table (a copy cut short) and for every room given
+ * to the conversion (the ranges that fit, then no line). */
+static void check_compact(uint32_t hex, const uint8_t *t, size_t len, int first, size_t n_off,
+			  int caps)
+{
+	uint8_t out[8192];
+	uint32_t h310 = mt_linetable_capture_hex(hex);
+	size_t n = mt_linetable_compact(out, sizeof(out), t, len);
+	ck_assert_uint_lt(n, sizeof(out));
+	for (uint32_t off = 0; off < 2 * n_off + 8; off += 2)
+		ck_assert_msg(mt_linetable_line(h310, out, n, first, off) ==
+				      mt_linetable_line(hex, t, len, first, off),
+			      "offset %u: %d from the 3.10 form, %d from the table", off,
+			      mt_linetable_line(h310, out, n, first, off),
+			      mt_linetable_line(hex, t, len, first, off));
+	for (size_t cap = 0; caps && cap < n; cap += 1 + cap / 16) {
+		size_t k = mt_linetable_compact(out, cap, t, len);
+		ck_assert_uint_le(k, cap);
+		for (uint32_t off = 0; off < 2 * n_off + 8; off += 2) {
+			int got = mt_linetable_line(h310, out, k, first, off);
+			ck_assert(got == -1 || got == first || got == mt_linetable_line(hex, t, len, first, off));
+		}
+	}
+}
+
+START_TEST(test_linetable_compact_real_tables)
+{
+	const struct mt_lt_case *c = &mt_lt_cases[_i];
+	uint8_t out[8192];
+
+	if (((c->python_hex >> 16) & 0xff) < 11) {
+		ck_assert_uint_eq(mt_linetable_capture_hex(c->python_hex), c->python_hex);
+		return;
+	}
+	ck_assert_uint_eq(mt_linetable_capture_hex(c->python_hex) >> 16, 0x030a);
+	check_compact(c->python_hex, c->table, c->len, c->firstlineno, c->n_lines, 1);
+	for (size_t len = 0; len < c->len; len += 1 + len / 32)
+		check_compact(c->python_hex, c->table, len, c->firstlineno, c->n_lines, 0);
+	/* smaller, as it is the point */
+	if (c->len > 16)
+		ck_assert_uint_lt(mt_linetable_compact(out, sizeof(out), c->table, c->len), c->len);
+}
+END_TEST
+
+/* Random location tables with every entry form, long ranges of one line,
+ * deltas beyond a byte and runs without a line. */
+START_TEST(test_linetable_compact_random)
+{
+	uint64_t x = 0x243f6a8885a308d3ull + (uint64_t)_i;
+	for (int round = 0; round < 25; round++) {
+		uint8_t t[240];
+		size_t len = 0, units = 0;
+		while (len + 16 < sizeof(t)) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			unsigned k = (unsigned)(x >> 8) % 8, code = (unsigned)(x >> 16) % 16;
+			if (x % 5 == 0)
+				code = x % 3 ? 0 : 15; /* long runs of one kind */
+			t[len++] = (uint8_t)(0x80 | code << 3 | k);
+			units += k + 1;
+			if (code == 13 || code == 14) { /* svarint, up to +-2^11 */
+				uint32_t v = (uint32_t)(x >> 24) % (x % 4 ? 64 : 1u << 12);
+				do {
+					t[len++] = (uint8_t)((v & 0x3f) | (v > 0x3f ? 0x40 : 0));
+					v >>= 6;
+				} while (v);
+				if (code == 14) /* end line, columns */
+					t[len++] = 1, t[len++] = 2, t[len++] = 3;
+			} else if (code >= 10 && code <= 12) {
+				t[len++] = 4, t[len++] = 5;
+			} else if (code < 10) {
+				t[len++] = 6;
+			}
+		}
+		check_compact(0x030c00f0, t, len, 1000, units, round % 10 == 0);
+	}
+}
+END_TEST
+
 static Suite *linetable_suite(void)
 {
 	Suite *s = suite_create("linetable");
@@ -600,6 +680,8 @@ static Suite *linetable_suite(void)
 	tcase_add_loop_test(tc, test_linetable_past_end, 0, (int)MT_N_CASES);
 	tcase_add_test(tc, test_linetable_unknown_format);
 	tcase_add_test(tc, test_linetable_loctable_forms);
+	tcase_add_loop_test(tc, test_linetable_compact_real_tables, 0, (int)MT_N_CASES);
+	tcase_add_loop_test(tc, test_linetable_compact_random, 0, 4);
 	suite_add_tcase(s, tc);
 	return s;
 }

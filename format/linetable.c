@@ -5,7 +5,7 @@
  * Pure and bounded: it reads only [table, table+len), never allocates,
  * and returns -1 rather than reading past a truncated or corrupt table.
  */
-#include "reader/linetable.h"
+#include "format/linetable.h"
 
 #include <stdint.h> /* int32_t */
 
@@ -127,6 +127,97 @@ static int mt_loctable_line(const uint8_t *t, size_t len, int firstlineno, uint3
 			pos++;
 	}
 	return -1;
+}
+
+/* Ranges of 3.10 pairs: a length up to 254 bytes (CPython's own bound,
+ * which keeps them even) and a delta in -127..127. */
+#define MT_RANGE_MAX 254
+
+struct mt_lt_out {
+	uint8_t *p;
+	size_t n, cap;
+};
+
+/* One range of @bytes with line delta @delta from the one before, or no
+ * line: into @o whole, or not at all. Returns 0 or -1 (no room). */
+static int mt_lt_range(struct mt_lt_out *o, uint32_t bytes, int32_t delta, int noline)
+{
+	size_t need = 0;
+	int32_t d = delta;
+	uint32_t b = bytes;
+
+	if (!noline)
+		for (; d > 127 || d < -127; d -= d > 0 ? 127 : -127)
+			need += 2;
+	do {
+		need += 2;
+		b -= b < MT_RANGE_MAX ? b : MT_RANGE_MAX;
+	} while (b);
+	if (need > o->cap - o->n)
+		return -1;
+	d = noline ? 0 : delta;
+	for (; d > 127 || d < -127; d -= d > 0 ? 127 : -127) {
+		o->p[o->n++] = 0;
+		o->p[o->n++] = (uint8_t)(d > 0 ? 127 : -127);
+	}
+	do {
+		uint32_t k = bytes < MT_RANGE_MAX ? bytes : MT_RANGE_MAX;
+		o->p[o->n++] = (uint8_t)k;
+		o->p[o->n++] = noline ? 0x80 : (uint8_t)(int8_t)d;
+		d = 0; /* the rest of a long range: same line */
+		bytes -= k;
+	} while (bytes);
+	return 0;
+}
+
+size_t mt_linetable_compact(uint8_t *dst, size_t cap, const uint8_t *t, size_t len)
+{
+	struct mt_lt_out o = { dst, 0, cap };
+	int32_t line = 0, at = 0; /* lines relative to firstlineno: the table's, the output's */
+	int32_t run_line = 0;     /* the pending range: its line, */
+	int run_noline = 0;       /* whether it has none, */
+	uint32_t run = 0;         /* and its bytes */
+	size_t pos = 0;
+
+	while (pos < len) {
+		uint8_t head = t[pos++];
+		unsigned code = (head >> 3) & 0x0f;
+		int32_t delta = 0;
+
+		if (!(head & 0x80))
+			break; /* not at an entry start: corrupt */
+		if (code == 14 || code == 13) {
+			if (mt_loc_svarint(t, len, &pos, &delta) < 0)
+				break; /* truncated: the entries before it stand */
+		} else if (code >= 10 && code <= 12) {
+			delta = (int32_t)code - 10;
+		}
+		line += delta;
+		int noline = code == 15;
+		uint32_t bytes = ((head & 7u) + 1) * MT_CODEUNIT;
+		if (run && noline == run_noline && (noline || line == run_line)) {
+			run += bytes; /* same line as the entry before: one range */
+		} else {
+			if (run && mt_lt_range(&o, run, run_line - at, run_noline) < 0)
+				return o.n;
+			if (run && !run_noline)
+				at = run_line;
+			run = bytes;
+			run_noline = noline;
+			run_line = line;
+		}
+		while (pos < len && !(t[pos] & 0x80))
+			pos++;
+	}
+	if (run && mt_lt_range(&o, run, run_line - at, run_noline) == 0)
+		run = 0;
+	/* A table with no whole entry gives no line for any offset, unlike
+	 * an empty one (firstlineno): keep that with one empty range. */
+	if (len && !o.n && o.cap >= 2) {
+		o.p[o.n++] = 0;
+		o.p[o.n++] = 0x80;
+	}
+	return o.n;
 }
 
 int mt_linetable_line(uint32_t python_hex, const uint8_t *table, size_t len, int firstlineno,
