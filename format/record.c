@@ -488,7 +488,7 @@ static size_t node_pack(uint8_t *p, struct node_state *st, const uint8_t *seg, s
 	if (mt_varint_get(&q, end, &blen) < 0 || blen != (uint64_t)(end - q) ||
 	    mt_varint_get(&q, end, &id) < 0 || mt_varint_get(&q, end, &dist) < 0 ||
 	    mt_varint_get(&q, end, &code) < 0 || mt_varint_get(&q, end, &offset) < 0 ||
-	    id > UINT32_MAX || code > UINT32_MAX || offset > UINT32_MAX)
+	    id > UINT32_MAX || code > UINT32_MAX || offset > UINT32_MAX || dist >> 34)
 		return 0;
 	int64_t parent = (int64_t)id - mt_unzigzag(dist);
 	if (parent < 0 || parent > UINT32_MAX)
@@ -571,7 +571,7 @@ static size_t node_unpack(uint8_t *p, struct node_state *st, unsigned flag, cons
 		break;
 	default: { /* NODE_FAR: id - parent */
 		uint64_t z;
-		if (mt_varint_get(q, end, &z) < 0)
+		if (mt_varint_get(q, end, &z) < 0 || z >> 34)
 			return 0;
 		int64_t parent = (int64_t)v.id - mt_unzigzag(z);
 		if (parent < 0 || parent > UINT32_MAX)

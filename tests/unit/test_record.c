@@ -772,6 +772,8 @@ START_TEST(test_record_columns_stacks_corrupt)
 		{ "\x01\x00\x00\x00\x03" "\x05" "\x0c\x00\x00", 9 },     /* a byte left */
 		{ "\x01\x00\x00\x00\x00" "\x05", 6 },                      /* no flag */
 		{ "\x01\x00\x00\x00\x01" "\x05" "\x03", 7 },               /* verbatim, no body */
+		{ "\x01\x00\x00\x00\x0d" "\x05" "\x06\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x02\x00",
+		  19 }, /* id - parent of 2^63 */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(mt_chunk_join(back, sizeof(back), (const uint8_t *)bad[i].cols,
