@@ -284,7 +284,7 @@ int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 	fprintf(out, "  allocations:        %llu\n", (unsigned long long)s->n_allocs);
 	fprintf(out, "  frees:              %llu", (unsigned long long)s->n_frees);
 	if (s->n_unmatched_frees)
-		fprintf(out, " (%llu of memory not allocated while tracking: ignored)",
+		fprintf(out, " (%llu of blocks not allocated while tracking: ignored)",
 			(unsigned long long)s->n_unmatched_frees);
 	fprintf(out, "\n  bytes allocated:    %s\n", mt__report_bytes(a, s->bytes_allocated));
 	fprintf(out, "  peak tracked heap:  %s", mt__report_bytes(a, s->peak_heap));
