@@ -7,9 +7,17 @@
  */
 #include "format/linetable.h"
 
+#include <limits.h> /* INT_MAX */
 #include <stdint.h> /* int32_t */
 
 #define MT_CODEUNIT 2 /* bytes per instruction word from 3.6 on */
+
+/* Lines add up in 64 bits, so no table can overflow them; one that goes
+ * beyond what an int holds gives no line. */
+static int mt_lt_int(int64_t line)
+{
+	return line > INT_MAX || line < -INT_MAX ? -1 : (int)line;
+}
 
 /*
  * 3.6 to 3.9 co_lnotab: pairs (address increment, signed line increment).
@@ -18,8 +26,8 @@
  */
 static int mt_lnotab_line(const uint8_t *t, size_t len, int firstlineno, uint32_t offset)
 {
-	int line = firstlineno;
-	uint32_t addr = 0;
+	int64_t line = firstlineno;
+	uint64_t addr = 0;
 
 	for (size_t i = 0; i + 1 < len; i += 2) {
 		addr += t[i];
@@ -27,7 +35,7 @@ static int mt_lnotab_line(const uint8_t *t, size_t len, int firstlineno, uint32_
 			break;
 		line += (int8_t)t[i + 1];
 	}
-	return line;
+	return mt_lt_int(line);
 }
 
 /*
@@ -37,18 +45,18 @@ static int mt_lnotab_line(const uint8_t *t, size_t len, int firstlineno, uint32_
  */
 static int mt_linetable310_line(const uint8_t *t, size_t len, int firstlineno, uint32_t offset)
 {
-	int line = firstlineno;
-	uint32_t end = 0;
+	int64_t line = firstlineno;
+	uint64_t end = 0;
 
 	for (size_t i = 0; i + 1 < len; i += 2) {
-		uint32_t start = end;
+		uint64_t start = end;
 		int8_t ldelta = (int8_t)t[i + 1];
 		int cur = -1;
 
 		end += t[i];
 		if (ldelta != -128) {
 			line += ldelta;
-			cur = line;
+			cur = mt_lt_int(line);
 		}
 		if (offset >= start && offset < end)
 			return cur;
@@ -99,14 +107,14 @@ static int mt_loc_svarint(const uint8_t *t, size_t len, size_t *pos, int32_t *ou
  */
 static int mt_loctable_line(const uint8_t *t, size_t len, int firstlineno, uint32_t offset)
 {
-	int line = firstlineno;
-	uint32_t end = 0;
+	int64_t line = firstlineno;
+	uint64_t end = 0;
 	size_t pos = 0;
 
 	while (pos < len) {
 		uint8_t head = t[pos++];
 		unsigned code = (head >> 3) & 0x0f;
-		uint32_t start = end;
+		uint64_t start = end;
 		int32_t delta = 0;
 		int cur;
 
@@ -120,7 +128,7 @@ static int mt_loctable_line(const uint8_t *t, size_t len, int firstlineno, uint3
 			delta = (int32_t)code - 10;
 		}
 		line += delta;
-		cur = code == 15 ? -1 : line;
+		cur = code == 15 ? -1 : mt_lt_int(line);
 		if (offset >= start && offset < end)
 			return cur;
 		while (pos < len && !(t[pos] & 0x80))
@@ -140,26 +148,18 @@ struct mt_lt_out {
 
 /* One range of @bytes with line delta @delta from the one before, or no
  * line: into @o whole, or not at all. Returns 0 or -1 (no room). */
-static int mt_lt_range(struct mt_lt_out *o, uint32_t bytes, int32_t delta, int noline)
+static int mt_lt_range(struct mt_lt_out *o, uint32_t bytes, int64_t delta, int noline)
 {
-	size_t need = 0;
-	int32_t d = delta;
-	uint32_t b = bytes;
-
-	if (!noline)
-		for (; d > 127 || d < -127; d -= d > 0 ? 127 : -127)
-			need += 2;
-	do {
-		need += 2;
-		b -= b < MT_RANGE_MAX ? b : MT_RANGE_MAX;
-	} while (b);
-	if (need > o->cap - o->n)
+	uint64_t mag = noline ? 0 : delta < 0 ? 0 - (uint64_t)delta : (uint64_t)delta;
+	uint64_t extra = mag > 127 ? (mag - 1) / 127 : 0; /* pairs (0, +-127) before */
+	uint64_t ranges = (bytes + MT_RANGE_MAX - 1) / MT_RANGE_MAX;
+	if (extra > (o->cap - o->n) / 2 || 2 * (extra + ranges) > o->cap - o->n)
 		return -1;
-	d = noline ? 0 : delta;
-	for (; d > 127 || d < -127; d -= d > 0 ? 127 : -127) {
+	for (uint64_t i = 0; i < extra; i++) {
 		o->p[o->n++] = 0;
-		o->p[o->n++] = (uint8_t)(d > 0 ? 127 : -127);
+		o->p[o->n++] = (uint8_t)(delta > 0 ? 127 : -127);
 	}
+	int d = noline ? 0 : (int)(delta - (delta > 0 ? 1 : -1) * (int64_t)(extra * 127));
 	do {
 		uint32_t k = bytes < MT_RANGE_MAX ? bytes : MT_RANGE_MAX;
 		o->p[o->n++] = (uint8_t)k;
@@ -173,8 +173,8 @@ static int mt_lt_range(struct mt_lt_out *o, uint32_t bytes, int32_t delta, int n
 size_t mt_linetable_compact(uint8_t *dst, size_t cap, const uint8_t *t, size_t len)
 {
 	struct mt_lt_out o = { dst, 0, cap };
-	int32_t line = 0, at = 0; /* lines relative to firstlineno: the table's, the output's */
-	int32_t run_line = 0;     /* the pending range: its line, */
+	int64_t line = 0, at = 0; /* lines relative to firstlineno: the table's, the output's */
+	int64_t run_line = 0;     /* the pending range: its line, */
 	int run_noline = 0;       /* whether it has none, */
 	uint32_t run = 0;         /* and its bytes */
 	size_t pos = 0;

@@ -220,14 +220,15 @@ static int body_decode(struct rbuf *b, struct mt_record *r)
 		break;
 	case MT_REC_STACK:
 		r->stack.id = r_u32(b);
-		int64_t parent = (int64_t)r->stack.id - mt_unzigzag(r_varint(b));
-		if (parent < 0 || parent > UINT32_MAX)
+		/* a parent is made before its children: parent < id, which
+		 * also keeps the trie free of cycles */
+		uint64_t dist = r_varint(b);
+		int64_t parent = dist >> 34 ? -1 : (int64_t)r->stack.id - mt_unzigzag(dist);
+		if (parent < 0 || parent >= r->stack.id)
 			b->bad = 1;
-		r->stack.parent = (uint32_t)parent;
+		r->stack.parent = parent < 0 ? 0 : (uint32_t)parent;
 		r->stack.code = r_u32(b);
 		r->stack.offset = r_u32(b);
-		if (!b->bad && r->stack.id == 0)
-			b->bad = 1;
 		break;
 	case MT_REC_SAMPLE:
 		r->sample.time_us = r_varint(b);
@@ -296,7 +297,7 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 			if (mt_varint_get(&b.p, b.end, &size) < 0 ||
 			    mt_varint_get(&b.p, b.end, &stack) < 0)
 				return -MT_ETRUNC;
-			int64_t s = (int64_t)d->stack + mt_unzigzag(stack);
+			int64_t s = stack >> 34 ? -1 : (int64_t)d->stack + mt_unzigzag(stack);
 			if (s < 0 || s > UINT32_MAX)
 				return -MT_ECORRUPT;
 		} else if (kind == MT_ALLOC_MUNMAP && mt_varint_get(&b.p, b.end, &size) < 0) {
@@ -310,7 +311,7 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 				MT_ADDR_RING;
 		if (mode >= MT_ADDR_ALIGNED) {
 			int64_t dv = mt_unzigzag(delta);
-			addr = *prev + (uint64_t)(mode == MT_ADDR_ALIGNED ? dv * 16 : dv);
+			addr = *prev + (mode == MT_ADDR_ALIGNED ? (uint64_t)dv * 16 : (uint64_t)dv);
 		} else {
 			addr = ring[slot];
 			if (!addr)

@@ -123,7 +123,7 @@ static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int6
 		a->pk_count = a->cur_count;
 	}
 	a->last = st->t;
-	a->cur_bytes += (uint64_t)dbytes;
+	a->cur_bytes += (uint64_t)dbytes; /* sizes wrap, as they do in the heap total */
 	a->cur_count += (uint64_t)dcount;
 }
 
@@ -397,7 +397,7 @@ static uint64_t mm_remove(struct mt_snapshot *s, uint64_t a, uint64_t b)
 			dcount = -1;
 			origin_put(st, p->origin);
 		}
-		acc_change(st, &st->sites[p->site], -(int64_t)n, dcount);
+		acc_change(st, &st->sites[p->site], (int64_t)(0 - n), dcount);
 		if (dcount)
 			s->leak_count--;
 		removed += n;
@@ -491,7 +491,7 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		struct live *e = live_find(st, addr);
 		if (e->addr) {
 			/* the free of the previous block was never recorded */
-			acc_change(st, &st->sites[e->site], -(int64_t)e->size, -1);
+			acc_change(st, &st->sites[e->site], (int64_t)(0 - e->size), -1);
 			st->heap -= e->size;
 			s->leak_count--;
 		} else {
@@ -543,7 +543,7 @@ static int on_free(void *ctx, const struct mt_record *r)
 		return 0;
 	}
 	struct acc *a = &st->sites[e->site];
-	acc_change(st, a, -(int64_t)e->size, -1);
+	acc_change(st, a, (int64_t)(0 - e->size), -1);
 	/* temporary: freed by the allocating thread with fewer than
 	 * temp_threshold of its allocations in between */
 	uint32_t thread = r->tidx < MAX_THREAD ? r->tidx : 0;

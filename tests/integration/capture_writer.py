@@ -243,9 +243,9 @@ class Capture:
     def thread(self, index, tid, name):
         return self._long(THREAD, varint(tid) + blob(name), thread=index)
 
-    def code(self, cid, file, name, firstlineno):
+    def code(self, cid, file, name, firstlineno, linetable=b""):
         return self._long(CODE, varint(cid) + varint(firstlineno) + blob(file) + blob(name)
-                          + blob(name) + blob(b""))
+                          + blob(name) + blob(linetable))
 
     def stack(self, sid, parent, code, offset=0):
         return self._long(STACK, varint(sid) + varint(zigzag(sid - parent)) + varint(code)

@@ -6,11 +6,13 @@ compressed), which also checks the specification against the reader."""
 import json
 import os
 import struct
+import subprocess
 
 import pytest
 
 from conftest import run
 
+import capture_writer as cw
 from capture_writer import CALLOC, MMAP, MUNMAP, Capture, mt32
 
 
@@ -192,3 +194,38 @@ def test_directory_and_usage(memtrace, tmp_path):
         p = run(memtrace, *args, check=False)
         assert p.returncode == 2, (args, p.stderr)
         assert "usage" in p.stderr or "wants a number" in p.stderr, p.stderr
+
+
+def _hostile(kind):
+    c = cw.Capture()
+    c.thread(0, 4242, "MainThread")
+    if kind == "stack-cycle":  # 1 -> 2 -> 1: a parent made after its child
+        c.code(1, "/app/a.py", "f", 1).stack(1, 2, 1).stack(2, 1, 1).alloc(0x1000, 100, stack=1)
+    elif kind == "line-overflow":  # firstlineno 2^31 - 1 and a table adding to it
+        c.code(1, "/app/a.py", "f", 2**31 - 1, bytes([0xE8, 0x02])).stack(1, 0, 1)
+        c.alloc(0x1000, 16, stack=1)
+    elif kind == "huge-sizes":  # sizes of 2^63 and more, heap and mappings
+        c.alloc(0x1000, 2**63).free(0x1000).alloc(0x2000, 2**64 - 1)
+        c.alloc(0x10000, 2**63, kind=cw.MMAP).free(0x10000, 2**63, kind=cw.MUNMAP)
+    elif kind == "far-address":  # a 16-byte delta past 2^64
+        c.alloc(2**64 - 16, 32).alloc(2**64 - 16 + 2**63, 32)
+    return c.trailer(1, 5, 0).flush()
+
+
+@pytest.mark.parametrize("kind,corrupt", [("stack-cycle", True), ("line-overflow", False),
+                                          ("huge-sizes", False), ("far-address", False)])
+@pytest.mark.parametrize("command", [["stats"], ["summary"], ["tree"], ["parse"],
+                                     ["flamegraph", "-f", "-o", "out.html"],
+                                     ["table", "-f", "-o", "out.html"]])
+def test_hostile_captures(memtrace, tmp_path, kind, corrupt, command):
+    """Captures found by fuzzing the reader: each gives a report or one error
+    line, promptly (a cycle among stacks used to hang tree and flamegraph)."""
+    path = tmp_path / "h.bin"
+    _hostile(kind).save(path)
+    p = subprocess.run([memtrace] + command + [str(path)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=30)
+    if corrupt:
+        assert p.returncode == 1 and "capture is corrupt" in p.stderr, p.stderr
+        assert p.stderr.count("\n") == 1, p.stderr
+    else:
+        assert p.returncode == 0 and p.stderr == "", p.stderr

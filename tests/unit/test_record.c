@@ -294,6 +294,24 @@ START_TEST(test_record_malformed)
 	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x08\x01\xff\xff\xff\xff\x1f\x00\x00", 10,
 				       &r, get_delta, &dec),
 			 -MT_ECORRUPT);
+	/* STACK 2 whose parent is itself or 3, made after it: a cycle */
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x02\x00\x00\x00", 6, &r, get_delta,
+				       &dec),
+			 -MT_ECORRUPT);
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x02\x01\x00\x00", 6, &r, get_delta,
+				       &dec),
+			 -MT_ECORRUPT);
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x02\x02\x00\x00", 6, &r, get_delta,
+				       &dec),
+			 6); /* parent 1 */
+	/* STACK whose parent distance is 2^63: no overflow, corrupt */
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x0d\x05\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x00\x00",
+				       15, &r, get_delta, &dec),
+			 -MT_ECORRUPT);
+	/* ALLOC whose stack delta is 2^63 */
+	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x01\xf1\x00\x10\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+				       14, &r, get_delta, &dec),
+			 -MT_ECORRUPT);
 	/* SAMPLE with a non-zero thread nibble */
 	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x16\x02\x00\x00", 4, &r, get_delta, &dec),
 			 -MT_ECORRUPT);
