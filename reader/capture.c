@@ -37,7 +37,7 @@ struct mt_capture {
 	size_t raw_cap;
 	uint8_t *recs;  /* a chunk's records, joined from its columns */
 	size_t recs_cap;
-	struct mt_delta *deltas;
+	struct mt_delta **deltas; /* by thread index, each made on first use */
 	uint32_t n_deltas;
 	int oom;
 
@@ -203,6 +203,8 @@ void mt_capture_close(struct mt_capture *c)
 	free(c->owned);
 	free(c->raw);
 	free(c->recs);
+	for (uint32_t i = 0; i < c->n_deltas; i++)
+		free(c->deltas[i]);
 	free(c->deltas);
 	free(c);
 }
@@ -260,22 +262,33 @@ static struct mt_delta *get_delta(void *ctx, uint32_t thread)
 {
 	struct mt_capture *c = ctx;
 
-	if (thread < c->n_deltas)
-		return &c->deltas[thread];
+	if (thread < c->n_deltas && c->deltas[thread])
+		return c->deltas[thread];
 	if (thread >= MAX_THREADS)
 		return NULL;
-	uint32_t n = c->n_deltas ? c->n_deltas : 16;
-	while (n <= thread)
-		n *= 2;
-	struct mt_delta *d = realloc(c->deltas, n * sizeof(*d));
+	/* A state is some 700 bytes: made only for the indexes in use, so
+	 * that one record with a thread index near MAX_THREADS costs a
+	 * pointer per index, not 700 MB. */
+	if (thread >= c->n_deltas) {
+		uint32_t n = c->n_deltas ? c->n_deltas : 16;
+		while (n <= thread)
+			n *= 2;
+		struct mt_delta **v = realloc(c->deltas, n * sizeof(*v));
+		if (!v) {
+			c->oom = 1;
+			return NULL;
+		}
+		memset(v + c->n_deltas, 0, (n - c->n_deltas) * sizeof(*v));
+		c->deltas = v;
+		c->n_deltas = n;
+	}
+	struct mt_delta *d = calloc(1, sizeof(*d));
 	if (!d) {
 		c->oom = 1;
 		return NULL;
 	}
-	memset(d + c->n_deltas, 0, (n - c->n_deltas) * sizeof(*d));
-	c->deltas = d;
-	c->n_deltas = n;
-	return &d[thread];
+	c->deltas[thread] = d;
+	return d;
 }
 
 static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_record *r)
@@ -360,8 +373,9 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 	c->st.end_offset = off;
 	c->oom = 0;
 	/* delta state runs from the first chunk to the last */
-	if (c->n_deltas)
-		memset(c->deltas, 0, c->n_deltas * sizeof(*c->deltas));
+	for (uint32_t i = 0; i < c->n_deltas; i++)
+		if (c->deltas[i])
+			memset(c->deltas[i], 0, sizeof(*c->deltas[i]));
 
 	while (off < c->size) {
 		size_t left = c->size - off;

@@ -18,6 +18,14 @@
 #define MAX_STACK_ID (1u << 24)
 #define MAX_CODE_ID (1u << 24)
 #define MAX_THREAD (1u << 20)
+/* The writer numbers stacks, code objects and threads densely from the
+ * start (1, 2, 3, ...), and each number comes with a record of a few
+ * bytes: so an id far above what the chunk data read so far could hold
+ * is corruption too. Without this bound one record of a few bytes, a
+ * STACK or CODE id near MAX_*_ID or a thread index near MAX_THREAD, made
+ * the dense per-id tables take gigabytes and every report walk them. */
+#define ID_SLACK (1u << 16)   /* ids whose records may still be in other threads' buffers */
+#define ID_MIN_BYTES 2        /* a STACK record takes 3 bytes of columns or more */
 
 /* A usage counter with lazy peak capture: pk_* is the value at the peak
  * whenever last > peak_event; otherwise cur_* still is. */
@@ -105,6 +113,8 @@ struct mt__snapshot_state {
 	size_t strs_cap, strs_n;
 
 	uint64_t t, peak_event, heap;
+	uint64_t raw_seen;   /* chunk data bytes read so far */
+	uint32_t id_limit;   /* ids (and thread indexes) below this are believed */
 	uint64_t last_sample_us;
 	uint64_t page_mask;
 	uint32_t python_hex;
@@ -445,8 +455,9 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	uint64_t size = r->alloc.size, addr = r->alloc.addr;
 	unsigned kind = r->alloc.kind;
-	uint32_t stack = r->alloc.stack < MAX_STACK_ID ? r->alloc.stack : 0;
-	uint32_t thread = r->tidx < MAX_THREAD ? r->tidx : 0;
+	uint32_t stack = r->alloc.stack < st->id_limit && r->alloc.stack < MAX_STACK_ID
+				 ? r->alloc.stack : 0;
+	uint32_t thread = r->tidx < st->id_limit && r->tidx < MAX_THREAD ? r->tidx : 0;
 
 	st->t++;
 	s->n_events++;
@@ -546,7 +557,7 @@ static int on_free(void *ctx, const struct mt_record *r)
 	acc_change(st, a, (int64_t)(0 - e->size), -1);
 	/* temporary: freed by the allocating thread with fewer than
 	 * temp_threshold of its allocations in between */
-	uint32_t thread = r->tidx < MAX_THREAD ? r->tidx : 0;
+	uint32_t thread = r->tidx < st->id_limit && r->tidx < MAX_THREAD ? r->tidx : 0;
 	if (st->site_keys[e->site].thread_kind >> 4 == thread &&
 	    (uint32_t)(st->thr_seq[thread] - e->seq) < st->temp_threshold) {
 		a->tmp_bytes += e->size;
@@ -623,7 +634,7 @@ static int on_thread(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	char *name;
 
-	uint32_t i = r->tidx < MAX_THREAD ? r->tidx : 0;
+	uint32_t i = r->tidx < st->id_limit && r->tidx < MAX_THREAD ? r->tidx : 0;
 	if (thread_room(st, i) < 0 || !(name = copy_str(&r->thread.name)))
 		return -ENOMEM;
 	st->thr_tid[i] = r->thread.tid;
@@ -638,7 +649,7 @@ static int on_code(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	const struct mt_rec_code *c = &r->code;
 
-	if (c->id >= MAX_CODE_ID)
+	if (c->id >= MAX_CODE_ID || c->id >= st->id_limit)
 		return 0;
 	if (c->id >= st->codes_cap &&
 	    grow((void **)&st->codes, &st->codes_cap, c->id, sizeof(struct code)) < 0)
@@ -670,7 +681,7 @@ static int on_stack(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	const struct mt_rec_stack *k = &r->stack;
 
-	if (k->id >= MAX_STACK_ID)
+	if (k->id >= MAX_STACK_ID || k->id >= st->id_limit)
 		return 0;
 	if (k->id >= st->nodes_cap &&
 	    grow((void **)&st->nodes, &st->nodes_cap, k->id, sizeof(struct node)) < 0)
@@ -722,6 +733,19 @@ static int on_diag(void *ctx, const struct mt_record *r)
 	if (!m)
 		return -ENOMEM;
 	s->diags[s->n_diags++] = (struct mt_diag){ r->diag.code, m };
+	return 0;
+}
+
+static int on_chunk(void *ctx, uint64_t index, uint64_t offset, const struct mt_chunk *c)
+{
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+
+	(void)index;
+	(void)offset;
+	st->raw_seen += c->raw_len;
+	uint64_t lim = ID_SLACK + st->raw_seen / ID_MIN_BYTES;
+	st->id_limit = lim < UINT32_MAX ? (uint32_t)lim : UINT32_MAX;
 	return 0;
 }
 
@@ -814,6 +838,7 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		.sample = on_sample,
 		.diag = on_diag,
 		.trailer = on_trailer,
+		.chunk = on_chunk,
 	};
 	const struct mt_header *h = mt_capture_header(cap);
 	struct mt__snapshot_state *st;
@@ -836,6 +861,7 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		s->header.cmdline.p = c;
 	}
 	st->python_hex = h->python_hex;
+	st->id_limit = ID_SLACK;
 	st->temp_threshold = o->temp_threshold ? o->temp_threshold : 1;
 	s->temp_threshold = st->temp_threshold;
 	st->page_mask = h->page_size && !(h->page_size & (h->page_size - 1)) ? h->page_size - 1 : 0;

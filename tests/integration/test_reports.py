@@ -5,6 +5,7 @@ compressed), which also checks the specification against the reader."""
 
 import json
 import os
+import resource
 import struct
 import subprocess
 
@@ -209,21 +210,30 @@ def _hostile(kind):
         c.alloc(0x10000, 2**63, kind=cw.MMAP).free(0x10000, 2**63, kind=cw.MUNMAP)
     elif kind == "far-address":  # a 16-byte delta past 2^64
         c.alloc(2**64 - 16, 32).alloc(2**64 - 16 + 2**63, 32)
+    elif kind == "huge-ids":  # ids and a thread index no capture this small could reach
+        c.code(2**24 - 1, "/app/a.py", "f", 1).stack(2**24 - 1, 0, 2**24 - 1)
+        c.alloc(0x1000, 100, stack=2**24 - 1).alloc(0x2000, 100, thread=2**20 - 1)
     return c.trailer(1, 5, 0).flush()
 
 
 @pytest.mark.parametrize("kind,corrupt", [("stack-cycle", True), ("line-overflow", False),
-                                          ("huge-sizes", False), ("far-address", False)])
+                                          ("huge-sizes", False), ("far-address", False),
+                                          ("huge-ids", False)])
 @pytest.mark.parametrize("command", [["stats"], ["summary"], ["tree"], ["parse"],
                                      ["flamegraph", "-f", "-o", "out.html"],
                                      ["table", "-f", "-o", "out.html"]])
 def test_hostile_captures(memtrace, tmp_path, kind, corrupt, command):
     """Captures found by fuzzing the reader: each gives a report or one error
-    line, promptly (a cycle among stacks used to hang tree and flamegraph)."""
+    line, promptly and in little memory (a cycle among stacks used to hang tree
+    and flamegraph; one record with a huge id took gigabytes)."""
     path = tmp_path / "h.bin"
     _hostile(kind).save(path)
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
     p = subprocess.run([memtrace] + command + [str(path)], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=30)
+                       text=True, timeout=30, preexec_fn=limit)
     if corrupt:
         assert p.returncode == 1 and "capture is corrupt" in p.stderr, p.stderr
         assert p.stderr.count("\n") == 1, p.stderr
