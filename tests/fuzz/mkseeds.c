@@ -1,0 +1,143 @@
+/* Seed maker for fuzz_chunk_data: mkseeds OUTDIR CAPTURE...
+ * Reads each capture's chunks (checksum, LZ4), joins their columns into
+ * one record stream, and writes prefixes of whole records (re-split into
+ * chunk data with mt_chunk_split) in the harness's input layout. */
+#include <lz4.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunkwrap.h"
+#include "format/error.h"
+#include "format/record.h"
+
+static struct mt_delta deltas[4096];
+static struct mt_delta *get_delta(void *ctx, uint32_t t)
+{
+	(void)ctx;
+	return t < 4096 ? &deltas[t] : NULL;
+}
+
+static uint8_t *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long sz = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *b = malloc((size_t)sz + 1);
+	*n = fread(b, 1, (size_t)sz, f);
+	fclose(f);
+	return b;
+}
+
+static int seq;
+
+static void emit(const char *dir, const char *tag, uint8_t b0, uint8_t b1, const uint8_t *recs,
+		 size_t nrec, size_t split)
+{
+	/* records -> chunk data, one or two chunks */
+	uint8_t *out = malloc(2 * MT_SPLIT_MAX(nrec) + 64), *scratch = malloc(MT_SPLIT_SCRATCH(nrec) + 64);
+	size_t len = 0, c1 = 0;
+	if (split && split < nrec) {
+		ssize_t a = mt_chunk_split(out, scratch, recs, split, NULL);
+		ssize_t b = mt_chunk_split(out + a, scratch, recs + split, nrec - split, NULL);
+		if (a < 0 || b < 0)
+			goto done;
+		len = (size_t)(a + b);
+		c1 = (size_t)a;
+		b1 |= 2;
+	} else {
+		ssize_t a = mt_chunk_split(out, scratch, recs, nrec, NULL);
+		if (a < 0)
+			goto done;
+		len = (size_t)a;
+	}
+	if (c1 > 0xffff)
+		goto done;
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s-%03d", dir, tag, seq++);
+	FILE *f = fopen(path, "wb");
+	uint8_t pre[FZ_PREFIX] = { b0, b1, (uint8_t)c1, (uint8_t)(c1 >> 8) };
+	fwrite(pre, 1, sizeof(pre), f);
+	fwrite(out, 1, len, f);
+	fclose(f);
+done:
+	free(out);
+	free(scratch);
+}
+
+int main(int argc, char **argv)
+{
+	for (int a = 2; a < argc; a++) {
+		size_t n;
+		uint8_t *f = slurp(argv[a], &n);
+		struct mt_header h;
+		ssize_t off = f ? mt_header_decode(f, n, &h) : -1;
+		if (off < 0) {
+			fprintf(stderr, "%s: not a capture\n", argv[a]);
+			continue;
+		}
+		size_t cap = 1 << 20, rl = 0;
+		uint8_t *recs = malloc(cap), *raw = malloc(MT_CHUNK_LIMIT);
+		while ((size_t)off + MT_CHUNK_HEADER <= n) {
+			struct mt_chunk c;
+			if (mt_chunk_header_decode(f + off, &c) < 0 ||
+			    off + MT_CHUNK_HEADER + c.stored_len > n)
+				break;
+			const uint8_t *d = f + off + MT_CHUNK_HEADER;
+			if (c.stored_len != c.raw_len) {
+				if (LZ4_decompress_safe((const char *)d, (char *)raw, (int)c.stored_len,
+							(int)c.raw_len) != (int)c.raw_len)
+					break;
+				d = raw;
+			}
+			while (rl + c.raw_len > cap)
+				recs = realloc(recs, cap *= 2);
+			size_t joined;
+			ssize_t j = mt_chunk_join(recs + rl, cap - rl, d, c.raw_len, &joined);
+			if (j < 0)
+				break;
+			rl += (size_t)j;
+			off += MT_CHUNK_HEADER + c.stored_len;
+		}
+		/* record boundaries */
+		memset(deltas, 0, sizeof(deltas));
+		size_t *bounds = malloc((rl + 1) * sizeof(*bounds)), nb = 0, p = 0;
+		struct mt_record r;
+		while (p < rl) {
+			ssize_t k = mt_rec_decode(recs + p, rl - p, &r, get_delta, NULL);
+			if (k <= 0)
+				break;
+			p += (size_t)k;
+			bounds[nb++] = p;
+		}
+		unsigned minor = (h.python_hex >> 16) & 0xff, vi = 6;
+		for (unsigned i = 0; i < 8; i++)
+			if (fz_pyhex[i] && ((fz_pyhex[i] >> 16) & 0xff) == minor)
+				vi = i;
+		uint8_t b0 = (uint8_t)(vi | (h.flags & 7) << 5);
+		const char *base = strrchr(argv[a], '/');
+		base = base ? base + 1 : argv[a];
+		static const size_t sizes[] = { 1500, 6000, 20000, 60000 };
+		for (int si = 0; si < 4; si++) {
+			size_t end = 0, half = 0;
+			for (size_t i = 0; i < nb && bounds[i] <= sizes[si]; i++)
+				end = bounds[i];
+			for (size_t i = 0; i < nb && bounds[i] <= end / 2; i++)
+				half = bounds[i];
+			if (!end)
+				continue;
+			emit(argv[1], base, b0, (uint8_t)(si & 1), recs, end, 0);
+			emit(argv[1], base, b0, (uint8_t)(1 | 4 | 8), recs, end, half);
+			if (end == rl)
+				break;
+		}
+		free(bounds);
+		free(recs);
+		free(raw);
+		free(f);
+	}
+	return 0;
+}
