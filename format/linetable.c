@@ -105,36 +105,51 @@ static int mt_loc_svarint(const uint8_t *t, size_t len, size_t *pos, int32_t *ou
  * Only the line delta matters here; the rest of an entry is skipped by
  * looking for the next byte with the high bit set.
  */
+struct mt_loc_entry {
+	uint32_t bytes; /* of bytecode covered */
+	int32_t delta;  /* line delta */
+	int noline;     /* no location */
+};
+
+/* The entry at *@pos. Returns 1, 0 at the end of the table, or -1 if it
+ * is corrupt (not at an entry start) or cut short in its line delta. */
+static int mt_loc_next(const uint8_t *t, size_t len, size_t *pos, struct mt_loc_entry *e)
+{
+	if (*pos >= len)
+		return 0;
+	uint8_t head = t[(*pos)++];
+	unsigned code = (head >> 3) & 0x0f;
+	if (!(head & 0x80))
+		return -1;
+	e->bytes = ((head & 7u) + 1) * MT_CODEUNIT;
+	e->delta = 0;
+	e->noline = code == 15;
+	if (code == 14 || code == 13) {
+		if (mt_loc_svarint(t, len, pos, &e->delta) < 0)
+			return -1;
+	} else if (code >= 10 && code <= 12) {
+		e->delta = (int32_t)code - 10;
+	}
+	while (*pos < len && !(t[*pos] & 0x80))
+		(*pos)++;
+	return 1;
+}
+
 static int mt_loctable_line(const uint8_t *t, size_t len, int firstlineno, uint32_t offset)
 {
 	int64_t line = firstlineno;
 	uint64_t end = 0;
 	size_t pos = 0;
+	struct mt_loc_entry e;
 
-	while (pos < len) {
-		uint8_t head = t[pos++];
-		unsigned code = (head >> 3) & 0x0f;
+	while (mt_loc_next(t, len, &pos, &e) > 0) {
 		uint64_t start = end;
-		int32_t delta = 0;
-		int cur;
-
-		if (!(head & 0x80))
-			return -1; /* not at an entry start: corrupt */
-		end += ((head & 7u) + 1) * MT_CODEUNIT;
-		if (code == 14 || code == 13) {
-			if (mt_loc_svarint(t, len, &pos, &delta) < 0)
-				return -1;
-		} else if (code >= 10 && code <= 12) {
-			delta = (int32_t)code - 10;
-		}
-		line += delta;
-		cur = code == 15 ? -1 : mt_lt_int(line);
+		end += e.bytes;
+		line += e.delta;
 		if (offset >= start && offset < end)
-			return cur;
-		while (pos < len && !(t[pos] & 0x80))
-			pos++;
+			return e.noline ? -1 : mt_lt_int(line);
 	}
-	return -1;
+	return -1; /* past the end, or a corrupt entry */
 }
 
 /* Ranges of 3.10 pairs: a length up to 254 bytes (CPython's own bound,
@@ -178,39 +193,25 @@ size_t mt_linetable_compact(uint8_t *dst, size_t cap, const uint8_t *t, size_t l
 	int run_noline = 0;       /* whether it has none, */
 	uint32_t run = 0;         /* and its bytes */
 	size_t pos = 0;
+	struct mt_loc_entry e;
 
-	while (pos < len) {
-		uint8_t head = t[pos++];
-		unsigned code = (head >> 3) & 0x0f;
-		int32_t delta = 0;
-
-		if (!(head & 0x80))
-			break; /* not at an entry start: corrupt */
-		if (code == 14 || code == 13) {
-			if (mt_loc_svarint(t, len, &pos, &delta) < 0)
-				break; /* truncated: the entries before it stand */
-		} else if (code >= 10 && code <= 12) {
-			delta = (int32_t)code - 10;
-		}
-		line += delta;
-		int noline = code == 15;
-		uint32_t bytes = ((head & 7u) + 1) * MT_CODEUNIT;
-		if (run && noline == run_noline && (noline || line == run_line)) {
-			run += bytes; /* same line as the entry before: one range */
+	/* a corrupt or cut entry ends the table: the ones before it stand */
+	while (mt_loc_next(t, len, &pos, &e) > 0) {
+		line += e.delta;
+		if (run && e.noline == run_noline && (e.noline || line == run_line)) {
+			run += e.bytes; /* same line as the entry before: one range */
 		} else {
 			if (run && mt_lt_range(&o, run, run_line - at, run_noline) < 0)
 				return o.n;
 			if (run && !run_noline)
 				at = run_line;
-			run = bytes;
-			run_noline = noline;
+			run = e.bytes;
+			run_noline = e.noline;
 			run_line = line;
 		}
-		while (pos < len && !(t[pos] & 0x80))
-			pos++;
 	}
-	if (run && mt_lt_range(&o, run, run_line - at, run_noline) == 0)
-		run = 0;
+	if (run) /* the last range, if it fits */
+		(void)mt_lt_range(&o, run, run_line - at, run_noline);
 	/* A table with no whole entry gives no line for any offset, unlike
 	 * an empty one (firstlineno): keep that with one empty range. */
 	if (len && !o.n && o.cap >= 2) {

@@ -452,24 +452,20 @@ enum {
 	NODE_NEXT_ID = 1 << 2,
 	NODE_SAME_CODE = 1 << 3,
 };
-#define NODE_SEG_MAX (1 + 4 * 5) /* flag and four varints of 33 bits at most */
+#define NODE_REC_MAX 32 /* room mt_rec_encode() needs for a STACK record */
 
 struct node_state {
 	uint32_t id, parent, code, offset;
 };
 
-/* The body of a STACK record as mt_rec_encode() writes it, with its
- * length: into @p (>= 2 + 20 bytes), returns its length. */
-static size_t node_canonical(uint8_t *p, const struct node_state *v)
+/* The STACK record of @v as mt_rec_encode() writes it, into @p. Returns
+ * its length. */
+static size_t node_record(uint8_t p[NODE_REC_MAX], const struct node_state *v)
 {
-	uint8_t body[20];
-	size_t n = mt_varint_put(body, v->id);
-	n += mt_varint_put(body + n, mt_zigzag((int64_t)v->id - (int64_t)v->parent));
-	n += mt_varint_put(body + n, v->code);
-	n += mt_varint_put(body + n, v->offset);
-	p[0] = (uint8_t)n; /* < 0x80 */
-	memcpy(p + 1, body, n);
-	return n + 1;
+	struct mt_record r = { .type = MT_REC_STACK };
+	r.stack = (struct mt_rec_stack){ v->id, v->parent, v->code, v->offset };
+	ssize_t n = mt_rec_encode(p, NODE_REC_MAX, &r, NULL);
+	return n > 0 ? (size_t)n : 0;
 }
 
 static inline size_t put_zigzag(uint8_t *p, int64_t v)
@@ -477,52 +473,47 @@ static inline size_t put_zigzag(uint8_t *p, int64_t v)
 	return mt_varint_put(p, mt_zigzag(v));
 }
 
-/* The node-column segment of the STACK record whose body segment (length
- * and body) is @seg: into @p (>= NODE_SEG_MAX bytes), returns its length,
- * or 0 if the record is to be stored verbatim: its body is not in the
- * shortest form (a later revision's extra fields, say), or coding it would
- * take more room than storing it. */
-static size_t node_pack(uint8_t *p, struct node_state *st, const uint8_t *seg, size_t len)
+/* The node-column segment of the STACK record [@rec, @rec+@len) (head
+ * byte 5): into @p (room for @len bytes), returns its length, or 0 if the
+ * record is to be stored verbatim: it does not decode, it is not in the
+ * shortest form mt_rec_encode() writes (a later revision's extra fields,
+ * say), or coding it would take more room than storing it. */
+static size_t node_pack(uint8_t *p, struct node_state *st, const uint8_t *rec, size_t len)
 {
-	const uint8_t *q = seg, *end = seg + len;
-	uint64_t blen, id, dist, code, offset;
-	if (mt_varint_get(&q, end, &blen) < 0 || blen != (uint64_t)(end - q) ||
-	    mt_varint_get(&q, end, &id) < 0 || mt_varint_get(&q, end, &dist) < 0 ||
-	    mt_varint_get(&q, end, &code) < 0 || mt_varint_get(&q, end, &offset) < 0 ||
-	    id > UINT32_MAX || code > UINT32_MAX || offset > UINT32_MAX || dist >> 34)
+	struct mt_record r;
+	uint8_t canon[NODE_REC_MAX];
+	if (mt_rec_decode(rec, len, &r, NULL, NULL) != (ssize_t)len)
 		return 0;
-	int64_t parent = (int64_t)id - mt_unzigzag(dist);
-	if (parent < 0 || parent > UINT32_MAX)
-		return 0;
-	struct node_state v = { (uint32_t)id, (uint32_t)parent, (uint32_t)code, (uint32_t)offset };
-	uint8_t canon[2 + 20];
-	if (node_canonical(canon, &v) != len || memcmp(canon, seg, len) != 0)
+	struct node_state v = { r.stack.id, r.stack.parent, r.stack.code, r.stack.offset };
+	if (node_record(canon, &v) != len || memcmp(canon, rec, len) != 0)
 		return 0;
 
+	uint8_t seg[NODE_REC_MAX];
 	unsigned flag = 0;
 	size_t n = 1;
 	if (v.id == st->id + 1u)
 		flag |= NODE_NEXT_ID;
 	else
-		n += put_zigzag(p + n, (int64_t)v.id - ((int64_t)st->id + 1));
+		n += put_zigzag(seg + n, (int64_t)v.id - ((int64_t)st->id + 1));
 	if (v.parent == st->parent) {
 		flag |= NODE_SIBLING;
 	} else if (v.parent == st->id) {
 		flag |= NODE_CHILD;
 	} else {
 		flag |= NODE_FAR;
-		n += put_zigzag(p + n, (int64_t)v.id - (int64_t)v.parent);
+		n += put_zigzag(seg + n, (int64_t)v.id - (int64_t)v.parent);
 	}
 	if (v.code == st->code) {
 		flag |= NODE_SAME_CODE;
-		n += put_zigzag(p + n, (int64_t)v.offset - (int64_t)st->offset);
+		n += put_zigzag(seg + n, (int64_t)v.offset - (int64_t)st->offset);
 	} else {
-		n += put_zigzag(p + n, (int64_t)v.code - (int64_t)st->code);
-		n += mt_varint_put(p + n, v.offset);
+		n += put_zigzag(seg + n, (int64_t)v.code - (int64_t)st->code);
+		n += mt_varint_put(seg + n, v.offset);
 	}
-	if (n > len + 1) /* the verbatim form: a flag byte and the segment */
+	if (n > len) /* the verbatim form: a flag byte and the body segment */
 		return 0;
-	p[0] = (uint8_t)flag;
+	seg[0] = (uint8_t)flag;
+	memcpy(p, seg, n);
 	*st = v;
 	return n;
 }
@@ -546,11 +537,10 @@ static inline int get_u32_delta(const uint8_t **q, const uint8_t *end, int64_t b
 }
 
 /* Undoes node_pack(): the node-column segment at *@q (before @end) after
- * its flag @flag (not NODE_VERBATIM), the body segment into @p (>= 22
- * bytes). Returns the body segment's length, or 0 if the segment does
- * not decode. */
-static size_t node_unpack(uint8_t *p, struct node_state *st, unsigned flag, const uint8_t **q,
-			  const uint8_t *end)
+ * its flag @flag (not NODE_VERBATIM), the STACK record into @p. Returns
+ * the record's length, or 0 if the segment does not decode. */
+static size_t node_unpack(uint8_t p[NODE_REC_MAX], struct node_state *st, unsigned flag,
+			  const uint8_t **q, const uint8_t *end)
 {
 	struct node_state v;
 	uint64_t off;
@@ -591,7 +581,7 @@ static size_t node_unpack(uint8_t *p, struct node_state *st, unsigned flag, cons
 		v.offset = (uint32_t)off;
 	}
 	*st = v;
-	return node_canonical(p, &v);
+	return node_record(p, &v);
 }
 
 /* Bytes of the varint at [p, p+avail), or 0 if it does not end in time. */
@@ -729,7 +719,7 @@ ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_
 		if (rec_segments(pp, ll, 1, n) < 0)
 			return -MT_ECORRUPT;
 		if (p[0] == MT_REC_STACK) {
-			size_t k = node_pack(out[COL_NODE], &node, p + 1, n[COL_BODY]);
+			size_t k = node_pack(out[COL_NODE], &node, p, 1 + n[COL_BODY]);
 			if (k) {
 				*out[COL_CTL]++ = p[0];
 				out[COL_NODE] += k;
@@ -813,15 +803,14 @@ ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, 
 				return -MT_ECORRUPT;
 			unsigned flag = *p[COL_NODE]++;
 			if (flag != NODE_VERBATIM) {
-				uint8_t rec[1 + 2 + 20];
-				size_t k = node_unpack(rec + 1, &node, flag, &p[COL_NODE], end[COL_NODE]);
+				uint8_t rec[NODE_REC_MAX];
+				size_t k = node_unpack(rec, &node, flag, &p[COL_NODE], end[COL_NODE]);
 				if (!k)
 					return -MT_ECORRUPT;
-				if (k + 1 > (size_t)(o_end - o))
+				if (k > (size_t)(o_end - o))
 					return -ENOSPC;
-				rec[0] = head;
-				memcpy(o, rec, k + 1);
-				o += k + 1;
+				memcpy(o, rec, k);
+				o += k;
 				p[COL_CTL]++;
 				*joined = (size_t)(o - dst);
 				continue;

@@ -84,6 +84,13 @@ static void futex_wake(_Atomic uint32_t *addr)
 	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+/* Sleep while *@addr holds @val, at most @ns nanoseconds. */
+static void futex_wait(_Atomic uint32_t *addr, uint32_t val, uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+	syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
 static void wake_writer(void)
 {
 	/* a plain load first: the exchange is a locked instruction */
@@ -503,8 +510,7 @@ static void *writer_main(void *arg)
 			polling = 1;
 			if (wait > POLL_NS)
 				wait = POLL_NS;
-			struct timespec ts = { 0, (long)wait };
-			syscall(SYS_futex, &w.wake, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
+			futex_wait(&w.wake, 1, wait);
 			continue;
 		}
 		if (polling) {
@@ -514,9 +520,8 @@ static void *writer_main(void *arg)
 			atomic_store(&w.wake, 0);
 			continue;
 		}
-		struct timespec ts = { (time_t)(wait / 1000000000ull), (long)(wait % 1000000000ull) };
 		if (!atomic_exchange(&w.wake, 0))
-			syscall(SYS_futex, &w.wake, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+			futex_wait(&w.wake, 0, wait);
 		atomic_store(&w.wake, 0);
 	}
 	return NULL;

@@ -315,14 +315,16 @@ static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_
 	}
 }
 
-/* Room for @cap bytes of joined records. */
-static int grow_recs(struct mt_capture *c, size_t cap)
+/* Room for @want bytes in *@buf (of *@cap bytes). Returns 0 or -ENOMEM. */
+static int grow_buf(uint8_t **buf, size_t *cap, size_t want)
 {
-	uint8_t *nb = realloc(c->recs, cap);
+	if (*cap >= want)
+		return 0;
+	uint8_t *nb = realloc(*buf, want);
 	if (!nb)
 		return -ENOMEM;
-	c->recs = nb;
-	c->recs_cap = cap;
+	*buf = nb;
+	*cap = want;
 	return 0;
 }
 
@@ -409,13 +411,8 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 		if (mt_checksum(data, ch.stored_len) != ch.checksum) {
 			why = "checksum mismatch";
 		} else if (ch.stored_len != ch.raw_len) {
-			if (c->raw_cap < ch.raw_len) {
-				uint8_t *nb = realloc(c->raw, ch.raw_len);
-				if (!nb)
-					return -ENOMEM;
-				c->raw = nb;
-				c->raw_cap = ch.raw_len;
-			}
+			if (grow_buf(&c->raw, &c->raw_cap, ch.raw_len) < 0)
+				return -ENOMEM;
 			int n = LZ4_decompress_safe((const char *)data, (char *)c->raw,
 						    (int)ch.stored_len, (int)ch.raw_len);
 			if (n != (int)ch.raw_len)
@@ -436,7 +433,7 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 			size_t joined;
 			ssize_t n;
 			/* room for a chunk of stacks too, mostly (section 2.2) */
-			if (c->recs_cap < 2 * (size_t)raw_len && grow_recs(c, 2 * (size_t)raw_len) < 0)
+			if (grow_buf(&c->recs, &c->recs_cap, 2 * (size_t)raw_len) < 0)
 				return -ENOMEM;
 			while ((n = mt_chunk_join(c->recs, c->recs_cap, data, raw_len, &joined)) ==
 			       -ENOSPC) {
@@ -446,9 +443,8 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 					break;
 				}
 				size_t want = c->recs_cap * 2;
-				if (want > MT_JOIN_MAX(raw_len))
-					want = MT_JOIN_MAX(raw_len);
-				if (grow_recs(c, want) < 0)
+				if (grow_buf(&c->recs, &c->recs_cap,
+					     want < MT_JOIN_MAX(raw_len) ? want : MT_JOIN_MAX(raw_len)) < 0)
 					return -ENOMEM;
 			}
 			int stop = 0;

@@ -137,6 +137,13 @@ static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int6
 	a->cur_count += (uint64_t)dcount;
 }
 
+/* Whether @id (or a thread index) below @max is also within what the
+ * chunks read so far could have numbered (ID_SLACK). */
+static inline int believed(const struct mt__snapshot_state *st, uint32_t id, uint32_t max)
+{
+	return id < max && id < st->id_limit;
+}
+
 static inline uint64_t acc_peak_bytes(const struct mt__snapshot_state *st, const struct acc *a)
 {
 	return a->last <= st->peak_event ? a->cur_bytes : a->pk_bytes;
@@ -455,9 +462,8 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	uint64_t size = r->alloc.size, addr = r->alloc.addr;
 	unsigned kind = r->alloc.kind;
-	uint32_t stack = r->alloc.stack < st->id_limit && r->alloc.stack < MAX_STACK_ID
-				 ? r->alloc.stack : 0;
-	uint32_t thread = r->tidx < st->id_limit && r->tidx < MAX_THREAD ? r->tidx : 0;
+	uint32_t stack = believed(st, r->alloc.stack, MAX_STACK_ID) ? r->alloc.stack : 0;
+	uint32_t thread = believed(st, r->tidx, MAX_THREAD) ? r->tidx : 0;
 
 	st->t++;
 	s->n_events++;
@@ -557,7 +563,7 @@ static int on_free(void *ctx, const struct mt_record *r)
 	acc_change(st, a, (int64_t)(0 - e->size), -1);
 	/* temporary: freed by the allocating thread with fewer than
 	 * temp_threshold of its allocations in between */
-	uint32_t thread = r->tidx < st->id_limit && r->tidx < MAX_THREAD ? r->tidx : 0;
+	uint32_t thread = believed(st, r->tidx, MAX_THREAD) ? r->tidx : 0;
 	if (st->site_keys[e->site].thread_kind >> 4 == thread &&
 	    (uint32_t)(st->thr_seq[thread] - e->seq) < st->temp_threshold) {
 		a->tmp_bytes += e->size;
@@ -634,7 +640,7 @@ static int on_thread(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	char *name;
 
-	uint32_t i = r->tidx < st->id_limit && r->tidx < MAX_THREAD ? r->tidx : 0;
+	uint32_t i = believed(st, r->tidx, MAX_THREAD) ? r->tidx : 0;
 	if (thread_room(st, i) < 0 || !(name = copy_str(&r->thread.name)))
 		return -ENOMEM;
 	st->thr_tid[i] = r->thread.tid;
@@ -649,7 +655,7 @@ static int on_code(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	const struct mt_rec_code *c = &r->code;
 
-	if (c->id >= MAX_CODE_ID || c->id >= st->id_limit)
+	if (!believed(st, c->id, MAX_CODE_ID))
 		return 0;
 	if (c->id >= st->codes_cap &&
 	    grow((void **)&st->codes, &st->codes_cap, c->id, sizeof(struct code)) < 0)
@@ -681,7 +687,7 @@ static int on_stack(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	const struct mt_rec_stack *k = &r->stack;
 
-	if (k->id >= MAX_STACK_ID || k->id >= st->id_limit)
+	if (!believed(st, k->id, MAX_STACK_ID))
 		return 0;
 	if (k->id >= st->nodes_cap &&
 	    grow((void **)&st->nodes, &st->nodes_cap, k->id, sizeof(struct node)) < 0)

@@ -8,46 +8,14 @@
  *   trailer TIME EVENTS DROPPED       raw HEX   (record bytes verbatim)
  *   chunk                             (end the current chunk)
  *   rawchunk                          (store the following chunks uncompressed)
- * Numbers are strtoull base 0. Records go through mt_rec_encode() with
- * one delta state per thread, chunks through mt_chunk_split() and LZ4. */
-#include <lz4.h>
+ * Numbers are strtoull base 0. Records go through the tests' capture
+ * builder (tests/unit/capture-writer.h): mt_rec_encode() with one delta
+ * state per thread, chunks through mt_chunk_split() and LZ4. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "format/record.h"
-
-static struct mt_delta deltas[256];
-static uint8_t recs[1 << 22];
-static size_t nrec;
-static FILE *out;
-static int store_raw;
-
-static void flush_chunk(void)
-{
-	if (!nrec)
-		return;
-	static uint8_t cols[(1 << 22) * 2 + 64], scratch[5 << 22];
-	static char z[(1 << 23)];
-	ssize_t n = mt_chunk_split(cols, scratch, recs, nrec, NULL);
-	if (n < 0) {
-		fprintf(stderr, "mkcap: records do not split\n");
-		exit(1);
-	}
-	struct mt_chunk c = { (uint32_t)n, (uint32_t)n, 0 };
-	const uint8_t *d = cols;
-	int zn = store_raw ? 0 : LZ4_compress_default((char *)cols, z, (int)n, (int)sizeof(z));
-	if (zn > 0 && zn < n) {
-		d = (uint8_t *)z;
-		c.stored_len = (uint32_t)zn;
-	}
-	c.checksum = mt_checksum(d, c.stored_len);
-	uint8_t h[MT_CHUNK_HEADER];
-	mt_chunk_header_encode(h, &c);
-	fwrite(h, 1, sizeof(h), out);
-	fwrite(d, 1, c.stored_len, out);
-	nrec = 0;
-}
+#include "../unit/capture-writer.h" /* the tests' capture builder */
 
 static uint64_t num(void)
 {
@@ -91,9 +59,10 @@ int main(int argc, char **argv)
 	struct mt_header h = { .version = MT_FORMAT_VERSION, .pid = 1, .python_hex = 0x030b07f0,
 			       .interval_ms = 10, .page_size = 4096, .main_tid = 1,
 			       .cmdline = { (const uint8_t *)"python3\0x.py", 13 } };
-	int header_done = 0;
+	struct cw w;
+	int started = 0;
 
-	if (argc != 2 || !(out = fopen(argv[1], "wb")))
+	if (argc != 2)
 		return 2;
 	while (fgets(line, sizeof(line), stdin)) {
 		char *k = strtok(line, " \t\n");
@@ -106,24 +75,28 @@ int main(int argc, char **argv)
 			h.flags = (uint32_t)num();
 			continue;
 		}
-		if (!header_done) {
-			uint8_t hb[256];
-			ssize_t n = mt_header_encode(hb, sizeof(hb), &h);
-			fwrite(hb, 1, (size_t)n, out);
-			header_done = 1;
+		if (!started) {
+			cw_init(&w, &h, MT_CHUNK_RAW_MAX, 1);
+			started = 1;
 		}
 		if (!strcmp(k, "chunk")) {
-			flush_chunk();
+			cw_flush(&w);
 			continue;
 		}
 		if (!strcmp(k, "rawchunk")) {
-			store_raw = 1;
+			w.compress = 0;
 			continue;
 		}
 		if (!strcmp(k, "raw")) {
 			struct mt_bytes b = hex();
-			memcpy(recs + nrec, b.p, b.len);
-			nrec += b.len;
+			if (w.raw_len + b.len > w.chunk_max)
+				cw_flush(&w);
+			if (b.len > w.chunk_max) {
+				fprintf(stderr, "mkcap: raw bytes longer than a chunk\n");
+				return 2;
+			}
+			memcpy(w.raw + w.raw_len, b.p, b.len);
+			w.raw_len += b.len;
 			continue;
 		}
 		if (!strcmp(k, "alloc")) {
@@ -176,21 +149,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "mkcap: unknown line '%s'\n", k);
 			return 2;
 		}
-		ssize_t n = mt_rec_encode(recs + nrec, sizeof(recs) - nrec, &r,
-					  r.tidx < 256 ? &deltas[r.tidx] : &deltas[255]);
-		if (n < 0) {
-			fprintf(stderr, "mkcap: cannot encode\n");
-			return 1;
-		}
-		nrec += (size_t)n;
-		if (nrec > MT_CHUNK_RAW_MAX)
-			flush_chunk();
+		cw_rec(&w, &r);
 	}
-	if (!header_done) {
-		uint8_t hb[256];
-		ssize_t n = mt_header_encode(hb, sizeof(hb), &h);
-		fwrite(hb, 1, (size_t)n, out);
-	}
-	flush_chunk();
-	return fclose(out) ? 1 : 0;
+	if (!started)
+		cw_init(&w, &h, MT_CHUNK_RAW_MAX, 1);
+	cw_finish(&w);
+	return cw_save(&w, argv[1]) == 0 ? 0 : 1;
 }

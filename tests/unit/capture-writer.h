@@ -110,7 +110,9 @@ static inline void cw_flush(struct cw *w)
 static inline void cw_rec(struct cw *w, const struct mt_record *r)
 {
 	uint8_t tmp[8192];
-	struct mt_delta *d = r->tidx < CW_THREADS ? &w->deltas[r->tidx] : NULL;
+	/* thread indexes from CW_THREADS - 1 on share one coding state (a
+	 * reader keeps one per index: for captures meant to be hostile) */
+	struct mt_delta *d = &w->deltas[r->tidx < CW_THREADS ? r->tidx : CW_THREADS - 1];
 	ssize_t n = mt_rec_encode(tmp, sizeof(tmp), r, d);
 	if (n < 0)
 		abort();

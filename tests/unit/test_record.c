@@ -271,57 +271,39 @@ END_TEST
 
 START_TEST(test_record_malformed)
 {
+	static const struct {
+		const char *what, *rec;
+		size_t len;
+		ssize_t want;
+	} cases[] = {
+		{ "type 0", "\x00\x01\x00", 3, -MT_ECORRUPT },
+		{ "ALLOC with a free kind", "\x01\x02\x00\x00\x00", 5, -MT_ECORRUPT },
+		{ "FREE with an allocation kind", "\x02\x01\x00", 3, -MT_ECORRUPT },
+		{ "STACK with id 0", "\x05\x04\x00\x00\x00\x00", 6, -MT_ECORRUPT },
+		{ "STACK 1 whose parent would be 1 - 2 = -1", "\x05\x04\x01\x04\x00\x00", 6, -MT_ECORRUPT },
+		{ "STACK 1 whose parent would be 1 + 2^32", "\x05\x08\x01\xff\xff\xff\xff\x1f\x00\x00", 10,
+		  -MT_ECORRUPT },
+		/* a parent made after its child could close a cycle */
+		{ "STACK 2 whose parent is itself", "\x05\x04\x02\x00\x00\x00", 6, -MT_ECORRUPT },
+		{ "STACK 2 whose parent is 3", "\x05\x04\x02\x01\x00\x00", 6, -MT_ECORRUPT },
+		{ "STACK 2 whose parent is 1", "\x05\x04\x02\x02\x00\x00", 6, 6 },
+		{ "STACK whose parent distance is 2^63 (no overflow)",
+		  "\x05\x0d\x05\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x00\x00", 15, -MT_ECORRUPT },
+		{ "ALLOC whose stack delta is 2^63",
+		  "\x01\xf1\x00\x10\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01", 14, -MT_ECORRUPT },
+		{ "SAMPLE with a non-zero thread nibble", "\x16\x02\x00\x00", 4, -MT_ECORRUPT },
+		{ "body shorter than its fields", "\x06\x01\x00", 3, -MT_ECORRUPT },
+		{ "thread index with no delta state", "\xf1\x80\x08\x01\x00\x00\x00", 7, -ENOMEM },
+	};
 	struct deltas dec;
 	struct mt_record r;
 	memset(&dec, 0, sizeof(dec));
-	/* type 0 */
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x00\x01\x00", 3, &r, get_delta, &dec),
-			 -MT_ECORRUPT);
-	/* ALLOC with a free kind */
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x01\x02\x00\x00\x00", 5, &r, get_delta, &dec),
-			 -MT_ECORRUPT);
-	/* FREE with an allocation kind */
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x02\x01\x00", 3, &r, get_delta, &dec),
-			 -MT_ECORRUPT);
-	/* STACK with id 0 */
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x00\x00\x00\x00", 6, &r, get_delta,
-				       &dec),
-			 -MT_ECORRUPT);
-	/* STACK 1 whose parent would be 1 - 2 = -1, or 1 + 2^32 */
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x01\x04\x00\x00", 6, &r, get_delta,
-				       &dec),
-			 -MT_ECORRUPT);
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x08\x01\xff\xff\xff\xff\x1f\x00\x00", 10,
-				       &r, get_delta, &dec),
-			 -MT_ECORRUPT);
-	/* STACK 2 whose parent is itself or 3, made after it: a cycle */
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x02\x00\x00\x00", 6, &r, get_delta,
-				       &dec),
-			 -MT_ECORRUPT);
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x02\x01\x00\x00", 6, &r, get_delta,
-				       &dec),
-			 -MT_ECORRUPT);
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x04\x02\x02\x00\x00", 6, &r, get_delta,
-				       &dec),
-			 6); /* parent 1 */
-	/* STACK whose parent distance is 2^63: no overflow, corrupt */
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x05\x0d\x05\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x00\x00",
-				       15, &r, get_delta, &dec),
-			 -MT_ECORRUPT);
-	/* ALLOC whose stack delta is 2^63 */
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x01\xf1\x00\x10\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01",
-				       14, &r, get_delta, &dec),
-			 -MT_ECORRUPT);
-	/* SAMPLE with a non-zero thread nibble */
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x16\x02\x00\x00", 4, &r, get_delta, &dec),
-			 -MT_ECORRUPT);
-	/* body shorter than its fields */
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\x06\x01\x00", 3, &r, get_delta, &dec),
-			 -MT_ECORRUPT);
-	/* thread index with no delta state */
-	ck_assert_int_eq(mt_rec_decode((const uint8_t *)"\xf1\x80\x08\x01\x00\x00\x00", 7, &r, get_delta,
-				       &dec),
-			 -ENOMEM);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ssize_t got = mt_rec_decode((const uint8_t *)cases[i].rec, cases[i].len, &r, get_delta,
+					    &dec);
+		ck_assert_msg(got == cases[i].want, "%s: %zd, expected %zd", cases[i].what, got,
+			      cases[i].want);
+	}
 }
 END_TEST
 
