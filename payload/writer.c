@@ -204,18 +204,19 @@ static int take_turn(struct mt_tbuf *b, uint64_t head)
 	return 0;
 }
 
-/* Room for @total bytes and the turn, or -1 (dropped, counted). Keeps
- * errno. */
+/* Room for @total bytes and the turn, or -1: dropped (counted) or after
+ * the capture's end (not recorded, not counted). Keeps errno. */
 static int prepare(struct mt_tbuf *b, uint64_t total)
 {
 	int saved = errno, r = -1;
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
-	if (atomic_load_explicit(&mt_whot.running, memory_order_relaxed) &&
-	    (head + total <= b->check_at + MT_REC_HOT_MAX || make_room(b, head, total) == 0) &&
-	    (atomic_load_explicit(&mt_whot.last, memory_order_relaxed) == b ||
-	     take_turn(b, head) == 0))
+	if (!atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
+		;
+	else if ((head + total <= b->check_at + MT_REC_HOT_MAX || make_room(b, head, total) == 0) &&
+		 (atomic_load_explicit(&mt_whot.last, memory_order_relaxed) == b ||
+		  take_turn(b, head) == 0))
 		r = 0;
-	else
+	else if (atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
 		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
 	errno = saved;
 	return r;
@@ -610,12 +611,17 @@ int mt_writer_start(int fd, const struct mt_header *h)
 
 int mt_writer_stop(const char *diag)
 {
+	/* The capture ends here: a producer still in a hook now takes the
+	 * slow path, which sees running off, and neither records nor waits.
+	 * It must not wait: it may hold a lock of the C library that joining
+	 * the writer takes (a thread exiting frees its stack's TLS under the
+	 * stack cache lock, which pthread_join needs too), and the writer it
+	 * would wait for is leaving. */
+	atomic_store_explicit(&mt_whot.running, 0, memory_order_release);
+	atomic_store_explicit(&mt_whot.last, NULL, memory_order_release);
 	atomic_store(&w.stop, 1);
 	kick_writer();
 	pthread_join(w.thread, NULL);
-	atomic_store_explicit(&mt_whot.running, 0, memory_order_release);
-	/* a late producer now takes the slow path, which sees running off */
-	atomic_store_explicit(&mt_whot.last, NULL, memory_order_release);
 	drain(1);
 	append_diag();
 	if (diag) {

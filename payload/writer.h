@@ -129,7 +129,8 @@ int mt_writer_start(int fd, const struct mt_header *h);
 /* mt_writer_stop() - drain the ring, write the trailer (and @diag, if not
  * NULL, as a DIAG record before it), flush, join the thread and close the
  * file. Producers must already be stopped (mt_tracking == 0); a record a
- * late producer pushes after the final drain is counted as dropped.
+ * late producer still in a hook makes is after the capture's end: it is
+ * neither written nor counted.
  * Returns 0, or -errno of the first write error seen during the capture. */
 int mt_writer_stop(const char *diag);
 
