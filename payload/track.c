@@ -80,6 +80,7 @@ static struct {
 	struct node_entry *nodes;
 	size_t nodes_cap, nodes_used;
 	uint32_t next_node;
+	int lost; /* a CODE or STACK record was dropped: its id means nothing */
 	uint8_t *scratch; /* CODE record strings, then the encoded record */
 } g = { .lock = ATOMIC_FLAG_INIT };
 
@@ -126,8 +127,8 @@ static void push_thread_record(struct mt_thread *t)
 	r.thread.name.p = (const uint8_t *)name;
 	r.thread.name.len = (uint32_t)strlen(name);
 	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
-	if (n > 0)
-		mt_tbuf_push(t->buf, buf, (size_t)n);
+	if (n > 0 && mt_tbuf_push(t->buf, buf, (size_t)n) < 0)
+		t->session = 0; /* announce the thread again at its next event */
 }
 
 static struct mt_thread *thread_register(void);
@@ -153,11 +154,39 @@ static __attribute__((noinline)) struct mt_thread *thread_register(void)
 	return t;
 }
 
+/* Forget every code object and stack node, so that they are described
+ * again: one of their records was dropped. Ids go on from where they were
+ * (a capture never reuses one), and every thread, whose caches hold the
+ * old ids, registers again. Under the lock. */
+static void forget_ids(void)
+{
+	if (g.codes)
+		memset(g.codes, 0, g.codes_cap * sizeof(*g.codes));
+	if (g.nodes)
+		memset(g.nodes, 0, g.nodes_cap * sizeof(*g.nodes));
+	g.codes_used = g.nodes_used = 0;
+	g.lost = 0;
+	atomic_fetch_add(&g.session, 1);
+}
+
 static struct mt_thread *thread_setup(void)
 {
 	struct mt_thread *t = self;
-	uint32_t session = atomic_load_explicit(&g.session, memory_order_relaxed);
 
+	/* Records of this thread were dropped (or its capture is new). While
+	 * the writer is stuck, its events are dropped here, at no more cost
+	 * than that; once it moves, what was lost is described again. */
+	if (t && mt_writer_stalled()) {
+		mt_writer_count_dropped();
+		return NULL;
+	}
+	if (g.lost) {
+		lock();
+		if (g.lost)
+			forget_ids();
+		unlock();
+	}
+	uint32_t session = atomic_load_explicit(&g.session, memory_order_relaxed);
 	if (!t) {
 		lock();
 		t = g.free_threads;
@@ -226,8 +255,8 @@ static void push_code_record(struct mt_thread *t, const void *code, uint32_t id)
 		memset(&r.code, 0, sizeof(r.code));
 	r.code.id = id;
 	ssize_t n = mt_rec_encode(g.scratch + CODE_SCRATCH, CODE_SCRATCH, &r, NULL);
-	if (n > 0)
-		mt_tbuf_push(t->buf, g.scratch + CODE_SCRATCH, (size_t)n);
+	if (n > 0 && mt_tbuf_push(t->buf, g.scratch + CODE_SCRATCH, (size_t)n) < 0)
+		g.lost = 1;
 }
 
 static uint32_t code_id(struct mt_thread *t, const void *code)
@@ -317,8 +346,8 @@ static uint32_t node_id(struct mt_thread *t, uint32_t parent, uint32_t code, uin
 	r.stack.code = code;
 	r.stack.offset = offset;
 	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
-	if (n > 0)
-		mt_tbuf_push(t->buf, buf, (size_t)n);
+	if (n > 0 && mt_tbuf_push(t->buf, buf, (size_t)n) < 0)
+		g.lost = 1;
 	return e->id;
 }
 
@@ -487,14 +516,10 @@ int mt_track_init(int python)
 	if (!g.key_ok && pthread_key_create(&g.key, thread_exit) == 0)
 		g.key_ok = 1;
 	lock();
-	/* A new capture: fresh ids; thread states re-register lazily. */
-	atomic_fetch_add(&g.session, 1);
+	/* A new capture: ids from the start; thread states re-register
+	 * lazily. */
 	atomic_store(&g.next_thread, 0);
-	if (g.codes)
-		memset(g.codes, 0, g.codes_cap * sizeof(*g.codes));
-	if (g.nodes)
-		memset(g.nodes, 0, g.nodes_cap * sizeof(*g.nodes));
-	g.codes_used = g.nodes_used = 0;
+	forget_ids();
 	g.next_code = g.next_node = 0;
 	g.python = python;
 	unlock();

@@ -41,7 +41,9 @@
  * in a 0.6 s run and ran about 8% slower. */
 #define CHUNK_MAX MT_CHUNK_RAW_MAX
 #define FLUSH_NS (250ull * 1000 * 1000) /* bound on what a SIGKILL loses */
-#define FULL_WAIT_NS (500ull * 1000 * 1000)
+/* How long a producer waits on a writer that takes nothing at all (a
+ * write(2) hung on its file system) before its events are dropped. */
+#define STALL_NS (1000ull * 1000 * 1000)
 #define POLL_NS (200ull * 1000)
 #define POLL_MIN (TBUF_SIZE / 16)
 _Static_assert(TBUF_SIZE <= CHUNK_MAX, "a buffer's records fit in one chunk");
@@ -55,6 +57,9 @@ static struct {
 	_Alignas(64) _Atomic uint32_t wake;
 	_Atomic int stop;
 	_Atomic int err;
+	/* read by producers only while they wait */
+	_Alignas(64) _Atomic uint64_t progress; /* bumped each time the writer takes records */
+	_Atomic uint64_t stalled;               /* progress at which a wait gave up, + 1 */
 	pthread_t thread;
 	int fd, statm_fd;
 	uint32_t interval_ms;
@@ -132,19 +137,30 @@ static void copy_in(struct mt_tbuf *b, uint64_t pos, const void *src, size_t len
 		memcpy(b->data, (const uint8_t *)src + first, len - first);
 }
 
-/* Wait, boundedly, until @cond(b) holds (the writer consumed enough).
- * A hook must never hang the program. Returns 0, or -1 when it did not
- * (the writer is stuck or stopped). */
+/* Wait until @cond(b) holds (the writer consumed enough), as long as the
+ * writer makes progress: a busy or starved writer is waited for, but a
+ * hook must never hang the program on one that takes nothing for
+ * STALL_NS. After such a wait gives up, the next ones give up at once
+ * until the writer moves again. Returns 0, or -1 when the writer is stuck
+ * or tracking stops. */
 static int wait_writer(struct mt_tbuf *b, int (*cond)(struct mt_tbuf *, uint64_t), uint64_t arg)
 {
-	uint64_t since = 0;
+	uint64_t since = 0, seen = 0;
 	while (!cond(b, arg)) {
-		uint64_t now = mono_ns();
-		if (!since)
-			since = now;
-		if (now - since > FULL_WAIT_NS ||
-		    !atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
+		uint64_t p = atomic_load_explicit(&w.progress, memory_order_relaxed);
+		if (!atomic_load_explicit(&mt_whot.running, memory_order_relaxed) ||
+		    mt_writer_stalled())
 			return -1;
+		uint64_t now = mono_ns();
+		if (!since || p != seen) {
+			since = now;
+			seen = p;
+		} else if (now - since > STALL_NS) {
+			if (atomic_exchange(&w.stalled, p + 1) != p + 1)
+				mt_writer_diag(MT_DIAG_INFO, "the capture could not be written for a "
+							     "second: events were dropped until it could");
+			return -1;
+		}
 		kick_writer();
 		sched_yield();
 	}
@@ -204,9 +220,9 @@ static int take_turn(struct mt_tbuf *b, uint64_t head)
 	return 0;
 }
 
-/* Room for @total bytes and the turn, or -1: dropped (counted) or after
- * the capture's end (not recorded, not counted). Keeps errno. */
-static int prepare(struct mt_tbuf *b, uint64_t total)
+/* Room for @total bytes and the turn, or -1: dropped (counted if @event)
+ * or after the capture's end (not recorded, not counted). Keeps errno. */
+static int prepare(struct mt_tbuf *b, uint64_t total, int event)
 {
 	int saved = errno, r = -1;
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
@@ -216,22 +232,34 @@ static int prepare(struct mt_tbuf *b, uint64_t total)
 		 (atomic_load_explicit(&mt_whot.last, memory_order_relaxed) == b ||
 		  take_turn(b, head) == 0))
 		r = 0;
-	else if (atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
+	else if (event && atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
 		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
 	errno = saved;
 	return r;
 }
 
+int mt_writer_stalled(void)
+{
+	return atomic_load_explicit(&w.stalled, memory_order_relaxed) ==
+	       atomic_load_explicit(&w.progress, memory_order_relaxed) + 1;
+}
+
+void mt_writer_count_dropped(void)
+{
+	if (atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
+		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
+}
+
 uint8_t *mt_tbuf_reserve_slow(struct mt_tbuf *b)
 {
-	if (prepare(b, MT_REC_HOT_MAX) < 0)
+	if (prepare(b, MT_REC_HOT_MAX, 1) < 0)
 		return NULL;
 	return b->data + (atomic_load_explicit(&b->head, memory_order_relaxed) & TBUF_MASK);
 }
 
 int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len)
 {
-	if (len > TBUF_SIZE / 4 || prepare(b, len) < 0)
+	if (len > TBUF_SIZE / 4 || prepare(b, len, 0) < 0)
 		return -1;
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
 	copy_in(b, head, rec, len);
@@ -368,6 +396,8 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 	copy_out(b, tail, w.raw + w.raw_len, len);
 	w.raw_len += len;
 	atomic_store_explicit(&b->tail, end, memory_order_release);
+	atomic_store_explicit(&w.progress, atomic_load_explicit(&w.progress, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 	w.consumed += len;
 	/* The producer has its room back before the chunk is compressed. */
 	if (w.raw_len > CHUNK_MAX)
@@ -581,6 +611,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	w.raw_len = 0;
 	atomic_store(&w.err, 0);
 	atomic_store(&w.dropped, 0);
+	atomic_store(&w.stalled, 0);
 	atomic_store(&w.stop, 0);
 	atomic_store(&w.diag_len, 0);
 	/* Whatever a late producer left from an earlier capture is void. */

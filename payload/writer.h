@@ -13,9 +13,12 @@
  * records into chunks, LZ4-compresses each and writes it to the capture;
  * it also samples RSS every interval.
  *
- * mt_tbuf_push() is hook-safe: no lock, no allocation; when its buffer is
- * full it waits a bounded time for the writer, then drops the record and
- * counts it.
+ * Both paths are hook-safe: no lock, no allocation. When its buffer is
+ * full a producer waits for the writer as long as the writer makes
+ * progress; a writer that takes nothing for a second (its file system
+ * hangs) has records dropped instead, at once until it moves again.
+ * Dropped events are counted (mt_tbuf_reserve); a dropped record pushed
+ * with mt_tbuf_push is not an event and is the caller's to handle.
  */
 #include "format/record.h" /* MT_REC_HOT_MAX */
 
@@ -119,8 +122,17 @@ static inline void mt_tbuf_commit(struct mt_tbuf *b, size_t len)
 }
 
 /* mt_tbuf_push() - append one encoded record to @b, which only the
- * calling thread writes. Returns 0, or -1 if the record was dropped. */
+ * calling thread writes. Returns 0, or -1 if the record was dropped (not
+ * counted). */
 int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len);
+
+/* mt_writer_stalled() - nonzero while the writer is stuck: a wait for it
+ * gave up and it has taken nothing since. Hook-safe. */
+int mt_writer_stalled(void);
+
+/* mt_writer_count_dropped() - count an event lost before it reached a
+ * buffer. */
+void mt_writer_count_dropped(void);
 
 /* mt_writer_start() - open state for a new capture on @fd (the header is
  * written here) and start the writer thread. Returns 0 or -errno. */

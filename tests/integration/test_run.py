@@ -282,6 +282,99 @@ def test_disk_fills_during_capture(memtrace, tmp_path):
         run("umount", mnt, check=False)
 
 
+STALL = """\
+import sys
+
+
+def churn(n):
+    for i in range(n):
+        x = bytearray(600 + i * 7919 %% 50000)
+
+
+def keep():
+    return bytearray(10_000_000)
+
+
+churn(%d)
+print("churned", flush=True)
+sys.stdin.readline()
+k = keep()
+print("done", flush=True)
+"""
+
+
+def test_capture_that_cannot_be_written_does_not_stall_the_program(memtrace, tmp_path):
+    """A capture whose writes block (a FIFO nobody reads, as on a hung file
+    system): the program runs on at its pace after about a second, its
+    events dropped and counted, and the capture says why. Once the capture
+    is read again, recording resumes with correct stacks. A hook that
+    waited for the writer at every event would take hours here."""
+    import select
+    import threading
+    import time
+    fifo = tmp_path / "c.fifo"
+    os.mkfifo(fifo)
+    rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that opening it to write succeeds
+    prog = tmp_path / "p.py"
+    n = 1_000_000  # allocations of varied sizes: megabytes of capture
+    prog.write_text(STALL % n)
+    cap = tmp_path / "c.bin"
+    p = subprocess.Popen([memtrace, "run", "-f", "-o", str(fifo), str(prog)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def line():
+        ready, _, _ = select.select([p.stdout], [], [], 60)
+        assert ready, "the program stalled on its unwritable capture"
+        return p.stdout.readline()
+
+    more = threading.Condition()
+    got = [0]
+
+    def drain():
+        os.set_blocking(rd, True)
+        with open(cap, "wb") as out:
+            while True:
+                chunk = os.read(rd, 1 << 16)
+                out.write(chunk)
+                out.flush()
+                with more:
+                    got[0] += len(chunk)
+                    more.notify()
+                if not chunk:
+                    return
+
+    reader = threading.Thread(target=drain)
+    try:
+        start = time.monotonic()
+        assert line() == b"churned\n"  # while nothing of the capture was read
+        assert time.monotonic() - start < 30
+        reader.start()
+        # The writer moved again once its diagnostic reaches the capture.
+        seen = 0
+        while "events were dropped" not in run(memtrace, "parse", cap, check=False).stdout:
+            with more:
+                assert more.wait_for(lambda: got[0] > seen, timeout=60), "the capture stays stuck"
+                seen = got[0]
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        assert line() == b"done\n"
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+        reader.join(timeout=60)
+        assert not reader.is_alive()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        reader.join(timeout=10)
+        os.close(rd)
+    stats = report_json(memtrace, "stats", cap)
+    assert stats["status"]["complete"]
+    assert n // 2 < stats["totals"]["dropped"] < 3 * n
+    assert any("events were dropped" in d["message"] for d in stats["diagnostics"]), stats["diagnostics"]
+    r = row_for(report_json(memtrace, "summary", cap, "--leaks")["rows"], "keep", prog)
+    assert r["line"] == 10 and 10_000_000 <= r["own_bytes"] <= 10_000_100, r
+
+
 @pytest.mark.parametrize("minor", ["3.7", "3.6"])
 def test_unsupported_python_runs_untracked(memtrace, script, tmp_path, minor):
     import glob
