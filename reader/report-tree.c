@@ -3,7 +3,9 @@
  * The tree report: the biggest call paths of a view (by memory allocated
  * at the path's innermost frame) and everything that called them, as an
  * indented tree. Each line shows the memory at that call path or below
- * it, and its share of the view's total.
+ * it, and its share of the view's total. Past TREE_INDENT levels lines
+ * are no longer indented but say their depth: a 10,000-deep recursion
+ * would otherwise print lines of 50 kB each.
  */
 #include "reader/calltree.h"
 #include "reader/report.h"
@@ -20,6 +22,8 @@ struct tree_ctx {
 	uint64_t whole;
 	struct mt_strbuf prefix, line;
 };
+
+#define TREE_INDENT 64
 
 static const struct mt_ctree *sort_tree;
 
@@ -44,21 +48,25 @@ static int total_desc(const void *pa, const void *pb)
 	return *(const uint32_t *)pa > *(const uint32_t *)pb ? 1 : -1;
 }
 
-static void print_node(struct tree_ctx *c, uint32_t i)
+/* @depth: said on the line when it is past the indented levels */
+static void print_node(struct tree_ctx *c, uint32_t i, uint32_t depth)
 {
 	const struct mt_ctree_node *n = &c->t->v[i];
-	char b[32];
+	char b[32], d[32] = "";
 
 	mt_strbuf_reset(&c->line);
 	mt__report_location(&c->line, n->function ? n->function : "all", n->file, n->line);
-	fprintf(c->out, "%s%s %6.2f%%  %s\n", c->prefix.buf, mt__report_bytes(b, n->total_bytes),
+	if (depth > TREE_INDENT)
+		snprintf(d, sizeof(d), "[depth %u] ", (unsigned)depth);
+	fprintf(c->out, "%s%s%s %6.2f%%  %s\n", c->prefix.buf, d, mt__report_bytes(b, n->total_bytes),
 		c->whole ? 100.0 * (double)n->total_bytes / (double)c->whole : 0.0, c->line.buf);
 }
 
 struct item {
 	uint32_t node;
-	size_t plen; /* prefix length of its parent's children */
-	int last;    /* the last (smallest) of its siblings */
+	uint32_t depth; /* 1 for the root's children */
+	size_t plen;    /* prefix length of its parent's children */
+	int last;       /* the last (smallest) of its siblings */
 };
 
 struct items {
@@ -67,7 +75,8 @@ struct items {
 };
 
 /* Push the children of @p last-first, so that the biggest pops first. */
-static int push_children(struct tree_ctx *c, struct items *s, uint32_t p, size_t plen)
+static int push_children(struct tree_ctx *c, struct items *s, uint32_t p, uint32_t depth,
+			 size_t plen)
 {
 	size_t cnt = 0, pos = 0;
 
@@ -84,7 +93,7 @@ static int push_children(struct tree_ctx *c, struct items *s, uint32_t p, size_t
 		s->cap = cap;
 	}
 	for (uint32_t k = c->first[p]; k; k = c->next[k - 1], pos++)
-		s->v[s->n + cnt - 1 - pos] = (struct item){ k - 1, plen, pos + 1 == cnt };
+		s->v[s->n + cnt - 1 - pos] = (struct item){ k - 1, depth, plen, pos + 1 == cnt };
 	s->n += cnt;
 	return 0;
 }
@@ -103,16 +112,21 @@ static int print_tree(struct tree_ctx *c)
 	struct items s = { NULL, 0, 0 };
 	int err;
 
-	print_node(c, 0);
-	err = push_children(c, &s, 0, 0);
+	print_node(c, 0, 0);
+	err = push_children(c, &s, 0, 1, 0);
 	while (!err && s.n) {
 		struct item it = s.v[--s.n];
 		prefix_cut(&c->prefix, it.plen);
 		mt_strbuf_addstr(&c->prefix, it.last ? "\u2514\u2500 " : "\u251c\u2500 ");
-		print_node(c, it.node);
-		prefix_cut(&c->prefix, it.plen);
-		mt_strbuf_addstr(&c->prefix, it.last ? "   " : "\u2502  ");
-		err = c->prefix.err ? c->prefix.err : push_children(c, &s, it.node, c->prefix.len);
+		print_node(c, it.node, it.depth);
+		size_t plen = it.plen; /* deeper: children at the same indent */
+		if (it.depth < TREE_INDENT) {
+			prefix_cut(&c->prefix, it.plen);
+			mt_strbuf_addstr(&c->prefix, it.last ? "   " : "\u2502  ");
+			plen = c->prefix.len;
+		}
+		err = c->prefix.err ? c->prefix.err
+				    : push_children(c, &s, it.node, it.depth + 1, plen);
 	}
 	free(s.v);
 	return err;

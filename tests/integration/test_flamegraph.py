@@ -126,6 +126,26 @@ def test_tree_golden(memtrace, tmp_path):
     assert "0 B in 0 allocations" in p.stdout and "(nothing)" in p.stdout
 
 
+def test_tree_of_a_deep_recursion_stays_small(memtrace, tmp_path):
+    """A 5000-deep chain: lines are indented 64 levels at most, and say
+    their depth past that, so the report grows with the depth, not with
+    its square."""
+    depth = 5000
+    c = Capture()
+    c.code(1, "/app/deep.py", "down", 1)
+    for i in range(1, depth + 1):
+        c.stack(i, i - 1, 1, offset=i)
+    c.alloc(0x1000, 4096, stack=depth)
+    cap = c.trailer(10, 1, 0).save(tmp_path / "deep.bin")
+    out = run(memtrace, "tree", cap).stdout.splitlines()
+    rows = out[out.index("") + 1:]
+    assert len(rows) == depth + 1  # "all" and every frame
+    assert max(len(r) for r in rows) < 64 * 3 + 80
+    assert "[depth" not in rows[64] and rows[65].lstrip().startswith("\u2514\u2500 [depth 65] 4.00 KiB")
+    assert rows[-1].endswith("[depth %d] 4.00 KiB 100.00%%  down at /app/deep.py:1" % depth)
+    assert rows[65].index("[depth") == rows[-1].index("[depth")
+
+
 def test_stats_and_summary_golden(memtrace, tmp_path):
     cap = program().save(tmp_path / "p.bin")
     t = json.loads(run(memtrace, "stats", "--json", cap).stdout)["totals"]
