@@ -40,7 +40,8 @@ static struct {
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER, .status_fd = -1 };
 
 /* memtrace run learns how the capture ended through a pipe: one line,
- * "ok" or "error <reason>". The payload prints nothing itself. */
+ * "ok", "ok dropped <events>" or "error <reason>". The payload prints
+ * nothing itself. */
 static void report_line(const char *error)
 {
 	char line[300];
@@ -62,8 +63,11 @@ static void report_status(int err, const char *what)
 	if (fd < 0)
 		return;
 	st.status_fd = -1;
-	int n = err ? snprintf(line, sizeof(line), "error %s: %s\n", what, mt_strerror(err))
-		    : snprintf(line, sizeof(line), "ok\n");
+	uint64_t dropped = mt_writer_dropped();
+	int n = err       ? snprintf(line, sizeof(line), "error %s: %s\n", what, mt_strerror(err))
+		: dropped ? snprintf(line, sizeof(line), "ok dropped %llu\n",
+				     (unsigned long long)dropped)
+			  : snprintf(line, sizeof(line), "ok\n");
 	if (n > 0 && write(fd, line, (size_t)n) < 0) {
 		/* nobody listening: nothing more to do */
 	}

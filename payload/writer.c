@@ -677,6 +677,11 @@ int mt_writer_stop(const char *diag)
 	return err;
 }
 
+uint64_t mt_writer_dropped(void)
+{
+	return atomic_load(&w.dropped);
+}
+
 int mt_writer_error(void)
 {
 	return atomic_load(&w.err);

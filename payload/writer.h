@@ -149,6 +149,10 @@ int mt_writer_stop(const char *diag);
 /* mt_writer_diag() - queue a DIAG record (control thread). */
 void mt_writer_diag(unsigned code, const char *msg);
 
+/* mt_writer_dropped() - events dropped in the running or the last
+ * stopped capture. */
+uint64_t mt_writer_dropped(void);
+
 /* mt_writer_error() - first write error of the running capture (-errno),
  * 0 if none. Once set, tracking has turned itself off. */
 int mt_writer_error(void);

@@ -359,6 +359,7 @@ def test_capture_that_cannot_be_written_does_not_stall_the_program(memtrace, tmp
         p.stdin.flush()
         assert line() == b"done\n"
         assert p.wait(timeout=60) == 0, p.stderr.read()
+        err = p.stderr.read().decode()
         reader.join(timeout=60)
         assert not reader.is_alive()
     finally:
@@ -370,6 +371,8 @@ def test_capture_that_cannot_be_written_does_not_stall_the_program(memtrace, tmp
     stats = report_json(memtrace, "stats", cap)
     assert stats["status"]["complete"]
     assert n // 2 < stats["totals"]["dropped"] < 3 * n
+    assert err == ("memtrace: capture written to %s; %d events were dropped, as it could not be "
+                   "written fast enough\n" % (fifo, stats["totals"]["dropped"])), err
     assert any("events were dropped" in d["message"] for d in stats["diagnostics"]), stats["diagnostics"]
     r = row_for(report_json(memtrace, "summary", cap, "--leaks")["rows"], "keep", prog)
     assert r["line"] == 10 and 10_000_000 <= r["own_bytes"] <= 10_000_100, r
