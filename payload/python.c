@@ -423,19 +423,16 @@ static size_t mt_copy_str(const void *s, uint8_t *dst, size_t room)
 	return n;
 }
 
-static size_t mt_copy_bytes(const void *b, uint8_t *dst, size_t room)
+/* The bytes of bytes object @b, where they are; 0 if it is not one. */
+static size_t mt_bytes_view(const void *b, const uint8_t **data)
 {
 	ssize_t len;
 
 	if (!mt_is_type(b, mt_api.bytes_type))
 		return 0;
 	memcpy(&len, (const char *)b + mt_lo->bytes_size, sizeof(len));
-	if (len <= 0)
-		return 0;
-	if ((size_t)len > room)
-		len = (ssize_t)room;
-	memcpy(dst, (const char *)b + mt_lo->bytes_sval, (size_t)len);
-	return (size_t)len;
+	*data = (const uint8_t *)b + mt_lo->bytes_sval;
+	return len > 0 ? (size_t)len : 0;
 }
 
 int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *scratch,
@@ -462,15 +459,20 @@ int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *
 	n = mt_copy_str(mt_ld_ptr(code, mt_lo->co_filename), scratch + used, cap - used);
 	out->filename = (struct mt_bytes){ scratch + used, (uint32_t)n };
 	used += n;
-	n = mt_copy_bytes(mt_ld_ptr(code, mt_lo->co_linetable), scratch + used, cap - used);
-	out->linetable = (struct mt_bytes){ scratch + used, (uint32_t)n };
+	const uint8_t *table = NULL;
+	n = mt_bytes_view(mt_ld_ptr(code, mt_lo->co_linetable), &table);
 	if (n && mt_linetable_capture_hex(mt_py_hex) != mt_py_hex) {
 		/* a location table: kept in 3.10's form, without the columns
-		 * (a sixth of the size) */
-		size_t k = mt_linetable_compact(scratch + used + n, cap - used - n,
-						scratch + used, n);
-		out->linetable = (struct mt_bytes){ scratch + used + n, (uint32_t)k };
+		 * (a sixth of the size), as much of it as fits */
+		n = mt_linetable_compact(scratch + used, cap - used, table, n);
+	} else {
+		/* pairs of bytes (lnotab, 3.10's linetable): a cut one is
+		 * cut between two */
+		if (n > cap - used)
+			n = (cap - used) & ~(size_t)1;
+		memcpy(scratch + used, table, n);
 	}
+	out->linetable = (struct mt_bytes){ scratch + used, (uint32_t)n };
 	return 0;
 }
 

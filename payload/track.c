@@ -27,7 +27,11 @@
 __thread unsigned char mt_in_hook __attribute__((tls_model("initial-exec")));
 volatile int mt_tracking;
 
-#define CODE_SCRATCH (128u << 10)
+/* A CODE record is encoded in CODE_SCRATCH bytes after its fields: its
+ * strings and line table, which leave room for its framing (a head, a
+ * length and six varints) so that it can be pushed whole. */
+#define CODE_SCRATCH MT_TBUF_PUSH_MAX
+#define CODE_FIELDS_MAX (CODE_SCRATCH - 64)
 #define NCACHE 256 /* per-thread (parent, code, offset) -> node, direct mapped */
 
 struct ncache_entry {
@@ -251,7 +255,7 @@ static void push_code_record(struct mt_thread *t, const void *code, uint32_t id)
 	struct mt_record r = { .type = MT_REC_CODE };
 	if (!g.scratch && !(g.scratch = map(2 * CODE_SCRATCH)))
 		return;
-	if (mt_python_code_describe(code, &r.code, g.scratch, CODE_SCRATCH) < 0)
+	if (mt_python_code_describe(code, &r.code, g.scratch, CODE_FIELDS_MAX) < 0)
 		memset(&r.code, 0, sizeof(r.code));
 	r.code.id = id;
 	ssize_t n = mt_rec_encode(g.scratch + CODE_SCRATCH, CODE_SCRATCH, &r, NULL);

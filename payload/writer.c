@@ -259,7 +259,7 @@ uint8_t *mt_tbuf_reserve_slow(struct mt_tbuf *b)
 
 int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len)
 {
-	if (len > TBUF_SIZE / 4 || prepare(b, len, 0) < 0)
+	if (len > MT_TBUF_PUSH_MAX || prepare(b, len, 0) < 0)
 		return -1;
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
 	copy_in(b, head, rec, len);

@@ -121,9 +121,10 @@ static inline void mt_tbuf_commit(struct mt_tbuf *b, size_t len)
 	atomic_store_explicit(&b->head, head + len, memory_order_release);
 }
 
-/* mt_tbuf_push() - append one encoded record to @b, which only the
- * calling thread writes. Returns 0, or -1 if the record was dropped (not
- * counted). */
+/* mt_tbuf_push() - append one encoded record of at most MT_TBUF_PUSH_MAX
+ * bytes to @b, which only the calling thread writes. Returns 0, or -1 if
+ * the record was dropped (not counted). */
+#define MT_TBUF_PUSH_MAX (MT_TBUF_SIZE / 2)
 int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len);
 
 /* mt_writer_stalled() - nonzero while the writer is stuck: a wait for it

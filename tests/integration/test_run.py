@@ -378,6 +378,19 @@ def test_capture_that_cannot_be_written_does_not_stall_the_program(memtrace, tmp
     assert r["line"] == 10 and 10_000_000 <= r["own_bytes"] <= 10_000_100, r
 
 
+@pytest.mark.parametrize("python", python_params())
+def test_line_of_a_huge_module(memtrace, tmp_path, python):
+    """A 40,000-line module (generated code): its line table, 200 kB in
+    3.11's form, is recorded whole, so its last line is found."""
+    prog = tmp_path / "huge.py"
+    n = 40_000
+    prog.write_text("".join("x%d = %d\n" % (i, i) for i in range(n)) + "keep = bytearray(10_000_000)\n")
+    cap = tmp_path / "huge.bin"
+    run(memtrace, "run", "--python", python, "-o", cap, prog, cwd=tmp_path)
+    r = row_for(report_json(memtrace, "summary", cap, "--leaks")["rows"], "<module>", prog)
+    assert r["line"] == n + 1 and r["own_bytes"] >= 10_000_000, r
+
+
 @pytest.mark.parametrize("minor", ["3.7", "3.6"])
 def test_unsupported_python_runs_untracked(memtrace, script, tmp_path, minor):
     import glob
