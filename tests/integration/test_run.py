@@ -286,19 +286,29 @@ STALL = """\
 import sys
 
 
-def churn(n):
-    for i in range(n):
-        x = bytearray(600 + i * 7919 %% 50000)
+def base(n):
+    return bytearray(n)
 
 
 def keep():
     return bytearray(10_000_000)
 
 
+def churn(n):
+    for i in range(n):
+        x = bytearray(600 + i * 7919 %% 50000)
+
+
+# functions of their own code objects, each described when first called
+fns = [type(base)(base.__code__.replace(co_firstlineno=1000 + i), globals()) for i in range(%d)]
+churn(%d)  # the capture is stuck now, or soon
+for i, f in enumerate(fns):
+    f(600 + i)
 churn(%d)
 print("churned", flush=True)
 sys.stdin.readline()
 k = keep()
+kept = [f(600 + i) for i, f in enumerate(fns)]
 print("done", flush=True)
 """
 
@@ -307,8 +317,9 @@ def test_capture_that_cannot_be_written_does_not_stall_the_program(memtrace, tmp
     """A capture whose writes block (a FIFO nobody reads, as on a hung file
     system): the program runs on at its pace after about a second, its
     events dropped and counted, and the capture says why. Once the capture
-    is read again, recording resumes with correct stacks. A hook that
-    waited for the writer at every event would take hours here."""
+    is read again, recording resumes with correct stacks, also for the code
+    whose records were lost as the writer got stuck. A hook that waited
+    for the writer at every event would take hours here."""
     import select
     import threading
     import time
@@ -316,8 +327,8 @@ def test_capture_that_cannot_be_written_does_not_stall_the_program(memtrace, tmp
     os.mkfifo(fifo)
     rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that opening it to write succeeds
     prog = tmp_path / "p.py"
-    n = 1_000_000  # allocations of varied sizes: megabytes of capture
-    prog.write_text(STALL % n)
+    k, m, n = 8000, 60_000, 1_000_000  # megabytes of capture
+    prog.write_text(STALL % (k, m, n))
     cap = tmp_path / "c.bin"
     p = subprocess.Popen([memtrace, "run", "-f", "-o", str(fifo), str(prog)],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -370,12 +381,18 @@ def test_capture_that_cannot_be_written_does_not_stall_the_program(memtrace, tmp
         os.close(rd)
     stats = report_json(memtrace, "stats", cap)
     assert stats["status"]["complete"]
-    assert n // 2 < stats["totals"]["dropped"] < 3 * n
+    assert n // 2 < stats["totals"]["dropped"] < 3 * (m + n)
     assert err == ("memtrace: capture written to %s; %d events were dropped, as it could not be "
                    "written fast enough\n" % (fifo, stats["totals"]["dropped"])), err
     assert any("events were dropped" in d["message"] for d in stats["diagnostics"]), stats["diagnostics"]
-    r = row_for(report_json(memtrace, "summary", cap, "--leaks")["rows"], "keep", prog)
-    assert r["line"] == 10 and 10_000_000 <= r["own_bytes"] <= 10_000_100, r
+    rows = report_json(memtrace, "summary", cap, "--leaks", "-n", "0")["rows"]
+    r = row_for(rows, "keep", prog)
+    assert r["line"] == 9 and 10_000_000 <= r["own_bytes"] <= 10_000_100, r
+    # Every function again, with its stack (and bytearray's NUL): those
+    # whose CODE or STACK record was lost when the writer got stuck are
+    # described again.
+    base = {r["line"]: r["own_bytes"] for r in rows if r["function"] == "base"}
+    assert base == {1001 + i: 601 + i for i in range(k)}, sorted(set(range(1001, 1001 + k)) - set(base))
 
 
 @pytest.mark.parametrize("python", python_params())
