@@ -13,7 +13,8 @@
 	X(ECORRUPT, "capture is corrupt")                              \
 	X(ENOPY, "target is not a supported CPython process")         \
 	X(EPTRACE, "ptrace is not permitted")                          \
-	X(EPAYLOAD, "payload failed")
+	X(EPAYLOAD, "payload failed")                                  \
+	X(ECRASH, "memtrace's writer thread crashed")
 
 enum mt_error {
 	MT_E__BASE = 4096, /* above any errno */

@@ -339,7 +339,7 @@ static int stop_locked(const char *why, int in_python)
 		mt_python_pymem_uninstall();
 	st.active = 0;
 	int rc = mt_writer_stop(why);
-	report_status(rc, "cannot write the capture");
+	report_status(rc, rc == -MT_ECRASH ? "tracking stopped" : "cannot write the capture");
 	return rc;
 }
 

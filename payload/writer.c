@@ -7,6 +7,7 @@
  * recursion guard set for life, so its own allocations are never recorded.
  */
 #include "payload/writer.h"
+#include "format/error.h"
 #include "format/record.h"
 #include "payload/track.h"
 
@@ -19,8 +20,11 @@
 #include <lz4.h>         /* LZ4_compress_default */
 #include <pthread.h>     /* pthread_create */
 #include <sched.h>       /* sched_yield */
-#include <signal.h>      /* sigfillset */
+#include <setjmp.h>      /* sigsetjmp */
+#include <signal.h>      /* sigaction */
+#include <stdlib.h>      /* getenv */
 #include <stdatomic.h>   /* atomic_* */
+#include <stdio.h>       /* snprintf */
 #include <string.h>      /* memcpy */
 #include <sys/mman.h>    /* mmap */
 #include <sys/prctl.h>   /* PR_SET_NAME */
@@ -75,7 +79,62 @@ static struct {
 	uint64_t last_flush;
 	uint8_t diag_buf[512];
 	_Atomic size_t diag_len;
+	_Atomic int crashed;  /* the signal that ended the writer thread */
+	int test_crash;       /* MEMTRACE_TEST_WRITER_CRASH: fault at the first chunk */
+	struct sigaction old_segv, old_bus;
 } w = { .fd = -1, .statm_fd = -1 };
+
+/* ------------------------------------------------------------------------
+ * A fault in memtrace's own code must not kill the program: on the writer
+ * thread (or while the capture is finished) a SIGSEGV or SIGBUS jumps
+ * back to where the thread can stop, tracking turns itself off and the
+ * capture says why. Anywhere else the program's own disposition applies.
+ * ---------------------------------------------------------------------- */
+static __thread sigjmp_buf *fault_jmp __attribute__((tls_model("initial-exec")));
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	sigjmp_buf *j = fault_jmp;
+	if (j) {
+		fault_jmp = NULL;
+		siglongjmp(*j, sig);
+	}
+	const struct sigaction *old = sig == SIGSEGV ? &w.old_segv : &w.old_bus;
+	if (old->sa_flags & SA_SIGINFO) {
+		old->sa_sigaction(sig, si, uc);
+	} else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+		old->sa_handler(sig);
+	} else {
+		/* A fault happens again on return, now with the program's
+		 * disposition; a signal someone sent is sent again. */
+		sigaction(sig, old, NULL);
+		if (si->si_code <= 0)
+			raise(sig);
+	}
+}
+
+static void faults_catch(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, &w.old_segv);
+	sigaction(SIGBUS, &sa, &w.old_bus);
+}
+
+/* Give the program its dispositions back, unless it has set others. */
+static void faults_release(void)
+{
+	struct sigaction cur;
+	if (sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+	    cur.sa_sigaction == on_fault)
+		sigaction(SIGSEGV, &w.old_segv, NULL);
+	if (sigaction(SIGBUS, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+	    cur.sa_sigaction == on_fault)
+		sigaction(SIGBUS, &w.old_bus, NULL);
+}
 
 static uint64_t mono_ns(void)
 {
@@ -308,6 +367,8 @@ static void flush_part(size_t len)
 		w.raw_len = 0;
 		return;
 	}
+	if (w.test_crash) /* a read of an unmapped address, as a bug would */
+		(void)*(volatile const int *)(uintptr_t)w.test_crash;
 	ssize_t raw_len = mt_chunk_split(w.cols, w.split, w.raw, len, &w.events);
 	if (raw_len < 0) { /* records this writer wrote do not parse: a bug */
 		fail(-EINVAL);
@@ -500,10 +561,36 @@ void mt_writer_diag(unsigned code, const char *msg)
 	wake_writer();
 }
 
+static void writer_loop(void);
+
 static void *writer_main(void *arg)
 {
 	(void)arg;
 	mt_in_hook = 1; /* this thread is memtrace: never recorded */
+	sigjmp_buf jb;
+	int sig = sigsetjmp(jb, 1);
+	if (sig) {
+		/* Whatever this thread was doing is void: the program goes on
+		 * untracked, and the capture is finished without it. */
+		atomic_store(&w.crashed, sig);
+		mt_tracking = 0;
+		atomic_store_explicit(&mt_whot.running, 0, memory_order_release);
+		return NULL;
+	}
+	fault_jmp = &jb;
+	/* faults only: every other signal stays the program's */
+	sigset_t faults;
+	sigemptyset(&faults);
+	sigaddset(&faults, SIGSEGV);
+	sigaddset(&faults, SIGBUS);
+	pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
+	writer_loop();
+	fault_jmp = NULL;
+	return NULL;
+}
+
+static void writer_loop(void)
+{
 	prctl(PR_SET_NAME, "memtrace-write", 0, 0, 0);
 	/* A batch thread gets its fair share of the CPU but never preempts
 	 * the thread it wakes up next to: waking every POLL_NS, the writer
@@ -555,7 +642,6 @@ static void *writer_main(void *arg)
 			futex_wait(&w.wake, 0, wait);
 		atomic_store(&w.wake, 0);
 	}
-	return NULL;
 }
 
 /* PREFETCHW is CPUID 0x80000001 ECX bit 8 (AMD since K8, Intel since
@@ -614,6 +700,9 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	atomic_store(&w.stalled, 0);
 	atomic_store(&w.stop, 0);
 	atomic_store(&w.diag_len, 0);
+	atomic_store(&w.crashed, 0);
+	const char *crash = getenv("MEMTRACE_TEST_WRITER_CRASH");
+	w.test_crash = crash && *crash == '1';
 	/* Whatever a late producer left from an earlier capture is void. */
 	for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next) {
 		b->head_seen = atomic_load(&b->head);
@@ -628,16 +717,44 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	atomic_store_explicit(&mt_whot.running, 1, memory_order_release);
 
 	/* The writer must not take signals meant for the program. */
+	faults_catch();
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	e = pthread_create(&w.thread, NULL, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (e) {
+		faults_release();
 		atomic_store(&mt_whot.running, 0);
 		return -e;
 	}
 	return 0;
+}
+
+/* The end of a capture whose writer crashed: what it held is lost, and
+ * the capture says why. Guarded like the writer: this runs the same code
+ * on one of the program's threads. */
+static void finish_crashed(void)
+{
+	sigjmp_buf jb;
+	if (sigsetjmp(jb, 1))
+		return;
+	fault_jmp = &jb;
+	w.raw_len = 0;
+	w.test_crash = 0;
+	char msg[128];
+	int sig = atomic_load(&w.crashed);
+	snprintf(msg, sizeof(msg), "memtrace's writer thread crashed (signal %d, %s): tracking stopped",
+		 sig, sig == SIGSEGV ? "SIGSEGV" : "SIGBUS");
+	mt_writer_diag(MT_DIAG_TRACKING_DISABLED, msg);
+	append_diag();
+	struct mt_record r = { .type = MT_REC_TRAILER };
+	r.trailer.time_us = (mono_ns() - w.start_mono) / 1000;
+	r.trailer.n_dropped = atomic_load(&w.dropped);
+	r.trailer.n_events = w.events;
+	append(&r);
+	flush_chunk();
+	fault_jmp = NULL;
 }
 
 int mt_writer_stop(const char *diag)
@@ -653,6 +770,16 @@ int mt_writer_stop(const char *diag)
 	atomic_store(&w.stop, 1);
 	kick_writer();
 	pthread_join(w.thread, NULL);
+	if (atomic_load(&w.crashed)) {
+		finish_crashed();
+		faults_release();
+		if (w.statm_fd >= 0)
+			close(w.statm_fd);
+		w.statm_fd = -1;
+		close(w.fd);
+		w.fd = -1;
+		return -MT_ECRASH;
+	}
 	drain(1);
 	append_diag();
 	if (diag) {
@@ -667,6 +794,7 @@ int mt_writer_stop(const char *diag)
 	r.trailer.n_events = w.events;
 	append(&r);
 	flush_chunk();
+	faults_release();
 	int err = atomic_load(&w.err);
 	if (w.statm_fd >= 0)
 		close(w.statm_fd);

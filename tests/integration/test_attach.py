@@ -271,6 +271,33 @@ def test_twenty_cycles(memtrace, target_script, targets, tmp_path):
     assert status == 3
 
 
+def caught_signals(pid):
+    """The signals @pid has handlers for, from /proc/PID/status."""
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("SigCgt:"):
+            mask = int(line.split()[1], 16)
+            return {sig for sig in range(1, 65) if mask >> (sig - 1) & 1}
+    raise AssertionError("no SigCgt for %d" % pid)
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_fault_handlers_only_while_attached(memtrace, target_script, targets, tmp_path, python):
+    """Attached, memtrace catches SIGSEGV and SIGBUS (faults of its writer
+    thread must not kill the target); detached, the target's own
+    dispositions are back, and its other signals were never touched."""
+    t = Target(python, target_script, "sleep")
+    targets.append(t)
+    before = caught_signals(t.pid)
+    assert not before & {signal.SIGSEGV, signal.SIGBUS}
+    attach(memtrace, t.pid, tmp_path / "cap.bin")
+    t.cmd("alloc 1000")
+    assert caught_signals(t.pid) == before | {signal.SIGSEGV, signal.SIGBUS}
+    detach(memtrace, t.pid)
+    assert caught_signals(t.pid) == before
+    status, _ = t.finish()
+    assert status == 3
+
+
 def test_numpy_imported_after_attach(memtrace, target_script, targets, tmp_path):
     if subprocess.run(["/usr/bin/python3", "-c", "import numpy"]).returncode != 0:
         pytest.skip("numpy is not installed for /usr/bin/python3")

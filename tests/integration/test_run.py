@@ -395,6 +395,44 @@ def test_capture_that_cannot_be_written_does_not_stall_the_program(memtrace, tmp
     assert base == {1001 + i: 601 + i for i in range(k)}, sorted(set(range(1001, 1001 + k)) - set(base))
 
 
+def test_writer_crash_stops_tracking_not_the_program(memtrace, script, tmp_path):
+    """A fault in memtrace's writer thread (forced here at its first chunk)
+    turns tracking off; the program runs to its end, and the capture says
+    why."""
+    prog = script("x = [bytearray(1000) for i in range(100_000)]\nprint('done')\n")
+    cap = tmp_path / "c.bin"
+    env = dict(os.environ, MEMTRACE_TEST_WRITER_CRASH="1")
+    p = run(memtrace, "run", "-o", cap, prog, check=False, env=env)
+    assert p.stdout == "done\n"
+    assert p.returncode == 1
+    assert p.stderr == ("memtrace: capture '%s' is incomplete: tracking stopped: memtrace's writer "
+                        "thread crashed\n" % cap), p.stderr
+    stats = report_json(memtrace, "stats", cap)
+    assert stats["status"]["complete"]
+    assert [d["message"] for d in stats["diagnostics"]] == [
+        "memtrace's writer thread crashed (signal 11, SIGSEGV): tracking stopped"]
+
+
+@pytest.mark.parametrize("faulthandler", [False, True], ids=["plain", "faulthandler"])
+def test_program_fault_is_the_programs(memtrace, script, tmp_path, faulthandler):
+    """memtrace catches faults of its own threads only: a program that
+    reads a bad address dies of SIGSEGV as it would untracked, through
+    Python's faulthandler when that was enabled after tracking began."""
+    prog = script("import ctypes, faulthandler\n"
+                  "%s\n"
+                  "x = [bytearray(1000) for i in range(1000)]\n"
+                  "print('before', flush=True)\n"
+                  "ctypes.string_at(1)\n"
+                  "print('after')\n" % ("faulthandler.enable()" if faulthandler else ""))
+    cap = tmp_path / "c.bin"
+    p = run(memtrace, "run", "-o", cap, prog, check=False)
+    assert p.returncode == -signal.SIGSEGV
+    assert p.stdout == "before\n"
+    assert ("Fatal Python error: Segmentation fault" in p.stderr) == faulthandler
+    s = run(memtrace, "stats", cap, check=False)
+    assert s.returncode == 0 and "truncated" in s.stderr
+
+
 @pytest.mark.parametrize("python", python_params())
 def test_line_of_a_huge_module(memtrace, tmp_path, python):
     """A 40,000-line module (generated code): its line table, 200 kB in
