@@ -224,7 +224,10 @@ static int audit_hook(const char *event, void *args, void *data)
 	pthread_mutex_lock(&st.lock);
 	if (st.active && st.pid == getpid()) {
 		python_setup_locked();
-		mt_tracking = 1; /* the program's first line is next */
+		/* the program's first line is next, unless the capture has
+		 * already failed (tracking then stays off) */
+		if (mt_writer_ok())
+			mt_tracking = 1;
 	}
 	pthread_mutex_unlock(&st.lock);
 	return 0;

@@ -84,7 +84,7 @@ static struct {
 	struct node_entry *nodes;
 	size_t nodes_cap, nodes_used;
 	uint32_t next_node;
-	int lost; /* a CODE or STACK record was dropped: its id means nothing */
+	_Atomic int lost; /* a CODE or STACK record was dropped: its id means nothing */
 	uint8_t *scratch; /* CODE record strings, then the encoded record */
 } g = { .lock = ATOMIC_FLAG_INIT };
 
@@ -135,6 +135,17 @@ static void push_thread_record(struct mt_thread *t)
 		t->session = 0; /* announce the thread again at its next event */
 }
 
+/* A CODE or STACK record of @t was not written. While the capture runs,
+ * its id must be described again (and @t, whose caches hold it, starts
+ * afresh); once the capture has ended, nothing is. */
+static void lost_record(struct mt_thread *t)
+{
+	if (!atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&g.lost, 1, memory_order_relaxed);
+	t->session = 0;
+}
+
 static struct mt_thread *thread_register(void);
 
 static inline struct mt_thread *thread_get(void)
@@ -169,7 +180,7 @@ static void forget_ids(void)
 	if (g.nodes)
 		memset(g.nodes, 0, g.nodes_cap * sizeof(*g.nodes));
 	g.codes_used = g.nodes_used = 0;
-	g.lost = 0;
+	atomic_store_explicit(&g.lost, 0, memory_order_relaxed);
 	atomic_fetch_add(&g.session, 1);
 }
 
@@ -177,16 +188,19 @@ static struct mt_thread *thread_setup(void)
 {
 	struct mt_thread *t = self;
 
-	/* Records of this thread were dropped (or its capture is new). While
-	 * the writer is stuck, its events are dropped here, at no more cost
-	 * than that; once it moves, what was lost is described again. */
-	if (t && mt_writer_stalled()) {
+	/* A new thread, a new capture, or records of this thread were
+	 * dropped. Once the capture has ended, nothing is recorded. While the
+	 * writer is stuck, events are dropped here, at no more cost than
+	 * that; once it moves, what was lost is described again. */
+	if (!atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
+		return NULL;
+	if (mt_writer_stalled()) {
 		mt_writer_count_dropped();
 		return NULL;
 	}
-	if (g.lost) {
+	if (atomic_load_explicit(&g.lost, memory_order_relaxed)) {
 		lock();
-		if (g.lost)
+		if (atomic_load_explicit(&g.lost, memory_order_relaxed))
 			forget_ids();
 		unlock();
 	}
@@ -260,7 +274,7 @@ static void push_code_record(struct mt_thread *t, const void *code, uint32_t id)
 	r.code.id = id;
 	ssize_t n = mt_rec_encode(g.scratch + CODE_SCRATCH, CODE_SCRATCH, &r, NULL);
 	if (n > 0 && mt_tbuf_push(t->buf, g.scratch + CODE_SCRATCH, (size_t)n) < 0)
-		g.lost = 1;
+		lost_record(t);
 }
 
 static uint32_t code_id(struct mt_thread *t, const void *code)
@@ -351,7 +365,7 @@ static uint32_t node_id(struct mt_thread *t, uint32_t parent, uint32_t code, uin
 	r.stack.offset = offset;
 	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
 	if (n > 0 && mt_tbuf_push(t->buf, buf, (size_t)n) < 0)
-		g.lost = 1;
+		lost_record(t);
 	return e->id;
 }
 

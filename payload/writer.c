@@ -81,6 +81,7 @@ static struct {
 	_Atomic size_t diag_len;
 	_Atomic int crashed;  /* the signal that ended the writer thread */
 	int test_crash;       /* MEMTRACE_TEST_WRITER_CRASH: fault at the first chunk */
+	int faults_ours;      /* our handler is in the program's chain */
 	struct sigaction old_segv, old_bus;
 } w = { .fd = -1, .statm_fd = -1 };
 
@@ -92,29 +93,53 @@ static struct {
  * ---------------------------------------------------------------------- */
 static __thread sigjmp_buf *fault_jmp __attribute__((tls_model("initial-exec")));
 
+/* A fault of the guarded thread: raised by the kernel, or re-raised by
+ * this process (Python's faulthandler, installed after us, reports the
+ * fault and raises it again for the handler it replaced), not sent by
+ * another process. */
+static int own_fault(const siginfo_t *si)
+{
+	return si->si_code > 0 || (si->si_code == SI_TKILL && si->si_pid == getpid());
+}
+
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
 	sigjmp_buf *j = fault_jmp;
-	if (j) {
+	if (j && own_fault(si)) {
 		fault_jmp = NULL;
 		siglongjmp(*j, sig);
 	}
 	const struct sigaction *old = sig == SIGSEGV ? &w.old_segv : &w.old_bus;
-	if (old->sa_flags & SA_SIGINFO) {
-		old->sa_sigaction(sig, si, uc);
-	} else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
-		old->sa_handler(sig);
-	} else {
+	if (old->sa_handler == SIG_IGN && si->si_code <= 0)
+		return; /* sent, and ignored */
+	if (old->sa_handler == SIG_DFL || old->sa_handler == SIG_IGN) {
 		/* A fault happens again on return, now with the program's
-		 * disposition; a signal someone sent is sent again. */
+		 * disposition (the kernel does not let a fault be ignored); a
+		 * signal someone sent is sent again. */
 		sigaction(sig, old, NULL);
 		if (si->si_code <= 0)
 			raise(sig);
+	} else if (old->sa_flags & SA_SIGINFO) {
+		old->sa_sigaction(sig, si, uc);
+	} else {
+		old->sa_handler(sig);
 	}
 }
 
+static int is_ours(int sig)
+{
+	struct sigaction cur;
+	return sigaction(sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+	       cur.sa_sigaction == on_fault;
+}
+
+/* Put our handler first in the chain, once: while the program's handler
+ * installed after ours may still call ours, ours must not call it back
+ * (two handlers calling each other on every fault). */
 static void faults_catch(void)
 {
+	if (w.faults_ours)
+		return;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_fault;
@@ -122,18 +147,18 @@ static void faults_catch(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGSEGV, &sa, &w.old_segv);
 	sigaction(SIGBUS, &sa, &w.old_bus);
+	w.faults_ours = 1;
 }
 
-/* Give the program its dispositions back, unless it has set others. */
+/* Give the program its dispositions back, unless it has set others since
+ * (which may call ours: we then stay in the chain). */
 static void faults_release(void)
 {
-	struct sigaction cur;
-	if (sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-	    cur.sa_sigaction == on_fault)
-		sigaction(SIGSEGV, &w.old_segv, NULL);
-	if (sigaction(SIGBUS, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-	    cur.sa_sigaction == on_fault)
-		sigaction(SIGBUS, &w.old_bus, NULL);
+	if (!is_ours(SIGSEGV) || !is_ours(SIGBUS))
+		return;
+	sigaction(SIGSEGV, &w.old_segv, NULL);
+	sigaction(SIGBUS, &w.old_bus, NULL);
+	w.faults_ours = 0;
 }
 
 static uint64_t mono_ns(void)
@@ -538,20 +563,27 @@ static void sample(void)
 	append(&r);
 }
 
+#define DIAG_BUSY SIZE_MAX /* a message is being put in the slot */
+
 static void append_diag(void)
 {
-	size_t len = atomic_exchange(&w.diag_len, 0);
-	if (!len)
+	size_t len = atomic_load(&w.diag_len);
+	if (!len || len == DIAG_BUSY)
 		return;
 	struct mt_record r = { .type = MT_REC_DIAG };
 	r.diag.code = w.diag_buf[0];
 	r.diag.msg.p = w.diag_buf + 1;
 	r.diag.msg.len = (uint32_t)(len - 1);
 	append(&r);
+	atomic_store(&w.diag_len, 0); /* the slot is free again */
 }
 
 void mt_writer_diag(unsigned code, const char *msg)
 {
+	/* One message at a time: one that finds the slot taken is lost. */
+	size_t free_slot = 0;
+	if (!atomic_compare_exchange_strong(&w.diag_len, &free_slot, DIAG_BUSY))
+		return;
 	size_t n = strlen(msg);
 	if (n > sizeof(w.diag_buf) - 1)
 		n = sizeof(w.diag_buf) - 1;
@@ -731,9 +763,37 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	return 0;
 }
 
+/* The end of a capture: what the buffers hold, the diagnostics and the
+ * trailer. Guarded like the writer, as this runs the same code on one of
+ * the program's threads: a fault ends it as a crash of the writer. */
+static void finish(const char *diag)
+{
+	sigjmp_buf jb;
+	int sig = sigsetjmp(jb, 1);
+	if (sig) {
+		atomic_store(&w.crashed, sig);
+		return;
+	}
+	fault_jmp = &jb;
+	drain(1);
+	append_diag();
+	if (diag) {
+		mt_writer_diag(MT_DIAG_TRACKING_DISABLED, diag);
+		append_diag();
+	}
+	sample();
+	struct mt_record r = { .type = MT_REC_TRAILER };
+	r.trailer.time_us = (mono_ns() - w.start_mono) / 1000;
+	r.trailer.n_dropped = atomic_load(&w.dropped);
+	flush_chunk(); /* counts the last events */
+	r.trailer.n_events = w.events;
+	append(&r);
+	flush_chunk();
+	fault_jmp = NULL;
+}
+
 /* The end of a capture whose writer crashed: what it held is lost, and
- * the capture says why. Guarded like the writer: this runs the same code
- * on one of the program's threads. */
+ * the capture says why, as far as it can. */
 static void finish_crashed(void)
 {
 	sigjmp_buf jb;
@@ -742,6 +802,7 @@ static void finish_crashed(void)
 	fault_jmp = &jb;
 	w.raw_len = 0;
 	w.test_crash = 0;
+	atomic_store(&w.diag_len, 0);
 	char msg[128];
 	int sig = atomic_load(&w.crashed);
 	snprintf(msg, sizeof(msg), "memtrace's writer thread crashed (signal %d, %s): tracking stopped",
@@ -770,32 +831,13 @@ int mt_writer_stop(const char *diag)
 	atomic_store(&w.stop, 1);
 	kick_writer();
 	pthread_join(w.thread, NULL);
-	if (atomic_load(&w.crashed)) {
+	if (!atomic_load(&w.crashed))
+		finish(diag);
+	int crashed = atomic_load(&w.crashed) != 0;
+	if (crashed)
 		finish_crashed();
-		faults_release();
-		if (w.statm_fd >= 0)
-			close(w.statm_fd);
-		w.statm_fd = -1;
-		close(w.fd);
-		w.fd = -1;
-		return -MT_ECRASH;
-	}
-	drain(1);
-	append_diag();
-	if (diag) {
-		mt_writer_diag(MT_DIAG_TRACKING_DISABLED, diag);
-		append_diag();
-	}
-	sample();
-	struct mt_record r = { .type = MT_REC_TRAILER };
-	r.trailer.time_us = (mono_ns() - w.start_mono) / 1000;
-	r.trailer.n_dropped = atomic_load(&w.dropped);
-	flush_chunk(); /* counts the last events */
-	r.trailer.n_events = w.events;
-	append(&r);
-	flush_chunk();
 	faults_release();
-	int err = atomic_load(&w.err);
+	int err = crashed ? -MT_ECRASH : atomic_load(&w.err);
 	if (w.statm_fd >= 0)
 		close(w.statm_fd);
 	w.statm_fd = -1;
@@ -803,6 +845,11 @@ int mt_writer_stop(const char *diag)
 		err = -errno;
 	w.fd = -1;
 	return err;
+}
+
+int mt_writer_ok(void)
+{
+	return atomic_load(&mt_whot.running) && !atomic_load(&w.err) && !atomic_load(&w.crashed);
 }
 
 uint64_t mt_writer_dropped(void)

@@ -150,6 +150,10 @@ int mt_writer_stop(const char *diag);
 /* mt_writer_diag() - queue a DIAG record (control thread). */
 void mt_writer_diag(unsigned code, const char *msg);
 
+/* mt_writer_ok() - nonzero while the capture runs and can be written:
+ * no write error, no crash of the writer, not stopped. */
+int mt_writer_ok(void);
+
 /* mt_writer_dropped() - events dropped in the running or the last
  * stopped capture. */
 uint64_t mt_writer_dropped(void);

@@ -59,6 +59,12 @@ def commands():
             cache_leak(int(words[1]))
         elif words[0] == "numpy":
             numpy_here()
+        elif words[0] == "faulthandler":
+            import faulthandler
+            faulthandler.enable()
+        elif words[0] == "segv":
+            import ctypes
+            ctypes.string_at(1)
         elif words[0] == "quit":
             stop.set()
             if SCENARIO == "accept":
@@ -296,6 +302,25 @@ def test_fault_handlers_only_while_attached(memtrace, target_script, targets, tm
     assert caught_signals(t.pid) == before
     status, _ = t.finish()
     assert status == 3
+
+
+def test_fault_after_cycles_with_faulthandler_kills_the_target(memtrace, target_script, targets,
+                                                               tmp_path):
+    """The target enables faulthandler while attached (its handler then
+    calls ours), is detached and attached again: a fault of its own still
+    kills it, once, with faulthandler's report (our handler must not call
+    faulthandler's back, or each would call the other forever)."""
+    t = Target("/usr/bin/python3", target_script, "sleep", stderr=subprocess.PIPE)
+    targets.append(t)
+    attach(memtrace, t.pid, tmp_path / "a.bin")
+    t.cmd("faulthandler")
+    detach(memtrace, t.pid)
+    attach(memtrace, t.pid, tmp_path / "b.bin")
+    t.p.stdin.write("segv\n")
+    t.p.stdin.flush()
+    assert t.p.wait(timeout=60) == -signal.SIGSEGV
+    err = t.p.stderr.read()
+    assert err.count("Fatal Python error: Segmentation fault") == 1, err[:2000]
 
 
 def test_numpy_imported_after_attach(memtrace, target_script, targets, tmp_path):
