@@ -162,6 +162,11 @@ void mt__html_describe(struct mt_json *j, const struct mt_snapshot *s, const str
 	mt_json_u64(j, "peak_time_us", s->peak_time_us);
 	mt_json_u64(j, "end_time_us", s->end_time_us);
 	mt_json_bool(j, "truncated", s->status.truncated);
+	mt_json_u64(j, "dropped", s->n_dropped);
+	mt_json_begin_array(j, "diagnostics"); /* the tracker's own words */
+	for (size_t i = 0; i < s->n_diags; i++)
+		mt_json_str(j, NULL, s->diags[i].msg);
+	mt_json_end(j);
 	mt_json_begin_array(j, "threads");
 	for (size_t i = 0; i < s->n_threads; i++) {
 		mt_json_begin_object(j, NULL);

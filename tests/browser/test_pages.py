@@ -171,3 +171,21 @@ def test_table(browser, memtrace, capture):
     assert cells == ["work", "/app/worker.py:5", "5.00 MiB", "35.71%", "1", "malloc", "worker (tid 101)"]
     shot(browser, "table")
     check_clean(browser, page)
+
+
+@pytest.mark.parametrize("command", ["flamegraph", "table"])
+def test_dropped_events_and_diagnostics_are_shown(browser, memtrace, tmp_path, command):
+    """A capture that lost events and says why: both pages say so, the
+    tracker's words shown as text whatever they hold."""
+    c = Capture()
+    c.code(1, "/app/main.py", "<module>", 1).stack(1, 0, 1)
+    c.diag(0, "the capture could not be written for a second " + EVIL)
+    c.alloc(0x1000, MB, stack=1)
+    cap = c.trailer(1000, 1, 1234).save(tmp_path / "lossy.bin")
+    page = render(memtrace, cap, command, name="lossy-" + command)
+    browser.open(page)
+    check_clean(browser, page)
+    notes = browser.eval("Array.from(document.querySelectorAll('#notes .note')).map(e => e.textContent)")
+    assert ("1,234 events were dropped, as the capture could not be written fast enough: the figures "
+            "here leave them out.") in notes, notes
+    assert "memtrace: the capture could not be written for a second " + EVIL in notes, notes
