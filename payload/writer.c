@@ -17,6 +17,7 @@
 #include <errno.h>       /* errno */
 #include <fcntl.h>       /* open */
 #include <linux/futex.h> /* FUTEX_WAIT */
+#include <limits.h>      /* INT_MAX */
 #include <lz4.h>         /* LZ4_compress_default */
 #include <pthread.h>     /* pthread_create */
 #include <sched.h>       /* sched_yield */
@@ -62,8 +63,10 @@ static struct {
 	_Atomic int stop;
 	_Atomic int err;
 	/* read by producers only while they wait */
-	_Alignas(64) _Atomic uint64_t progress; /* bumped each time the writer takes records */
-	_Atomic uint64_t stalled;               /* progress at which a wait gave up, + 1 */
+	_Alignas(64) _Atomic uint32_t progress; /* bumped each time the writer takes records */
+	_Atomic uint32_t waiters;               /* producers asleep on progress */
+	_Atomic uint32_t stalled_at;            /* progress at which a wait gave up */
+	_Atomic int stalled;                    /* a wait gave up (at stalled_at) */
 	pthread_t thread;
 	int fd, statm_fd;
 	uint32_t interval_ms;
@@ -168,9 +171,9 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void futex_wake(_Atomic uint32_t *addr)
+static void futex_wake(_Atomic uint32_t *addr, int n)
 {
-	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
 /* Sleep while *@addr holds @val, at most @ns nanoseconds. */
@@ -185,7 +188,7 @@ static void wake_writer(void)
 	/* a plain load first: the exchange is a locked instruction */
 	if (atomic_load_explicit(&w.wake, memory_order_relaxed) == 0 &&
 	    atomic_exchange_explicit(&w.wake, 1, memory_order_acq_rel) == 0)
-		futex_wake(&w.wake);
+		futex_wake(&w.wake, 1);
 }
 
 /* Wake the writer even while it polls (it then sleeps on the same word
@@ -193,7 +196,7 @@ static void wake_writer(void)
 static void kick_writer(void)
 {
 	atomic_store(&w.wake, 1);
-	futex_wake(&w.wake);
+	futex_wake(&w.wake, 1);
 }
 
 /* ------------------------------------------------------------------------
@@ -229,9 +232,15 @@ static void copy_in(struct mt_tbuf *b, uint64_t pos, const void *src, size_t len
  * or tracking stops. */
 static int wait_writer(struct mt_tbuf *b, int (*cond)(struct mt_tbuf *, uint64_t), uint64_t arg)
 {
-	uint64_t since = 0, seen = 0;
-	while (!cond(b, arg)) {
-		uint64_t p = atomic_load_explicit(&w.progress, memory_order_relaxed);
+	uint64_t since = 0;
+	uint32_t seen = 0;
+	for (unsigned spins = 0;; spins++) {
+		/* progress before the condition: the writer moves the tail,
+		 * then progress, so a sleep on a progress that has not moved
+		 * since is a sleep on a condition still false */
+		uint32_t p = atomic_load(&w.progress);
+		if (cond(b, arg))
+			return 0;
 		if (!atomic_load_explicit(&mt_whot.running, memory_order_relaxed) ||
 		    mt_writer_stalled())
 			return -1;
@@ -240,15 +249,23 @@ static int wait_writer(struct mt_tbuf *b, int (*cond)(struct mt_tbuf *, uint64_t
 			since = now;
 			seen = p;
 		} else if (now - since > STALL_NS) {
-			if (atomic_exchange(&w.stalled, p + 1) != p + 1)
+			atomic_store(&w.stalled_at, p);
+			if (!atomic_exchange(&w.stalled, 1)) /* said once a capture */
 				mt_writer_diag(MT_DIAG_INFO, "the capture could not be written for a "
 							     "second: events were dropped until it could");
 			return -1;
 		}
 		kick_writer();
-		sched_yield();
+		if (spins < 8) {
+			sched_yield();
+			continue;
+		}
+		/* A slow writer (a slow disk): sleep until it takes records,
+		 * rather than spin beside it. */
+		atomic_fetch_add(&w.waiters, 1);
+		futex_wait(&w.progress, p, 1000 * 1000);
+		atomic_fetch_sub(&w.waiters, 1);
 	}
-	return 0;
 }
 
 /* Room for @arg more bytes after head (reads the writer's tail). */
@@ -324,8 +341,9 @@ static int prepare(struct mt_tbuf *b, uint64_t total, int event)
 
 int mt_writer_stalled(void)
 {
-	return atomic_load_explicit(&w.stalled, memory_order_relaxed) ==
-	       atomic_load_explicit(&w.progress, memory_order_relaxed) + 1;
+	return atomic_load_explicit(&w.stalled, memory_order_relaxed) &&
+	       atomic_load_explicit(&w.stalled_at, memory_order_relaxed) ==
+		       atomic_load_explicit(&w.progress, memory_order_relaxed);
 }
 
 void mt_writer_count_dropped(void)
@@ -482,8 +500,9 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 	copy_out(b, tail, w.raw + w.raw_len, len);
 	w.raw_len += len;
 	atomic_store_explicit(&b->tail, end, memory_order_release);
-	atomic_store_explicit(&w.progress, atomic_load_explicit(&w.progress, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	atomic_fetch_add(&w.progress, 1);
+	if (atomic_load(&w.waiters))
+		futex_wake(&w.progress, INT_MAX);
 	w.consumed += len;
 	/* The producer has its room back before the chunk is compressed. */
 	if (w.raw_len > CHUNK_MAX)
@@ -730,6 +749,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	atomic_store(&w.err, 0);
 	atomic_store(&w.dropped, 0);
 	atomic_store(&w.stalled, 0);
+	atomic_store(&w.waiters, 0);
 	atomic_store(&w.stop, 0);
 	atomic_store(&w.diag_len, 0);
 	atomic_store(&w.crashed, 0);
