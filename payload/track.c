@@ -120,6 +120,14 @@ static void thread_exit(void *arg)
 	unlock();
 }
 
+/* A record was dropped: the reader's coding state for this thread no
+ * longer matches ours. The thread registers again under a new index with
+ * fresh state (a THREAD record with the same tid). */
+static void resync(struct mt_thread *t)
+{
+	t->session = 0;
+}
+
 static void push_thread_record(struct mt_thread *t)
 {
 	char name[17] = { 0 };
@@ -132,7 +140,7 @@ static void push_thread_record(struct mt_thread *t)
 	r.thread.name.len = (uint32_t)strlen(name);
 	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
 	if (n > 0 && mt_tbuf_push(t->buf, buf, (size_t)n) < 0)
-		t->session = 0; /* announce the thread again at its next event */
+		resync(t); /* announced again at its next event */
 }
 
 /* A CODE or STACK record of @t was not written. While the capture runs,
@@ -143,7 +151,7 @@ static void lost_record(struct mt_thread *t)
 	if (!atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
 		return;
 	atomic_store_explicit(&g.lost, 1, memory_order_relaxed);
-	t->session = 0;
+	resync(t);
 }
 
 static struct mt_thread *thread_register(void);
@@ -480,13 +488,6 @@ static inline __attribute__((always_inline)) uint32_t current_stack(struct mt_th
  * Public entry points.
  * ---------------------------------------------------------------------- */
 
-/* A record was dropped: the reader's coding state for this thread no
- * longer matches ours. The thread registers again under a new index with
- * fresh state (a THREAD record with the same tid). */
-static void resync(struct mt_thread *t)
-{
-	t->session = 0;
-}
 /* @lo: the PyMem wrappers' layout row (they run with the GIL held), NULL
  * for the GOT hooks. */
 static inline __attribute__((always_inline)) void

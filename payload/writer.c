@@ -327,14 +327,13 @@ static int prepare(struct mt_tbuf *b, uint64_t total, int event)
 {
 	int saved = errno, r = -1;
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
-	if (!atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
-		;
-	else if ((head + total <= b->check_at + MT_REC_HOT_MAX || make_room(b, head, total) == 0) &&
-		 (atomic_load_explicit(&mt_whot.last, memory_order_relaxed) == b ||
-		  take_turn(b, head) == 0))
+	if (atomic_load_explicit(&mt_whot.running, memory_order_relaxed) &&
+	    (head + total <= b->check_at + MT_REC_HOT_MAX || make_room(b, head, total) == 0) &&
+	    (atomic_load_explicit(&mt_whot.last, memory_order_relaxed) == b ||
+	     take_turn(b, head) == 0))
 		r = 0;
-	else if (event && atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
-		atomic_fetch_add_explicit(&w.dropped, 1, memory_order_relaxed);
+	else if (event)
+		mt_writer_count_dropped();
 	errno = saved;
 	return r;
 }
@@ -346,6 +345,7 @@ int mt_writer_stalled(void)
 		       atomic_load_explicit(&w.progress, memory_order_relaxed);
 }
 
+/* Not once the capture has ended: such an event is after its end. */
 void mt_writer_count_dropped(void)
 {
 	if (atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
@@ -783,6 +783,18 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	return 0;
 }
 
+/* The TRAILER, after the chunk that counts the last events. */
+static void append_trailer(void)
+{
+	struct mt_record r = { .type = MT_REC_TRAILER };
+	r.trailer.time_us = (mono_ns() - w.start_mono) / 1000;
+	r.trailer.n_dropped = atomic_load(&w.dropped);
+	flush_chunk();
+	r.trailer.n_events = w.events;
+	append(&r);
+	flush_chunk();
+}
+
 /* The end of a capture: what the buffers hold, the diagnostics and the
  * trailer. Guarded like the writer, as this runs the same code on one of
  * the program's threads: a fault ends it as a crash of the writer. */
@@ -802,13 +814,7 @@ static void finish(const char *diag)
 		append_diag();
 	}
 	sample();
-	struct mt_record r = { .type = MT_REC_TRAILER };
-	r.trailer.time_us = (mono_ns() - w.start_mono) / 1000;
-	r.trailer.n_dropped = atomic_load(&w.dropped);
-	flush_chunk(); /* counts the last events */
-	r.trailer.n_events = w.events;
-	append(&r);
-	flush_chunk();
+	append_trailer();
 	fault_jmp = NULL;
 }
 
@@ -829,12 +835,7 @@ static void finish_crashed(void)
 		 sig, sig == SIGSEGV ? "SIGSEGV" : "SIGBUS");
 	mt_writer_diag(MT_DIAG_TRACKING_DISABLED, msg);
 	append_diag();
-	struct mt_record r = { .type = MT_REC_TRAILER };
-	r.trailer.time_us = (mono_ns() - w.start_mono) / 1000;
-	r.trailer.n_dropped = atomic_load(&w.dropped);
-	r.trailer.n_events = w.events;
-	append(&r);
-	flush_chunk();
+	append_trailer();
 	fault_jmp = NULL;
 }
 
@@ -877,7 +878,3 @@ uint64_t mt_writer_dropped(void)
 	return atomic_load(&w.dropped);
 }
 
-int mt_writer_error(void)
-{
-	return atomic_load(&w.err);
-}

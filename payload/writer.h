@@ -143,11 +143,12 @@ int mt_writer_start(int fd, const struct mt_header *h);
  * NULL, as a DIAG record before it), flush, join the thread and close the
  * file. Producers must already be stopped (mt_tracking == 0); a record a
  * late producer still in a hook makes is after the capture's end: it is
- * neither written nor counted.
- * Returns 0, or -errno of the first write error seen during the capture. */
+ * neither written nor counted. Returns 0, -errno of the first write error
+ * seen during the capture, or -MT_ECRASH if the writer faulted. */
 int mt_writer_stop(const char *diag);
 
-/* mt_writer_diag() - queue a DIAG record (control thread). */
+/* mt_writer_diag() - queue a DIAG record (any thread; one at a time: a
+ * message that finds another still queued is lost). */
 void mt_writer_diag(unsigned code, const char *msg);
 
 /* mt_writer_ok() - nonzero while the capture runs and can be written:
@@ -158,8 +159,5 @@ int mt_writer_ok(void);
  * stopped capture. */
 uint64_t mt_writer_dropped(void);
 
-/* mt_writer_error() - first write error of the running capture (-errno),
- * 0 if none. Once set, tracking has turned itself off. */
-int mt_writer_error(void);
 
 #endif /* MT_PAYLOAD_WRITER_H */
