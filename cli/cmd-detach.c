@@ -10,7 +10,7 @@
 
 #include <errno.h>  /* ECONNREFUSED */
 #include <getopt.h> /* getopt_long */
-#include <stdio.h>  /* fputs */
+#include <stdio.h>  /* fputs, sscanf */
 #include <stdlib.h> /* strtol */
 #include <string.h> /* strncmp */
 
@@ -22,7 +22,11 @@ static const char usage[] = "usage: memtrace detach PID\n";
 int mt_detach_pid(int pid, int nspid)
 {
 	char reply[MEMTRACE_PATH_MAX + 64];
-	int rc = mt_control_request(pid, nspid, "stop\n", reply, sizeof(reply), STOP_TIMEOUT_MS);
+	int rc = mt_control_request(pid, nspid, "detach\n", reply, sizeof(reply), STOP_TIMEOUT_MS);
+
+	/* a payload mapped by an older memtrace knows only "stop" */
+	if (rc >= 0 && !strcmp(reply, "error unknown request"))
+		rc = mt_control_request(pid, nspid, "stop\n", reply, sizeof(reply), STOP_TIMEOUT_MS);
 
 	if (rc == -ECONNREFUSED) {
 		mt_error(0, "pid %d is not attached", pid);
@@ -40,6 +44,19 @@ int mt_detach_pid(int pid, int nspid)
 	if (!strncmp(reply, "ok stopped ", 11)) {
 		fprintf(stderr, "memtrace: detached from pid %d, capture written to %s\n", pid,
 			reply + 11);
+		return 0;
+	}
+	unsigned long long dropped;
+	int at = 0;
+	if (sscanf(reply, "ok detached %llu %n", &dropped, &at) == 1 && at > 0) {
+		if (dropped)
+			fprintf(stderr,
+				"memtrace: detached from pid %d, capture written to %s; %llu events "
+				"were dropped, as it could not be written fast enough\n",
+				pid, reply + at, dropped);
+		else
+			fprintf(stderr, "memtrace: detached from pid %d, capture written to %s\n",
+				pid, reply + at);
 		return 0;
 	}
 	if (!strcmp(reply, "error not attached")) {

@@ -13,12 +13,16 @@
  *                                  | error MESSAGE
  *   start FLAGS INTERVAL PATH   -> ok starting | error already attached
  *   stop                        -> ok stopped PATH | error not attached
+ *   detach                      -> ok detached DROPPED PATH | error not attached
+ * (detach is stop that also says how many events were dropped; a payload
+ * from before it answers "error unknown request" and goes on.)
  */
 #include "memtrace-payload.h"
 #include "format/error.h"
 #include "format/record.h"
 #include "payload/track-internal.h"
 #include "payload/track.h"
+#include "payload/writer.h"
 
 #include <errno.h>      /* errno */
 #include <pthread.h>    /* pthread_create */
@@ -161,7 +165,7 @@ static void handle(int fd)
 			reply(fd, "ok starting", NULL);
 			run_start();
 		}
-	} else if (!strcmp(req, "stop")) {
+	} else if (!strcmp(req, "stop") || !strcmp(req, "detach")) {
 		if (ctl.state != CTL_ACTIVE) {
 			reply(fd, "error not attached", NULL);
 		} else {
@@ -169,10 +173,16 @@ static void handle(int fd)
 			int rc = memtrace_payload_stop();
 			pthread_mutex_lock(&ctl.lock);
 			ctl.state = CTL_IDLE;
-			if (rc < 0 && rc != -EINVAL)
+			if (rc < 0 && rc != -EINVAL) {
 				reply(fd, "error capture incomplete:", mt_strerror(rc));
-			else
+			} else if (req[1] == 't') {
 				reply(fd, "ok stopped", ctl.cfg.path);
+			} else {
+				char text[64];
+				snprintf(text, sizeof(text), "ok detached %llu",
+					 (unsigned long long)mt_writer_dropped());
+				reply(fd, text, ctl.cfg.path);
+			}
 		}
 	} else {
 		reply(fd, "error unknown request", NULL);

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import python_params, run
+from conftest import python_params, report_json, run
 
 # The target: the scenario runs on the main thread (and workers); a command
 # thread reads stdin and answers each line with "done" on stdout.
@@ -390,6 +390,117 @@ def test_duration_detaches(memtrace, target_script, targets, tmp_path):
     assert p.returncode == 1 and "not attached" in p.stderr
     t.finish()
     run(memtrace, "stats", cap)
+
+
+def _cpu_seconds(pid):
+    """User + system CPU time of every thread of @pid."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _writer_blocked_on_pipe(pid):
+    for task in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, task)) as f:
+                if f.read().strip() != "memtrace-write":
+                    continue
+            with open("/proc/%d/task/%s/wchan" % (pid, task)) as f:
+                return "pipe_write" in f.read()
+        except OSError:
+            continue
+    return False
+
+
+def test_detach_says_how_many_events_were_dropped(memtrace, target_script, targets, tmp_path):
+    """The capture is a FIFO nobody reads: the writer gets stuck, and after
+    a second in which it took nothing the churning threads' events are
+    dropped. detach says how many, and the capture's trailer agrees."""
+    import threading
+    fifo = tmp_path / "cap.fifo"
+    os.mkfifo(fifo)
+    rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    t = Target("/usr/bin/python3", target_script, "threads")
+    targets.append(t)
+    cap = tmp_path / "cap.bin"
+    drained = threading.Event()
+
+    def drain():
+        os.set_blocking(rd, True)
+        with open(cap, "wb") as out:
+            while True:
+                chunk = os.read(rd, 1 << 16)
+                if not chunk:
+                    break
+                out.write(chunk)
+        drained.set()
+
+    try:
+        attach(memtrace, t.pid, fifo, "-f")
+        deadline = time.monotonic() + 30
+        while not _writer_blocked_on_pipe(t.pid):  # the pipe is full
+            assert time.monotonic() < deadline, "the writer never filled the capture's pipe"
+            time.sleep(0.01)
+        # The threads hold the GIL while they wait for the writer, so the
+        # process only burns CPU again once events are being dropped.
+        base = _cpu_seconds(t.pid)
+        while _cpu_seconds(t.pid) - base < 0.5:
+            assert time.monotonic() < deadline, "the program stalled on its unwritable capture"
+            time.sleep(0.01)
+        reader = threading.Thread(target=drain)
+        reader.start()
+        p = detach(memtrace, t.pid)
+        assert drained.wait(60)
+        reader.join()
+    finally:
+        os.close(rd)
+    stats = report_json(memtrace, "stats", cap)
+    dropped = stats["totals"]["dropped"]
+    assert stats["status"]["complete"] and dropped > 0, stats["status"]
+    assert p.stderr == ("memtrace: detached from pid %d, capture written to %s; %d events were "
+                        "dropped, as it could not be written fast enough\n"
+                        % (t.pid, fifo, dropped)), p.stderr
+    assert any("events were dropped" in d["message"] for d in stats["diagnostics"])
+    status, _ = t.finish()
+    assert status == 3
+
+
+# A process that answers on the control socket like a payload from before
+# the "detach" request: only "stop" stops it.
+OLD_PAYLOAD = r"""
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0memtrace-%d" % os.getpid())
+s.listen(4)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    req = c.makefile().readline()
+    print(req.strip(), flush=True)
+    if req == "stop\n":
+        c.sendall(b"ok stopped /old/capture.bin\n")
+        c.close()
+        break
+    c.sendall(b"error unknown request\n")
+    c.close()
+"""
+
+
+def test_detach_from_an_older_payload(memtrace, script, targets):
+    path = script(OLD_PAYLOAD, name="old.py")
+    p = subprocess.Popen(["/usr/bin/python3", str(path)], stdout=subprocess.PIPE,
+                         universal_newlines=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        d = detach(memtrace, p.pid)
+        assert d.stderr == ("memtrace: detached from pid %d, capture written to "
+                            "/old/capture.bin\n" % p.pid)
+        assert p.stdout.read().split() == ["detach", "stop"]
+        assert p.wait(timeout=10) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def one_line_error(p):
