@@ -168,10 +168,17 @@ out:
 	return err;
 }
 
-static int cmp_desc(const void *a, const void *b)
+/* Largest total first; among equal totals the older node (a parent is
+ * always older than its children), so that any prefix of this order holds
+ * the parent of each of its nodes. */
+static int cmp_keep(const void *a, const void *b, void *arg)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? 1 : x > y ? -1 : 0;
+	const struct mt_ctree_node *v = arg;
+	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+	uint64_t x = v[i].total_bytes, y = v[j].total_bytes;
+	if (x != y)
+		return x < y ? 1 : -1;
+	return i < j ? -1 : i > j;
 }
 
 int mt_ctree_prune(struct mt_ctree *t, double min_fraction, size_t max_nodes)
@@ -183,46 +190,53 @@ int mt_ctree_prune(struct mt_ctree *t, double min_fraction, size_t max_nodes)
 		return 0;
 	if (max_nodes < 2)
 		max_nodes = 2;
-	if (t->n - 1 > max_nodes) {
-		uint64_t *tot = malloc((t->n - 1) * sizeof(*tot));
-		if (!tot)
-			return -ENOMEM;
-		for (size_t i = 1; i < t->n; i++)
-			tot[i - 1] = t->v[i].total_bytes;
-		qsort(tot, t->n - 1, sizeof(*tot), cmp_desc);
-		/* room for the merged nodes too: at most one per kept node */
-		uint64_t kth = tot[max_nodes / 2 - 1];
-		if (kth > cut)
-			cut = kth;
-		free(tot);
-	}
 	if (cut == 0)
 		cut = 1; /* nodes with no bytes at all go (zero-size views keep counts) */
 
+	/* Kept: the root and the largest nodes of at least @cut bytes, as many
+	 * as leave room for the merged nodes too (at most one per kept node). */
+	size_t budget = max_nodes / 2;
+	uint8_t *keep = calloc(t->n, 1);
+	uint32_t *order = malloc(t->n * sizeof(*order));
 	uint32_t *map = malloc(t->n * sizeof(*map));        /* old -> new + 1, 0 = dropped */
 	uint32_t *merged_of = calloc(t->n, sizeof(*merged_of)); /* new parent -> merged + 1 */
 	struct mt_ctree_node *nv = malloc(t->n * sizeof(*nv) + sizeof(*nv));
-	if (!map || !merged_of || !nv) {
+	if (!keep || !order || !map || !merged_of || !nv) {
+		free(keep);
+		free(order);
 		free(map);
 		free(merged_of);
 		free(nv);
 		return -ENOMEM;
 	}
-	size_t n = 0, budget = max_nodes / 2;
-	size_t n_merged = 0;
+	size_t big = 0;
+	for (size_t i = 1; i < t->n; i++)
+		if (t->v[i].total_bytes >= cut)
+			order[big++] = (uint32_t)i;
+	if (big > budget - 1)
+		qsort_r(order, big, sizeof(*order), cmp_keep, t->v);
+	for (size_t k = 0; k < big && k < budget - 1; k++)
+		keep[order[k]] = 1;
+	free(order);
+
+	size_t n = 0, n_merged = 0;
+	uint64_t dropped_max = 0;
 	nv[n++] = t->v[0];
 	map[0] = 1;
 	for (size_t i = 1; i < t->n; i++) {
 		const struct mt_ctree_node *c = &t->v[i];
 		map[i] = 0;
-		if (map[c->parent] && c->total_bytes >= cut && n < budget) {
+		if (keep[i]) {
 			nv[n] = *c;
 			nv[n].parent = map[c->parent] - 1;
 			map[i] = (uint32_t)++n;
 		} else {
 			n_merged++;
+			if (c->total_bytes > dropped_max)
+				dropped_max = c->total_bytes;
 		}
 	}
+	free(keep);
 	/* merged children, after every kept node */
 	size_t kept = n;
 	for (size_t i = 1; i < t->n; i++) {
@@ -258,7 +272,7 @@ int mt_ctree_prune(struct mt_ctree *t, double min_fraction, size_t max_nodes)
 	t->v = nv;
 	t->n = n;
 	t->n_merged = n_merged;
-	t->merged_below = n_merged ? cut : 0;
+	t->merged_below = n_merged ? dropped_max + 1 : 0;
 	return 0;
 }
 

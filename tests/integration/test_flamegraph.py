@@ -247,6 +247,41 @@ def test_pruning_keeps_the_page_small(memtrace, tmp_path):
 
 
 
+def test_pruning_keeps_the_biggest_paths_whatever_their_age(memtrace, tmp_path):
+    """More nodes than the page keeps, made before the biggest allocation:
+    pruning goes by size, not by age, and every merged path is smaller
+    than every path kept."""
+    c = Capture()
+    c.code(1, "/app/m.py", "<module>", 1).stack(1, 0, 1)
+    sid, depth, chains = 2, 150, 150
+    for k in range(chains):
+        c.code(2 + k, "/app/m.py", "rec%d" % k, 10 + k)
+        parent = 1
+        for _ in range(depth):
+            c.stack(sid, parent, 2 + k)
+            parent, sid = sid, sid + 1
+        c.alloc(0x1000000 + 0x100000 * k, 100_000 + k, stack=parent)
+        c.flush()
+    c.code(1000, "/app/m.py", "biggest", 500).stack(sid, 1, 1000)
+    c.alloc(0x70000000, 20 * MB, stack=sid)
+    cap = c.trailer(10, chains + 1, 0).save(tmp_path / "old.bin")
+    d, _ = flamegraph(memtrace, cap)
+    s, n = d["strings"], d["nodes"]
+    assert len(n["parent"]) <= 40000 and d["merge"]["nodes"] > 0
+    big = [i for i in range(1, len(n["parent"])) if n["fn"][i] >= 0 and s[n["fn"][i]] == "biggest"]
+    assert len(big) == 1 and n["bytes"][big[0]] == 20 * MB
+    assert sum(n["bytes"]) == 20 * MB + sum(100_000 + k for k in range(chains))
+    # totals from own bytes, leaves up (parents come before their children)
+    total = list(n["bytes"])
+    for i in range(len(total) - 1, 0, -1):
+        total[n["parent"][i]] += total[i]
+    merged = dict(n["merged"])  # node -> how many paths it stands for
+    kept = [total[i] for i in range(1, len(total)) if i not in merged]
+    below = d["merge"]["below_bytes"]
+    assert min(kept) >= below - 1, (min(kept), below)
+    assert all(0 < total[i] < below * k for i, k in merged.items())
+
+
 LOOP = """\
 def work():
     total = 0
