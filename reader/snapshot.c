@@ -19,13 +19,14 @@
 #define MAX_CODE_ID (1u << 24)
 #define MAX_THREAD (1u << 20)
 /* The writer numbers stacks, code objects and threads densely from the
- * start (1, 2, 3, ...), and each number comes with a record of a few
- * bytes: so an id far above what the chunk data read so far could hold
- * is corruption too. Without this bound one record of a few bytes, a
- * STACK or CODE id near MAX_*_ID or a thread index near MAX_THREAD, made
- * the dense per-id tables take gigabytes and every report walk them. */
+ * start (1, 2, 3, ...), and each number comes with a record that defines
+ * it: so an id far above the ids defined so far is corruption too. Without
+ * this bound one record of a few bytes, a STACK or CODE id near MAX_*_ID
+ * or a thread index near MAX_THREAD, made the dense per-id tables take
+ * gigabytes and every report walk them. Ids are never reused, and those
+ * whose records were lost (a writer that could not keep up) leave gaps:
+ * an id is believed below ID_SLACK + 2 x the ids of its kind defined. */
 #define ID_SLACK (1u << 16)   /* ids whose records may still be in other threads' buffers */
-#define ID_MIN_BYTES 2        /* a STACK record takes 3 bytes of columns or more */
 
 /* A usage counter with lazy peak capture: pk_* is the value at the peak
  * whenever last > peak_event; otherwise cur_* still is. */
@@ -113,8 +114,8 @@ struct mt__snapshot_state {
 	size_t strs_cap, strs_n;
 
 	uint64_t t, peak_event, heap;
-	uint64_t raw_seen;   /* chunk data bytes read so far */
-	uint32_t id_limit;   /* ids (and thread indexes) below this are believed */
+	/* stack ids, code ids and thread indexes defined by their records */
+	uint32_t n_def[3];
 	uint64_t last_sample_us;
 	uint64_t page_mask;
 	uint32_t python_hex;
@@ -137,11 +138,15 @@ static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int6
 	a->cur_count += (uint64_t)dcount;
 }
 
-/* Whether @id (or a thread index) below @max is also within what the
- * chunks read so far could have numbered (ID_SLACK). */
-static inline int believed(const struct mt__snapshot_state *st, uint32_t id, uint32_t max)
+enum { DEF_STACK, DEF_CODE, DEF_THREAD };
+static const uint32_t id_max[3] = { MAX_STACK_ID, MAX_CODE_ID, MAX_THREAD };
+
+/* Whether @id of kind @kind (a stack id, a code id, a thread index) is
+ * below its kind's maximum and within ID_SLACK + 2 x the ids of that kind
+ * defined so far. */
+static inline int believed(const struct mt__snapshot_state *st, uint32_t id, int kind)
 {
-	return id < max && id < st->id_limit;
+	return id < id_max[kind] && (uint64_t)id < ID_SLACK + 2 * (uint64_t)st->n_def[kind];
 }
 
 static inline uint64_t acc_peak_bytes(const struct mt__snapshot_state *st, const struct acc *a)
@@ -462,8 +467,8 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	uint64_t size = r->alloc.size, addr = r->alloc.addr;
 	unsigned kind = r->alloc.kind;
-	uint32_t stack = believed(st, r->alloc.stack, MAX_STACK_ID) ? r->alloc.stack : 0;
-	uint32_t thread = believed(st, r->tidx, MAX_THREAD) ? r->tidx : 0;
+	uint32_t stack = believed(st, r->alloc.stack, DEF_STACK) ? r->alloc.stack : 0;
+	uint32_t thread = believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
 
 	st->t++;
 	s->n_events++;
@@ -563,7 +568,7 @@ static int on_free(void *ctx, const struct mt_record *r)
 	acc_change(st, a, (int64_t)(0 - e->size), -1);
 	/* temporary: freed by the allocating thread with fewer than
 	 * temp_threshold of its allocations in between */
-	uint32_t thread = believed(st, r->tidx, MAX_THREAD) ? r->tidx : 0;
+	uint32_t thread = believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
 	if (st->site_keys[e->site].thread_kind >> 4 == thread &&
 	    (uint32_t)(st->thr_seq[thread] - e->seq) < st->temp_threshold) {
 		a->tmp_bytes += e->size;
@@ -640,10 +645,12 @@ static int on_thread(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	char *name;
 
-	uint32_t i = believed(st, r->tidx, MAX_THREAD) ? r->tidx : 0;
+	uint32_t i = believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
 	if (thread_room(st, i) < 0 || !(name = copy_str(&r->thread.name)))
 		return -ENOMEM;
 	st->thr_tid[i] = r->thread.tid;
+	if (!st->thr_name[i])
+		st->n_def[DEF_THREAD]++;
 	free(st->thr_name[i]);
 	st->thr_name[i] = name;
 	return 0;
@@ -655,12 +662,14 @@ static int on_code(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	const struct mt_rec_code *c = &r->code;
 
-	if (!believed(st, c->id, MAX_CODE_ID))
+	if (!believed(st, c->id, DEF_CODE))
 		return 0;
 	if (c->id >= st->codes_cap &&
 	    grow((void **)&st->codes, &st->codes_cap, c->id, sizeof(struct code)) < 0)
 		return -ENOMEM;
 	struct code *d = &st->codes[c->id];
+	if (!d->defined)
+		st->n_def[DEF_CODE]++;
 	const struct mt_bytes *fn = c->qualname.len ? &c->qualname : &c->name;
 	d->file = intern(st, c->filename.p, c->filename.len);
 	d->function = intern(st, fn->p, fn->len);
@@ -687,11 +696,13 @@ static int on_stack(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	const struct mt_rec_stack *k = &r->stack;
 
-	if (!believed(st, k->id, MAX_STACK_ID))
+	if (!believed(st, k->id, DEF_STACK))
 		return 0;
 	if (k->id >= st->nodes_cap &&
 	    grow((void **)&st->nodes, &st->nodes_cap, k->id, sizeof(struct node)) < 0)
 		return -ENOMEM;
+	if (!st->nodes[k->id].defined)
+		st->n_def[DEF_STACK]++;
 	st->nodes[k->id] = (struct node){ k->parent, k->code, k->offset, 1 };
 	if (k->id > st->max_stack && stack_room(st, k->id) < 0)
 		return -ENOMEM;
@@ -739,19 +750,6 @@ static int on_diag(void *ctx, const struct mt_record *r)
 	if (!m)
 		return -ENOMEM;
 	s->diags[s->n_diags++] = (struct mt_diag){ r->diag.code, m };
-	return 0;
-}
-
-static int on_chunk(void *ctx, uint64_t index, uint64_t offset, const struct mt_chunk *c)
-{
-	struct mt_snapshot *s = ctx;
-	struct mt__snapshot_state *st = s->st;
-
-	(void)index;
-	(void)offset;
-	st->raw_seen += c->raw_len;
-	uint64_t lim = ID_SLACK + st->raw_seen / ID_MIN_BYTES;
-	st->id_limit = lim < UINT32_MAX ? (uint32_t)lim : UINT32_MAX;
 	return 0;
 }
 
@@ -844,7 +842,6 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		.sample = on_sample,
 		.diag = on_diag,
 		.trailer = on_trailer,
-		.chunk = on_chunk,
 	};
 	const struct mt_header *h = mt_capture_header(cap);
 	struct mt__snapshot_state *st;
@@ -867,7 +864,6 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		s->header.cmdline.p = c;
 	}
 	st->python_hex = h->python_hex;
-	st->id_limit = ID_SLACK;
 	st->temp_threshold = o->temp_threshold ? o->temp_threshold : 1;
 	s->temp_threshold = st->temp_threshold;
 	st->page_mask = h->page_size && !(h->page_size & (h->page_size - 1)) ? h->page_size - 1 : 0;
@@ -1090,59 +1086,81 @@ static ssize_t loc_get(struct loctab *t, const char *fn, const char *file, int l
 	return (ssize_t)t->n++;
 }
 
+/* Every location's own memory is that of the stacks whose newest frame it
+ * is; its total counts each stack with memory once, however often the
+ * location recurs in it. So the trie is walked depth first, once: a
+ * node's subtree memory goes to its location's total unless that location
+ * is already on the path above (t->stamp counts its occurrences there).
+ * Parents have lower ids than their children (format rule), so subtree
+ * sums and child lists come from single passes over the ids. */
 ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
 			      struct mt_location **out)
 {
 	const struct mt__snapshot_state *st = s->st;
+	size_t n = (size_t)st->max_stack + 1;
 	struct loctab t = { 0 };
-	int32_t *memo = NULL; /* node id -> location index + 1 */
+	uint64_t *sub = calloc(n, 2 * sizeof(*sub)); /* subtree bytes, count */
+	uint32_t *first = calloc(n, sizeof(*first)); /* first child with memory */
+	uint32_t *next = calloc(n, sizeof(*next));   /* its next sibling */
+	uint32_t *li = malloc(n * sizeof(*li));      /* location of an entered node */
+	uint32_t *todo = malloc(2 * n * sizeof(*todo));
 	ssize_t ret = -ENOMEM;
+	const uint32_t EXIT = 1u << 31; /* stack ids are below MAX_STACK_ID */
 
-	if (st->nodes_cap && !(memo = calloc(st->nodes_cap, sizeof(*memo))))
+	if (!sub || !first || !next || !li || !todo)
 		goto out;
-	for (uint32_t id = 0; id <= st->max_stack; id++) {
+	for (uint32_t id = 0; id < n; id++) {
 		struct mt_usage u = mt_snapshot_stack_usage(s, id);
-		uint64_t bytes, count;
-		mt_usage_view(&u, view, &bytes, &count);
-		if (!bytes && !count)
+		mt_usage_view(&u, view, &sub[2 * id], &sub[2 * id + 1]);
+	}
+	if (sub[0] || sub[1]) {
+		ssize_t k = loc_get(&t, no_frames, "", 0);
+		if (k < 0)
+			goto out;
+		t.v[k].own_bytes = t.v[k].total_bytes = sub[0];
+		t.v[k].own_count = t.v[k].total_count = sub[1];
+	}
+	for (size_t id = n - 1; id > 0; id--) {
+		if (!sub[2 * id] && !sub[2 * id + 1])
 			continue;
-		if (id == 0) {
-			ssize_t li = loc_get(&t, no_frames, "", 0);
-			if (li < 0)
-				goto out;
-			t.v[li].own_bytes += bytes;
-			t.v[li].own_count += count;
-			t.v[li].total_bytes += bytes;
-			t.v[li].total_count += count;
+		uint32_t p = node_parent(st, (uint32_t)id);
+		if (p >= id)
+			p = 0; /* never in a decoded capture; keeps the walk a tree */
+		if (p) {
+			sub[2 * p] += sub[2 * id];
+			sub[2 * p + 1] += sub[2 * id + 1];
+		}
+		next[id] = first[p];
+		first[p] = (uint32_t)id;
+	}
+	size_t top = 0;
+	for (uint32_t c = first[0]; c; c = next[c])
+		todo[top++] = c;
+	while (top) {
+		uint32_t id = todo[--top];
+		if (id & EXIT) {
+			t.stamp[li[id & ~EXIT]]--;
 			continue;
 		}
-		uint64_t stamp = (uint64_t)id + 1;
-		uint32_t n = id;
-		for (size_t depth = 0; n && depth <= st->nodes_cap; depth++) {
-			ssize_t li;
-			if (memo && n < st->nodes_cap && memo[n]) {
-				li = memo[n] - 1;
-			} else {
-				struct mt_frame f;
-				node_frame(st, n, &f);
-				li = loc_get(&t, f.function, f.file, f.line);
-				if (li < 0)
-					goto out;
-				if (memo && n < st->nodes_cap)
-					memo[n] = (int32_t)li + 1;
-			}
-			struct mt_location *l = &t.v[li];
-			if (depth == 0) {
-				l->own_bytes += bytes;
-				l->own_count += count;
-			}
-			if (t.stamp[li] != stamp) {
-				t.stamp[li] = stamp;
-				l->total_bytes += bytes;
-				l->total_count += count;
-			}
-			n = node_parent(st, n);
+		struct mt_frame f;
+		node_frame(st, id, &f);
+		ssize_t k = loc_get(&t, f.function, f.file, f.line);
+		if (k < 0)
+			goto out;
+		li[id] = (uint32_t)k;
+		struct mt_location *l = &t.v[k];
+		struct mt_usage u = mt_snapshot_stack_usage(s, id);
+		uint64_t own_bytes, own_count;
+		mt_usage_view(&u, view, &own_bytes, &own_count);
+		l->own_bytes += own_bytes;
+		l->own_count += own_count;
+		if (t.stamp[k]++ == 0) {
+			l->total_bytes += sub[2 * id];
+			l->total_count += sub[2 * id + 1];
 		}
+		todo[top++] = id | EXIT;
+		for (uint32_t c = first[id]; c; c = next[c])
+			todo[top++] = c;
 	}
 	*out = t.v;
 	t.v = NULL;
@@ -1151,7 +1169,11 @@ out:
 	free(t.v);
 	free(t.slots);
 	free(t.stamp);
-	free(memo);
+	free(sub);
+	free(first);
+	free(next);
+	free(li);
+	free(todo);
 	return ret;
 }
 

@@ -197,9 +197,25 @@ def test_directory_and_usage(memtrace, tmp_path):
         assert "usage" in p.stderr or "wants a number" in p.stderr, p.stderr
 
 
+def _lz4_chunk(data):
+    """A chunk of @data as one LZ4 block (liblz4 is a build dependency)."""
+    import ctypes
+    lz4 = ctypes.CDLL("liblz4.so.1")
+    cap = lz4.LZ4_compressBound(len(data))
+    out = ctypes.create_string_buffer(cap)
+    n = lz4.LZ4_compress_default(data, out, len(data), cap)
+    assert n > 0
+    return b"MTCK" + struct.pack("<III", len(data), n, mt32(out.raw[:n])) + out.raw[:n]
+
+
 def _hostile(kind):
     c = cw.Capture()
     c.thread(0, 4242, "MainThread")
+    if kind == "inflated-ids":  # 24M empty records of an unknown type in 100 KB, then huge ids
+        n = 24 << 20
+        c.flush()
+        c.out += _lz4_chunk(cw.varint(n) + cw.varint(0) * 4 + bytes([9]) * n + bytes(n))
+        kind = "huge-ids"
     if kind == "stack-cycle":  # 1 -> 2 -> 1: a parent made after its child
         c.code(1, "/app/a.py", "f", 1).stack(1, 2, 1).stack(2, 1, 1).alloc(0x1000, 100, stack=1)
     elif kind == "line-overflow":  # firstlineno 2^31 - 1 and a table adding to it
@@ -218,7 +234,7 @@ def _hostile(kind):
 
 @pytest.mark.parametrize("kind,corrupt", [("stack-cycle", True), ("line-overflow", False),
                                           ("huge-sizes", False), ("far-address", False),
-                                          ("huge-ids", False)])
+                                          ("huge-ids", False), ("inflated-ids", False)])
 @pytest.mark.parametrize("command", [["stats"], ["summary"], ["tree"], ["parse"],
                                      ["flamegraph", "-f", "-o", "out.html"],
                                      ["table", "-f", "-o", "out.html"]])

@@ -310,6 +310,79 @@ START_TEST(test_snapshot_samples_diags)
 }
 END_TEST
 
+/* Locations of a random trie (few functions, so that they recur along a
+ * path) against the definition: each stack with memory adds to the total
+ * of every distinct location on its path, once. */
+#define LT_STACKS 400
+#define LT_LOCS 7
+
+START_TEST(test_snapshot_locations_random)
+{
+	uint32_t seed = 0x9e3779b9u * (uint32_t)(_i + 1), parent[LT_STACKS + 1];
+	uint64_t own[LT_STACKS + 1] = { 0 };
+	start(0);
+	for (int c = 1; c <= 3; c++)
+		cw_code(&w, (uint32_t)c, "r.py", c == 1 ? "a" : c == 2 ? "b" : "c", 10 * c);
+	for (uint32_t id = 1; id <= LT_STACKS; id++) {
+		seed = seed * 1103515245u + 12345u;
+		parent[id] = id == 1 || (seed >> 16) % 5 == 0 ? 0 : 1 + (seed >> 8) % (id - 1);
+		seed = seed * 1103515245u + 12345u;
+		/* code 1..3, and 4 (undefined: an unknown frame) now and then */
+		uint32_t code = 1 + (seed >> 16) % 4, off = 2 * ((seed >> 4) % 2);
+		cw_stack(&w, id, parent[id], code, off);
+	}
+	for (int i = 0; i < 600; i++) {
+		seed = seed * 1103515245u + 12345u;
+		uint32_t id = (seed >> 12) % (LT_STACKS + 1);
+		uint64_t size = 1 + (seed >> 4) % 1000;
+		cw_alloc(&w, 0, MT_ALLOC_MALLOC, 0x100000 + 0x1000 * (uint64_t)i, size, id);
+		own[id] += size;
+	}
+	cw_trailer(&w, 1, 600, 0);
+	build();
+
+	struct mt_location *v;
+	ssize_t n = mt_snapshot_locations(&snap, MT_VIEW_PEAK, &v);
+	ck_assert_int_gt(n, 0);
+	uint64_t want_own[LT_STACKS + 1] = { 0 }, want_total[LT_STACKS + 1] = { 0 };
+	for (uint32_t id = 1; id <= LT_STACKS; id++) {
+		if (!own[id])
+			continue;
+		struct mt_frame fr[LT_STACKS + 1];
+		size_t depth = mt_snapshot_stack(&snap, id, fr, LT_STACKS + 1);
+		ssize_t seen[LT_STACKS + 1];
+		for (size_t d = 0; d < depth; d++) {
+			ssize_t k = -1;
+			for (ssize_t j = 0; j < n; j++)
+				if (v[j].function == fr[d].function && v[j].file == fr[d].file &&
+				    v[j].line == fr[d].line)
+					k = j;
+			ck_assert_int_ge(k, 0);
+			int dup = 0;
+			for (size_t e = 0; e < d; e++)
+				dup |= seen[e] == k;
+			seen[d] = k;
+			if (d == 0)
+				want_own[k] += own[id];
+			if (!dup)
+				want_total[k] += own[id];
+		}
+	}
+	for (ssize_t j = 0; j < n; j++) {
+		if (!strcmp(v[j].function, "<no Python frames>")) {
+			ck_assert_uint_eq(v[j].own_bytes, own[0]);
+			ck_assert_uint_eq(v[j].total_bytes, own[0]);
+			continue;
+		}
+		ck_assert_uint_eq(v[j].own_bytes, want_own[j]);
+		ck_assert_uint_eq(v[j].total_bytes, want_total[j]);
+	}
+	ck_assert_int_le(n, LT_LOCS);
+	free(v);
+	done();
+}
+END_TEST
+
 /* ------------------------------------------------------------------------
  * Brute force: replay random events into a direct model and copy its
  * per-stack state at every new peak.
@@ -515,6 +588,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, test_snapshot_munmap_ranges);
 	tcase_add_test(tc, test_snapshot_threads);
 	tcase_add_test(tc, test_snapshot_locations);
+	tcase_add_loop_test(tc, test_snapshot_locations_random, 0, 20);
 	tcase_add_test(tc, test_snapshot_cyclic_trie);
 	tcase_add_test(tc, test_snapshot_samples_diags);
 	tcase_add_loop_test(tc, test_snapshot_brute_force, 0, 20);
