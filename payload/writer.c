@@ -84,6 +84,7 @@ static struct {
 	_Atomic size_t diag_len;
 	_Atomic int crashed;  /* the signal that ended the writer thread */
 	int test_crash;       /* MEMTRACE_TEST_WRITER_CRASH: fault at the first chunk */
+	int test_turn_delay;  /* MEMTRACE_TEST_TURN_DELAY: widen take_turn()'s race */
 	int faults_ours;      /* our handler is in the program's chain */
 	struct sigaction old_segv, old_bus;
 } w = { .fd = -1, .statm_fd = -1 };
@@ -303,19 +304,38 @@ static int has_mark_room(struct mt_tbuf *b, uint64_t unused)
 /* Order across threads. Taken at the event (a free before the real free,
  * an allocation after the real call) and after room is made, so that every
  * epoch taken holds at least one record. While one thread records, the
- * inline path only loads a line nobody writes; this locked add (which
- * costs as much as the rest of the event) runs only when the recording
- * thread changes. If this thread's event happens after another thread's
- * event, through whatever synchronisation ordered them, it sees that
- * thread in mt_whot.last and takes a later epoch. The mark is published
+ * inline path only loads a line nobody writes; these locked operations
+ * (which cost as much as the rest of the event) run only when the
+ * recording thread changes. If this thread's event happens after another
+ * thread's event, through whatever synchronisation ordered them, it sees
+ * that thread in mt_whot.last and takes a later epoch.
+ *
+ * The turn is the pair (last = this buffer, a new epoch), and it holds
+ * only if last still names this buffer once the epoch is taken. Otherwise
+ * a thread B could store last and take its epoch between our store and our
+ * add: last would say B while our epoch is the later one, and B's next
+ * events, made after ours, would stay in B's earlier epoch on the inline
+ * path. In the single order of these sequentially consistent operations,
+ * a turn that holds took its epoch before any other thread's next store of
+ * last, so every later turn takes a later epoch. The mark is published
  * before the records it covers, so a writer that sees them sees it. */
 static int take_turn(struct mt_tbuf *b, uint64_t head)
 {
 	uint64_t m = atomic_load_explicit(&b->mhead, memory_order_relaxed);
 	if (m - b->mtail_seen >= MT_TBUF_MARKS && wait_writer(b, has_mark_room, 0) < 0)
 		return -1;
-	atomic_store_explicit(&mt_whot.last, b, memory_order_relaxed);
-	uint64_t epoch = atomic_fetch_add_explicit(&mt_whot.epoch, 1, memory_order_acq_rel) + 1;
+	uint64_t epoch;
+	for (;;) {
+		atomic_store_explicit(&mt_whot.last, b, memory_order_seq_cst);
+		if (__builtin_expect(w.test_turn_delay, 0) && (head & 0x70) == 0)
+			for (volatile int i = 0; i < 3000; i++)
+				;
+		epoch = atomic_fetch_add_explicit(&mt_whot.epoch, 1, memory_order_seq_cst) + 1;
+		if (atomic_load_explicit(&mt_whot.last, memory_order_seq_cst) == b)
+			break;
+		if (!atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
+			return -1; /* the capture ended meanwhile */
+	}
 	b->marks[m % MT_TBUF_MARKS] = (struct mt_tbuf_mark){ head, epoch };
 	atomic_store_explicit(&b->mhead, m + 1, memory_order_release);
 	return 0;
@@ -755,6 +775,8 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	atomic_store(&w.crashed, 0);
 	const char *crash = getenv("MEMTRACE_TEST_WRITER_CRASH");
 	w.test_crash = crash && *crash == '1';
+	const char *delay = getenv("MEMTRACE_TEST_TURN_DELAY");
+	w.test_turn_delay = delay && *delay == '1';
 	/* Whatever a late producer left from an earlier capture is void. */
 	for (struct mt_tbuf *b = atomic_load(&w.bufs); b; b = b->next) {
 		b->head_seen = atomic_load(&b->head);

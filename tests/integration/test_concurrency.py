@@ -155,3 +155,45 @@ def test_threads_exiting_as_tracking_stops_lose_nothing(memtrace, tmp_path):
         stats = json.loads(run(memtrace, "stats", "--json", cap).stdout)
         assert stats["status"]["complete"], (i, stats["status"])
         assert stats["totals"]["dropped"] == 0, "run %d dropped %d" % (i, stats["totals"]["dropped"])
+
+
+ORDERED = r"""
+import ctypes, sys, threading
+lib = ctypes.CDLL(sys.argv[1])
+lib.mt_target_ordered.argtypes = [ctypes.c_size_t]
+threads = [threading.Thread(target=lib.mt_target_ordered, args=(%d,)) for _ in range(%d)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("done")
+"""
+
+
+def test_events_ordered_by_a_lock_stay_in_order(memtrace, tmp_path):
+    """Threads allocate under one lock, so those allocations have a real
+    order, which their sizes spell out; the capture must keep it. Taking
+    the turn to record was two steps: a thread could store itself as the
+    last to record and take its epoch between another thread's two steps,
+    and that thread's later events then stayed in an earlier epoch.
+    MEMTRACE_TEST_TURN_DELAY widens that window (without the fix, dozens
+    of inversions in a run)."""
+    rounds, nthreads, base, span = 100_000, 2, 50_000, 40_000
+    prog = tmp_path / "prog.py"
+    prog.write_text(ORDERED % (rounds, nthreads))
+    cap = tmp_path / "o.bin"
+    env = dict(os.environ, MEMTRACE_TEST_TURN_DELAY="1")
+    for attempt in range(3):
+        p = run(memtrace, "run", "--python", "/usr/bin/python3", "-f", "-o", cap, prog, ALLOC_LIB,
+                cwd=tmp_path, timeout=300, env=env)
+        assert p.stdout.strip() == "done"
+        sizes = []
+        for line in run(memtrace, "parse", cap).stdout.splitlines():
+            if line.startswith("alloc ") and " thread=0 " not in line:  # the workers'
+                size = int(line.split(" size=", 1)[1].split()[0])
+                if base <= size < base + span:
+                    sizes.append(size - base)
+        assert len(sizes) == rounds * nthreads
+        bad = [i for i in range(1, len(sizes)) if sizes[i] != (sizes[i - 1] + 1) % span]
+        assert not bad, "run %d: %d allocations out of order, first at %d: %s" % (
+            attempt, len(bad), bad[0], sizes[max(0, bad[0] - 3):bad[0] + 3])

@@ -4,7 +4,8 @@
  * own GOT, as a real extension module does. The Python API tests load it
  * with ctypes and check that each call is one record of the right kind.
  */
-#include <malloc.h> /* memalign, pvalloc */
+#include <malloc.h>  /* memalign, pvalloc */
+#include <pthread.h> /* pthread_mutex_t */
 #include <stdlib.h> /* malloc, posix_memalign */
 #include <unistd.h> /* valloc */
 
@@ -13,6 +14,7 @@
 void *mt_target_alloc(const char *kind, size_t size);
 void mt_target_free(void *p);
 size_t mt_target_churn(size_t n, size_t size, size_t keep, void **kept);
+void mt_target_ordered(size_t n);
 
 /* mt_target_alloc() - @size bytes from the allocator named @kind (one of
  * malloc, calloc, realloc, valloc, pvalloc, memalign, posix_memalign,
@@ -69,4 +71,32 @@ size_t mt_target_churn(size_t n, size_t size, size_t keep, void **kept)
 			free(p);
 	}
 	return k;
+}
+
+static pthread_mutex_t ordered_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t ordered_seq;
+
+/* mt_target_ordered() - @n rounds of a few unordered small blocks, then,
+ * under a lock shared by every thread running it, malloc(ORDERED_BASE +
+ * seq % ORDERED_SPAN) with seq counting up: so the lock orders these
+ * allocations across threads, and their sizes say in which order they
+ * happened. Each is freed after the lock is released. Call it without the
+ * GIL from several threads. */
+#define ORDERED_BASE 50000
+#define ORDERED_SPAN 40000
+void mt_target_ordered(size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		for (int k = 0; k < 3; k++) {
+			void *p = malloc(64);
+			*(volatile char *)p = 1;
+			free(p);
+		}
+		pthread_mutex_lock(&ordered_lock);
+		void *q = malloc(ORDERED_BASE + ordered_seq++ % ORDERED_SPAN);
+		pthread_mutex_unlock(&ordered_lock);
+		if (q)
+			*(volatile char *)q = 1;
+		free(q);
+	}
 }
