@@ -204,11 +204,14 @@ static void *hook_mremap(void *old, size_t old_len, size_t new_len, int flags, .
 	}
 	if (!enter())
 		return real.mremap(old, old_len, new_len, flags, new_addr);
+	/* unmapped before the call, as munmap: once the range is released
+	 * another thread's mmap may get it and record that first */
+	mt_track_free(MT_ALLOC_MUNMAP, old, old_len);
 	void *p = real.mremap(old, old_len, new_len, flags, new_addr);
-	if (p != MAP_FAILED) {
-		mt_track_free(MT_ALLOC_MUNMAP, old, old_len);
-		mt_track_alloc(MT_ALLOC_MMAP, p, new_len);
-	}
+	if (p != MAP_FAILED)
+		mt_track_alloc(MT_ALLOC_MMAP, p, new_len); /* keeps errno */
+	else
+		mt_track_alloc(MT_ALLOC_MMAP, old, old_len); /* still mapped */
 	mt_guard_leave();
 	return p;
 }

@@ -594,9 +594,12 @@ static inline __attribute__((always_inline)) void *pymem_calloc(const struct mt_
 	return p;
 }
 
-/* PyMem realloc(p, 0) resizes and returns a live block, never frees it,
- * and a failed realloc leaves @ptr valid: so the old block is reported
- * freed only once the new one exists. */
+/* As for every free, the old block is recorded freed before the call:
+ * a block over 512 bytes goes back to the C library inside it, and a
+ * thread without the GIL may have its address (and record that) before
+ * the call returns. A failed realloc leaves @ptr live; the capture then
+ * has it freed, as for the C library's realloc (its size is not known
+ * here to record it again). PyMem realloc(p, 0) returns a live block. */
 static inline __attribute__((always_inline)) void *pymem_realloc(const struct mt_pylayout *lo,
 								   void *ctx, void *ptr,
 								   size_t size)
@@ -607,12 +610,11 @@ static inline __attribute__((always_inline)) void *pymem_realloc(const struct mt
 
 	if (!pymem_enter(d))
 		return o->realloc(o->ctx, ptr, size);
+	if (ptr != NULL)
+		track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
 	p = o->realloc(o->ctx, ptr, size);
-	if (p != NULL) {
-		if (ptr != NULL)
-			track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
+	if (p != NULL)
 		track_alloc(MT_ALLOC_PYMALLOC_REALLOC, p, size, lo);
-	}
 	mt_guard_leave();
 	return p;
 }

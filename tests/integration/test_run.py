@@ -109,6 +109,41 @@ def test_numpy_array_attributed(memtrace, script, tmp_path):
     assert 8_000_000 <= r["own_bytes"] <= 8_001_000, r
 
 
+MREMAP = """\
+import mmap
+
+
+def grow():
+    m = mmap.mmap(-1, 1 << 20)
+    m.resize(3 << 20)
+    return m
+
+
+def fail():
+    m = mmap.mmap(-1, 2 << 20)
+    try:
+        m.resize(1 << 60)
+    except (OSError, ValueError, OverflowError):
+        pass
+    return m
+
+
+keep = grow(), fail()
+"""
+
+
+def test_mremap_moves_and_keeps_mappings(memtrace, script, tmp_path):
+    """mmap.resize() is mremap: the grown mapping is what stays live, and
+    one that could not be resized stays live at its old size."""
+    prog = script(MREMAP)
+    cap = tmp_path / "mr.bin"
+    run(memtrace, "run", "--python", "/usr/bin/python3", "-o", cap, prog, cwd=tmp_path)
+    rows = report_json(memtrace, "summary", cap, "--leaks", "-n", "0")["rows"]
+    grow = row_for(rows, "grow", prog)
+    assert (grow["line"], grow["own_bytes"], grow["own_allocations"]) == (6, 3 << 20, 1), grow
+    assert sum(r["own_bytes"] for r in rows if r["function"] == "fail") == 2 << 20, rows[:5]
+
+
 def test_exit_status_and_output_preserved(memtrace, script, tmp_path):
     prog = script("import sys\nprint('hello', sys.argv[1:])\nsys.stdout.flush()\nsys.exit(3)\n")
     bare = run("/usr/bin/python3", prog, "a", "b", check=False)
