@@ -219,6 +219,18 @@ static void *control_main(void *arg)
 	return NULL;
 }
 
+void mt_control_after_fork(void)
+{
+	pthread_mutex_init(&ctl.lock, NULL);
+	pthread_cond_init(&ctl.cond, NULL);
+	if (ctl.listen_fd >= 0)
+		close(ctl.listen_fd); /* the parent's socket */
+	ctl.listen_fd = -1;
+	ctl.thread_running = 0;
+	ctl.pending = 0;
+	ctl.state = CTL_IDLE;
+}
+
 /* Start (or reuse) the control thread with a pending start of @cfg. */
 static int attach(const struct memtrace_config *cfg)
 {

@@ -262,9 +262,19 @@ void mt_finish_at_exit(void)
 static void on_fork_child(void)
 {
 	/* The child inherits patched GOTs and the capture fd but not the
-	 * writer thread: its hooks pass through and it never writes. Nor
-	 * does it hold memtrace run's status pipe open. */
+	 * writer thread: its hooks pass through and it never writes; the
+	 * capture is the parent's, so it can be attached to on its own. Nor
+	 * does it hold memtrace run's status pipe open. Locks held by other
+	 * threads at the fork would never be released here. */
 	mt_tracking = 0;
+	pthread_mutex_init(&st.lock, NULL);
+	mt_track_after_fork();
+	mt_got_after_fork();
+	mt_control_after_fork();
+	if (st.active)
+		mt_writer_forget();
+	st.active = 0;
+	st.pymem = 0;
 	if (st.status_fd >= 0) {
 		close(st.status_fd);
 		st.status_fd = -1;

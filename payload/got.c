@@ -43,7 +43,8 @@ static struct {
 	pthread_mutex_t lock;
 	struct saved_slot *tab;
 	size_t cap, used;
-} saved = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0 };
+	int patched; /* between mt_got_patch_all() and mt_got_restore_all() */
+} saved = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0 };
 
 static size_t slot_hash(void **slot, size_t cap)
 {
@@ -439,11 +440,16 @@ static int patch_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-static int walk(const struct mt_got_hook *hooks, size_t n, int restore)
+/* @mode: 0 patch, 1 restore, 2 patch only if patched (a library loaded
+ * meanwhile: never after a restore that a dlopen raced with). */
+static int walk(const struct mt_got_hook *hooks, size_t n, int mode)
 {
-	struct patch_ctx c = { hooks, n, restore, 0, 0, NULL };
+	struct patch_ctx c = { hooks, n, mode == 1, 0, 0, NULL };
 	pthread_mutex_lock(&saved.lock);
-	dl_iterate_phdr(patch_cb, &c);
+	if (mode != 2 || saved.patched) {
+		dl_iterate_phdr(patch_cb, &c);
+		saved.patched = mode != 1;
+	}
 	pthread_mutex_unlock(&saved.lock);
 	return c.err && !c.count ? c.err : c.count;
 }
@@ -453,7 +459,17 @@ int mt_got_patch_all(const struct mt_got_hook *hooks, size_t n)
 	return walk(hooks, n, 0);
 }
 
+int mt_got_patch_loaded(const struct mt_got_hook *hooks, size_t n)
+{
+	return walk(hooks, n, 2);
+}
+
 int mt_got_restore_all(const struct mt_got_hook *hooks, size_t n)
 {
 	return walk(hooks, n, 1);
+}
+
+void mt_got_after_fork(void)
+{
+	pthread_mutex_init(&saved.lock, NULL);
 }

@@ -37,6 +37,15 @@ int mt_got_resolve(const struct mt_got_hook *hooks, size_t n);
  * Returns the number of slots newly patched, or -errno. */
 int mt_got_patch_all(const struct mt_got_hook *hooks, size_t n);
 
+/* mt_got_patch_loaded() - as mt_got_patch_all() for objects loaded since,
+ * but only while the GOTs are patched: a dlopen that saw tracking on as
+ * mt_got_restore_all() ran must not patch everything again. */
+int mt_got_patch_loaded(const struct mt_got_hook *hooks, size_t n);
+
+/* mt_got_after_fork() - in a fork child: the lock may have been held by a
+ * thread the child does not have. */
+void mt_got_after_fork(void);
+
 /* mt_got_restore_all() - give every slot that still holds one of our
  * hooks its saved original, in objects loaded now (a slot of an object
  * unloaded since is never written). Returns slots restored, or -errno. */

@@ -223,7 +223,7 @@ static void *hook_dlopen(const char *file, int flags)
 	if (h && mt_tracking) {
 		int e = errno;
 		int own = mt_guard_enter();
-		mt_got_patch_all(hooks, N_HOOKS);
+		mt_got_patch_loaded(hooks, N_HOOKS);
 		if (own)
 			mt_guard_leave();
 		errno = e;

@@ -18,4 +18,10 @@ int mt_hooks_uninstall(void);
  * the capture if this process owns it (entry.c). */
 void mt_finish_at_exit(void);
 
+/* mt_track_after_fork() / mt_control_after_fork() - in a fork child, free
+ * the locks that threads the child does not have may have held, and drop
+ * what belongs to the parent (control.c: its socket and thread). */
+void mt_track_after_fork(void);
+void mt_control_after_fork(void);
+
 #endif /* MT_PAYLOAD_TRACK_INTERNAL_H */

@@ -101,6 +101,11 @@ static void unlock(void)
 	atomic_flag_clear_explicit(&g.lock, memory_order_release);
 }
 
+void mt_track_after_fork(void)
+{
+	unlock(); /* a thread the child does not have may have held it */
+}
+
 static void *map(size_t bytes)
 {
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -861,6 +861,19 @@ static void finish_crashed(void)
 	fault_jmp = NULL;
 }
 
+void mt_writer_forget(void)
+{
+	atomic_store_explicit(&mt_whot.running, 0, memory_order_relaxed);
+	atomic_store_explicit(&mt_whot.last, NULL, memory_order_relaxed);
+	atomic_store(&w.waiters, 0);
+	if (w.statm_fd >= 0)
+		close(w.statm_fd); /* the parent's statm, opened as /proc/self */
+	w.statm_fd = -1;
+	if (w.fd >= 0)
+		close(w.fd);
+	w.fd = -1;
+}
+
 int mt_writer_stop(const char *diag)
 {
 	/* The capture ends here: a producer still in a hook now takes the

@@ -151,6 +151,12 @@ int mt_writer_stop(const char *diag);
  * message that finds another still queued is lost). */
 void mt_writer_diag(unsigned code, const char *msg);
 
+/* mt_writer_forget() - in the child of a fork made while a capture ran:
+ * the capture, its files and its writer thread are the parent's. Records
+ * nothing more and closes the child's copies of the files; a new
+ * mt_writer_start() may follow. */
+void mt_writer_forget(void);
+
 /* mt_writer_ok() - nonzero while the capture runs and can be written:
  * no write error, no crash of the writer, not stopped. */
 int mt_writer_ok(void);

@@ -399,6 +399,59 @@ def _cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+FORKER = r"""
+import os, sys
+pid = os.fork()
+if pid == 0:
+    keep = []
+    print("child %d" % os.getpid(), flush=True)
+    for line in sys.stdin:
+        if line.startswith("alloc"):
+            keep.append(bytearray(int(line.split()[1])))
+            print("done", flush=True)
+        elif line.startswith("quit"):
+            print("bye", flush=True)
+            break
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print("parent done %d" % status, flush=True)
+"""
+
+
+def test_attach_to_a_child_forked_while_tracking(memtrace, script, tmp_path):
+    """A child forked by a program under memtrace run inherits the
+    payload with its capture running; the capture is the parent's, so the
+    child can be attached to and detached from on its own."""
+    prog = script(FORKER, name="forker.py")
+    parent_cap, child_cap = tmp_path / "parent.bin", tmp_path / "child.bin"
+    p = subprocess.Popen([str(memtrace), "run", "-o", str(parent_cap), "--python",
+                          "/usr/bin/python3", str(prog)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         universal_newlines=True, bufsize=1)
+    try:
+        word, child = p.stdout.readline().split()
+        assert word == "child"
+        attach(memtrace, child, child_cap)
+        p.stdin.write("alloc 3000007\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == "done\n"
+        d = detach(memtrace, child)
+        assert "capture written to %s" % child_cap in d.stderr, d.stderr
+        p.stdin.write("quit\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == "bye\n"
+        assert p.stdout.readline() == "parent done 0\n"
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    rows = leak_rows(memtrace, child_cap)
+    assert [r["line"] for r in rows if r["function"] == "<module>" and
+            r["own_bytes"] >= 3000007] == [9], rows[:5]
+    run(memtrace, "stats", parent_cap)
+
+
 def _writer_blocked_on_pipe(pid):
     for task in os.listdir("/proc/%d/task" % pid):
         try:
