@@ -36,12 +36,23 @@ char *mt__report_seconds(char *buf, size_t len, unsigned long long us)
 	return buf;
 }
 
+void mt__report_text(struct mt_strbuf *sb, const char *text)
+{
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			mt_strbuf_addf(sb, "\\x%02x", *p);
+		else
+			mt_strbuf_addch(sb, (char)*p);
+	}
+}
+
 void mt__report_location(struct mt_strbuf *sb, const char *function, const char *file, int line)
 {
-	mt_strbuf_addstr(sb, function);
+	mt__report_text(sb, function);
 	if (!file || !file[0])
 		return;
-	mt_strbuf_addf(sb, " at %s", file);
+	mt_strbuf_addstr(sb, " at ");
+	mt__report_text(sb, file);
 	if (line > 0)
 		mt_strbuf_addf(sb, ":%d", line);
 }
@@ -315,8 +326,13 @@ int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 		return err;
 	if (s->n_diags) {
 		fprintf(out, "\nDiagnostics from the tracker\n");
-		for (size_t i = 0; i < s->n_diags; i++)
-			fprintf(out, "  [%s] %s\n", diag_name(s->diags[i].code), s->diags[i].msg);
+		struct mt_strbuf sb = MT_STRBUF_INIT;
+		for (size_t i = 0; i < s->n_diags; i++) {
+			mt_strbuf_reset(&sb);
+			mt__report_text(&sb, s->diags[i].msg);
+			fprintf(out, "  [%s] %s\n", diag_name(s->diags[i].code), sb.len ? sb.buf : "");
+		}
+		mt_strbuf_release(&sb);
 	}
 	return ferror(out) ? -EIO : 0;
 }

@@ -57,6 +57,10 @@ struct mt_strbuf;
 /* "1.50 MiB"; returns @buf (>= 32 bytes) */
 char *mt__report_bytes(char *buf, unsigned long long n);
 /* "function at file:line", or the function alone without a file */
+/* mt__report_text() - @text for a terminal: bytes below 0x20 and 0x7f as
+ * \xNN, so that names from the program cannot move the cursor or forge
+ * lines. */
+void mt__report_text(struct mt_strbuf *sb, const char *text);
 void mt__report_location(struct mt_strbuf *sb, const char *function, const char *file, int line);
 /* "12.345 s" */
 char *mt__report_seconds(char *buf, size_t len, unsigned long long us);

@@ -203,6 +203,24 @@ def test_hostile_names_are_inert(memtrace, tmp_path, command):
     assert d["threads"][0]["name"] == "</script><i>t</i>"
 
 
+@pytest.mark.parametrize("command", [["summary"], ["summary", "--leaks"], ["tree"], ["stats"]])
+def test_text_reports_show_control_characters_escaped(memtrace, tmp_path, command):
+    """Names come from the program: a newline must not forge a row, nor
+    an escape sequence reach the terminal."""
+    c = Capture()
+    c.thread(0, 1, "MainThread")
+    c.code(1, "/app/x.py\n 99.99 MiB 100.00%  fake row", "f\x1b[31m", 3).stack(1, 0, 1)
+    c.alloc(0x1000, 1000, stack=1)
+    c.diag(0, "hello\x1b]0;title\x07")
+    cap = c.trailer(10, 1, 0).save(tmp_path / "esc.bin")
+    out = run(memtrace, *command, cap).stdout
+    assert "\x1b" not in out and "\x07" not in out and "fake row" in out
+    assert not any(line.startswith(" 99.99 MiB") for line in out.splitlines()), out
+    assert "f\\x1b[31m at /app/x.py\\x0a 99.99 MiB 100.00%  fake row:3" in out, out
+    if command == ["stats"]:
+        assert "hello\\x1b]0;title\\x07" in out, out
+
+
 def test_output_files(memtrace, tmp_path):
     cap = program().save(tmp_path / "p.bin")
     p = run(memtrace, "flamegraph", cap, cwd=tmp_path)
