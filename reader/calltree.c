@@ -85,6 +85,16 @@ static int64_t child(struct builder *b, uint32_t parent, const struct mt_frame *
 	return (int64_t)t->n++;
 }
 
+/* Sites by thread, then in their own order. */
+static int cmp_site_thread(const void *a, const void *b, void *arg)
+{
+	const struct mt_site *sites = arg;
+	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+	if (sites[i].thread != sites[j].thread)
+		return sites[i].thread < sites[j].thread ? -1 : 1;
+	return i < j ? -1 : i > j;
+}
+
 int mt_ctree_build(struct mt_ctree *t, const struct mt_snapshot *s, enum mt_view view,
 		   int split_threads)
 {
@@ -98,12 +108,26 @@ int mt_ctree_build(struct mt_ctree *t, const struct mt_snapshot *s, enum mt_view
 	size_t chain_cap = 0;
 	int err = -ENOMEM;
 
+	uint32_t *order = NULL;
+
 	memset(t, 0, sizeof(*t));
 	t->v = calloc(b.cap, sizeof(*t->v));
 	if (!t->v || !memo || !stamp)
 		goto out;
+	/* With threads apart, the memo holds one thread's nodes at a time:
+	 * take each thread's sites together, or alternating threads would
+	 * each walk their stacks to the root. */
+	if (split_threads && n_sites > 1) {
+		order = malloc(n_sites * sizeof(*order));
+		if (!order)
+			goto out;
+		for (size_t i = 0; i < n_sites; i++)
+			order[i] = (uint32_t)i;
+		qsort_r(order, n_sites, sizeof(*order), cmp_site_thread, (void *)sites);
+	}
 	t->n = 1; /* the root */
-	for (size_t i = 0; i < n_sites; i++) {
+	for (size_t k = 0; k < n_sites; k++) {
+		size_t i = order ? order[k] : k;
 		uint64_t bytes, count;
 		mt_usage_view(&sites[i].usage, view, &bytes, &count);
 		if (!bytes && !count)
@@ -159,6 +183,7 @@ int mt_ctree_build(struct mt_ctree *t, const struct mt_snapshot *s, enum mt_view
 	}
 	err = 0;
 out:
+	free(order);
 	free(b.slots);
 	free(memo);
 	free(stamp);

@@ -211,6 +211,14 @@ def _lz4_chunk(data):
 def _hostile(kind):
     c = cw.Capture()
     c.thread(0, 4242, "MainThread")
+    if kind == "deep-threads":  # a 40,000-deep chain, two threads allocating at every depth
+        c.code(1, "/app/a.py", "f", 1)
+        for i in range(1, 40001):
+            c.stack(i, i - 1, 1)
+        for i in range(1, 40001):
+            c.alloc(0x100000 + 32 * i, 16, stack=i).alloc(0x100010 + 32 * i, 16, stack=i, thread=1)
+            if i % 5000 == 0:
+                c.flush()
     if kind == "inflated-ids":  # 24M empty records of an unknown type in 100 KB, then huge ids
         n = 24 << 20
         c.flush()
@@ -234,9 +242,11 @@ def _hostile(kind):
 
 @pytest.mark.parametrize("kind,corrupt", [("stack-cycle", True), ("line-overflow", False),
                                           ("huge-sizes", False), ("far-address", False),
-                                          ("huge-ids", False), ("inflated-ids", False)])
+                                          ("huge-ids", False), ("inflated-ids", False),
+                                          ("deep-threads", False)])
 @pytest.mark.parametrize("command", [["stats"], ["summary"], ["tree"], ["parse"],
                                      ["flamegraph", "-f", "-o", "out.html"],
+                                     ["flamegraph", "--split-threads", "-f", "-o", "out.html"],
                                      ["table", "-f", "-o", "out.html"]])
 def test_hostile_captures(memtrace, tmp_path, kind, corrupt, command):
     """Captures found by fuzzing the reader: each gives a report or one error
