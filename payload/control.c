@@ -33,6 +33,7 @@
 #include <sys/prctl.h>  /* PR_SET_NAME */
 #include <sys/socket.h> /* socket */
 #include <sys/un.h>     /* sockaddr_un */
+#include <time.h>       /* nanosleep */
 #include <unistd.h>     /* getuid */
 
 #define MT_EXPORT __attribute__((visibility("default")))
@@ -208,7 +209,16 @@ static void *control_main(void *arg)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			break;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM ||
+			    errno == ENOBUFS) {
+				/* out of descriptors or memory for now: the
+				 * program may give some back, and a capture that
+				 * runs must stay stoppable */
+				struct timespec ts = { 0, 100 * 1000 * 1000 };
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			break; /* the socket is gone (the program closed it) */
 		}
 		handle(fd);
 		close(fd);

@@ -23,6 +23,7 @@ import functools, os, socket, sys, threading, time
 
 SCENARIO = sys.argv[1]
 keep = []
+held, grabber, grabbing = [], [], threading.Event()
 stop = threading.Event()
 
 
@@ -62,6 +63,28 @@ def commands():
         elif words[0] == "faulthandler":
             import faulthandler
             faulthandler.enable()
+        elif words[0] == "exhaust":  # take every file descriptor, and any freed later
+            import resource
+            held.append(resource.getrlimit(resource.RLIMIT_NOFILE))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (256, held[0][1]))
+            grabbing.set()
+
+            def grab():
+                while grabbing.is_set():
+                    try:
+                        held.append(os.open("/dev/null", os.O_RDONLY))
+                    except OSError:
+                        pass
+            grabber.append(threading.Thread(target=grab))
+            grabber[0].start()
+        elif words[0] == "release":
+            import resource
+            grabbing.clear()
+            grabber.pop().join()
+            for fd in held[1:]:
+                os.close(fd)
+            resource.setrlimit(resource.RLIMIT_NOFILE, held[0])
+            del held[:]
         elif words[0] == "segv":
             import ctypes
             ctypes.string_at(1)
@@ -397,6 +420,68 @@ def _cpu_seconds(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _control_thread_state(pid):
+    """wchan of the payload's control thread, or None if it has none."""
+    for task in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, task)) as f:
+                if f.read().strip() != "memtrace-ctl":
+                    continue
+            with open("/proc/%d/task/%s/wchan" % (pid, task)) as f:
+                return f.read()
+        except OSError:
+            continue
+    return None
+
+
+def test_detach_while_the_target_has_no_descriptor_left(memtrace, target_script, targets,
+                                                        tmp_path):
+    """A program that has used up its file descriptors (the service one
+    would be debugging) cannot accept the detach connection for now: the
+    control thread waits and tries again, instead of ending and leaving a
+    capture nobody can stop."""
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    cap = tmp_path / "cap.bin"
+    attach(memtrace, t.pid, cap)
+    t.cmd("exhaust")
+    import socket
+    deadline = time.monotonic() + 30
+    # Each request frees the connection's descriptor, which the program
+    # may take before the control thread's next accept(): that accept
+    # fails with EMFILE, and the control thread sleeps before trying again.
+    def control_sleeps():
+        state = _control_thread_state(t.pid)
+        assert state is not None, "the control thread ended"
+        return "nanosleep" in state
+
+    while not control_sleeps():
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.connect("\0memtrace-%d" % t.pid)
+            c.sendall(b"status\n")
+            c.setblocking(False)
+            while not control_sleeps():  # answered, or waiting to be accepted
+                assert time.monotonic() < deadline, _control_thread_state(t.pid)
+                try:
+                    assert c.recv(4096).startswith(b"ok active")
+                    break
+                except BlockingIOError:
+                    time.sleep(0.001)
+    d = subprocess.Popen([str(memtrace), "detach", str(t.pid)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, universal_newlines=True)
+    try:
+        t.cmd("release")
+        out, err = d.communicate(timeout=60)
+    finally:
+        if d.poll() is None:
+            d.kill()
+            d.wait()
+    assert d.returncode == 0 and "capture written to %s" % cap in err, err
+    status, _ = t.finish()
+    assert status == 3
+    run(memtrace, "stats", cap)
 
 
 FORKER = r"""
