@@ -56,6 +56,10 @@ run("set pagination off")
 run("set confirm off")
 run("set unwindonsignal on")
 run("set scheduler-locking off")
+# The target's signals go to it without stopping it: a stop would land
+# wherever it was (perhaps in libc with a lock held), and one during a
+# call made from here would abandon the call. SIGINT stays gdb's own.
+run("handle all nostop noprint pass")
 for lib in ("libc\\.so", "libc-", "libdl", "libpython3"):
     try:
         run("sharedlibrary " + lib)
@@ -81,13 +85,41 @@ def interrupt():
     os.kill(os.getpid(), signal.SIGINT)
 
 
+# Only a stop at one of our breakpoints is the safe point. A signal for
+# the target (SIGUSR1, SIGPIPE even when ignored, ...) stops it wherever
+# it was, perhaps inside libc holding a lock: continue, passing it on.
+at_safe_point = []
+
+
+def on_stop(event):
+    at_safe_point[:] = [isinstance(event, gdb.BreakpointEvent) and
+                        any(b in bps for b in event.breakpoints)]
+
+
+gdb.events.stop.connect(on_stop)
 timer = threading.Timer(timeout, interrupt)
 timer.start()
-try:
-    run("continue")
-except gdb.error as e:
-    say("continue: %s" % e)
+while not timed_out:
+    at_safe_point[:] = [False]
+    try:
+        run("continue")
+    except gdb.error as e:
+        say("continue: %s" % e)
+        break
+    if at_safe_point[0]:
+        break
 timer.cancel()
+gdb.events.stop.disconnect(on_stop)
+if at_safe_point[0]:
+    try:
+        say("safe point: %s" % gdb.selected_frame().name())
+    except gdb.error:
+        pass
+if not timed_out and not at_safe_point[0]:
+    say("the target stopped outside a safe point")
+    for bp in bps:
+        bp.delete()
+    finish(1)
 for bp in bps:
     bp.delete()
 if timed_out:

@@ -50,6 +50,17 @@ def __lldb_init_module(debugger, internal_dict):
             pass
         os._exit(code)
 
+    # The target's signals go to it without stopping it (see attach-gdb.py);
+    # lldb interrupts with SIGSTOP, and SIGINT and SIGTRAP are its own too.
+    signals = process.GetUnixSignals()
+    keep = {signal.SIGSTOP, signal.SIGINT, signal.SIGTRAP, signal.SIGKILL}
+    for i in range(signals.GetNumSignals()):
+        signo = signals.GetSignalAtIndex(i)
+        if signo not in keep:
+            signals.SetShouldStop(signo, False)
+            signals.SetShouldNotify(signo, False)
+            signals.SetShouldSuppress(signo, False)
+
     bps = [target.BreakpointCreateByName(n) for n in ("PyCallable_Check", "PyErr_CheckSignals")]
     # Stripped interpreters carry no debug types: lldb needs each function
     # cast to a function type, and will not pass a function's address as
@@ -70,12 +81,13 @@ def __lldb_init_module(debugger, internal_dict):
     timer.cancel()
     for bp in bps:
         target.BreakpointDelete(bp.GetID())
-    at_bp = any(t.GetStopReason() == lldb.eStopReasonBreakpoint for t in process)
+    at_bp = [t for t in process if t.GetStopReason() == lldb.eStopReasonBreakpoint]
     if process.GetState() != lldb.eStateStopped or not at_bp:
         if process.GetState() != lldb.eStateStopped:
             process.Stop()
         say("the main thread did not reach a safe point within %g s" % timeout)
         finish(2)
+    say("safe point: %s" % at_bp[0].GetFrameAtIndex(0).GetFunctionName())
     h = call("((void *(*)(const char *, int))(void *)(void *(*)(const char *, int))dlopen)"
              "(%s, 2)" % cstr(payload))
     if h is None or h.GetValueAsUnsigned() == 0:
