@@ -71,9 +71,24 @@ static int parse_method(const char *s, enum mt_inject_method *m)
 	return -1;
 }
 
+/* Gives up a start the payload has not made yet (its control thread
+ * waits for the GIL): the payload opens the capture without creating it,
+ * so once the empty file is gone the start fails there. A start that
+ * opened it just before is told to stop. */
+static void abandon_start(const struct mt_target *t, const char *capture)
+{
+	struct stat sb;
+	char reply[MEMTRACE_PATH_MAX + 64];
+	if (stat(capture, &sb) == 0 && sb.st_size == 0)
+		mt_unlink_regular(capture);
+	if (mt_control_request(t->pid, t->nspid, "status\n", reply, sizeof(reply), 1000) == 0 &&
+	    !strncmp(reply, "ok active", 9))
+		(void)mt_control_request(t->pid, t->nspid, "stop\n", reply, sizeof(reply), 60000);
+}
+
 /* Waits until the payload says "ok active". Polling is the only way to
  * watch another process's state here; each poll is one connection. */
-static int wait_active(const struct mt_target *t, char *reply, size_t cap)
+static int wait_active(const struct mt_target *t, const char *capture, char *reply, size_t cap)
 {
 	long long deadline = now_ms() + START_TIMEOUT_MS;
 	const char *last = "no answer on the control socket";
@@ -99,8 +114,9 @@ static int wait_active(const struct mt_target *t, char *reply, size_t cap)
 			return -1;
 		}
 		if (now_ms() >= deadline) {
+			abandon_start(t, capture);
 			mt_error(0, "pid %d did not start tracking within %d s (%s); is a thread "
-				 "holding the GIL in C code?",
+				 "holding the GIL in C code? Gave up: it will not start later",
 				 (int)t->pid, START_TIMEOUT_MS / 1000, last);
 			return -1;
 		}
@@ -329,7 +345,7 @@ int cmd_attach(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (wait_active(&t, reply, sizeof(reply)) < 0) {
+	if (wait_active(&t, abs, reply, sizeof(reply)) < 0) {
 		drop_capture(abs);
 		return 1;
 	}

@@ -302,7 +302,10 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 
 	fd = cfg->fd;
 	if (fd < 0) {
-		fd = open(cfg->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		/* memtrace attach made the file, and removes it when it gives up
+		 * waiting for the start: tracking must not begin after that */
+		int create = cfg->flags & MT_HDR_ATTACHED ? 0 : O_CREAT;
+		fd = open(cfg->path, O_WRONLY | create | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd < 0)
 			return -errno;
 	}

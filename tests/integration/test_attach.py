@@ -487,6 +487,65 @@ def test_detach_while_the_target_has_no_descriptor_left(memtrace, target_script,
     run(memtrace, "stats", cap)
 
 
+GIL_HOG = r"""
+import re, sys, time
+start = time.monotonic()
+re.match(r"(a+)+$", "a" * 20 + "b")
+unit = max(time.monotonic() - start, 1e-4)
+n = 20
+while unit * 2 ** (n - 20) < 9:  # backtracking that holds the GIL for ~9 s
+    n += 1
+print("ready", flush=True)
+sys.stdin.readline()
+re.match(r"(a+)+$", "a" * n + "b")
+print("released", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_attach_that_gives_up_leaves_no_tracking(memtrace, script, tmp_path):
+    """The main thread holds the GIL in C code past attach's 5 s wait:
+    attach says it gave up, and tracking must not start once the GIL is
+    free (the payload's start was still pending)."""
+    prog = script(GIL_HOG, name="hog.py")
+    p = subprocess.Popen(["/usr/bin/python3", str(prog)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, universal_newlines=True, bufsize=1)
+    cap = tmp_path / "cap.bin"
+    try:
+        assert p.stdout.readline() == "ready\n"
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        a = attach(memtrace, p.pid, cap, check=False)
+        assert a.returncode == 1 and "will not start later" in a.stderr, a.stderr
+        assert not cap.exists()
+        assert p.stdout.readline() == "released\n"
+        # The start it was waiting for now fails: no capture, no writer.
+        import socket
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+                c.settimeout(30)
+                c.connect("\0memtrace-%d" % p.pid)
+                c.sendall(b"status\n")
+                status = c.recv(4096).decode()
+            if not status.startswith("ok starting"):
+                break
+            assert time.monotonic() < deadline, status
+            time.sleep(0.05)
+        assert status.startswith("error") and "No such file" in status, status
+        names = [open("/proc/%d/task/%s/comm" % (p.pid, task)).read().strip()
+                 for task in os.listdir("/proc/%d/task" % p.pid)]
+        assert "memtrace-write" not in names, names
+        assert not cap.exists()
+        p.stdin.write("quit\n")
+        p.stdin.flush()
+        assert p.wait(timeout=60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 FORKER = r"""
 import os, sys
 pid = os.fork()
