@@ -23,6 +23,7 @@
 #include <string.h>      /* strncmp */
 #include <sys/stat.h>    /* fstat */
 #include <sys/syscall.h> /* SYS_pidfd_open */
+#include <sys/wait.h>    /* waitpid */
 #include <time.h>        /* clock_gettime */
 #include <unistd.h>      /* unlink */
 
@@ -168,6 +169,71 @@ static void drop_capture(const char *path)
 		mt_unlink_regular(path);
 }
 
+/* After an injection whose memtrace attach was killed: the payload's
+ * start is pending or done, and nobody will detach. Stop it. */
+static void undo_orphaned_start(const struct mt_target *t)
+{
+	char reply[MEMTRACE_PATH_MAX + 64];
+	long long deadline = now_ms() + 2 * START_TIMEOUT_MS;
+	while (now_ms() < deadline) {
+		int rc = mt_control_request(t->pid, t->nspid, "status\n", reply, sizeof(reply), 1000);
+		if (rc == 0 && !strncmp(reply, "ok active", 9)) {
+			(void)mt_control_request(t->pid, t->nspid, "stop\n", reply, sizeof(reply),
+						 60000);
+			return;
+		}
+		if (rc == 0 && strncmp(reply, "ok starting", 11))
+			return; /* idle or failed: nothing runs */
+		if (kill(t->pid, 0) != 0 && errno == ESRCH)
+			return;
+		struct timespec ts = { 0, 50 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* The ptrace injector runs in a child of its own session: while it holds
+ * a thread of the target in the middle of a call, the target must not be
+ * left to it (the thread would run on into the call's trap and die of
+ * SIGTRAP). A terminal's signals do not reach that child, and if this
+ * process is killed it still puts the thread back, and then stops the
+ * tracking nobody asked for any more. */
+static int inject_ptrace_apart(const struct mt_target *t, const char *there, const char *here,
+			       const struct memtrace_config *cfg, int verbose)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return mt_error(-errno, "cannot create a pipe");
+	pid_t parent = getpid();
+	fflush(stderr);
+	pid_t child = fork();
+	if (child < 0) {
+		close(p[0]);
+		close(p[1]);
+		return mt_error(-errno, "cannot fork");
+	}
+	if (child == 0) {
+		close(p[0]);
+		setsid();
+		signal(SIGPIPE, SIG_IGN); /* a parent gone is seen in write()'s error */
+		int rc = mt_inject_ptrace(t, there, here, cfg, verbose);
+		if (write(p[1], &rc, sizeof(rc)) != (ssize_t)sizeof(rc) || getppid() != parent)
+			if (rc == 0)
+				undo_orphaned_start(t);
+		_exit(0);
+	}
+	close(p[1]);
+	int rc = 0;
+	ssize_t got;
+	while ((got = read(p[0], &rc, sizeof(rc))) < 0 && errno == EINTR)
+		;
+	close(p[0]);
+	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (got != (ssize_t)sizeof(rc))
+		return mt_error(-EIO, "the injector for pid %d ended without a result", (int)t->pid);
+	return rc;
+}
+
 static int inject(const struct mt_target *t, enum mt_inject_method method,
 		  const struct memtrace_config *cfg, int verbose)
 {
@@ -186,7 +252,7 @@ static int inject(const struct mt_target *t, enum mt_inject_method method,
 	}
 	int rc = MT_INJECT_NO_SAFE_POINT;
 	if (method == MT_METHOD_AUTO || method == MT_METHOD_PTRACE) {
-		rc = mt_inject_ptrace(t, there, here, cfg, verbose);
+		rc = inject_ptrace_apart(t, there, here, cfg, verbose);
 		if (rc == MT_INJECT_NO_SAFE_POINT && method == MT_METHOD_PTRACE) {
 			mt_error(0, "no thread of pid %d reached a safe point (in a signal handler, "
 				 "the loader or the allocator); try --method gdb",

@@ -599,6 +599,56 @@ def test_attach_to_a_child_forked_while_tracking(memtrace, script, tmp_path):
     run(memtrace, "stats", parent_cap)
 
 
+def _tracer(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _raw_status(pid):
+    import socket
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.settimeout(10)
+            c.connect("\0memtrace-%d" % pid)
+            c.sendall(b"status\n")
+            return c.recv(4096).decode()
+    except ConnectionRefusedError:
+        return "none"
+
+
+def test_attach_killed_midway_leaves_the_target_well(memtrace, target_script, targets, tmp_path):
+    """memtrace attach killed with SIGKILL at any moment, also while a
+    thread of the target runs the call into the payload (a fresh target
+    each time, so that every attach injects): the target lives on and
+    untraced; tracking is either off, or on as after any attach (once the
+    injection was over), and then detach ends it."""
+    import random
+    rng = random.Random(7)
+    for i in range(30):  # without the fix about one round in twenty killed the target
+        t = Target("/usr/bin/python3", target_script, "sleep")
+        targets.append(t)
+        cap = tmp_path / ("c%d.bin" % i)
+        a = subprocess.Popen([str(memtrace), "attach", "-o", str(cap), str(t.pid)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.002, 0.04))  # a random moment, not a handshake
+        a.kill()
+        a.wait()
+        deadline = time.monotonic() + 30
+        while _tracer(t.pid) != 0 or _raw_status(t.pid).startswith("ok starting"):
+            assert t.p.poll() is None, "the target died (status %s) at round %d" % (t.p.poll(), i)
+            assert time.monotonic() < deadline, (i, _tracer(t.pid), _raw_status(t.pid))
+            time.sleep(0.01)
+        assert t.p.poll() is None, "the target died (status %s) at round %d" % (t.p.poll(), i)
+        t.cmd("alloc 10")
+        if _raw_status(t.pid).startswith("ok active"):
+            detach(memtrace, t.pid)
+        status, _ = t.finish()
+        assert status == 3, (i, status)
+
+
 def _writer_blocked_on_pipe(pid):
     for task in os.listdir("/proc/%d/task" % pid):
         try:
