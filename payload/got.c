@@ -6,13 +6,16 @@
  * be missing or different inside a container).
  */
 #include "payload/got.h"
+#include "payload/writer.h"
 
 #include <dlfcn.h>    /* dlopen, dlsym */
 #include <elf.h>      /* Elf64_Dyn, R_X86_64_* */
 #include <errno.h>    /* ENOENT */
+#include <fcntl.h>    /* open */
 #include <link.h>     /* dl_iterate_phdr */
 #include <pthread.h>  /* pthread_mutex_t */
 #include <stdint.h>   /* uintptr_t */
+#include <stdlib.h>   /* strtoul */
 #include <string.h>   /* strcmp */
 #include <sys/auxv.h> /* getauxval */
 #include <sys/mman.h> /* mprotect, mmap */
@@ -328,6 +331,7 @@ struct patch_ctx {
 	int count;
 	int err;
 	void *open_page; /* a RELRO page made writable, closed per object */
+	int open_prot;   /* its protection before */
 };
 
 static int match_hook(const struct patch_ctx *c, const char *name)
@@ -347,16 +351,62 @@ static int is_our_hook(const struct patch_ctx *c, void *v)
 	return 0;
 }
 
+/* The protection of @page now, from /proc/self/maps (read with a buffer
+ * on the stack: no allocation here), or -1 if it cannot be told. */
+static int page_prot(uintptr_t page)
+{
+	char buf[4096];
+	size_t have = 0;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC), prot = -1;
+	if (fd < 0)
+		return -1;
+	for (;;) {
+		ssize_t r = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+		buf[have] = '\0';
+		char *line = buf, *nl;
+		while ((nl = strchr(line, '\n')) != NULL) {
+			/* "start-end rwxp ..." */
+			char *end;
+			uintptr_t lo = strtoul(line, &end, 16), hi = 0;
+			if (*end == '-')
+				hi = strtoul(end + 1, &end, 16);
+			if (lo <= page && page < hi && *end == ' ') {
+				prot = (end[1] == 'r' ? PROT_READ : 0) |
+				       (end[2] == 'w' ? PROT_WRITE : 0) | (end[3] == 'x' ? PROT_EXEC : 0);
+				close(fd);
+				return prot;
+			}
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			have = 0; /* no line is this long */
+	}
+	close(fd);
+	return prot;
+}
+
 /* RELRO pages were made read-only by the loader: open one for writing
  * and keep it open while the following slots are on it (a GOT is a few
  * pages), so that patching costs two mprotect calls per page, not per
- * slot; close_page() puts the protection back. */
+ * slot; close_page() puts the protection back as it was. That may still
+ * be read-write: an object another thread is loading is listed before
+ * the loader has relocated it and made its RELRO pages read-only, and the
+ * loader still writes there (making the page read-only under it made the
+ * loader fault). */
 static int close_page(struct patch_ctx *c)
 {
 	long pagesz = sysconf(_SC_PAGESIZE);
 	void *page = c->open_page;
 	c->open_page = NULL;
-	if (page && mprotect(page, (size_t)pagesz, PROT_READ) != 0)
+	if (page && c->open_prot != (PROT_READ | PROT_WRITE) &&
+	    mprotect(page, (size_t)pagesz, c->open_prot) != 0)
 		return -errno;
 	return 0;
 }
@@ -372,10 +422,20 @@ static int write_slot(struct patch_ctx *c, const struct dynobj *o, void **slot, 
 		int e = close_page(c);
 		if (e < 0)
 			return e;
-		if (mprotect(page, (size_t)pagesz, PROT_READ | PROT_WRITE) != 0)
+		int prot = page_prot((uintptr_t)page);
+		c->open_prot = prot < 0 ? PROT_READ : prot;
+		if (c->open_prot != (PROT_READ | PROT_WRITE) &&
+		    mprotect(page, (size_t)pagesz, PROT_READ | PROT_WRITE) != 0)
 			return -errno;
 		c->open_page = page;
 	}
+	if (mt_store_guarded(slot, value) == 0)
+		return 0;
+	/* The loader finished the object between our look and the store, and
+	 * made the page read-only for good: open it like any other. */
+	if (!relro || mprotect(page, (size_t)pagesz, PROT_READ | PROT_WRITE) != 0)
+		return -EFAULT;
+	c->open_prot = PROT_READ;
 	__atomic_store_n(slot, value, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -444,7 +504,7 @@ static int patch_cb(struct dl_phdr_info *info, size_t size, void *arg)
  * meanwhile: never after a restore that a dlopen raced with). */
 static int walk(const struct mt_got_hook *hooks, size_t n, int mode)
 {
-	struct patch_ctx c = { hooks, n, mode == 1, 0, 0, NULL };
+	struct patch_ctx c = { hooks, n, mode == 1, 0, 0, NULL, 0 };
 	pthread_mutex_lock(&saved.lock);
 	if (mode != 2 || saved.patched) {
 		dl_iterate_phdr(patch_cb, &c);

@@ -130,6 +130,23 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 	}
 }
 
+int mt_store_guarded(void **slot, void *value)
+{
+	sigjmp_buf jb, *prev = fault_jmp;
+	if (!w.faults_ours) {
+		__atomic_store_n(slot, value, __ATOMIC_RELEASE);
+		return 0;
+	}
+	if (sigsetjmp(jb, 1) != 0) {
+		fault_jmp = prev;
+		return -EFAULT;
+	}
+	fault_jmp = &jb;
+	__atomic_store_n(slot, value, __ATOMIC_RELEASE);
+	fault_jmp = prev;
+	return 0;
+}
+
 static int is_ours(int sig)
 {
 	struct sigaction cur;

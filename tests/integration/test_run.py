@@ -144,6 +144,75 @@ def test_mremap_moves_and_keeps_mappings(memtrace, script, tmp_path):
     assert sum(r["own_bytes"] for r in rows if r["function"] == "fail") == 2 << 20, rows[:5]
 
 
+RACE = r"""
+import ctypes, sys, time
+loader = ctypes.CDLL(sys.argv[1])
+loader.finish.restype = ctypes.c_long
+path = sys.argv[2].encode()  # kept: the loader thread reads it
+loader.start(path)
+n, end = 0, time.monotonic() + 6
+while time.monotonic() < end:
+    ctypes.CDLL("libm.so.6")  # each dlopen makes memtrace patch every object
+    n += 1
+print("done", n, loader.finish() > 0)
+"""
+
+RACE_LOADER = r"""
+#include <dlfcn.h>
+#include <pthread.h>
+static volatile int stop;
+static const char *path;
+static void *loop(void *arg)
+{
+    long n = 0;
+    (void)arg;
+    while (!stop) {
+        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+            break;
+        ((void (*)(void))dlsym(h, "big_init"))();
+        dlclose(h);
+        n++;
+    }
+    return (void *)n;
+}
+static pthread_t t;
+int start(const char *p) { path = p; return pthread_create(&t, 0, loop, 0); }
+long finish(void) { void *r; stop = 1; pthread_join(t, &r); return (long)r; }
+"""
+
+
+def test_patching_while_another_thread_loads_a_library(memtrace, script, tmp_path):
+    """A thread loads and unloads a library with a large RELRO GOT while
+    the main thread's dlopens make memtrace patch every loaded object: the
+    loader lists the new object before relocating it, so its GOT pages are
+    still being written; patching made them read-only under the loader,
+    which then crashed."""
+    import shutil
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    n = 3000
+    (tmp_path / "dep.c").write_text("".join("int f%d(int x){return x+%d;}\n" % (i, i)
+                                            for i in range(n)))
+    (tmp_path / "big.c").write_text(
+        "#include <stdlib.h>\n" + "".join("int f%d(int);\n" % i for i in range(n)) +
+        "int big_init(void){int s=0;\n" + "".join("s+=f%d(%d);\n" % (i, i) for i in range(n)) +
+        "free(malloc(100));return s;}\n")
+    (tmp_path / "loader.c").write_text(RACE_LOADER)
+    run(cc, "-shared", "-fPIC", "-O0", "-o", tmp_path / "libdep.so", tmp_path / "dep.c")
+    run(cc, "-shared", "-fPIC", "-O0", "-Wl,-z,now", "-Wl,-z,relro", "-o", tmp_path / "libbig.so",
+        tmp_path / "big.c", "-L", tmp_path, "-ldep", "-Wl,-rpath," + str(tmp_path))
+    run(cc, "-shared", "-fPIC", "-o", tmp_path / "libloader.so", tmp_path / "loader.c",
+        "-lpthread")
+    prog = script(RACE)
+    p = run(memtrace, "run", "--python", "/usr/bin/python3", "-o", tmp_path / "r.bin", prog,
+            tmp_path / "libloader.so", tmp_path / "libbig.so", check=False, timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    words = p.stdout.split()
+    assert words[0] == "done" and words[-1] == "True", p.stdout
+
+
 def test_exit_status_and_output_preserved(memtrace, script, tmp_path):
     prog = script("import sys\nprint('hello', sys.argv[1:])\nsys.stdout.flush()\nsys.exit(3)\n")
     bare = run("/usr/bin/python3", prog, "a", "b", check=False)
