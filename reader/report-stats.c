@@ -364,10 +364,12 @@ static void json_header(struct mt_json *j, const struct mt_snapshot *s, const ch
 	mt_json_u64(j, "page_size", h->page_size);
 	mt_json_u64(j, "main_tid", h->main_tid);
 	mt_json_begin_array(j, "cmdline");
-	for (uint32_t i = 0, start = 0; i < h->cmdline.len; i++) {
-		if (h->cmdline.p[i])
+	/* arguments are NUL-separated: the last one may have no NUL after it */
+	for (uint32_t i = 0, start = 0; i <= h->cmdline.len; i++) {
+		if (i < h->cmdline.len && h->cmdline.p[i])
 			continue;
-		mt_json_strn(j, NULL, (const char *)h->cmdline.p + start, i - start);
+		if (i < h->cmdline.len || start < i)
+			mt_json_strn(j, NULL, (const char *)h->cmdline.p + start, i - start);
 		start = i + 1;
 	}
 	mt_json_end(j);

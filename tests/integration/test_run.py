@@ -213,6 +213,17 @@ def test_patching_while_another_thread_loads_a_library(memtrace, script, tmp_pat
     assert words[0] == "done" and words[-1] == "True", p.stdout
 
 
+def test_command_line_recorded_whole(memtrace, script, tmp_path):
+    prog = script("import sys\n")
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "--python", "/usr/bin/python3", "-o", cap, prog, "one", "", "two words",
+        cwd=tmp_path)
+    header = report_json(memtrace, "stats", cap)["header"]
+    assert header["cmdline"] == ["/usr/bin/python3", str(prog), "one", "", "two words"], header
+    assert "command line:       /usr/bin/python3 %s one  two words\n" % prog in \
+        run(memtrace, "stats", cap).stdout
+
+
 def test_exit_status_and_output_preserved(memtrace, script, tmp_path):
     prog = script("import sys\nprint('hello', sys.argv[1:])\nsys.stdout.flush()\nsys.exit(3)\n")
     bare = run("/usr/bin/python3", prog, "a", "b", check=False)
