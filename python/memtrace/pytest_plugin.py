@@ -177,11 +177,20 @@ class _Manager:
 
     # -- naming ---------------------------------------------------------
     def _capture_path(self, nodeid):
-        name = re.sub(r"[^A-Za-z0-9._-]+", "-", nodeid.replace("::", "--")).strip("-")
-        if len(name) > 200:
-            digest = hashlib.sha256(nodeid.encode("utf-8", "replace")).hexdigest()[:16]
-            name = name[:180] + "-" + digest
-        return os.path.join(self.dir, name + ".bin")
+        # readable, and unique: ids that differ only in characters left
+        # out of a file name ("a b" and "a-b") get different digests
+        name = re.sub(r"[^A-Za-z0-9._-]+", "-", nodeid.replace("::", "--")).strip("-")[:180]
+        digest = hashlib.sha256(nodeid.encode("utf-8", "replace")).hexdigest()[:12]
+        return os.path.join(self.dir, name + "-" + digest + ".bin")
+
+    # -- checking the markers before the test runs ----------------------
+    def pytest_runtest_setup(self, item):
+        for marker in _markers(item):
+            if marker is not None:
+                try:
+                    _marker_limit(marker)
+                except pytest.UsageError as e:
+                    pytest.fail(str(e), pytrace=False)
 
     # -- tracking -------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)
@@ -206,6 +215,10 @@ class _Manager:
                     return func(*args, **kwargs)
 
         self.captures.pop(pyfuncitem.nodeid, None)
+        try:  # a capture of an earlier session must not pass for this one's
+            os.unlink(path)
+        except OSError:
+            pass
         pyfuncitem.obj = wrapper
         try:
             yield
@@ -227,6 +240,9 @@ class _Manager:
             return
         try:
             problem = self._analyse(item, path)
+        except Exception as e:  # a filter_fn that raises, an unreadable capture
+            problem = "memtrace: cannot check the limits of %s: %s: %s" % (
+                item.nodeid, type(e).__name__, e)
         finally:
             if not self.keep:
                 try:

@@ -166,3 +166,65 @@ def test_bad_limit_is_a_usage_error(tmp_path):
                        universal_newlines=True, timeout=120)
     assert p.returncode != 0
     assert "cannot read the size 'lots'" in p.stdout, p.stdout
+
+
+ROUGH = """\
+import pytest
+
+KEEP = []
+
+
+@pytest.mark.limit_memory("1 MXB")
+def test_bad_limit():
+    pass
+
+
+def fails(stack):
+    raise RuntimeError("filter broke")
+
+
+@pytest.mark.limit_leaks("1 KB", filter_fn=fails)
+def test_filter_raises():
+    KEEP.append(bytearray(50_000))
+
+
+@pytest.mark.parametrize("size", [1, 5], ids=["a b", "a-b"])
+def test_p(size):
+    data = bytearray(size * 1024 * 1024)
+    assert data
+
+
+def test_after():
+    pass
+"""
+
+
+def test_one_bad_marker_or_filter_fails_only_its_test(memtrace, tmp_path):
+    """A limit that does not parse errors its own test before it runs, a
+    filter_fn that raises fails its own test, and the session goes on;
+    test ids that differ only in characters a file name cannot keep get
+    captures of their own."""
+    suite = tmp_path / "test_rough.py"
+    suite.write_text(ROUGH)
+    keep = tmp_path / "captures"
+    junit = tmp_path / "junit.xml"
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD)
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
+                        "no:cacheprovider", "-q", "--memtrace", "--memtrace-bin-path", str(keep),
+                        "--junitxml", str(junit), str(suite)], cwd=str(tmp_path), env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       timeout=300)
+    assert "INTERNALERROR" not in p.stdout, p.stdout
+    cases = {c.get("name"): c for c in ET.parse(str(junit)).getroot().iter("testcase")}
+    assert set(cases) == {"test_bad_limit", "test_filter_raises", "test_p[a b]", "test_p[a-b]",
+                          "test_after"}, p.stdout
+    bad = cases["test_bad_limit"].find("error")
+    assert bad is not None and "cannot read the size '1 MXB'" in bad.get("message"), p.stdout
+    broke = cases["test_filter_raises"].find("failure")
+    assert broke is not None and "RuntimeError: filter broke" in (broke.text or ""), p.stdout
+    for name in ("test_p[a b]", "test_p[a-b]", "test_after"):
+        assert len(cases[name]) == 0, (name, p.stdout)
+    peaks = sorted(report_json(memtrace, "stats", keep / c)["totals"]["peak_heap"] >> 20
+                   for c in os.listdir(str(keep)) if "test_p" in c)
+    assert peaks == [1, 5], peaks
