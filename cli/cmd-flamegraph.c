@@ -17,7 +17,7 @@ static const char usage[] =
 	"  --temporary-allocations\n"
 	"                       allocations freed soon after by the thread that made them\n"
 	"  --temporary-allocation-threshold N\n"
-	"                       ... with fewer than N of its allocations in between (default 1)\n"
+	"                       ... with at most N of its allocations in between (default 1)\n"
 	"  --inverted           start with callers below the allocating functions\n"
 	"  --split-threads      a thread filter in the page\n";
 

@@ -8,7 +8,7 @@ static const char usage[] =
 	"\n"
 	"  -n, --top N   rows in the top-locations tables (default 5, 0 = all)\n"
 	"  --temporary-allocation-threshold N\n"
-	"                count as temporary what its thread freed with fewer than N of\n"
+	"                count as temporary what its thread freed with at most N of\n"
 	"                its allocations in between (default 1)\n"
 	"  --json        one JSON object on standard output\n";
 

@@ -12,7 +12,7 @@ static const char usage[] =
 	"  --temporary-allocations\n"
 	"                       allocations freed soon after by the thread that made them\n"
 	"  --temporary-allocation-threshold N\n"
-	"                       ... with fewer than N of its allocations in between (default 1)\n";
+	"                       ... with at most N of its allocations in between (default 1)\n";
 
 int cmd_tree(int argc, char **argv)
 {

@@ -74,16 +74,16 @@ static int close_output(FILE *f, const char *path, int err, const char *cmd)
 	return 0;
 }
 
-/* --temporary-allocation-threshold N: 0, or 2 after a usage error */
+/* --temporary-allocation-threshold N (at most N allocations in between,
+ * as memray counts): 0, or 2 after a usage error */
 static int threshold_option(const char *arg, struct mt_report_opts *o, const char *cmd)
 {
 	char *end;
 
 	errno = 0;
 	o->temp_threshold = strtoull(arg, &end, 10);
-	if (*end || !*arg || errno || o->temp_threshold == 0 || o->temp_threshold > UINT32_MAX / 2 ||
-	    arg[0] == '-') {
-		mt_error(0, "%s: --temporary-allocation-threshold wants a number from 1, not '%s'", cmd,
+	if (*end || !*arg || errno || o->temp_threshold > UINT32_MAX / 2 || arg[0] == '-') {
+		mt_error(0, "%s: --temporary-allocation-threshold wants a number from 0, not '%s'", cmd,
 			 arg);
 		return 2;
 	}

@@ -365,7 +365,7 @@ ssize_t mt_py_view(struct mt_py_reader *r, int view, int merge_threads, uint64_t
 	};
 	/* the snapshot's threshold counts the allocation itself: "fewer
 	 * than N of its allocations in between" is at most N - 1 others */
-	struct mt_snapshot_opts o = { .temp_threshold = threshold < UINT64_MAX ? threshold + 1 : threshold };
+	struct mt_snapshot_opts o = { .temp_threshold = threshold };
 	struct mt_snapshot tmp;
 	ssize_t ret;
 	int e;

@@ -309,8 +309,8 @@ int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 		fprintf(out, "unknown (no memory samples)\n");
 	fprintf(out, "  live at end:        %s in %llu allocations\n", mt__report_bytes(a, s->heap_end),
 		(unsigned long long)s->leak_count);
-	fprintf(out, "  temporary:          %s in %llu allocations (freed by their thread with fewer "
-		     "than %llu of its allocations in between)\n",
+	fprintf(out, "  temporary:          %s in %llu allocations (freed by their thread with at "
+		     "most %llu of its allocations in between)\n",
 		mt__report_bytes(a, s->temp_bytes), (unsigned long long)s->temp_count,
 		(unsigned long long)s->temp_threshold);
 	fprintf(out, "  dropped events:     ");

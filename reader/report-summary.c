@@ -84,7 +84,7 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 			fprintf(out, "(attached capture: only memory allocated after attaching is seen)\n");
 	} else if (o->view == MT_VIEW_TEMPORARY) {
 		whole = s->temp_bytes;
-		fprintf(out, "Temporary allocations (freed by their thread with fewer than %llu of its "
+		fprintf(out, "Temporary allocations (freed by their thread with at most %llu of its "
 			     "allocations in between): %s in %llu allocations\n",
 			(unsigned long long)s->temp_threshold, mt__report_bytes(a, whole),
 			(unsigned long long)s->temp_count);

@@ -18,7 +18,7 @@ struct mt_report_opts {
 	enum mt_view view;  /* summary, tree, flamegraph, table: which memory */
 	const char *path;   /* the capture: loaded from here and shown */
 	int json;           /* one JSON object instead of text */
-	uint64_t temp_threshold; /* for MT_VIEW_TEMPORARY; 0 = 1 */
+	uint64_t temp_threshold; /* for MT_VIEW_TEMPORARY: at most this many allocations of the thread in between */
 	int inverted;       /* flamegraph: callers below callees at first */
 	int split_threads;  /* flamegraph: a thread filter in the page */
 	double min_fraction; /* flamegraph: merge nodes below this share; 0 = default */

@@ -566,11 +566,11 @@ static int on_free(void *ctx, const struct mt_record *r)
 	}
 	struct acc *a = &st->sites[e->site];
 	acc_change(st, a, (int64_t)(0 - e->size), -1);
-	/* temporary: freed by the allocating thread with fewer than
-	 * temp_threshold of its allocations in between */
+	/* temporary: freed by the allocating thread with at most
+	 * temp_threshold of its allocations in between (memray's meaning) */
 	uint32_t thread = believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
 	if (st->site_keys[e->site].thread_kind >> 4 == thread &&
-	    (uint32_t)(st->thr_seq[thread] - e->seq) < st->temp_threshold) {
+	    (uint32_t)(st->thr_seq[thread] - e->seq) <= st->temp_threshold) {
 		a->tmp_bytes += e->size;
 		a->tmp_count++;
 	}
@@ -864,7 +864,7 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		s->header.cmdline.p = c;
 	}
 	st->python_hex = h->python_hex;
-	st->temp_threshold = o->temp_threshold ? o->temp_threshold : 1;
+	st->temp_threshold = o->temp_threshold;
 	s->temp_threshold = st->temp_threshold;
 	st->page_mask = h->page_size && !(h->page_size & (h->page_size - 1)) ? h->page_size - 1 : 0;
 	if (live_resize(st, 16) < 0 || stack_room(st, 0) < 0 || thread_room(st, 0) < 0 ||

@@ -105,8 +105,8 @@ int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap);
 
 struct mt_snapshot_opts {
 	/* An allocation of the malloc family is temporary when the thread
-	 * that made it frees it with fewer than this many of its own
-	 * allocations in between (1: nothing in between). 0 means 1. */
+	 * that made it frees it with at most this many of its own
+	 * allocations in between (memray's threshold; 0: nothing between). */
 	uint64_t temp_threshold;
 };
 

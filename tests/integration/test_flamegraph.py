@@ -67,21 +67,22 @@ def test_flamegraph_leaks_golden(memtrace, tmp_path):
 
 def test_temporary_threshold_golden(memtrace, tmp_path):
     cap = program().save(tmp_path / "p.bin")
-    # f's 10 MB is freed after one more allocation of its thread (g's)
+    # f's 10 MB is freed after one more allocation of its thread (g's):
+    # temporary at threshold 1 (memray's default, at most one in between), not at 0
     d, _ = flamegraph(memtrace, cap, "--temporary-allocations")
-    assert d["view"] == "temporary" and d["total_bytes"] == 0 and d["temp_threshold"] == 1
-    d, _ = flamegraph(memtrace, cap, "--temporary-allocations", "--temporary-allocation-threshold", "2")
-    assert d["total_bytes"] == 10 * MB and d["total_count"] == 1 and d["temp_threshold"] == 2
-    s = json.loads(run(memtrace, "summary", "--json", "--temporary-allocations",
-                       "--temporary-allocation-threshold", "2", cap).stdout)
+    assert d["total_bytes"] == 10 * MB and d["total_count"] == 1 and d["temp_threshold"] == 1
+    d, _ = flamegraph(memtrace, cap, "--temporary-allocations", "--temporary-allocation-threshold", "0")
+    assert d["view"] == "temporary" and d["total_bytes"] == 0 and d["temp_threshold"] == 0
+    s = json.loads(run(memtrace, "summary", "--json", "--temporary-allocations", cap).stdout)
     assert s["view"] == "temporary" and s["total_bytes"] == 10 * MB
     assert s["rows"][1] == {"function": "f", "file": "/app/prog.py", "line": 5, "total_bytes": 10 * MB,
                             "total_allocations": 1, "own_bytes": 10 * MB, "own_allocations": 1}
     t = json.loads(run(memtrace, "stats", "--json", cap).stdout)["totals"]
-    assert (t["temporary_bytes"], t["temporary_allocations"], t["temporary_allocation_threshold"]) == (0, 0, 1)
-    t = json.loads(run(memtrace, "stats", "--json", "--temporary-allocation-threshold", "2",
+    assert (t["temporary_bytes"], t["temporary_allocations"], t["temporary_allocation_threshold"]) == \
+        (10 * MB, 1, 1)
+    t = json.loads(run(memtrace, "stats", "--json", "--temporary-allocation-threshold", "0",
                        cap).stdout)["totals"]
-    assert (t["temporary_bytes"], t["temporary_allocations"]) == (10 * MB, 1)
+    assert (t["temporary_bytes"], t["temporary_allocations"]) == (0, 0)
 
 
 def test_temporary_same_thread_only(memtrace, tmp_path):
@@ -91,7 +92,7 @@ def test_temporary_same_thread_only(memtrace, tmp_path):
     c.alloc(0x2000, 200, stack=1, thread=1).free(0x2000)            # freed by another thread
     c.alloc(0x3000, 300, stack=1).alloc(0x4000, 1).free(0x3000)     # one allocation between
     cap = c.trailer(10, 9, 0).save(tmp_path / "t.bin")
-    for n, want in ((1, (100, 1)), (2, (400, 2)), (100, (400, 2))):
+    for n, want in ((0, (100, 1)), (1, (400, 2)), (100, (400, 2))):
         s = json.loads(run(memtrace, "summary", "--json", "--temporary-allocations",
                            "--temporary-allocation-threshold", str(n), cap).stdout)
         assert (s["total_bytes"], s["total_allocations"]) == want, n
@@ -122,7 +123,7 @@ def test_tree_golden(memtrace, tmp_path):
     p = run(memtrace, "tree", cap)
     assert p.stdout == GOLDEN_TREE and p.stderr == ""
     assert run(memtrace, "tree", "--leaks", "-n", "1", cap).stdout == GOLDEN_TREE_LEAKS
-    p = run(memtrace, "tree", "--temporary-allocations", cap)
+    p = run(memtrace, "tree", "--temporary-allocations", "--temporary-allocation-threshold", "0", cap)
     assert "0 B in 0 allocations" in p.stdout and "(nothing)" in p.stdout
 
 
@@ -153,7 +154,7 @@ def test_stats_and_summary_golden(memtrace, tmp_path):
                  "bytes_allocated": 14 * MB + 16 * 4096, "bytes_freed": 10 * MB + 4096,
                  "peak_heap": 13 * MB, "peak_event": 2, "peak_time_us": 0, "peak_rss": 40 * MB,
                  "peak_rss_time_us": 1000, "live_bytes_at_end": 4 * MB + 15 * 4096,
-                 "live_allocations_at_end": 3, "temporary_bytes": 0, "temporary_allocations": 0,
+                 "live_allocations_at_end": 3, "temporary_bytes": 10 * MB, "temporary_allocations": 1,
                  "temporary_allocation_threshold": 1, "dropped": 4}
     s = json.loads(run(memtrace, "summary", "--json", cap).stdout)
     assert [(r["function"], r["total_bytes"], r["own_bytes"]) for r in s["rows"]] == [
@@ -235,7 +236,7 @@ def test_output_files(memtrace, tmp_path):
     p = run(memtrace, "flamegraph", "-o", "-", cap)
     assert p.stdout.startswith("<!DOCTYPE html>") and p.stdout.rstrip().endswith("</html>")
     for args in (["--leaks", "--temporary-allocations"], ["--temporary-allocation-threshold", "2"],
-                 ["--temporary-allocations", "--temporary-allocation-threshold", "0"], []):
+                 ["--temporary-allocations", "--temporary-allocation-threshold", "-1"], []):
         p = run(memtrace, "flamegraph", "-o", "-", *args, *([cap] if args else []), check=False)
         assert p.returncode == 2, (args, p.stderr)
     p = run(memtrace, "flamegraph", "-o", tmp_path / "x.html", tmp_path / "missing.bin", check=False)
