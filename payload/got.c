@@ -469,6 +469,14 @@ static void patch_table(struct patch_ctx *c, const struct dynobj *o, const ElfW(
 		}
 		if (is_our_hook(c, cur))
 			continue;
+		/* A slot bound to the object's own definition (its own allocator,
+		 * loaded with RTLD_DEEPBIND, say) keeps it: the hooks call the
+		 * process's first definition, which does not know its blocks. */
+		if (cur != *c->hooks[h].real) {
+			const ElfW(Sym) *own = dynobj_lookup(o, c->hooks[h].name);
+			if (own && sym_defined(own) && (uintptr_t)cur == o->base + own->st_value)
+				continue;
+		}
 		struct saved_slot *s = saved_find(slot, 1);
 		if (!s) {
 			c->err = -ENOMEM;

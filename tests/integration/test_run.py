@@ -224,6 +224,50 @@ def test_command_line_recorded_whole(memtrace, script, tmp_path):
         run(memtrace, "stats", cap).stdout
 
 
+OWN_ALLOCATOR = r"""
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+/* a library with an allocator of its own under the standard names */
+static char *arena;
+static size_t used;
+static void *bump(size_t n)
+{
+    if (!arena)
+        arena = mmap(0, 1 << 24, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *p = arena + used;
+    used += (n + 31) & ~(size_t)15;
+    memcpy(p, "MINE", 4);
+    return p + 16;
+}
+void *malloc(size_t n) { return bump(n); }
+void *calloc(size_t a, size_t b) { return bump(a * b); }
+void *realloc(void *p, size_t n) { void *q = bump(n); if (p) memcpy(q, p, n); return q; }
+void free(void *p) { if (p && memcmp((char *)p - 16, "MINE", 4)) __builtin_trap(); }
+static char *early;
+__attribute__((constructor)) static void init(void) { early = malloc(100); }
+int work(void) { char *p = malloc(64); strcpy(p, "x"); free(p); free(early); return 7; }
+"""
+
+
+def test_library_with_its_own_allocator_keeps_it(memtrace, script, tmp_path):
+    """A library loaded with RTLD_DEEPBIND that defines malloc and free is
+    bound to them: its slots must not be switched to the process's malloc,
+    which would then free (or be freed by) the other allocator's blocks."""
+    import shutil
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    (tmp_path / "mine.c").write_text(OWN_ALLOCATOR)
+    run(cc, "-shared", "-fPIC", "-O1", "-o", tmp_path / "libmine.so", tmp_path / "mine.c")
+    prog = script("import ctypes, os, sys\n"
+                  "lib = ctypes.CDLL(sys.argv[1], mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)\n"
+                  "print(lib.work())\n")
+    p = run(memtrace, "run", "--python", "/usr/bin/python3", "-o", tmp_path / "m.bin", prog,
+            tmp_path / "libmine.so", check=False)
+    assert (p.returncode, p.stdout) == (0, "7\n"), p.stderr
+
+
 def test_exit_status_and_output_preserved(memtrace, script, tmp_path):
     prog = script("import sys\nprint('hello', sys.argv[1:])\nsys.stdout.flush()\nsys.exit(3)\n")
     bare = run("/usr/bin/python3", prog, "a", "b", check=False)
