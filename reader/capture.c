@@ -148,6 +148,11 @@ static int read_all(int fd, struct mt_capture *c)
 
 int mt_capture_open(const char *path, struct mt_capture **out)
 {
+	return mt_capture_open_flags(path, 0, out);
+}
+
+int mt_capture_open_flags(const char *path, int flags, struct mt_capture **out)
+{
 	struct mt_capture *c;
 	struct stat sb;
 	int fd, err = 0;
@@ -168,7 +173,7 @@ int mt_capture_open(const char *path, struct mt_capture **out)
 		err = -EISDIR;
 		goto out;
 	}
-	if (S_ISREG(sb.st_mode) && sb.st_size > 0) {
+	if (S_ISREG(sb.st_mode) && sb.st_size > 0 && !(flags & MT_CAPTURE_COPY)) {
 		void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (m == MAP_FAILED) {
 			err = -errno;
@@ -178,7 +183,7 @@ int mt_capture_open(const char *path, struct mt_capture **out)
 		c->map = m;
 		c->data = m;
 		c->size = (size_t)sb.st_size;
-	} else if (!S_ISREG(sb.st_mode)) {
+	} else if (!S_ISREG(sb.st_mode) || sb.st_size > 0) {
 		err = read_all(fd, c);
 		if (err < 0)
 			goto out;

@@ -67,6 +67,13 @@ struct mt_capture_status {
  * -MT_ETRUNC (file ends inside the header) or -MT_ECORRUPT. */
 int mt_capture_open(const char *path, struct mt_capture **out);
 
+/* mt_capture_open_flags() - mt_capture_open() with MT_CAPTURE_COPY: read
+ * the file into memory instead of mapping it, for a reader that lives long
+ * (a mapped file that is later truncated or rewritten raises SIGBUS on
+ * access). */
+#define MT_CAPTURE_COPY 1
+int mt_capture_open_flags(const char *path, int flags, struct mt_capture **out);
+
 /* mt_capture_open_mem() - the same over a buffer that the caller keeps
  * alive until mt_capture_close(). */
 int mt_capture_open_mem(const void *buf, size_t len, struct mt_capture **out);

@@ -59,7 +59,9 @@ int mt_py_open(const char *path, struct mt_py_reader **out, char *err, size_t er
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	e = mt_capture_open(path, &r->cap);
+	/* a copy: the reader outlives the file's contents (a new capture may
+	 * overwrite it), and a mapped file that shrinks kills with SIGBUS */
+	e = mt_capture_open_flags(path, MT_CAPTURE_COPY, &r->cap);
 	if (e < 0) {
 		mt_report_describe_open_error(err, errlen, path, e);
 		free(r);

@@ -151,6 +151,26 @@ def test_empty_tracker_has_no_records(tmp_path, python):
     assert p.stdout.splitlines() == ["%d 0 0 0 0 0" % i for i in range(3)], p.stdout
 
 
+def test_reader_outlives_its_file_being_rewritten(tmp_path):
+    """The notebook pattern: a FileReader is kept while its capture is
+    tracked into again (truncated, rewritten). The reader keeps the
+    capture it opened; it used to map the file and die of SIGBUS."""
+    p = run_py("/usr/bin/python3", """
+        import memtrace
+        keep = []
+        with memtrace.Tracker("cap.bin"):
+            keep.append(bytearray(3_000_000))
+        r = memtrace.FileReader("cap.bin")
+        before = sorted(x.size for x in r.get_allocation_records() if x.size >= 1_000_000)
+        with memtrace.Tracker(destination=memtrace.FileDestination("cap.bin", overwrite=True)):
+            pass
+        after = sorted(x.size for x in r.get_allocation_records() if x.size >= 1_000_000)
+        temp = list(r.get_temporary_allocation_records(threshold=5))
+        print(before == after, before)
+        """, tmp_path, check=False)
+    assert (p.returncode, p.stdout.split()[0]) == (0, "True"), (p.returncode, p.stdout, p.stderr)
+
+
 @pytest.mark.parametrize("python", python_params())
 def test_views_match_the_reports(memtrace, tmp_path, python):
     run_py(python, """
