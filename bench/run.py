@@ -33,7 +33,7 @@ REPO_ROOT = os.path.dirname(BENCH_DIR)
 WORKLOAD_DIR = os.path.join(BENCH_DIR, "workloads")
 
 # Display order; any other *.py in workloads/ is appended alphabetically.
-WORKLOAD_ORDER = ["empty", "churn", "json_roundtrip", "numpy_churn", "threads", "recursion"]
+WORKLOAD_ORDER = ["empty", "churn", "json_roundtrip", "numpy_churn", "threads", "recursion", "service"]
 
 BARE = "bare"
 MT = "memtrace"
