@@ -14,7 +14,8 @@
 	X(ENOPY, "target is not a supported CPython process")         \
 	X(EPTRACE, "ptrace is not permitted")                          \
 	X(EPAYLOAD, "payload failed")                                  \
-	X(ECRASH, "memtrace's writer thread crashed")
+	X(ECRASH, "memtrace's writer thread crashed")                 \
+	X(EFDLOST, "the program closed the capture's file descriptor")
 
 enum mt_error {
 	MT_E__BASE = 4096, /* above any errno */

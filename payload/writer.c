@@ -29,6 +29,7 @@
 #include <string.h>      /* memcpy */
 #include <sys/mman.h>    /* mmap */
 #include <sys/prctl.h>   /* PR_SET_NAME */
+#include <sys/stat.h>    /* fstat */
 #include <sys/syscall.h> /* SYS_futex */
 #include <time.h>        /* clock_gettime */
 #include <unistd.h>      /* write, close */
@@ -69,6 +70,8 @@ static struct {
 	_Atomic int stalled;                    /* a wait gave up (at stalled_at) */
 	pthread_t thread;
 	int fd, statm_fd;
+	dev_t fd_dev, statm_dev; /* what the two descriptors were opened on: */
+	ino_t fd_ino, statm_ino; /* the program may close them and reuse the numbers */
 	uint32_t interval_ms;
 	long page;
 	uint64_t start_mono;
@@ -409,6 +412,22 @@ int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len)
 /* ------------------------------------------------------------------------
  * Writer side.
  * ---------------------------------------------------------------------- */
+/* Whether @fd still refers to the file it was opened on. A program that
+ * closes every descriptor it did not open itself (a daemon, or
+ * os.closerange()) and opens others may have given our number to one of
+ * its own files: never write to that, nor close it. */
+static int same_file(int fd, dev_t dev, ino_t ino)
+{
+	struct stat sb;
+	return fd >= 0 && fstat(fd, &sb) == 0 && sb.st_dev == dev && sb.st_ino == ino;
+}
+
+static void close_if_same(int fd, dev_t dev, ino_t ino)
+{
+	if (same_file(fd, dev, ino))
+		close(fd);
+}
+
 static int write_full(int fd, const uint8_t *p, size_t len)
 {
 	while (len) {
@@ -465,7 +484,9 @@ static void flush_part(size_t len)
 	c.stored_len = (uint32_t)stored;
 	c.checksum = mt_checksum(w.out + MT_CHUNK_HEADER, (size_t)stored);
 	mt_chunk_header_encode(w.out, &c);
-	int e = write_full(w.fd, w.out, MT_CHUNK_HEADER + (size_t)stored);
+	int e = same_file(w.fd, w.fd_dev, w.fd_ino)
+			? write_full(w.fd, w.out, MT_CHUNK_HEADER + (size_t)stored)
+			: -MT_EFDLOST;
 	if (e < 0)
 		fail(e);
 	w.raw_len -= len;
@@ -602,7 +623,9 @@ static void drain(int final)
 static void sample(void)
 {
 	char buf[128];
-	ssize_t n = pread(w.statm_fd, buf, sizeof(buf) - 1, 0);
+	ssize_t n = same_file(w.statm_fd, w.statm_dev, w.statm_ino)
+			    ? pread(w.statm_fd, buf, sizeof(buf) - 1, 0)
+			    : -1;
 	if (n <= 0)
 		return;
 	buf[n] = '\0';
@@ -776,8 +799,17 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	e = write_full(fd, hdr, (size_t)n);
 	if (e < 0)
 		return e;
+	struct stat sb;
+	if (fstat(fd, &sb) != 0)
+		return -errno;
 	w.fd = fd;
+	w.fd_dev = sb.st_dev;
+	w.fd_ino = sb.st_ino;
 	w.statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (w.statm_fd >= 0 && fstat(w.statm_fd, &sb) == 0) {
+		w.statm_dev = sb.st_dev;
+		w.statm_ino = sb.st_ino;
+	}
 	w.page = sysconf(_SC_PAGESIZE);
 	w.interval_ms = h->interval_ms ? h->interval_ms : 10;
 	w.start_mono = mono_ns();
@@ -883,11 +915,9 @@ void mt_writer_forget(void)
 	atomic_store_explicit(&mt_whot.running, 0, memory_order_relaxed);
 	atomic_store_explicit(&mt_whot.last, NULL, memory_order_relaxed);
 	atomic_store(&w.waiters, 0);
-	if (w.statm_fd >= 0)
-		close(w.statm_fd); /* the parent's statm, opened as /proc/self */
+	close_if_same(w.statm_fd, w.statm_dev, w.statm_ino); /* the parent's statm */
 	w.statm_fd = -1;
-	if (w.fd >= 0)
-		close(w.fd);
+	close_if_same(w.fd, w.fd_dev, w.fd_ino);
 	w.fd = -1;
 }
 
@@ -911,11 +941,14 @@ int mt_writer_stop(const char *diag)
 		finish_crashed();
 	faults_release();
 	int err = crashed ? -MT_ECRASH : atomic_load(&w.err);
-	if (w.statm_fd >= 0)
-		close(w.statm_fd);
+	close_if_same(w.statm_fd, w.statm_dev, w.statm_ino);
 	w.statm_fd = -1;
-	if (close(w.fd) != 0 && !err)
+	if (!same_file(w.fd, w.fd_dev, w.fd_ino)) {
+		if (!err)
+			err = -MT_EFDLOST;
+	} else if (close(w.fd) != 0 && !err) {
 		err = -errno;
+	}
 	w.fd = -1;
 	return err;
 }

@@ -21,6 +21,27 @@ __all__ = ["Destination", "FileDestination", "SocketDestination", "FileFormat", 
 
 logger = logging.getLogger("memtrace")
 
+# memtrace's own error codes, 4097 on, in the order of format/error.h's MT_ERRORS
+_MT_ERRORS = (
+    "not a memtrace capture",
+    "unsupported capture format version",
+    "capture is truncated",
+    "capture is corrupt",
+    "target is not a supported CPython process",
+    "ptrace is not permitted",
+    "payload failed",
+    "memtrace's writer thread crashed",
+    "the program closed the capture's file descriptor",
+)
+
+
+def _strerror(code):
+    """Message for errno or memtrace error @code (sign ignored)."""
+    code = abs(code)
+    if 4096 < code <= 4096 + len(_MT_ERRORS):
+        return _MT_ERRORS[code - 4097]
+    return os.strerror(code) if code < 4096 else "error %d" % code
+
 # format/record.h: MT_HDR_*
 _HDR_PYALLOC = 1 << 1
 
@@ -198,7 +219,7 @@ class Tracker:
             raise RuntimeError("memtrace.Tracker: this process is already being tracked "
                                "(by `memtrace run`, `memtrace attach` or another Tracker)")
         raise OSError(-rc, "memtrace.Tracker: cannot start tracking: %s"
-                      % (os.strerror(-rc) if -rc < 4096 else "error %d" % rc), self.destination.path)
+                      % _strerror(rc), self.destination.path)
 
     def __exit__(self, exc_type, exc, tb):
         rc = self._stop() if self._pid == os.getpid() else 0
@@ -211,7 +232,7 @@ class Tracker:
             logger.warning("memtrace: tracking had already been stopped (memtrace detach?)")
             return False
         err = OSError(-rc, "memtrace.Tracker: the capture was not written completely: %s"
-                      % os.strerror(-rc), self.destination.path)
+                      % _strerror(rc), self.destination.path)
         if exc_type is None:
             raise err
         logger.error("%s", err)

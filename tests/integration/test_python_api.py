@@ -171,6 +171,33 @@ def test_reader_outlives_its_file_being_rewritten(tmp_path):
     assert (p.returncode, p.stdout.split()[0]) == (0, "True"), (p.returncode, p.stdout, p.stderr)
 
 
+def test_program_that_closes_the_capture_descriptor_keeps_its_files(tmp_path):
+    """A program that closes every descriptor it did not open (as daemons
+    do) and opens its own: one of them may get the capture's number. The
+    capture must never be written into the program's file nor that file
+    closed; the Tracker says what happened."""
+    p = run_py("/usr/bin/python3", """
+        import os, memtrace
+        try:
+            with memtrace.Tracker("cl.bin"):
+                x = bytearray(1000)
+                os.closerange(3, 256)
+                fd = os.open("mine.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                os.write(fd, b"hello\\n")
+                y = [bytearray(1000 + i) for i in range(5000)]
+            print("no error")
+        except Exception as e:
+            print("error:", e)
+        os.write(fd, b"still mine\\n")
+        os.close(fd)
+        print(open("mine.txt", "rb").read())
+        """, tmp_path, check=False)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0, p.stderr
+    assert lines[0].startswith("error:") and "closed the capture's file descriptor" in lines[0], lines
+    assert lines[1] == "b'hello\\nstill mine\\n'", lines
+
+
 @pytest.mark.parametrize("python", python_params())
 def test_views_match_the_reports(memtrace, tmp_path, python):
     run_py(python, """
@@ -392,3 +419,15 @@ def test_allocator_enum_matches_the_format():
     finally:
         sys.path.remove(PYTHON_DIR)
     assert table and {a.name: a.value for a in AllocatorType} == table
+
+
+def test_error_messages_match_the_format():
+    with open(os.path.join(ROOT, "format", "error.h")) as f:
+        table = re.findall(r'^\s*X\(E\w+, "([^"]+)"\)', f.read(), re.M)
+    import sys
+    sys.path.insert(0, PYTHON_DIR)
+    try:
+        from memtrace.tracker import _MT_ERRORS
+    finally:
+        sys.path.remove(PYTHON_DIR)
+    assert table and tuple(table) == _MT_ERRORS
