@@ -32,6 +32,7 @@
 #include <string.h>     /* memcpy */
 #include <sys/prctl.h>  /* PR_SET_NAME */
 #include <sys/socket.h> /* socket */
+#include <sys/stat.h>   /* fstat */
 #include <sys/un.h>     /* sockaddr_un */
 #include <time.h>       /* nanosleep */
 #include <unistd.h>     /* getuid */
@@ -46,6 +47,8 @@ static struct {
 	int thread_running;
 	pid_t pid;
 	int listen_fd;
+	dev_t listen_dev; /* the socket listen_fd was: the program may close */
+	ino_t listen_ino; /* it and reuse the number */
 	enum ctl_state state;
 	int pending;                  /* a start request waits for the thread */
 	struct memtrace_config cfg;   /* of the pending or running capture */
@@ -196,6 +199,14 @@ static void *control_main(void *arg)
 	(void)arg;
 	mt_in_hook = 1; /* memtrace's own thread: never recorded */
 	prctl(PR_SET_NAME, "memtrace-ctl", 0, 0, 0);
+	/* Created with every signal blocked, but a fault of its own must
+	 * reach the payload's handler (a GOT store the loader made read-only
+	 * under us is caught and retried): a blocked fault kills the process. */
+	sigset_t faults;
+	sigemptyset(&faults);
+	sigaddset(&faults, SIGSEGV);
+	sigaddset(&faults, SIGBUS);
+	pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
 
 	pthread_mutex_lock(&ctl.lock);
 	if (ctl.pending) {
@@ -233,8 +244,10 @@ void mt_control_after_fork(void)
 {
 	pthread_mutex_init(&ctl.lock, NULL);
 	pthread_cond_init(&ctl.cond, NULL);
-	if (ctl.listen_fd >= 0)
-		close(ctl.listen_fd); /* the parent's socket */
+	struct stat sb;
+	if (ctl.listen_fd >= 0 && fstat(ctl.listen_fd, &sb) == 0 && sb.st_dev == ctl.listen_dev &&
+	    sb.st_ino == ctl.listen_ino)
+		close(ctl.listen_fd); /* the parent's socket, unless the program reused the number */
 	ctl.listen_fd = -1;
 	ctl.thread_running = 0;
 	ctl.pending = 0;
@@ -264,6 +277,11 @@ static int attach(const struct memtrace_config *cfg)
 		return fd;
 	}
 	ctl.listen_fd = fd;
+	struct stat sb;
+	if (fstat(fd, &sb) == 0) {
+		ctl.listen_dev = sb.st_dev;
+		ctl.listen_ino = sb.st_ino;
+	}
 	ctl.pid = getpid();
 	ctl.cfg = *cfg;
 	ctl.cfg.flags |= MT_HDR_ATTACHED;

@@ -274,6 +274,9 @@ static void on_fork_child(void)
 	if (st.active)
 		mt_writer_forget();
 	st.active = 0;
+	/* the wrappers stay in the child's domains, quiet until a capture of
+	 * its own with Python allocators switches them back on */
+	mt_python_pymem_quiet();
 	st.pymem = 0;
 	if (st.status_fd >= 0) {
 		close(st.status_fd);

@@ -549,6 +549,13 @@ out:
 	return err;
 }
 
+void mt_python_pymem_quiet(void)
+{
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < MT_PYMEM_SLOTS; k++)
+			mt_pymem_slots[i][k].active = 0;
+}
+
 int mt_python_pymem_uninstall(void)
 {
 	mt_gilstate g;

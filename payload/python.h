@@ -126,4 +126,9 @@ int mt_python_pymem_install(void);
  * us as a pass-through). Takes the GIL. Returns 0 or -MT_ENOPY. */
 int mt_python_pymem_uninstall(void);
 
+/* mt_python_pymem_quiet() - every PyMem wrapper of ours passes calls
+ * through without recording (a fork child: the parent's capture traced
+ * Python allocators, the child's own may not). No GIL needed. */
+void mt_python_pymem_quiet(void);
+
 #endif /* MT_PAYLOAD_PYTHON_H */

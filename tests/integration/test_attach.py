@@ -330,6 +330,64 @@ def test_fault_handlers_only_while_attached(memtrace, target_script, targets, tm
     assert status == 3
 
 
+def test_payload_threads_take_their_own_faults(memtrace, target_script, targets, tmp_path):
+    """The payload's threads block the program's signals but not SIGSEGV
+    and SIGBUS: the control thread patches GOTs at attach and detach, and
+    a store the loader made read-only under it is caught and retried. A
+    blocked fault would kill the target instead."""
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    attach(memtrace, t.pid, tmp_path / "cap.bin")
+    t.cmd("alloc 1000")
+    seen = {}
+    for task in os.listdir("/proc/%d/task" % t.pid):
+        with open("/proc/%d/task/%s/status" % (t.pid, task)) as f:
+            status = dict(line.split(":", 1) for line in f if ":" in line)
+        seen[status["Name"].strip()] = int(status["SigBlk"], 16)
+    faults = (1 << (signal.SIGSEGV - 1)) | (1 << (signal.SIGBUS - 1))
+    for name in ("memtrace-ctl", "memtrace-write"):
+        assert name in seen and seen[name] & faults == 0, (name, hex(seen.get(name, 0)))
+    detach(memtrace, t.pid)
+    t.finish()
+
+
+CLOSE_AND_FORK = r"""
+import os, sys
+sys.stdin.readline()
+os.closerange(3, 256)  # as daemons do: the payload's descriptors too
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+pid = os.fork()
+if pid == 0:
+    try:
+        os.write(fd, b"child\n")
+        os._exit(0)
+    except OSError:
+        os._exit(1)
+_, status = os.waitpid(pid, 0)
+os.write(fd, b"parent\n")
+print(status, flush=True)
+"""
+
+
+def test_fork_after_the_program_reused_the_payload_descriptors(memtrace, script, tmp_path):
+    """After attach the program closes every descriptor it did not open
+    and opens a file, which gets one of the payload's numbers; then it
+    forks. The child must keep that file: it used to close it, taking it
+    for the parent's control socket."""
+    prog = script(CLOSE_AND_FORK, name="cf.py")
+    log = tmp_path / "log.txt"
+    p = subprocess.Popen(["/usr/bin/python3", str(prog), str(log)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, universal_newlines=True)
+    try:
+        attach(memtrace, p.pid, tmp_path / "cap.bin")
+        out, _ = p.communicate("go\n", timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert out.strip() == "0" and log.read_text() == "child\nparent\n", (out, log.read_text())
+
+
 def test_fault_after_cycles_with_faulthandler_kills_the_target(memtrace, target_script, targets,
                                                                tmp_path):
     """The target enables faulthandler while attached (its handler then

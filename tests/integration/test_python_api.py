@@ -431,3 +431,23 @@ def test_error_messages_match_the_format():
     finally:
         sys.path.remove(PYTHON_DIR)
     assert table and tuple(table) == _MT_ERRORS
+
+
+def test_fork_child_capture_without_python_allocators(tmp_path):
+    """A parent traces Python allocators and forks; the child's own
+    capture without them must not record pymalloc blocks (the inherited
+    wrappers stayed active)."""
+    p = run_py("/usr/bin/python3", """
+        import os, memtrace
+        with memtrace.Tracker("parent.bin", trace_python_allocators=True):
+            pid = os.fork()
+            if pid == 0:
+                with memtrace.Tracker("child.bin"):
+                    junk = [str(i) * 3 for i in range(20000)]
+                r = memtrace.FileReader("child.bin")
+                kinds = {a.allocator.name for a in r.get_allocation_records()}
+                print(r.metadata.trace_python_allocators, sorted(k for k in kinds if "PYMALLOC" in k))
+                os._exit(0)
+            os.waitpid(pid, 0)
+        """, tmp_path, check=False)
+    assert (p.returncode, p.stdout.strip()) == (0, "False []"), (p.stdout, p.stderr)
