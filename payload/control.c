@@ -20,6 +20,7 @@
 #include "memtrace-payload.h"
 #include "format/error.h"
 #include "format/record.h"
+#include "payload/fd-id.h"
 #include "payload/track-internal.h"
 #include "payload/track.h"
 #include "payload/writer.h"
@@ -32,7 +33,6 @@
 #include <string.h>     /* memcpy */
 #include <sys/prctl.h>  /* PR_SET_NAME */
 #include <sys/socket.h> /* socket */
-#include <sys/stat.h>   /* fstat */
 #include <sys/un.h>     /* sockaddr_un */
 #include <time.h>       /* nanosleep */
 #include <unistd.h>     /* getuid */
@@ -47,8 +47,7 @@ static struct {
 	int thread_running;
 	pid_t pid;
 	int listen_fd;
-	dev_t listen_dev; /* the socket listen_fd was: the program may close */
-	ino_t listen_ino; /* it and reuse the number */
+	struct mt_fd_id listen_id; /* the socket listen_fd was */
 	enum ctl_state state;
 	int pending;                  /* a start request waits for the thread */
 	struct memtrace_config cfg;   /* of the pending or running capture */
@@ -244,10 +243,7 @@ void mt_control_after_fork(void)
 {
 	pthread_mutex_init(&ctl.lock, NULL);
 	pthread_cond_init(&ctl.cond, NULL);
-	struct stat sb;
-	if (ctl.listen_fd >= 0 && fstat(ctl.listen_fd, &sb) == 0 && sb.st_dev == ctl.listen_dev &&
-	    sb.st_ino == ctl.listen_ino)
-		close(ctl.listen_fd); /* the parent's socket, unless the program reused the number */
+	mt_fd_id_close(ctl.listen_fd, &ctl.listen_id); /* the parent's socket */
 	ctl.listen_fd = -1;
 	ctl.thread_running = 0;
 	ctl.pending = 0;
@@ -277,11 +273,7 @@ static int attach(const struct memtrace_config *cfg)
 		return fd;
 	}
 	ctl.listen_fd = fd;
-	struct stat sb;
-	if (fstat(fd, &sb) == 0) {
-		ctl.listen_dev = sb.st_dev;
-		ctl.listen_ino = sb.st_ino;
-	}
+	(void)mt_fd_id_take(fd, &ctl.listen_id);
 	ctl.pid = getpid();
 	ctl.cfg = *cfg;
 	ctl.cfg.flags |= MT_HDR_ATTACHED;

@@ -9,6 +9,7 @@
 #include "payload/writer.h"
 #include "format/error.h"
 #include "format/record.h"
+#include "payload/fd-id.h"
 #include "payload/track.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -29,7 +30,6 @@
 #include <string.h>      /* memcpy */
 #include <sys/mman.h>    /* mmap */
 #include <sys/prctl.h>   /* PR_SET_NAME */
-#include <sys/stat.h>    /* fstat */
 #include <sys/syscall.h> /* SYS_futex */
 #include <time.h>        /* clock_gettime */
 #include <unistd.h>      /* write, close */
@@ -70,8 +70,7 @@ static struct {
 	_Atomic int stalled;                    /* a wait gave up (at stalled_at) */
 	pthread_t thread;
 	int fd, statm_fd;
-	dev_t fd_dev, statm_dev; /* what the two descriptors were opened on: */
-	ino_t fd_ino, statm_ino; /* the program may close them and reuse the numbers */
+	struct mt_fd_id fd_id, statm_id; /* what the two descriptors were opened on */
 	uint32_t interval_ms;
 	long page;
 	uint64_t start_mono;
@@ -412,22 +411,6 @@ int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len)
 /* ------------------------------------------------------------------------
  * Writer side.
  * ---------------------------------------------------------------------- */
-/* Whether @fd still refers to the file it was opened on. A program that
- * closes every descriptor it did not open itself (a daemon, or
- * os.closerange()) and opens others may have given our number to one of
- * its own files: never write to that, nor close it. */
-static int same_file(int fd, dev_t dev, ino_t ino)
-{
-	struct stat sb;
-	return fd >= 0 && fstat(fd, &sb) == 0 && sb.st_dev == dev && sb.st_ino == ino;
-}
-
-static void close_if_same(int fd, dev_t dev, ino_t ino)
-{
-	if (same_file(fd, dev, ino))
-		close(fd);
-}
-
 static int write_full(int fd, const uint8_t *p, size_t len)
 {
 	while (len) {
@@ -484,7 +467,7 @@ static void flush_part(size_t len)
 	c.stored_len = (uint32_t)stored;
 	c.checksum = mt_checksum(w.out + MT_CHUNK_HEADER, (size_t)stored);
 	mt_chunk_header_encode(w.out, &c);
-	int e = same_file(w.fd, w.fd_dev, w.fd_ino)
+	int e = mt_fd_id_is(w.fd, &w.fd_id)
 			? write_full(w.fd, w.out, MT_CHUNK_HEADER + (size_t)stored)
 			: -MT_EFDLOST;
 	if (e < 0)
@@ -623,7 +606,7 @@ static void drain(int final)
 static void sample(void)
 {
 	char buf[128];
-	ssize_t n = same_file(w.statm_fd, w.statm_dev, w.statm_ino)
+	ssize_t n = mt_fd_id_is(w.statm_fd, &w.statm_id)
 			    ? pread(w.statm_fd, buf, sizeof(buf) - 1, 0)
 			    : -1;
 	if (n <= 0)
@@ -799,16 +782,13 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	e = write_full(fd, hdr, (size_t)n);
 	if (e < 0)
 		return e;
-	struct stat sb;
-	if (fstat(fd, &sb) != 0)
+	if (mt_fd_id_take(fd, &w.fd_id) < 0)
 		return -errno;
 	w.fd = fd;
-	w.fd_dev = sb.st_dev;
-	w.fd_ino = sb.st_ino;
 	w.statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	if (w.statm_fd >= 0 && fstat(w.statm_fd, &sb) == 0) {
-		w.statm_dev = sb.st_dev;
-		w.statm_ino = sb.st_ino;
+	if (mt_fd_id_take(w.statm_fd, &w.statm_id) < 0 && w.statm_fd >= 0) {
+		close(w.statm_fd);
+		w.statm_fd = -1;
 	}
 	w.page = sysconf(_SC_PAGESIZE);
 	w.interval_ms = h->interval_ms ? h->interval_ms : 10;
@@ -915,9 +895,9 @@ void mt_writer_forget(void)
 	atomic_store_explicit(&mt_whot.running, 0, memory_order_relaxed);
 	atomic_store_explicit(&mt_whot.last, NULL, memory_order_relaxed);
 	atomic_store(&w.waiters, 0);
-	close_if_same(w.statm_fd, w.statm_dev, w.statm_ino); /* the parent's statm */
+	mt_fd_id_close(w.statm_fd, &w.statm_id); /* the parent's statm */
 	w.statm_fd = -1;
-	close_if_same(w.fd, w.fd_dev, w.fd_ino);
+	mt_fd_id_close(w.fd, &w.fd_id);
 	w.fd = -1;
 }
 
@@ -941,9 +921,9 @@ int mt_writer_stop(const char *diag)
 		finish_crashed();
 	faults_release();
 	int err = crashed ? -MT_ECRASH : atomic_load(&w.err);
-	close_if_same(w.statm_fd, w.statm_dev, w.statm_ino);
+	mt_fd_id_close(w.statm_fd, &w.statm_id);
 	w.statm_fd = -1;
-	if (!same_file(w.fd, w.fd_dev, w.fd_ino)) {
+	if (!mt_fd_id_is(w.fd, &w.fd_id)) {
 		if (!err)
 			err = -MT_EFDLOST;
 	} else if (close(w.fd) != 0 && !err) {
