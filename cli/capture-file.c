@@ -8,9 +8,21 @@
 #include <errno.h>  /* EEXIST */
 #include <fcntl.h>  /* open */
 #include <limits.h> /* PATH_MAX */
+#include <stdio.h>  /* fprintf */
 #include <stdlib.h> /* realpath */
 #include <string.h> /* strlen */
 #include <unistd.h> /* fchown */
+
+void mt_cli_say_written(const char *lead, const char *path, const char *dropped)
+{
+	if (dropped && strcmp(dropped, "0") != 0)
+		fprintf(stderr,
+			"memtrace: %scapture written to %s; %s events were dropped, as it could not "
+			"be written fast enough\n",
+			lead, path, dropped);
+	else
+		fprintf(stderr, "memtrace: %scapture written to %s\n", lead, path);
+}
 
 int mt_cli_create_capture(const char *path, int force, uid_t owner, gid_t group, char *abs,
 			  size_t cap)

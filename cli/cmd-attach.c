@@ -72,6 +72,19 @@ static int parse_method(const char *s, enum mt_inject_method *m)
 	return -1;
 }
 
+/* Stops the payload's capture if it runs. Returns 1 while its start is
+ * still pending, -1 if the payload does not answer, 0 otherwise (stopped,
+ * idle or failed). */
+static int stop_if_active(const struct mt_target *t)
+{
+	char reply[MEMTRACE_PATH_MAX + 64];
+	if (mt_control_request(t->pid, t->nspid, "status\n", reply, sizeof(reply), 1000) != 0)
+		return -1;
+	if (!strncmp(reply, "ok active", 9))
+		(void)mt_control_request(t->pid, t->nspid, "stop\n", reply, sizeof(reply), 60000);
+	return !strncmp(reply, "ok starting", 11);
+}
+
 /* Gives up a start the payload has not made yet (its control thread
  * waits for the GIL): the payload opens the capture without creating it,
  * so once the empty file is gone the start fails there. A start that
@@ -79,12 +92,9 @@ static int parse_method(const char *s, enum mt_inject_method *m)
 static void abandon_start(const struct mt_target *t, const char *capture)
 {
 	struct stat sb;
-	char reply[MEMTRACE_PATH_MAX + 64];
 	if (stat(capture, &sb) == 0 && sb.st_size == 0)
 		mt_unlink_regular(capture);
-	if (mt_control_request(t->pid, t->nspid, "status\n", reply, sizeof(reply), 1000) == 0 &&
-	    !strncmp(reply, "ok active", 9))
-		(void)mt_control_request(t->pid, t->nspid, "stop\n", reply, sizeof(reply), 60000);
+	(void)stop_if_active(t);
 }
 
 /* Waits until the payload says "ok active". Polling is the only way to
@@ -173,17 +183,10 @@ static void drop_capture(const char *path)
  * start is pending or done, and nobody will detach. Stop it. */
 static void undo_orphaned_start(const struct mt_target *t)
 {
-	char reply[MEMTRACE_PATH_MAX + 64];
 	long long deadline = now_ms() + 2 * START_TIMEOUT_MS;
 	while (now_ms() < deadline) {
-		int rc = mt_control_request(t->pid, t->nspid, "status\n", reply, sizeof(reply), 1000);
-		if (rc == 0 && !strncmp(reply, "ok active", 9)) {
-			(void)mt_control_request(t->pid, t->nspid, "stop\n", reply, sizeof(reply),
-						 60000);
+		if (stop_if_active(t) == 0)
 			return;
-		}
-		if (rc == 0 && strncmp(reply, "ok starting", 11))
-			return; /* idle or failed: nothing runs */
 		if (kill(t->pid, 0) != 0 && errno == ESRCH)
 			return;
 		struct timespec ts = { 0, 50 * 1000000L };
@@ -419,7 +422,9 @@ int cmd_attach(int argc, char **argv)
 	if (duration < 0)
 		return 0;
 	if (wait_duration(t.pid, duration)) {
-		fprintf(stderr, "memtrace: pid %d exited, capture written to %s\n", (int)t.pid, abs);
+		char lead[64];
+		snprintf(lead, sizeof(lead), "pid %d exited, ", (int)t.pid);
+		mt_cli_say_written(lead, abs, NULL);
 		return 0;
 	}
 	return mt_detach_pid((int)t.pid, (int)t.nspid);

@@ -10,7 +10,7 @@
 
 #include <errno.h>  /* ECONNREFUSED */
 #include <getopt.h> /* getopt_long */
-#include <stdio.h>  /* fputs, sscanf */
+#include <stdio.h>  /* fputs, sscanf, snprintf */
 #include <stdlib.h> /* strtol */
 #include <string.h> /* strncmp */
 
@@ -41,22 +41,16 @@ int mt_detach_pid(int pid, int nspid)
 		mt_error(rc, "cannot talk to the payload in pid %d", pid);
 		return 1;
 	}
-	if (!strncmp(reply, "ok stopped ", 11)) {
-		fprintf(stderr, "memtrace: detached from pid %d, capture written to %s\n", pid,
-			reply + 11);
-		return 0;
-	}
-	unsigned long long dropped;
+	/* "ok detached DROPPED PATH", or an older payload's "ok stopped PATH" */
+	char lead[64], dropped[24] = "0";
 	int at = 0;
-	if (sscanf(reply, "ok detached %llu %n", &dropped, &at) == 1 && at > 0) {
-		if (dropped)
-			fprintf(stderr,
-				"memtrace: detached from pid %d, capture written to %s; %llu events "
-				"were dropped, as it could not be written fast enough\n",
-				pid, reply + at, dropped);
-		else
-			fprintf(stderr, "memtrace: detached from pid %d, capture written to %s\n",
-				pid, reply + at);
+	if (!strncmp(reply, "ok stopped ", 11))
+		at = 11;
+	else if (sscanf(reply, "ok detached %20[0-9] %n", dropped, &at) != 1)
+		at = 0;
+	if (at > 0) {
+		snprintf(lead, sizeof(lead), "detached from pid %d, ", pid);
+		mt_cli_say_written(lead, reply + at, dropped);
 		return 0;
 	}
 	if (!strcmp(reply, "error not attached")) {

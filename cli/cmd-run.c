@@ -265,13 +265,8 @@ int cmd_run(int argc, char **argv)
 		mt_error(0, "no Python interpreter started under memtrace: capture '%s' is empty",
 			 capture);
 		mt_unlink_regular(capture);
-	} else if (!strncmp(said, "ok dropped ", 11)) {
-		fprintf(stderr,
-			"memtrace: capture written to %s; %s events were dropped, as it could not "
-			"be written fast enough\n",
-			capture, said + 11);
 	} else {
-		fprintf(stderr, "memtrace: capture written to %s\n", capture);
+		mt_cli_say_written("", capture, !strncmp(said, "ok dropped ", 11) ? said + 11 : NULL);
 	}
 	if (WIFSIGNALED(wstatus)) {
 		/* Die the same way, so that shells and supervisors see it. */

@@ -94,6 +94,11 @@ int mt_find_payload(char *out, size_t cap);
  * report the capture. Returns 0, or 1 after printing why. (cli/cmd-detach.c) */
 int mt_detach_pid(int pid, int nspid);
 
+/* mt_cli_say_written() - "memtrace: <lead>capture written to <path>", and
+ * how many events were dropped when @dropped is not NULL nor "0", on
+ * standard error: the last word of run, attach --duration and detach. */
+void mt_cli_say_written(const char *lead, const char *path, const char *dropped);
+
 /* mt_cli_create_capture() - create capture @path 0600 (O_EXCL unless
  * @force), chown it to @owner:@group when running as root for another
  * user ((uid_t)-1: keep), and put its absolute path in @abs. Returns 0, or
