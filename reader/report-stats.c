@@ -36,14 +36,19 @@ char *mt__report_seconds(char *buf, size_t len, unsigned long long us)
 	return buf;
 }
 
+/* One byte of a name for a terminal: control characters as \xNN. */
+static void add_text_byte(struct mt_strbuf *sb, unsigned char ch)
+{
+	if (ch < 0x20 || ch == 0x7f)
+		mt_strbuf_addf(sb, "\\x%02x", ch);
+	else
+		mt_strbuf_addch(sb, (char)ch);
+}
+
 void mt__report_text(struct mt_strbuf *sb, const char *text)
 {
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-		if (*p < 0x20 || *p == 0x7f)
-			mt_strbuf_addf(sb, "\\x%02x", *p);
-		else
-			mt_strbuf_addch(sb, (char)*p);
-	}
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+		add_text_byte(sb, *p);
 }
 
 void mt__report_location(struct mt_strbuf *sb, const char *function, const char *file, int line)
@@ -142,10 +147,8 @@ static void add_cmdline(struct mt_strbuf *sb, const struct mt_bytes *c)
 		if (ch == 0) {
 			if (i + 1 < c->len)
 				mt_strbuf_addch(sb, ' ');
-		} else if (ch < 0x20 || ch == 0x7f) {
-			mt_strbuf_addf(sb, "\\x%02x", ch);
 		} else {
-			mt_strbuf_addch(sb, ch);
+			add_text_byte(sb, ch);
 		}
 	}
 }
