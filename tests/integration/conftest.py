@@ -4,6 +4,7 @@ Python interpreters present on this machine, and helpers to run both."""
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -69,3 +70,12 @@ def script(tmp_path):
         path.write_text(source)
         return path
     return write
+
+
+@pytest.fixture(scope="session")
+def cc():
+    """The C compiler, for tests that build a library of their own."""
+    path = shutil.which("cc") or shutil.which("gcc")
+    if not path:
+        pytest.skip("no C compiler")
+    return path

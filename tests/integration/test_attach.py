@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -476,6 +477,40 @@ def test_duration_detaches(memtrace, target_script, targets, tmp_path):
     run(memtrace, "stats", cap)
 
 
+def _thread_wchan(pid, name):
+    """wchan of @pid's thread called @name, or None if it has none."""
+    for task in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, task)) as f:
+                if f.read().strip() != name:
+                    continue
+            with open("/proc/%d/task/%s/wchan" % (pid, task)) as f:
+                return f.read()
+        except OSError:
+            continue
+    return None
+
+
+def _tracer(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _raw_status(pid, timeout=10):
+    """The payload's answer to "status" on its control socket."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.settimeout(timeout)
+            c.connect("\0memtrace-%d" % pid)
+            c.sendall(b"status\n")
+            return c.recv(4096).decode()
+    except ConnectionRefusedError:
+        return "none"
+
+
 def _cpu_seconds(pid):
     """User + system CPU time of every thread of @pid."""
     with open("/proc/%d/stat" % pid) as f:
@@ -483,18 +518,6 @@ def _cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _control_thread_state(pid):
-    """wchan of the payload's control thread, or None if it has none."""
-    for task in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (pid, task)) as f:
-                if f.read().strip() != "memtrace-ctl":
-                    continue
-            with open("/proc/%d/task/%s/wchan" % (pid, task)) as f:
-                return f.read()
-        except OSError:
-            continue
-    return None
 
 
 def test_detach_while_the_target_has_no_descriptor_left(memtrace, target_script, targets,
@@ -508,13 +531,12 @@ def test_detach_while_the_target_has_no_descriptor_left(memtrace, target_script,
     cap = tmp_path / "cap.bin"
     attach(memtrace, t.pid, cap)
     t.cmd("exhaust")
-    import socket
     deadline = time.monotonic() + 30
     # Each request frees the connection's descriptor, which the program
     # may take before the control thread's next accept(): that accept
     # fails with EMFILE, and the control thread sleeps before trying again.
     def control_sleeps():
-        state = _control_thread_state(t.pid)
+        state = _thread_wchan(t.pid, "memtrace-ctl")
         assert state is not None, "the control thread ended"
         return "nanosleep" in state
 
@@ -524,7 +546,7 @@ def test_detach_while_the_target_has_no_descriptor_left(memtrace, target_script,
             c.sendall(b"status\n")
             c.setblocking(False)
             while not control_sleeps():  # answered, or waiting to be accepted
-                assert time.monotonic() < deadline, _control_thread_state(t.pid)
+                assert time.monotonic() < deadline, _thread_wchan(t.pid, "memtrace-ctl")
                 try:
                     assert c.recv(4096).startswith(b"ok active")
                     break
@@ -578,14 +600,9 @@ def test_attach_that_gives_up_leaves_no_tracking(memtrace, script, tmp_path):
         assert not cap.exists()
         assert p.stdout.readline() == "released\n"
         # The start it was waiting for now fails: no capture, no writer.
-        import socket
         deadline = time.monotonic() + 30
         while True:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
-                c.settimeout(30)
-                c.connect("\0memtrace-%d" % p.pid)
-                c.sendall(b"status\n")
-                status = c.recv(4096).decode()
+            status = _raw_status(p.pid, timeout=30)
             if not status.startswith("ok starting"):
                 break
             assert time.monotonic() < deadline, status
@@ -657,24 +674,8 @@ def test_attach_to_a_child_forked_while_tracking(memtrace, script, tmp_path):
     run(memtrace, "stats", parent_cap)
 
 
-def _tracer(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("TracerPid:"):
-                return int(line.split()[1])
-    return 0
 
 
-def _raw_status(pid):
-    import socket
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
-            c.settimeout(10)
-            c.connect("\0memtrace-%d" % pid)
-            c.sendall(b"status\n")
-            return c.recv(4096).decode()
-    except ConnectionRefusedError:
-        return "none"
 
 
 def test_attach_killed_midway_leaves_the_target_well(memtrace, target_script, targets, tmp_path):
@@ -707,17 +708,6 @@ def test_attach_killed_midway_leaves_the_target_well(memtrace, target_script, ta
         assert status == 3, (i, status)
 
 
-def _writer_blocked_on_pipe(pid):
-    for task in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (pid, task)) as f:
-                if f.read().strip() != "memtrace-write":
-                    continue
-            with open("/proc/%d/task/%s/wchan" % (pid, task)) as f:
-                return "pipe_write" in f.read()
-        except OSError:
-            continue
-    return False
 
 
 def test_detach_says_how_many_events_were_dropped(memtrace, target_script, targets, tmp_path):
@@ -746,7 +736,7 @@ def test_detach_says_how_many_events_were_dropped(memtrace, target_script, targe
     try:
         attach(memtrace, t.pid, fifo, "-f")
         deadline = time.monotonic() + 30
-        while not _writer_blocked_on_pipe(t.pid):  # the pipe is full
+        while "pipe_write" not in (_thread_wchan(t.pid, "memtrace-write") or ""):  # pipe full
             assert time.monotonic() < deadline, "the writer never filled the capture's pipe"
             time.sleep(0.01)
         # The threads hold the GIL while they wait for the writer, so the

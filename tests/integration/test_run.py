@@ -182,16 +182,12 @@ long finish(void) { void *r; stop = 1; pthread_join(t, &r); return (long)r; }
 """
 
 
-def test_patching_while_another_thread_loads_a_library(memtrace, script, tmp_path):
+def test_patching_while_another_thread_loads_a_library(memtrace, script, tmp_path, cc):
     """A thread loads and unloads a library with a large RELRO GOT while
     the main thread's dlopens make memtrace patch every loaded object: the
     loader lists the new object before relocating it, so its GOT pages are
     still being written; patching made them read-only under the loader,
     which then crashed."""
-    import shutil
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler")
     n = 3000
     (tmp_path / "dep.c").write_text("".join("int f%d(int x){return x+%d;}\n" % (i, i)
                                             for i in range(n)))
@@ -250,14 +246,10 @@ int work(void) { char *p = malloc(64); strcpy(p, "x"); free(p); free(early); ret
 """
 
 
-def test_library_with_its_own_allocator_keeps_it(memtrace, script, tmp_path):
+def test_library_with_its_own_allocator_keeps_it(memtrace, script, tmp_path, cc):
     """A library loaded with RTLD_DEEPBIND that defines malloc and free is
     bound to them: its slots must not be switched to the process's malloc,
     which would then free (or be freed by) the other allocator's blocks."""
-    import shutil
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler")
     (tmp_path / "mine.c").write_text(OWN_ALLOCATOR)
     run(cc, "-shared", "-fPIC", "-O1", "-o", tmp_path / "libmine.so", tmp_path / "mine.c")
     prog = script("import ctypes, os, sys\n"
