@@ -333,6 +333,9 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	if (!st.python)
 		mt_writer_diag(MT_DIAG_PYTHON_UNAVAILABLE,
 			       "no supported CPython in this process: no Python stacks");
+	else if (mt_python_code_watch(1) < 0)
+		mt_writer_diag(MT_DIAG_INFO, "code objects' deaths cannot be watched: a function "
+					     "made where another died may be shown as that one");
 
 	mt_tracking = !deferred;
 	e = mt_hooks_install();
@@ -354,6 +357,8 @@ static int stop_locked(const char *why, int in_python)
 		return -EINVAL;
 	mt_tracking = 0;
 	mt_hooks_uninstall();
+	if (st.python)
+		mt_python_code_watch(0);
 	if (st.pymem && in_python)
 		mt_python_pymem_uninstall();
 	st.active = 0;

@@ -11,6 +11,7 @@
 #include "payload/python-walk.h"
 #include "payload/pymem.h"
 #include "payload/track.h"
+#include "payload/writer.h"
 #include "format/error.h"
 #include "format/linetable.h"
 #include "format/record.h"
@@ -262,6 +263,59 @@ int mt_python_init(uint32_t *python_hex)
 	__atomic_store_n(&mt_py_ready, 1, __ATOMIC_RELEASE);
 	*python_hex = hex;
 	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Code objects' deaths
+ *
+ * The stack tables know code objects by address. When one dies, another
+ * may be made at its address, and must not be taken for it: PyCode_Type's
+ * tp_dealloc is wrapped to tell the tables (mt_track_code_gone). The
+ * slot follows ob_refcnt, ob_type, ob_size, tp_name, tp_basicsize and
+ * tp_itemsize in every supported version (the header was checked to be
+ * the default build's).
+ * ---------------------------------------------------------------------- */
+#define MT_TP_NAME 24
+#define MT_TP_DEALLOC 48
+
+typedef void (*mt_destructor)(void *);
+static mt_destructor mt_code_dealloc_orig; /* set once, before our wrapper is stored */
+
+static void mt_code_dealloc(void *code)
+{
+	int saved = errno;
+	mt_track_code_gone(code);
+	errno = saved;
+	mt_code_dealloc_orig(code);
+}
+
+int mt_python_code_watch(int on)
+{
+	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
+		return -MT_ENOPY;
+	const char *name = mt_ld_ptr(mt_api.code_type, MT_TP_NAME);
+	if (name == NULL || strcmp(name, "code") != 0)
+		return -MT_ENOPY;
+	void **slot = (void **)((char *)mt_api.code_type + MT_TP_DEALLOC);
+	void *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE), *ours = (void *)mt_code_dealloc;
+	if (!on) {
+		/* Only our own wrapper comes out. If someone wrapped it since,
+		 * it stays in their chain, and only tells the tables. */
+		if (cur == ours && mt_store_guarded(slot, (void *)mt_code_dealloc_orig) < 0)
+			return -EFAULT;
+		return 0;
+	}
+	if (cur == ours)
+		return 0;
+	if (mt_code_dealloc_orig == NULL) {
+		if (cur == NULL)
+			return -MT_ENOPY;
+		mt_code_dealloc_orig = (mt_destructor)cur;
+	} else if (cur != (void *)mt_code_dealloc_orig) {
+		/* Someone else's since our last capture: it may call ours. */
+		return -EBUSY;
+	}
+	return mt_store_guarded(slot, ours) < 0 ? -EFAULT : 0;
 }
 
 /* ------------------------------------------------------------------------

@@ -49,7 +49,7 @@ struct pcache_entry {
 
 struct mt_thread {
 	struct mt_tbuf *buf; /* this thread's event buffer */
-	uint32_t session;
+	uint64_t session;    /* g.session when it last registered or forgot its stacks */
 	uint32_t index;
 	struct mt_delta delta;
 	struct mt_thread *next_free;
@@ -70,9 +70,17 @@ struct node_entry {
 	uint32_t parent, code, offset, id;
 };
 
+/* g.session: the capture's session in the low half, bumped when the
+ * threads must register again; in the high half, how many code objects
+ * the tables knew have died. A thread compares the whole word at every
+ * event (thread_get), so that a code object's death costs nothing there:
+ * a thread that sees only the high half move forgets its cached stacks,
+ * which may name the dead object's address. */
+#define SESSION_CODE_DIED (1ull << 32)
+
 static struct {
 	atomic_flag lock;
-	_Atomic uint32_t session;
+	_Atomic uint64_t session;
 	_Atomic uint32_t next_thread;
 	int python;                /* mt_python_init() succeeded */
 	pthread_key_t key;
@@ -172,12 +180,28 @@ static inline struct mt_thread *thread_get(void)
 
 static struct mt_thread *thread_setup(void);
 
+/* Drop what @t remembers of stacks: its frame chain and its node caches
+ * hold code objects by address, and an address may now be another's. */
+static void forget_stacks(struct mt_thread *t)
+{
+	t->chain.n = t->chain.whole = t->chain.lazy = 0;
+	memset(t->ncache, 0, sizeof(t->ncache));
+	memset(t->pcache, 0, sizeof(t->pcache));
+}
+
 /* The slow path of thread_get(): syscalls, so errno is kept here and the
  * hooks' fast path need not. */
 static __attribute__((noinline)) struct mt_thread *thread_register(void)
 {
 	int saved = errno;
-	struct mt_thread *t = thread_setup();
+	struct mt_thread *t = self;
+	uint64_t now = atomic_load_explicit(&g.session, memory_order_acquire);
+	if (t && (uint32_t)t->session == (uint32_t)now) {
+		forget_stacks(t); /* only code objects died */
+		t->session = now;
+	} else {
+		t = thread_setup();
+	}
 	errno = saved;
 	return t;
 }
@@ -217,7 +241,7 @@ static struct mt_thread *thread_setup(void)
 			forget_ids();
 		unlock();
 	}
-	uint32_t session = atomic_load_explicit(&g.session, memory_order_relaxed);
+	uint64_t session = atomic_load_explicit(&g.session, memory_order_acquire);
 	if (!t) {
 		lock();
 		t = g.free_threads;
@@ -240,9 +264,7 @@ static struct mt_thread *thread_setup(void)
 	t->index = atomic_fetch_add(&g.next_thread, 1);
 	memset(&t->delta, 0, sizeof(t->delta));
 	/* stack ids start again with the capture */
-	t->chain.n = t->chain.whole = 0;
-	memset(t->ncache, 0, sizeof(t->ncache));
-	memset(t->pcache, 0, sizeof(t->pcache));
+	forget_stacks(t);
 	push_thread_record(t);
 	return t;
 }
@@ -303,9 +325,10 @@ static uint32_t code_id(struct mt_thread *t, const void *code)
 	     j = (j + 1) & (g.codes_cap - 1)) {
 		if (g.codes[j].code != code)
 			continue;
-		if (memcmp(&g.codes[j].key, &key, sizeof(key)) == 0)
+		if (g.codes[j].id && memcmp(&g.codes[j].key, &key, sizeof(key)) == 0)
 			return g.codes[j].id;
-		/* The old code object died and a new one took its address. */
+		/* The old code object died (id 0: mt_track_code_gone() saw it)
+		 * and a new one took its address. */
 		g.codes[j].key = key;
 		g.codes[j].id = ++g.next_code;
 		push_code_record(t, code, g.codes[j].id);
@@ -680,4 +703,27 @@ _Static_assert(sizeof(pymem_rows) / sizeof(pymem_rows[0]) == MT_PYLAYOUT_COUNT,
 const struct mt_pymem_allocator *mt_pymem_wrappers(size_t row)
 {
 	return &pymem_rows[row];
+}
+
+/* Out of the way of the hot path above: it runs once per code object
+ * freed. */
+void mt_track_code_gone(const void *code)
+{
+	lock();
+	if (g.codes) {
+		for (size_t j = hash_ptr(code) & (g.codes_cap - 1); g.codes[j].code;
+		     j = (j + 1) & (g.codes_cap - 1)) {
+			struct code_entry *e = &g.codes[j];
+			if (e->code != code)
+				continue;
+			if (e->id) {
+				/* the entry stays, as a step of its probe chain */
+				e->id = 0;
+				atomic_fetch_add_explicit(&g.session, SESSION_CODE_DIED,
+							  memory_order_release);
+			}
+			break;
+		}
+	}
+	unlock();
 }

@@ -331,6 +331,44 @@ def test_fault_handlers_only_while_attached(memtrace, target_script, targets, tm
     assert status == 3
 
 
+CODE_DEALLOC = r"""
+import ctypes, sys
+# PyCode_Type's tp_dealloc: after ob_refcnt, ob_type, ob_size, tp_name,
+# tp_basicsize and tp_itemsize
+slot = ctypes.c_void_p.from_address(id(type(compile("", "", "exec"))) + 48)
+print(slot.value, flush=True)
+for line in sys.stdin:
+    exec(compile("def f():\n    return bytearray(%d)\nkeep = f()" % int(line), "gen.py", "exec"), {})
+    print(slot.value, flush=True)
+"""
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_code_deallocation_watched_only_while_attached(memtrace, script, tmp_path, python):
+    """Attached, memtrace wraps the code type's deallocator, so that a code
+    object made where another died is not taken for it; detached, the
+    interpreter's own deallocator is back."""
+    p = subprocess.Popen([python, script(CODE_DEALLOC)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, universal_newlines=True, bufsize=1)
+    try:
+        before = p.stdout.readline().strip()
+        attach(memtrace, p.pid, tmp_path / "cap.bin")
+        p.stdin.write("100\n")
+        p.stdin.flush()
+        during = p.stdout.readline().strip()
+        detach(memtrace, p.pid)
+        p.stdin.write("200\n")
+        p.stdin.flush()
+        after = p.stdout.readline().strip()
+        p.stdin.close()
+        assert p.wait(timeout=60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert before and during not in ("", before) and after == before, (before, during, after)
+
+
 def test_payload_threads_take_their_own_faults(memtrace, target_script, targets, tmp_path):
     """The payload's threads block the program's signals but not SIGSEGV
     and SIGBUS: the control thread patches GOTs at attach and detach, and

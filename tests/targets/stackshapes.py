@@ -8,8 +8,9 @@ change the frame chain between two allocations in every way a stack reader
 that reuses its last walk could get wrong: deeper and shallower calls,
 another function at the same depth and address, a generator resumed from
 different callers, unwinding from an exception, __del__ run by a decref,
-Python called back from C, comprehensions and lambdas, recursion deeper
-than the tracked limit, and threads doing all of it at once.
+Python called back from C, comprehensions and lambdas, functions made at
+the address of one that died, recursion deeper than the tracked limit, and
+threads doing all of it at once.
 
 Usage: stackshapes.py OUT.json   (writes {size: [[function, line], ...]})
 """
@@ -144,6 +145,20 @@ def comprehensions():
     return out
 
 
+def made_where_others_died():
+    # Each function is compiled, run and dropped: the next one's code object
+    # is made where this one's was freed, at other lines under another name.
+    for i in range(12):
+        src = "def made_%d():\n" % i + "    pass\n" * (i % 5) + (
+            "    n = site(); b = bytearray(n); note(n)\n"
+            "    for _ in range(2):\n"
+            "        n = site(); b = bytearray(n); note(n)\n")
+        space = {"site": site, "note": note}
+        exec(compile(src, "made_%d.py" % i, "exec"), space)
+        space["made_%d" % i]()
+        del space
+
+
 def bottom(d):
     if d:
         return bottom(d - 1)
@@ -160,6 +175,7 @@ def everything(rounds):
         finalizers()
         callbacks()
         comprehensions()
+        made_where_others_died()
         leaf()
 
 
