@@ -44,6 +44,11 @@ struct mt_capture {
 	void (*warn)(void *ctx, const char *msg);
 	void *warn_ctx;
 	char damage[256]; /* why reading stopped early, "" if it did not */
+
+	/* the pass under way (mt_capture_rewind, mt_capture_step) */
+	size_t off;     /* the next chunk */
+	uint64_t index; /* its index */
+	int ended;
 };
 
 static int stub(void *ctx, const struct mt_record *r)
@@ -219,6 +224,12 @@ const struct mt_header *mt_capture_header(const struct mt_capture *c)
 	return &c->hdr;
 }
 
+const void *mt_capture_bytes(const struct mt_capture *c, size_t *len)
+{
+	*len = c->size;
+	return c->data;
+}
+
 const struct mt_capture_status *mt_capture_status(const struct mt_capture *c)
 {
 	return &c->st;
@@ -366,50 +377,71 @@ static int all_zero(const uint8_t *p, size_t n)
 	return 1;
 }
 
-int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, void *ctx)
+void mt_capture_rewind(struct mt_capture *c)
 {
-	struct mt_record_ops ops = *ops_in;
-	size_t off = c->hdr_size;
-	uint64_t index = 0;
-	int partial = 0;
-
-	mt_record_ops_init(&ops);
 	memset(&c->st, 0, sizeof(c->st));
 	c->damage[0] = '\0';
 	c->st.file_size = c->size;
-	c->st.end_offset = off;
+	c->st.end_offset = c->hdr_size;
 	c->oom = 0;
+	c->off = c->hdr_size;
+	c->index = 0;
+	c->ended = 0;
 	/* delta state runs from the first chunk to the last */
 	for (uint32_t i = 0; i < c->n_deltas; i++)
 		if (c->deltas[i])
 			memset(c->deltas[i], 0, sizeof(*c->deltas[i]));
+}
 
-	while (off < c->size) {
+/* The pass has read all it will: say how it ended. */
+static int end_pass(struct mt_capture *c, int partial)
+{
+	c->ended = 1;
+	if (partial || !c->st.trailer_seen) {
+		c->st.truncated = 1;
+		if (partial)
+			warn(c, "capture is truncated: read %llu chunks up to byte %llu of %llu",
+			     (unsigned long long)c->st.n_chunks, (unsigned long long)c->st.end_offset,
+			     (unsigned long long)c->size);
+		else if (!c->st.stopped)
+			warn(c, "capture is truncated: read %llu chunks up to byte %llu "
+				"(no end-of-capture record: the process ended without stopping tracking)",
+			     (unsigned long long)c->st.n_chunks, (unsigned long long)c->st.end_offset);
+	}
+	return 0;
+}
+
+int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *ctx)
+{
+	struct mt_record_ops ops = *ops_in;
+	size_t off = c->off;
+	uint64_t index = c->index;
+
+	if (c->ended)
+		return 0;
+	mt_record_ops_init(&ops);
+	if (off >= c->size)
+		return end_pass(c, 0);
+	{
 		size_t left = c->size - off;
 		struct mt_chunk ch;
 		const uint8_t *data;
 		uint32_t raw_len;
 
-		if (left < MT_CHUNK_HEADER) {
-			partial = 1;
-			break;
-		}
+		if (left < MT_CHUNK_HEADER)
+			return end_pass(c, 1);
 		if (mt_chunk_header_decode(c->data + off, &ch) < 0) {
 			/* A file extended but never written (crash during a
 			 * flush) ends in zeros: that is truncation. */
-			if (all_zero(c->data + off, left)) {
-				partial = 1;
-			} else {
-				corrupt(c, "capture is corrupt: bad chunk header at byte %llu; read %llu "
-					   "chunks before it", (unsigned long long)off,
-					(unsigned long long)c->st.n_chunks);
-			}
-			break;
+			if (all_zero(c->data + off, left))
+				return end_pass(c, 1);
+			corrupt(c, "capture is corrupt: bad chunk header at byte %llu; read %llu "
+				   "chunks before it", (unsigned long long)off,
+				(unsigned long long)c->st.n_chunks);
+			return end_pass(c, 0);
 		}
-		if (ch.stored_len > left - MT_CHUNK_HEADER) {
-			partial = 1;
-			break;
-		}
+		if (ch.stored_len > left - MT_CHUNK_HEADER)
+			return end_pass(c, 1);
 		data = c->data + off + MT_CHUNK_HEADER;
 		int last = off + MT_CHUNK_HEADER + ch.stored_len == c->size;
 		const char *why = NULL;
@@ -425,10 +457,8 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 			data = c->raw;
 		}
 		raw_len = ch.raw_len;
-		if (why && last) {
-			partial = 1;
-			break;
-		}
+		if (why && last)
+			return end_pass(c, 1);
 		if (!why) {
 			int rc = ops.chunk(ctx, index, off, &ch);
 			if (rc)
@@ -473,23 +503,22 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 			corrupt(c, "capture is corrupt: chunk %llu at byte %llu: %s; read %llu chunks "
 				   "before it", (unsigned long long)index, (unsigned long long)off, why,
 				(unsigned long long)c->st.n_chunks);
-			break;
+			return end_pass(c, 0);
 		}
 		c->st.n_chunks++;
-		index++;
-		off += MT_CHUNK_HEADER + ch.stored_len;
-		c->st.end_offset = off;
+		c->index = index + 1;
+		c->off = off + MT_CHUNK_HEADER + ch.stored_len;
+		c->st.end_offset = c->off;
 	}
-	if (partial || !c->st.trailer_seen) {
-		c->st.truncated = 1;
-		if (partial)
-			warn(c, "capture is truncated: read %llu chunks up to byte %llu of %llu",
-			     (unsigned long long)c->st.n_chunks, (unsigned long long)c->st.end_offset,
-			     (unsigned long long)c->size);
-		else if (!c->st.stopped)
-			warn(c, "capture is truncated: read %llu chunks up to byte %llu "
-				"(no end-of-capture record: the process ended without stopping tracking)",
-			     (unsigned long long)c->st.n_chunks, (unsigned long long)c->st.end_offset);
-	}
-	return 0;
+	return 1;
+}
+
+int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx)
+{
+	int rc;
+
+	mt_capture_rewind(c);
+	while ((rc = mt_capture_step(c, ops, ctx)) == 1)
+		;
+	return rc;
 }

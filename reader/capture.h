@@ -95,6 +95,19 @@ void mt_capture_set_warn(struct mt_capture *c, void (*fn)(void *ctx, const char 
  * first non-zero callback value, or -ENOMEM. */
 int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx);
 
+/* mt_capture_rewind() / mt_capture_step() - mt_capture_read() a chunk at
+ * a time: rewind starts a pass, and each step reads the pass's next chunk.
+ * A step returns 1 if it read one (more may follow), 0 once the pass has
+ * ended (every step after too; the status is then final), or as
+ * mt_capture_read() returns otherwise. */
+void mt_capture_rewind(struct mt_capture *c);
+int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx);
+
+/* mt_capture_bytes() - the whole capture file, borrowed, valid until
+ * mt_capture_close(): another struct mt_capture can read it on its own
+ * with mt_capture_open_mem(). */
+const void *mt_capture_bytes(const struct mt_capture *c, size_t *len);
+
 /* mt_capture_status() - borrowed; describes the last mt_capture_read(). */
 const struct mt_capture_status *mt_capture_status(const struct mt_capture *c);
 

@@ -223,21 +223,22 @@ static struct mt_py_record *recs_push(struct recs *a)
 }
 
 /* ------------------------------------------------------------------------
- * Every event.
+ * Every event, a chunk at a time.
  * ---------------------------------------------------------------------- */
-struct events_ctx {
-	struct mt_py_reader *r;
+struct mt_py_events {
+	struct mt_capture *cap; /* over the reader's bytes, with its own pass */
+	const struct mt_py_reader *r; /* during mt_py_events_next() only */
 	struct recs out;
 };
 
-static int ev_push(struct events_ctx *c, const struct mt_record *rec, uint64_t addr, uint64_t size,
-		   unsigned kind, uint32_t stack)
+static int ev_push(struct mt_py_events *e, const struct mt_record *rec, uint64_t addr,
+		   uint64_t size, unsigned kind, uint32_t stack)
 {
-	struct mt_py_record *o = recs_push(&c->out);
+	struct mt_py_record *o = recs_push(&e->out);
 
 	if (!o)
 		return -ENOMEM;
-	o->tid = thread_tid(c->r, rec->tidx);
+	o->tid = thread_tid(e->r, rec->tidx);
 	o->address = addr;
 	o->size = size;
 	o->n_allocations = 1;
@@ -257,20 +258,52 @@ static int ev_free(void *ctx, const struct mt_record *rec)
 	return ev_push(ctx, rec, rec->free.addr, rec->free.size, rec->free.kind, 0);
 }
 
-ssize_t mt_py_events(struct mt_py_reader *r, struct mt_py_record **out)
+int mt_py_events_open(const struct mt_py_reader *r, struct mt_py_events **out)
+{
+	struct mt_py_events *e = calloc(1, sizeof(*e));
+	const void *bytes;
+	size_t len;
+	int rc;
+
+	if (!e)
+		return -ENOMEM;
+	bytes = mt_capture_bytes(r->cap, &len);
+	rc = mt_capture_open_mem(bytes, len, &e->cap);
+	if (rc < 0) {
+		free(e);
+		return rc;
+	}
+	/* damage was reported once, when the reader opened */
+	mt_capture_rewind(e->cap);
+	*out = e;
+	return 0;
+}
+
+ssize_t mt_py_events_next(const struct mt_py_reader *r, struct mt_py_events *e,
+			  const struct mt_py_record **out)
 {
 	struct mt_record_ops ops = { .alloc = ev_alloc, .free = ev_free };
-	struct events_ctx c = { .r = r };
-	int e;
+	int rc;
 
-	mt_record_ops_init(&ops);
-	e = mt_capture_read(r->cap, &ops, &c);
-	if (e < 0) {
-		free(c.out.v);
-		return e;
-	}
-	*out = c.out.v;
-	return (ssize_t)c.out.n;
+	e->r = r;
+	e->out.n = 0;
+	do
+		rc = mt_capture_step(e->cap, &ops, e);
+	while (rc == 1 && e->out.n == 0);
+	e->r = NULL;
+	if (rc < 0)
+		return rc;
+	*out = e->out.v;
+	return (ssize_t)e->out.n;
+}
+
+void mt_py_events_close(struct mt_py_events *e)
+{
+	if (!e)
+		return;
+	mt_capture_close(e->cap);
+	free(e->out.v);
+	free(e);
 }
 
 /* ------------------------------------------------------------------------

@@ -9,8 +9,8 @@
  *
  * One struct mt_py_reader holds an open capture and the snapshot built
  * from it (one pass at open). The record queries hand back a malloc'ed
- * array that the caller releases with mt_py_free(); mt_py_events() makes
- * one more pass, and so does a temporary view with another threshold
+ * array that the caller releases with mt_py_free(); the events are read
+ * in a pass of their own, and so is a temporary view with another threshold
  * than the snapshot's. Strings are borrowed from the reader and valid until
  * mt_py_close(). Not thread-safe: one reader per thread, or a lock.
  *
@@ -24,7 +24,7 @@
 struct mt_py_reader;
 
 /* Layout version of the structs below; bump on any change. */
-#define MT_PY_ABI 1
+#define MT_PY_ABI 2
 
 /* What a capture says about itself. Every field is 64 bits wide. */
 struct mt_py_meta {
@@ -105,9 +105,18 @@ const char *mt_py_warnings(const struct mt_py_reader *r);
 /* mt_py_diag() - diagnostic @i (< n_diags) from the payload; borrowed. */
 const char *mt_py_diag(const struct mt_py_reader *r, size_t i, uint32_t *code);
 
-/* mt_py_events() - every allocation and free record in capture order.
- * Returns the count and sets *@out (mt_py_free()), or -ENOMEM. */
-ssize_t mt_py_events(struct mt_py_reader *r, struct mt_py_record **out);
+/* Every allocation and free record in capture order, a chunk at a time,
+ * so that memory stays bounded by a chunk's events however long the
+ * capture: mt_py_events_open() starts a pass of its own (several may run
+ * at once over one reader), mt_py_events_next() hands out the events of
+ * the pass's next chunks that have any (0 once the pass has ended), and
+ * mt_py_events_close() ends it. The array *@out is the pass's, valid
+ * until its next call; a pass must be closed before its reader. */
+struct mt_py_events;
+int mt_py_events_open(const struct mt_py_reader *r, struct mt_py_events **out);
+ssize_t mt_py_events_next(const struct mt_py_reader *r, struct mt_py_events *e,
+			  const struct mt_py_record **out);
+void mt_py_events_close(struct mt_py_events *e);
 
 /* mt_py_view() - allocations grouped by stack, allocator and (unless
  * @merge_threads) thread for @view, as the snapshot counts them (its
@@ -120,7 +129,7 @@ ssize_t mt_py_events(struct mt_py_reader *r, struct mt_py_record **out);
 ssize_t mt_py_view(struct mt_py_reader *r, int view, int merge_threads, uint64_t threshold,
 		   struct mt_py_record **out);
 
-/* mt_py_free() - release an array from mt_py_events()/mt_py_view(). */
+/* mt_py_free() - release an array from mt_py_view(). */
 void mt_py_free(void *p);
 
 /* mt_py_stack() - frames of stack @id, innermost first, into

@@ -102,7 +102,7 @@ def payload():
 # ---------------------------------------------------------------------------
 # The reader's ctypes interface (reader/pyapi.h).
 # ---------------------------------------------------------------------------
-ABI = 1
+ABI = 2
 _u64 = ctypes.c_uint64
 
 
@@ -160,7 +160,9 @@ def reader():
             "mt_py_meta": ([vp, ctypes.POINTER(Meta)], None),
             "mt_py_warnings": ([vp], ctypes.c_char_p),
             "mt_py_diag": ([vp, sz, ctypes.POINTER(ctypes.c_uint32)], ctypes.c_char_p),
-            "mt_py_events": ([vp, ctypes.POINTER(ctypes.POINTER(Record))], ssz),
+            "mt_py_events_open": ([vp, ctypes.POINTER(vp)], ctypes.c_int),
+            "mt_py_events_next": ([vp, vp, ctypes.POINTER(ctypes.POINTER(Record))], ssz),
+            "mt_py_events_close": ([vp], None),
             "mt_py_view": ([vp, ctypes.c_int, ctypes.c_int, _u64,
                             ctypes.POINTER(ctypes.POINTER(Record))], ssz),
             "mt_py_free": ([vp], None),
@@ -170,13 +172,14 @@ def reader():
             "mt_py_samples": ([vp, ctypes.POINTER(sz)], ctypes.POINTER(Sample)),
             "mt_py_dump": ([ctypes.c_char_p, WRITE_FN, vp, ctypes.c_char_p, sz], ctypes.c_int),
         }
+        lib.mt_py_abi.argtypes, lib.mt_py_abi.restype = [], ctypes.c_int
+        if lib.mt_py_abi() != ABI:
+            raise ImportError("memtrace: %s has interface version %d, this package needs %d"
+                              % (path, lib.mt_py_abi(), ABI))
         for name, (args, res) in decl.items():
             fn = getattr(lib, name)
             fn.argtypes = args
             fn.restype = res
-        if lib.mt_py_abi() != ABI:
-            raise ImportError("memtrace: %s has interface version %d, this package needs %d"
-                              % (path, lib.mt_py_abi(), ABI))
         lib.path = path
         _reader = lib
         return _reader

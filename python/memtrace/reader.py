@@ -284,8 +284,36 @@ class FileReader:
 
     # -- queries --------------------------------------------------------
     def get_allocation_records(self):
-        """Every allocation and free, in the order they happened."""
-        return self._records(self._lib.mt_py_events)
+        """Every allocation and free, in the order they happened. Read as
+        the iteration goes, a chunk of the capture at a time: memory stays
+        small however many events the capture holds."""
+        self._h()  # a closed reader fails here, not at the first next()
+        return self._events()
+
+    def _events(self):
+        lib = self._lib
+        cursor = ctypes.c_void_p()
+        rc = lib.mt_py_events_open(self._h(), ctypes.byref(cursor))
+        if rc < 0:
+            raise MemoryError("memtrace.FileReader: cannot read '%s' (error %d)" % (self.path, rc))
+        try:
+            out = ctypes.POINTER(_native.Record)()
+            names = self._thread_name
+            while True:
+                # _h() raises if the reader was closed meanwhile: the pass
+                # reads the reader's copy of the file
+                n = lib.mt_py_events_next(self._h(), cursor, ctypes.byref(out))
+                if n < 0:
+                    raise MemoryError("memtrace.FileReader: cannot read '%s' (error %d)"
+                                      % (self.path, n))
+                if n == 0:
+                    return
+                recs = (_native.Record * n).from_buffer_copy(
+                    ctypes.cast(out, ctypes.POINTER(_native.Record * n)).contents)
+                for r in recs:
+                    yield AllocationRecord(self, r, names(r.thread))
+        finally:
+            lib.mt_py_events_close(cursor)
 
     def get_high_watermark_allocation_records(self, merge_threads=True):
         """What was allocated at the moment the tracked heap was highest,

@@ -25,12 +25,28 @@ static void fz_pyapi(const char *path)
 	}
 	size_t ns;
 	(void)mt_py_samples(r, &ns);
-	struct mt_py_record *ev = NULL;
-	ssize_t n = mt_py_events(r, &ev);
+	/* two passes over the events, interleaved, as two iterations of
+	 * get_allocation_records() can be */
+	struct mt_py_events *pass[2] = { NULL, NULL };
 	struct mt_py_frame fr[16];
-	for (ssize_t i = 0; i < n && i < 256; i++)
-		(void)mt_py_stack(r, ev[i].stack, fr, 16);
-	mt_py_free(ev);
+	ssize_t n;
+	if (mt_py_events_open(r, &pass[0]) == 0 && mt_py_events_open(r, &pass[1]) == 0) {
+		int live = 3, shown = 0;
+		while (live) {
+			for (int k = 0; k < 2; k++) {
+				const struct mt_py_record *ev;
+				if (!(live & (1 << k)))
+					continue;
+				n = mt_py_events_next(r, pass[k], &ev);
+				if (n <= 0)
+					live &= ~(1 << k);
+				for (ssize_t i = 0; i < n && shown < 256; i++, shown++)
+					(void)mt_py_stack(r, ev[i].stack, fr, 16);
+			}
+		}
+	}
+	mt_py_events_close(pass[0]);
+	mt_py_events_close(pass[1]);
 	for (int v = 0; v < 3; v++) {
 		struct mt_py_record *g = NULL;
 		n = mt_py_view(r, v, v == 1, v == 2 ? 3 : 1, &g);

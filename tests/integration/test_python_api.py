@@ -171,6 +171,45 @@ def test_reader_outlives_its_file_being_rewritten(tmp_path):
     assert (p.returncode, p.stdout.split()[0]) == (0, "True"), (p.returncode, p.stdout, p.stderr)
 
 
+def test_allocation_records_are_read_as_they_are_iterated(memtrace, tmp_path):
+    """get_allocation_records() on a capture of 3M events keeps little in
+    memory: it reads a chunk at a time. It used to build every record at
+    once, about 100 bytes per event (here 300 MB) before the first came
+    out. Two passes over one reader run side by side, and closing the
+    reader stops a pass that is under way (at its next chunk)."""
+    cap = tmp_path / "big.bin"
+    run(memtrace, "run", "-o", cap, "--trace-python-allocators", "--python", "/usr/bin/python3",
+        "-c", "for i in range(750_000): x = [str(i), (i, i)]", cwd=tmp_path, timeout=300)
+    p = run_py("/usr/bin/python3", """
+        import resource, sys
+        import memtrace
+        r = memtrace.FileReader(sys.argv[1])
+        total = r.metadata.total_allocations + r.metadata.total_frees
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        a, b = r.get_allocation_records(), r.get_allocation_records()
+        n = same = 0
+        for x, y in zip(a, b):
+            n += 1
+            same += x == y
+        n += sum(1 for _ in a)
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
+        partial = r.get_allocation_records()
+        next(partial)
+        r.close()
+        try:
+            for _ in partial:
+                pass
+            closed = "no error"
+        except ValueError as e:
+            closed = str(e)
+        print(total, n, same, grown // 1024, closed)
+        """.replace("sys.argv[1]", repr(str(cap))), tmp_path, timeout=300)
+    total, n, same, grown_mib, closed = p.stdout.split(None, 4)
+    assert int(total) > 3_000_000 and int(n) == int(total) == int(same), p.stdout
+    assert int(grown_mib) < 64, p.stdout
+    assert "closed reader" in closed, p.stdout
+
+
 def test_program_that_closes_the_capture_descriptor_keeps_its_files(tmp_path):
     """A program that closes every descriptor it did not open (as daemons
     do) and opens its own: one of them may get the capture's number. The
