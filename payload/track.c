@@ -51,7 +51,6 @@ struct mt_thread {
 	struct mt_tbuf *buf; /* this thread's event buffer */
 	uint64_t session;    /* g.session when it last registered or forgot its stacks */
 	uint32_t index;
-	struct mt_delta delta;
 	struct mt_thread *next_free;
 	struct ncache_entry ncache[NCACHE];
 	struct pcache_entry pcache[PCACHE];
@@ -133,9 +132,10 @@ static void thread_exit(void *arg)
 	unlock();
 }
 
-/* A record was dropped: the reader's coding state for this thread no
- * longer matches ours. The thread registers again under a new index with
- * fresh state (a THREAD record with the same tid). */
+/* A record was dropped. The thread registers again under a new index (a
+ * THREAD record with the same tid): announced again if that record was the
+ * one lost, and, while the writer is stuck, with its next events dropped
+ * on the way in (thread_setup), at no more cost than that. */
 static void resync(struct mt_thread *t)
 {
 	t->session = 0;
@@ -262,7 +262,6 @@ static struct mt_thread *thread_setup(void)
 	}
 	t->session = session;
 	t->index = atomic_fetch_add(&g.next_thread, 1);
-	memset(&t->delta, 0, sizeof(t->delta));
 	/* stack ids start again with the capture */
 	forget_stacks(t);
 	push_thread_record(t);
@@ -530,8 +529,7 @@ track_alloc(unsigned kind, const void *ptr, size_t size, const struct mt_pylayou
 		resync(t);
 		return;
 	}
-	mt_tbuf_commit(t->buf, mt_enc_alloc(p, &t->delta, t->index, kind, (uintptr_t)ptr, size,
-					    stack));
+	mt_tbuf_commit(t->buf, mt_raw_alloc(p, kind, (uintptr_t)ptr, size, stack));
 }
 
 static inline __attribute__((always_inline)) void track_free(unsigned kind, const void *ptr,
@@ -545,7 +543,7 @@ static inline __attribute__((always_inline)) void track_free(unsigned kind, cons
 		resync(t);
 		return;
 	}
-	mt_tbuf_commit(t->buf, mt_enc_free(p, &t->delta, t->index, kind, (uintptr_t)ptr, size));
+	mt_tbuf_commit(t->buf, mt_raw_free(p, kind, (uintptr_t)ptr, size));
 }
 
 void mt_track_alloc(unsigned kind, const void *ptr, size_t size)

@@ -40,10 +40,10 @@
  * all while it polls: a pass that took POLL_MIN bytes or more means busy
  * producers, and the writer then comes back every POLL_NS on its own
  * (a futex wake-up costs the hook a syscall; in churn's 0.43 s run ~480
- * of them made it 4% slower). The writer takes a buffer's records before
- * it compresses the chunk they complete (about 1.3 ns a byte), so a
- * producer writing ~180 MB/s has its whole buffer, ~1.4 ms, to wait on
- * a late writer. With 1 MiB chunks churn waited for the writer ~70 times
+ * of them made it 4% slower). The writer gives a buffer's records back
+ * before it compresses the chunk they complete, so a producer has its
+ * whole buffer (about a millisecond of churn's raw events) to wait on a
+ * late writer. With 1 MiB chunks churn waited for the writer ~70 times
  * in a 0.6 s run and ran about 8% slower. */
 #define CHUNK_MAX MT_CHUNK_RAW_MAX
 #define FLUSH_NS (250ull * 1000 * 1000) /* bound on what a SIGKILL loses */
@@ -52,7 +52,8 @@
 #define STALL_NS (1000ull * 1000 * 1000)
 #define POLL_NS (200ull * 1000)
 #define POLL_MIN (TBUF_SIZE / 16)
-_Static_assert(TBUF_SIZE <= CHUNK_MAX, "a buffer's records fit in one chunk");
+_Static_assert(MT_RAW_MAX <= MT_REC_HOT_MAX, "a raw event fits where a record is reserved");
+_Static_assert(MT_TBUF_PUSH_MAX + MT_REC_HOT_MAX <= CHUNK_MAX, "a pushed record fits in a chunk");
 
 struct mt_writer_hot mt_whot;
 int mt_has_prefetchw;
@@ -531,23 +532,108 @@ static int front(struct mt_tbuf *b, uint64_t *epoch, uint64_t *end)
 	return 1;
 }
 
-/* Copy @b's records up to @end into the chunk: whole records, as the
- * producer publishes its head only after a whole record, and a buffer's
- * worth always fits in an empty chunk. */
-static void consume(struct mt_tbuf *b, uint64_t end)
+/* Bytes [@pos, @pos + @len) of @b's ring in one piece: in place, or
+ * copied into @tmp where they wrap around. */
+static const uint8_t *ring_bytes(const struct mt_tbuf *b, uint64_t pos, size_t len, uint8_t *tmp)
+{
+	size_t off = (size_t)(pos & TBUF_MASK);
+	if (off + len <= TBUF_SIZE)
+		return b->data + off;
+	copy_out(b, pos, tmp, len);
+	return tmp;
+}
+
+/* Give @b's records before @pos back to its producer. */
+static void release(struct mt_tbuf *b, uint64_t pos)
 {
 	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
-	size_t len = (size_t)(end - tail), before = w.raw_len;
-	copy_out(b, tail, w.raw + w.raw_len, len);
-	w.raw_len += len;
-	atomic_store_explicit(&b->tail, end, memory_order_release);
+	if (pos == tail)
+		return;
+	atomic_store_explicit(&b->tail, pos, memory_order_release);
 	atomic_fetch_add(&w.progress, 1);
 	if (atomic_load(&w.waiters))
 		futex_wake(&w.progress, INT_MAX);
-	w.consumed += len;
-	/* The producer has its room back before the chunk is compressed. */
-	if (w.raw_len > CHUNK_MAX)
-		flush_part(before);
+	w.consumed += pos - tail;
+}
+
+/* The length of the coded record at @pos (before @end) of @b, and the
+ * thread index its head names; 0 if it does not parse, which only a bug
+ * in memtrace could cause. */
+static size_t coded_len(const struct mt_tbuf *b, uint64_t pos, uint64_t end, uint32_t *thread)
+{
+	uint8_t tmp[24];
+	size_t have = end - pos < sizeof(tmp) ? (size_t)(end - pos) : sizeof(tmp);
+	const uint8_t *p = ring_bytes(b, pos, have, tmp), *q = p + 1, *lim = p + have;
+	uint64_t v = p[0] >> 4, body;
+	if (v == 15 && mt_varint_get(&q, lim, &v) < 0)
+		return 0;
+	if (mt_varint_get(&q, lim, &body) < 0 || body > MT_TBUF_PUSH_MAX)
+		return 0;
+	*thread = (uint32_t)v;
+	return (size_t)(q - p) + (size_t)body;
+}
+
+/* Take @b's records up to @end into the chunk, coding its raw events on
+ * the way: whole records, as the producer publishes its head only after a
+ * whole record. A chunk that fills up is written out, and the producer
+ * has the records before it back before it is compressed. */
+static void consume(struct mt_tbuf *b, uint64_t end)
+{
+	uint64_t pos = atomic_load_explicit(&b->tail, memory_order_relaxed);
+	uint8_t tmp[MT_RAW_MAX];
+
+	while (pos < end) {
+		if (w.raw_len + MT_REC_HOT_MAX > CHUNK_MAX) {
+			release(b, pos);
+			flush_chunk();
+		}
+		uint8_t head = b->data[pos & TBUF_MASK];
+		if ((head & 15) == 0) {
+			unsigned kind = head >> 4;
+			uint64_t addr, size = 0;
+			if (MT_RAW_FREE_KINDS >> kind & 1) {
+				size_t n = kind == MT_ALLOC_MUNMAP ? 17 : 9;
+				const uint8_t *p = ring_bytes(b, pos, n, tmp);
+				memcpy(&addr, p + 1, 8);
+				if (n == 17)
+					memcpy(&size, p + 9, 8);
+				w.raw_len += mt_enc_free(w.raw + w.raw_len, &b->w_delta, b->w_index, kind,
+							 addr, size);
+				pos += n;
+			} else {
+				uint32_t stack;
+				const uint8_t *p = ring_bytes(b, pos, 21, tmp);
+				memcpy(&addr, p + 1, 8);
+				memcpy(&size, p + 9, 8);
+				memcpy(&stack, p + 17, 4);
+				w.raw_len += mt_enc_alloc(w.raw + w.raw_len, &b->w_delta, b->w_index, kind,
+							  addr, size, stack);
+				pos += 21;
+			}
+			continue;
+		}
+		uint32_t thread;
+		size_t n = coded_len(b, pos, end, &thread);
+		if (!n || n > end - pos) { /* cannot happen: the records are ours */
+			fail(-EINVAL);
+			pos = end;
+			break;
+		}
+		if ((head & 15) == MT_REC_THREAD) {
+			/* the thread (re)registered: its events from here on are
+			 * coded under this index, from a fresh state */
+			b->w_index = thread;
+			memset(&b->w_delta, 0, sizeof(b->w_delta));
+		}
+		if (w.raw_len + n > CHUNK_MAX) {
+			release(b, pos);
+			flush_chunk();
+		}
+		copy_out(b, pos, w.raw + w.raw_len, n);
+		w.raw_len += n;
+		pos += n;
+	}
+	release(b, pos);
 }
 
 /* Write every record of an epoch older than the current one: a thread
@@ -758,8 +844,9 @@ int mt_writer_start(int fd, const struct mt_header *h)
 
 	mt_has_prefetchw = cpu_has_prefetchw();
 	if (!w.raw) {
-		/* a full chunk, and a buffer's run copied past it */
-		w.raw = mmap(NULL, CHUNK_MAX + TBUF_SIZE + MT_REC_HOT_MAX, PROT_READ | PROT_WRITE,
+		/* a chunk: consume() and append() write it out before it
+		 * would grow past CHUNK_MAX */
+		w.raw = mmap(NULL, CHUNK_MAX, PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS,
 			     -1, 0);
 		w.out = mmap(NULL,
