@@ -429,7 +429,12 @@ int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c)
 /* ------------------------------------------------------------------------
  * Chunk columns.
  * ---------------------------------------------------------------------- */
-enum { COL_CTL, COL_ADDR, COL_SIZE, COL_STACK, COL_NODE, COL_BODY };
+#define COL_CTL MT_COL_CTL
+#define COL_ADDR MT_COL_ADDR
+#define COL_SIZE MT_COL_SIZE
+#define COL_STACK MT_COL_STACK
+#define COL_NODE MT_COL_NODE
+#define COL_BODY MT_COL_BODY
 
 /* A STACK record in the node column: a flag byte, then the fields it does
  * not imply. The flag's low two bits say where the parent is: NODE_SIBLING
@@ -454,13 +459,10 @@ enum {
 };
 #define NODE_REC_MAX 32 /* room mt_rec_encode() needs for a STACK record */
 
-struct node_state {
-	uint32_t id, parent, code, offset;
-};
 
 /* The STACK record of @v as mt_rec_encode() writes it, into @p. Returns
  * its length. */
-static size_t node_record(uint8_t p[NODE_REC_MAX], const struct node_state *v)
+static size_t node_record(uint8_t p[NODE_REC_MAX], const struct mt_node_state *v)
 {
 	struct mt_record r = { .type = MT_REC_STACK };
 	r.stack = (struct mt_rec_stack){ v->id, v->parent, v->code, v->offset };
@@ -478,13 +480,13 @@ static inline size_t put_zigzag(uint8_t *p, int64_t v)
  * record is to be stored verbatim: it does not decode, it is not in the
  * shortest form mt_rec_encode() writes (a later revision's extra fields,
  * say), or coding it would take more room than storing it. */
-static size_t node_pack(uint8_t *p, struct node_state *st, const uint8_t *rec, size_t len)
+static size_t node_pack(uint8_t *p, struct mt_node_state *st, const uint8_t *rec, size_t len)
 {
 	struct mt_record r;
 	uint8_t canon[NODE_REC_MAX];
 	if (mt_rec_decode(rec, len, &r, NULL, NULL) != (ssize_t)len)
 		return 0;
-	struct node_state v = { r.stack.id, r.stack.parent, r.stack.code, r.stack.offset };
+	struct mt_node_state v = { r.stack.id, r.stack.parent, r.stack.code, r.stack.offset };
 	if (node_record(canon, &v) != len || memcmp(canon, rec, len) != 0)
 		return 0;
 
@@ -539,10 +541,10 @@ static inline int get_u32_delta(const uint8_t **q, const uint8_t *end, int64_t b
 /* Undoes node_pack(): the node-column segment at *@q (before @end) after
  * its flag @flag (not NODE_VERBATIM), the STACK record into @p. Returns
  * the record's length, or 0 if the segment does not decode. */
-static size_t node_unpack(uint8_t p[NODE_REC_MAX], struct node_state *st, unsigned flag,
+static size_t node_unpack(uint8_t p[NODE_REC_MAX], struct mt_node_state *st, unsigned flag,
 			  const uint8_t **q, const uint8_t *end)
 {
-	struct node_state v;
+	struct mt_node_state v;
 	uint64_t off;
 	if (flag & ~(unsigned)(NODE_PARENT | NODE_NEXT_ID | NODE_SAME_CODE))
 		return 0;
@@ -680,76 +682,99 @@ static inline int is_plain_hot(uint8_t head)
 	return is_hot(head) && head < 0xf0;
 }
 
-ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
-		       uint64_t *events)
+void mt_cols_begin(struct mt_cols *c, uint8_t *dst, uint8_t *scratch, size_t cap)
 {
-	uint8_t *base[MT_COLUMNS], *out[MT_COLUMNS];
-	const uint8_t *p = src, *end = src + len;
-	size_t n[MT_COLUMNS], hot = 0;
-	struct node_state node = { 0 };
-
-	/* One pass over the records, each column written where it has room
-	 * whatever the others hold: the first after the room for the
-	 * directory, the others in the scratch space. */
-	base[COL_CTL] = dst + MT_COLUMNS_DIR_MAX;
+	/* Each column is written where it has room whatever the others
+	 * hold: the first after the room for the directory, the others in
+	 * the scratch space. */
+	memset(c, 0, sizeof(*c));
+	c->dst = dst;
+	c->base[COL_CTL] = dst + MT_COLUMNS_DIR_MAX;
 	for (int i = 1; i < MT_COLUMNS; i++)
-		base[i] = scratch + (size_t)(i - 1) * len;
-	memcpy(out, base, sizeof(out));
-	while (p < end) {
-		/* A plain hot record with MT_REC_HOT_MAX bytes after it needs
-		 * no bounds checks: its segments end within 32 bytes. */
-		if ((size_t)(end - p) >= MT_REC_HOT_MAX && is_plain_hot(p[0])) {
-			unsigned type = p[0] & 0x0f, km = p[1];
-			memcpy(out[COL_CTL], p, 2);
-			out[COL_CTL] += 2;
-			p += 2;
-			if ((km >> 4 >= MT_ADDR_ALIGNED &&
-			     copy_varint(&out[COL_ADDR], &p, MT_VARINT_MAX) < 0) ||
-			    ((type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP) &&
-			     copy_varint(&out[COL_SIZE], &p, MT_VARINT_MAX) < 0) ||
-			    (type == MT_REC_ALLOC &&
-			     copy_varint(&out[COL_STACK], &p, MT_VARINT_MAX) < 0))
-				return -MT_ECORRUPT;
-			hot++;
-			continue;
-		}
-		hot += is_hot(p[0]);
-		const uint8_t *pp[MT_COLUMNS] = { p };
-		size_t ll[MT_COLUMNS] = { (size_t)(end - p) };
-		if (rec_segments(pp, ll, 1, n) < 0)
+		c->base[i] = scratch + (size_t)(i - 1) * cap;
+	memcpy(c->out, c->base, sizeof(c->out));
+}
+
+ssize_t mt_cols_add(struct mt_cols *c, const uint8_t *p, size_t left)
+{
+	uint8_t **out = c->out;
+	const uint8_t *start = p;
+	size_t n[MT_COLUMNS];
+
+	/* A plain hot record with MT_REC_HOT_MAX bytes after it needs no
+	 * bounds checks: its segments end within 32 bytes. */
+	if (left >= MT_REC_HOT_MAX && is_plain_hot(p[0])) {
+		unsigned type = p[0] & 0x0f, km = p[1];
+		memcpy(out[COL_CTL], p, 2);
+		out[COL_CTL] += 2;
+		p += 2;
+		if ((km >> 4 >= MT_ADDR_ALIGNED && copy_varint(&out[COL_ADDR], &p, MT_VARINT_MAX) < 0) ||
+		    ((type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP) &&
+		     copy_varint(&out[COL_SIZE], &p, MT_VARINT_MAX) < 0) ||
+		    (type == MT_REC_ALLOC && copy_varint(&out[COL_STACK], &p, MT_VARINT_MAX) < 0))
 			return -MT_ECORRUPT;
-		if (p[0] == MT_REC_STACK) {
-			size_t k = node_pack(out[COL_NODE], &node, p, 1 + n[COL_BODY]);
-			if (k) {
-				*out[COL_CTL]++ = p[0];
-				out[COL_NODE] += k;
-				p += 1 + n[COL_BODY];
-				continue;
-			}
-			*out[COL_NODE]++ = NODE_VERBATIM;
-		}
-		for (int i = 0; i < MT_COLUMNS; i++) {
-			memcpy(out[i], p, n[i]);
-			out[i] += n[i];
-			p += n[i];
-		}
+		c->events++;
+		c->len += (size_t)(p - start);
+		return p - start;
 	}
-	if (events)
-		*events += hot;
-	/* Then the directory, and the columns in place behind it. */
+	c->events += is_hot(p[0]);
+	const uint8_t *pp[MT_COLUMNS] = { p };
+	size_t ll[MT_COLUMNS] = { left };
+	if (rec_segments(pp, ll, 1, n) < 0)
+		return -MT_ECORRUPT;
+	if (p[0] == MT_REC_STACK) {
+		size_t k = node_pack(out[COL_NODE], &c->node, p, 1 + n[COL_BODY]);
+		if (k) {
+			*out[COL_CTL]++ = p[0];
+			out[COL_NODE] += k;
+			c->len += 1 + n[COL_BODY];
+			return (ssize_t)(1 + n[COL_BODY]);
+		}
+		*out[COL_NODE]++ = NODE_VERBATIM;
+	}
+	for (int i = 0; i < MT_COLUMNS; i++) {
+		memcpy(out[i], p, n[i]);
+		out[i] += n[i];
+		p += n[i];
+	}
+	c->len += (size_t)(p - start);
+	return p - start;
+}
+
+size_t mt_cols_finish(struct mt_cols *c)
+{
+	/* The directory, and the columns in place behind it. */
 	uint8_t dir[MT_COLUMNS_DIR_MAX];
 	size_t ndir = 0;
 	for (int i = 0; i < MT_COLUMNS - 1; i++)
-		ndir += mt_varint_put(dir + ndir, (uint64_t)(out[i] - base[i]));
-	uint8_t *q = dst + ndir;
-	memmove(q, base[COL_CTL], (size_t)(out[COL_CTL] - base[COL_CTL]));
-	memcpy(dst, dir, ndir);
-	q += out[COL_CTL] - base[COL_CTL];
+		ndir += mt_varint_put(dir + ndir, (uint64_t)(c->out[i] - c->base[i]));
+	uint8_t *q = c->dst + ndir;
+	memmove(q, c->base[COL_CTL], (size_t)(c->out[COL_CTL] - c->base[COL_CTL]));
+	memcpy(c->dst, dir, ndir);
+	q += c->out[COL_CTL] - c->base[COL_CTL];
 	for (int i = 1; i < MT_COLUMNS; i++) {
-		memcpy(q, base[i], (size_t)(out[i] - base[i]));
-		q += out[i] - base[i];
+		memcpy(q, c->base[i], (size_t)(c->out[i] - c->base[i]));
+		q += c->out[i] - c->base[i];
 	}
-	return (ssize_t)(q - dst);
+	return (size_t)(q - c->dst);
+}
+
+ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
+		       uint64_t *events)
+{
+	struct mt_cols c;
+	const uint8_t *p = src, *end = src + len;
+
+	mt_cols_begin(&c, dst, scratch, len);
+	while (p < end) {
+		ssize_t n = mt_cols_add(&c, p, (size_t)(end - p));
+		if (n < 0)
+			return n;
+		p += n;
+	}
+	if (events)
+		*events += c.events;
+	return (ssize_t)mt_cols_finish(&c);
 }
 
 ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined)
@@ -757,7 +782,7 @@ ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, 
 	const uint8_t *p[MT_COLUMNS], *q = src, *end[MT_COLUMNS];
 	size_t left[MT_COLUMNS], n[MT_COLUMNS];
 	uint8_t *o = dst, *o_end = dst + cap;
-	struct node_state node = { 0 };
+	struct mt_node_state node = { 0 };
 
 	*joined = 0;
 	for (int i = 0; i < MT_COLUMNS - 1; i++) {

@@ -268,19 +268,54 @@ static inline void mt__ring_push(uint64_t *ring, uint8_t *tag8, uint8_t *pos, ui
 	*pos = (uint8_t)(*pos + 1);
 }
 
-/* The km byte and, for a delta mode, the delta from *@prev; *@prev = @addr. */
-static inline size_t mt__put_addr(uint8_t *p, size_t n, unsigned kind, unsigned mode,
-				  uint64_t *prev, uint64_t addr)
+/* The final address mode for ring match @mode, and for a delta mode the
+ * zigzag delta from @prev into *@zd. */
+static inline unsigned mt__addr_mode(unsigned mode, uint64_t prev, uint64_t addr, uint64_t *zd)
 {
-	int64_t delta = (int64_t)(addr - *prev);
+	int64_t delta = (int64_t)(addr - prev);
 	if (mode == MT_ADDR_EXPLICIT && (delta & 15) == 0) {
 		mode = MT_ADDR_ALIGNED;
 		delta >>= 4; /* exact; GCC and Clang shift signed values arithmetically */
 	}
-	p[n++] = (uint8_t)(kind | mode << 4);
+	*zd = mt_zigzag(delta);
+	return mode;
+}
+
+/* An ALLOC or FREE record's fields once coded, and the coding state moved
+ * past it: what goes in each column (docs/format.md section 2.1). */
+struct mt__hot {
+	unsigned km;    /* kind | mode << 4 */
+	uint64_t zaddr; /* the address delta, if mode >= MT_ADDR_ALIGNED */
+	uint64_t zstack;
+};
+
+static inline struct mt__hot mt__code_alloc(struct mt_delta *d, unsigned kind, uint64_t addr,
+					    uint64_t size, uint32_t stack)
+{
+	struct mt__hot h;
+	uint64_t *last = &d->last[mt_size_class(size)];
+	uint64_t tag = mt__tag(addr);
+	unsigned mode = mt__ring_take(d->freed, d->freed_tag, d->freed_pos, addr, tag);
+	h.km = kind | mt__addr_mode(mode, *last, addr, &h.zaddr) << 4;
+	*last = addr;
+	h.zstack = mt_zigzag((int64_t)stack - (int64_t)d->stack);
+	d->stack = stack;
+	mt__ring_push(d->live, d->live_tag, &d->live_pos, addr, tag);
+	return h;
+}
+
+static inline struct mt__hot mt__code_free(struct mt_delta *d, unsigned kind, uint64_t addr)
+{
+	struct mt__hot h;
+	uint64_t tag = mt__tag(addr);
+	unsigned mode = mt__ring_take(d->live, d->live_tag, d->live_pos, addr, tag);
+	mode = mt__addr_mode(mode, d->free_addr, addr, &h.zaddr);
+	h.km = kind | mode << 4;
 	if (mode >= MT_ADDR_ALIGNED)
-		n += mt_varint_put(p + n, mt_zigzag(delta));
-	return n;
+		d->free_addr = addr;
+	h.zstack = 0;
+	mt__ring_push(d->freed, d->freed_tag, &d->freed_pos, addr, tag);
+	return h;
 }
 
 /* mt_enc_alloc() - ALLOC record into @p (>= MT_REC_HOT_MAX bytes). */
@@ -288,15 +323,12 @@ static inline size_t mt_enc_alloc(uint8_t *p, struct mt_delta *d, uint32_t threa
 				  unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
 {
 	size_t n = mt__rec_head(p, MT_REC_ALLOC, thread);
-	uint64_t *last = &d->last[mt_size_class(size)];
-	uint64_t tag = mt__tag(addr);
-	unsigned mode = mt__ring_take(d->freed, d->freed_tag, d->freed_pos, addr, tag);
-	n = mt__put_addr(p, n, kind, mode, last, addr);
-	*last = addr;
+	struct mt__hot h = mt__code_alloc(d, kind, addr, size, stack);
+	p[n++] = (uint8_t)h.km;
+	if (h.km >> 4 >= MT_ADDR_ALIGNED)
+		n += mt_varint_put(p + n, h.zaddr);
 	n += mt_varint_put(p + n, size);
-	n += mt_varint_put(p + n, mt_zigzag((int64_t)stack - (int64_t)d->stack));
-	d->stack = stack;
-	mt__ring_push(d->live, d->live_tag, &d->live_pos, addr, tag);
+	n += mt_varint_put(p + n, h.zstack);
 	return n;
 }
 
@@ -306,14 +338,12 @@ static inline size_t mt_enc_free(uint8_t *p, struct mt_delta *d, uint32_t thread
 				 unsigned kind, uint64_t addr, uint64_t size)
 {
 	size_t n = mt__rec_head(p, MT_REC_FREE, thread);
-	uint64_t tag = mt__tag(addr);
-	unsigned mode = mt__ring_take(d->live, d->live_tag, d->live_pos, addr, tag);
-	n = mt__put_addr(p, n, kind, mode, &d->free_addr, addr);
-	if (mode >= MT_ADDR_ALIGNED)
-		d->free_addr = addr;
+	struct mt__hot h = mt__code_free(d, kind, addr);
+	p[n++] = (uint8_t)h.km;
+	if (h.km >> 4 >= MT_ADDR_ALIGNED)
+		n += mt_varint_put(p + n, h.zaddr);
 	if (kind == MT_ALLOC_MUNMAP)
 		n += mt_varint_put(p + n, size);
-	mt__ring_push(d->freed, d->freed_tag, &d->freed_pos, addr, tag);
 	return n;
 }
 
@@ -419,6 +449,79 @@ int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c)
 #define MT_SPLIT_SCRATCH(len) ((size_t)(MT_COLUMNS - 1) * (len))
 ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
 		       uint64_t *events);
+
+/* Chunk columns built a record at a time, as mt_chunk_split() builds them
+ * (the payload's writer codes its events straight into them). The caller
+ * keeps the records' length as a row (@len) within the capacity given to
+ * mt_cols_begin(): a record goes in only while len plus its own length
+ * (MT_REC_HOT_MAX for an event) fits. */
+enum { MT_COL_CTL, MT_COL_ADDR, MT_COL_SIZE, MT_COL_STACK, MT_COL_NODE, MT_COL_BODY };
+
+struct mt_node_state {
+	uint32_t id, parent, code, offset;
+};
+
+struct mt_cols {
+	uint8_t *dst;
+	uint8_t *base[MT_COLUMNS], *out[MT_COLUMNS];
+	struct mt_node_state node; /* the previous node (docs/format.md section 2.2) */
+	size_t len;       /* the records' length as a row */
+	uint64_t events;  /* ALLOC and FREE records */
+};
+
+/* mt_cols_begin() - no records yet, for at most @cap bytes of them; the
+ * chunk data will be in @dst (>= MT_SPLIT_MAX(@cap) bytes), and @scratch
+ * (>= MT_SPLIT_SCRATCH(@cap) bytes) holds columns meanwhile. */
+void mt_cols_begin(struct mt_cols *c, uint8_t *dst, uint8_t *scratch, size_t cap);
+
+/* mt_cols_add() - the whole record at @p (@left bytes from there on).
+ * Returns its length, or -MT_ECORRUPT if no record starts there. */
+ssize_t mt_cols_add(struct mt_cols *c, const uint8_t *p, size_t left);
+
+/* mt_cols_finish() - the chunk data (directory and columns) into the
+ * @dst given to mt_cols_begin(). Returns their length. */
+size_t mt_cols_finish(struct mt_cols *c);
+
+static inline void mt__cols_hot(struct mt_cols *c, unsigned type, uint32_t thread,
+				struct mt__hot h)
+{
+	uint8_t *ctl = c->out[MT_COL_CTL];
+	size_t n = mt__rec_head(ctl, type, thread);
+	ctl[n++] = (uint8_t)h.km;
+	c->out[MT_COL_CTL] = ctl + n;
+	if (h.km >> 4 >= MT_ADDR_ALIGNED) {
+		size_t k = mt_varint_put(c->out[MT_COL_ADDR], h.zaddr);
+		c->out[MT_COL_ADDR] += k;
+		n += k;
+	}
+	c->len += n;
+	c->events++;
+}
+
+/* mt_cols_alloc() / mt_cols_free() - the record mt_enc_alloc() /
+ * mt_enc_free() would make, straight into the columns. */
+static inline void mt_cols_alloc(struct mt_cols *c, struct mt_delta *d, uint32_t thread,
+				 unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
+{
+	struct mt__hot h = mt__code_alloc(d, kind, addr, size, stack);
+	mt__cols_hot(c, MT_REC_ALLOC, thread, h);
+	size_t k = mt_varint_put(c->out[MT_COL_SIZE], size);
+	c->out[MT_COL_SIZE] += k;
+	size_t j = mt_varint_put(c->out[MT_COL_STACK], h.zstack);
+	c->out[MT_COL_STACK] += j;
+	c->len += k + j;
+}
+
+static inline void mt_cols_free(struct mt_cols *c, struct mt_delta *d, uint32_t thread,
+				unsigned kind, uint64_t addr, uint64_t size)
+{
+	mt__cols_hot(c, MT_REC_FREE, thread, mt__code_free(d, kind, addr));
+	if (kind == MT_ALLOC_MUNMAP) {
+		size_t k = mt_varint_put(c->out[MT_COL_SIZE], size);
+		c->out[MT_COL_SIZE] += k;
+		c->len += k;
+	}
+}
 /* mt_chunk_join() - the records of chunk data [@src, @src+@len) into @dst
  * (@cap bytes; MT_JOIN_MAX(@len) always suffice). Returns their length,
  * -ENOSPC if @cap is too small, or -MT_ECORRUPT if the columns do not fit

@@ -76,10 +76,11 @@ static struct {
 	long page;
 	uint64_t start_mono;
 	uint64_t cur_epoch; /* writer: the epoch being written */
-	uint8_t *raw, *out;
-	uint8_t *cols; /* the chunk's records as columns (mt_chunk_split) */
-	uint8_t *split; /* mt_chunk_split()'s scratch space */
-	size_t raw_len;
+	uint8_t *raw; /* a coded record that wraps around its buffer's end, put together */
+	uint8_t *out;
+	uint8_t *cols;  /* the chunk data (the chunk's columns) */
+	uint8_t *split; /* the columns while the chunk is built */
+	struct mt_cols chunk; /* the chunk being built */
 	uint64_t events; /* ALLOC and FREE records in the chunks so far */
 	uint64_t consumed; /* bytes taken from the buffers */
 	uint64_t last_flush;
@@ -436,32 +437,33 @@ static void fail(int err)
 		mt_tracking = 0; /* tracking turns itself off; the capture ends here */
 }
 
-/* Write the first @len bytes of the chunk being built (whole records) as
- * one chunk; what follows them starts the next. */
-static void flush_part(size_t len)
+/* The chunk being built: no records. */
+static void chunk_begin(void)
+{
+	mt_cols_begin(&w.chunk, w.cols, w.split, CHUNK_MAX);
+}
+
+/* Write the records taken so far as one chunk; the next starts empty. */
+static void flush_chunk(void)
 {
 	struct mt_chunk c;
 	int stored;
 
-	if (!len)
+	if (!w.chunk.len)
 		return;
 	w.last_flush = mono_ns();
 	if (atomic_load(&w.err)) {
-		w.raw_len = 0;
+		chunk_begin();
 		return;
 	}
 	if (w.test_crash) /* a read of an unmapped address, as a bug would */
 		(void)*(volatile const int *)(uintptr_t)w.test_crash;
-	ssize_t raw_len = mt_chunk_split(w.cols, w.split, w.raw, len, &w.events);
-	if (raw_len < 0) { /* records this writer wrote do not parse: a bug */
-		fail(-EINVAL);
-		w.raw_len = 0;
-		return;
-	}
+	size_t raw_len = mt_cols_finish(&w.chunk);
+	w.events += w.chunk.events;
 	stored = LZ4_compress_default((const char *)w.cols, (char *)w.out + MT_CHUNK_HEADER,
 				      (int)raw_len, LZ4_compressBound((int)MT_SPLIT_MAX(CHUNK_MAX)));
-	if (stored <= 0 || stored >= raw_len) {
-		memcpy(w.out + MT_CHUNK_HEADER, w.cols, (size_t)raw_len);
+	if (stored <= 0 || (size_t)stored >= raw_len) {
+		memcpy(w.out + MT_CHUNK_HEADER, w.cols, raw_len);
 		stored = (int)raw_len;
 	}
 	c.raw_len = (uint32_t)raw_len;
@@ -473,13 +475,14 @@ static void flush_part(size_t len)
 			: -MT_EFDLOST;
 	if (e < 0)
 		fail(e);
-	w.raw_len -= len;
-	memmove(w.raw, w.raw + len, w.raw_len);
+	chunk_begin();
 }
 
-static void flush_chunk(void)
+/* Put the coded record [@p, @p + @n) in the chunk, which has room. */
+static void chunk_add(const uint8_t *p, size_t n)
 {
-	flush_part(w.raw_len);
+	if (mt_cols_add(&w.chunk, p, n) != (ssize_t)n) /* our own records: a bug */
+		fail(-EINVAL);
 }
 
 /* Append a record the writer itself produces (samples, trailer). */
@@ -489,10 +492,9 @@ static void append(const struct mt_record *r)
 	ssize_t n = mt_rec_encode(buf, sizeof(buf), r, NULL);
 	if (n <= 0)
 		return;
-	if (w.raw_len + (size_t)n > CHUNK_MAX)
+	if (w.chunk.len + (size_t)n > CHUNK_MAX)
 		flush_chunk();
-	memcpy(w.raw + w.raw_len, buf, (size_t)n);
-	w.raw_len += (size_t)n;
+	chunk_add(buf, (size_t)n);
 }
 
 static void copy_out(const struct mt_tbuf *b, uint64_t pos, void *dst, size_t len)
@@ -567,53 +569,53 @@ static size_t coded_len(const struct mt_tbuf *b, uint64_t pos, uint64_t end, uin
 	uint64_t v = p[0] >> 4, body;
 	if (v == 15 && mt_varint_get(&q, lim, &v) < 0)
 		return 0;
-	if (mt_varint_get(&q, lim, &body) < 0 || body > MT_TBUF_PUSH_MAX)
+	if (mt_varint_get(&q, lim, &body) < 0 || body > MT_TBUF_PUSH_MAX ||
+	    (size_t)(q - p) + body > MT_TBUF_PUSH_MAX)
 		return 0;
 	*thread = (uint32_t)v;
 	return (size_t)(q - p) + (size_t)body;
 }
 
-/* Take @b's records up to @end into the chunk, coding its raw events on
- * the way: whole records, as the producer publishes its head only after a
- * whole record. A chunk that fills up is written out, and the producer
- * has the records before it back before it is compressed. */
+/* Take @b's records up to @end into the chunk, coding its raw events
+ * straight into the chunk's columns: whole records, as the producer
+ * publishes its head only after a whole record. A chunk that fills up is
+ * written out, and the producer has the records before it back before it
+ * is compressed. */
 static void consume(struct mt_tbuf *b, uint64_t end)
 {
 	uint64_t pos = atomic_load_explicit(&b->tail, memory_order_relaxed);
 	uint8_t tmp[MT_RAW_MAX];
 
 	while (pos < end) {
-		if (w.raw_len + MT_REC_HOT_MAX > CHUNK_MAX) {
-			release(b, pos);
-			flush_chunk();
-		}
 		uint8_t head = b->data[pos & TBUF_MASK];
+		size_t n;
 		if ((head & 15) == 0) {
+			if (w.chunk.len + MT_REC_HOT_MAX > CHUNK_MAX) {
+				release(b, pos);
+				flush_chunk();
+			}
 			unsigned kind = head >> 4;
 			uint64_t addr, size = 0;
 			if (MT_RAW_FREE_KINDS >> kind & 1) {
-				size_t n = kind == MT_ALLOC_MUNMAP ? 17 : 9;
+				n = kind == MT_ALLOC_MUNMAP ? 17 : 9;
 				const uint8_t *p = ring_bytes(b, pos, n, tmp);
 				memcpy(&addr, p + 1, 8);
 				if (n == 17)
 					memcpy(&size, p + 9, 8);
-				w.raw_len += mt_enc_free(w.raw + w.raw_len, &b->w_delta, b->w_index, kind,
-							 addr, size);
-				pos += n;
+				mt_cols_free(&w.chunk, &b->w_delta, b->w_index, kind, addr, size);
 			} else {
 				uint32_t stack;
-				const uint8_t *p = ring_bytes(b, pos, 21, tmp);
+				const uint8_t *p = ring_bytes(b, pos, n = 21, tmp);
 				memcpy(&addr, p + 1, 8);
 				memcpy(&size, p + 9, 8);
 				memcpy(&stack, p + 17, 4);
-				w.raw_len += mt_enc_alloc(w.raw + w.raw_len, &b->w_delta, b->w_index, kind,
-							  addr, size, stack);
-				pos += 21;
+				mt_cols_alloc(&w.chunk, &b->w_delta, b->w_index, kind, addr, size, stack);
 			}
+			pos += n;
 			continue;
 		}
 		uint32_t thread;
-		size_t n = coded_len(b, pos, end, &thread);
+		n = coded_len(b, pos, end, &thread);
 		if (!n || n > end - pos) { /* cannot happen: the records are ours */
 			fail(-EINVAL);
 			pos = end;
@@ -625,12 +627,11 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 			b->w_index = thread;
 			memset(&b->w_delta, 0, sizeof(b->w_delta));
 		}
-		if (w.raw_len + n > CHUNK_MAX) {
+		if (w.chunk.len + n > CHUNK_MAX) {
 			release(b, pos);
 			flush_chunk();
 		}
-		copy_out(b, pos, w.raw + w.raw_len, n);
-		w.raw_len += n;
+		chunk_add(ring_bytes(b, pos, n, w.raw), n);
 		pos += n;
 	}
 	release(b, pos);
@@ -795,7 +796,7 @@ static void writer_loop(void)
 			if (next_sample <= now)
 				next_sample = now + interval;
 		}
-		if (w.raw_len && now - w.last_flush >= FLUSH_NS)
+		if (w.chunk.len && now - w.last_flush >= FLUSH_NS)
 			flush_chunk();
 		uint64_t wait = next_sample - now;
 		if (wait > FLUSH_NS)
@@ -844,9 +845,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 
 	mt_has_prefetchw = cpu_has_prefetchw();
 	if (!w.raw) {
-		/* a chunk: consume() and append() write it out before it
-		 * would grow past CHUNK_MAX */
-		w.raw = mmap(NULL, CHUNK_MAX, PROT_READ | PROT_WRITE,
+		w.raw = mmap(NULL, MT_TBUF_PUSH_MAX, PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS,
 			     -1, 0);
 		w.out = mmap(NULL,
@@ -881,7 +880,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	w.interval_ms = h->interval_ms ? h->interval_ms : 10;
 	w.start_mono = mono_ns();
 	w.last_flush = w.start_mono;
-	w.raw_len = 0;
+	chunk_begin();
 	atomic_store(&w.err, 0);
 	atomic_store(&w.dropped, 0);
 	atomic_store(&w.stalled, 0);
@@ -964,7 +963,7 @@ static void finish_crashed(void)
 	if (sigsetjmp(jb, 1))
 		return;
 	fault_jmp = &jb;
-	w.raw_len = 0;
+	chunk_begin();
 	w.test_crash = 0;
 	atomic_store(&w.diag_len, 0);
 	char msg[128];

@@ -537,6 +537,64 @@ START_TEST(test_record_size_classes)
 }
 END_TEST
 
+/* The payload's writer codes events straight into columns
+ * (mt_cols_alloc/mt_cols_free) between coded records it adds whole
+ * (mt_cols_add): the chunk data must be byte for byte what coding the same
+ * events as records and splitting them gives, and join back to them. */
+START_TEST(test_record_columns_built_directly)
+{
+	static uint8_t recs[1 << 15], cols[MT_SPLIT_MAX(1 << 15)], split[MT_SPLIT_SCRATCH(1 << 15)];
+	static uint8_t direct[MT_SPLIT_MAX(1 << 15)], dsplit[MT_SPLIT_SCRATCH(1 << 15)];
+	static uint8_t back[1 << 15];
+	struct mt_delta row[2], col[2];
+	struct mt_cols c;
+	size_t len = 0;
+	uint64_t events = 0;
+
+	memset(row, 0, sizeof(row));
+	memset(col, 0, sizeof(col));
+	mt_cols_begin(&c, direct, dsplit, sizeof(recs));
+	for (int i = 0; i < 600; i++) {
+		uint32_t thread = i % 3 ? 2 : 20; /* one-byte and escaped heads */
+		unsigned k = (unsigned)i % 2;
+		uint64_t addr = 0x7f0000000000 + (uint64_t)(i % 11) * 48 + (uint64_t)(i % 5) +
+				(i % 97 == 0 ? (uint64_t)1 << 40 : 0);
+		uint64_t size = i % 13 ? 24 + (uint64_t)i : (uint64_t)1 << (20 + i % 20);
+		len += mt_enc_alloc(recs + len, &row[k], thread, MT_ALLOC_MALLOC + (unsigned)i % 3, addr,
+				    size, (uint32_t)(i * 7 % 50));
+		mt_cols_alloc(&c, &col[k], thread, MT_ALLOC_MALLOC + (unsigned)i % 3, addr, size,
+			      (uint32_t)(i * 7 % 50));
+		unsigned fk = i % 4 ? (i % 2 ? MT_ALLOC_FREE : MT_ALLOC_PYMALLOC_FREE) : MT_ALLOC_MUNMAP;
+		uint64_t faddr = i % 5 ? addr - (uint64_t)(i % 3) * 48 : 0;
+		len += mt_enc_free(recs + len, &row[k], thread, fk, faddr, 4096);
+		mt_cols_free(&c, &col[k], thread, fk, faddr, 4096);
+		if (i % 50 == 0) { /* coded records in between, STACK ones included */
+			struct mt_record r = sample_record(rec_types[(i / 50) % N_TYPES], 0);
+			if (r.type == MT_REC_ALLOC || r.type == MT_REC_FREE)
+				continue;
+			ssize_t n = mt_rec_encode(recs + len, sizeof(recs) - len, &r, NULL);
+			ck_assert_int_gt(n, 0);
+			ck_assert_int_eq(mt_cols_add(&c, recs + len, (size_t)n), n);
+			len += (size_t)n;
+		}
+		ck_assert_uint_eq(c.len, len);
+	}
+	ck_assert_uint_lt(len, sizeof(recs));
+	ssize_t ncols = mt_chunk_split(cols, split, recs, len, &events);
+	ck_assert_int_gt(ncols, 0);
+	ck_assert_uint_eq(c.events, events);
+	ck_assert_uint_eq(mt_cols_finish(&c), (size_t)ncols);
+	ck_assert(memcmp(direct, cols, (size_t)ncols) == 0);
+	size_t joined;
+	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), direct, (size_t)ncols, &joined),
+			 (ssize_t)len);
+	ck_assert(memcmp(back, recs, len) == 0);
+	/* what is not a record goes in as nothing */
+	mt_cols_begin(&c, direct, dsplit, sizeof(recs));
+	ck_assert_int_eq(mt_cols_add(&c, (const uint8_t *)"\x00\x01\x00", 3), -MT_ECORRUPT);
+}
+END_TEST
+
 /* Chunk columns: records of every type and every address mode, threads
  * with one-byte and escaped indexes, and a type this version does not
  * know, split into columns and joined back byte for byte; every cut of
@@ -808,6 +866,7 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, test_record_header_rejects);
 	tcase_add_test(tc, test_record_chunk_header);
 	tcase_add_test(tc, test_record_columns);
+	tcase_add_test(tc, test_record_columns_built_directly);
 	tcase_add_test(tc, test_record_columns_stacks);
 	tcase_add_test(tc, test_record_columns_stacks_corrupt);
 	tcase_add_test(tc, test_record_columns_bulk);
