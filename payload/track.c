@@ -141,7 +141,8 @@ static void resync(struct mt_thread *t)
 	t->session = 0;
 }
 
-static void push_thread_record(struct mt_thread *t)
+/* Returns 0, or -1 if the record was not written. */
+static int push_thread_record(struct mt_thread *t)
 {
 	char name[17] = { 0 };
 	uint8_t buf[64];
@@ -152,8 +153,7 @@ static void push_thread_record(struct mt_thread *t)
 	r.thread.name.p = (const uint8_t *)name;
 	r.thread.name.len = (uint32_t)strlen(name);
 	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
-	if (n > 0 && mt_tbuf_push(t->buf, buf, (size_t)n) < 0)
-		resync(t); /* announced again at its next event */
+	return n > 0 && mt_tbuf_push(t->buf, buf, (size_t)n) == 0 ? 0 : -1;
 }
 
 /* A CODE or STACK record of @t was not written. While the capture runs,
@@ -264,7 +264,14 @@ static struct mt_thread *thread_setup(void)
 	t->index = atomic_fetch_add(&g.next_thread, 1);
 	/* stack ids start again with the capture */
 	forget_stacks(t);
-	push_thread_record(t);
+	if (push_thread_record(t) < 0) {
+		/* The writer codes a buffer's events under the index of its
+		 * last THREAD record: none may go in before this one. The
+		 * thread is announced again at its next event. */
+		resync(t);
+		mt_writer_count_dropped();
+		return NULL;
+	}
 	return t;
 }
 
