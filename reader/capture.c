@@ -49,6 +49,7 @@ struct mt_capture {
 	size_t off;     /* the next chunk */
 	uint64_t index; /* its index */
 	int ended;
+	int stop;       /* what stopped it: a callback's value, or -ENOMEM */
 };
 
 static int stub(void *ctx, const struct mt_record *r)
@@ -387,6 +388,7 @@ void mt_capture_rewind(struct mt_capture *c)
 	c->off = c->hdr_size;
 	c->index = 0;
 	c->ended = 0;
+	c->stop = 0;
 	/* delta state runs from the first chunk to the last */
 	for (uint32_t i = 0; i < c->n_deltas; i++)
 		if (c->deltas[i])
@@ -411,14 +413,20 @@ static int end_pass(struct mt_capture *c, int partial)
 	return 0;
 }
 
-int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *ctx)
+/* A callback stopped the pass with @rc, or memory ran out (-ENOMEM). */
+static int stop_pass(struct mt_capture *c, int rc)
+{
+	c->ended = 1;
+	c->stop = rc;
+	return 0;
+}
+
+static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *ctx)
 {
 	struct mt_record_ops ops = *ops_in;
 	size_t off = c->off;
 	uint64_t index = c->index;
 
-	if (c->ended)
-		return 0;
 	mt_record_ops_init(&ops);
 	if (off >= c->size)
 		return end_pass(c, 0);
@@ -449,7 +457,7 @@ int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 			why = "checksum mismatch";
 		} else if (ch.stored_len != ch.raw_len) {
 			if (grow_buf(&c->raw, &c->raw_cap, ch.raw_len) < 0)
-				return -ENOMEM;
+				return stop_pass(c, -ENOMEM);
 			int n = LZ4_decompress_safe((const char *)data, (char *)c->raw,
 						    (int)ch.stored_len, (int)ch.raw_len);
 			if (n != (int)ch.raw_len)
@@ -462,14 +470,14 @@ int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 		if (!why) {
 			int rc = ops.chunk(ctx, index, off, &ch);
 			if (rc)
-				return rc;
+				return stop_pass(c, rc);
 			/* the records of the columns that fit together are read
 			 * before a bad join is reported */
 			size_t joined;
 			ssize_t n;
 			/* room for a chunk of stacks too, mostly (section 2.2) */
 			if (grow_buf(&c->recs, &c->recs_cap, 2 * (size_t)raw_len) < 0)
-				return -ENOMEM;
+				return stop_pass(c, -ENOMEM);
 			while ((n = mt_chunk_join(c->recs, c->recs_cap, data, raw_len, &joined)) ==
 			       -ENOSPC) {
 				/* STACK records grow back from their coded form */
@@ -480,15 +488,15 @@ int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 				size_t want = c->recs_cap * 2;
 				if (grow_buf(&c->recs, &c->recs_cap,
 					     want < MT_JOIN_MAX(raw_len) ? want : MT_JOIN_MAX(raw_len)) < 0)
-					return -ENOMEM;
+					return stop_pass(c, -ENOMEM);
 			}
 			int stop = 0;
 			int err = read_records(c, c->recs, n < 0 ? joined : (size_t)n, &ops, ctx,
 					       &stop);
 			if (stop)
-				return stop;
+				return stop_pass(c, stop);
 			if (err == -ENOMEM && c->oom)
-				return -ENOMEM;
+				return stop_pass(c, -ENOMEM);
 			if (err < 0)
 				why = err == -MT_ETRUNC ? "a record runs past the chunk end"
 							: "malformed record";
@@ -513,12 +521,20 @@ int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops_in, vo
 	return 1;
 }
 
+int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx, int *rc)
+{
+	if (!c->ended)
+		step(c, ops, ctx);
+	*rc = c->stop;
+	return !c->ended;
+}
+
 int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx)
 {
 	int rc;
 
 	mt_capture_rewind(c);
-	while ((rc = mt_capture_step(c, ops, ctx)) == 1)
+	while (mt_capture_step(c, ops, ctx, &rc))
 		;
 	return rc;
 }

@@ -97,11 +97,12 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops, void 
 
 /* mt_capture_rewind() / mt_capture_step() - mt_capture_read() a chunk at
  * a time: rewind starts a pass, and each step reads the pass's next chunk.
- * A step returns 1 if it read one (more may follow), 0 once the pass has
- * ended (every step after too; the status is then final), or as
- * mt_capture_read() returns otherwise. */
+ * A step returns 1 while the pass goes on, and 0 once it has ended (every
+ * step after too), with *@rc then what mt_capture_read() returns: 0 at the
+ * end of the capture (the status is final), or the value a callback
+ * stopped the pass with, or -ENOMEM. */
 void mt_capture_rewind(struct mt_capture *c);
-int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx);
+int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx, int *rc);
 
 /* mt_capture_bytes() - the whole capture file, borrowed, valid until
  * mt_capture_close(): another struct mt_capture can read it on its own

@@ -287,9 +287,8 @@ ssize_t mt_py_events_next(const struct mt_py_reader *r, struct mt_py_events *e,
 
 	e->r = r;
 	e->out.n = 0;
-	do
-		rc = mt_capture_step(e->cap, &ops, e);
-	while (rc == 1 && e->out.n == 0);
+	while (mt_capture_step(e->cap, &ops, e, &rc) && e->out.n == 0)
+		;
 	e->r = NULL;
 	if (rc < 0)
 		return rc;

@@ -15,7 +15,9 @@ struct counts {
 	uint64_t n, addr_sum, chunks;
 	int warnings;
 	char last_warning[512];
-	int stop_after; /* stop with 99 after this many records, 0 = never */
+	int stop_after; /* stop with stop_with after this many records, 0 = never */
+	int stop_with;  /* 0: 99 */
+	int stop_chunk; /* stop with it at the first chunk, 0 = never */
 };
 
 static int count(void *ctx, const struct mt_record *r)
@@ -28,7 +30,7 @@ static int count(void *ctx, const struct mt_record *r)
 	if (r->type == MT_REC_FREE)
 		c->addr_sum += r->free.addr;
 	if (c->stop_after && c->n == (uint64_t)c->stop_after)
-		return 99;
+		return c->stop_with ? c->stop_with : 99;
 	return 0;
 }
 
@@ -39,7 +41,7 @@ static int count_chunk(void *ctx, uint64_t index, uint64_t offset, const struct 
 	(void)offset;
 	(void)ch;
 	c->chunks++;
-	return 0;
+	return c->stop_chunk;
 }
 
 static void on_warn(void *ctx, const char *msg)
@@ -182,6 +184,29 @@ START_TEST(test_reader_callback_stops)
 	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
 	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 99);
 	ck_assert_uint_eq(k.n, 50);
+	/* any value stops, 1 too (a step's "more" is not a callback's value),
+	 * from a record or at a chunk; the pass stays stopped */
+	for (int v = 1; v <= 2; v++) {
+		memset(&k, 0, sizeof(k));
+		k.stop_after = 50;
+		k.stop_with = v;
+		k.warnings = 0;
+		mt_capture_set_warn(c, on_warn, &k);
+		ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), v);
+		ck_assert_uint_eq(k.n, 50);
+		ck_assert_int_eq(k.warnings, 0);
+		ck_assert(!mt_capture_status(c)->stopped);
+		int rc;
+		ck_assert_int_eq(mt_capture_step(c, &count_ops, &k, &rc), 0);
+		ck_assert_int_eq(rc, v);
+		ck_assert_uint_eq(k.n, 50);
+		memset(&k, 0, sizeof(k));
+		k.stop_chunk = v;
+		ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), v);
+		ck_assert_uint_eq(k.chunks, 1);
+		ck_assert_uint_eq(k.n, 0);
+	}
+	mt_capture_set_warn(c, NULL, NULL);
 	/* NULL callbacks are stubs */
 	memset(&k, 0, sizeof(k));
 	ck_assert_int_eq(mt_capture_read(c, &partial, &k), 0);
