@@ -281,12 +281,17 @@ int mt_python_init(uint32_t *python_hex)
 typedef void (*mt_destructor)(void *);
 static mt_destructor mt_code_dealloc_orig; /* set once, before our wrapper is stored */
 
+/* The tables hear of the death once the deallocator is done: it may run
+ * Python (weakref callbacks, co_extra freeing), whose allocations could
+ * otherwise describe the dying object again under a new id. The address
+ * is only a key here; no code object is made at it before we return (the
+ * GIL is ours). */
 static void mt_code_dealloc(void *code)
 {
+	mt_code_dealloc_orig(code);
 	int saved = errno;
 	mt_track_code_gone(code);
 	errno = saved;
-	mt_code_dealloc_orig(code);
 }
 
 int mt_python_code_watch(int on)
