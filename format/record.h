@@ -156,9 +156,10 @@ struct mt_record {
 	};
 };
 
-/* Per-thread state of the hot records' coding. Encoder and decoder each
- * keep one per thread index, zero-initialised, and update it identically
- * (docs/format.md section 3.1).
+/* Per-thread state of the hot records' coding. The decoder keeps one per
+ * thread index, zero-initialised; the encoder one per run of a thread
+ * index's records (the payload's writer: per buffer, from its THREAD
+ * record on). Both update it identically (docs/format.md section 3.1).
  *
  * Allocators hand a just-freed block out again, and programs free what
  * they allocated last, so most addresses are coded as the age of an entry

@@ -13,10 +13,10 @@
  * records into chunks, LZ4-compresses each and writes it to the capture;
  * it also samples RSS every interval.
  *
- * Events go into a buffer as they are (struct of the raw record below);
- * the writer codes them into ALLOC and FREE records (mt_enc_alloc(), with
- * each buffer's coding state), off the program's threads. Other records
- * are pushed already coded.
+ * Events go into a buffer as they are (the raw events below); the writer
+ * codes them into ALLOC and FREE records straight in the chunk's columns
+ * (mt_cols_alloc(), with each buffer's coding state), off the program's
+ * threads. Other records are pushed already coded.
  *
  * Both paths are hook-safe: no lock, no allocation. When its buffer is
  * full a producer waits for the writer as long as the writer makes
