@@ -70,12 +70,18 @@ if value("(long)&Py_AddPendingCall") is None:
     say("the target does not look like a CPython process")
     finish(1)
 
+# The breakpoints are off during the call: with scheduler locking off,
+# another thread hitting one would abandon the call.
 bps = [gdb.Breakpoint(name, internal=True) for name in ("PyCallable_Check", "PyErr_CheckSignals")]
+for bp in bps:
+    bp.enabled = False
 if value("(int)Py_AddPendingCall((int (*)(void *))&PyCallable_Check, (void *)0)") != 0:
     say("Py_AddPendingCall failed")
     for bp in bps:
         bp.delete()
     finish(1)
+for bp in bps:
+    bp.enabled = True
 
 timed_out = []
 

@@ -61,7 +61,11 @@ def __lldb_init_module(debugger, internal_dict):
             signals.SetShouldNotify(signo, False)
             signals.SetShouldSuppress(signo, False)
 
+    # Off during the calls below: another thread hitting one would stop
+    # the call.
     bps = [target.BreakpointCreateByName(n) for n in ("PyCallable_Check", "PyErr_CheckSignals")]
+    for bp in bps:
+        bp.SetEnabled(False)
     # Stripped interpreters carry no debug types: lldb needs each function
     # cast to a function type, and will not pass a function's address as
     # an argument, so addresses are looked up first and passed as numbers.
@@ -71,6 +75,8 @@ def __lldb_init_module(debugger, internal_dict):
             call("((int (*)(void *, void *))%#x)((void *)%#x, (void *)0)"
                  % (apc.GetValueAsUnsigned(), cb.GetValueAsUnsigned())) is None):
         finish(1)
+    for bp in bps:
+        bp.SetEnabled(True)
     # Wait for the breakpoint synchronously: polling the state in async
     # mode depends on lldb's own event thread updating it, which batch
     # mode does not always run. A timer interrupts the wait instead.
