@@ -89,6 +89,12 @@ def commands():
         elif words[0] == "segv":
             import ctypes
             ctypes.string_at(1)
+        elif words[0] == "codeslot":  # run a function compiled here, say the code type's tp_dealloc
+            import ctypes
+            exec(compile("def f():\n    return bytearray(%d)\nkeep.append(f())" % int(words[1]),
+                         "gen.py", "exec"), {"keep": keep})
+            # after ob_refcnt, ob_type, ob_size, tp_name, tp_basicsize and tp_itemsize
+            print(ctypes.c_void_p.from_address(id(type(leak_here.__code__)) + 48).value)
         elif words[0] == "quit":
             stop.set()
             if SCENARIO == "accept":
@@ -157,9 +163,16 @@ class Target:
         return line.strip()
 
     def cmd(self, line):
+        """Send @line; returns what the target printed before "done"."""
         self.p.stdin.write(line + "\n")
         self.p.stdin.flush()
-        assert self.readline() == "done", line
+        out = []
+        while True:
+            reply = self.readline()
+            assert reply, line  # the target ended
+            if reply == "done":
+                return out
+            out.append(reply)
 
     def finish(self):
         self.cmd("quit")
@@ -331,42 +344,22 @@ def test_fault_handlers_only_while_attached(memtrace, target_script, targets, tm
     assert status == 3
 
 
-CODE_DEALLOC = r"""
-import ctypes, sys
-# PyCode_Type's tp_dealloc: after ob_refcnt, ob_type, ob_size, tp_name,
-# tp_basicsize and tp_itemsize
-slot = ctypes.c_void_p.from_address(id(type(compile("", "", "exec"))) + 48)
-print(slot.value, flush=True)
-for line in sys.stdin:
-    exec(compile("def f():\n    return bytearray(%d)\nkeep = f()" % int(line), "gen.py", "exec"), {})
-    print(slot.value, flush=True)
-"""
-
-
 @pytest.mark.parametrize("python", python_params())
-def test_code_deallocation_watched_only_while_attached(memtrace, script, tmp_path, python):
+def test_code_deallocation_watched_only_while_attached(memtrace, target_script, targets, tmp_path,
+                                                       python):
     """Attached, memtrace wraps the code type's deallocator, so that a code
     object made where another died is not taken for it; detached, the
     interpreter's own deallocator is back."""
-    p = subprocess.Popen([python, script(CODE_DEALLOC)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, universal_newlines=True, bufsize=1)
-    try:
-        before = p.stdout.readline().strip()
-        attach(memtrace, p.pid, tmp_path / "cap.bin")
-        p.stdin.write("100\n")
-        p.stdin.flush()
-        during = p.stdout.readline().strip()
-        detach(memtrace, p.pid)
-        p.stdin.write("200\n")
-        p.stdin.flush()
-        after = p.stdout.readline().strip()
-        p.stdin.close()
-        assert p.wait(timeout=60) == 0
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert before and during not in ("", before) and after == before, (before, during, after)
+    t = Target(python, target_script, "sleep")
+    targets.append(t)
+    before = t.cmd("codeslot 50")
+    attach(memtrace, t.pid, tmp_path / "cap.bin")
+    during = t.cmd("codeslot 100")
+    detach(memtrace, t.pid)
+    after = t.cmd("codeslot 200")
+    status, _ = t.finish()
+    assert status == 3
+    assert before and during != before and after == before, (before, during, after)
 
 
 def test_payload_threads_take_their_own_faults(memtrace, target_script, targets, tmp_path):
