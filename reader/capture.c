@@ -421,6 +421,7 @@ static int stop_pass(struct mt_capture *c, int rc)
 	return 0;
 }
 
+/* Read the pass's next chunk: 1, or 0 once the pass has ended. */
 static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *ctx)
 {
 	struct mt_record_ops ops = *ops_in;
@@ -430,103 +431,100 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 	mt_record_ops_init(&ops);
 	if (off >= c->size)
 		return end_pass(c, 0);
-	{
-		size_t left = c->size - off;
-		struct mt_chunk ch;
-		const uint8_t *data;
-		uint32_t raw_len;
+	size_t left = c->size - off;
+	struct mt_chunk ch;
+	const uint8_t *data;
+	uint32_t raw_len;
 
-		if (left < MT_CHUNK_HEADER)
+	if (left < MT_CHUNK_HEADER)
+		return end_pass(c, 1);
+	if (mt_chunk_header_decode(c->data + off, &ch) < 0) {
+		/* A file extended but never written (crash during a
+		 * flush) ends in zeros: that is truncation. */
+		if (all_zero(c->data + off, left))
 			return end_pass(c, 1);
-		if (mt_chunk_header_decode(c->data + off, &ch) < 0) {
-			/* A file extended but never written (crash during a
-			 * flush) ends in zeros: that is truncation. */
-			if (all_zero(c->data + off, left))
-				return end_pass(c, 1);
-			corrupt(c, "capture is corrupt: bad chunk header at byte %llu; read %llu "
-				   "chunks before it", (unsigned long long)off,
-				(unsigned long long)c->st.n_chunks);
-			return end_pass(c, 0);
-		}
-		if (ch.stored_len > left - MT_CHUNK_HEADER)
-			return end_pass(c, 1);
-		data = c->data + off + MT_CHUNK_HEADER;
-		int last = off + MT_CHUNK_HEADER + ch.stored_len == c->size;
-		const char *why = NULL;
-		if (mt_checksum(data, ch.stored_len) != ch.checksum) {
-			why = "checksum mismatch";
-		} else if (ch.stored_len != ch.raw_len) {
-			if (grow_buf(&c->raw, &c->raw_cap, ch.raw_len) < 0)
-				return stop_pass(c, -ENOMEM);
-			int n = LZ4_decompress_safe((const char *)data, (char *)c->raw,
-						    (int)ch.stored_len, (int)ch.raw_len);
-			if (n != (int)ch.raw_len)
-				why = "LZ4 data does not decode";
-			data = c->raw;
-		}
-		raw_len = ch.raw_len;
-		if (why && last)
-			return end_pass(c, 1);
-		if (!why) {
-			int rc = ops.chunk(ctx, index, off, &ch);
-			if (rc)
-				return stop_pass(c, rc);
-			/* the records of the columns that fit together are read
-			 * before a bad join is reported */
-			size_t joined;
-			ssize_t n;
-			/* room for a chunk of stacks too, mostly (section 2.2) */
-			if (grow_buf(&c->recs, &c->recs_cap, 2 * (size_t)raw_len) < 0)
-				return stop_pass(c, -ENOMEM);
-			while ((n = mt_chunk_join(c->recs, c->recs_cap, data, raw_len, &joined)) ==
-			       -ENOSPC) {
-				/* STACK records grow back from their coded form */
-				if (c->recs_cap >= MT_JOIN_MAX(raw_len)) {
-					n = -MT_ECORRUPT; /* the bound always holds */
-					break;
-				}
-				size_t want = c->recs_cap * 2;
-				if (grow_buf(&c->recs, &c->recs_cap,
-					     want < MT_JOIN_MAX(raw_len) ? want : MT_JOIN_MAX(raw_len)) < 0)
-					return stop_pass(c, -ENOMEM);
-			}
-			int stop = 0;
-			int err = read_records(c, c->recs, n < 0 ? joined : (size_t)n, &ops, ctx,
-					       &stop);
-			if (stop)
-				return stop_pass(c, stop);
-			if (err == -ENOMEM && c->oom)
-				return stop_pass(c, -ENOMEM);
-			if (err < 0)
-				why = err == -MT_ETRUNC ? "a record runs past the chunk end"
-							: "malformed record";
-			else if (n < 0)
-				why = "its record columns do not fit together";
-		}
-		if (why) {
-			/* Delta state runs across chunks: nothing after a lost
-			 * chunk can be decoded reliably. */
-			c->st.n_bad_chunks = 1;
-			c->st.bad_offset = off;
-			corrupt(c, "capture is corrupt: chunk %llu at byte %llu: %s; read %llu chunks "
-				   "before it", (unsigned long long)index, (unsigned long long)off, why,
-				(unsigned long long)c->st.n_chunks);
-			return end_pass(c, 0);
-		}
-		c->st.n_chunks++;
-		c->index = index + 1;
-		c->off = off + MT_CHUNK_HEADER + ch.stored_len;
-		c->st.end_offset = c->off;
+		corrupt(c, "capture is corrupt: bad chunk header at byte %llu; read %llu "
+			   "chunks before it", (unsigned long long)off,
+			(unsigned long long)c->st.n_chunks);
+		return end_pass(c, 0);
 	}
+	if (ch.stored_len > left - MT_CHUNK_HEADER)
+		return end_pass(c, 1);
+	data = c->data + off + MT_CHUNK_HEADER;
+	int last = off + MT_CHUNK_HEADER + ch.stored_len == c->size;
+	const char *why = NULL;
+	if (mt_checksum(data, ch.stored_len) != ch.checksum) {
+		why = "checksum mismatch";
+	} else if (ch.stored_len != ch.raw_len) {
+		if (grow_buf(&c->raw, &c->raw_cap, ch.raw_len) < 0)
+			return stop_pass(c, -ENOMEM);
+		int n = LZ4_decompress_safe((const char *)data, (char *)c->raw,
+					    (int)ch.stored_len, (int)ch.raw_len);
+		if (n != (int)ch.raw_len)
+			why = "LZ4 data does not decode";
+		data = c->raw;
+	}
+	raw_len = ch.raw_len;
+	if (why && last)
+		return end_pass(c, 1);
+	if (!why) {
+		int rc = ops.chunk(ctx, index, off, &ch);
+		if (rc)
+			return stop_pass(c, rc);
+		/* the records of the columns that fit together are read
+		 * before a bad join is reported */
+		size_t joined;
+		ssize_t n;
+		/* room for a chunk of stacks too, mostly (section 2.2) */
+		if (grow_buf(&c->recs, &c->recs_cap, 2 * (size_t)raw_len) < 0)
+			return stop_pass(c, -ENOMEM);
+		while ((n = mt_chunk_join(c->recs, c->recs_cap, data, raw_len, &joined)) ==
+		       -ENOSPC) {
+			/* STACK records grow back from their coded form */
+			if (c->recs_cap >= MT_JOIN_MAX(raw_len)) {
+				n = -MT_ECORRUPT; /* the bound always holds */
+				break;
+			}
+			size_t want = c->recs_cap * 2;
+			if (grow_buf(&c->recs, &c->recs_cap,
+				     want < MT_JOIN_MAX(raw_len) ? want : MT_JOIN_MAX(raw_len)) < 0)
+				return stop_pass(c, -ENOMEM);
+		}
+		int stop = 0;
+		int err = read_records(c, c->recs, n < 0 ? joined : (size_t)n, &ops, ctx,
+				       &stop);
+		if (stop)
+			return stop_pass(c, stop);
+		if (err == -ENOMEM && c->oom)
+			return stop_pass(c, -ENOMEM);
+		if (err < 0)
+			why = err == -MT_ETRUNC ? "a record runs past the chunk end"
+						: "malformed record";
+		else if (n < 0)
+			why = "its record columns do not fit together";
+	}
+	if (why) {
+		/* Delta state runs across chunks: nothing after a lost
+		 * chunk can be decoded reliably. */
+		c->st.n_bad_chunks = 1;
+		c->st.bad_offset = off;
+		corrupt(c, "capture is corrupt: chunk %llu at byte %llu: %s; read %llu chunks "
+			   "before it", (unsigned long long)index, (unsigned long long)off, why,
+			(unsigned long long)c->st.n_chunks);
+		return end_pass(c, 0);
+	}
+	c->st.n_chunks++;
+	c->index = index + 1;
+	c->off = off + MT_CHUNK_HEADER + ch.stored_len;
+	c->st.end_offset = c->off;
 	return 1;
 }
 
 int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx, int *rc)
 {
-	if (!c->ended)
-		step(c, ops, ctx);
+	int more = !c->ended && step(c, ops, ctx);
 	*rc = c->stop;
-	return !c->ended;
+	return more;
 }
 
 int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx)
