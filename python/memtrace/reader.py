@@ -268,15 +268,23 @@ class FileReader:
             self._threads[index] = name
         return name
 
-    def _records(self, fn, *args):
-        out = ctypes.POINTER(_native.Record)()
-        n = fn(self._h(), *(args + (ctypes.byref(out),)))
+    def _checked(self, n):
+        """@n from a C call that returns a count, or MemoryError."""
         if n < 0:
             raise MemoryError("memtrace.FileReader: cannot read '%s' (error %d)" % (self.path, n))
+        return n
+
+    @staticmethod
+    def _copy(out, n):
+        """The @n C records at @out, copied: the C array can go at once."""
+        return (_native.Record * n).from_buffer_copy(
+            ctypes.cast(out, ctypes.POINTER(_native.Record * n)).contents) if n else []
+
+    def _records(self, fn, *args):
+        out = ctypes.POINTER(_native.Record)()
+        n = self._checked(fn(self._h(), *(args + (ctypes.byref(out),))))
         try:
-            # copy out, so that the C array can go at once
-            recs = (_native.Record * n).from_buffer_copy(
-                ctypes.cast(out, ctypes.POINTER(_native.Record * n)).contents) if n else []
+            recs = self._copy(out, n)
         finally:
             self._lib.mt_py_free(out)
         names = self._thread_name
@@ -293,24 +301,17 @@ class FileReader:
     def _events(self):
         lib = self._lib
         cursor = ctypes.c_void_p()
-        rc = lib.mt_py_events_open(self._h(), ctypes.byref(cursor))
-        if rc < 0:
-            raise MemoryError("memtrace.FileReader: cannot read '%s' (error %d)" % (self.path, rc))
+        self._checked(lib.mt_py_events_open(self._h(), ctypes.byref(cursor)))
         try:
             out = ctypes.POINTER(_native.Record)()
             names = self._thread_name
             while True:
                 # _h() raises if the reader was closed meanwhile: the pass
                 # reads the reader's copy of the file
-                n = lib.mt_py_events_next(self._h(), cursor, ctypes.byref(out))
-                if n < 0:
-                    raise MemoryError("memtrace.FileReader: cannot read '%s' (error %d)"
-                                      % (self.path, n))
+                n = self._checked(lib.mt_py_events_next(self._h(), cursor, ctypes.byref(out)))
                 if n == 0:
                     return
-                recs = (_native.Record * n).from_buffer_copy(
-                    ctypes.cast(out, ctypes.POINTER(_native.Record * n)).contents)
-                for r in recs:
+                for r in self._copy(out, n):
                     yield AllocationRecord(self, r, names(r.thread))
         finally:
             lib.mt_py_events_close(cursor)
