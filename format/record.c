@@ -287,12 +287,11 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 			     : !mt_allocator_is_free(kind))
 			return -MT_ECORRUPT;
 		uint64_t delta = 0;
-		if (mode >= MT_ADDR_ALIGNED) {
-			if (mt_varint_get(&b.p, b.end, &delta) < 0)
-				return -MT_ETRUNC;
-		} else if (mode >= MT_ADDR_RING) {
+		if (is_alloc ? mode > MT_ADDR_NEXT && mode < MT_ADDR_ALIGNED
+			     : mode >= MT_LIVE_RING && mode != MT_ADDR_SLOT && mode < MT_ADDR_ALIGNED)
 			return -MT_ECORRUPT;
-		}
+		if (mode >= MT_ADDR_SLOT && mt_varint_get(&b.p, b.end, &delta) < 0)
+			return -MT_ETRUNC;
 		if (is_alloc) {
 			if (mt_varint_get(&b.p, b.end, &size) < 0 ||
 			    mt_varint_get(&b.p, b.end, &stack) < 0)
@@ -304,14 +303,33 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 			return -MT_ETRUNC;
 		}
 		/* A delta is from the last ALLOC of the size class, or from the
-		 * last FREE coded as a delta; a ring entry is named by its age. */
-		uint64_t *prev = is_alloc ? &d->last[mt_size_class(size)] : &d->free_addr;
+		 * last FREE of the kind coded as a delta; a ring entry is named
+		 * by its age. */
+		unsigned c = mt_size_class(size);
+		uint64_t *prev = is_alloc ? &d->last[c] : &d->free_addr[mt__free_base(kind)];
 		uint64_t *ring = is_alloc ? d->freed : d->live;
-		unsigned slot = (uint8_t)((is_alloc ? d->freed_pos : d->live_pos) - 1 - mode) %
-				MT_ADDR_RING;
+		unsigned n = is_alloc ? MT_FREED_RING : MT_LIVE_RING;
+		unsigned slot = ((is_alloc ? d->freed_pos : d->live_pos) + 2 * n - 1 - mode) % n;
+		unsigned block = 0;
 		if (mode >= MT_ADDR_ALIGNED) {
 			int64_t dv = mt_unzigzag(delta);
 			addr = *prev + (mode == MT_ADDR_ALIGNED ? (uint64_t)dv * 16 : (uint64_t)dv);
+		} else if (mode == MT_ADDR_REUSED && is_alloc) {
+			if (!d->reuse || c >= MT_SMALL_CLASSES || !d->reuse->n[c])
+				return -MT_ECORRUPT;
+			addr = mt__reused(d->reuse, c);
+		} else if (mode == MT_ADDR_NEXT && is_alloc) {
+			if (c >= MT_SMALL_CLASSES)
+				return -MT_ECORRUPT;
+			addr = *prev + 16 * c;
+		} else if (mode == MT_ADDR_SLOT) {
+			int64_t dv = mt_unzigzag(delta);
+			if (!d->reuse || dv < -MT_BLOCK_SLOTS / 2 || dv >= MT_BLOCK_SLOTS / 2)
+				return -MT_ECORRUPT;
+			block = (unsigned)((int64_t)d->free_slot + MT_BLOCK_SLOTS + dv) % MT_BLOCK_SLOTS;
+			addr = d->reuse->block[block];
+			if (!addr)
+				return -MT_ECORRUPT;
 		} else {
 			addr = ring[slot];
 			if (!addr)
@@ -319,19 +337,27 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 		}
 		/* The whole record is read: only now update the state, so a
 		 * failed record leaves it as it was. */
-		if (mode < MT_ADDR_RING)
-			ring[slot] = 0;
+		if (mode < n)
+			mt__ring_close(ring, NULL, n, is_alloc ? &d->freed_pos : &d->live_pos, mode);
 		if (is_alloc || mode >= MT_ADDR_ALIGNED)
 			*prev = addr;
+		if (mode == MT_ADDR_SLOT)
+			d->free_slot = (uint16_t)block;
 		if (is_alloc) {
 			d->stack = (uint32_t)((int64_t)d->stack + mt_unzigzag(stack));
-			d->live[d->live_pos++ % MT_ADDR_RING] = addr;
+			d->live[d->live_pos] = addr;
+			d->live_pos = (uint8_t)((d->live_pos + 1) % MT_LIVE_RING);
+			if (d->reuse)
+				mt__reuse_alloc(d->reuse, c, addr);
 			r->alloc.kind = (uint8_t)kind;
 			r->alloc.addr = addr;
 			r->alloc.size = size;
 			r->alloc.stack = d->stack;
 		} else {
-			d->freed[d->freed_pos++ % MT_ADDR_RING] = addr;
+			d->freed[d->freed_pos] = addr;
+			d->freed_pos = (uint8_t)((d->freed_pos + 1) % MT_FREED_RING);
+			if (d->reuse)
+				mt__reuse_free(d->reuse, addr);
 			r->free.kind = (uint8_t)kind;
 			r->free.addr = addr;
 			r->free.size = size;
@@ -595,59 +621,54 @@ static inline size_t varint_len(const uint8_t *p, size_t avail)
 	return 0;
 }
 
-/* The segment lengths @n of the next record. @chained: the record is at
- * @p[0] with @left[0] bytes left, its segments one after the other;
- * otherwise column i continues at @p[i] with @left[i] bytes. Returns 0, or
- * -1 if the record is cut short or has type 0. */
-static int rec_segments(const uint8_t *const p[MT_COLUMNS], const size_t left[MT_COLUMNS],
-			int chained, size_t n[MT_COLUMNS])
+/* The segment lengths @n of the record at @p (@left bytes from there on,
+ * its segments one after the other), its head's among them: @n[COL_CTL]
+ * is its head and km, *@nhead the head alone. Returns 0, or -1 if the
+ * record is cut short or has type 0. */
+static int rec_segments(const uint8_t *p, size_t left, size_t n[MT_COLUMNS], size_t *nhead)
 {
-	size_t off = 0; /* chained: bytes of the record before column i */
-#define AT(i) (chained ? p[0] + off : p[i])
-#define LEFT(i) (chained ? left[0] - off : left[i])
+	const uint8_t *q = p, *end = p + left;
 	memset(n, 0, MT_COLUMNS * sizeof(*n));
-	if (LEFT(COL_CTL) < 1)
+	if (left < 1)
 		return -1;
-	const uint8_t *ctl = AT(COL_CTL);
-	unsigned type = ctl[0] & 0x0f;
+	unsigned type = p[0] & 0x0f;
 	size_t k = 1;
 	if (type == 0)
 		return -1;
-	if (ctl[0] >> 4 == 15) {
-		size_t v = varint_len(ctl + 1, LEFT(COL_CTL) - 1);
+	if (p[0] >> 4 == 15) {
+		size_t v = varint_len(p + 1, left - 1);
 		if (!v)
 			return -1;
 		k += v;
 	}
+	*nhead = k;
+	q += k;
 	if (type != MT_REC_ALLOC && type != MT_REC_FREE) {
 		n[COL_CTL] = k;
-		off += k;
 		uint64_t body;
-		const uint8_t *q = AT(COL_BODY), *end = q + LEFT(COL_BODY);
-		if (mt_varint_get(&q, end, &body) < 0 || body > (uint64_t)(end - q))
+		const uint8_t *b = q;
+		if (mt_varint_get(&b, end, &body) < 0 || body > (uint64_t)(end - b))
 			return -1;
-		n[COL_BODY] = (size_t)(q - AT(COL_BODY)) + (size_t)body;
+		n[COL_BODY] = (size_t)(b - q) + (size_t)body;
 		return 0;
 	}
-	if (LEFT(COL_CTL) < k + 1)
+	if (left < k + 1)
 		return -1;
-	unsigned kind = ctl[k] & 0x0f, mode = ctl[k] >> 4;
+	unsigned kind = p[k] & 0x0f, mode = p[k] >> 4;
 	n[COL_CTL] = k + 1;
-	off += k + 1;
-	int fields[3] = { mode >= MT_ADDR_ALIGNED, type == MT_REC_ALLOC || kind == MT_ALLOC_MUNMAP,
+	q++;
+	int fields[3] = { mode >= MT_ADDR_SLOT, type == MT_REC_ALLOC || kind == MT_ALLOC_MUNMAP,
 			  type == MT_REC_ALLOC };
 	for (int i = 0; i < 3; i++) {
 		if (!fields[i])
 			continue;
-		size_t v = varint_len(AT(COL_ADDR + i), LEFT(COL_ADDR + i));
+		size_t v = varint_len(q, (size_t)(end - q));
 		if (!v)
 			return -1;
 		n[COL_ADDR + i] = v;
-		off += v;
+		q += v;
 	}
 	return 0;
-#undef AT
-#undef LEFT
 }
 
 /* Copy the varint at *@src to *@dst, advancing both; at most @max bytes.
@@ -695,20 +716,45 @@ void mt_cols_begin(struct mt_cols *c, uint8_t *dst, uint8_t *scratch, size_t cap
 	memcpy(c->out, c->base, sizeof(c->out));
 }
 
+/* The control segment (docs/format.md section 2.1) of the record at @p,
+ * whose head is @nhead bytes, into @o; *@thread_now is the thread index
+ * of the chunk's last hot record. Returns its length. */
+static size_t ctl_from_row(uint8_t *o, uint64_t *thread_now, const uint8_t *p, size_t nhead)
+{
+	unsigned type = p[0] & 0x0f;
+	unsigned hot = is_hot(p[0]) ? p[nhead] + 1u : 0;
+	uint64_t thread = p[0] >> 4;
+	if (thread == 15) {
+		const uint8_t *q = p + 1;
+		if (mt_varint_get(&q, p + nhead, &thread) < 0 || thread < 15 ||
+		    nhead != 1 + mt_varint_len(thread)) {
+			/* Not the shortest head: kept as it is. */
+			o[0] = 0;
+			memcpy(o + 1, p, nhead);
+			size_t n = 1 + nhead;
+			if (hot) {
+				o[n++] = (uint8_t)(hot - 1);
+				*thread_now = thread;
+			}
+			return n;
+		}
+	}
+	return mt__ctl_put(o, thread_now, type, thread, hot);
+}
+
 ssize_t mt_cols_add(struct mt_cols *c, const uint8_t *p, size_t left)
 {
 	uint8_t **out = c->out;
 	const uint8_t *start = p;
-	size_t n[MT_COLUMNS];
+	size_t n[MT_COLUMNS], nhead;
 
 	/* A plain hot record with MT_REC_HOT_MAX bytes after it needs no
 	 * bounds checks: its segments end within 32 bytes. */
 	if (left >= MT_REC_HOT_MAX && is_plain_hot(p[0])) {
 		unsigned type = p[0] & 0x0f, km = p[1];
-		memcpy(out[COL_CTL], p, 2);
-		out[COL_CTL] += 2;
+		out[COL_CTL] += mt__ctl_put(out[COL_CTL], &c->thread, type, p[0] >> 4, km + 1);
 		p += 2;
-		if ((km >> 4 >= MT_ADDR_ALIGNED && copy_varint(&out[COL_ADDR], &p, MT_VARINT_MAX) < 0) ||
+		if ((km >> 4 >= MT_ADDR_SLOT && copy_varint(&out[COL_ADDR], &p, MT_VARINT_MAX) < 0) ||
 		    ((type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP) &&
 		     copy_varint(&out[COL_SIZE], &p, MT_VARINT_MAX) < 0) ||
 		    (type == MT_REC_ALLOC && copy_varint(&out[COL_STACK], &p, MT_VARINT_MAX) < 0))
@@ -717,22 +763,22 @@ ssize_t mt_cols_add(struct mt_cols *c, const uint8_t *p, size_t left)
 		c->len += (size_t)(p - start);
 		return p - start;
 	}
-	c->events += is_hot(p[0]);
-	const uint8_t *pp[MT_COLUMNS] = { p };
-	size_t ll[MT_COLUMNS] = { left };
-	if (rec_segments(pp, ll, 1, n) < 0)
+	if (rec_segments(p, left, n, &nhead) < 0)
 		return -MT_ECORRUPT;
+	c->events += is_hot(p[0]);
 	if (p[0] == MT_REC_STACK) {
 		size_t k = node_pack(out[COL_NODE], &c->node, p, 1 + n[COL_BODY]);
 		if (k) {
-			*out[COL_CTL]++ = p[0];
+			*out[COL_CTL]++ = MT_REC_STACK << 4;
 			out[COL_NODE] += k;
 			c->len += 1 + n[COL_BODY];
 			return (ssize_t)(1 + n[COL_BODY]);
 		}
 		*out[COL_NODE]++ = NODE_VERBATIM;
 	}
-	for (int i = 0; i < MT_COLUMNS; i++) {
+	out[COL_CTL] += ctl_from_row(out[COL_CTL], &c->thread, p, nhead);
+	p += n[COL_CTL];
+	for (int i = 1; i < MT_COLUMNS; i++) {
 		memcpy(out[i], p, n[i]);
 		out[i] += n[i];
 		p += n[i];
@@ -777,12 +823,61 @@ ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_
 	return (ssize_t)mt_cols_finish(&c);
 }
 
+/* The head and km of the next record from the control column at *@p
+ * (before @end), as a row, into @o (room for MT_REC_HEAD_MAX + 1 bytes);
+ * *@thread_now is the thread index of the chunk's last hot record.
+ * Returns the row's length, or 0 if the control column does not hold a
+ * record there. */
+#define MT_REC_HEAD_MAX (1 + MT_VARINT_MAX)
+static size_t ctl_to_row(uint8_t *o, uint64_t *thread_now, const uint8_t **p, const uint8_t *end)
+{
+	const uint8_t *q = *p;
+	uint8_t b = *q++;
+	size_t n;
+	uint64_t thread;
+
+	if (b & 0x0f) { /* a hot record of the last hot record's thread */
+		unsigned type = mt_allocator_is_free(b & 0x0f) ? MT_REC_FREE : MT_REC_ALLOC;
+		n = mt__rec_head(o, type, *thread_now);
+		o[n++] = b;
+		*p = q;
+		return n;
+	}
+	if (b) { /* a head of thread 0 */
+		o[0] = b >> 4;
+		thread = 0;
+		n = 1;
+	} else { /* the head itself */
+		if (q == end || (*q & 0x0f) == 0)
+			return 0;
+		o[0] = *q++;
+		thread = o[0] >> 4;
+		n = 1;
+		if (thread == 15) {
+			const uint8_t *v = q;
+			if (mt_varint_get(&q, end, &thread) < 0)
+				return 0;
+			memcpy(o + 1, v, (size_t)(q - v));
+			n += (size_t)(q - v);
+		}
+	}
+	if (is_hot(o[0])) {
+		if (q == end)
+			return 0;
+		o[n++] = *q++;
+		*thread_now = thread;
+	}
+	*p = q;
+	return n;
+}
+
 ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined)
 {
 	const uint8_t *p[MT_COLUMNS], *q = src, *end[MT_COLUMNS];
-	size_t left[MT_COLUMNS], n[MT_COLUMNS];
+	size_t left[MT_COLUMNS];
 	uint8_t *o = dst, *o_end = dst + cap;
 	struct mt_node_state node = { 0 };
+	uint64_t thread_now = 0;
 
 	*joined = 0;
 	for (int i = 0; i < MT_COLUMNS - 1; i++) {
@@ -801,29 +896,37 @@ ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, 
 		end[i] = q;
 	}
 	while (p[COL_CTL] < end[COL_CTL]) {
-		uint8_t head = p[COL_CTL][0];
-		/* A plain hot record, with room for its longest form: only
-		 * the varints' own length needs checking. */
-		if (is_plain_hot(head) && end[COL_CTL] - p[COL_CTL] >= 2 &&
-		    end[COL_ADDR] - p[COL_ADDR] >= MT_VARINT_MAX &&
-		    end[COL_SIZE] - p[COL_SIZE] >= MT_VARINT_MAX &&
-		    end[COL_STACK] - p[COL_STACK] >= MT_VARINT_MAX &&
-		    o_end - o >= MT_REC_HOT_MAX) {
-			unsigned type = head & 0x0f, km = p[COL_CTL][1];
-			o[0] = head;
-			o[1] = (uint8_t)km;
-			o += 2;
-			p[COL_CTL] += 2;
-			if ((km >> 4 >= MT_ADDR_ALIGNED &&
-			     copy_varint(&o, &p[COL_ADDR], MT_VARINT_MAX) < 0) ||
-			    ((type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP) &&
-			     copy_varint(&o, &p[COL_SIZE], MT_VARINT_MAX) < 0) ||
-			    (type == MT_REC_ALLOC && copy_varint(&o, &p[COL_STACK], MT_VARINT_MAX) < 0))
-				return -MT_ECORRUPT;
+		/* The record is put together in @tmp when @dst may not have
+		 * room for it, and copied once its length is known. */
+		uint8_t tmp[MT_REC_HEAD_MAX + 1 + 3 * MT_VARINT_MAX];
+		int direct = o_end - o >= (ptrdiff_t)sizeof(tmp);
+		uint8_t *w = direct ? o : tmp;
+		size_t n = ctl_to_row(w, &thread_now, &p[COL_CTL], end[COL_CTL]);
+		if (!n)
+			return -MT_ECORRUPT;
+		uint8_t *r = w + n;
+		if (is_hot(w[0])) {
+			unsigned type = w[0] & 0x0f, km = w[n - 1];
+			int fields[3] = { km >> 4 >= MT_ADDR_SLOT,
+					  type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP,
+					  type == MT_REC_ALLOC };
+			for (int i = 0; i < 3; i++) {
+				size_t avail = (size_t)(end[COL_ADDR + i] - p[COL_ADDR + i]);
+				if (fields[i] && copy_varint(&r, &p[COL_ADDR + i],
+							     avail < MT_VARINT_MAX ? avail : MT_VARINT_MAX) < 0)
+					return -MT_ECORRUPT;
+			}
+			n = (size_t)(r - w);
+			if (!direct) {
+				if (n > (size_t)(o_end - o))
+					return -ENOSPC;
+				memcpy(o, tmp, n);
+			}
+			o += n;
 			*joined = (size_t)(o - dst);
 			continue;
 		}
-		if (head == MT_REC_STACK) {
+		if (w[0] == MT_REC_STACK) {
 			if (p[COL_NODE] == end[COL_NODE])
 				return -MT_ECORRUPT;
 			unsigned flag = *p[COL_NODE]++;
@@ -836,25 +939,24 @@ ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, 
 					return -ENOSPC;
 				memcpy(o, rec, k);
 				o += k;
-				p[COL_CTL]++;
 				*joined = (size_t)(o - dst);
 				continue;
 			}
 		}
-		for (int i = 0; i < MT_COLUMNS; i++)
-			left[i] = (size_t)(end[i] - p[i]);
-		if (rec_segments(p, left, 0, n) < 0)
+		/* A length-prefixed record: its head, then its body segment. */
+		uint64_t body;
+		const uint8_t *b = p[COL_BODY];
+		if (mt_varint_get(&b, end[COL_BODY], &body) < 0 ||
+		    body > (uint64_t)(end[COL_BODY] - b))
 			return -MT_ECORRUPT;
-		size_t total = 0;
-		for (int i = 0; i < MT_COLUMNS; i++)
-			total += n[i];
-		if (total > (size_t)(o_end - o))
+		size_t nb = (size_t)(b - p[COL_BODY]) + (size_t)body;
+		if (n + nb > (size_t)(o_end - o))
 			return -ENOSPC;
-		for (int i = 0; i < MT_COLUMNS; i++) {
-			memcpy(o, p[i], n[i]);
-			o += n[i];
-			p[i] += n[i];
-		}
+		if (!direct)
+			memcpy(o, tmp, n);
+		memcpy(o + n, p[COL_BODY], nb);
+		p[COL_BODY] += nb;
+		o += n + nb;
 		*joined = (size_t)(o - dst);
 	}
 	for (int i = 0; i < MT_COLUMNS; i++)

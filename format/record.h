@@ -16,7 +16,7 @@
 
 #define MT_MAGIC "MEMTRACE"
 #define MT_MAGIC_LEN 8
-#define MT_FORMAT_VERSION 3
+#define MT_FORMAT_VERSION 4
 
 /* ------------------------------------------------------------------------
  * Allocators. Numbering follows memray's AllocatorType so that scripts
@@ -164,27 +164,53 @@ struct mt_record {
  * Allocators hand a just-freed block out again, and programs free what
  * they allocated last, so most addresses are coded as the age of an entry
  * in one of two rings: the last few addresses freed (for ALLOC) and
- * allocated (for FREE). An ALLOC address that is in neither is coded as a
- * delta from the last ALLOC of its size class: pymalloc and malloc carve
- * blocks of one size class out of the same pool, one after another, so
- * the delta is usually one block. A FREE address that is not in the ring
- * is coded as a delta from the last such FREE: containers free their
- * items in (reverse) order of allocation. */
-#define MT_ADDR_RING 8
-#define MT_SIZE_CLASSES 64
+ * allocated (for FREE). pymalloc takes a small block from the pool it
+ * used last: the block freed last there, or else the next one it has not
+ * handed out yet, one block past the last; so an ALLOC of a small size
+ * class is first tried against the block of that class freed last (a
+ * state the threads of a capture share, struct mt_reuse) and against the
+ * block after the class's last ALLOC. Any other ALLOC address is coded as
+ * a delta from the last ALLOC of its size class; a FREE address that is
+ * not in the ring as a delta from the last such FREE of its kind:
+ * containers free their items in (reverse) order of allocation. */
+#define MT_FREED_RING 8 /* ALLOC address modes 0 ..= 7: the age in it */
+#define MT_LIVE_RING 12 /* FREE address modes 0 ..= 11 */
+#define MT_ADDR_REUSED 8  /* ALLOC address mode: the block of its class freed last */
+#define MT_ADDR_NEXT 9    /* ALLOC address mode: one block past its class's last */
+#define MT_ADDR_SLOT 12   /* FREE address mode: a block in struct mt_reuse's table */
+/* Modes from MT_ADDR_SLOT up have a varint after them: the address column. */
 #define MT_ADDR_ALIGNED 14  /* address mode: a zigzag delta / 16 follows */
 #define MT_ADDR_EXPLICIT 15 /* address mode: a zigzag delta follows */
+#define MT_SIZE_CLASSES 64
+#define MT_SMALL_CLASSES 33 /* size classes 0 ..= 32: sizes up to 512 bytes */
+#define MT_REUSE_DEPTH 8    /* freed blocks remembered per small size class */
+#define MT_BLOCK_SLOTS 4096 /* allocated blocks whose size class is remembered */
+
+/* The state the threads of a capture share: the small blocks freed last,
+ * by size class, and the size class of recently allocated blocks (a FREE
+ * carries no size), in a table with one slot per value of bits 4..15 of
+ * the address. Zero-initialised. */
+struct mt_reuse {
+	uint64_t freed[MT_SMALL_CLASSES][MT_REUSE_DEPTH];
+	uint8_t top[MT_SMALL_CLASSES], n[MT_SMALL_CLASSES];
+	uint8_t block_class[MT_BLOCK_SLOTS];
+	uint64_t block[MT_BLOCK_SLOTS];
+};
 
 struct mt_delta {
-	uint64_t free_addr; /* the last FREE address coded as a delta */
-	uint32_t stack;     /* the stack of the last ALLOC */
-	uint8_t freed_pos, live_pos;
-	uint64_t freed[MT_ADDR_RING]; /* recently freed, to match allocations */
-	uint64_t live[MT_ADDR_RING];  /* recently allocated, to match frees */
+	/* The capture's shared state. A decoder without one reads mode
+	 * MT_ADDR_REUSED as corrupt; an encoder without one does not use it. */
+	struct mt_reuse *reuse;
+	uint64_t free_addr[3]; /* the last FREE address coded as a delta, by kind */
+	uint32_t stack;        /* the stack of the last ALLOC */
+	uint8_t freed_pos, live_pos; /* the slots written next */
+	uint16_t free_slot;          /* the table slot of the last FREE of mode 12 */
+	uint64_t freed[MT_FREED_RING]; /* recently freed, to match allocations */
+	uint64_t live[MT_LIVE_RING];   /* recently allocated, to match frees */
 	/* Encoder only, not part of the format: a byte hash of each ring
-	 * entry, one ring per word, so that a search is a few word operations
-	 * (the decoder is told the slot and leaves these at 0). */
-	uint8_t freed_tag[MT_ADDR_RING], live_tag[MT_ADDR_RING];
+	 * entry, so that a search is a few word operations (the decoder is
+	 * told the slot and leaves these at 0). */
+	uint8_t freed_tag[8], live_tag[16];
 	uint64_t last[MT_SIZE_CLASSES]; /* the last ALLOC address of each size class */
 };
 
@@ -207,7 +233,7 @@ static inline unsigned mt_size_class(uint64_t size)
  * MT_ADDR_EXPLICIT mean a delta from the predicted address follows, in
  * units of 16 bytes (allocators align blocks) or 1.
  * ---------------------------------------------------------------------- */
-static inline size_t mt__rec_head(uint8_t *p, unsigned type, uint32_t thread)
+static inline size_t mt__rec_head(uint8_t *p, unsigned type, uint64_t thread)
 {
 	if (thread < 15) {
 		p[0] = (uint8_t)(type | (thread << 4));
@@ -224,49 +250,76 @@ static inline uint64_t mt__tag(uint64_t addr)
 	return (uint8_t)(addr >> 4);
 }
 
-/* Find @addr in @ring (and take it out: a block is matched once). Returns
- * its age (0 = written last, at @pos - 1), or MT_ADDR_EXPLICIT. The newest
- * entry is the usual match and is tried first; otherwise the bytes of the
- * ring's tags equal to @tag are found all at once (the zero-byte test
- * below may also flag a byte above a real match; every candidate is
- * checked against the ring), so that a miss, the common case of new
- * memory, costs a few operations and no loop. When an address is in the
- * ring twice (a lost free), the record names one of them and the decoder
- * follows it. */
-static inline unsigned mt__ring_take(uint64_t *ring, const uint8_t *tag8, uint8_t pos,
+/* Take the entry of age @age out of @ring of @n entries written next at
+ * *@pos (docs/format.md section 3.1): the entries newer than it move one
+ * slot along, so that every entry older than it is one age younger, and
+ * the ring has an empty slot (0) as its oldest. @tag8, if not NULL, moves
+ * along. Taking the newest entry, the usual case, moves nothing. */
+static inline void mt__ring_close(uint64_t *ring, uint8_t *tag8, unsigned n, uint8_t *pos,
+				  unsigned age)
+{
+	unsigned s = (*pos + n - 1 - age) % n;
+	for (; age > 0; age--) {
+		unsigned t = s + 1 == n ? 0 : s + 1; /* the slot of the next younger entry */
+		ring[s] = ring[t];
+		if (tag8)
+			tag8[s] = tag8[t];
+		s = t;
+	}
+	ring[s] = 0;
+	if (tag8)
+		tag8[s] = 0;
+	*pos = (uint8_t)s;
+}
+
+/* Find @addr in @ring of @n entries and take it out (a block is matched
+ * once). Returns its age (0 = written last, just before *@pos), or
+ * MT_ADDR_EXPLICIT. The newest entry is the usual match and is tried
+ * first; otherwise the bytes of the ring's tags equal to @tag are found
+ * eight at a time (the zero-byte test below may also flag a byte above a
+ * real match; every candidate is checked against the ring), so that a
+ * miss, the common case of new memory, costs a few operations and no
+ * loop over entries. When an address is in the ring twice (a lost free),
+ * the record names one of them and the decoder follows it. */
+static inline unsigned mt__ring_take(uint64_t *ring, uint8_t *tag8, unsigned n, uint8_t *pos,
 				     uint64_t addr, uint64_t tag)
 {
 	const uint64_t ones = 0x0101010101010101ull;
-	unsigned newest = (uint8_t)(pos - 1) % MT_ADDR_RING;
-	if (!addr) /* a failed allocation; 0 marks a slot already taken */
+	unsigned newest = (*pos + n - 1) % n;
+	if (!addr) /* a failed allocation; 0 marks an empty slot */
 		return MT_ADDR_EXPLICIT;
 	if (ring[newest] == addr) {
-		ring[newest] = 0;
+		mt__ring_close(ring, tag8, n, pos, 0);
 		return 0;
 	}
-	uint64_t tags;
-	memcpy(&tags, tag8, sizeof(tags)); /* byte order does not matter */
-	uint64_t x = tags ^ (tag * ones);
-	uint64_t m = (x - ones) & ~x & (ones << 7);
-	while (m) {
-		unsigned i = (unsigned)__builtin_ctzll(m) >> 3;
-		if (ring[i] == addr) {
-			ring[i] = 0;
-			return (unsigned)(uint8_t)(pos - 1 - i) % MT_ADDR_RING;
+	for (unsigned w = 0; w < n; w += 8) {
+		uint64_t tags;
+		memcpy(&tags, tag8 + w, sizeof(tags)); /* byte order does not matter */
+		uint64_t x = tags ^ (tag * ones);
+		uint64_t m = (x - ones) & ~x & (ones << 7);
+		if (n - w < 8)
+			m &= (1ull << (8 * (n - w))) - 1;
+		while (m) {
+			unsigned i = w + ((unsigned)__builtin_ctzll(m) >> 3);
+			if (ring[i] == addr) {
+				unsigned age = (*pos + n - 1 - i) % n;
+				mt__ring_close(ring, tag8, n, pos, age);
+				return age;
+			}
+			m &= m - 1;
 		}
-		m &= m - 1;
 	}
 	return MT_ADDR_EXPLICIT;
 }
 
-/* Append @addr with its @tag to @ring at *@pos. */
-static inline void mt__ring_push(uint64_t *ring, uint8_t *tag8, uint8_t *pos, uint64_t addr,
-				 uint64_t tag)
+/* Append @addr with its @tag to @ring of @n entries at *@pos. */
+static inline void mt__ring_push(uint64_t *ring, uint8_t *tag8, unsigned n, uint8_t *pos,
+				 uint64_t addr, uint64_t tag)
 {
-	unsigned i = *pos % MT_ADDR_RING;
+	unsigned i = *pos;
 	ring[i] = addr;
 	tag8[i] = (uint8_t)tag;
-	*pos = (uint8_t)(*pos + 1);
+	*pos = (uint8_t)(i + 1 == n ? 0 : i + 1);
 }
 
 /* The final address mode for ring match @mode, and for a delta mode the
@@ -282,11 +335,53 @@ static inline unsigned mt__addr_mode(unsigned mode, uint64_t prev, uint64_t addr
 	return mode;
 }
 
+/* The slot of FREE kind @kind's delta base. */
+static inline unsigned mt__free_base(unsigned kind)
+{
+	return kind == MT_ALLOC_FREE ? 0 : kind == MT_ALLOC_MUNMAP ? 1 : 2;
+}
+
+/* The block of small size class @c freed last, or 0. */
+static inline uint64_t mt__reused(const struct mt_reuse *r, unsigned c)
+{
+	return r->n[c] ? r->freed[c][r->top[c]] : 0;
+}
+
+/* The shared state after an ALLOC of size class @c at @addr: the block is
+ * no longer the one freed last of its class, and its class is noted. */
+static inline void mt__reuse_alloc(struct mt_reuse *r, unsigned c, uint64_t addr)
+{
+	unsigned slot = (unsigned)(addr >> 4) % MT_BLOCK_SLOTS;
+	if (c < MT_SMALL_CLASSES && r->n[c] && r->freed[c][r->top[c]] == addr) {
+		r->n[c]--;
+		r->top[c] = (uint8_t)((r->top[c] + MT_REUSE_DEPTH - 1) % MT_REUSE_DEPTH);
+	}
+	r->block[slot] = addr;
+	r->block_class[slot] = (uint8_t)c;
+}
+
+/* The shared state after a FREE of @addr: a block whose small size class
+ * is known becomes the one freed last of its class. */
+static inline void mt__reuse_free(struct mt_reuse *r, uint64_t addr)
+{
+	unsigned slot = (unsigned)(addr >> 4) % MT_BLOCK_SLOTS;
+	if (!addr || r->block[slot] != addr)
+		return;
+	unsigned c = r->block_class[slot];
+	r->block[slot] = 0;
+	if (c >= MT_SMALL_CLASSES)
+		return;
+	r->top[c] = (uint8_t)((r->top[c] + 1) % MT_REUSE_DEPTH);
+	r->freed[c][r->top[c]] = addr;
+	if (r->n[c] < MT_REUSE_DEPTH)
+		r->n[c]++;
+}
+
 /* An ALLOC or FREE record's fields once coded, and the coding state moved
  * past it: what goes in each column (docs/format.md section 2.1). */
 struct mt__hot {
 	unsigned km;    /* kind | mode << 4 */
-	uint64_t zaddr; /* the address delta, if mode >= MT_ADDR_ALIGNED */
+	uint64_t zaddr; /* the address varint, if mode >= MT_ADDR_SLOT */
 	uint64_t zstack;
 };
 
@@ -294,14 +389,25 @@ static inline struct mt__hot mt__code_alloc(struct mt_delta *d, unsigned kind, u
 					    uint64_t size, uint32_t stack)
 {
 	struct mt__hot h;
-	uint64_t *last = &d->last[mt_size_class(size)];
+	unsigned c = mt_size_class(size), mode;
+	uint64_t *last = &d->last[c];
 	uint64_t tag = mt__tag(addr);
-	unsigned mode = mt__ring_take(d->freed, d->freed_tag, d->freed_pos, addr, tag);
-	h.km = kind | mt__addr_mode(mode, *last, addr, &h.zaddr) << 4;
+	if (c < MT_SMALL_CLASSES && addr && d->reuse && mt__reused(d->reuse, c) == addr)
+		mode = MT_ADDR_REUSED;
+	else if (c < MT_SMALL_CLASSES && addr && *last + 16 * c == addr)
+		mode = MT_ADDR_NEXT;
+	else
+		mode = mt__ring_take(d->freed, d->freed_tag, MT_FREED_RING, &d->freed_pos, addr, tag);
+	h.zaddr = 0;
+	if (mode >= MT_ADDR_ALIGNED)
+		mode = mt__addr_mode(mode, *last, addr, &h.zaddr);
+	h.km = kind | mode << 4;
 	*last = addr;
 	h.zstack = mt_zigzag((int64_t)stack - (int64_t)d->stack);
 	d->stack = stack;
-	mt__ring_push(d->live, d->live_tag, &d->live_pos, addr, tag);
+	mt__ring_push(d->live, d->live_tag, MT_LIVE_RING, &d->live_pos, addr, tag);
+	if (d->reuse)
+		mt__reuse_alloc(d->reuse, c, addr);
 	return h;
 }
 
@@ -309,13 +415,27 @@ static inline struct mt__hot mt__code_free(struct mt_delta *d, unsigned kind, ui
 {
 	struct mt__hot h;
 	uint64_t tag = mt__tag(addr);
-	unsigned mode = mt__ring_take(d->live, d->live_tag, d->live_pos, addr, tag);
-	mode = mt__addr_mode(mode, d->free_addr, addr, &h.zaddr);
+	uint64_t *base = &d->free_addr[mt__free_base(kind)];
+	unsigned mode = mt__ring_take(d->live, d->live_tag, MT_LIVE_RING, &d->live_pos, addr, tag);
+	unsigned slot = (unsigned)(addr >> 4) % MT_BLOCK_SLOTS;
+	h.zaddr = 0;
+	if (mode != MT_ADDR_EXPLICIT) {
+	} else if (d->reuse && addr && d->reuse->block[slot] == addr) {
+		/* a block allocated not long ago: its slot, as the distance
+		 * from the last one named so, in -2048 ..= 2047 */
+		int dv = (int)((slot - d->free_slot) % MT_BLOCK_SLOTS);
+		mode = MT_ADDR_SLOT;
+		h.zaddr = mt_zigzag(dv >= MT_BLOCK_SLOTS / 2 ? dv - MT_BLOCK_SLOTS : dv);
+		d->free_slot = (uint16_t)slot;
+	} else {
+		mode = mt__addr_mode(mode, *base, addr, &h.zaddr);
+		*base = addr;
+	}
 	h.km = kind | mode << 4;
-	if (mode >= MT_ADDR_ALIGNED)
-		d->free_addr = addr;
 	h.zstack = 0;
-	mt__ring_push(d->freed, d->freed_tag, &d->freed_pos, addr, tag);
+	mt__ring_push(d->freed, d->freed_tag, MT_FREED_RING, &d->freed_pos, addr, tag);
+	if (d->reuse)
+		mt__reuse_free(d->reuse, addr);
 	return h;
 }
 
@@ -326,7 +446,7 @@ static inline size_t mt_enc_alloc(uint8_t *p, struct mt_delta *d, uint32_t threa
 	size_t n = mt__rec_head(p, MT_REC_ALLOC, thread);
 	struct mt__hot h = mt__code_alloc(d, kind, addr, size, stack);
 	p[n++] = (uint8_t)h.km;
-	if (h.km >> 4 >= MT_ADDR_ALIGNED)
+	if (h.km >> 4 >= MT_ADDR_SLOT)
 		n += mt_varint_put(p + n, h.zaddr);
 	n += mt_varint_put(p + n, size);
 	n += mt_varint_put(p + n, h.zstack);
@@ -341,7 +461,7 @@ static inline size_t mt_enc_free(uint8_t *p, struct mt_delta *d, uint32_t thread
 	size_t n = mt__rec_head(p, MT_REC_FREE, thread);
 	struct mt__hot h = mt__code_free(d, kind, addr);
 	p[n++] = (uint8_t)h.km;
-	if (h.km >> 4 >= MT_ADDR_ALIGNED)
+	if (h.km >> 4 >= MT_ADDR_SLOT)
 		n += mt_varint_put(p + n, h.zaddr);
 	if (kind == MT_ALLOC_MUNMAP)
 		n += mt_varint_put(p + n, size);
@@ -466,6 +586,7 @@ struct mt_cols {
 	uint8_t *dst;
 	uint8_t *base[MT_COLUMNS], *out[MT_COLUMNS];
 	struct mt_node_state node; /* the previous node (docs/format.md section 2.2) */
+	uint64_t thread;  /* the thread index of the chunk's last hot record */
 	size_t len;       /* the records' length as a row */
 	uint64_t events;  /* ALLOC and FREE records */
 };
@@ -483,14 +604,44 @@ ssize_t mt_cols_add(struct mt_cols *c, const uint8_t *p, size_t left);
  * @dst given to mt_cols_begin(). Returns their length. */
 size_t mt_cols_finish(struct mt_cols *c);
 
+/* Whether @km's kind is one a record of @type has: an allocation kind for
+ * ALLOC, a free kind (free, munmap, pymalloc_free) for FREE. */
+static inline int mt__km_fits(unsigned type, unsigned km)
+{
+	unsigned kind = km & 0x0f;
+	return kind != 0 && (int)((0x8804u >> kind) & 1) == (type == MT_REC_FREE);
+}
+
+/* The control segment of a record whose head is @type and @thread
+ * (docs/format.md section 2.1), into @p; *@thread_now is the thread index
+ * of the chunk's last hot record. A hot record of that thread is its km
+ * byte alone (@hot: km + 1, else 0); any other record starts with its
+ * head: the byte type << 4 for thread 0, else 0 and the head itself. */
+static inline size_t mt__ctl_put(uint8_t *p, uint64_t *thread_now, unsigned type, uint64_t thread,
+				 unsigned hot)
+{
+	size_t n = 0;
+	if (!hot || thread != *thread_now || !mt__km_fits(type, hot - 1)) {
+		if (thread == 0) {
+			p[n++] = (uint8_t)(type << 4);
+		} else {
+			p[n++] = 0;
+			n += mt__rec_head(p + n, type, thread);
+		}
+	}
+	if (hot) {
+		p[n++] = (uint8_t)(hot - 1);
+		*thread_now = thread;
+	}
+	return n;
+}
+
 static inline void mt__cols_hot(struct mt_cols *c, unsigned type, uint32_t thread,
 				struct mt__hot h)
 {
-	uint8_t *ctl = c->out[MT_COL_CTL];
-	size_t n = mt__rec_head(ctl, type, thread);
-	ctl[n++] = (uint8_t)h.km;
-	c->out[MT_COL_CTL] = ctl + n;
-	if (h.km >> 4 >= MT_ADDR_ALIGNED) {
+	size_t n = (thread < 15 ? 1 : 1 + mt_varint_len(thread)) + 1;
+	c->out[MT_COL_CTL] += mt__ctl_put(c->out[MT_COL_CTL], &c->thread, type, thread, h.km + 1);
+	if (h.km >> 4 >= MT_ADDR_SLOT) {
 		size_t k = mt_varint_put(c->out[MT_COL_ADDR], h.zaddr);
 		c->out[MT_COL_ADDR] += k;
 		n += k;

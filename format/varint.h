@@ -22,6 +22,17 @@ static inline size_t mt_varint_put(uint8_t *p, uint64_t v)
 	return n;
 }
 
+/* Bytes of the varint of @v. */
+static inline size_t mt_varint_len(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
 /* mt_varint_get() - read a varint from [*p, end). Advances *p.
  * Returns 0 on success, -1 if the input ends first or the value overflows. */
 static inline int mt_varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v)

@@ -82,6 +82,7 @@ static struct {
 	uint8_t *cols;  /* the chunk data (the chunk's columns) */
 	uint8_t *split; /* the columns while the chunk is built */
 	struct mt_cols chunk; /* the chunk being built */
+	struct mt_reuse reuse; /* the coding state the threads share */
 	uint64_t events; /* ALLOC and FREE records in the chunks so far */
 	uint64_t consumed; /* bytes taken from the buffers */
 	uint64_t last_flush;
@@ -630,6 +631,7 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 			 * coded under this index, from a fresh state */
 			b->w_index = thread;
 			memset(&b->w_delta, 0, sizeof(b->w_delta));
+			b->w_delta.reuse = &w.reuse;
 		}
 		if (w.chunk.len + n > CHUNK_MAX) {
 			release(b, pos);
@@ -904,6 +906,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 		b->w_epoch = 0;
 	}
 	w.events = 0;
+	memset(&w.reuse, 0, sizeof(w.reuse));
 	atomic_store(&mt_whot.last, NULL);
 	atomic_store(&mt_whot.epoch, 0);
 	w.cur_epoch = 1;

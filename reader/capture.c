@@ -39,6 +39,7 @@ struct mt_capture {
 	size_t recs_cap;
 	struct mt_delta **deltas; /* by thread index, each made on first use */
 	uint32_t n_deltas;
+	struct mt_reuse reuse;    /* the coding state the threads share */
 	int oom;
 
 	void (*warn)(void *ctx, const char *msg);
@@ -304,6 +305,7 @@ static struct mt_delta *get_delta(void *ctx, uint32_t thread)
 		c->oom = 1;
 		return NULL;
 	}
+	d->reuse = &c->reuse;
 	c->deltas[thread] = d;
 	return d;
 }
@@ -390,9 +392,12 @@ void mt_capture_rewind(struct mt_capture *c)
 	c->ended = 0;
 	c->stop = 0;
 	/* delta state runs from the first chunk to the last */
+	memset(&c->reuse, 0, sizeof(c->reuse));
 	for (uint32_t i = 0; i < c->n_deltas; i++)
-		if (c->deltas[i])
+		if (c->deltas[i]) {
 			memset(c->deltas[i], 0, sizeof(*c->deltas[i]));
+			c->deltas[i]->reuse = &c->reuse;
+		}
 }
 
 /* The pass has read all it will: say how it ended. */

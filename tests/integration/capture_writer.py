@@ -20,7 +20,7 @@ def varint(v):
 
 # address mode of a hot record: an explicit delta (docs/format.md)
 EXPLICIT = 15
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 
 def zigzag(v):
@@ -40,7 +40,7 @@ class HotCoder:
 
     def __init__(self):
         self.last = [0] * 64  # last ALLOC address per size class
-        self.free_addr = 0
+        self.free_addr = {}  # last FREE address per kind
         self.stack = 0
 
     def alloc(self, head, kind, addr, size, stack):
@@ -51,10 +51,11 @@ class HotCoder:
         return out
 
     def free(self, head, kind, addr, size=0):
-        out = head + bytes([kind | EXPLICIT << 4]) + varint(zigzag(addr - self.free_addr))
+        base = self.free_addr.get(kind, 0)
+        out = head + bytes([kind | EXPLICIT << 4]) + varint(zigzag(addr - base))
         if kind == MUNMAP:
             out += varint(size)
-        self.free_addr = addr
+        self.free_addr[kind] = addr
         return out
 
 
@@ -163,12 +164,38 @@ def _node(segment, prev):
     return bytes([flag]) + out
 
 
+FREE_KINDS = (FREE, MUNMAP, 15)
+
+
+def _control(records, i, n, km, now):
+    """The control segment (docs/format.md 2.1) of the record whose head is
+    records[i:i + n], with km for a hot record (else None); now[0] is the
+    thread index of the chunk's last hot record."""
+    head = records[i]
+    rtype, thread, shortest = head & 0x0F, head >> 4, True
+    if thread == 15:
+        thread, _ = _varint_at(records, i + 1)
+        shortest = thread >= 15 and n == 1 + len(varint(thread))
+    if km is None:
+        return bytes([rtype << 4]) if thread == 0 and shortest else b"\0" + records[i:i + n]
+    fits = km & 0x0F != 0 and (km & 0x0F in FREE_KINDS) == (rtype == HOT_FREE)
+    if shortest and fits and thread == now[0]:
+        seg = b""
+    elif shortest and thread == 0:
+        seg = bytes([rtype << 4])
+    else:
+        seg = b"\0" + records[i:i + n]
+    now[0] = thread
+    return seg + bytes([km])
+
+
 def columns(records):
     """The chunk data of whole records (docs/format.md 2.1): the lengths of
     columns 0..4 as varints, then the control, address, size, stack, node
     and body columns, each record's segments appended to their columns."""
     cols = [bytearray() for _ in range(6)]
     prev = [0, 0, 0, 0]
+    now = [0]
     i = 0
     while i < len(records):
         head = records[i]
@@ -176,17 +203,16 @@ def columns(records):
         n = 1 + (_varint_len(records, i + 1) if head >> 4 == 15 else 0)
         if rtype in (HOT_ALLOC, HOT_FREE):
             km = records[i + n]
-            n += 1
-            cols[0] += records[i:i + n]
-            i += n
-            present = (km >> 4 >= 14, rtype == HOT_ALLOC or km & 0x0F == MUNMAP, rtype == HOT_ALLOC)
+            cols[0] += _control(records, i, n, km, now)
+            i += n + 1
+            present = (km >> 4 >= 12, rtype == HOT_ALLOC or km & 0x0F == MUNMAP, rtype == HOT_ALLOC)
             for col, there in enumerate(present, 1):
                 if there:
                     k = _varint_len(records, i)
                     cols[col] += records[i:i + k]
                     i += k
         else:
-            cols[0] += records[i:i + n]
+            cols[0] += _control(records, i, n, None, now)
             i += n
             length, j = _varint_at(records, i)
             segment = records[i:j + length]

@@ -14,7 +14,7 @@ import pytest
 from conftest import run
 
 import capture_writer as cw
-from capture_writer import CALLOC, MMAP, MUNMAP, Capture, mt32
+from capture_writer import CALLOC, FORMAT_VERSION, MMAP, MUNMAP, Capture, mt32
 
 
 def test_mt32_reference_values():
@@ -88,7 +88,7 @@ def test_summary_peak_and_leaks(memtrace, tmp_path):
 def test_parse_lines(memtrace, tmp_path):
     cap = program().save(tmp_path / "p.bin")
     lines = run(memtrace, "parse", cap).stdout.splitlines()
-    assert lines[0].startswith("header version=3 ")
+    assert lines[0].startswith("header version=4 ")
     assert "alloc thread=0 kind=malloc addr=0x100000 size=10485760 stack=2" in lines
     assert "free thread=1 kind=munmap addr=0x7f0000001000 size=4096" not in lines
     assert "free thread=0 kind=munmap addr=0x7f0000001000 size=4096" in lines
@@ -170,10 +170,12 @@ def test_damaged_last_chunk_is_truncation(memtrace, tmp_path):
     (b"", "file is empty"),
     (os.urandom(4096), "not a memtrace capture"),
     (b"MEMTRACX" + bytes(100), "not a memtrace capture"),
-    (b"MEMTRACE" + struct.pack("<H", 2) + bytes(100), "capture format version 2 is not supported"),
-    (b"MEMTRACE" + struct.pack("<H", 4) + bytes(100), "capture format version 4 is not supported"),
-    (b"MEMTRACE" + struct.pack("<HH", 3, 52) + bytes(10), "file ends inside the capture header"),
-    (b"MEMTRACE" + struct.pack("<HH", 3, 8) + bytes(100), "capture header is corrupt"),
+    (b"MEMTRACE" + struct.pack("<H", FORMAT_VERSION - 1) + bytes(100),
+     "capture format version %d is not supported" % (FORMAT_VERSION - 1)),
+    (b"MEMTRACE" + struct.pack("<H", FORMAT_VERSION + 1) + bytes(100),
+     "capture format version %d is not supported" % (FORMAT_VERSION + 1)),
+    (b"MEMTRACE" + struct.pack("<HH", FORMAT_VERSION, 52) + bytes(10), "file ends inside the capture header"),
+    (b"MEMTRACE" + struct.pack("<HH", FORMAT_VERSION, 8) + bytes(100), "capture header is corrupt"),
 ])
 @pytest.mark.parametrize("command", [["stats"], ["summary"], ["summary", "--leaks"], ["parse"],
                                      ["stats", "--json"]])
@@ -222,7 +224,7 @@ def _hostile(kind):
     if kind == "inflated-ids":  # 24M empty records of an unknown type in 100 KB, then huge ids
         n = 24 << 20
         c.flush()
-        c.out += _lz4_chunk(cw.varint(n) + cw.varint(0) * 4 + bytes([9]) * n + bytes(n))
+        c.out += _lz4_chunk(cw.varint(n) + cw.varint(0) * 4 + bytes([9 << 4]) * n + bytes(n))
         kind = "huge-ids"
     if kind == "stack-cycle":  # 1 -> 2 -> 1: a parent made after its child
         c.code(1, "/app/a.py", "f", 1).stack(1, 2, 1).stack(2, 1, 1).alloc(0x1000, 100, stack=1)

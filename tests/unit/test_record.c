@@ -460,10 +460,80 @@ START_TEST(test_record_address_rings)
 }
 END_TEST
 
-/* Addresses missing from the rings are deltas from the last ALLOC of the
- * same size class (ALLOC) or from the last such FREE (FREE): blocks of two
- * size classes carved from two pools, allocated interleaved and freed in
- * reverse, cost a byte each. Ring entries are named by age, and the
+/* The state the threads share: pymalloc's blocks, handed out one after
+ * another from a pool, freed, and handed out again the last freed first
+ * (by another thread too), are named by mode alone: one block past the
+ * last of their class (9) or the block of their class freed last (8);
+ * freed by a thread whose ring does not hold them, they are named by
+ * their table slot (12).
+ * The decoder follows; without the shared state, modes 8 and 12 are
+ * corrupt. */
+START_TEST(test_record_reuse)
+{
+	static uint8_t buf[1 << 14];
+	static struct mt_reuse er, dr;
+	static struct deltas dec, bare;
+	struct mt_delta enc[2];
+	struct { int alloc; uint32_t thread; uint64_t addr, size; } ev[64];
+	size_t nev = 0, n = 0, modes[16] = { 0 };
+	const uint64_t pool = 0x7f0000010000;
+
+	memset(&er, 0, sizeof(er));
+	memset(&dr, 0, sizeof(dr));
+	memset(enc, 0, sizeof(enc));
+	memset(&dec, 0, sizeof(dec));
+	memset(&bare, 0, sizeof(bare));
+	enc[0].reuse = enc[1].reuse = &er;
+	for (int i = 0; i < 512; i++)
+		dec.d[i].reuse = &dr;
+	for (int i = 0; i < 10; i++) /* 48-byte blocks, one after another */
+		ev[nev++] = (typeof(ev[0])){ 1, 0, pool + 48 * (uint64_t)i, 40 + (uint64_t)i % 8 };
+	for (int i = 2; i < 8; i++) /* freed by the other thread */
+		ev[nev++] = (typeof(ev[0])){ 0, 1, pool + 48 * (uint64_t)i, 0 };
+	for (int i = 7; i >= 2; i--) /* handed out again, the last freed first */
+		ev[nev++] = (typeof(ev[0])){ 1, 0, pool + 48 * (uint64_t)i, 33 };
+	for (size_t i = 0; i < nev; i++) {
+		size_t k = ev[i].alloc ? mt_enc_alloc(buf + n, &enc[ev[i].thread], ev[i].thread,
+						      MT_ALLOC_PYMALLOC_MALLOC, ev[i].addr, ev[i].size, 0)
+				       : mt_enc_free(buf + n, &enc[ev[i].thread], ev[i].thread,
+						     MT_ALLOC_PYMALLOC_FREE, ev[i].addr, 0);
+		modes[buf[n + 1] >> 4]++;
+		n += k;
+	}
+	ck_assert_uint_eq(modes[MT_ADDR_NEXT], 9); /* all but the first */
+	ck_assert_uint_eq(modes[MT_ADDR_REUSED], 6); /* every block handed out again */
+	ck_assert_uint_eq(modes[MT_ADDR_SLOT], 6);   /* the frees: not in thread 1's ring */
+	size_t off = 0;
+	for (size_t i = 0; i < nev; i++) {
+		struct mt_record r;
+		ssize_t k = mt_rec_decode(buf + off, n - off, &r, get_delta, &dec);
+		ck_assert_int_gt(k, 0);
+		ck_assert_uint_eq(r.tidx, ev[i].thread);
+		ck_assert_uint_eq(ev[i].alloc ? r.alloc.addr : r.free.addr, ev[i].addr);
+		off += (size_t)k;
+	}
+	ck_assert_uint_eq(off, n);
+	ck_assert(memcmp(&dr, &er, sizeof(er)) == 0);
+	/* the first FREE of a table slot, read without the shared state */
+	off = 0;
+	for (size_t i = 0; i < nev; i++) {
+		struct mt_record r;
+		ssize_t k = mt_rec_decode(buf + off, n - off, &r, get_delta, &bare);
+		if (i < 10) {
+			ck_assert_int_gt(k, 0);
+		} else {
+			ck_assert_int_eq(k, -MT_ECORRUPT);
+			break;
+		}
+		off += (size_t)k;
+	}
+}
+END_TEST
+
+/* Blocks of two size classes carved from two pools one after another
+ * are each one block past the last of their class; freed in reverse, the
+ * last few are in the ring and the others deltas from the last such FREE
+ * of a byte each. Ring entries are named by age, and the
  * decoder follows the state exactly, sizes above 512 and 0 included. */
 START_TEST(test_record_size_classes)
 {
@@ -491,10 +561,10 @@ START_TEST(test_record_size_classes)
 				       : mt_enc_free(buf + n, &enc, 0, MT_ALLOC_PYMALLOC_FREE,
 						     ev[i].addr, 0);
 		if (i >= 2 && i < 200)
-			ck_assert_uint_eq(k, 5); /* head, km, one delta byte, size, stack */
-		else if (i >= 200 && i < 204)
-			ck_assert_uint_eq(k, 2); /* head, km: in the ring of the last 8 */
-		else if (i >= 205 && i < 300)
+			ck_assert_uint_eq(k, 4); /* head, km (one block on), size, stack */
+		else if (i >= 200 && i < 206)
+			ck_assert_uint_eq(k, 2); /* head, km: in the ring of the last 12 */
+		else if (i >= 207 && i < 300)
 			ck_assert_uint_eq(k, 3); /* head, km, one delta byte */
 		n += k;
 	}
@@ -655,6 +725,61 @@ START_TEST(test_record_columns)
 	/* an empty chunk is six empty columns: five lengths of 0 */
 	ck_assert_int_eq(mt_chunk_split(cols, split, recs, 0, NULL), MT_COLUMNS - 1);
 	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, MT_COLUMNS - 1, &joined), 0);
+}
+END_TEST
+
+/* Control segments: a hot record of the chunk's current thread is its km
+ * byte alone; a change of thread, a head in a longer form than it needs
+ * and a kind its type does not have take the head along. The control
+ * column is exactly that, and joins back byte for byte. */
+START_TEST(test_record_columns_control)
+{
+	/* ALLOC (malloc, explicit address) and FREE rows: head, km, varints */
+	static const uint8_t recs[] = {
+		0x01, 0xf1, 0x10, 0x18, 0x00, /* ALLOC, thread 0 */
+		0x01, 0xf1, 0x20, 0x18, 0x00,
+		0x02, 0xf2, 0x10,             /* FREE, thread 0 */
+		0x51, 0xf3, 0x30, 0x20, 0x02, /* ALLOC, thread 5: calloc */
+		0x51, 0xf1, 0x30, 0x20, 0x00,
+		0xf1, 0x14, 0xf1, 0x40, 0x20, 0x00, /* ALLOC, thread 20 */
+		0xf2, 0x14, 0xff, 0x40,             /* FREE, thread 20: pymalloc_free */
+		0x05, 0x04, 0x01, 0x02, 0x00, 0x00, /* STACK 1 */
+		0xf1, 0x03, 0xf1, 0x50, 0x20, 0x00, /* ALLOC, thread 3 in a long head */
+		0x01, 0xf2, 0x60, 0x20, 0x00,       /* ALLOC of a free kind (corrupt later) */
+		0x01, 0xfc, 0x60, 0x20, 0x00,       /* ALLOC, thread 0: pymalloc_malloc */
+	};
+	static const uint8_t ctl[] = {
+		0xf1, 0xf1, 0xf2,             /* thread 0 at the start of a chunk */
+		0x00, 0x51, 0xf3, 0xf1,       /* thread 5 */
+		0x00, 0xf1, 0x14, 0xf1, 0xff, /* thread 20 */
+		0x50,                         /* a STACK of thread 0 */
+		0x00, 0xf1, 0x03, 0xf1,       /* as it is */
+		0x10, 0xf2,                   /* type 1, thread 0 */
+		0xfc,                         /* thread 0 again */
+	};
+	uint8_t cols[MT_SPLIT_MAX(sizeof(recs))], split[MT_SPLIT_SCRATCH(sizeof(recs))];
+	uint8_t back[sizeof(recs)];
+	uint64_t events = 0;
+	size_t joined;
+
+	ssize_t n = mt_chunk_split(cols, split, recs, sizeof(recs), &events);
+	ck_assert_int_gt(n, 0);
+	ck_assert_uint_eq(events, 10);
+	ck_assert_uint_eq(cols[0], sizeof(ctl));
+	ck_assert(memcmp(cols + 5, ctl, sizeof(ctl)) == 0); /* five one-byte lengths */
+	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, (size_t)n, &joined),
+			 (ssize_t)sizeof(recs));
+	ck_assert(memcmp(back, recs, sizeof(recs)) == 0);
+	/* a head of type 0 in any form, and a km cut off, are corrupt */
+	static const uint8_t bad[][7] = {
+		{ 0x02, 0, 0, 0, 0, 0x00, 0x00 }, /* the byte 0, then a head byte of type 0 */
+		{ 0x01, 0, 0, 0, 0, 0x00 },       /* the byte 0, then nothing */
+		{ 0x01, 0, 0, 0, 0, 0x10 },       /* an ALLOC head without its km */
+	};
+	static const size_t bad_len[] = { 7, 6, 6 };
+	for (size_t i = 0; i < 3; i++)
+		ck_assert_int_eq(mt_chunk_join(back, sizeof(back), bad[i], bad_len[i], &joined),
+				 -MT_ECORRUPT);
 }
 END_TEST
 
@@ -823,14 +948,14 @@ START_TEST(test_record_columns_stacks_corrupt)
 		const char *cols;
 		size_t len;
 	} bad[] = {
-		{ "\x01\x00\x00\x00\x02" "\x05" "\x10\x00", 8 },         /* reserved bit */
-		{ "\x01\x00\x00\x00\x01" "\x05" "\x04", 7 },               /* no offset */
-		{ "\x01\x00\x00\x00\x06" "\x05" "\x00\xfe\xff\xff\xff\x1f", 12 }, /* id 2^32 */
-		{ "\x01\x00\x00\x00\x04" "\x05" "\x06\x02\x01\x00", 10 }, /* parent -1 */
-		{ "\x01\x00\x00\x00\x03" "\x05" "\x0c\x00\x00", 9 },     /* a byte left */
-		{ "\x01\x00\x00\x00\x00" "\x05", 6 },                      /* no flag */
-		{ "\x01\x00\x00\x00\x01" "\x05" "\x03", 7 },               /* verbatim, no body */
-		{ "\x01\x00\x00\x00\x0d" "\x05" "\x06\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x02\x00",
+		{ "\x01\x00\x00\x00\x02" "\x50" "\x10\x00", 8 },         /* reserved bit */
+		{ "\x01\x00\x00\x00\x01" "\x50" "\x04", 7 },               /* no offset */
+		{ "\x01\x00\x00\x00\x06" "\x50" "\x00\xfe\xff\xff\xff\x1f", 12 }, /* id 2^32 */
+		{ "\x01\x00\x00\x00\x04" "\x50" "\x06\x02\x01\x00", 10 }, /* parent -1 */
+		{ "\x01\x00\x00\x00\x03" "\x50" "\x0c\x00\x00", 9 },     /* a byte left */
+		{ "\x01\x00\x00\x00\x00" "\x50", 6 },                      /* no flag */
+		{ "\x01\x00\x00\x00\x01" "\x50" "\x03", 7 },               /* verbatim, no body */
+		{ "\x01\x00\x00\x00\x0d" "\x50" "\x06\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x02\x00",
 		  19 }, /* id - parent of 2^63 */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -839,7 +964,7 @@ START_TEST(test_record_columns_stacks_corrupt)
 			      "case %zu", i);
 	/* and the good neighbours of the first: id 1, parent 0, code 0, offset 0 */
 	ck_assert_int_eq(mt_chunk_join(back, sizeof(back),
-				       (const uint8_t *)"\x01\x00\x00\x00\x02\x05\x0c\x00", 8,
+				       (const uint8_t *)"\x01\x00\x00\x00\x02\x50\x0c\x00", 8,
 				       &joined),
 			 6);
 	ck_assert(memcmp(back, "\x05\x04\x01\x02\x00\x00", 6) == 0);
@@ -857,6 +982,7 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, test_record_delta_sequence);
 	tcase_add_test(tc, test_record_address_rings);
 	tcase_add_test(tc, test_record_size_classes);
+	tcase_add_test(tc, test_record_reuse);
 	tcase_add_test(tc, test_record_unknown_type_skipped);
 	tcase_add_test(tc, test_record_malformed);
 	suite_add_tcase(s, tc);
@@ -869,6 +995,7 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, test_record_columns_built_directly);
 	tcase_add_test(tc, test_record_columns_stacks);
 	tcase_add_test(tc, test_record_columns_stacks_corrupt);
+	tcase_add_test(tc, test_record_columns_control);
 	tcase_add_test(tc, test_record_columns_bulk);
 	tcase_add_test(tc, test_record_allocator_table);
 	suite_add_tcase(s, tc);
