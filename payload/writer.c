@@ -83,9 +83,9 @@ static struct {
 	uint8_t *cols;  /* the chunk data (the chunk's columns) */
 	uint8_t *split; /* the columns while the chunk is built */
 	struct mt_cols chunk; /* the chunk being built */
-	uint64_t chunk_start; /* when it was begun */
+	uint64_t chunk_start; /* when its first event came (about) */
 	void *hc;             /* LZ4HC's state, or NULL */
-	uint64_t hc_ns_per_mib[2]; /* the last cost of LZ4HC's levels (hc_levels) */
+	uint64_t hc_ns_per_mib[2], hc_when[2]; /* LZ4HC's levels' cost, and when measured */
 	struct mt_reuse reuse; /* the coding state the threads share */
 	uint64_t events; /* ALLOC and FREE records in the chunks so far */
 	uint64_t consumed; /* bytes taken from the buffers */
@@ -451,32 +451,37 @@ static void chunk_begin(void)
 }
 
 /* LZ4HC's levels the writer may use, best first. A chunk is compressed at
- * the best level whose expected cost is at most a quarter of the time the
- * chunk took to fill: a program that allocates at a moderate rate
- * (importing modules, say) gets captures some 15% smaller, and one that
- * allocates as fast as it can gets the fast compressor, so that the
+ * the best level whose expected cost is at most a quarter of the time
+ * since the chunk's first event: a program that allocates at a moderate
+ * rate (importing modules, say) gets captures some 15% smaller, and one
+ * that allocates as fast as it can gets the fast compressor, so that the
  * writer keeps up. The cost per byte is measured on chunks big enough to
- * tell (it depends on the data and the machine) and starts from a guess;
- * a level passed over looks a little cheaper each time, so that one slow
- * measurement (the writer preempted, say) does not rule it out for good. */
+ * tell (it depends on the data and the machine), from a guess at first;
+ * a level found too slow is tried again only after HC_RETRY_NS, so that
+ * a slow measurement (the writer preempted, say) does not rule it out for
+ * good, and a fast producer waits for it that rarely. */
 static const int hc_levels[2] = { 9, 4 };
 static const uint64_t hc_guess_ns_per_mib[2] = { 40000000, 16000000 }; /* 25, 64 MiB/s */
+#define HC_RETRY_NS (10 * 1000000000ull)
 
 static int compress_chunk(const uint8_t *src, size_t len, uint8_t *dst, int cap)
 {
 	uint64_t now = mono_ns(), fill = now - w.chunk_start;
 	for (int i = 0; w.hc && i < 2; i++) {
-		uint64_t *ns = &w.hc_ns_per_mib[i];
-		if (!*ns)
-			*ns = hc_guess_ns_per_mib[i];
-		if ((*ns * len >> 20) * 4 > fill) {
-			*ns -= *ns / 16;
-			continue;
+		if (!w.hc_ns_per_mib[i]) {
+			w.hc_ns_per_mib[i] = hc_guess_ns_per_mib[i];
+			w.hc_when[i] = now;
 		}
+		if ((w.hc_ns_per_mib[i] * len >> 20) * 4 > fill && now - w.hc_when[i] < HC_RETRY_NS)
+			continue;
 		int n = LZ4_compress_HC_extStateHC(w.hc, (const char *)src, (char *)dst, (int)len,
 						   cap, hc_levels[i]);
-		if (len >= (64u << 10))
-			*ns = ((mono_ns() - now) << 20) / len;
+		uint64_t took = mono_ns() - now;
+		if (len >= (64u << 10)) {
+			took = took < 1000000000ull ? took : 1000000000ull;
+			w.hc_ns_per_mib[i] = (took << 20) / len;
+			w.hc_when[i] = now;
+		}
 		return n;
 	}
 	return LZ4_compress_default((const char *)src, (char *)dst, (int)len, cap);
@@ -625,6 +630,8 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 	uint64_t pos = atomic_load_explicit(&b->tail, memory_order_relaxed);
 	uint8_t tmp[MT_RAW_MAX];
 
+	if (!w.chunk.events) /* a chunk's time runs from its first event */
+		w.chunk_start = mono_ns();
 	while (pos < end) {
 		uint8_t head = b->data[pos & TBUF_MASK];
 		size_t n;
