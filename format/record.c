@@ -624,7 +624,7 @@ static inline size_t varint_len(const uint8_t *p, size_t avail)
 /* The segment lengths @n of the record at @p (@left bytes from there on,
  * its segments one after the other), its head's among them: @n[COL_CTL]
  * is its head and km, *@nhead the head alone. Returns 0, or -1 if the
- * record is cut short or has type 0. */
+ * record is cut short, has type 0 or a thread index past 2^32 - 1. */
 static int rec_segments(const uint8_t *p, size_t left, size_t n[MT_COLUMNS], size_t *nhead)
 {
 	const uint8_t *q = p, *end = p + left;
@@ -636,10 +636,11 @@ static int rec_segments(const uint8_t *p, size_t left, size_t n[MT_COLUMNS], siz
 	if (type == 0)
 		return -1;
 	if (p[0] >> 4 == 15) {
-		size_t v = varint_len(p + 1, left - 1);
-		if (!v)
+		const uint8_t *v = p + 1;
+		uint64_t thread;
+		if (mt_varint_get(&v, end, &thread) < 0 || thread > UINT32_MAX)
 			return -1;
-		k += v;
+		k += (size_t)(v - (p + 1));
 	}
 	*nhead = k;
 	q += k;
@@ -855,7 +856,7 @@ static size_t ctl_to_row(uint8_t *o, uint64_t *thread_now, const uint8_t **p, co
 		n = 1;
 		if (thread == 15) {
 			const uint8_t *v = q;
-			if (mt_varint_get(&q, end, &thread) < 0)
+			if (mt_varint_get(&q, end, &thread) < 0 || thread > UINT32_MAX)
 				return 0;
 			memcpy(o + 1, v, (size_t)(q - v));
 			n += (size_t)(q - v);

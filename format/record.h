@@ -564,8 +564,9 @@ int mt_chunk_header_decode(const uint8_t p[MT_CHUNK_HEADER], struct mt_chunk *c)
  * (>= MT_SPLIT_SCRATCH(@len) bytes); *@events (if not NULL) grows by the
  * number of ALLOC and FREE records. Returns the columns' length, or
  * -MT_ECORRUPT if @src does not parse as records (@dst then holds nothing
- * useful). The columns are at most one byte longer per STACK record whose
- * body is not in its shortest form (never the case for mt_rec_encode()'s). */
+ * useful). A record's segments are at most one byte longer than the
+ * record (a control segment that starts with 0, or the node segment of a
+ * STACK record stored as it is), and a record is at least two bytes. */
 #define MT_SPLIT_MAX(len) ((size_t)(len) + (size_t)(len) / 2 + MT_COLUMNS_DIR_MAX)
 #define MT_SPLIT_SCRATCH(len) ((size_t)(MT_COLUMNS - 1) * (len))
 ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
@@ -675,7 +676,8 @@ static inline void mt_cols_free(struct mt_cols *c, struct mt_delta *d, uint32_t 
 	}
 }
 /* mt_chunk_join() - the records of chunk data [@src, @src+@len) into @dst
- * (@cap bytes; MT_JOIN_MAX(@len) always suffice). Returns their length,
+ * (@cap bytes; MT_JOIN_MAX(@len) always suffice: a control byte becomes
+ * at most a head of seven bytes and its km). Returns their length,
  * -ENOSPC if @cap is too small, or -MT_ECORRUPT if the columns do not fit
  * together; *@joined is then the length of the whole records in @dst
  * before the problem. */
