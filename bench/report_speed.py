@@ -35,7 +35,7 @@ EVENTS_PER_CHURN_ITERATION = 19.5  # measured: 78M events for 4M iterations
 
 # the tests' capture writer, which follows docs/format.md
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from capture_writer import (FORMAT_VERSION, HotCoder, blob, chunk as stored_chunk,  # noqa: E402
+from capture_writer import (FORMAT_VERSION, HotCoder, Reuse, blob, chunk as stored_chunk,  # noqa: E402
                             varint, zigzag)
 
 
@@ -60,7 +60,7 @@ def write_wide(path, n_paths, depth=20):
             chunk.clear()
 
     sid = 0
-    hot = HotCoder()
+    hot = HotCoder(Reuse())
     for p in range(n_paths):
         parent = 0
         for k in range(depth):

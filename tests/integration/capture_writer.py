@@ -3,6 +3,7 @@ tests use it to make captures with known contents (chunks stored as
 columns, not compressed), which also checks the specification against the
 reader, and bench/report_speed.py to make large synthetic ones."""
 
+import collections
 import struct
 
 HOT_ALLOC, HOT_FREE, THREAD, CODE, STACK, SAMPLE, DIAG, TRAILER = range(1, 9)
@@ -34,28 +35,121 @@ def size_class(size):
     return min(size.bit_length() + 23, 63)
 
 
-class HotCoder:
-    """ALLOC and FREE records of one thread, every address an explicit
-    delta (a writer may leave the rings out, docs/format.md 3.1)."""
+def slot(addr):
+    """The slot of the shared table of recent blocks (docs/format.md 3.1)."""
+    return (addr >> 4) % 4096
+
+
+class Reuse:
+    """The coding state the threads of a capture share (docs/format.md 3.1):
+    the small blocks freed last by size class, and a table of the size
+    classes of recently allocated blocks."""
 
     def __init__(self):
+        self.reused = [[0] * 8 for _ in range(33)]
+        self.top = [0] * 33
+        self.count = [0] * 33
+        self.block = [0] * 4096
+        self.block_class = [0] * 4096
+
+    def freed_last(self, c):
+        return self.reused[c][self.top[c]] if c <= 32 and self.count[c] else None
+
+    def alloc(self, c, addr):
+        if self.freed_last(c) == addr:
+            self.count[c] -= 1
+            self.top[c] = (self.top[c] + 7) % 8
+        self.block[slot(addr)], self.block_class[slot(addr)] = addr, c
+
+    def free(self, addr):
+        s = slot(addr)
+        if addr == 0 or self.block[s] != addr:
+            return
+        c, self.block[s] = self.block_class[s], 0
+        if c <= 32:
+            self.top[c] = (self.top[c] + 1) % 8
+            self.reused[c][self.top[c]] = addr
+            self.count[c] = min(self.count[c] + 1, 8)
+
+
+class Ring:
+    """A ring of recent addresses, entries named by age (0 = written last)."""
+
+    def __init__(self, n):
+        self.n, self.entries, self.pos = n, [0] * n, 0
+
+    def at(self, age):
+        return self.entries[(self.pos - 1 - age) % self.n]
+
+    def take(self, addr):
+        """The age of addr, taken out of the ring (the younger entries move
+        one slot on, the newest slot is emptied and written next), or None."""
+        ages = [a for a in range(self.n) if addr and self.at(a) == addr]
+        if not ages:
+            return None
+        for i in range(ages[0], 0, -1):
+            self.entries[(self.pos - 1 - i) % self.n] = self.entries[(self.pos - i) % self.n]
+        self.pos = (self.pos - 1) % self.n
+        self.entries[self.pos] = 0
+        return ages[0]
+
+    def push(self, addr):
+        self.entries[self.pos] = addr
+        self.pos = (self.pos + 1) % self.n
+
+
+class HotCoder:
+    """ALLOC and FREE records of one thread, coded as docs/format.md 3.1 says,
+    every address mode included; with plain=True every address is an
+    explicit delta instead (a writer may leave the rest out)."""
+
+    def __init__(self, reuse, plain=False):
+        self.reuse, self.plain = reuse, plain
         self.last = [0] * 64  # last ALLOC address per size class
-        self.free_addr = {}  # last FREE address per kind
+        self.free_addr = {}  # last FREE address coded as a delta, per kind
+        self.free_slot = 0
         self.stack = 0
+        self.freed, self.live = Ring(8), Ring(12)
+        self.modes = collections.Counter()  # ("alloc" or "free", address mode) -> records
 
     def alloc(self, head, kind, addr, size, stack):
         c = size_class(size)
-        out = (head + bytes([kind | EXPLICIT << 4]) + varint(zigzag(addr - self.last[c]))
-               + varint(size) + varint(zigzag(stack - self.stack)))
+        if not self.plain and c <= 32 and addr and self.reuse.freed_last(c) == addr:
+            mode, tail = 8, b""
+        elif not self.plain and c <= 32 and addr and (self.last[c] + 16 * c) & _M64 == addr:
+            mode, tail = 9, b""
+        else:
+            age = None if self.plain else self.freed.take(addr)
+            if age is not None:
+                mode, tail = age, b""
+            else:
+                mode, tail = EXPLICIT, varint(zigzag(addr - self.last[c]))
+        self.modes["alloc", mode] += 1
+        out = head + bytes([kind | mode << 4]) + tail + varint(size) + varint(zigzag(stack - self.stack))
         self.last[c], self.stack = addr, stack
+        self.live.push(addr)
+        self.reuse.alloc(c, addr)
         return out
 
     def free(self, head, kind, addr, size=0):
-        base = self.free_addr.get(kind, 0)
-        out = head + bytes([kind | EXPLICIT << 4]) + varint(zigzag(addr - base))
+        age = None if self.plain else self.live.take(addr)
+        s = slot(addr)
+        if age is not None:
+            mode, tail = age, b""
+        elif not self.plain and addr and self.reuse.block[s] == addr:
+            d = (s - self.free_slot) % 4096
+            mode, tail = 12, varint(zigzag(d - 4096 if d >= 2048 else d))
+            self.free_slot = s
+        else:
+            base = self.free_addr.get(kind, 0)
+            mode, tail = EXPLICIT, varint(zigzag(addr - base))
+            self.free_addr[kind] = addr
+        self.modes["free", mode] += 1
+        out = head + bytes([kind | mode << 4]) + tail
         if kind == MUNMAP:
             out += varint(size)
-        self.free_addr[kind] = addr
+        self.freed.push(addr)
+        self.reuse.free(addr)
         return out
 
 
@@ -239,13 +333,15 @@ def blob(s):
 
 
 class Capture:
-    def __init__(self, flags=0, version=FORMAT_VERSION):
+    def __init__(self, flags=0, version=FORMAT_VERSION, plain=False):
         cmd = b"python3\0prog.py\0"
         self.out = bytearray(b"MEMTRACE" + struct.pack("<HHIIIQIIQI", version, 52 + len(cmd), flags,
                                                        4242, 0x030B04F0, 1700000000 * 10**9, 10,
                                                        4096, 4242, len(cmd)) + cmd)
         self.chunk = bytearray()
         self.coders = {}  # thread index -> HotCoder
+        self.reuse = Reuse()
+        self.plain = plain
 
     def _head(self, rtype, thread=0):
         if thread < 15:
@@ -257,12 +353,12 @@ class Capture:
         return self
 
     def alloc(self, addr, size, stack=0, kind=MALLOC, thread=0):
-        coder = self.coders.setdefault(thread, HotCoder())
+        coder = self.coders.setdefault(thread, HotCoder(self.reuse, self.plain))
         self.chunk += coder.alloc(self._head(HOT_ALLOC, thread), kind, addr, size, stack)
         return self
 
     def free(self, addr, size=0, kind=FREE, thread=0):
-        coder = self.coders.setdefault(thread, HotCoder())
+        coder = self.coders.setdefault(thread, HotCoder(self.reuse, self.plain))
         self.chunk += coder.free(self._head(HOT_FREE, thread), kind, addr, size)
         return self
 

@@ -3,8 +3,10 @@ numbers, truncated and damaged files, and bad input. Captures are written
 here in Python straight from docs/format.md (chunks stored, not
 compressed), which also checks the specification against the reader."""
 
+import collections
 import json
 import os
+import random
 import resource
 import struct
 import subprocess
@@ -88,13 +90,89 @@ def test_summary_peak_and_leaks(memtrace, tmp_path):
 def test_parse_lines(memtrace, tmp_path):
     cap = program().save(tmp_path / "p.bin")
     lines = run(memtrace, "parse", cap).stdout.splitlines()
-    assert lines[0].startswith("header version=4 ")
+    assert lines[0].startswith("header version=%d " % FORMAT_VERSION)
     assert "alloc thread=0 kind=malloc addr=0x100000 size=10485760 stack=2" in lines
     assert "free thread=1 kind=munmap addr=0x7f0000001000 size=4096" not in lines
     assert "free thread=0 kind=munmap addr=0x7f0000001000 size=4096" in lines
     assert lines[-1] == "trailer time_us=2000 events=8 dropped=4"
     kinds = [l.split()[0] for l in lines[1:]]
     assert kinds.count("alloc") == 4 and kinds.count("chunk") == 3
+
+
+PYMALLOC, PYFREE = 12, 15
+KIND_NAMES = {cw.MALLOC: "malloc", cw.FREE: "free", MMAP: "mmap", MUNMAP: "munmap",
+              PYMALLOC: "pymalloc_malloc", PYFREE: "pymalloc_free"}
+
+
+def _pymalloc_like(c, rnd, n):
+    """n events of three threads as pymalloc and malloc make them: small
+    blocks carved from a pool per size class and handed out again the last
+    freed first, big ones from malloc, mappings, failed allocations; freed
+    mostly soon, sometimes late. Returns the records parse should print."""
+    want, live, pools, freed = [], [], {}, collections.defaultdict(list)
+    for _ in range(n):
+        t = rnd.choice((0, 0, 0, 1, 2))
+        if live and rnd.random() < 0.45:
+            age = min(int(rnd.expovariate(0.3)), len(live) - 1) if rnd.random() < 0.85 else \
+                rnd.randrange(len(live))
+            addr, size, kind = live.pop(len(live) - 1 - age)
+            if kind == MMAP:
+                c.free(addr, size, kind=MUNMAP, thread=t)
+                want.append("free thread=%d kind=munmap addr=0x%x size=%d" % (t, addr, size))
+                continue
+            fkind = PYFREE if kind == PYMALLOC else cw.FREE
+            c.free(addr, kind=fkind, thread=t)
+            want.append("free thread=%d kind=%s addr=0x%x" % (t, KIND_NAMES[fkind], addr))
+            if kind == PYMALLOC:
+                freed[cw.size_class(size)].append(addr)
+            continue
+        r = rnd.random()
+        if r < 0.8:
+            size, kind = rnd.choice((8, 16, 24, 30, 32, 48, 56, 64, 100, 200, 511)), PYMALLOC
+            cls = cw.size_class(size)
+            if freed[cls]:
+                addr = freed[cls].pop()
+            else:
+                addr = pools.get(cls, 0x7F0000000000 + cls * 0x1000000)
+                pools[cls] = addr + 16 * cls
+        elif r < 0.95:
+            size, kind = rnd.randrange(513, 1 << 20), cw.MALLOC
+            addr = 0x550000000000 + (rnd.randrange(1 << 32) & ~15) if rnd.random() < 0.97 else 0
+        else:
+            size, kind = 4096 * rnd.randrange(1, 64), MMAP
+            addr = 0x7E0000000000 + 4096 * rnd.randrange(1 << 20)
+        stack = rnd.choice((0, 1, 2, 3, 1000, 70000))
+        c.alloc(addr, size, stack=stack, kind=kind, thread=t)
+        want.append("alloc thread=%d kind=%s addr=0x%x size=%d stack=%d" % (t, KIND_NAMES[kind], addr,
+                                                                          size, stack))
+        if addr:
+            live.append((addr, size, kind))
+        if rnd.random() < 0.001:
+            c.flush()
+    return want
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_address_modes_follow_the_specification(memtrace, tmp_path, plain):
+    """Hot records coded by the tests' own writer, which implements
+    docs/format.md 3.1 apart from the C code, read back exactly: every
+    address mode is used (rings, the block of a class freed last, one block
+    on, table slots, deltas), and a writer that uses deltas only is read
+    the same."""
+    c = Capture(plain=plain)
+    want = _pymalloc_like(c, random.Random(7), 30000)
+    c.trailer(1, len(want), 0)
+    lines = run(memtrace, "parse", c.save(tmp_path / "m.bin")).stdout.splitlines()
+    assert [l for l in lines if l.startswith(("alloc ", "free "))] == want
+    modes = collections.Counter()
+    for coder in c.coders.values():
+        modes.update(coder.modes)
+    used = {m for m, n in modes.items() if n}
+    if plain:
+        assert used == {("alloc", cw.EXPLICIT), ("free", cw.EXPLICIT)}
+    else:
+        assert {("alloc", 0), ("alloc", 8), ("alloc", 9), ("alloc", cw.EXPLICIT), ("free", 0),
+                ("free", 11), ("free", 12), ("free", cw.EXPLICIT)} <= used, modes
 
 
 def test_truncated_capture_is_read(memtrace, tmp_path):
