@@ -677,7 +677,7 @@ static inline void mt_cols_free(struct mt_cols *c, struct mt_delta *d, uint32_t 
 }
 /* mt_chunk_join() - the records of chunk data [@src, @src+@len) into @dst
  * (@cap bytes; MT_JOIN_MAX(@len) always suffice: a control byte becomes
- * at most a head of seven bytes and its km). Returns their length,
+ * at most a head and km of seven bytes). Returns their length,
  * -ENOSPC if @cap is too small, or -MT_ECORRUPT if the columns do not fit
  * together; *@joined is then the length of the whole records in @dst
  * before the problem. */

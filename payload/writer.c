@@ -84,6 +84,7 @@ static struct {
 	uint8_t *split; /* the columns while the chunk is built */
 	struct mt_cols chunk; /* the chunk being built */
 	uint64_t chunk_start; /* when its first event came (about) */
+	uint64_t chunk_half;  /* when it was half full, or 0 */
 	void *hc;             /* LZ4HC's state, or NULL */
 	uint64_t hc_ns_per_mib[2], hc_when[2]; /* LZ4HC's levels' cost, and when measured */
 	struct mt_reuse reuse; /* the coding state the threads share */
@@ -448,11 +449,14 @@ static void chunk_begin(void)
 {
 	mt_cols_begin(&w.chunk, w.cols, w.split, CHUNK_MAX);
 	w.chunk_start = mono_ns();
+	w.chunk_half = 0;
 }
 
 /* LZ4HC's levels the writer may use, best first. A chunk is compressed at
- * the best level whose expected cost is at most a quarter of the time
- * since the chunk's first event: a program that allocates at a moderate
+ * the best level whose expected cost is at most a quarter of the time the
+ * chunk took to fill: twice the time its second half took, so that a
+ * burst after a quiet spell counts as the burst it is (or, for a chunk
+ * flushed before it was half full, the time since its first event). A program that allocates at a moderate
  * rate (importing modules, say) gets captures some 15% smaller, and one
  * that allocates as fast as it can gets the fast compressor, so that the
  * writer keeps up. The cost per byte is measured on chunks big enough to
@@ -466,7 +470,8 @@ static const uint64_t hc_guess_ns_per_mib[2] = { 40000000, 16000000 }; /* 25, 64
 
 static int compress_chunk(const uint8_t *src, size_t len, uint8_t *dst, int cap)
 {
-	uint64_t now = mono_ns(), fill = now - w.chunk_start;
+	uint64_t now = mono_ns();
+	uint64_t fill = w.chunk_half ? 2 * (now - w.chunk_half) : now - w.chunk_start;
 	for (int i = 0; w.hc && i < 2; i++) {
 		if (!w.hc_ns_per_mib[i]) {
 			w.hc_ns_per_mib[i] = hc_guess_ns_per_mib[i];
@@ -633,6 +638,8 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 	if (!w.chunk.events) /* a chunk's time runs from its first event */
 		w.chunk_start = mono_ns();
 	while (pos < end) {
+		if (!w.chunk_half && w.chunk.len >= CHUNK_MAX / 2)
+			w.chunk_half = mono_ns();
 		uint8_t head = b->data[pos & TBUF_MASK];
 		size_t n;
 		if ((head & 15) == 0) {
