@@ -20,11 +20,13 @@ def varint(v):
 
 
 # address mode of a hot record: an explicit delta (docs/format.md)
-EXPLICIT = 15
+ALIGNED, EXPLICIT = 14, 15
 FORMAT_VERSION = 4
 
 
 def zigzag(v):
+    """The zigzag of v taken as a signed 64-bit value (mod 2^64)."""
+    v = ((v + (1 << 63)) & 0xFFFFFFFFFFFFFFFF) - (1 << 63)
     return ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
 
 
@@ -112,6 +114,13 @@ class HotCoder:
         self.freed, self.live = Ring(8), Ring(12)
         self.modes = collections.Counter()  # ("alloc" or "free", address mode) -> records
 
+    def _delta(self, d):
+        """Mode 14 (a delta of 16-byte units) or 15, and the delta."""
+        d = ((d + (1 << 63)) & _M64) - (1 << 63)
+        if d % 16 == 0 and not self.plain:
+            return ALIGNED, varint(zigzag(d // 16))
+        return EXPLICIT, varint(zigzag(d))
+
     def alloc(self, head, kind, addr, size, stack):
         c = size_class(size)
         if not self.plain and c <= 32 and addr and self.reuse.freed_last(c) == addr:
@@ -123,7 +132,7 @@ class HotCoder:
             if age is not None:
                 mode, tail = age, b""
             else:
-                mode, tail = EXPLICIT, varint(zigzag(addr - self.last[c]))
+                mode, tail = self._delta(addr - self.last[c])
         self.modes["alloc", mode] += 1
         out = head + bytes([kind | mode << 4]) + tail + varint(size) + varint(zigzag(stack - self.stack))
         self.last[c], self.stack = addr, stack
@@ -141,8 +150,7 @@ class HotCoder:
             mode, tail = 12, varint(zigzag(d - 4096 if d >= 2048 else d))
             self.free_slot = s
         else:
-            base = self.free_addr.get(kind, 0)
-            mode, tail = EXPLICIT, varint(zigzag(addr - base))
+            mode, tail = self._delta(addr - self.free_addr.get(kind, 0))
             self.free_addr[kind] = addr
         self.modes["free", mode] += 1
         out = head + bytes([kind | mode << 4]) + tail
