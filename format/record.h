@@ -51,6 +51,8 @@ enum mt_allocator {
 const char *mt_allocator_name(unsigned kind);
 /* mt_allocator_is_free() - 1 for FREE, MUNMAP and PYMALLOC_FREE. */
 int mt_allocator_is_free(unsigned kind);
+/* The same as a mask of bits by kind, for the hot paths. */
+#define MT_FREE_KINDS (1u << MT_ALLOC_FREE | 1u << MT_ALLOC_MUNMAP | 1u << MT_ALLOC_PYMALLOC_FREE)
 
 /* ------------------------------------------------------------------------
  * Record types. X(NAME, value, member)
@@ -341,6 +343,12 @@ static inline unsigned mt__free_base(unsigned kind)
 	return kind == MT_ALLOC_FREE ? 0 : kind == MT_ALLOC_MUNMAP ? 1 : 2;
 }
 
+/* The slot of @addr in struct mt_reuse's table: bits 4..15. */
+static inline unsigned mt__block_slot(uint64_t addr)
+{
+	return (unsigned)(addr >> 4) % MT_BLOCK_SLOTS;
+}
+
 /* The block of small size class @c freed last, or 0. */
 static inline uint64_t mt__reused(const struct mt_reuse *r, unsigned c)
 {
@@ -351,8 +359,8 @@ static inline uint64_t mt__reused(const struct mt_reuse *r, unsigned c)
  * no longer the one freed last of its class, and its class is noted. */
 static inline void mt__reuse_alloc(struct mt_reuse *r, unsigned c, uint64_t addr)
 {
-	unsigned slot = (unsigned)(addr >> 4) % MT_BLOCK_SLOTS;
-	if (c < MT_SMALL_CLASSES && r->n[c] && r->freed[c][r->top[c]] == addr) {
+	unsigned slot = mt__block_slot(addr);
+	if (c < MT_SMALL_CLASSES && addr && mt__reused(r, c) == addr) {
 		r->n[c]--;
 		r->top[c] = (uint8_t)((r->top[c] + MT_REUSE_DEPTH - 1) % MT_REUSE_DEPTH);
 	}
@@ -364,7 +372,7 @@ static inline void mt__reuse_alloc(struct mt_reuse *r, unsigned c, uint64_t addr
  * is known becomes the one freed last of its class. */
 static inline void mt__reuse_free(struct mt_reuse *r, uint64_t addr)
 {
-	unsigned slot = (unsigned)(addr >> 4) % MT_BLOCK_SLOTS;
+	unsigned slot = mt__block_slot(addr);
 	if (!addr || r->block[slot] != addr)
 		return;
 	unsigned c = r->block_class[slot];
@@ -417,17 +425,16 @@ static inline struct mt__hot mt__code_free(struct mt_delta *d, unsigned kind, ui
 	uint64_t tag = mt__tag(addr);
 	uint64_t *base = &d->free_addr[mt__free_base(kind)];
 	unsigned mode = mt__ring_take(d->live, d->live_tag, MT_LIVE_RING, &d->live_pos, addr, tag);
-	unsigned slot = (unsigned)(addr >> 4) % MT_BLOCK_SLOTS;
+	unsigned slot = mt__block_slot(addr);
 	h.zaddr = 0;
-	if (mode != MT_ADDR_EXPLICIT) {
-	} else if (d->reuse && addr && d->reuse->block[slot] == addr) {
+	if (mode == MT_ADDR_EXPLICIT && d->reuse && addr && d->reuse->block[slot] == addr) {
 		/* a block allocated not long ago: its slot, as the distance
 		 * from the last one named so, in -2048 ..= 2047 */
 		int dv = (int)((slot - d->free_slot) % MT_BLOCK_SLOTS);
 		mode = MT_ADDR_SLOT;
 		h.zaddr = mt_zigzag(dv >= MT_BLOCK_SLOTS / 2 ? dv - MT_BLOCK_SLOTS : dv);
 		d->free_slot = (uint16_t)slot;
-	} else {
+	} else if (mode == MT_ADDR_EXPLICIT) {
 		mode = mt__addr_mode(mode, *base, addr, &h.zaddr);
 		*base = addr;
 	}
@@ -610,7 +617,7 @@ size_t mt_cols_finish(struct mt_cols *c);
 static inline int mt__km_fits(unsigned type, unsigned km)
 {
 	unsigned kind = km & 0x0f;
-	return kind != 0 && (int)((0x8804u >> kind) & 1) == (type == MT_REC_FREE);
+	return kind != 0 && (int)((MT_FREE_KINDS >> kind) & 1) == (type == MT_REC_FREE);
 }
 
 /* The control segment of a record whose head is @type and @thread

@@ -456,10 +456,10 @@ static void chunk_begin(void)
  * the best level whose expected cost is at most a quarter of the time the
  * chunk took to fill: twice the time its second half took, so that a
  * burst after a quiet spell counts as the burst it is (or, for a chunk
- * flushed before it was half full, the time since its first event). A program that allocates at a moderate
- * rate (importing modules, say) gets captures some 15% smaller, and one
- * that allocates as fast as it can gets the fast compressor, so that the
- * writer keeps up. The cost per byte is measured on chunks big enough to
+ * flushed before it was half full, the time since its first event). A
+ * program that allocates at a moderate rate (importing modules, say) gets
+ * captures some 15% smaller, and one that allocates as fast as it can
+ * gets the fast compressor, so that the writer keeps up. The cost per byte is measured on chunks big enough to
  * tell (it depends on the data and the machine), from a guess at first;
  * a level found too slow is tried again only after HC_RETRY_NS, so that
  * a slow measurement (the writer preempted, say) does not rule it out for
@@ -648,7 +648,7 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 				flush_chunk();
 			}
 			unsigned kind = head >> 4;
-			int is_free = MT_RAW_FREE_KINDS >> kind & 1;
+			int is_free = MT_FREE_KINDS >> kind & 1;
 			n = !is_free ? 21 : kind == MT_ALLOC_MUNMAP ? 17 : 9;
 			if (n > end - pos) { /* cannot happen: the producer commits whole events */
 				fail(-EINVAL);

@@ -110,7 +110,6 @@ uint8_t *mt_tbuf_reserve_slow(struct mt_tbuf *b);
  * (8 bytes, host order), then for an allocation its size (8) and stack
  * id (4), for a MUNMAP its length (8). At most MT_RAW_MAX bytes. */
 #define MT_RAW_MAX 21
-#define MT_RAW_FREE_KINDS (1u << MT_ALLOC_FREE | 1u << MT_ALLOC_MUNMAP | 1u << MT_ALLOC_PYMALLOC_FREE)
 
 static inline size_t mt_raw_alloc(uint8_t *p, unsigned kind, uint64_t addr, uint64_t size,
 				  uint32_t stack)

@@ -405,6 +405,8 @@ START_TEST(test_record_allocator_table)
 		} else {
 			ck_assert_ptr_nonnull(n);
 		}
+		/* the hot paths' mask says the same */
+		ck_assert_int_eq(mt_allocator_is_free(k), (int)(MT_FREE_KINDS >> k & 1));
 	}
 	ck_assert(mt_allocator_is_free(MT_ALLOC_FREE) && mt_allocator_is_free(MT_ALLOC_MUNMAP) &&
 		  mt_allocator_is_free(MT_ALLOC_PYMALLOC_FREE));
