@@ -479,14 +479,15 @@ def summarize(rounds, configs):
                 tree_rss.append(res.tree_maxrss_kib / 1024.0)
             if res.capture is not None:
                 sizes.append(res.capture["size"])
+        # bytes per event of every round (the writer picks its compressor
+        # by how busy it is, so sizes vary a little from run to run)
         events = None
-        ev_size = None
+        per_event = []
         for r in rounds:
             res = r.get(c)
-            if res is not None and res.ok and res.capture and res.capture.get("events") is not None:
+            if res is not None and res.ok and res.capture and res.capture.get("events"):
                 events = res.capture["events"]
-                ev_size = res.capture["size"]
-                break
+                per_event.append(res.capture["size"] / events)
         out[c] = {
             "runs": len(ratios),
             "failures": failures,
@@ -498,7 +499,8 @@ def summarize(rounds, configs):
             "tree_rss_mib": median(tree_rss),
             "capture_bytes": median(sizes),
             "events": events,
-            "bytes_per_event": (ev_size / events) if (events and ev_size is not None) else None,
+            "bytes_per_event": median(per_event),
+            "bytes_per_event_max": max(per_event) if per_event else None,
         }
     return out
 
@@ -568,7 +570,7 @@ COLUMNS = [
     ("tree", "tree peak MiB"),
     ("cap", "capture"),
     ("events", "events"),
-    ("bpe", "B/event"),
+    ("bpe", "B/event median/max"),
 ]
 
 
@@ -608,7 +610,9 @@ def table_rows(results, configs):
                     "tree": fmt(cs["tree_rss_mib"], ".1f"),
                     "cap": fmt_size(cs["capture_bytes"]),
                     "events": fmt_count(cs["events"]),
-                    "bpe": fmt(cs["bytes_per_event"], ".2f"),
+                    "bpe": ("%s/%s" % (fmt(cs["bytes_per_event"], ".2f"),
+                                       fmt(cs["bytes_per_event_max"], ".2f"))
+                            if cs["bytes_per_event"] is not None else ""),
                 })
                 if cs["failures"]:
                     row["ratio"] += " (%d failed)" % cs["failures"]

@@ -16,7 +16,7 @@
 
 #define MT_MAGIC "MEMTRACE"
 #define MT_MAGIC_LEN 8
-#define MT_FORMAT_VERSION 4
+#define MT_FORMAT_VERSION 5
 
 /* ------------------------------------------------------------------------
  * Allocators. Numbering follows memray's AllocatorType so that scripts
@@ -527,13 +527,14 @@ ssize_t mt_header_decode(const uint8_t *p, size_t len, struct mt_header *h);
 /* ------------------------------------------------------------------------
  * Chunks: after the header the file is a sequence of chunks, each
  *   magic[4] "MTCK", u32 raw_len, u32 stored_len, u32 checksum, data.
- * data is the LZ4 block of raw_len bytes of chunk data (the records as
- * columns, mt_chunk_split()), or the chunk data themselves when
- * stored_len == raw_len. checksum is mt_checksum() (MT32) of the
- * stored bytes. Records never span chunks. Each chunk's LZ4 block
- * decompresses on its own, but its records do not decode on their own:
- * the hot records' delta state (struct mt_delta) runs across chunks, so a
- * chunk's records can only be decoded after those of every chunk before.
+ * data is the coded form (format/pack.h) of raw_len bytes of chunk data
+ * (the records as columns, mt_chunk_split()), or the chunk data
+ * themselves when stored_len == raw_len. checksum is mt_checksum() (MT32)
+ * of the stored bytes. Records never span chunks, but a chunk does not
+ * decode on its own: its columns' LZ4 blocks refer back into the columns
+ * of the chunks before, and the hot records' delta state (struct
+ * mt_delta) runs across chunks, so a chunk's records can only be decoded
+ * after those of every chunk before.
  * ---------------------------------------------------------------------- */
 #define MT_CHUNK_MAGIC "MTCK"
 #define MT_CHUNK_HEADER 16

@@ -8,6 +8,7 @@
  */
 #include "payload/writer.h"
 #include "format/error.h"
+#include "format/pack.h"
 #include "format/record.h"
 #include "payload/fd-id.h"
 #include "payload/track.h"
@@ -19,8 +20,7 @@
 #include <fcntl.h>       /* open */
 #include <linux/futex.h> /* FUTEX_WAIT */
 #include <limits.h>      /* INT_MAX */
-#include <lz4.h>         /* LZ4_compress_default */
-#include <lz4hc.h>       /* LZ4_compress_HC_extStateHC */
+#include <lz4hc.h>       /* LZ4_sizeofStateHC */
 #include <pthread.h>     /* pthread_create */
 #include <sched.h>       /* sched_yield */
 #include <setjmp.h>      /* sigsetjmp */
@@ -85,8 +85,13 @@ static struct {
 	struct mt_cols chunk; /* the chunk being built */
 	uint64_t chunk_start; /* when its first event came (about) */
 	uint64_t chunk_half;  /* when it was half full, or 0 */
-	void *hc;             /* LZ4HC's state, or NULL */
-	uint64_t hc_ns_per_mib[2], hc_when[2]; /* LZ4HC's levels' cost, and when measured */
+	uint64_t idle_ns;     /* time the writer has waited for records */
+	int cpus;             /* CPUs this process may run on */
+	uint64_t chunk_idle, half_idle; /* idle_ns at chunk_start and chunk_half */
+	void *hc;             /* LZ4's and LZ4HC's state, or NULL */
+	struct mt_history *hist; /* the columns' histories */
+	uint8_t *pack;           /* mt_chunk_pack()'s scratch space */
+	uint64_t level_ns_per_mib[3], level_when[3]; /* levels' cost, and when measured */
 	struct mt_reuse reuse; /* the coding state the threads share */
 	uint64_t events; /* ALLOC and FREE records in the chunks so far */
 	uint64_t consumed; /* bytes taken from the buffers */
@@ -452,51 +457,58 @@ static void chunk_begin(void)
 	w.chunk_half = 0;
 }
 
-/* LZ4HC's levels the writer may use, best first. A chunk is compressed at
- * the best level whose expected cost is at most a quarter of the time the
- * chunk took to fill: twice the time its second half took, so that a
- * burst after a quiet spell counts as the burst it is (or, for a chunk
- * flushed before it was half full, the time since its first event). A
- * program that allocates at a moderate rate (importing modules, say) gets
- * captures some 15% smaller, and one that allocates as fast as it can
- * gets the fast compressor, so that the writer keeps up. The cost per byte is measured on chunks big enough to
- * tell (it depends on the data and the machine), from a guess at first;
- * a level found too slow is tried again only after HC_RETRY_NS, so that
- * a slow measurement (the writer preempted, say) does not rule it out for
- * good, and a fast producer waits for it that rarely. */
-static const int hc_levels[2] = { 9, 4 };
-static const uint64_t hc_guess_ns_per_mib[2] = { 40000000, 16000000 }; /* 25, 64 MiB/s */
-#define HC_RETRY_NS (10 * 1000000000ull)
+/* The levels the writer may code a chunk at, best first: LZ4HC's 9 and 4,
+ * then LZ4's fast compressor, all three against the columns' histories
+ * (format/pack.h); last, LZ4's fast compressor alone. A chunk is coded at
+ * the best level whose expected cost fits the time the writer has spare:
+ * with more than one CPU, half the time it spent waiting for records while
+ * the chunk filled, and on one CPU, where that time is the program's, a
+ * quarter of the fill time. Both are taken over the chunk's second half,
+ * doubled, so that a burst after a quiet spell counts as the burst it is
+ * (or since its first event, for a chunk flushed before it was half full).
+ * A program that allocates at a moderate rate (importing modules, say)
+ * gets captures a quarter smaller than LZ4HC alone would make, and one that
+ * allocates as fast as it can gets the fast compressor, so that the writer
+ * keeps up. The cost per byte is measured on chunks big enough to tell (it
+ * depends on the data and the machine), from a guess at first; a level
+ * found too slow is tried again only after LEVEL_RETRY_NS, so that a slow
+ * measurement (the writer preempted, say) does not rule it out for good,
+ * and a fast producer waits for it that rarely. */
+static const int levels[3] = { 9, 4, MT_PACK_FAST_HISTORY };
+static const uint64_t guess_ns_per_mib[3] = { 50000000, 25000000, 9000000 }; /* 20, 40, 110 MiB/s */
+#define LEVEL_RETRY_NS (10 * 1000000000ull)
 
-static int compress_chunk(const uint8_t *src, size_t len, uint8_t *dst, int cap)
+/* The coded form of the chunk data [@src, @src+@len) into @dst. */
+static ssize_t compress_chunk(const uint8_t *src, size_t len, uint8_t *dst)
 {
 	uint64_t now = mono_ns();
 	uint64_t fill = w.chunk_half ? 2 * (now - w.chunk_half) : now - w.chunk_start;
-	for (int i = 0; w.hc && i < 2; i++) {
-		if (!w.hc_ns_per_mib[i]) {
-			w.hc_ns_per_mib[i] = hc_guess_ns_per_mib[i];
-			w.hc_when[i] = now;
+	uint64_t idle = w.chunk_half ? 2 * (w.idle_ns - w.half_idle) : w.idle_ns - w.chunk_idle;
+	uint64_t spare = w.cpus > 1 ? idle / 2 : fill / 4;
+	for (int i = 0; w.hc && i < 3; i++) {
+		if (!w.level_ns_per_mib[i]) {
+			w.level_ns_per_mib[i] = guess_ns_per_mib[i];
+			w.level_when[i] = now;
 		}
-		if ((w.hc_ns_per_mib[i] * len >> 20) * 4 > fill && now - w.hc_when[i] < HC_RETRY_NS)
+		if ((w.level_ns_per_mib[i] * len >> 20) > spare && now - w.level_when[i] < LEVEL_RETRY_NS)
 			continue;
-		int n = LZ4_compress_HC_extStateHC(w.hc, (const char *)src, (char *)dst, (int)len,
-						   cap, hc_levels[i]);
+		ssize_t n = mt_chunk_pack(dst, src, len, w.hist, levels[i], w.hc, w.pack);
 		uint64_t took = mono_ns() - now;
 		if (len >= (64u << 10)) {
 			took = took < 1000000000ull ? took : 1000000000ull;
-			w.hc_ns_per_mib[i] = (took << 20) / len;
-			w.hc_when[i] = now;
+			w.level_ns_per_mib[i] = (took << 20) / len;
+			w.level_when[i] = now;
 		}
 		return n;
 	}
-	return LZ4_compress_default((const char *)src, (char *)dst, (int)len, cap);
+	return mt_chunk_pack(dst, src, len, w.hist, 0, NULL, w.pack);
 }
 
 /* Write the records taken so far as one chunk; the next starts empty. */
 static void flush_chunk(void)
 {
 	struct mt_chunk c;
-	int stored;
+	ssize_t stored;
 
 	if (!w.chunk.len)
 		return;
@@ -509,11 +521,15 @@ static void flush_chunk(void)
 		(void)*(volatile const int *)(uintptr_t)w.test_crash;
 	size_t raw_len = mt_cols_finish(&w.chunk);
 	w.events += w.chunk.events;
-	stored = compress_chunk(w.cols, raw_len, w.out + MT_CHUNK_HEADER,
-				LZ4_compressBound((int)MT_SPLIT_MAX(CHUNK_MAX)));
-	if (stored <= 0 || (size_t)stored >= raw_len) {
+	stored = compress_chunk(w.cols, raw_len, w.out + MT_CHUNK_HEADER);
+	if (stored < 0) { /* our own columns: a bug */
+		fail(-EINVAL);
+		chunk_begin();
+		return;
+	}
+	if ((size_t)stored >= raw_len) { /* the histories hold it either way */
 		memcpy(w.out + MT_CHUNK_HEADER, w.cols, raw_len);
-		stored = (int)raw_len;
+		stored = (ssize_t)raw_len;
 	}
 	c.raw_len = (uint32_t)raw_len;
 	c.stored_len = (uint32_t)stored;
@@ -635,11 +651,15 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 	uint64_t pos = atomic_load_explicit(&b->tail, memory_order_relaxed);
 	uint8_t tmp[MT_RAW_MAX];
 
-	if (!w.chunk.events) /* a chunk's time runs from its first event */
+	if (!w.chunk.events) { /* a chunk's time runs from its first event */
 		w.chunk_start = mono_ns();
+		w.chunk_idle = w.idle_ns;
+	}
 	while (pos < end) {
-		if (!w.chunk_half && w.chunk.len >= CHUNK_MAX / 2)
+		if (!w.chunk_half && w.chunk.len >= CHUNK_MAX / 2) {
 			w.chunk_half = mono_ns();
+			w.half_idle = w.idle_ns;
+		}
 		uint8_t head = b->data[pos & TBUF_MASK];
 		size_t n;
 		if ((head & 15) == 0) {
@@ -827,6 +847,14 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+/* The writer waits for records: the time counts as idle. */
+static void idle_wait(uint32_t val, uint64_t ns)
+{
+	uint64_t t = mono_ns();
+	futex_wait(&w.wake, val, ns);
+	w.idle_ns += mono_ns() - t;
+}
+
 static void writer_loop(void)
 {
 	prctl(PR_SET_NAME, "memtrace-write", 0, 0, 0);
@@ -866,7 +894,7 @@ static void writer_loop(void)
 			polling = 1;
 			if (wait > POLL_NS)
 				wait = POLL_NS;
-			futex_wait(&w.wake, 1, wait);
+			idle_wait(1, wait);
 			continue;
 		}
 		if (polling) {
@@ -877,7 +905,7 @@ static void writer_loop(void)
 			continue;
 		}
 		if (!atomic_exchange(&w.wake, 0))
-			futex_wait(&w.wake, 0, wait);
+			idle_wait(0, wait);
 		atomic_store(&w.wake, 0);
 	}
 }
@@ -901,20 +929,24 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	int e;
 
 	mt_has_prefetchw = cpu_has_prefetchw();
+	cpu_set_t cpus;
+	w.cpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
 	if (!w.raw) {
 		w.raw = mmap(NULL, MT_TBUF_PUSH_MAX, PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS,
 			     -1, 0);
-		w.out = mmap(NULL,
-			     MT_CHUNK_HEADER +
-				     (size_t)LZ4_compressBound((int)MT_SPLIT_MAX(CHUNK_MAX)),
+		w.out = mmap(NULL, MT_CHUNK_HEADER + MT_PACK_MAX(MT_SPLIT_MAX(CHUNK_MAX)),
 			     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		w.hist = mmap(NULL, sizeof(*w.hist), PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		w.pack = mmap(NULL, MT_PACK_SCRATCH(MT_SPLIT_MAX(CHUNK_MAX)),
+			      PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		w.cols = mmap(NULL, MT_SPLIT_MAX(CHUNK_MAX), PROT_READ | PROT_WRITE,
 			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		w.split = mmap(NULL, MT_SPLIT_SCRATCH(CHUNK_MAX), PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (w.raw == MAP_FAILED || w.out == MAP_FAILED || w.cols == MAP_FAILED ||
-		    w.split == MAP_FAILED) {
+		    w.split == MAP_FAILED || w.hist == MAP_FAILED || w.pack == MAP_FAILED) {
 			w.raw = NULL;
 			return -ENOMEM;
 		}
@@ -965,6 +997,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	}
 	w.events = 0;
 	memset(&w.reuse, 0, sizeof(w.reuse));
+	mt_history_reset(w.hist);
 	atomic_store(&mt_whot.last, NULL);
 	atomic_store(&mt_whot.epoch, 0);
 	w.cur_epoch = 1;

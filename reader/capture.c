@@ -6,10 +6,10 @@
  */
 #include "reader/capture.h"
 #include "format/error.h"
+#include "format/pack.h"
 
 #include <errno.h>    /* ENOMEM */
 #include <fcntl.h>    /* open */
-#include <lz4.h>      /* LZ4_decompress_safe */
 #include <stdarg.h>   /* va_list */
 #include <stdio.h>    /* vsnprintf */
 #include <stdlib.h>   /* malloc */
@@ -35,6 +35,9 @@ struct mt_capture {
 
 	uint8_t *raw;   /* decompression buffer */
 	size_t raw_cap;
+	uint8_t *pack;  /* mt_chunk_unpack()'s scratch space */
+	size_t pack_cap;
+	struct mt_history hist; /* the columns' histories */
 	uint8_t *recs;  /* a chunk's records, joined from its columns */
 	size_t recs_cap;
 	struct mt_delta **deltas; /* by thread index, each made on first use */
@@ -214,6 +217,7 @@ void mt_capture_close(struct mt_capture *c)
 		munmap(c->map, c->size);
 	free(c->owned);
 	free(c->raw);
+	free(c->pack);
 	free(c->recs);
 	for (uint32_t i = 0; i < c->n_deltas; i++)
 		free(c->deltas[i]);
@@ -393,6 +397,7 @@ void mt_capture_rewind(struct mt_capture *c)
 	c->stop = 0;
 	/* delta state runs from the first chunk to the last */
 	memset(&c->reuse, 0, sizeof(c->reuse));
+	mt_history_reset(&c->hist);
 	for (uint32_t i = 0; i < c->n_deltas; i++)
 		if (c->deltas[i]) {
 			memset(c->deltas[i], 0, sizeof(*c->deltas[i]));
@@ -461,13 +466,14 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 	if (mt_checksum(data, ch.stored_len) != ch.checksum) {
 		why = "checksum mismatch";
 	} else if (ch.stored_len != ch.raw_len) {
-		if (grow_buf(&c->raw, &c->raw_cap, ch.raw_len) < 0)
+		if (grow_buf(&c->raw, &c->raw_cap, ch.raw_len) < 0 ||
+		    grow_buf(&c->pack, &c->pack_cap, MT_PACK_SCRATCH(ch.raw_len)) < 0)
 			return stop_pass(c, -ENOMEM);
-		int n = LZ4_decompress_safe((const char *)data, (char *)c->raw,
-					    (int)ch.stored_len, (int)ch.raw_len);
-		if (n != (int)ch.raw_len)
-			why = "LZ4 data does not decode";
+		if (mt_chunk_unpack(c->raw, ch.raw_len, data, ch.stored_len, &c->hist, c->pack) < 0)
+			why = "its coded columns do not decode";
 		data = c->raw;
+	} else if (mt_history_add(&c->hist, data, ch.raw_len) < 0) {
+		why = "its column directory runs past its end";
 	}
 	raw_len = ch.raw_len;
 	if (why && last)

@@ -1,8 +1,8 @@
 /* Harness b's input layout, shared with the seed maker:
  *   byte 0  bits 0-2: python_hex (3.8 .. 3.13, unknown, 3.7), bits 3-4:
  *           page_size (4096, 0, 65536, 12345), bits 5-7: header flags
- *   byte 1  bit 0: store chunk 1 LZ4-compressed (raw if that is not smaller),
- *           bit 1: two chunks, bit 2: chunk 2 compressed,
+ *   byte 1  bit 0: store chunk 1 coded (raw if that is not smaller),
+ *           bit 1: two chunks, bit 2: chunk 2 coded,
  *           bit 3: a valid TRAILER chunk after them,
  *           bit 4: a larger header_size (bytes after the command line),
  *           bits 5-7: report selector

@@ -1,14 +1,16 @@
 /* Harness b: the fuzz input (after a 4-byte prefix, see chunkwrap.h) is
  * the uncompressed data of one or two chunks. It is wrapped in a valid
- * file header and valid chunk headers (MT32 checksums right, LZ4 blocks
- * made with liblz4), so every input reaches the column join, the record
+ * file header and valid chunk headers (MT32 checksums right, chunks coded
+ * by mt_chunk_pack()), so every input reaches the column join, the record
  * decoder, the snapshot, stack/code resolution and the line tables of
  * the Python version picked by the first byte. */
 #include "common.h"
 #include "chunkwrap.h"
 #include "format/varint.h"
 
-#include <lz4.h>
+#include "format/pack.h"
+
+#include <lz4hc.h> /* LZ4_sizeofStateHC */
 
 static uint8_t *buf;
 static size_t buf_cap;
@@ -25,20 +27,32 @@ static void put(const void *p, size_t n, size_t *len)
 	*len += n;
 }
 
+/* The writer's histories: a chunk that is coded may refer back into the
+ * columns of those before it, stored or coded. */
+static struct mt_history hist;
+
 static void put_chunk(const uint8_t *d, size_t n, int compress, size_t *len)
 {
 	uint8_t h[MT_CHUNK_HEADER];
 	struct mt_chunk c = { (uint32_t)n, (uint32_t)n, 0 };
-	char *z = NULL;
+	uint8_t *z = NULL;
 
 	if (compress && n) {
-		int bound = LZ4_compressBound((int)n);
-		z = malloc((size_t)bound);
-		int zn = LZ4_compress_default((const char *)d, z, (int)n, bound);
+		static void *state;
+		if (!state)
+			state = aligned_alloc(64, ((size_t)LZ4_sizeofStateHC() + 63) & ~(size_t)63);
+		z = malloc(MT_PACK_MAX(n));
+		uint8_t *scratch = malloc(MT_PACK_SCRATCH(n));
+		if (!state || !z || !scratch)
+			abort();
+		ssize_t zn = mt_chunk_pack(z, d, n, &hist, 4, state, scratch);
+		free(scratch);
 		if (zn > 0 && (size_t)zn < n) {
-			d = (const uint8_t *)z;
+			d = z;
 			c.stored_len = (uint32_t)zn;
 		}
+	} else {
+		(void)mt_history_add(&hist, d, n); /* a bad directory: the reader stops there */
 	}
 	c.checksum = mt_checksum(d, c.stored_len);
 	mt_chunk_header_encode(h, &c);
@@ -78,6 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		mt_le16_put(hb + 10, (uint16_t)hn);
 	}
 	put(hb, (size_t)hn, &len);
+	mt_history_reset(&hist);
 	if ((b1 & 2) && n >= 2) {
 		split = 1 + split % (n - 1); /* both chunks non-empty */
 		put_chunk(d, split, b1 & 1, &len);

@@ -7,10 +7,10 @@
  *   thread TIDX TID NAME              sample TIME RSS      diag CODE MSG
  *   trailer TIME EVENTS DROPPED       raw HEX   (record bytes verbatim)
  *   chunk                             (end the current chunk)
- *   rawchunk                          (store the following chunks uncompressed)
+ *   rawchunk                          (store the following chunks as they are)
  * Numbers are strtoull base 0. Records go through the tests' capture
  * builder (tests/unit/capture-writer.h): mt_rec_encode() with one delta
- * state per thread, chunks through mt_chunk_split() and LZ4. */
+ * state per thread, chunks through mt_chunk_split() and mt_chunk_pack(). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

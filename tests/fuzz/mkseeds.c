@@ -1,15 +1,16 @@
 /* Seed maker for fuzz_chunk_data: mkseeds OUTDIR CAPTURE...
- * Reads each capture's chunks (checksum, LZ4), joins their columns into
+ * Reads each capture's chunks (checksum, coded form), joins their columns into
  * one record stream, and writes prefixes of whole records (re-split into
  * chunk data with mt_chunk_split) in the harness's input layout. */
-#include <lz4.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "chunkwrap.h"
 #include "format/error.h"
+#include "format/pack.h"
 #include "format/record.h"
+
+#include "chunkwrap.h"
 
 static struct mt_delta deltas[4096];
 static struct mt_delta *get_delta(void *ctx, uint32_t t)
@@ -81,6 +82,9 @@ int main(int argc, char **argv)
 		}
 		size_t cap = 1 << 20, rl = 0;
 		uint8_t *recs = malloc(cap), *raw = malloc(MT_CHUNK_LIMIT);
+		uint8_t *scratch = malloc(MT_PACK_SCRATCH(MT_CHUNK_LIMIT));
+		struct mt_history *hist = malloc(sizeof(*hist));
+		mt_history_reset(hist);
 		while ((size_t)off + MT_CHUNK_HEADER <= n) {
 			struct mt_chunk c;
 			if (mt_chunk_header_decode(f + off, &c) < 0 ||
@@ -88,10 +92,11 @@ int main(int argc, char **argv)
 				break;
 			const uint8_t *d = f + off + MT_CHUNK_HEADER;
 			if (c.stored_len != c.raw_len) {
-				if (LZ4_decompress_safe((const char *)d, (char *)raw, (int)c.stored_len,
-							(int)c.raw_len) != (int)c.raw_len)
+				if (mt_chunk_unpack(raw, c.raw_len, d, c.stored_len, hist, scratch) < 0)
 					break;
 				d = raw;
+			} else if (mt_history_add(hist, d, c.raw_len) < 0) {
+				break;
 			}
 			while (rl + c.raw_len > cap)
 				recs = realloc(recs, cap *= 2);
@@ -137,6 +142,8 @@ int main(int argc, char **argv)
 		free(bounds);
 		free(recs);
 		free(raw);
+		free(scratch);
+		free(hist);
 		free(f);
 	}
 	return 0;

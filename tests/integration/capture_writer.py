@@ -4,6 +4,7 @@ columns, not compressed), which also checks the specification against the
 reader, and bench/report_speed.py to make large synthetic ones."""
 
 import collections
+import heapq
 import struct
 
 HOT_ALLOC, HOT_FREE, THREAD, CODE, STACK, SAMPLE, DIAG, TRAILER = range(1, 9)
@@ -21,7 +22,7 @@ def varint(v):
 
 # address mode of a hot record: an explicit delta (docs/format.md)
 ALIGNED, EXPLICIT = 14, 15
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 
 
 def zigzag(v):
@@ -329,10 +330,184 @@ def columns(records):
     return b"".join(varint(len(c)) for c in cols[:5]) + b"".join(bytes(c) for c in cols)
 
 
-def chunk(records):
-    """A stored (not compressed) chunk of whole records."""
+def chunk(records, packer=None):
+    """A chunk of whole records: stored, or coded by @packer if that is
+    shorter (the packer's histories take the columns either way)."""
     data = columns(records)
-    return b"MTCK" + struct.pack("<III", len(data), len(data), mt32(data)) + data
+    stored = packer.pack(data) if packer else data
+    if len(stored) >= len(data):
+        stored = data
+    return b"MTCK" + struct.pack("<III", len(data), len(stored), mt32(stored)) + stored
+
+
+# ---------------------------------------------------------------------------
+# The coded form of chunk data (docs/format.md 2.3 and 2.4). LZ4 itself comes
+# from liblz4 (a build dependency); the rest is written from the text.
+
+HISTORY = 64 << 10
+MAX_BITS = 11
+
+
+def code_lengths(counts):
+    """Huffman code lengths of at most MAX_BITS bits for {value: count}."""
+    if len(counts) == 1:
+        return {v: 1 for v in counts}
+    weights = dict(counts)
+    while True:
+        heap = [(w, i, (v,)) for i, (v, w) in enumerate(sorted(weights.items()))]
+        heapq.heapify(heap)
+        depth = collections.Counter()
+        order = len(heap)
+        while len(heap) > 1:
+            w1, _, a = heapq.heappop(heap)
+            w2, _, b = heapq.heappop(heap)
+            for v in a + b:
+                depth[v] += 1
+            order += 1
+            heapq.heappush(heap, (w1 + w2, order, a + b))
+        if max(depth.values()) <= MAX_BITS:
+            return dict(depth)
+        weights = {v: (w + 1) // 2 for v, w in weights.items()}
+
+
+def canonical_codes(lengths):
+    """{value: code} of the canonical code of {value: length}."""
+    count = collections.Counter(lengths.values())
+    code, first = 0, {}
+    for n in range(1, MAX_BITS + 1):
+        code = (code + count[n - 1]) << 1
+        first[n] = code
+    codes = {}
+    for v in sorted(lengths):
+        codes[v] = first[lengths[v]]
+        first[lengths[v]] += 1
+    return codes
+
+
+def stream(data, huffman=True):
+    """The stream form of @data: Huffman coded if that is shorter."""
+    data = bytes(data)
+    if not data:
+        return varint(0)
+    plain = varint(len(data)) + b"\0" + data
+    if not huffman:
+        return plain
+    lengths = code_lengths(collections.Counter(data))
+    codes = canonical_codes(lengths)
+    bitmap = bytearray(32)
+    for v in lengths:
+        bitmap[v >> 3] |= 1 << (v & 7)
+    nibbles = [lengths[v] for v in sorted(lengths)]
+    if len(nibbles) % 2:
+        nibbles.append(0)
+    table = bytes(nibbles[i] | nibbles[i + 1] << 4 for i in range(0, len(nibbles), 2))
+    acc = nbits = 0
+    for v in data:  # each code most significant bit first, from each byte's low bit up
+        for i in range(lengths[v] - 1, -1, -1):
+            acc |= ((codes[v] >> i) & 1) << nbits
+            nbits += 1
+    bits = acc.to_bytes((nbits + 7) // 8, "little")
+    coded = varint(len(data)) + b"\1" + bytes(bitmap) + table + varint(len(bits)) + bits
+    return coded if len(coded) < len(plain) else plain
+
+
+def lz4_streams(block):
+    """The literals, sequences, offset lows and offset highs of an LZ4 block."""
+    lit, seq, lo, hi = bytearray(), bytearray(), bytearray(), bytearray()
+    i = 0
+    while i < len(block):
+        token = block[i]
+        seq.append(token)
+        i += 1
+        n = token >> 4
+        if n == 15:
+            while True:
+                seq.append(block[i])
+                n += block[i]
+                i += 1
+                if seq[-1] != 255:
+                    break
+        lit += block[i:i + n]
+        i += n
+        if i >= len(block):
+            break
+        lo.append(block[i])
+        hi.append(block[i + 1])
+        i += 2
+        if token & 15 == 15:
+            while True:
+                seq.append(block[i])
+                i += 1
+                if seq[-1] != 255:
+                    break
+    return lit, seq, lo, hi
+
+
+class Packer:
+    """Codes chunk data as docs/format.md 2.3 says, each column an LZ4 block
+    made against its history (liblz4's fast compressor with the history as
+    its dictionary), its streams Huffman coded unless @huffman is False."""
+
+    def __init__(self, huffman=True, history=True, store_every=0):
+        import ctypes
+        self.ct = ctypes
+        self.lz4 = ctypes.CDLL("liblz4.so.1")
+        self.lz4.LZ4_createStream.restype = ctypes.c_void_p
+        self.lz4.LZ4_freeStream.argtypes = [ctypes.c_void_p]
+        self.lz4.LZ4_loadDict.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+        self.lz4.LZ4_compress_fast_continue.argtypes = [
+            ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
+            ctypes.c_int]
+        self.huffman, self.use_history = huffman, history
+        self.history = [b""] * 6
+        self.store_every, self.chunks, self.chunks_stored = store_every, 0, 0
+        self.methods = collections.Counter()  # method -> columns
+        self.forms = collections.Counter()  # stream form -> streams
+
+    def _block(self, col, history):
+        ct = self.ct
+        cap = len(col) + len(col) // 255 + 16
+        out = ct.create_string_buffer(cap)
+        state = self.lz4.LZ4_createStream()
+        hist = ct.create_string_buffer(history, len(history))  # alive while compressing
+        if history and self.use_history:
+            self.lz4.LZ4_loadDict(state, hist, len(history))
+        n = self.lz4.LZ4_compress_fast_continue(state, col, out, len(col), cap, 1)
+        self.lz4.LZ4_freeStream(state)
+        assert n > 0
+        return out.raw[:n]
+
+    def pack(self, data):
+        """The coded form of @data, or @data itself when this chunk is to be
+        stored as it is; the histories take its columns either way."""
+        self.chunks += 1
+        store = self.store_every and self.chunks % self.store_every == 0
+        self.chunks_stored += bool(store)
+        lens, i = [], 0
+        for _ in range(5):
+            v, i = _varint_at(data, i)
+            lens.append(v)
+        out = bytearray(data[:i])
+        lens.append(len(data) - i - sum(lens))
+        for k, n in enumerate(lens):
+            col = bytes(data[i:i + n])
+            i += n
+            if not n:
+                continue
+            streams = [stream(s, self.huffman)
+                       for s in lz4_streams(self._block(col, self.history[k]))]
+            coded = b"\1" + b"".join(streams)
+            method = 1 if len(coded) < 1 + n else 0
+            self.history[k] = (self.history[k] + col)[-HISTORY:]
+            if store:
+                continue
+            self.methods[method] += 1
+            for s in streams:
+                n, j = _varint_at(s, 0)
+                if n:
+                    self.forms[s[j]] += 1
+            out += coded if method else b"\0" + col
+        return bytes(data) if store else bytes(out)
 
 
 def blob(s):
@@ -341,7 +516,7 @@ def blob(s):
 
 
 class Capture:
-    def __init__(self, flags=0, version=FORMAT_VERSION, plain=False):
+    def __init__(self, flags=0, version=FORMAT_VERSION, plain=False, packer=None):
         cmd = b"python3\0prog.py\0"
         self.out = bytearray(b"MEMTRACE" + struct.pack("<HHIIIQIIQI", version, 52 + len(cmd), flags,
                                                        4242, 0x030B04F0, 1700000000 * 10**9, 10,
@@ -350,6 +525,7 @@ class Capture:
         self.coders = {}  # thread index -> HotCoder
         self.reuse = Reuse()
         self.plain = plain
+        self.packer = packer  # a Packer: chunks coded (docs/format.md 2.3), else stored
 
     def _head(self, rtype, thread=0):
         if thread < 15:
@@ -392,7 +568,7 @@ class Capture:
 
     def flush(self):
         if self.chunk:
-            self.out += chunk(self.chunk)
+            self.out += chunk(self.chunk, self.packer)
             self.chunk = bytearray()
         return self
 

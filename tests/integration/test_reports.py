@@ -176,6 +176,29 @@ def test_address_modes_follow_the_specification(memtrace, tmp_path, plain):
                 ("free", cw.EXPLICIT)} <= used, modes
 
 
+@pytest.mark.parametrize("huffman,history", [(True, True), (False, True), (True, False)])
+def test_coded_chunks_follow_the_specification(memtrace, tmp_path, huffman, history):
+    """Chunks coded by the tests' own writer, which implements docs/format.md
+    2.3 and 2.4 apart from the C code (LZ4 blocks that refer back into the
+    columns' histories, split into streams, Huffman coded), read back
+    exactly; every third chunk is stored as it is, and its columns join the
+    histories all the same."""
+    packer = cw.Packer(huffman=huffman, history=history, store_every=3)
+    c = Capture(packer=packer)
+    want = _pymalloc_like(c, random.Random(11), 12000)
+    c.trailer(1, len(want), 0)
+    lines = run(memtrace, "parse", c.save(tmp_path / "m.bin")).stdout.splitlines()
+    assert [l for l in lines if l.startswith(("alloc ", "free "))] == want
+    assert packer.methods[1] > 10 and packer.chunks_stored >= 2, (packer.methods, packer.chunks_stored)
+    assert packer.forms[1] > 10 if huffman else packer.forms[1] == 0, packer.forms
+    # and the histories make the chunks smaller
+    plain = Capture(packer=cw.Packer(huffman=huffman, history=not history, store_every=3))
+    _pymalloc_like(plain, random.Random(11), 12000)
+    plain.trailer(1, len(want), 0)
+    plain.flush()
+    assert (len(c.out) < len(plain.out)) == history, (len(c.out), len(plain.out))
+
+
 def test_truncated_capture_is_read(memtrace, tmp_path):
     full = program().save(tmp_path / "full.bin").read_bytes()
     cut = tmp_path / "cut.bin"
@@ -278,15 +301,11 @@ def test_directory_and_usage(memtrace, tmp_path):
         assert "usage" in p.stderr or "wants a number" in p.stderr, p.stderr
 
 
-def _lz4_chunk(data):
-    """A chunk of @data as one LZ4 block (liblz4 is a build dependency)."""
-    import ctypes
-    lz4 = ctypes.CDLL("liblz4.so.1")
-    cap = lz4.LZ4_compressBound(len(data))
-    out = ctypes.create_string_buffer(cap)
-    n = lz4.LZ4_compress_default(data, out, len(data), cap)
-    assert n > 0
-    return b"MTCK" + struct.pack("<III", len(data), n, mt32(out.raw[:n])) + out.raw[:n]
+def _coded_chunk(data):
+    """A chunk of the chunk data @data in its coded form (docs/format.md 2.3)."""
+    coded = cw.Packer().pack(data)
+    assert len(coded) < len(data)
+    return b"MTCK" + struct.pack("<III", len(data), len(coded), mt32(coded)) + coded
 
 
 def _hostile(kind):
@@ -303,7 +322,7 @@ def _hostile(kind):
     if kind == "inflated-ids":  # 24M empty records of an unknown type in 100 KB, then huge ids
         n = 24 << 20
         c.flush()
-        c.out += _lz4_chunk(cw.varint(n) + cw.varint(0) * 4 + bytes([9 << 4]) * n + bytes(n))
+        c.out += _coded_chunk(cw.varint(n) + cw.varint(0) * 4 + bytes([9 << 4]) * n + bytes(n))
         kind = "huge-ids"
     if kind == "stack-cycle":  # 1 -> 2 -> 1: a parent made after its child
         c.code(1, "/app/a.py", "f", 1).stack(1, 2, 1).stack(2, 1, 1).alloc(0x1000, 100, stack=1)

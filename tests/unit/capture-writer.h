@@ -5,14 +5,16 @@
  * Builds captures in memory for tests: header, records through the real
  * codec (per-thread delta state that runs across chunks, as the payload
  * writes it), chunks cut at a chosen size of records, split into columns
- * (mt_chunk_split) and LZ4-compressed or stored.
+ * (mt_chunk_split) and coded (mt_chunk_pack, LZ4HC against the columns'
+ * histories) or stored.
  * Aborts on allocation failure; tests only.
  */
-#include <lz4.h>    /* LZ4_compress_default */
+#include <lz4hc.h>  /* LZ4_sizeofStateHC */
 #include <stdio.h>  /* FILE */
 #include <stdlib.h> /* abort */
 #include <string.h> /* memcpy */
 
+#include "format/pack.h"
 #include "format/record.h"
 
 #define CW_THREADS 64
@@ -25,6 +27,7 @@ struct cw {
 	int compress;
 	size_t n_chunks;
 	struct mt_delta deltas[CW_THREADS];
+	struct mt_history *hist;
 };
 
 static inline void cw__reserve(struct cw *w, size_t n)
@@ -47,8 +50,10 @@ static inline void cw_init(struct cw *w, const struct mt_header *h, size_t chunk
 	w->chunk_max = chunk_max;
 	w->compress = compress;
 	w->raw = malloc(chunk_max + MT_REC_HOT_MAX + 8192);
-	if (!w->raw)
+	w->hist = malloc(sizeof(*w->hist));
+	if (!w->raw || !w->hist)
 		abort();
+	mt_history_reset(w->hist);
 	cw__reserve(w, MT_HDR_FIXED + h->cmdline.len);
 	ssize_t n = mt_header_encode(w->buf, w->cap, h);
 	if (n < 0)
@@ -87,15 +92,23 @@ static inline void cw_flush(struct cw *w)
 	free(split);
 	if (raw_len < 0)
 		abort();
-	int bound = LZ4_compressBound((int)raw_len);
-	cw__reserve(w, MT_CHUNK_HEADER + (size_t)bound);
+	cw__reserve(w, MT_CHUNK_HEADER + MT_PACK_MAX(raw_len));
 	uint8_t *data = w->buf + w->len + MT_CHUNK_HEADER;
-	int stored = 0;
-	if (w->compress)
-		stored = LZ4_compress_default((const char *)cols, (char *)data, (int)raw_len, bound);
+	ssize_t stored = 0;
+	if (w->compress) {
+		void *state = aligned_alloc(64, ((size_t)LZ4_sizeofStateHC() + 63) & ~(size_t)63);
+		uint8_t *scratch = malloc(MT_PACK_SCRATCH(raw_len));
+		if (!state || !scratch)
+			abort();
+		stored = mt_chunk_pack(data, cols, (size_t)raw_len, w->hist, 9, state, scratch);
+		free(scratch);
+		free(state);
+	} else if (mt_history_add(w->hist, cols, (size_t)raw_len) < 0) {
+		abort();
+	}
 	if (stored <= 0 || stored >= raw_len) {
 		memcpy(data, cols, (size_t)raw_len);
-		stored = (int)raw_len;
+		stored = raw_len;
 	}
 	free(cols);
 	c.raw_len = (uint32_t)raw_len;
@@ -204,6 +217,7 @@ static inline void cw_release(struct cw *w)
 {
 	free(w->buf);
 	free(w->raw);
+	free(w->hist);
 	memset(w, 0, sizeof(*w));
 }
 
