@@ -92,6 +92,7 @@ static struct {
 	struct mt_history *hist; /* the columns' histories */
 	uint8_t *pack;           /* mt_chunk_pack()'s scratch space */
 	uint64_t level_ns_per_mib[3], level_when[3]; /* levels' cost, and when measured */
+	int history_lost; /* the histories may hold columns the file lacks */
 	struct mt_reuse reuse; /* the coding state the threads share */
 	uint64_t events; /* ALLOC and FREE records in the chunks so far */
 	uint64_t consumed; /* bytes taken from the buffers */
@@ -99,7 +100,8 @@ static struct {
 	uint8_t diag_buf[512];
 	_Atomic size_t diag_len;
 	_Atomic int crashed;  /* the signal that ended the writer thread */
-	int test_crash;       /* MEMTRACE_TEST_WRITER_CRASH: fault at the first chunk */
+	int test_crash;       /* MEMTRACE_TEST_WRITER_CRASH: fault at the first chunk, */
+	int test_crash_late;  /* ... after coding it (=2) rather than before (=1) */
 	int test_turn_delay;  /* MEMTRACE_TEST_TURN_DELAY: widen take_turn()'s race */
 	int faults_ours;      /* our handler is in the program's chain */
 	struct sigaction old_segv, old_bus;
@@ -468,12 +470,13 @@ static void chunk_begin(void)
  * (or since its first event, for a chunk flushed before it was half full).
  * A program that allocates at a moderate rate (importing modules, say)
  * gets captures a quarter smaller than LZ4HC alone would make, and one that
- * allocates as fast as it can gets the fast compressor, so that the writer
- * keeps up. The cost per byte is measured on chunks big enough to tell (it
+ * allocates as fast as it can gets LZ4's fast compressor against the
+ * histories, so that the writer keeps up. The cost per byte is measured on chunks big enough to tell (it
  * depends on the data and the machine), from a guess at first; a level
  * found too slow is tried again only after LEVEL_RETRY_NS, so that a slow
  * measurement (the writer preempted, say) does not rule it out for good,
- * and a fast producer waits for it that rarely. */
+ * and a fast producer waits for it that rarely. After a fault in the
+ * writer the histories cannot be trusted, and only the last is used. */
 static const int levels[3] = { 9, 4, MT_PACK_FAST_HISTORY };
 static const uint64_t guess_ns_per_mib[3] = { 50000000, 25000000, 9000000 }; /* 20, 40, 110 MiB/s */
 #define LEVEL_RETRY_NS (10 * 1000000000ull)
@@ -485,7 +488,7 @@ static ssize_t compress_chunk(const uint8_t *src, size_t len, uint8_t *dst)
 	uint64_t fill = w.chunk_half ? 2 * (now - w.chunk_half) : now - w.chunk_start;
 	uint64_t idle = w.chunk_half ? 2 * (w.idle_ns - w.half_idle) : w.idle_ns - w.chunk_idle;
 	uint64_t spare = w.cpus > 1 ? idle / 2 : fill / 4;
-	for (int i = 0; w.hc && i < 3; i++) {
+	for (int i = 0; w.hc && !w.history_lost && i < 3; i++) {
 		if (!w.level_ns_per_mib[i]) {
 			w.level_ns_per_mib[i] = guess_ns_per_mib[i];
 			w.level_when[i] = now;
@@ -517,11 +520,13 @@ static void flush_chunk(void)
 		chunk_begin();
 		return;
 	}
-	if (w.test_crash) /* a read of an unmapped address, as a bug would */
+	if (w.test_crash && !w.test_crash_late) /* a read of an unmapped address, as a bug would */
 		(void)*(volatile const int *)(uintptr_t)w.test_crash;
 	size_t raw_len = mt_cols_finish(&w.chunk);
 	w.events += w.chunk.events;
 	stored = compress_chunk(w.cols, raw_len, w.out + MT_CHUNK_HEADER);
+	if (w.test_crash) /* the histories now hold a chunk the file will not */
+		(void)*(volatile const int *)(uintptr_t)w.test_crash;
 	if (stored < 0) { /* our own columns: a bug */
 		fail(-EINVAL);
 		chunk_begin();
@@ -950,7 +955,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 			w.raw = NULL;
 			return -ENOMEM;
 		}
-		/* without it, chunks are compressed by the fast compressor */
+		/* without it, chunks are coded by LZ4's fast compressor alone */
 		w.hc = mmap(NULL, (size_t)LZ4_sizeofStateHC(), PROT_READ | PROT_WRITE,
 			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (w.hc == MAP_FAILED)
@@ -985,7 +990,9 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	atomic_store(&w.diag_len, 0);
 	atomic_store(&w.crashed, 0);
 	const char *crash = getenv("MEMTRACE_TEST_WRITER_CRASH");
-	w.test_crash = crash && *crash == '1';
+	w.test_crash = crash && (*crash == '1' || *crash == '2');
+	w.test_crash_late = w.test_crash && *crash == '2';
+	w.history_lost = 0;
 	const char *delay = getenv("MEMTRACE_TEST_TURN_DELAY");
 	w.test_turn_delay = delay && *delay == '1';
 	/* Whatever a late producer left from an earlier capture is void. */
@@ -1063,6 +1070,10 @@ static void finish_crashed(void)
 	fault_jmp = &jb;
 	chunk_begin();
 	w.test_crash = 0;
+	/* The fault may have come between coding a chunk and writing it: its
+	 * columns are in the histories and not in the file, so the last
+	 * chunks refer to nothing before them. */
+	w.history_lost = 1;
 	atomic_store(&w.diag_len, 0);
 	char msg[128];
 	int sig = atomic_load(&w.crashed);

@@ -546,15 +546,18 @@ def test_capture_that_cannot_be_written_does_not_stall_the_program(memtrace, tmp
     assert base == {1001 + i: 601 + i for i in range(k)}, sorted(set(range(1001, 1001 + k)) - set(base))
 
 
+@pytest.mark.parametrize("when", ["1", "2"], ids=["before-coding", "after-coding"])
 @pytest.mark.parametrize("n", [100_000, 0], ids=["while-running", "at-the-end"])
-def test_writer_crash_stops_tracking_not_the_program(memtrace, script, tmp_path, n):
+def test_writer_crash_stops_tracking_not_the_program(memtrace, script, tmp_path, n, when):
     """A fault in memtrace's writer code (forced here at its first chunk:
     on the writer thread while the program runs, or on the program's
-    thread as the capture is finished) turns tracking off; the program runs
-    to its end, and the capture says why."""
+    thread as the capture is finished; before the chunk is coded, or after
+    it is coded and before it is written, when the columns' histories hold
+    what the file never will) turns tracking off; the program runs to its
+    end, and the capture says why."""
     prog = script("x = [bytearray(1000) for i in range(%d)]\nprint('done')\n" % n)
     cap = tmp_path / "c.bin"
-    env = dict(os.environ, MEMTRACE_TEST_WRITER_CRASH="1")
+    env = dict(os.environ, MEMTRACE_TEST_WRITER_CRASH=when)
     p = run(memtrace, "run", "-o", cap, prog, check=False, env=env)
     assert p.stdout == "done\n"
     assert p.returncode == 1
