@@ -30,8 +30,10 @@ void mt_history_reset(struct mt_history *h);
 
 /* The coded form of @len bytes of chunk data never takes more than this. */
 #define MT_PACK_MAX(len) ((size_t)(len) + MT_COLUMNS)
-/* The scratch space mt_chunk_pack() and mt_chunk_unpack() need. */
+/* The scratch space mt_chunk_pack() needs: an LZ4 block and its four
+ * streams; and mt_chunk_unpack(): the streams and the block they make. */
 #define MT_PACK_SCRATCH(len) (5 * ((size_t)(len) + (size_t)(len) / 255 + 16))
+#define MT_UNPACK_SCRATCH(len) (2 * ((size_t)(len) + (size_t)(len) / 255 + 16))
 
 /* mt_chunk_pack() - the coded form of the chunk data [@src, @src+@len)
  * into @dst (>= MT_PACK_MAX(@len) bytes), and the chunk's columns into the
@@ -47,7 +49,8 @@ ssize_t mt_chunk_pack(uint8_t *dst, const uint8_t *src, size_t len, struct mt_hi
 		      int level, void *state, uint8_t *scratch);
 
 /* mt_chunk_unpack() - the chunk data, exactly @len bytes, of the coded
- * form [@src, @src+@n) into @dst, and its columns into @h. Returns 0, or
+ * form [@src, @src+@n) into @dst, and its columns into @h; @scratch is
+ * MT_UNPACK_SCRATCH(@len) bytes. Returns 0, or
  * -MT_ECORRUPT if the coded form is malformed or does not decode to @len
  * bytes (@h is then undefined). */
 int mt_chunk_unpack(uint8_t *dst, size_t len, const uint8_t *src, size_t n,

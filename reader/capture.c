@@ -467,7 +467,7 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 		why = "checksum mismatch";
 	} else if (ch.stored_len != ch.raw_len) {
 		if (grow_buf(&c->raw, &c->raw_cap, ch.raw_len) < 0 ||
-		    grow_buf(&c->pack, &c->pack_cap, MT_PACK_SCRATCH(ch.raw_len)) < 0)
+		    grow_buf(&c->pack, &c->pack_cap, MT_UNPACK_SCRATCH(ch.raw_len)) < 0)
 			return stop_pass(c, -ENOMEM);
 		if (mt_chunk_unpack(c->raw, ch.raw_len, data, ch.stored_len, &c->hist, c->pack) < 0)
 			why = "its coded columns do not decode";
