@@ -480,14 +480,14 @@ def summarize(rounds, configs):
             if res.capture is not None:
                 sizes.append(res.capture["size"])
         # bytes per event of every round (the writer picks its compressor
-        # by how busy it is, so sizes vary a little from run to run)
+        # by how busy it is, so sizes vary a little from run to run), over
+        # the events counted in one round (the counts barely vary)
         events = None
-        per_event = []
         for r in rounds:
             res = r.get(c)
             if res is not None and res.ok and res.capture and res.capture.get("events"):
                 events = res.capture["events"]
-                per_event.append(res.capture["size"] / events)
+        per_event = [size / events for size in sizes] if events else []
         out[c] = {
             "runs": len(ratios),
             "failures": failures,
