@@ -23,13 +23,15 @@
 #include <unistd.h>   /* fork, execv */
 
 static const char usage[] =
-	"usage: memtrace run [-o FILE] [-f] [--trace-python-allocators]\n"
+	"usage: memtrace run [-o FILE] [-f] [--trace-python-allocators] [--follow-fork]\n"
 	"                    [--memory-interval-ms N] [--python PATH]\n"
 	"                    (script.py | -m module | -c code) [args...]\n"
 	"\n"
 	"  -o, --output FILE            capture file (default memtrace-<script>.<pid>.bin)\n"
 	"  -f, --force                  overwrite the capture file if it exists\n"
 	"      --trace-python-allocators  record every Python object allocation\n"
+	"      --follow-fork            a child of fork() (without exec) gets a capture\n"
+	"                               of its own, FILE.<child's pid>\n"
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
 	"      --python PATH            interpreter to run (default: python3 on PATH)\n";
 
@@ -82,11 +84,12 @@ static void default_output(char *out, size_t cap, const char *kind, const char *
 
 int cmd_run(int argc, char **argv)
 {
-	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_PYTHON };
+	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_PYTHON, OPT_FOLLOW_FORK };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "trace-python-allocators", no_argument, NULL, OPT_PYALLOC },
+		{ "follow-fork", no_argument, NULL, OPT_FOLLOW_FORK },
 		{ "memory-interval-ms", required_argument, NULL, OPT_INTERVAL },
 		{ "python", required_argument, NULL, OPT_PYTHON },
 		{ "help", no_argument, NULL, 'h' },
@@ -114,6 +117,9 @@ int cmd_run(int argc, char **argv)
 			break;
 		case OPT_PYALLOC:
 			flags |= MT_HDR_PYALLOC;
+			break;
+		case OPT_FOLLOW_FORK:
+			flags |= MT_HDR_FOLLOW_FORK;
 			break;
 		case OPT_INTERVAL: {
 			char *end;

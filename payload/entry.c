@@ -37,6 +37,8 @@ static struct {
 	int exit_hooks;     /* atexit handlers registered */
 	int audit_done;     /* run mode: Python-side setup happened */
 	int status_fd;      /* run mode: where the final status goes, or -1 */
+	uint32_t interval_ms;
+	char path[MEMTRACE_PATH_MAX]; /* the capture's, or "" if it came as an fd */
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER, .status_fd = -1 };
 
 /* memtrace run learns how the capture ended through a pipe: one line,
@@ -259,13 +261,43 @@ void mt_finish_at_exit(void)
 	pthread_mutex_unlock(&st.lock);
 }
 
+static int start_locked(const struct memtrace_config *cfg, int deferred);
+
+/* With MT_HDR_FOLLOW_FORK, the child of a fork gets a capture of its own,
+ * "<parent's capture>.<child's pid>", from the fork on: what the child
+ * inherited is not in it, and its frees of those blocks are of addresses
+ * the capture never saw (reports ignore them). The GOTs are still
+ * patched and the PyMem wrappers still in place: only the writer is new. */
+static void follow_fork_locked(pid_t parent, int pymem)
+{
+	static struct memtrace_config cfg;
+	int n = snprintf(cfg.path, sizeof(cfg.path), "%s.%d", st.path, (int)getpid());
+	if (n < 0 || (size_t)n >= sizeof(cfg.path))
+		return;
+	cfg.size = sizeof(cfg);
+	cfg.fd = -1;
+	cfg.flags = (st.flags & ~MT_HDR_ATTACHED) | MT_HDR_FORKED;
+	cfg.interval_ms = st.interval_ms;
+	if (start_locked(&cfg, 0) < 0)
+		return;
+	st.pymem = pymem;
+	char msg[96];
+	snprintf(msg, sizeof(msg), "forked from process %d: tracking starts at the fork",
+		 (int)parent);
+	mt_writer_diag(MT_DIAG_INFO, msg);
+}
+
 static void on_fork_child(void)
 {
 	/* The child inherits patched GOTs and the capture fd but not the
 	 * writer thread: its hooks pass through and it never writes; the
-	 * capture is the parent's, so it can be attached to on its own. Nor
-	 * does it hold memtrace run's status pipe open. Locks held by other
-	 * threads at the fork would never be released here. */
+	 * capture is the parent's, so it can be attached to on its own (or,
+	 * following forks, gets a capture of its own). Nor does it hold
+	 * memtrace run's status pipe open. Locks held by other threads at the
+	 * fork would never be released here. */
+	pid_t parent = st.pid;
+	int follow = st.active && (st.flags & MT_HDR_FOLLOW_FORK) && st.path[0];
+	int pymem = st.pymem;
 	mt_tracking = 0;
 	pthread_mutex_init(&st.lock, NULL);
 	mt_track_after_fork();
@@ -274,14 +306,23 @@ static void on_fork_child(void)
 	if (st.active)
 		mt_writer_forget();
 	st.active = 0;
-	/* the wrappers stay in the child's domains, quiet until a capture of
-	 * its own with Python allocators switches them back on */
-	mt_python_pymem_quiet();
 	st.pymem = 0;
 	if (st.status_fd >= 0) {
 		close(st.status_fd);
 		st.status_fd = -1;
 	}
+	if (follow) {
+		int own = mt_guard_enter();
+		pthread_mutex_lock(&st.lock);
+		follow_fork_locked(parent, pymem);
+		pthread_mutex_unlock(&st.lock);
+		if (own)
+			mt_guard_leave();
+	}
+	/* the wrappers stay in the child's domains, quiet until a capture of
+	 * its own with Python allocators switches them back on */
+	if (!st.pymem)
+		mt_python_pymem_quiet();
 }
 
 /* @deferred: everything is ready but events are not recorded until the
@@ -330,6 +371,10 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	st.pid = getpid();
 	st.active = 1;
 	st.pymem = 0;
+	st.interval_ms = h.interval_ms;
+	size_t plen = cfg->fd < 0 ? strnlen(cfg->path, sizeof(st.path) - 1) : 0;
+	memcpy(st.path, cfg->path, plen);
+	st.path[plen] = '\0';
 	if (!st.python)
 		mt_writer_diag(MT_DIAG_PYTHON_UNAVAILABLE,
 			       "no supported CPython in this process: no Python stacks");

@@ -176,10 +176,14 @@ static void print_header(FILE *out, const struct mt_snapshot *s, const char *pat
 	fprintf(out, "  duration:           %s%s\n", mt__report_seconds(dur, sizeof(dur), s->end_time_us),
 		s->have_trailer ? "" : " (at least; capture is truncated)");
 	fprintf(out, "  tracking:           %s\n",
-		h->flags & MT_HDR_ATTACHED ? "attached to a running process" : "from process start");
-	fprintf(out, "  options:            python allocators %s, native stacks %s, memory interval %u ms\n",
+		h->flags & MT_HDR_ATTACHED ? "attached to a running process"
+		: h->flags & MT_HDR_FORKED ? "from a fork of a tracked process"
+					   : "from process start");
+	fprintf(out, "  options:            python allocators %s, native stacks %s, "
+		     "fork children %s, memory interval %u ms\n",
 		h->flags & MT_HDR_PYALLOC ? "traced" : "not traced",
-		h->flags & MT_HDR_NATIVE ? "on" : "off", h->interval_ms);
+		h->flags & MT_HDR_NATIVE ? "on" : "off",
+		h->flags & MT_HDR_FOLLOW_FORK ? "followed" : "not followed", h->interval_ms);
 	fprintf(out, "  threads:            %zu\n", s->n_threads);
 	mt_strbuf_release(&sb);
 }
@@ -363,6 +367,8 @@ static void json_header(struct mt_json *j, const struct mt_snapshot *s, const ch
 	mt_json_bool(j, "attached", !!(h->flags & MT_HDR_ATTACHED));
 	mt_json_bool(j, "python_allocators", !!(h->flags & MT_HDR_PYALLOC));
 	mt_json_bool(j, "native", !!(h->flags & MT_HDR_NATIVE));
+	mt_json_bool(j, "follow_fork", !!(h->flags & MT_HDR_FOLLOW_FORK));
+	mt_json_bool(j, "forked", !!(h->flags & MT_HDR_FORKED));
 	mt_json_u64(j, "interval_ms", h->interval_ms);
 	mt_json_u64(j, "page_size", h->page_size);
 	mt_json_u64(j, "main_tid", h->main_tid);

@@ -52,6 +52,8 @@ MERGED_THREAD_NAME = "(merged threads)"
 _HDR_ATTACHED = 1 << 0
 _HDR_PYALLOC = 1 << 1
 _HDR_NATIVE = 1 << 2
+_HDR_FOLLOW_FORK = 1 << 3
+_HDR_FORKED = 1 << 4
 
 
 class Metadata:
@@ -59,7 +61,8 @@ class Metadata:
 
     __slots__ = ("pid", "command_line", "start_time", "end_time", "peak_memory",
                  "total_allocations", "total_frees", "python_version", "main_thread_id",
-                 "trace_python_allocators", "has_native_traces", "attached", "file_format",
+                 "trace_python_allocators", "has_native_traces", "attached", "follow_fork",
+                 "forked", "file_format",
                  "memory_interval_ms", "dropped_events", "truncated", "finished", "diagnostics",
                  "peak_rss")
 
@@ -72,6 +75,7 @@ class Metadata:
         """The tracking options, as a dict."""
         return {"trace_python_allocators": self.trace_python_allocators,
                 "native_traces": self.has_native_traces,
+                "follow_fork": self.follow_fork,
                 "memory_interval_ms": self.memory_interval_ms,
                 "file_format": self.file_format}
 
@@ -227,6 +231,8 @@ class FileReader:
             trace_python_allocators=bool(m.flags & _HDR_PYALLOC),
             has_native_traces=bool(m.flags & _HDR_NATIVE),
             attached=bool(m.flags & _HDR_ATTACHED),
+            follow_fork=bool(m.flags & _HDR_FOLLOW_FORK),
+            forked=bool(m.flags & _HDR_FORKED),
             file_format=FileFormat.ALL_ALLOCATIONS,
             memory_interval_ms=m.interval_ms,
             dropped_events=m.n_dropped,

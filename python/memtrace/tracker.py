@@ -44,6 +44,7 @@ def _strerror(code):
 
 # format/record.h: MT_HDR_*
 _HDR_PYALLOC = 1 << 1
+_HDR_FOLLOW_FORK = 1 << 3
 
 
 class FileFormat(enum.IntEnum):
@@ -124,8 +125,6 @@ class Tracker:
             raise TypeError("memtrace.Tracker: unsupported destination %r" % (destination,))
         if native_traces:
             raise _not_implemented("native_traces=True")
-        if follow_fork:
-            raise _not_implemented("follow_fork=True")
         file_format = FileFormat(file_format)
         if file_format != FileFormat.ALL_ALLOCATIONS:
             raise _not_implemented("file_format=FileFormat.%s" % file_format.name)
@@ -137,7 +136,7 @@ class Tracker:
         self.destination = destination
         self.native_traces = False
         self.memory_interval_ms = memory_interval_ms
-        self.follow_fork = False
+        self.follow_fork = bool(follow_fork)
         self.trace_python_allocators = bool(trace_python_allocators)
         self.file_format = file_format
         self._pid = None
@@ -193,7 +192,8 @@ class Tracker:
             raise
         cfg = _native._Config()
         cfg.size = ctypes.sizeof(cfg)
-        cfg.flags = _HDR_PYALLOC if self.trace_python_allocators else 0
+        cfg.flags = ((_HDR_PYALLOC if self.trace_python_allocators else 0)
+                     | (_HDR_FOLLOW_FORK if self.follow_fork else 0))
         cfg.interval_ms = self.memory_interval_ms
         cfg.fd = -1
         cfg.path = path
@@ -222,11 +222,14 @@ class Tracker:
                       % _strerror(rc), self.destination.path)
 
     def __exit__(self, exc_type, exc, tb):
-        rc = self._stop() if self._pid == os.getpid() else 0
+        # A fork child leaves the block too: with follow_fork its own
+        # capture (<path>.<pid>) ends here; without, it has none.
+        child = self._pid is not None and self._pid != os.getpid()
+        rc = self._stop() if self._pid == os.getpid() or (child and self.follow_fork) else 0
         pid, self._pid = self._pid, None
         self._cfg = None
         self._release()
-        if pid is None or rc == 0:
+        if pid is None or rc == 0 or (child and rc == -errno.EINVAL):
             return False
         if rc == -errno.EINVAL:
             logger.warning("memtrace: tracking had already been stopped (memtrace detach?)")

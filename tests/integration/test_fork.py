@@ -1,0 +1,192 @@
+"""memtrace run --follow-fork and Tracker(follow_fork=True): a child of
+fork() (without exec) gets a capture of its own, "<capture>.<pid>", that
+starts at the fork."""
+
+import json
+import os
+
+import pytest
+
+from conftest import python_params, report_json, run
+from test_python_api import run_py
+
+FORKER = """\
+import os, sys
+
+
+def parent_keep():
+    return bytearray(5_000_000)
+
+
+def child_keep():
+    return bytearray(7_000_000)
+
+
+inherited = bytearray(2_000_000)
+pid = os.fork()
+if pid == 0:
+    del inherited
+    kept = child_keep()
+    print("child", os.getpid(), flush=True)
+    %s
+os.waitpid(pid, 0)
+kept = parent_keep()
+print("parent", os.getpid(), flush=True)
+"""
+
+
+def own(rows, function, path):
+    return sum(r["own_bytes"] for r in rows if r["function"] == function and r["file"] == str(path))
+
+
+def pids(stdout):
+    words = dict(line.split() for line in stdout.splitlines())
+    return int(words["parent"]), int(words["child"])
+
+
+@pytest.mark.parametrize("exit", ["os._exit(0)", "sys.exit(0)"], ids=["os._exit", "sys.exit"])
+@pytest.mark.parametrize("python", python_params())
+def test_child_of_a_fork_gets_a_capture_of_its_own(memtrace, script, tmp_path, python, exit):
+    prog = script(FORKER % exit)
+    cap = tmp_path / "c.bin"
+    p = run(memtrace, "run", "--follow-fork", "--python", python, "-o", cap, prog, cwd=tmp_path)
+    parent, child = pids(p.stdout)
+    child_cap = tmp_path / ("c.bin.%d" % child)
+    assert sorted(os.listdir(tmp_path)) == sorted(["prog.py", "c.bin", child_cap.name])
+
+    stats = report_json(memtrace, "stats", child_cap)
+    assert stats["status"]["complete"], stats["status"]
+    h = stats["header"]
+    assert (h["pid"], h["forked"], h["follow_fork"], h["attached"]) == (child, True, True, False)
+    assert "forked from process %d: tracking starts at the fork" % parent in [
+        d["message"] for d in stats["diagnostics"]]
+    leaks = report_json(memtrace, "summary", child_cap, "--leaks")["rows"]
+    assert 7_000_000 <= own(leaks, "child_keep", prog) <= 7_000_100, leaks[:5]
+    assert own(leaks, "parent_keep", prog) == 0
+    # the inherited block's free is of an address this capture never saw
+    assert not any(r["own_bytes"] < 0 for r in leaks)
+
+    pstats = report_json(memtrace, "stats", cap)
+    assert pstats["status"]["complete"] and pstats["header"]["pid"] == parent
+    assert not pstats["header"]["forked"] and pstats["header"]["follow_fork"]
+    pleaks = report_json(memtrace, "summary", cap, "--leaks")["rows"]
+    assert 5_000_000 <= own(pleaks, "parent_keep", prog) <= 5_000_100
+    assert own(pleaks, "child_keep", prog) == 0
+    assert 2_000_000 <= own(pleaks, "<module>", prog) <= 2_001_000  # still the parent's
+
+
+def test_without_follow_fork_children_have_no_capture(memtrace, script, tmp_path):
+    prog = script(FORKER % "os._exit(0)")
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-o", cap, prog, cwd=tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["c.bin", "prog.py"]
+    assert not report_json(memtrace, "stats", cap)["header"]["follow_fork"]
+
+
+def test_python_allocators_and_grandchildren(memtrace, script, tmp_path):
+    """A child's capture traces Python allocators as its parent's did, and
+    a child of the child gets "<child's capture>.<pid>"."""
+    prog = script("""\
+import os
+
+
+def strings(n):
+    return [str(i) * 3 for i in range(n)]
+
+
+pid = os.fork()
+if pid == 0:
+    grand = os.fork()
+    if grand == 0:
+        s = strings(3000)
+        print("grandchild", os.getpid(), flush=True)
+        os._exit(0)
+    os.waitpid(grand, 0)
+    s = strings(2000)
+    print("child", os.getpid(), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+""")
+    cap = tmp_path / "c.bin"
+    p = run(memtrace, "run", "--follow-fork", "--trace-python-allocators", "-o", cap, prog,
+            cwd=tmp_path)
+    words = dict(line.split() for line in p.stdout.splitlines())
+    child_cap = tmp_path / ("c.bin.%s" % words["child"])
+    grand_cap = tmp_path / ("c.bin.%s.%s" % (words["child"], words["grandchild"]))
+    assert sorted(os.listdir(tmp_path)) == sorted(["prog.py", "c.bin", child_cap.name,
+                                                   grand_cap.name])
+    for c, n in ((child_cap, 2000), (grand_cap, 3000)):
+        stats = report_json(memtrace, "stats", c)
+        assert stats["status"]["complete"] and stats["header"]["python_allocators"]
+        leaks = report_json(memtrace, "summary", c, "--leaks")["rows"]
+        rows = [r for r in leaks if r["function"] == "strings" and r["file"] == str(prog)]
+        # n strings, and the list (from 3.12 the comprehension is inlined)
+        assert rows and n < rows[0]["total_allocations"] < n + 50, rows
+
+
+def test_multiprocessing_workers(memtrace, script, tmp_path):
+    """A fork-context pool: every worker's capture is complete and holds
+    the work it did."""
+    prog = script("""\
+import multiprocessing as mp, os
+
+
+def work(i):
+    keep.append(bytearray(1_000_000))
+    return os.getpid()
+
+
+keep = []
+if __name__ == "__main__":
+    pool = mp.get_context("fork").Pool(2)
+    workers = set(pool.map(work, range(8), chunksize=1))
+    pool.close()
+    pool.join()
+    print(" ".join(map(str, sorted(workers))))
+""")
+    cap = tmp_path / "c.bin"
+    p = run(memtrace, "run", "--follow-fork", "--python", "/usr/bin/python3", "-o", cap, prog,
+            cwd=tmp_path)
+    workers = [int(w) for w in p.stdout.split()]
+    assert workers
+    total = 0
+    for w in workers:
+        c = tmp_path / ("c.bin.%d" % w)
+        stats = report_json(memtrace, "stats", c)
+        assert stats["status"]["complete"], (w, stats["status"])
+        leaks = report_json(memtrace, "summary", c, "--leaks")["rows"]
+        total += own(leaks, "work", prog)
+    assert 8_000_000 <= total <= 8_001_000
+
+
+def test_child_whose_capture_cannot_be_made_runs_untracked(memtrace, script, tmp_path):
+    """A capture name of 250 bytes leaves no room for ".<pid>": the child
+    runs on untracked, and nothing is printed into its output."""
+    prog = script(FORKER % "os._exit(0)")
+    cap = tmp_path / ("c" * 246 + ".bin")
+    p = run(memtrace, "run", "--follow-fork", "-o", cap, prog, cwd=tmp_path)
+    assert p.stderr == "memtrace: capture written to %s\n" % cap
+    parent, child = pids(p.stdout)
+    assert sorted(os.listdir(tmp_path)) == sorted(["prog.py", cap.name])
+    assert report_json(memtrace, "stats", cap)["status"]["complete"]
+
+
+def test_tracker_follow_fork(tmp_path):
+    p = run_py("/usr/bin/python3", """
+        import os, memtrace
+        with memtrace.Tracker("t.bin", follow_fork=True):
+            pid = os.fork()
+            if pid == 0:
+                data = bytearray(3_000_000)
+        if pid == 0:
+            # the child's block has ended, and its capture with it
+            r = memtrace.FileReader("t.bin.%d" % os.getpid())
+            sizes = [a.size for a in r.get_leaked_allocation_records()]
+            m = r.metadata
+            print("child", any(3_000_000 <= s <= 3_000_100 for s in sizes), m.forked,
+                  m.options["follow_fork"], m.finished, flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print("parent", os.path.exists("t.bin.%d" % pid))
+        """, tmp_path)
+    assert p.stdout.splitlines() == ["child True True True True", "parent True"], (p.stdout, p.stderr)
