@@ -49,6 +49,19 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
  * indented tree of text (or JSON). */
 int mt_report_tree(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+/* What `memtrace live` tells a frame besides the snapshot. */
+struct mt_live_frame {
+	const char *state; /* "tracking", "tracking ended", ... */
+	const char *hint;  /* shown after it in parentheses, or NULL */
+	unsigned width;    /* columns every line is cut to; 0 = no limit */
+};
+
+/* mt_report_live() - one frame of the live view: memory now, and the
+ * @o->top_n (0 = all) locations with the most memory of their own live at
+ * the end of what @s has read. */
+int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o,
+		   const struct mt_live_frame *f);
+
 /* mt_report_parse() - the header, then every record as one line. */
 int mt_report_parse(FILE *out, struct mt_capture *c);
 

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memtrace live: follow a capture while it is written and show what holds
+ * memory now, refreshed until tracking ends. Each refresh reads the
+ * capture afresh (its complete chunks: the one being written is not there
+ * yet) and draws a frame of reader/report-live.c: in place on a terminal,
+ * one after the other otherwise.
+ */
+#include "cli/cmd.h"
+#include "format/error.h"
+#include "reader/report.h"
+#include "util/error.h"
+
+#include <errno.h>     /* errno */
+#include <getopt.h>    /* getopt_long */
+#include <poll.h>      /* poll */
+#include <signal.h>    /* sigaction, kill */
+#include <stdio.h>     /* open_memstream */
+#include <stdlib.h>    /* strtod */
+#include <string.h>    /* strcmp */
+#include <sys/ioctl.h> /* TIOCGWINSZ */
+#include <sys/stat.h>  /* stat */
+#include <termios.h>   /* tcgetattr */
+#include <unistd.h>    /* isatty */
+
+static const char usage[] =
+	"usage: memtrace live [--interval SECONDS] [-n N] [--once] CAPTURE\n"
+	"\n"
+	"Follows a capture while it is written (by memtrace run, attach or a Tracker)\n"
+	"and shows what holds memory now, until tracking ends. On a terminal the view\n"
+	"is redrawn in place (q quits); otherwise a frame is printed at every refresh.\n"
+	"\n"
+	"  --interval S  seconds between refreshes (default 1; 0.05 to 3600)\n"
+	"  -n, --top N   locations to show (default: what the terminal has room for, or 20)\n"
+	"  --once        show one frame and exit\n";
+
+/* How long a capture may stay without its header (attach writes it once
+ * the payload runs in the target). */
+#define HEADER_WAIT_MS 30000
+
+static volatile sig_atomic_t stop_sig;
+
+static void on_stop(int sig)
+{
+	stop_sig = sig;
+}
+
+static void on_winch(int sig)
+{
+	(void)sig; /* ends the wait: the next frame fits the new size */
+}
+
+static struct {
+	int screen;            /* standard output is a terminal: draw in place */
+	int keys;              /* standard input is a terminal we set raw */
+	struct termios saved;
+} term;
+
+static void term_enter(void)
+{
+	struct sigaction sa = { 0 };
+
+	sa.sa_handler = on_stop; /* no SA_RESTART: a signal ends the wait */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	term.screen = isatty(STDOUT_FILENO);
+	if (!term.screen)
+		return;
+	sa.sa_handler = on_winch;
+	sigaction(SIGWINCH, &sa, NULL);
+	if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &term.saved) == 0) {
+		struct termios raw = term.saved;
+		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		raw.c_cc[VMIN] = 0;
+		raw.c_cc[VTIME] = 0;
+		term.keys = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+	}
+	fputs("\x1b[?1049h\x1b[?25l", stdout); /* the alternate screen, no cursor */
+	fflush(stdout);
+}
+
+static void term_leave(void)
+{
+	if (!term.screen)
+		return;
+	fputs("\x1b[?25h\x1b[?1049l", stdout);
+	fflush(stdout);
+	if (term.keys)
+		tcsetattr(STDIN_FILENO, TCSANOW, &term.saved);
+	term.screen = term.keys = 0;
+}
+
+/* Wait @ms, or less if a key or a signal comes. Returns 1 if the user
+ * asked to quit (q, or SIGINT, SIGTERM, SIGHUP). */
+static int wait_or_quit(int ms)
+{
+	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+
+	if (stop_sig)
+		return 1;
+	if (poll(&p, term.keys ? 1 : 0, ms) > 0 && (p.revents & POLLIN)) {
+		char c[16];
+		ssize_t n = read(STDIN_FILENO, c, sizeof(c));
+		for (ssize_t i = 0; i < n; i++)
+			if (c[i] == 'q' || c[i] == 'Q')
+				return 1;
+	}
+	return stop_sig != 0;
+}
+
+static void draw(const char *frame, size_t len)
+{
+	if (!term.screen) {
+		fwrite(frame, 1, len, stdout);
+		fputc('\n', stdout);
+		fflush(stdout);
+		return;
+	}
+	/* home, each line then erase to its end, then erase below */
+	fputs("\x1b[H", stdout);
+	for (const char *p = frame, *end = frame + len; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		fwrite(p, 1, n, stdout);
+		fputs("\x1b[K\r\n", stdout);
+		p += n + 1;
+	}
+	fputs("\x1b[J", stdout);
+	fflush(stdout);
+}
+
+/* The file is not a capture yet: empty, or shorter than a header. */
+static int header_pending(const char *path, int err)
+{
+	struct stat sb;
+	if (err == -MT_ETRUNC)
+		return 1;
+	return err == -MT_EFORMAT && stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0;
+}
+
+int cmd_live(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "top", required_argument, NULL, 'n' },
+		{ "once", no_argument, NULL, '1' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct mt_report_opts o = { .view = MT_VIEW_LEAKS, .temp_threshold = 1 };
+	double interval = 1.0;
+	int once = 0, top_given = 0, c;
+	char *end;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			interval = strtod(optarg, &end);
+			if (end == optarg || *end || !(interval >= 0.05 && interval <= 3600)) {
+				mt_error(0, "live: --interval wants seconds from 0.05 to 3600, not '%s'",
+					 optarg);
+				return 2;
+			}
+			break;
+		case 'n':
+			o.top_n = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || !*optarg || optarg[0] == '-') {
+				mt_error(0, "live: -n wants a number, not '%s'", optarg);
+				return 2;
+			}
+			top_given = 1;
+			break;
+		case '1':
+			once = 1;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		default:
+			fputs(usage, stderr);
+			return 2;
+		}
+	}
+	if (argc - optind != 1) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	o.path = argv[optind];
+
+	int ms = (int)(interval * 1000 + 0.5), waited = 0;
+	char *frame = NULL, hint[64];
+	size_t len = 0;
+
+	term_enter();
+	for (;;) {
+		struct mt_snapshot s;
+		struct mt_live_frame f = { .state = "tracking" };
+		char msg[600];
+
+		/* If the process is gone without a trailer, what is read after
+		 * finding that out is all there will be. */
+		pid_t pid;
+		int gone = 0;
+		int err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
+		if (err == 0) {
+			pid = (pid_t)s.header.pid;
+			gone = !s.have_trailer && pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+			if (gone) { /* read again: the last chunks may have come meanwhile */
+				mt_snapshot_release(&s);
+				err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
+			}
+		}
+		if (err < 0) {
+			if (header_pending(o.path, err) && !once && waited < HEADER_WAIT_MS) {
+				if (wait_or_quit(ms))
+					break;
+				waited += ms;
+				continue;
+			}
+			term_leave();
+			if (header_pending(o.path, err))
+				mt_error(0, "live: '%s' has no capture header%s", o.path,
+					 once ? "" : " after 30 s");
+			else
+				mt_error(0, "live: %s", msg);
+			free(frame);
+			return 1;
+		}
+
+		int done = once;
+		if (s.have_trailer) {
+			f.state = "tracking ended";
+			done = 1;
+		} else if (gone) {
+			f.state = "the process is gone: the capture ends here, cut short";
+			done = 1;
+		}
+		if (!done) {
+			snprintf(hint, sizeof(hint), "every %g s%s", interval,
+				 term.keys ? "; q quits" : "");
+			f.hint = hint;
+		}
+		if (term.screen) {
+			struct winsize ws;
+			if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col) {
+				f.width = ws.ws_col;
+				if (!top_given)
+					o.top_n = ws.ws_row > 8 ? ws.ws_row - 7u : 1u;
+			}
+		} else if (!top_given) {
+			o.top_n = 20;
+		}
+
+		free(frame);
+		frame = NULL;
+		FILE *mem = open_memstream(&frame, &len);
+		err = mem ? mt_report_live(mem, &s, &o, &f) : -errno;
+		if (mem && fclose(mem) != 0 && err == 0)
+			err = -ENOMEM;
+		mt_snapshot_release(&s);
+		if (err < 0) {
+			term_leave();
+			mt_error(err, "live: cannot draw the view");
+			free(frame);
+			return 1;
+		}
+		draw(frame, len);
+		if (done || wait_or_quit(ms))
+			break;
+	}
+	if (term.screen) {
+		term_leave();
+		if (frame) /* the last frame stays in the terminal */
+			fwrite(frame, 1, len, stdout);
+	}
+	free(frame);
+	return 0;
+}

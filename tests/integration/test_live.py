@@ -1,0 +1,236 @@
+"""memtrace live: following a capture while a real Python process writes
+it, on a pipe and on a terminal, and its errors."""
+
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import run
+
+STEPS = """\
+import os, sys
+
+
+def first():
+    return bytearray(30_000_000)
+
+
+def second():
+    return bytearray(50_000_000)
+
+
+a = first()
+print("first", os.getpid(), flush=True)
+sys.stdin.readline()
+del a
+b = second()
+print("second", flush=True)
+sys.stdin.readline()
+"""
+
+
+class Frames:
+    """Frames of `memtrace live` on a pipe: blocks of lines ended by an
+    empty line."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.buf = b""
+
+    def next(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        while b"\n\n" not in self.buf:
+            left = deadline - time.monotonic()
+            assert left > 0, "no frame within %ss: %r" % (timeout, self.buf[-500:])
+            r, _, _ = select.select([self.proc.stdout], [], [], left)
+            if r:
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                if not chunk:
+                    assert b"\n\n" in self.buf, "live ended mid-frame: %r" % self.buf
+                    break
+                self.buf += chunk
+        # a frame has one empty line of its own (before the table)
+        parts = self.buf.split(b"\n\n")
+        frame = parts[0] + b"\n\n" + parts[1]
+        self.buf = b"\n\n".join(parts[2:])
+        return frame.decode()
+
+    def until(self, pred, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            f = self.next(max(0.1, deadline - time.monotonic()))
+            if pred(f):
+                return f
+
+
+def row(frame, function):
+    """(own live bytes as text, blocks) of @function's row, or None."""
+    for line in frame.splitlines():
+        m = re.match(r"\s*(\S+ \S+)\s+(\S+ \S+)\s+(\d+)\s+%s at " % re.escape(function), line)
+        if m:
+            return m.group(1), int(m.group(3))
+    return None
+
+
+def mib(text):
+    n, unit = text.split()
+    return float(n) * {"B": 1 / 2**20, "KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[unit]
+
+
+def test_follows_a_running_program(memtrace, script, tmp_path):
+    prog = script(STEPS)
+    cap = tmp_path / "c.bin"
+    target = subprocess.Popen([memtrace, "run", "-o", str(cap), "--python", "/usr/bin/python3",
+                               str(prog)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    live = None
+    try:
+        word, pypid = target.stdout.readline().split()
+        assert word == b"first"
+        live = subprocess.Popen([memtrace, "live", "--interval", "0.1", str(cap)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        frames = Frames(live)
+        f = frames.until(lambda f: row(f, "first"))
+        assert "tracking" in f and "pid %d " % int(pypid) in f, f
+        own, blocks = row(f, "first")
+        assert 28.5 < mib(own) < 29, f
+        assert row(f, "second") is None
+
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.stdout.readline() == b"second\n"
+        f = frames.until(lambda f: row(f, "second"))
+        assert 47.6 < mib(row(f, "second")[0]) < 47.8, f
+        assert row(f, "first") is None, f  # freed: no longer live
+
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.wait(60) == 0
+        f = frames.until(lambda f: "tracking ended" in f)
+        assert live.wait(30) == 0
+        assert live.stderr.read() == b""
+    finally:
+        for p in (target, live):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_once_on_a_finished_capture(memtrace, script, tmp_path):
+    prog = script(STEPS)
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-o", cap, prog, input="\n\n")
+    p = run(memtrace, "live", "--once", "-n", "1", cap)
+    assert "tracking ended" in p.stdout
+    assert 47.6 < mib(row(p.stdout, "second")[0]) < 47.8, p.stdout
+    table = p.stdout.split("\n\n", 1)[1].strip().splitlines()
+    assert len(table) == 2, table  # the heading and one row
+    # without --once a finished capture shows its frame and ends as well
+    q = run(memtrace, "live", cap)
+    assert "tracking ended" in q.stdout and row(q.stdout, "second")
+
+
+def test_process_killed_midway(memtrace, script, tmp_path):
+    """A process killed with SIGKILL leaves no trailer: live shows what
+    the capture holds and ends, saying so."""
+    prog = script(STEPS)
+    cap = tmp_path / "c.bin"
+    target = subprocess.Popen([memtrace, "run", "-o", str(cap), str(prog)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    try:
+        word, pypid = target.stdout.readline().split()
+        assert word == b"first"
+        # the writer flushes a chunk within 250 ms: wait for it to hold the block
+        deadline = time.monotonic() + 30
+        while True:
+            p = run(memtrace, "live", "--once", cap)
+            if row(p.stdout, "first") or time.monotonic() > deadline:
+                break
+        assert "tracking" in p.stdout and row(p.stdout, "first"), p.stdout
+        os.kill(int(pypid), signal.SIGKILL)
+        target.wait(30)
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+    p = run(memtrace, "live", "--interval", "0.1", cap, timeout=30)
+    assert "the process is gone: the capture ends here, cut short" in p.stdout
+    assert row(p.stdout, "first"), p.stdout
+
+
+def test_on_a_terminal(memtrace, script, tmp_path):
+    """On a terminal the view is drawn in place on the alternate screen, q
+    quits, and the terminal is given back with the last frame on it."""
+    prog = script(STEPS)
+    cap = tmp_path / "c.bin"
+    target = subprocess.Popen([memtrace, "run", "-o", str(cap), str(prog)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    master = None
+    try:
+        assert target.stdout.readline().split()[0] == b"first"
+        pid, master = pty.fork()
+        if pid == 0:
+            os.execv(memtrace, [memtrace, "live", "--interval", "0.1", str(cap)])
+        out = b""
+        deadline = time.monotonic() + 30
+        while b"first at" not in out and time.monotonic() < deadline:
+            r, _, _ = select.select([master], [], [], 1)
+            if r:
+                out += os.read(master, 65536)
+        assert b"\x1b[?1049h" in out and b"first at" in out, out
+        assert b"q quits" in out
+        os.write(master, b"q")
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        try:
+            while True:
+                chunk = os.read(master, 65536)
+                if not chunk:
+                    break
+                out += chunk
+        except OSError:  # EIO once the terminal's last user is gone
+            pass
+        left = out.rfind(b"\x1b[?1049l")
+        assert left > out.rfind(b"\x1b[?1049h"), out[-300:]
+        assert b"first at" in out[left:]  # the last frame stays on the terminal
+        target.stdin.write(b"\n\n")
+        target.stdin.flush()
+        assert target.wait(60) == 0
+    finally:
+        if master is not None:
+            os.close(master)
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+
+
+@pytest.mark.parametrize("case", ["missing", "not-a-capture", "bad-interval", "bad-top",
+                                  "no-header"])
+def test_bad_input(memtrace, tmp_path, case):
+    path = tmp_path / "x.bin"
+    args = ["live", "--once", path]
+    if case == "not-a-capture":
+        path.write_bytes(b"hello, not a capture at all\n" * 10)
+    elif case == "bad-interval":
+        args = ["live", "--interval", "0", path]
+    elif case == "bad-top":
+        args = ["live", "-n", "x", path]
+    elif case == "no-header":
+        path.write_bytes(b"")
+    p = run(memtrace, *args, check=False, timeout=30)
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memtrace: "), p.stderr
+    assert p.returncode == (2 if case.startswith("bad") else 1), p.stderr
+    assert p.stdout == ""
+    expect = {"missing": "x.bin", "not-a-capture": "not a memtrace capture",
+              "bad-interval": "--interval", "bad-top": "-n wants a number",
+              "no-header": "has no capture header"}[case]
+    assert expect in p.stderr
