@@ -24,14 +24,18 @@
 #include <unistd.h>    /* isatty */
 
 static const char usage[] =
-	"usage: memtrace live [--interval SECONDS] [-n N] [--once] CAPTURE\n"
+	"usage: memtrace live [--interval SECONDS] [-n N] [--sort own|growth] [--once] CAPTURE\n"
 	"\n"
 	"Follows a capture while it is written (by memtrace run, attach or a Tracker)\n"
-	"and shows what holds memory now, until tracking ends. On a terminal the view\n"
-	"is redrawn in place (q quits); otherwise a frame is printed at every refresh.\n"
+	"and shows what holds memory now, and how much more than when the view\n"
+	"started, until tracking ends. On a terminal the view is redrawn in place\n"
+	"(q quits, g sorts by growth, o by own live memory); otherwise a frame is\n"
+	"printed at every refresh.\n"
 	"\n"
 	"  --interval S  seconds between refreshes (default 1; 0.05 to 3600)\n"
 	"  -n, --top N   locations to show (default: what the terminal has room for, or 20)\n"
+	"  --sort K      own: the most memory live first (default); growth: the most\n"
+	"                growth since the view started first\n"
 	"  --once        show one frame and exit\n";
 
 /* How long a capture may stay without its header (attach writes it once
@@ -93,7 +97,7 @@ static void term_leave(void)
 
 /* Wait @ms, or less if a key or a signal comes. Returns 1 if the user
  * asked to quit (q, or SIGINT, SIGTERM, SIGHUP). */
-static int wait_or_quit(int ms)
+static int wait_or_quit(int ms, int *by_growth)
 {
 	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
 
@@ -102,9 +106,12 @@ static int wait_or_quit(int ms)
 	if (poll(&p, term.keys ? 1 : 0, ms) > 0 && (p.revents & POLLIN)) {
 		char c[16];
 		ssize_t n = read(STDIN_FILENO, c, sizeof(c));
-		for (ssize_t i = 0; i < n; i++)
+		for (ssize_t i = 0; i < n; i++) {
 			if (c[i] == 'q' || c[i] == 'Q')
 				return 1;
+			if (c[i] == 'g' || c[i] == 'o')
+				*by_growth = c[i] == 'g';
+		}
 	}
 	return stop_sig != 0;
 }
@@ -145,12 +152,13 @@ int cmd_live(int argc, char **argv)
 		{ "interval", required_argument, NULL, 'i' },
 		{ "top", required_argument, NULL, 'n' },
 		{ "once", no_argument, NULL, '1' },
+		{ "sort", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct mt_report_opts o = { .view = MT_VIEW_LEAKS, .temp_threshold = 1 };
 	double interval = 1.0;
-	int once = 0, top_given = 0, c;
+	int once = 0, top_given = 0, by_growth = 0, c;
 	char *end;
 
 	optind = 1;
@@ -175,6 +183,13 @@ int cmd_live(int argc, char **argv)
 		case '1':
 			once = 1;
 			break;
+		case 's':
+			if (strcmp(optarg, "own") && strcmp(optarg, "growth")) {
+				mt_error(0, "live: --sort wants own or growth, not '%s'", optarg);
+				return 2;
+			}
+			by_growth = !strcmp(optarg, "growth");
+			break;
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
@@ -192,6 +207,7 @@ int cmd_live(int argc, char **argv)
 	int ms = (int)(interval * 1000 + 0.5), waited = 0;
 	char *frame = NULL, hint[64];
 	size_t len = 0;
+	struct mt_live_base *base = NULL;
 
 	term_enter();
 	for (;;) {
@@ -214,7 +230,7 @@ int cmd_live(int argc, char **argv)
 		}
 		if (err < 0) {
 			if (header_pending(o.path, err) && !once && waited < HEADER_WAIT_MS) {
-				if (wait_or_quit(ms))
+				if (wait_or_quit(ms, &by_growth))
 					break;
 				waited += ms;
 				continue;
@@ -226,6 +242,7 @@ int cmd_live(int argc, char **argv)
 			else
 				mt_error(0, "live: %s", msg);
 			free(frame);
+			mt_live_base_free(base);
 			return 1;
 		}
 
@@ -239,9 +256,13 @@ int cmd_live(int argc, char **argv)
 		}
 		if (!done) {
 			snprintf(hint, sizeof(hint), "every %g s%s", interval,
-				 term.keys ? "; q quits" : "");
+				 term.keys ? "; q quits, g/o sorts by growth/own" : "");
 			f.hint = hint;
 		}
+		if (!base)
+			base = mt_live_base_new(&s); /* growth since the view started */
+		f.base = base;
+		f.by_growth = by_growth;
 		if (term.screen) {
 			struct winsize ws;
 			if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col) {
@@ -264,10 +285,11 @@ int cmd_live(int argc, char **argv)
 			term_leave();
 			mt_error(err, "live: cannot draw the view");
 			free(frame);
+			mt_live_base_free(base);
 			return 1;
 		}
 		draw(frame, len);
-		if (done || wait_or_quit(ms))
+		if (done || wait_or_quit(ms, &by_growth))
 			break;
 	}
 	if (term.screen) {
@@ -276,5 +298,6 @@ int cmd_live(int argc, char **argv)
 			fwrite(frame, 1, len, stdout);
 	}
 	free(frame);
+	mt_live_base_free(base);
 	return 0;
 }

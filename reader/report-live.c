@@ -3,15 +3,16 @@
  * One frame of the live view: what a capture being written says about
  * memory now (the tracked heap and RSS of the last sample, the peak so
  * far) and the locations holding the most memory live at its end, the
- * biggest own first. `memtrace live` draws frames one after the other
+ * biggest own first, or those that grew most since an earlier moment. `memtrace live` draws frames one after the other
  * (cli/cmd-live.c).
  */
 #include "reader/report.h"
 #include "util/strbuf.h"
 
 #include <errno.h>  /* EIO */
+#include <stdio.h>  /* snprintf */
 #include <stdlib.h> /* qsort */
-#include <string.h> /* strlen */
+#include <string.h> /* strcmp, strdup */
 
 /* @sb cut to at most @width bytes, whole UTF-8 sequences only (0: as it is) */
 static void fit(struct mt_strbuf *sb, unsigned width)
@@ -33,13 +34,125 @@ static void line(FILE *out, struct mt_strbuf *sb, unsigned width)
 	mt_strbuf_reset(sb);
 }
 
+/* ------------------------------------------------------------------------
+ * Growth: each location's own live bytes at one moment, to compare later
+ * frames with (their snapshots are other objects: the names are copied).
+ * ---------------------------------------------------------------------- */
+struct base_ent {
+	char *function, *file;
+	int line;
+	uint64_t own;
+};
+
+struct mt_live_base {
+	struct base_ent *v;
+	size_t n;
+};
+
+static int ent_cmp(const char *fa, const char *la, int na, const char *fb, const char *lb, int nb)
+{
+	int c = strcmp(fa, fb);
+	if (!c)
+		c = strcmp(la, lb);
+	return c ? c : (na > nb) - (na < nb);
+}
+
+static int base_cmp(const void *a, const void *b)
+{
+	const struct base_ent *x = a, *y = b;
+	return ent_cmp(x->function, x->file, x->line, y->function, y->file, y->line);
+}
+
+void mt_live_base_free(struct mt_live_base *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->n; i++) {
+		free(b->v[i].function);
+		free(b->v[i].file);
+	}
+	free(b->v);
+	free(b);
+}
+
+struct mt_live_base *mt_live_base_new(const struct mt_snapshot *s)
+{
+	struct mt_live_base *b = calloc(1, sizeof(*b));
+	struct mt_location *locs = NULL;
+	ssize_t n = mt_snapshot_locations(s, MT_VIEW_LEAKS, &locs);
+
+	if (!b || n < 0)
+		goto fail;
+	b->v = calloc((size_t)n + 1, sizeof(*b->v));
+	if (!b->v)
+		goto fail;
+	for (ssize_t i = 0; i < n; i++) {
+		if (!locs[i].own_bytes)
+			continue;
+		struct base_ent *e = &b->v[b->n++];
+		e->function = strdup(locs[i].function);
+		e->file = strdup(locs[i].file);
+		e->line = locs[i].line;
+		e->own = locs[i].own_bytes;
+		if (!e->function || !e->file)
+			goto fail;
+	}
+	qsort(b->v, b->n, sizeof(*b->v), base_cmp);
+	free(locs);
+	return b;
+fail:
+	free(locs);
+	mt_live_base_free(b);
+	return NULL;
+}
+
+static uint64_t base_own(const struct mt_live_base *b, const struct mt_location *l)
+{
+	size_t lo = 0, hi = b->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct base_ent *e = &b->v[mid];
+		int c = ent_cmp(l->function, l->file, l->line, e->function, e->file, e->line);
+		if (!c)
+			return e->own;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return 0;
+}
+
+/* a location and its growth, for sorting by growth */
+struct grown {
+	const struct mt_location *l;
+	int64_t growth;
+};
+
+static int grown_cmp(const void *a, const void *b)
+{
+	const struct grown *x = a, *y = b;
+	if (x->growth != y->growth)
+		return x->growth < y->growth ? 1 : -1;
+	return mt_location_cmp_own(x->l, y->l);
+}
+
+/* "+1.50 MiB", "-3.00 KiB", "0 B" into @buf (>= 40 bytes) */
+static char *signed_bytes(char *buf, int64_t d)
+{
+	char b[32];
+	mt__report_bytes(b, (unsigned long long)(d < 0 ? -(uint64_t)d : (uint64_t)d));
+	snprintf(buf, 40, "%s%s", d > 0 ? "+" : d < 0 ? "-" : "", b);
+	return buf;
+}
+
 int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o,
 		   const struct mt_live_frame *f)
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	const struct mt_header *h = &s->header;
 	struct mt_location *locs;
-	char a[32], b[32], c[32], t[32];
+	char a[32], b[32], c[40], t[32];
 	ssize_t n;
 
 	n = mt_snapshot_locations(s, MT_VIEW_LEAKS, &locs);
@@ -47,6 +160,18 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 		return (int)n;
 	if (n > 1)
 		qsort(locs, (size_t)n, sizeof(*locs), mt_location_cmp_own);
+	/* in the order shown: by own live bytes, or by growth */
+	struct grown *g = malloc(((size_t)n + 1) * sizeof(*g));
+	if (!g) {
+		free(locs);
+		return -ENOMEM;
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		g[i].l = &locs[i];
+		g[i].growth = f->base ? (int64_t)(locs[i].own_bytes - base_own(f->base, &locs[i])) : 0;
+	}
+	if (f->base && f->by_growth && n > 1)
+		qsort(g, (size_t)n, sizeof(*g), grown_cmp);
 
 	mt_strbuf_addstr(&sb, "memtrace live: ");
 	mt__report_text(&sb, o->path ? o->path : "");
@@ -71,21 +196,30 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 		       (unsigned long long)s->n_dropped);
 	line(out, &sb, f->width);
 
-	fprintf(out, "\n%12s %12s %10s  %s\n", "Own live", "Total live", "Own blocks", "Location");
+	if (f->base)
+		fprintf(out, "\n%12s %12s %12s %10s  %s\n", "Own live", "Total live",
+			f->by_growth ? "Growth*" : "Growth", "Own blocks", "Location");
+	else
+		fprintf(out, "\n%12s %12s %10s  %s\n", "Own live", "Total live", "Own blocks",
+			"Location");
 	size_t rows = 0;
 	for (size_t i = 0; i < (size_t)n && (!o->top_n || rows < o->top_n); i++) {
-		const struct mt_location *l = &locs[i];
-		if (!l->own_bytes && !l->own_count)
-			break; /* sorted: only callers from here on */
-		mt_strbuf_addf(&sb, "%12s %12s %10llu  ", mt__report_bytes(a, l->own_bytes),
-			       mt__report_bytes(b, l->total_bytes), (unsigned long long)l->own_count);
+		const struct mt_location *l = g[i].l;
+		if (f->base && f->by_growth ? g[i].growth <= 0 : !l->own_bytes && !l->own_count)
+			break; /* sorted: nothing more to show */
+		mt_strbuf_addf(&sb, "%12s %12s ", mt__report_bytes(a, l->own_bytes),
+			       mt__report_bytes(b, l->total_bytes));
+		if (f->base)
+			mt_strbuf_addf(&sb, "%12s ", signed_bytes(c, g[i].growth));
+		mt_strbuf_addf(&sb, "%10llu  ", (unsigned long long)l->own_count);
 		mt__report_location(&sb, l->function, l->file, l->line);
 		line(out, &sb, f->width);
 		rows++;
 	}
 	if (!rows)
-		fprintf(out, "%12s\n", "(nothing live)");
+		fprintf(out, "%12s\n", f->base && f->by_growth ? "(nothing grew)" : "(nothing live)");
 	mt_strbuf_release(&sb);
+	free(g);
 	free(locs);
 	return ferror(out) ? -EIO : 0;
 }

@@ -49,11 +49,19 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
  * indented tree of text (or JSON). */
 int mt_report_tree(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+/* Each location's own live bytes at one moment (mt_live_base_new()), for
+ * the growth of later frames since; NULL if out of memory. */
+struct mt_live_base;
+struct mt_live_base *mt_live_base_new(const struct mt_snapshot *s);
+void mt_live_base_free(struct mt_live_base *b);
+
 /* What `memtrace live` tells a frame besides the snapshot. */
 struct mt_live_frame {
 	const char *state; /* "tracking", "tracking ended", ... */
 	const char *hint;  /* shown after it in parentheses, or NULL */
 	unsigned width;    /* columns every line is cut to; 0 = no limit */
+	const struct mt_live_base *base; /* a Growth column since then, or NULL */
+	int by_growth;     /* with @base: the locations that grew most first */
 };
 
 /* mt_report_live() - one frame of the live view: memory now, and the

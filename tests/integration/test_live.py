@@ -70,12 +70,18 @@ class Frames:
 
 
 def row(frame, function):
-    """(own live bytes as text, blocks) of @function's row, or None."""
+    """(own live bytes, growth, blocks) of @function's row, as text, or None."""
     for line in frame.splitlines():
-        m = re.match(r"\s*(\S+ \S+)\s+(\S+ \S+)\s+(\d+)\s+%s at " % re.escape(function), line)
+        m = re.match(r"\s*(\S+ \S+)\s+\S+ \S+\s+(\S+ \S+)\s+(\d+)\s+%s at "
+                     % re.escape(function), line)
         if m:
-            return m.group(1), int(m.group(3))
+            return m.group(1), m.group(2), int(m.group(3))
     return None
+
+
+def table(frame):
+    """The functions of the frame's rows, in order."""
+    return re.findall(r"^.*\d  (\S+) at ", frame.split("\n\n", 1)[1], re.M)
 
 
 def mib(text):
@@ -98,15 +104,17 @@ def test_follows_a_running_program(memtrace, script, tmp_path):
         frames = Frames(live)
         f = frames.until(lambda f: row(f, "first"))
         assert "tracking" in f and "pid %d " % int(pypid) in f, f
-        own, blocks = row(f, "first")
-        assert 28.5 < mib(own) < 29, f
+        own, growth, blocks = row(f, "first")
+        assert 28.5 < mib(own) < 29 and blocks == 1, f
         assert row(f, "second") is None
 
         target.stdin.write(b"\n")
         target.stdin.flush()
         assert target.stdout.readline() == b"second\n"
         f = frames.until(lambda f: row(f, "second"))
-        assert 47.6 < mib(row(f, "second")[0]) < 47.8, f
+        own, growth, blocks = row(f, "second")
+        assert 47.6 < mib(own) < 47.8, f
+        assert growth == "+" + own, f  # allocated after the view started
         assert row(f, "first") is None, f  # freed: no longer live
 
         target.stdin.write(b"\n")
@@ -115,6 +123,45 @@ def test_follows_a_running_program(memtrace, script, tmp_path):
         f = frames.until(lambda f: "tracking ended" in f)
         assert live.wait(30) == 0
         assert live.stderr.read() == b""
+    finally:
+        for p in (target, live):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_sorted_by_growth(memtrace, script, tmp_path):
+    """--sort growth: the locations that grew most since the view started
+    come first, and those that did not grow are left out."""
+    prog = script(STEPS)
+    cap = tmp_path / "c.bin"
+    target = subprocess.Popen([memtrace, "run", "-o", str(cap), str(prog)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    live = None
+    try:
+        assert target.stdout.readline().split()[0] == b"first"
+        # the first block in the capture before the view starts: no growth
+        deadline = time.monotonic() + 30
+        while not row(run(memtrace, "live", "--once", cap).stdout, "first"):
+            assert time.monotonic() < deadline
+        live = subprocess.Popen([memtrace, "live", "--interval", "0.1", "--sort", "growth",
+                                 str(cap)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        frames = Frames(live)
+        f = frames.next()
+        assert "(nothing grew)" in f and "Growth*" in f, f
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.stdout.readline() == b"second\n"
+        f = frames.until(lambda f: row(f, "second"))
+        own, growth, _ = row(f, "second")
+        assert growth == "+" + own and table(f)[0] == "second", f
+        assert "first" not in table(f), f  # it shrank
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.wait(60) == 0
+        frames.until(lambda f: "tracking ended" in f)
+        assert live.wait(30) == 0
     finally:
         for p in (target, live):
             if p and p.poll() is None:
@@ -186,7 +233,13 @@ def test_on_a_terminal(memtrace, script, tmp_path):
             if r:
                 out += os.read(master, 65536)
         assert b"\x1b[?1049h" in out and b"first at" in out, out
-        assert b"q quits" in out
+        assert b"q quits" in out and b"Growth*" not in out
+        os.write(master, b"g")  # sorted by growth: marked in the heading
+        while b"Growth*" not in out and time.monotonic() < deadline:
+            r, _, _ = select.select([master], [], [], 1)
+            if r:
+                out += os.read(master, 65536)
+        assert b"Growth*" in out
         os.write(master, b"q")
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
@@ -200,7 +253,8 @@ def test_on_a_terminal(memtrace, script, tmp_path):
             pass
         left = out.rfind(b"\x1b[?1049l")
         assert left > out.rfind(b"\x1b[?1049h"), out[-300:]
-        assert b"first at" in out[left:]  # the last frame stays on the terminal
+        # the last frame (sorted by growth) stays on the terminal
+        assert b"memtrace live: " in out[left:] and b"Growth*" in out[left:], out[left:]
         target.stdin.write(b"\n\n")
         target.stdin.flush()
         assert target.wait(60) == 0
@@ -213,7 +267,7 @@ def test_on_a_terminal(memtrace, script, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["missing", "not-a-capture", "bad-interval", "bad-top",
-                                  "no-header"])
+                                  "bad-sort", "no-header"])
 def test_bad_input(memtrace, tmp_path, case):
     path = tmp_path / "x.bin"
     args = ["live", "--once", path]
@@ -223,6 +277,8 @@ def test_bad_input(memtrace, tmp_path, case):
         args = ["live", "--interval", "0", path]
     elif case == "bad-top":
         args = ["live", "-n", "x", path]
+    elif case == "bad-sort":
+        args = ["live", "--sort", "size", path]
     elif case == "no-header":
         path.write_bytes(b"")
     p = run(memtrace, *args, check=False, timeout=30)
@@ -231,6 +287,6 @@ def test_bad_input(memtrace, tmp_path, case):
     assert p.returncode == (2 if case.startswith("bad") else 1), p.stderr
     assert p.stdout == ""
     expect = {"missing": "x.bin", "not-a-capture": "not a memtrace capture",
-              "bad-interval": "--interval", "bad-top": "-n wants a number",
+              "bad-interval": "--interval", "bad-top": "-n wants a number", "bad-sort": "--sort wants own or growth",
               "no-header": "has no capture header"}[case]
     assert expect in p.stderr
