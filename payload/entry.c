@@ -39,6 +39,10 @@ static struct {
 	int status_fd;      /* run mode: where the final status goes, or -1 */
 	uint32_t interval_ms;
 	char path[MEMTRACE_PATH_MAX]; /* the capture's, or "" if it came as an fd */
+	int follow_pending;   /* a fork child whose capture starts in Python's
+			       * after-fork hook: the parent's pid, its PyMem state */
+	pid_t follow_parent;
+	int follow_pymem;
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER, .status_fd = -1 };
 
 /* memtrace run learns how the capture ended through a pipe: one line,
@@ -165,6 +169,70 @@ static int register_py_atexit(void)
 	return rc;
 }
 
+static void follow_fork_locked(void);
+
+/* A child of fork() made with Python's os.fork() (multiprocessing's fork
+ * context too) runs Python's after-fork hooks once the interpreter is
+ * whole again: the child's own capture starts there. A fork that is only
+ * the way to exec another program (subprocess) runs none, and gets none. */
+static void *py_after_fork_cb(void *self, void *unused)
+{
+	(void)self;
+	(void)unused;
+	int own = mt_guard_enter();
+	pthread_mutex_lock(&st.lock);
+	if (st.follow_pending)
+		follow_fork_locked();
+	pthread_mutex_unlock(&st.lock);
+	if (own)
+		mt_guard_leave();
+	void *none = mt_got_find_definition("_Py_NoneStruct");
+	void (*incref)(void *) = (void (*)(void *))mt_got_find_definition("Py_IncRef");
+	if (none && incref)
+		incref(none);
+	return none;
+}
+
+static struct py_method_def after_fork_def = { "memtrace_after_fork_child", py_after_fork_cb,
+					       PY_METH_NOARGS, NULL };
+
+/* os.register_at_fork(after_in_child=py_after_fork_cb). Needs the GIL. */
+static int register_py_after_fork(void)
+{
+	void *(*import)(const char *) = (void *(*)(const char *))mt_got_find_definition(
+		"PyImport_ImportModule");
+	void *(*getattr)(void *, const char *) = (void *(*)(void *, const char *))
+		mt_got_find_definition("PyObject_GetAttrString");
+	void *(*newcf)(void *, void *, void *) = (void *(*)(void *, void *, void *))
+		mt_got_find_definition("PyCFunction_NewEx");
+	void *(*dict_new)(void) = (void *(*)(void))mt_got_find_definition("PyDict_New");
+	int (*dict_set)(void *, const char *, void *) = (int (*)(void *, const char *, void *))
+		mt_got_find_definition("PyDict_SetItemString");
+	void *(*tuple_new)(long) = (void *(*)(long))mt_got_find_definition("PyTuple_New");
+	void *(*call)(void *, void *, void *) = (void *(*)(void *, void *, void *))
+		mt_got_find_definition("PyObject_Call");
+	void (*decref)(void *) = (void (*)(void *))mt_got_find_definition("Py_DecRef");
+	void (*clear)(void) = (void (*)(void))mt_got_find_definition("PyErr_Clear");
+	void *mod = NULL, *reg = NULL, *fn = NULL, *kw = NULL, *args = NULL, *res = NULL;
+	int rc = -1;
+
+	if (!import || !getattr || !newcf || !dict_new || !dict_set || !tuple_new || !call ||
+	    !decref || !clear)
+		return -1;
+	if (!(mod = import("os")) || !(reg = getattr(mod, "register_at_fork")) ||
+	    !(fn = newcf(&after_fork_def, NULL, NULL)) || !(kw = dict_new()) ||
+	    dict_set(kw, "after_in_child", fn) < 0 || !(args = tuple_new(0)) ||
+	    !(res = call(reg, args, kw)))
+		clear();
+	else
+		rc = 0;
+	void *refs[] = { res, args, kw, fn, reg, mod };
+	for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++)
+		if (refs[i])
+			decref(refs[i]);
+	return rc;
+}
+
 /* The GIL, for control paths. Lock order everywhere: the GIL first, then
  * st.lock (the main thread calls in with the GIL held). */
 static int gil_take(int *state)
@@ -209,6 +277,15 @@ static void python_setup_locked(void)
 		else
 			mt_writer_diag(MT_DIAG_INFO, "could not register a Python atexit handler; "
 						     "tracking ends at process exit");
+	}
+	/* once: children inherit the registration with the interpreter */
+	static int after_fork_registered;
+	if ((st.flags & MT_HDR_FOLLOW_FORK) && !after_fork_registered) {
+		if (register_py_after_fork() == 0)
+			after_fork_registered = 1;
+		else
+			mt_writer_diag(MT_DIAG_INFO, "could not register a Python after-fork hook; "
+						     "children of fork() are not followed");
 	}
 }
 
@@ -264,27 +341,40 @@ void mt_finish_at_exit(void)
 static int start_locked(const struct memtrace_config *cfg, int deferred);
 
 /* With MT_HDR_FOLLOW_FORK, the child of a fork gets a capture of its own,
- * "<parent's capture>.<child's pid>", from the fork on: what the child
+ * "<parent's capture>.<child's pid>" (a new file: never an existing one,
+ * nor through a symbolic link), from the fork on: what the child
  * inherited is not in it, and its frees of those blocks are of addresses
  * the capture never saw (reports ignore them). The GOTs are still
- * patched and the PyMem wrappers still in place: only the writer is new. */
-static void follow_fork_locked(pid_t parent, int pymem)
+ * patched and the PyMem wrappers still in place: only the writer is new.
+ * A child whose capture cannot be made runs on untracked. */
+static void follow_fork_locked(void)
 {
 	static struct memtrace_config cfg;
+	int pymem = st.follow_pymem;
+
+	st.follow_pending = 0;
 	int n = snprintf(cfg.path, sizeof(cfg.path), "%s.%d", st.path, (int)getpid());
-	if (n < 0 || (size_t)n >= sizeof(cfg.path))
-		return;
+	int fd = n > 0 && (size_t)n < sizeof(cfg.path)
+			 ? open(cfg.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
+			 : -1;
+	if (fd < 0)
+		goto untracked;
 	cfg.size = sizeof(cfg);
-	cfg.fd = -1;
+	cfg.fd = fd;
 	cfg.flags = (st.flags & ~MT_HDR_ATTACHED) | MT_HDR_FORKED;
 	cfg.interval_ms = st.interval_ms;
-	if (start_locked(&cfg, 0) < 0)
-		return;
+	if (start_locked(&cfg, 0) < 0) {
+		unlink(cfg.path);
+		goto untracked;
+	}
 	st.pymem = pymem;
 	char msg[96];
 	snprintf(msg, sizeof(msg), "forked from process %d: tracking starts at the fork",
-		 (int)parent);
+		 (int)st.follow_parent);
 	mt_writer_diag(MT_DIAG_INFO, msg);
+	return;
+untracked:
+	mt_python_pymem_quiet();
 }
 
 static void on_fork_child(void)
@@ -311,17 +401,14 @@ static void on_fork_child(void)
 		close(st.status_fd);
 		st.status_fd = -1;
 	}
-	if (follow) {
-		int own = mt_guard_enter();
-		pthread_mutex_lock(&st.lock);
-		follow_fork_locked(parent, pymem);
-		pthread_mutex_unlock(&st.lock);
-		if (own)
-			mt_guard_leave();
-	}
+	/* Following, the capture starts in Python's after-fork hook
+	 * (py_after_fork_cb()); the wrappers pass calls through until then. */
+	st.follow_pending = follow;
+	st.follow_parent = parent;
+	st.follow_pymem = pymem;
 	/* the wrappers stay in the child's domains, quiet until a capture of
 	 * its own with Python allocators switches them back on */
-	if (!st.pymem)
+	if (!follow || !pymem)
 		mt_python_pymem_quiet();
 }
 
@@ -372,7 +459,9 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	st.active = 1;
 	st.pymem = 0;
 	st.interval_ms = h.interval_ms;
-	size_t plen = cfg->fd < 0 ? strnlen(cfg->path, sizeof(st.path) - 1) : 0;
+	size_t plen = cfg->fd < 0 || (cfg->flags & MT_HDR_FORKED)
+			      ? strnlen(cfg->path, sizeof(st.path) - 1)
+			      : 0;
 	memcpy(st.path, cfg->path, plen);
 	st.path[plen] = '\0';
 	if (!st.python)
@@ -383,7 +472,8 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 					     "made where another died may be shown as that one");
 
 	mt_tracking = !deferred;
-	e = mt_hooks_install();
+	/* a fork child's GOTs are its parent's: patched already */
+	e = cfg->flags & MT_HDR_FORKED ? 0 : mt_hooks_install();
 	if (e < 0) {
 		stop_locked("GOT patching failed", 0);
 		return e;
@@ -401,7 +491,11 @@ static int stop_locked(const char *why, int in_python)
 	if (!st.active)
 		return -EINVAL;
 	mt_tracking = 0;
-	mt_hooks_uninstall();
+	/* a fork child's hooks stay, passing calls through, as they do in a
+	 * child that is not followed: walking the loaded objects could wait
+	 * forever for a loader lock a thread of the parent held at the fork */
+	if (!(st.flags & MT_HDR_FORKED))
+		mt_hooks_uninstall();
 	if (st.python)
 		mt_python_code_watch(0);
 	if (st.pymem && in_python)

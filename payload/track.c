@@ -298,10 +298,14 @@ static int grow_codes(void)
 			j = (j + 1) & (ncap - 1);
 		nt[j] = g.codes[i];
 	}
-	if (g.codes)
-		munmap(g.codes, g.codes_cap * sizeof(*g.codes));
+	/* the new table first, the old one unmapped after: a fork child
+	 * (which clears the tables) never sees a table that is gone */
+	struct code_entry *old = g.codes;
+	size_t old_cap = g.codes_cap;
 	g.codes = nt;
 	g.codes_cap = ncap;
+	if (old)
+		munmap(old, old_cap * sizeof(*old));
 	return 0;
 }
 
@@ -374,10 +378,12 @@ static int grow_nodes(void)
 			j = (j + 1) & (ncap - 1);
 		nt[j] = *e;
 	}
-	if (g.nodes)
-		munmap(g.nodes, g.nodes_cap * sizeof(*g.nodes));
+	struct node_entry *old = g.nodes; /* as in grow_codes() */
+	size_t old_cap = g.nodes_cap;
 	g.nodes = nt;
 	g.nodes_cap = ncap;
+	if (old)
+		munmap(old, old_cap * sizeof(*old));
 	return 0;
 }
 

@@ -234,8 +234,11 @@ class Tracker:
         if rc == -errno.EINVAL:
             logger.warning("memtrace: tracking had already been stopped (memtrace detach?)")
             return False
+        path = self.destination.path
+        if child:  # the child's own capture
+            path = "%s.%d" % (path, os.getpid())
         err = OSError(-rc, "memtrace.Tracker: the capture was not written completely: %s"
-                      % _strerror(rc), self.destination.path)
+                      % _strerror(rc), path)
         if exc_type is None:
             raise err
         logger.error("%s", err)

@@ -62,16 +62,16 @@ def test_child_of_a_fork_gets_a_capture_of_its_own(memtrace, script, tmp_path, p
         d["message"] for d in stats["diagnostics"]]
     leaks = report_json(memtrace, "summary", child_cap, "--leaks")["rows"]
     assert 7_000_000 <= own(leaks, "child_keep", prog) <= 7_000_100, leaks[:5]
-    assert own(leaks, "parent_keep", prog) == 0
-    # the inherited block's free is of an address this capture never saw
-    assert not any(r["own_bytes"] < 0 for r in leaks)
+    # the inherited block is not the child's, and its free is of an
+    # address this capture never saw
+    assert own(leaks, "<module>", prog) < 1_000_000
+    assert stats["totals"]["unmatched_frees"] >= 1, stats["totals"]
 
     pstats = report_json(memtrace, "stats", cap)
     assert pstats["status"]["complete"] and pstats["header"]["pid"] == parent
     assert not pstats["header"]["forked"] and pstats["header"]["follow_fork"]
     pleaks = report_json(memtrace, "summary", cap, "--leaks")["rows"]
     assert 5_000_000 <= own(pleaks, "parent_keep", prog) <= 5_000_100
-    assert own(pleaks, "child_keep", prog) == 0
     assert 2_000_000 <= own(pleaks, "<module>", prog) <= 2_001_000  # still the parent's
 
 
@@ -159,16 +159,54 @@ if __name__ == "__main__":
     assert 8_000_000 <= total <= 8_001_000
 
 
-def test_child_whose_capture_cannot_be_made_runs_untracked(memtrace, script, tmp_path):
-    """A capture name of 250 bytes leaves no room for ".<pid>": the child
-    runs on untracked, and nothing is printed into its output."""
+@pytest.mark.parametrize("why", ["name-too-long", "file-exists"])
+def test_child_whose_capture_cannot_be_made_runs_untracked(memtrace, script, tmp_path, why):
+    """The child's capture is a new file: a name of 254 bytes leaves no
+    room for ".<pid>", and a file (or a symbolic link) of that name is
+    left alone. The child runs on untracked, and nothing is printed into
+    its output."""
     prog = script(FORKER % "os._exit(0)")
-    cap = tmp_path / ("c" * 246 + ".bin")
-    p = run(memtrace, "run", "--follow-fork", "-o", cap, prog, cwd=tmp_path)
+    cap = tmp_path / ("c" * 250 + ".bin" if why == "name-too-long" else "c.bin")
+    if why == "file-exists":
+        # the child's pid is not known before the fork: the next ones
+        with open("/proc/sys/kernel/ns_last_pid") as f:
+            last = int(f.read())
+        with open("/proc/sys/kernel/pid_max") as f:
+            pid_max = int(f.read())
+        taken = {300 + (last + i - 300) % (pid_max - 300) for i in range(1, 3000)}
+        victim = tmp_path / "victim"
+        victim.write_text("keep")
+        d = tmp_path / "taken"
+        d.mkdir()
+        for pid in taken:
+            os.symlink(victim, d / ("c.bin.%d" % pid))
+        cap = d / "c.bin"
+    p = run(memtrace, "run", "--follow-fork", "--python", "/usr/bin/python3", "-o", cap, prog,
+            cwd=tmp_path)
     assert p.stderr == "memtrace: capture written to %s\n" % cap
     parent, child = pids(p.stdout)
-    assert sorted(os.listdir(tmp_path)) == sorted(["prog.py", cap.name])
+    if why == "file-exists":
+        if child not in taken:
+            pytest.skip("3000 other processes started meanwhile: pid %d was not foreseen" % child)
+        assert (tmp_path / "victim").read_text() == "keep"
+        assert os.path.islink(cap.parent / ("c.bin.%d" % child))
+    else:
+        assert sorted(os.listdir(tmp_path)) == sorted(["prog.py", cap.name])
     assert report_json(memtrace, "stats", cap)["status"]["complete"]
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_subprocess_children_get_no_capture(memtrace, script, tmp_path, python):
+    """A fork that only leads to exec (subprocess; before 3.10 it forks)
+    runs none of Python's after-fork hooks: no capture for it."""
+    prog = script("import subprocess, sys\n"
+                  "for i in range(3):\n"
+                  "    subprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+                  "print('done')\n")
+    cap = tmp_path / "c.bin"
+    p = run(memtrace, "run", "--follow-fork", "--python", python, "-o", cap, prog, cwd=tmp_path)
+    assert p.stdout == "done\n"
+    assert sorted(os.listdir(tmp_path)) == ["c.bin", "prog.py"]
 
 
 def test_tracker_follow_fork(tmp_path):
