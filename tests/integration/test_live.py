@@ -290,3 +290,35 @@ def test_bad_input(memtrace, tmp_path, case):
               "bad-interval": "--interval", "bad-top": "-n wants a number", "bad-sort": "--sort wants own or growth",
               "no-header": "has no capture header"}[case]
     assert expect in p.stderr
+
+
+def test_live_view_of_an_attached_process(memtrace, tmp_path):
+    """The story live is for: a running service keeps growing; attach to
+    it, watch which line grows, detach, and it runs on."""
+    from test_attach import TARGET, Target, attach, detach
+    target_script = tmp_path / "target.py"
+    target_script.write_text(TARGET)
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    cap = tmp_path / "cap.bin"
+    try:
+        attach(memtrace, t.pid, cap)
+        t.cmd("alloc 20000000")
+        live = subprocess.Popen([memtrace, "live", "--interval", "0.1", "--sort", "growth",
+                                 str(cap)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        frames = Frames(live)
+        f = frames.next()
+        assert "pid %d " % t.pid in f
+        t.cmd("cache 300")  # 300 x 20 kB kept by an lru_cache
+        f = frames.until(lambda f: row(f, "Service.lookup") or row(f, "lookup"))
+        r = row(f, "Service.lookup") or row(f, "lookup")
+        assert 5.5 < mib(r[1].lstrip("+")) < 6, f  # grown since the view started
+        detach(memtrace, t.pid)
+        frames.until(lambda f: "tracking ended" in f)
+        assert live.wait(30) == 0
+        status, rest = t.finish()
+        assert status == 3 and rest.strip() == "bye"
+    finally:
+        t.kill()
+        if "live" in locals() and live.poll() is None:
+            live.kill()
+            live.wait()
