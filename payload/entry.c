@@ -338,6 +338,20 @@ void mt_finish_at_exit(void)
 	pthread_mutex_unlock(&st.lock);
 }
 
+void mt_finish_at_exec(void)
+{
+	if (pthread_mutex_trylock(&st.lock) != 0)
+		return;
+	if (st.active && st.pid == getpid()) {
+		int own = mt_guard_enter();
+		mt_writer_diag(MT_DIAG_INFO, "the program called exec: the capture ends there");
+		stop_locked(NULL, 0);
+		if (own)
+			mt_guard_leave();
+	}
+	pthread_mutex_unlock(&st.lock);
+}
+
 static int start_locked(const struct memtrace_config *cfg, int deferred);
 
 /* With MT_HDR_FOLLOW_FORK, the child of a fork gets a capture of its own,

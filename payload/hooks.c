@@ -17,6 +17,7 @@
 #include <stdarg.h>   /* va_list */
 #include <stdint.h>   /* SIZE_MAX */
 #include <sys/mman.h> /* MAP_ANONYMOUS */
+#include <unistd.h>   /* access, execve */
 
 /* X(name, return type, parameters) of every hooked function. */
 #define MT_HOOKED(X)                                                     \
@@ -35,7 +36,10 @@
 	X(munmap, int, (void *, size_t))                                \
 	X(mremap, void *, (void *, size_t, size_t, int, ...))           \
 	X(dlopen, void *, (const char *, int))                          \
-	X(_exit, void, (int))
+	X(_exit, void, (int))                                           \
+	X(execve, int, (const char *, char *const[], char *const[]))    \
+	X(execv, int, (const char *, char *const[]))                    \
+	X(fexecve, int, (int, char *const[], char *const[]))
 
 static struct {
 #define MT_X(name, ret, params) ret(*name) params;
@@ -237,6 +241,35 @@ static void hook__exit(int status)
 	mt_finish_at_exit();
 	real._exit(status);
 	__builtin_unreachable();
+}
+
+/* exec replaces the program, writer thread and all: the capture ends
+ * first, when the exec may succeed (os.execvp tries each directory of
+ * PATH in turn, and most tries fail). */
+static void finish_before_exec(const char *path)
+{
+	int e = errno;
+	if (!path || access(path, X_OK) == 0)
+		mt_finish_at_exec();
+	errno = e;
+}
+
+static int hook_execve(const char *path, char *const argv[], char *const envp[])
+{
+	finish_before_exec(path);
+	return real.execve(path, argv, envp);
+}
+
+static int hook_execv(const char *path, char *const argv[])
+{
+	finish_before_exec(path);
+	return real.execv(path, argv);
+}
+
+static int hook_fexecve(int fd, char *const argv[], char *const envp[])
+{
+	finish_before_exec(NULL);
+	return real.fexecve(fd, argv, envp);
 }
 
 /* Once per process: the real functions do not move, and resolving walks

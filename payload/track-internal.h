@@ -17,6 +17,9 @@ int mt_hooks_uninstall(void);
 /* mt_finish_at_exit() - the process is exiting: stop tracking and close
  * the capture if this process owns it (entry.c). */
 void mt_finish_at_exit(void);
+/* mt_finish_at_exec() - the process is about to exec another program:
+ * the same, with a note in the capture saying so (entry.c). */
+void mt_finish_at_exec(void);
 
 /* mt_track_after_fork() / mt_control_after_fork() - in a fork child, free
  * the locks that threads the child does not have may have held, and drop

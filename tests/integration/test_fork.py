@@ -228,3 +228,19 @@ def test_tracker_follow_fork(tmp_path):
         print("parent", os.path.exists("t.bin.%d" % pid))
         """, tmp_path)
     assert p.stdout.splitlines() == ["child True True True True", "parent True"], (p.stdout, p.stderr)
+
+
+def test_child_that_execs_finishes_its_capture(memtrace, script, tmp_path):
+    """A followed child that replaces itself with another program: its
+    capture is finished before the exec."""
+    prog = script(FORKER % "os.execv(sys.executable, [sys.executable, '-c', 'pass'])")
+    cap = tmp_path / "c.bin"
+    p = run(memtrace, "run", "--follow-fork", "--python", "/usr/bin/python3", "-o", cap, prog,
+            cwd=tmp_path)
+    parent, child = pids(p.stdout)
+    stats = report_json(memtrace, "stats", tmp_path / ("c.bin.%d" % child))
+    assert stats["status"]["complete"], stats["status"]
+    assert "the program called exec: the capture ends there" in [
+        d["message"] for d in stats["diagnostics"]]
+    leaks = report_json(memtrace, "summary", tmp_path / ("c.bin.%d" % child), "--leaks")["rows"]
+    assert 7_000_000 <= own(leaks, "child_keep", prog) <= 7_000_100

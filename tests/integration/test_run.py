@@ -651,3 +651,76 @@ def test_same_callee_from_different_lines(memtrace, script, tmp_path, python, mo
     assert 300_000 <= sum(r["total_bytes"] for r in rows
                           if r["line"] == 8 and r["file"] == str(prog)
                           and r["function"] in ("main", "<listcomp>", "main.<locals>.<listcomp>")) 
+
+
+EXEC = """\
+import os, sys
+
+
+def keep():
+    return bytearray(5_000_000)
+
+
+k = keep()
+print("before", flush=True)
+try:
+    %s
+except OSError as e:
+    print("exec failed:", e.strerror, flush=True)
+k2 = keep()
+"""
+EXEC_PY = "os.execv(sys.executable, [sys.executable, '-c', 'print(\"after\"); raise SystemExit(7)'])"
+
+
+def exec_report(memtrace, cap, prog):
+    stats = report_json(memtrace, "stats", cap)
+    notes = [d["message"] for d in stats["diagnostics"]]
+    rows = report_json(memtrace, "summary", "--leaks", cap)["rows"]
+    kept = sum(r["own_bytes"] for r in rows if r["function"] == "keep" and r["file"] == str(prog))
+    return stats["status"]["complete"], notes, kept
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_exec_ends_the_capture(memtrace, script, tmp_path, python):
+    """A program that replaces itself with exec: its capture is finished
+    first (it used to end cut short), and the new program is not tracked."""
+    prog = script(EXEC % EXEC_PY)
+    cap = tmp_path / "c.bin"
+    p = run(memtrace, "run", "--python", python, "-o", cap, prog, check=False)
+    assert (p.returncode, p.stdout) == (7, "before\nafter\n"), p.stderr
+    complete, notes, kept = exec_report(memtrace, cap, prog)
+    assert complete and "the program called exec: the capture ends there" in notes
+    assert 5_000_000 <= kept <= 5_000_100
+
+
+def test_execvp_through_path(memtrace, script, tmp_path):
+    """os.execvp tries each directory of PATH: the tries that fail leave
+    the capture running; the one that succeeds ends it."""
+    prog = script(EXEC % "os.execvp('python3', ['python3', '-c', 'print(\"after\")'])")
+    cap = tmp_path / "c.bin"
+    env = dict(os.environ, PATH="%s:/nonexistent:%s" % (tmp_path, os.path.dirname(sys.executable)))
+    (tmp_path / "python3").write_text("not executable")
+    p = run(memtrace, "run", "--python", "/usr/bin/python3", "-o", cap, prog, env=env)
+    assert p.stdout == "before\nafter\n"
+    complete, notes, kept = exec_report(memtrace, cap, prog)
+    assert complete and "the program called exec: the capture ends there" in notes
+
+
+def test_exec_of_a_file_that_cannot_run(memtrace, script, tmp_path):
+    """An exec refused before the program could be replaced (the file is
+    not executable) leaves tracking on; one refused by the kernel after
+    the check (an executable file of no known format) has ended the
+    capture, and the program runs on untracked, unharmed."""
+    plain, garbage = tmp_path / "plain", tmp_path / "garbage"
+    plain.write_text("data")
+    garbage.write_bytes(b"\x00\x01not a program")
+    garbage.chmod(0o755)
+    for target, still in ((plain, True), (garbage, False)):
+        prog = script(EXEC % ("os.execv(%r, [%r])" % (str(target), str(target))))
+        cap = tmp_path / ("%s.bin" % target.name)
+        p = run(memtrace, "run", "--python", "/usr/bin/python3", "-o", cap, prog)
+        assert p.stdout.startswith("before\nexec failed:"), p.stdout
+        complete, notes, kept = exec_report(memtrace, cap, prog)
+        assert complete
+        assert ("the program called exec: the capture ends there" in notes) != still
+        assert kept == (10_000_002 if still else 5_000_001), (target, kept)
