@@ -326,8 +326,9 @@ static void on_exit_handler(void)
 void mt_finish_at_exit(void)
 {
 	/* _exit() may be called with our lock held (a fork child, a signal
-	 * handler): never wait for it there. */
-	if (pthread_mutex_trylock(&st.lock) != 0)
+	 * handler): never wait for it there; nor touch the lock in the child
+	 * of a vfork(), which shares it with us. */
+	if (st.pid != getpid() || pthread_mutex_trylock(&st.lock) != 0)
 		return;
 	if (st.active && st.pid == getpid()) {
 		int own = mt_guard_enter();
@@ -340,7 +341,8 @@ void mt_finish_at_exit(void)
 
 void mt_finish_at_exec(void)
 {
-	if (pthread_mutex_trylock(&st.lock) != 0)
+	/* the child of a vfork() shares our memory, lock and all: not ours */
+	if (st.pid != getpid() || pthread_mutex_trylock(&st.lock) != 0)
 		return;
 	if (st.active && st.pid == getpid()) {
 		int own = mt_guard_enter();
