@@ -21,6 +21,7 @@
 #include <sys/ioctl.h> /* TIOCGWINSZ */
 #include <sys/stat.h>  /* stat */
 #include <termios.h>   /* tcgetattr */
+#include <time.h>      /* clock_gettime */
 #include <unistd.h>    /* isatty */
 
 static const char usage[] =
@@ -42,11 +43,17 @@ static const char usage[] =
  * the payload runs in the target). */
 #define HEADER_WAIT_MS 30000
 
-static volatile sig_atomic_t stop_sig;
+static volatile sig_atomic_t stop_sig, suspend;
 
 static void on_stop(int sig)
 {
 	stop_sig = sig;
+}
+
+static void on_tstp(int sig)
+{
+	(void)sig; /* Ctrl-Z: the loop gives the terminal back, then stops */
+	suspend = 1;
 }
 
 static void on_winch(int sig)
@@ -62,17 +69,20 @@ static struct {
 
 static void term_enter(void)
 {
-	struct sigaction sa = { 0 };
+	struct sigaction sa = { .sa_flags = SA_RESTART }; /* poll() ends on a signal all the same */
 
-	sa.sa_handler = on_stop; /* no SA_RESTART: a signal ends the wait */
+	sa.sa_handler = on_stop;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGQUIT, &sa, NULL);
 	term.screen = isatty(STDOUT_FILENO);
 	if (!term.screen)
 		return;
 	sa.sa_handler = on_winch;
 	sigaction(SIGWINCH, &sa, NULL);
+	sa.sa_handler = on_tstp;
+	sigaction(SIGTSTP, &sa, NULL);
 	if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &term.saved) == 0) {
 		struct termios raw = term.saved;
 		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
@@ -103,6 +113,8 @@ static int wait_or_quit(int ms, int *by_growth)
 
 	if (stop_sig)
 		return 1;
+	if (suspend)
+		return 0;
 	if (poll(&p, term.keys ? 1 : 0, ms) > 0 && (p.revents & POLLIN)) {
 		char c[16];
 		ssize_t n = read(STDIN_FILENO, c, sizeof(c));
@@ -135,6 +147,71 @@ static void draw(const char *frame, size_t len)
 	}
 	fputs("\x1b[J", stdout);
 	fflush(stdout);
+}
+
+/* Ctrl-Z: the terminal as it was, stop, and draw again once continued. */
+static void suspend_now(void)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+
+	suspend = 0;
+	term_leave();
+	sigaction(SIGTSTP, &dfl, NULL);
+	raise(SIGTSTP); /* stopped here until SIGCONT */
+	term_enter();
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Is the process that writes the capture gone? kill(pid, 0) alone would
+ * take a zombie, or a later process that got the same pid, for it. */
+static int writer_gone(const struct mt_header *h)
+{
+	char path[64], buf[1024];
+	pid_t pid = (pid_t)h->pid;
+
+	if (pid <= 0)
+		return 0;
+	if (kill(pid, 0) < 0)
+		return errno == ESRCH;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')'); /* the name may hold anything */
+	char state;
+	unsigned long long start_ticks = 0;
+	/* ") S ppid pgrp session tty tpgid flags minflt cminflt majflt
+	 * cmajflt utime stime cutime cstime priority nice threads
+	 * itrealvalue starttime" */
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+				"%*d %*d %*d %*d %llu", &state, &start_ticks) != 2)
+		return 0;
+	if (state == 'Z' || state == 'X')
+		return 1;
+	/* a process started after the capture did is another one */
+	FILE *st = fopen("/proc/stat", "re");
+	unsigned long long btime = 0;
+	if (st) {
+		char line[256];
+		while (fgets(line, sizeof(line), st))
+			if (sscanf(line, "btime %llu", &btime) == 1)
+				break;
+		fclose(st);
+	}
+	long hz = sysconf(_SC_CLK_TCK);
+	if (!btime || hz <= 0 || !h->start_ns)
+		return 0;
+	unsigned long long started = btime + start_ticks / (unsigned long long)hz;
+	return started > h->start_ns / 1000000000ull + 2;
 }
 
 /* The file is not a capture yet: empty, or shorter than a header. */
@@ -202,9 +279,17 @@ int cmd_live(int argc, char **argv)
 		fputs(usage, stderr);
 		return 2;
 	}
+	if (once && by_growth) {
+		mt_error(0, "live: --sort growth compares frames: not with --once");
+		return 2;
+	}
 	o.path = argv[optind];
+	/* read, not mapped: the file may be cut short or rewritten under us */
+	o.open_flags = MT_CAPTURE_COPY;
 
-	int ms = (int)(interval * 1000 + 0.5), waited = 0;
+	int ms = (int)(interval * 1000 + 0.5);
+	uint64_t first_try = now_ms();
+	struct mt_header seen = { 0 };
 	char *frame = NULL, hint[64];
 	size_t len = 0;
 	struct mt_live_base *base = NULL;
@@ -215,24 +300,24 @@ int cmd_live(int argc, char **argv)
 		struct mt_live_frame f = { .state = "tracking" };
 		char msg[600];
 
+		if (suspend)
+			suspend_now();
 		/* If the process is gone without a trailer, what is read after
 		 * finding that out is all there will be. */
-		pid_t pid;
 		int gone = 0;
 		int err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
 		if (err == 0) {
-			pid = (pid_t)s.header.pid;
-			gone = !s.have_trailer && pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+			gone = !s.have_trailer && writer_gone(&s.header);
 			if (gone) { /* read again: the last chunks may have come meanwhile */
 				mt_snapshot_release(&s);
 				err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
 			}
 		}
 		if (err < 0) {
-			if (header_pending(o.path, err) && !once && waited < HEADER_WAIT_MS) {
-				if (wait_or_quit(ms, &by_growth))
+			if (header_pending(o.path, err) && !once &&
+			    now_ms() - first_try < HEADER_WAIT_MS) {
+				if (wait_or_quit(ms < 200 ? ms : 200, &by_growth))
 					break;
-				waited += ms;
 				continue;
 			}
 			term_leave();
@@ -259,16 +344,24 @@ int cmd_live(int argc, char **argv)
 				 term.keys ? "; q quits, g/o sorts by growth/own" : "");
 			f.hint = hint;
 		}
-		if (!base)
+		/* another capture in the same file: growth starts again */
+		if (base && (s.header.pid != seen.pid || s.header.start_ns != seen.start_ns)) {
+			mt_live_base_free(base);
+			base = NULL;
+		}
+		seen = s.header;
+		if (!base && !once)
 			base = mt_live_base_new(&s); /* growth since the view started */
 		f.base = base;
 		f.by_growth = by_growth;
 		if (term.screen) {
 			struct winsize ws;
-			if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col) {
+			if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row) {
 				f.width = ws.ws_col;
 				if (!top_given)
 					o.top_n = ws.ws_row > 8 ? ws.ws_row - 7u : 1u;
+			} else if (!top_given) {
+				o.top_n = 20; /* a terminal of no known size */
 			}
 		} else if (!top_given) {
 			o.top_n = 20;

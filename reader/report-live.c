@@ -196,12 +196,14 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 		       (unsigned long long)s->n_dropped);
 	line(out, &sb, f->width);
 
+	fputc('\n', out);
 	if (f->base)
-		fprintf(out, "\n%12s %12s %12s %10s  %s\n", "Own live", "Total live",
-			f->by_growth ? "Growth*" : "Growth", "Own blocks", "Location");
+		mt_strbuf_addf(&sb, "%12s %12s %12s %10s  %s", "Own live", "Total live",
+			       f->by_growth ? "Growth*" : "Growth", "Own blocks", "Location");
 	else
-		fprintf(out, "\n%12s %12s %10s  %s\n", "Own live", "Total live", "Own blocks",
-			"Location");
+		mt_strbuf_addf(&sb, "%12s %12s %10s  %s", "Own live", "Total live", "Own blocks",
+			       "Location");
+	line(out, &sb, f->width);
 	size_t rows = 0;
 	for (size_t i = 0; i < (size_t)n && (!o->top_n || rows < o->top_n); i++) {
 		const struct mt_location *l = g[i].l;

@@ -83,7 +83,7 @@ int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 {
 	struct mt_snapshot_opts so = { .temp_threshold = o->temp_threshold };
 	struct load_ctx l = { NULL, warn, ctx };
-	int err = mt_capture_open(o->path, &l.cap);
+	int err = mt_capture_open_flags(o->path, o->open_flags, &l.cap);
 
 	if (err < 0) {
 		mt_report_describe_open_error(msg, len, o->path, err);

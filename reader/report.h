@@ -23,6 +23,7 @@ struct mt_report_opts {
 	int split_threads;  /* flamegraph: a thread filter in the page */
 	double min_fraction; /* flamegraph: merge nodes below this share; 0 = default */
 	unsigned max_nodes;  /* flamegraph: node budget; 0 = default */
+	int open_flags;      /* mt_capture_open_flags()'s, for mt_report_load() */
 };
 
 /* mt_report_load() - open @o->path and build @s from it (read once), with
