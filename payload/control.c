@@ -239,6 +239,11 @@ static void *control_main(void *arg)
 	return NULL;
 }
 
+int mt_control_thread(void)
+{
+	return ctl.thread_running && ctl.pid == getpid();
+}
+
 void mt_control_after_fork(void)
 {
 	pthread_mutex_init(&ctl.lock, NULL);

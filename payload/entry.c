@@ -43,6 +43,7 @@ static struct {
 			       * after-fork hook: the parent's pid, its PyMem state */
 	pid_t follow_parent;
 	int follow_pymem;
+	uint32_t python_hex;  /* of the interpreter, once bound */
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER, .status_fd = -1 };
 
 /* memtrace run learns how the capture ended through a pipe: one line,
@@ -170,6 +171,7 @@ static int register_py_atexit(void)
 }
 
 static void follow_fork_locked(void);
+static void *py_none(void);
 
 /* A child of fork() made with Python's os.fork() (multiprocessing's fork
  * context too) runs Python's after-fork hooks once the interpreter is
@@ -186,6 +188,47 @@ static void *py_after_fork_cb(void *self, void *unused)
 	pthread_mutex_unlock(&st.lock);
 	if (own)
 		mt_guard_leave();
+	return py_none();
+}
+
+static struct py_method_def after_fork_def = { "memtrace_follow_fork", py_after_fork_cb,
+					       PY_METH_NOARGS, NULL };
+
+/* ------------------------------------------------------------------------
+ * From 3.12, os.fork() warns (DeprecationWarning, and an exception under
+ * -W error) when the process has more than one thread; memtrace's own
+ * threads must not make it do so in a program that has one. Before the
+ * fork, if the program's threads alone are one, an "ignore" filter for
+ * that warning goes first in warnings.filters. It comes out in the child
+ * after the fork, and in the parent after the warning would have come:
+ * in 3.12 that is before Python's after-fork hooks run, from 3.13 after
+ * them, so there the filter stays until the next fork's before hook.
+ * ---------------------------------------------------------------------- */
+static void *fork_filter; /* the filter put in, until taken out */
+static void remove_fork_filter(void);
+
+/* Threads of this process (/proc/self/stat), or -1. */
+static long process_threads(void)
+{
+	char buf[1024];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	long threads = -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')'); /* the name may hold anything */
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+				"%*d %ld", &threads) != 1)
+		return -1;
+	return threads;
+}
+
+static void *py_none(void)
+{
 	void *none = mt_got_find_definition("_Py_NoneStruct");
 	void (*incref)(void *) = (void (*)(void *))mt_got_find_definition("Py_IncRef");
 	if (none && incref)
@@ -193,11 +236,106 @@ static void *py_after_fork_cb(void *self, void *unused)
 	return none;
 }
 
-static struct py_method_def after_fork_def = { "memtrace_after_fork_child", py_after_fork_cb,
-					       PY_METH_NOARGS, NULL };
+static void *py_before_fork_cb(void *self, void *unused)
+{
+	(void)self;
+	(void)unused;
+	int ours = (atomic_load_explicit(&mt_whot.running, memory_order_relaxed) ? 1 : 0) +
+		   mt_control_thread();
+	long threads = process_threads();
+	remove_fork_filter(); /* what an earlier fork left (3.13) */
+	if (!ours || threads < 0 || threads - ours > 1)
+		return py_none();
+	void *(*import)(const char *) = (void *(*)(const char *))mt_got_find_definition(
+		"PyImport_ImportModule");
+	void *(*getattr)(void *, const char *) = (void *(*)(void *, const char *))
+		mt_got_find_definition("PyObject_GetAttrString");
+	void *(*callf)(void *, const char *, ...) = (void *(*)(void *, const char *, ...))
+		mt_got_find_definition("PyObject_CallFunction");
+	void *(*item)(void *, long) = (void *(*)(void *, long))mt_got_find_definition(
+		"PySequence_GetItem");
+	void **category = (void **)mt_got_find_definition("PyExc_DeprecationWarning");
+	void (*decref)(void *) = (void (*)(void *))mt_got_find_definition("Py_DecRef");
+	void (*clear)(void) = (void (*)(void))mt_got_find_definition("PyErr_Clear");
+	void *mod = NULL, *fw = NULL, *res = NULL, *filters = NULL;
 
-/* os.register_at_fork(after_in_child=py_after_fork_cb). Needs the GIL. */
-static int register_py_after_fork(void)
+	if (!import || !getattr || !callf || !item || !category || !decref || !clear)
+		return py_none();
+	if (!(mod = import("warnings")) || !(fw = getattr(mod, "filterwarnings")) ||
+	    !(res = callf(fw, "ssO", "ignore",
+			  "This process \\(pid=\\d+\\) is multi-threaded, use of fork\\(\\) may lead",
+			  *category)) ||
+	    !(filters = getattr(mod, "filters")) || !(fork_filter = item(filters, 0)))
+		clear();
+	void *refs[] = { filters, res, fw, mod };
+	for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++)
+		if (refs[i])
+			decref(refs[i]);
+	return py_none();
+}
+
+static void *py_after_fork_parent_cb(void *self, void *unused)
+{
+	(void)self;
+	(void)unused;
+	if (st.python_hex < 0x030d0000)
+		remove_fork_filter();
+	return py_none();
+}
+
+static void *py_after_fork_child_cb(void *self, void *unused)
+{
+	(void)self;
+	(void)unused;
+	remove_fork_filter();
+	return py_none();
+}
+
+static void remove_fork_filter(void)
+{
+	if (!fork_filter)
+		return;
+	void *(*import)(const char *) = (void *(*)(const char *))mt_got_find_definition(
+		"PyImport_ImportModule");
+	void *(*getattr)(void *, const char *) = (void *(*)(void *, const char *))
+		mt_got_find_definition("PyObject_GetAttrString");
+	void *(*callm)(void *, const char *, const char *, ...) =
+		(void *(*)(void *, const char *, const char *, ...))mt_got_find_definition(
+			"PyObject_CallMethod");
+	void *(*callf)(void *, const char *, ...) = (void *(*)(void *, const char *, ...))
+		mt_got_find_definition("PyObject_CallFunction");
+	void (*decref)(void *) = (void (*)(void *))mt_got_find_definition("Py_DecRef");
+	void (*clear)(void) = (void (*)(void))mt_got_find_definition("PyErr_Clear");
+	void *mod = NULL, *filters = NULL, *res = NULL, *mutated = NULL, *res2 = NULL;
+
+	if (import && getattr && callm && callf && decref && clear) {
+		/* "(O)": the filter is a tuple, which "O" would spread as the
+		 * arguments */
+		if (!(mod = import("warnings")) || !(filters = getattr(mod, "filters")) ||
+		    !(res = callm(filters, "remove", "(O)", fork_filter)))
+			clear();
+		/* the module caches what the filters decide */
+		else if (!(mutated = getattr(mod, "_filters_mutated")) || !(res2 = callf(mutated, NULL)))
+			clear();
+		void *refs[] = { res2, mutated, res, filters, mod, fork_filter };
+		for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++)
+			if (refs[i])
+				decref(refs[i]);
+	}
+	fork_filter = NULL;
+}
+
+static struct py_method_def before_fork_def = { "memtrace_before_fork", py_before_fork_cb,
+						PY_METH_NOARGS, NULL };
+static struct py_method_def after_fork_parent_def = { "memtrace_after_fork_parent",
+						      py_after_fork_parent_cb, PY_METH_NOARGS,
+						      NULL };
+static struct py_method_def after_fork_child_def = { "memtrace_after_fork_child",
+						     py_after_fork_child_cb, PY_METH_NOARGS,
+						     NULL };
+
+/* os.register_at_fork(**{@keys[i]: @defs[i]}). Needs the GIL. */
+static int register_at_fork(const char *const *keys, struct py_method_def *const *defs, int n)
 {
 	void *(*import)(const char *) = (void *(*)(const char *))mt_got_find_definition(
 		"PyImport_ImportModule");
@@ -213,20 +351,25 @@ static int register_py_after_fork(void)
 		mt_got_find_definition("PyObject_Call");
 	void (*decref)(void *) = (void (*)(void *))mt_got_find_definition("Py_DecRef");
 	void (*clear)(void) = (void (*)(void))mt_got_find_definition("PyErr_Clear");
-	void *mod = NULL, *reg = NULL, *fn = NULL, *kw = NULL, *args = NULL, *res = NULL;
-	int rc = -1;
+	void *mod = NULL, *reg = NULL, *kw = NULL, *args = NULL, *res = NULL;
+	int rc = -1, ok;
 
 	if (!import || !getattr || !newcf || !dict_new || !dict_set || !tuple_new || !call ||
 	    !decref || !clear)
 		return -1;
-	if (!(mod = import("os")) || !(reg = getattr(mod, "register_at_fork")) ||
-	    !(fn = newcf(&after_fork_def, NULL, NULL)) || !(kw = dict_new()) ||
-	    dict_set(kw, "after_in_child", fn) < 0 || !(args = tuple_new(0)) ||
-	    !(res = call(reg, args, kw)))
+	ok = (mod = import("os")) && (reg = getattr(mod, "register_at_fork")) &&
+	     (kw = dict_new()) && (args = tuple_new(0));
+	for (int i = 0; ok && i < n; i++) {
+		void *fn = newcf(defs[i], NULL, NULL);
+		ok = fn && dict_set(kw, keys[i], fn) == 0;
+		if (fn)
+			decref(fn);
+	}
+	if (!ok || !(res = call(reg, args, kw)))
 		clear();
 	else
 		rc = 0;
-	void *refs[] = { res, args, kw, fn, reg, mod };
+	void *refs[] = { res, args, kw, reg, mod };
 	for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++)
 		if (refs[i])
 			decref(refs[i]);
@@ -278,14 +421,22 @@ static void python_setup_locked(void)
 			mt_writer_diag(MT_DIAG_INFO, "could not register a Python atexit handler; "
 						     "tracking ends at process exit");
 	}
-	/* once: children inherit the registration with the interpreter */
-	static int after_fork_registered;
+	/* once: children inherit the registrations with the interpreter */
+	static int after_fork_registered, fork_warning_registered;
 	if ((st.flags & MT_HDR_FOLLOW_FORK) && !after_fork_registered) {
-		if (register_py_after_fork() == 0)
+		static const char *const keys[] = { "after_in_child" };
+		static struct py_method_def *const defs[] = { &after_fork_def };
+		if (register_at_fork(keys, defs, 1) == 0)
 			after_fork_registered = 1;
 		else
 			mt_writer_diag(MT_DIAG_INFO, "could not register a Python after-fork hook; "
 						     "children of fork() are not followed");
+	}
+	if (st.python_hex >= 0x030c0000 && !fork_warning_registered) {
+		static const char *const keys[] = { "before", "after_in_parent", "after_in_child" };
+		static struct py_method_def *const defs[] = { &before_fork_def, &after_fork_parent_def,
+							      &after_fork_child_def };
+		fork_warning_registered = register_at_fork(keys, defs, 3) == 0;
 	}
 }
 
@@ -445,6 +596,7 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	if (e < 0)
 		return e;
 	st.python = mt_python_init(&python_hex) == 0;
+	st.python_hex = python_hex;
 	mt_track_init(st.python);
 
 	fd = cfg->fd;

@@ -26,5 +26,7 @@ void mt_finish_at_exec(void);
  * what belongs to the parent (control.c: its socket and thread). */
 void mt_track_after_fork(void);
 void mt_control_after_fork(void);
+/* mt_control_thread() - 1 while this process has the control thread. */
+int mt_control_thread(void);
 
 #endif /* MT_PAYLOAD_TRACK_INTERNAL_H */

@@ -4,6 +4,7 @@ starts at the fork."""
 
 import json
 import os
+import re
 
 import pytest
 
@@ -244,3 +245,52 @@ def test_child_that_execs_finishes_its_capture(memtrace, script, tmp_path):
         d["message"] for d in stats["diagnostics"]]
     leaks = report_json(memtrace, "summary", tmp_path / ("c.bin.%d" % child), "--leaks")["rows"]
     assert 7_000_000 <= own(leaks, "child_keep", prog) <= 7_000_100
+
+
+FORK_WARNING = """\
+import os, threading
+
+
+def alone():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def threaded():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+alone()
+alone()
+print("single-threaded forks pass")
+ev = threading.Event()
+t = threading.Thread(target=ev.wait)
+t.start()
+threaded()
+ev.set()
+t.join()
+"""
+
+
+@pytest.mark.parametrize("follow", [False, True], ids=["plain", "follow-fork"])
+@pytest.mark.parametrize("python", python_params())
+def test_fork_warns_as_it_would_untracked(memtrace, script, tmp_path, python, follow):
+    """From 3.12 os.fork() in the main module warns when the process has
+    threads: memtrace's writer thread must not make a single-threaded
+    program's forks warn, and a program with threads of its own is warned
+    as it would be untracked (once here, from 3.12)."""
+    prog = script(FORK_WARNING)
+    bare = run(python, prog)
+    cap = tmp_path / "c.bin"
+    p = run(memtrace, "run", *(["--follow-fork"] if follow else []), "--python", python,
+            "-o", cap, prog, cwd=tmp_path)
+    assert p.stdout == bare.stdout == "single-threaded forks pass\n"
+    warned = re.findall(r"prog.py:(\d+): DeprecationWarning: This process", p.stderr)
+    assert warned == re.findall(r"prog.py:(\d+): DeprecationWarning: This process",
+                                bare.stderr), (p.stderr, bare.stderr)
+    assert warned in ([], ["12"])  # threaded(), from 3.12
