@@ -195,17 +195,37 @@ static struct py_method_def after_fork_def = { "memtrace_follow_fork", py_after_
 					       PY_METH_NOARGS, NULL };
 
 /* ------------------------------------------------------------------------
- * From 3.12, os.fork() warns (DeprecationWarning, and an exception under
- * -W error) when the process has more than one thread; memtrace's own
- * threads must not make it do so in a program that has one. Before the
- * fork, if the program's threads alone are one, an "ignore" filter for
- * that warning goes first in warnings.filters. It comes out in the child
- * after the fork, and in the parent after the warning would have come:
- * in 3.12 that is before Python's after-fork hooks run, from 3.13 after
- * them, so there the filter stays until the next fork's before hook.
+ * From 3.12, os.fork() and os.forkpty() warn (DeprecationWarning) when
+ * the process has more than one thread; memtrace's own threads must not
+ * make them do so in a program that has one. Before the fork, if the
+ * program's threads alone are one, an "ignore" filter for that warning
+ * goes first in warnings.filters. It comes out in the child after the
+ * fork, and in the parent after the warning would have come: in 3.12
+ * that is before Python's after-fork hooks run, from 3.13 after them, so
+ * there the filter stays until the next fork's before hook.
+ *
+ * The filter is made once, and every C API function these hooks call is
+ * found beforehand: finding one walks the loaded objects under a loader
+ * lock that a fork child may never get (another thread of the parent
+ * held it at the fork).
  * ---------------------------------------------------------------------- */
-static void *fork_filter; /* the filter put in, until taken out */
-static void remove_fork_filter(void);
+static struct {
+	int ready;
+	void *none;      /* Py_None */
+	void *filter;    /* ("ignore", re.compile(...), DeprecationWarning, None, 0) */
+	void *warnings;  /* the module */
+	void *in_list;   /* the list the filter was put in, while it is in */
+	void (*incref)(void *), (*decref)(void *), (*clear)(void);
+	void *(*getattr)(void *, const char *);
+	void *(*callm)(void *, const char *, const char *, ...);
+} fw;
+
+static void *py_none(void)
+{
+	if (fw.none)
+		fw.incref(fw.none);
+	return fw.none;
+}
 
 /* Threads of this process (/proc/self/stat), or -1. */
 static long process_threads(void)
@@ -227,13 +247,40 @@ static long process_threads(void)
 	return threads;
 }
 
-static void *py_none(void)
+/* After a call that changed a filters list (@res its result, NULL if it
+ * failed): tell the module, which caches what the filters decide. 0 or -1 */
+static int filters_changed(void *res)
 {
-	void *none = mt_got_find_definition("_Py_NoneStruct");
-	void (*incref)(void *) = (void (*)(void *))mt_got_find_definition("Py_IncRef");
-	if (none && incref)
-		incref(none);
-	return none;
+	if (!res) {
+		fw.clear();
+		return -1;
+	}
+	fw.decref(res);
+	res = fw.callm(fw.warnings, "_filters_mutated", NULL);
+	if (res)
+		fw.decref(res);
+	else
+		fw.clear();
+	return 0;
+}
+
+/* The filter out of the list it went into, and of the current one
+ * (warnings.catch_warnings() may have swapped them meanwhile). */
+static void remove_fork_filter(void)
+{
+	if (!fw.in_list)
+		return;
+	void *cur = fw.getattr(fw.warnings, "filters");
+	if (!cur)
+		fw.clear();
+	/* "(O)": the filter is a tuple, which "O" would spread as the arguments */
+	filters_changed(fw.callm(fw.in_list, "remove", "(O)", fw.filter));
+	if (cur && cur != fw.in_list)
+		filters_changed(fw.callm(cur, "remove", "(O)", fw.filter));
+	if (cur)
+		fw.decref(cur);
+	fw.decref(fw.in_list);
+	fw.in_list = NULL;
 }
 
 static void *py_before_fork_cb(void *self, void *unused)
@@ -246,31 +293,15 @@ static void *py_before_fork_cb(void *self, void *unused)
 	remove_fork_filter(); /* what an earlier fork left (3.13) */
 	if (!ours || threads < 0 || threads - ours > 1)
 		return py_none();
-	void *(*import)(const char *) = (void *(*)(const char *))mt_got_find_definition(
-		"PyImport_ImportModule");
-	void *(*getattr)(void *, const char *) = (void *(*)(void *, const char *))
-		mt_got_find_definition("PyObject_GetAttrString");
-	void *(*callf)(void *, const char *, ...) = (void *(*)(void *, const char *, ...))
-		mt_got_find_definition("PyObject_CallFunction");
-	void *(*item)(void *, long) = (void *(*)(void *, long))mt_got_find_definition(
-		"PySequence_GetItem");
-	void **category = (void **)mt_got_find_definition("PyExc_DeprecationWarning");
-	void (*decref)(void *) = (void (*)(void *))mt_got_find_definition("Py_DecRef");
-	void (*clear)(void) = (void (*)(void))mt_got_find_definition("PyErr_Clear");
-	void *mod = NULL, *fw = NULL, *res = NULL, *filters = NULL;
-
-	if (!import || !getattr || !callf || !item || !category || !decref || !clear)
+	void *list = fw.getattr(fw.warnings, "filters");
+	if (!list) {
+		fw.clear();
 		return py_none();
-	if (!(mod = import("warnings")) || !(fw = getattr(mod, "filterwarnings")) ||
-	    !(res = callf(fw, "ssO", "ignore",
-			  "This process \\(pid=\\d+\\) is multi-threaded, use of fork\\(\\) may lead",
-			  *category)) ||
-	    !(filters = getattr(mod, "filters")) || !(fork_filter = item(filters, 0)))
-		clear();
-	void *refs[] = { filters, res, fw, mod };
-	for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++)
-		if (refs[i])
-			decref(refs[i]);
+	}
+	if (filters_changed(fw.callm(list, "insert", "(iO)", 0, fw.filter)) == 0)
+		fw.in_list = list;
+	else
+		fw.decref(list);
 	return py_none();
 }
 
@@ -291,38 +322,62 @@ static void *py_after_fork_child_cb(void *self, void *unused)
 	return py_none();
 }
 
-static void remove_fork_filter(void)
+/* The functions the fork hooks call, found once (in the parent). 0 or -1. */
+static int fork_api_prepare(void)
 {
-	if (!fork_filter)
-		return;
+	if (fw.none)
+		return 0;
+	fw.incref = (void (*)(void *))mt_got_find_definition("Py_IncRef");
+	fw.decref = (void (*)(void *))mt_got_find_definition("Py_DecRef");
+	fw.clear = (void (*)(void))mt_got_find_definition("PyErr_Clear");
+	fw.getattr = (void *(*)(void *, const char *))mt_got_find_definition(
+		"PyObject_GetAttrString");
+	fw.callm = (void *(*)(void *, const char *, const char *, ...))mt_got_find_definition(
+		"PyObject_CallMethod");
+	if (!fw.incref || !fw.decref || !fw.clear || !fw.getattr || !fw.callm)
+		return -1;
+	fw.none = mt_got_find_definition("_Py_NoneStruct");
+	return fw.none ? 0 : -1;
+}
+
+/* Make the filter. Needs the GIL. 0 or -1. */
+static int fork_filter_prepare(void)
+{
 	void *(*import)(const char *) = (void *(*)(const char *))mt_got_find_definition(
 		"PyImport_ImportModule");
-	void *(*getattr)(void *, const char *) = (void *(*)(void *, const char *))
-		mt_got_find_definition("PyObject_GetAttrString");
-	void *(*callm)(void *, const char *, const char *, ...) =
-		(void *(*)(void *, const char *, const char *, ...))mt_got_find_definition(
-			"PyObject_CallMethod");
 	void *(*callf)(void *, const char *, ...) = (void *(*)(void *, const char *, ...))
 		mt_got_find_definition("PyObject_CallFunction");
-	void (*decref)(void *) = (void (*)(void *))mt_got_find_definition("Py_DecRef");
-	void (*clear)(void) = (void (*)(void))mt_got_find_definition("PyErr_Clear");
-	void *mod = NULL, *filters = NULL, *res = NULL, *mutated = NULL, *res2 = NULL;
+	void *(*item)(void *, long) = (void *(*)(void *, long))mt_got_find_definition(
+		"PySequence_GetItem");
+	void **category = (void **)mt_got_find_definition("PyExc_DeprecationWarning");
+	void *fwarn = NULL, *res = NULL, *list = NULL;
 
-	if (import && getattr && callm && callf && decref && clear) {
-		/* "(O)": the filter is a tuple, which "O" would spread as the
-		 * arguments */
-		if (!(mod = import("warnings")) || !(filters = getattr(mod, "filters")) ||
-		    !(res = callm(filters, "remove", "(O)", fork_filter)))
-			clear();
-		/* the module caches what the filters decide */
-		else if (!(mutated = getattr(mod, "_filters_mutated")) || !(res2 = callf(mutated, NULL)))
-			clear();
-		void *refs[] = { res2, mutated, res, filters, mod, fork_filter };
-		for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++)
-			if (refs[i])
-				decref(refs[i]);
+	if (fw.ready)
+		return 0;
+	if (!import || !callf || !item || !category || fork_api_prepare() < 0)
+		return -1;
+	/* made by warnings.filterwarnings() itself, then taken out again */
+	if (!(fw.warnings = import("warnings")) ||
+	    !(fwarn = fw.getattr(fw.warnings, "filterwarnings")) ||
+	    !(res = callf(fwarn, "ssO", "ignore",
+			  "This process \\(pid=\\d+\\) is multi-threaded, use of fork(pty)?\\(\\) "
+			  "may lead",
+			  *category)) ||
+	    !(list = fw.getattr(fw.warnings, "filters")) || !(fw.filter = item(list, 0)) ||
+	    filters_changed(fw.callm(list, "remove", "(O)", fw.filter)) < 0) {
+		fw.clear();
+		if (fw.filter)
+			fw.decref(fw.filter);
+		if (fw.warnings)
+			fw.decref(fw.warnings);
+		fw.filter = fw.warnings = NULL;
 	}
-	fork_filter = NULL;
+	void *refs[] = { list, res, fwarn };
+	for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++)
+		if (refs[i])
+			fw.decref(refs[i]);
+	fw.ready = fw.filter != NULL;
+	return fw.ready ? 0 : -1;
 }
 
 static struct py_method_def before_fork_def = { "memtrace_before_fork", py_before_fork_cb,
@@ -426,7 +481,7 @@ static void python_setup_locked(void)
 	if ((st.flags & MT_HDR_FOLLOW_FORK) && !after_fork_registered) {
 		static const char *const keys[] = { "after_in_child" };
 		static struct py_method_def *const defs[] = { &after_fork_def };
-		if (register_at_fork(keys, defs, 1) == 0)
+		if (fork_api_prepare() == 0 && register_at_fork(keys, defs, 1) == 0)
 			after_fork_registered = 1;
 		else
 			mt_writer_diag(MT_DIAG_INFO, "could not register a Python after-fork hook; "
@@ -436,7 +491,14 @@ static void python_setup_locked(void)
 		static const char *const keys[] = { "before", "after_in_parent", "after_in_child" };
 		static struct py_method_def *const defs[] = { &before_fork_def, &after_fork_parent_def,
 							      &after_fork_child_def };
-		fork_warning_registered = register_at_fork(keys, defs, 3) == 0;
+		int own = mt_guard_enter(); /* the filter and its pattern are memtrace's */
+		fork_warning_registered = fork_filter_prepare() == 0 &&
+					  register_at_fork(keys, defs, 3) == 0;
+		if (own)
+			mt_guard_leave();
+		if (!fork_warning_registered)
+			mt_writer_diag(MT_DIAG_INFO, "could not register a Python fork hook: from "
+						     "3.12, forks may warn of memtrace's threads");
 	}
 }
 

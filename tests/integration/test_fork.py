@@ -248,7 +248,7 @@ def test_child_that_execs_finishes_its_capture(memtrace, script, tmp_path):
 
 
 FORK_WARNING = """\
-import os, threading
+import os, threading, warnings
 
 
 def alone():
@@ -265,8 +265,19 @@ def threaded():
     os.waitpid(pid, 0)
 
 
+def alone_pty():
+    pid, fd = os.forkpty()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    os.close(fd)
+
+
 alone()
 alone()
+alone_pty()
+with warnings.catch_warnings():  # a copy of the filters, put back after
+    alone()
 print("single-threaded forks pass")
 ev = threading.Event()
 t = threading.Thread(target=ev.wait)
@@ -293,4 +304,4 @@ def test_fork_warns_as_it_would_untracked(memtrace, script, tmp_path, python, fo
     warned = re.findall(r"prog.py:(\d+): DeprecationWarning: This process", p.stderr)
     assert warned == re.findall(r"prog.py:(\d+): DeprecationWarning: This process",
                                 bare.stderr), (p.stderr, bare.stderr)
-    assert warned in ([], ["12"])  # threaded(), from 3.12
+    assert warned in ([], ["12"])  # threaded(), from 3.12, and no other
