@@ -305,6 +305,7 @@ int cmd_live(int argc, char **argv)
 		/* If the process is gone without a trailer, what is read after
 		 * finding that out is all there will be. */
 		int gone = 0;
+		uint64_t began = now_ms();
 		int err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
 		if (err == 0) {
 			gone = !s.have_trailer && writer_gone(&s.header);
@@ -382,7 +383,11 @@ int cmd_live(int argc, char **argv)
 			return 1;
 		}
 		draw(frame, len);
-		if (done || wait_or_quit(ms, &by_growth))
+		/* A big capture takes a while to read: at most half the time
+		 * goes to reading it. */
+		uint64_t took = now_ms() - began;
+		int wait = took > (uint64_t)ms ? (int)(took < 3600000 ? took : 3600000) : ms;
+		if (done || wait_or_quit(wait, &by_growth))
 			break;
 	}
 	if (term.screen) {
