@@ -283,9 +283,22 @@ int cmd_live(int argc, char **argv)
 		mt_error(0, "live: --sort growth compares frames: not with --once");
 		return 2;
 	}
-	o.path = argv[optind];
+	struct mt_live_opts lo = { .path = argv[optind], .interval = interval, .top_n = o.top_n,
+				   .top_given = top_given, .by_growth = by_growth, .once = once };
+	return mt_cli_live(&lo);
+}
+
+int mt_cli_live(const struct mt_live_opts *lo)
+{
+	struct mt_report_opts o = { .view = MT_VIEW_LEAKS, .temp_threshold = 1 };
+	double interval = lo->interval;
+	int once = lo->once, top_given = lo->top_given, by_growth = lo->by_growth;
+
+	o.path = lo->path;
+	o.top_n = lo->top_n;
 	/* read, not mapped: the file may be cut short or rewritten under us */
 	o.open_flags = MT_CAPTURE_COPY;
+	stop_sig = suspend = 0;
 
 	int ms = (int)(interval * 1000 + 0.5);
 	uint64_t first_try = now_ms();

@@ -23,7 +23,7 @@
 #include <unistd.h>   /* fork, execv */
 
 static const char usage[] =
-	"usage: memtrace run [-o FILE] [-f] [--trace-python-allocators] [--follow-fork]\n"
+	"usage: memtrace run [-o FILE] [-f] [--trace-python-allocators] [--follow-fork] [--live]\n"
 	"                    [--memory-interval-ms N] [--python PATH]\n"
 	"                    (script.py | -m module | -c code) [args...]\n"
 	"\n"
@@ -32,6 +32,8 @@ static const char usage[] =
 	"      --trace-python-allocators  record every Python object allocation\n"
 	"      --follow-fork            a child of fork() (without exec) gets a capture\n"
 	"                               of its own, FILE.<child's pid>\n"
+	"      --live                   show the live view (memtrace live) while the\n"
+	"                               program runs; its output goes to FILE's .log\n"
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
 	"      --python PATH            interpreter to run (default: python3 on PATH)\n";
 
@@ -82,14 +84,25 @@ static void default_output(char *out, size_t cap, const char *kind, const char *
 	snprintf(out, cap, "memtrace-%s.%d.bin", stem, (int)pid);
 }
 
+/* With --live, the program's output goes beside the capture: its name
+ * with .log for .bin. */
+static void log_name(char *out, size_t cap, const char *capture)
+{
+	size_t n = strlen(capture);
+	if (n > 4 && !strcmp(capture + n - 4, ".bin"))
+		n -= 4;
+	snprintf(out, cap, "%.*s.log", (int)n, capture);
+}
+
 int cmd_run(int argc, char **argv)
 {
-	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_PYTHON, OPT_FOLLOW_FORK };
+	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_PYTHON, OPT_FOLLOW_FORK, OPT_LIVE };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "trace-python-allocators", no_argument, NULL, OPT_PYALLOC },
 		{ "follow-fork", no_argument, NULL, OPT_FOLLOW_FORK },
+		{ "live", no_argument, NULL, OPT_LIVE },
 		{ "memory-interval-ms", required_argument, NULL, OPT_INTERVAL },
 		{ "python", required_argument, NULL, OPT_PYTHON },
 		{ "help", no_argument, NULL, 'h' },
@@ -99,7 +112,7 @@ int cmd_run(int argc, char **argv)
 	const char *output = NULL, *python = "python3";
 	unsigned flags = 0;
 	long interval = 10;
-	int force = 0, c;
+	int force = 0, live = 0, c;
 
 	/* -m and -c end our options, as they end Python's */
 	while (!target && (c = getopt_long(argc, argv, "+o:fhm:c:", opts, NULL)) != -1) {
@@ -120,6 +133,9 @@ int cmd_run(int argc, char **argv)
 			break;
 		case OPT_FOLLOW_FORK:
 			flags |= MT_HDR_FOLLOW_FORK;
+			break;
+		case OPT_LIVE:
+			live = 1;
 			break;
 		case OPT_INTERVAL: {
 			char *end;
@@ -189,6 +205,22 @@ int cmd_run(int argc, char **argv)
 			default_output(capture, sizeof(capture), kind, target, getpid());
 		if (mt_cli_create_capture(capture, force, (uid_t)-1, (gid_t)-1, abs, sizeof(abs)) < 0)
 			_exit(1);
+		if (live) {
+			/* the terminal is the view's: the program's output goes to
+			 * a file, and its input is empty */
+			char log[PATH_MAX + 8];
+			log_name(log, sizeof(log), capture);
+			int lfd = open(log, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL),
+				       0600);
+			int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			if (lfd < 0 || nfd < 0) {
+				mt_error(-errno, "cannot create '%s'", log);
+				mt_unlink_regular(abs);
+				_exit(1);
+			}
+			if (dup2(nfd, 0) < 0 || dup2(lfd, 1) < 0 || dup2(lfd, 2) < 0)
+				_exit(1);
+		}
 		const char *oldpre = getenv("LD_PRELOAD");
 		snprintf(env, sizeof(env), "%u:%ld:%d:%s", flags, interval, sfd, abs);
 		if (oldpre && *oldpre)
@@ -229,6 +261,22 @@ int cmd_run(int argc, char **argv)
 	close(report[0]);
 	capture[got] = '\0';
 	int started = got > 0 && (size_t)got == strlen(capture) + 1;
+
+	char log[PATH_MAX + 8];
+	log_name(log, sizeof(log), capture);
+	if (started && live) {
+		struct mt_live_opts lo = { .path = capture, .interval = 1.0 };
+		mt_cli_live(&lo);
+		/* the view's signal handlers out, ours back in */
+		for (int i = 0; i < 4; i++)
+			sigaction(sigs[i], &sa, NULL);
+		signal(SIGTSTP, SIG_DFL);
+		signal(SIGWINCH, SIG_DFL);
+		siginfo_t si = { 0 };
+		if (waitid(P_PID, (id_t)child, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && !si.si_pid)
+			mt_warning("the program (pid %d) runs on: waiting for it to end; its output "
+				   "goes to %s", (int)child, log);
+	}
 
 	int wstatus;
 	while (waitpid(child, &wstatus, 0) < 0) {
@@ -274,6 +322,8 @@ int cmd_run(int argc, char **argv)
 	} else {
 		mt_cli_say_written("", capture, !strncmp(said, "ok dropped ", 11) ? said + 11 : NULL);
 	}
+	if (live)
+		fprintf(stderr, "memtrace: the program's output is in %s\n", log);
 	if (WIFSIGNALED(wstatus)) {
 		/* Die the same way, so that shells and supervisors see it. */
 		int sig = WTERMSIG(wstatus);

@@ -81,6 +81,19 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
  * what failed. Returns the exit status. */
 int mt_cli_report_write(const struct mt_report_cmd *c, const struct mt_report_args *a);
 
+/* mt_cli_live() - the live view of capture @path until tracking ends or
+ * the user quits; prints what failed. Returns the exit status.
+ * (cli/cmd-live.c) */
+struct mt_live_opts {
+	const char *path;
+	double interval;  /* seconds between refreshes */
+	unsigned top_n;   /* rows, if top_given */
+	int top_given;
+	int by_growth;    /* sorted by growth since the view started */
+	int once;         /* one frame */
+};
+int mt_cli_live(const struct mt_live_opts *lo);
+
 /* mt_self_dir() - directory of the running memtrace executable, for
  * finding the payload and Python package of an installed or built tree.
  * Returns a static string, or NULL. (cli/memtrace.c) */

@@ -343,3 +343,86 @@ def test_live_view_of_an_attached_process(memtrace, tmp_path):
         if "live" in locals() and live.poll() is None:
             live.kill()
             live.wait()
+
+
+LIVE_RUN = """\
+import sys
+
+
+def f():
+    return bytearray(10_000_000)
+
+
+a = f()
+print("hello from the program", flush=True)
+with open(sys.argv[1]) as fifo:
+    fifo.read()
+sys.exit(5)
+"""
+
+
+@pytest.mark.parametrize("quit_early", [False, True], ids=["to-the-end", "q-first"])
+def test_run_live(memtrace, script, tmp_path, quit_early):
+    """memtrace run --live: the view holds the terminal while the program
+    runs, its output goes to the capture's .log, and its exit status is
+    kept; q leaves the view and memtrace waits for the program."""
+    prog = script(LIVE_RUN)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    cap = tmp_path / "c.bin"
+    pid, master = pty.fork()
+    if pid == 0:
+        os.execv(memtrace, [memtrace, "run", "--live", "--python", "/usr/bin/python3",
+                            "-o", str(cap), str(prog), str(fifo)])
+    out = b""
+
+    def read_until(pred, timeout=30):
+        nonlocal out
+        deadline = time.monotonic() + timeout
+        while not pred(out) and time.monotonic() < deadline:
+            r, _, _ = select.select([master], [], [], 1)
+            if r:
+                try:
+                    out += os.read(master, 65536)
+                except OSError:
+                    break
+        return pred(out)
+
+    try:
+        assert read_until(lambda o: b"f at " in o), out[-500:]
+        assert b"\x1b[?1049h" in out
+        if quit_early:
+            os.write(master, b"q")
+            assert read_until(lambda o: b"runs on: waiting for it to end" in o), out[-500:]
+        with open(fifo, "w") as w:
+            w.write("go")
+        read_until(lambda o: b"the program's output is in" in o)
+        _, status = os.waitpid(pid, 0)
+        read_until(lambda o: False, timeout=0.5)
+    finally:
+        os.close(master)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 5, status
+    log = tmp_path / "c.log"
+    assert log.read_text() == "hello from the program\n"
+    text = out.decode(errors="replace")
+    assert "capture written to %s" % cap in text
+    assert "the program's output is in %s" % log in text
+    assert "hello from the program" not in text
+    if not quit_early:
+        assert "tracking ended" in text
+    assert text.rfind("\x1b[?1049l") > text.rfind("\x1b[?1049h")
+    rows = run(memtrace, "summary", "--json", "--leaks", cap).stdout
+    assert '"function": "f"' in rows
+
+
+def test_run_live_log_exists(memtrace, script, tmp_path):
+    """The program's output file is new, as the capture is, unless -f."""
+    prog = script("print('hi')\n")
+    (tmp_path / "c.log").write_text("older output\n")
+    cap = tmp_path / "c.bin"
+    p = run(memtrace, "run", "--live", "-o", cap, prog, check=False)
+    assert p.returncode == 1
+    assert p.stderr.count("\n") == 1 and "cannot create '%s'" % (tmp_path / "c.log") in p.stderr
+    assert (tmp_path / "c.log").read_text() == "older output\n" and not cap.exists()
+    p = run(memtrace, "run", "--live", "-f", "-o", cap, prog)
+    assert (tmp_path / "c.log").read_text() == "hi\n"
