@@ -97,8 +97,10 @@ static struct {
 	uint64_t events; /* ALLOC and FREE records in the chunks so far */
 	uint64_t consumed; /* bytes taken from the buffers */
 	uint64_t last_flush;
-	uint8_t diag_buf[512];
-	_Atomic size_t diag_len;
+	struct {
+		uint8_t buf[512];
+		_Atomic size_t len; /* 0: free, DIAG_BUSY: being filled */
+	} diag[4];              /* messages waiting for the writer */
 	_Atomic int crashed;  /* the signal that ended the writer thread */
 	int test_crash;       /* MEMTRACE_TEST_WRITER_CRASH: fault at the first chunk, */
 	int test_crash_late;  /* ... after coding it (=2) rather than before (=1) */
@@ -798,30 +800,41 @@ static void sample(void)
 
 static void append_diag(void)
 {
-	size_t len = atomic_load(&w.diag_len);
-	if (!len || len == DIAG_BUSY)
-		return;
-	struct mt_record r = { .type = MT_REC_DIAG };
-	r.diag.code = w.diag_buf[0];
-	r.diag.msg.p = w.diag_buf + 1;
-	r.diag.msg.len = (uint32_t)(len - 1);
-	append(&r);
-	atomic_store(&w.diag_len, 0); /* the slot is free again */
+	for (size_t i = 0; i < sizeof(w.diag) / sizeof(w.diag[0]); i++) {
+		size_t len = atomic_load(&w.diag[i].len);
+		if (!len || len == DIAG_BUSY)
+			continue;
+		struct mt_record r = { .type = MT_REC_DIAG };
+		r.diag.code = w.diag[i].buf[0];
+		r.diag.msg.p = w.diag[i].buf + 1;
+		r.diag.msg.len = (uint32_t)(len - 1);
+		append(&r);
+		atomic_store(&w.diag[i].len, 0); /* the slot is free again */
+	}
+}
+
+static void diag_forget(void)
+{
+	for (size_t i = 0; i < sizeof(w.diag) / sizeof(w.diag[0]); i++)
+		atomic_store(&w.diag[i].len, 0);
 }
 
 void mt_writer_diag(unsigned code, const char *msg)
 {
-	/* One message at a time: one that finds the slot taken is lost. */
-	size_t free_slot = 0;
-	if (!atomic_compare_exchange_strong(&w.diag_len, &free_slot, DIAG_BUSY))
+	/* A few messages at a time: one that finds every slot taken is lost. */
+	for (size_t i = 0; i < sizeof(w.diag) / sizeof(w.diag[0]); i++) {
+		size_t free_slot = 0;
+		if (!atomic_compare_exchange_strong(&w.diag[i].len, &free_slot, DIAG_BUSY))
+			continue;
+		size_t n = strlen(msg);
+		if (n > sizeof(w.diag[i].buf) - 1)
+			n = sizeof(w.diag[i].buf) - 1;
+		w.diag[i].buf[0] = (uint8_t)code;
+		memcpy(w.diag[i].buf + 1, msg, n);
+		atomic_store(&w.diag[i].len, n + 1);
+		wake_writer();
 		return;
-	size_t n = strlen(msg);
-	if (n > sizeof(w.diag_buf) - 1)
-		n = sizeof(w.diag_buf) - 1;
-	w.diag_buf[0] = (uint8_t)code;
-	memcpy(w.diag_buf + 1, msg, n);
-	atomic_store(&w.diag_len, n + 1);
-	wake_writer();
+	}
 }
 
 static void writer_loop(void);
@@ -987,7 +1000,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	atomic_store(&w.stalled, 0);
 	atomic_store(&w.waiters, 0);
 	atomic_store(&w.stop, 0);
-	atomic_store(&w.diag_len, 0);
+	diag_forget();
 	atomic_store(&w.crashed, 0);
 	const char *crash = getenv("MEMTRACE_TEST_WRITER_CRASH");
 	w.test_crash = crash && (*crash == '1' || *crash == '2');
@@ -1074,7 +1087,7 @@ static void finish_crashed(void)
 	 * columns are in the histories and not in the file, so the last
 	 * chunks refer to nothing before them. */
 	w.history_lost = 1;
-	atomic_store(&w.diag_len, 0);
+	diag_forget();
 	char msg[128];
 	int sig = atomic_load(&w.crashed);
 	snprintf(msg, sizeof(msg), "memtrace's writer thread crashed (signal %d, %s): tracking stopped",
