@@ -11,6 +11,8 @@
 #include "reader/report.h"
 #include "util/error.h"
 
+#include <arpa/inet.h> /* htons */
+#include <ctype.h>     /* isdigit */
 #include <errno.h>     /* errno */
 #include <getopt.h>    /* getopt_long */
 #include <poll.h>      /* poll */
@@ -18,18 +20,22 @@
 #include <stdio.h>     /* open_memstream */
 #include <stdlib.h>    /* strtod */
 #include <string.h>    /* strcmp */
+#include <netinet/in.h> /* sockaddr_in */
 #include <sys/ioctl.h> /* TIOCGWINSZ */
+#include <sys/socket.h> /* socket */
 #include <sys/stat.h>  /* stat */
 #include <termios.h>   /* tcgetattr */
 #include <time.h>      /* clock_gettime */
 #include <unistd.h>    /* isatty */
 
 static const char usage[] =
-	"usage: memtrace live [--interval SECONDS] [-n N] [--sort own|growth] [--once] CAPTURE\n"
+	"usage: memtrace live [--interval SECONDS] [-n N] [--sort own|growth] [--once]\n"
+	"                     (CAPTURE | PORT)\n"
 	"\n"
-	"Follows a capture while it is written (by memtrace run, attach or a Tracker)\n"
-	"and shows what holds memory now, and how much more than when the view\n"
-	"started, until tracking ends. On a terminal the view is redrawn in place\n"
+	"Follows a capture while it is written (by memtrace run, attach or a Tracker),\n"
+	"or as `memtrace run --live-remote` sends it to PORT on 127.0.0.1, and shows\n"
+	"what holds memory now, and how much more than when the view started, until\n"
+	"tracking ends. On a terminal the view is redrawn in place\n"
 	"(q quits, g sorts by growth, o by own live memory); otherwise a frame is\n"
 	"printed at every refresh.\n"
 	"\n"
@@ -105,27 +111,128 @@ static void term_leave(void)
 	term.screen = term.keys = 0;
 }
 
-/* Wait @ms, or less if a key or a signal comes. Returns 1 if the user
- * asked to quit (q, or SIGINT, SIGTERM, SIGHUP). */
+/* A capture sent to us (memtrace run --live-remote): all of it so far. */
+static struct {
+	int fd;       /* the connection, or -1 */
+	int eof;      /* the sender closed it */
+	uint8_t *buf;
+	size_t len, cap;
+} stream = { .fd = -1 };
+
+/* Take what the connection has now; never blocks. -1 out of memory. */
+static int stream_take(void)
+{
+	while (stream.fd >= 0 && !stream.eof) {
+		if (stream.cap - stream.len < 65536) {
+			size_t cap = stream.cap ? stream.cap * 2 : 1u << 20;
+			uint8_t *b = realloc(stream.buf, cap);
+			if (!b)
+				return -1;
+			stream.buf = b;
+			stream.cap = cap;
+		}
+		ssize_t n = recv(stream.fd, stream.buf + stream.len, stream.cap - stream.len,
+				 MSG_DONTWAIT);
+		if (n > 0) {
+			stream.len += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		stream.eof = 1; /* closed, or reset */
+	}
+	return 0;
+}
+
+static uint64_t now_ms(void);
+
+/* Wait @ms, or less if a key or a signal comes, taking what the
+ * connection sends meanwhile (the sender must never wait for us). Returns
+ * 1 if the user asked to quit (q, or SIGINT, SIGTERM, SIGHUP, SIGQUIT). */
 static int wait_or_quit(int ms, int *by_growth)
 {
-	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+	uint64_t end = now_ms() + (uint64_t)ms;
 
-	if (stop_sig)
-		return 1;
-	if (suspend)
-		return 0;
-	if (poll(&p, term.keys ? 1 : 0, ms) > 0 && (p.revents & POLLIN)) {
-		char c[16];
-		ssize_t n = read(STDIN_FILENO, c, sizeof(c));
-		for (ssize_t i = 0; i < n; i++) {
-			if (c[i] == 'q' || c[i] == 'Q')
-				return 1;
-			if (c[i] == 'g' || c[i] == 'o')
-				*by_growth = c[i] == 'g';
+	for (;;) {
+		struct pollfd p[2];
+		int n = 0, keys = -1, conn = -1;
+		uint64_t now = now_ms();
+		if (stop_sig)
+			return 1;
+		if (suspend || now >= end)
+			return 0;
+		if (term.keys) {
+			keys = n;
+			p[n++] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
 		}
+		if (stream.fd >= 0 && !stream.eof) {
+			conn = n;
+			p[n++] = (struct pollfd){ .fd = stream.fd, .events = POLLIN };
+		}
+		int r = poll(p, (nfds_t)n, (int)(end - now));
+		if (r < 0)
+			return stop_sig != 0; /* a signal: draw again (a new size), or quit */
+		if (conn >= 0 && p[conn].revents && stream_take() < 0)
+			return 0;
+		if (keys >= 0 && (p[keys].revents & POLLIN)) {
+			char c[16];
+			ssize_t k = read(STDIN_FILENO, c, sizeof(c));
+			for (ssize_t i = 0; i < k; i++) {
+				if (c[i] == 'q' || c[i] == 'Q')
+					return 1;
+				if (c[i] == 'g' || c[i] == 'o')
+					*by_growth = c[i] == 'g';
+			}
+			return 0; /* drawn again at once */
+		}
+		if (stream.eof)
+			return 0; /* the end: one last frame */
 	}
-	return stop_sig != 0;
+}
+
+/* PORT rather than a capture's name: digits, and no such file. */
+static int port_of(const char *arg)
+{
+	struct stat sb;
+	size_t n = strlen(arg);
+	if (!n || n > 5 || stat(arg, &sb) == 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (!isdigit((unsigned char)arg[i]))
+			return -1;
+	long port = strtol(arg, NULL, 10);
+	return port >= 1 && port <= 65535 ? (int)port : -1;
+}
+
+int mt_cli_live_accept(int port, char *where, size_t len)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	int one = 1, c = -1;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return mt_error(-errno, "cannot create a socket"), -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 1) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
+		mt_error(-errno, "cannot listen on 127.0.0.1:%d", port);
+		close(fd);
+		return -1;
+	}
+	snprintf(where, len, "127.0.0.1:%d", ntohs(a.sin_port));
+	fprintf(stderr, "memtrace: waiting for a live client on %s: run `memtrace live %d`\n",
+		where, ntohs(a.sin_port));
+	do
+		c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+	while (c < 0 && errno == EINTR);
+	if (c < 0)
+		mt_error(-errno, "cannot take a live client on %s", where);
+	close(fd);
+	return c;
 }
 
 static void draw(const char *frame, size_t len)
@@ -300,6 +407,23 @@ int mt_cli_live(const struct mt_live_opts *lo)
 	o.open_flags = MT_CAPTURE_COPY;
 	stop_sig = suspend = 0;
 
+	char remote[32];
+	int port = port_of(lo->path);
+	if (port > 0) {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		snprintf(remote, sizeof(remote), "127.0.0.1:%d", port);
+		o.path = remote;
+		stream.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (stream.fd < 0 || connect(stream.fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			mt_error(-errno, "live: cannot connect to %s", remote);
+			if (stream.fd >= 0)
+				close(stream.fd);
+			stream.fd = -1;
+			return 1;
+		}
+	}
+
 	int ms = (int)(interval * 1000 + 0.5);
 	uint64_t first_try = now_ms();
 	struct mt_header seen = { 0 };
@@ -317,27 +441,43 @@ int mt_cli_live(const struct mt_live_opts *lo)
 			suspend_now();
 		/* If the process is gone without a trailer, what is read after
 		 * finding that out is all there will be. */
-		int gone = 0;
+		int gone = 0, err, pending;
 		uint64_t began = now_ms();
-		int err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
-		if (err == 0) {
-			gone = !s.have_trailer && writer_gone(&s.header);
-			if (gone) { /* read again: the last chunks may have come meanwhile */
-				mt_snapshot_release(&s);
-				err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
+		if (stream.fd >= 0) {
+			if (stream_take() < 0) {
+				err = -ENOMEM;
+				snprintf(msg, sizeof(msg), "out of memory for the capture from %s",
+					 o.path);
+			} else {
+				err = mt_report_load_mem(&s, &o, stream.buf, stream.len, msg,
+							 sizeof(msg));
 			}
+			gone = stream.eof;
+			pending = !stream.eof && (err == -MT_ETRUNC || (err == -MT_EFORMAT &&
+									 !stream.len));
+		} else {
+			err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
+			if (err == 0) {
+				gone = !s.have_trailer && writer_gone(&s.header);
+				if (gone) { /* read again: the last chunks may have come */
+					mt_snapshot_release(&s);
+					err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
+				}
+			}
+			pending = header_pending(o.path, err);
 		}
 		if (err < 0) {
-			if (header_pending(o.path, err) && !once &&
-			    now_ms() - first_try < HEADER_WAIT_MS) {
+			if (pending && !once && now_ms() - first_try < HEADER_WAIT_MS) {
 				if (wait_or_quit(ms < 200 ? ms : 200, &by_growth))
 					break;
 				continue;
 			}
 			term_leave();
-			if (header_pending(o.path, err))
-				mt_error(0, "live: '%s' has no capture header%s", o.path,
-					 once ? "" : " after 30 s");
+			if (pending || (stream.fd >= 0 && stream.len < MT_HDR_FIXED))
+				mt_error(0, "live: %s%s has no capture header%s",
+					 stream.fd >= 0 ? "" : "'", o.path,
+					 stream.fd >= 0 ? (stream.eof ? " (the sender closed it)" : "")
+					 : once ? "'" : "' after 30 s");
 			else
 				mt_error(0, "live: %s", msg);
 			free(frame);
@@ -350,7 +490,9 @@ int mt_cli_live(const struct mt_live_opts *lo)
 			f.state = "tracking ended";
 			done = 1;
 		} else if (gone) {
-			f.state = "the process is gone: the capture ends here, cut short";
+			f.state = stream.fd >= 0
+					  ? "the sender closed the connection: the capture ends here, cut short"
+					  : "the process is gone: the capture ends here, cut short";
 			done = 1;
 		}
 		if (!done) {
@@ -410,5 +552,12 @@ int mt_cli_live(const struct mt_live_opts *lo)
 	}
 	free(frame);
 	mt_live_base_free(base);
+	if (stream.fd >= 0)
+		close(stream.fd);
+	free(stream.buf);
+	stream.fd = -1;
+	stream.buf = NULL;
+	stream.len = stream.cap = 0;
+	stream.eof = 0;
 	return 0;
 }

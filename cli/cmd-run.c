@@ -23,7 +23,8 @@
 #include <unistd.h>   /* fork, execv */
 
 static const char usage[] =
-	"usage: memtrace run [-o FILE] [-f] [--trace-python-allocators] [--follow-fork] [--live]\n"
+	"usage: memtrace run [-o FILE] [-f] [--trace-python-allocators] [--follow-fork]\n"
+	"                    [--live | --live-remote [--live-port N]]\n"
 	"                    [--memory-interval-ms N] [--python PATH]\n"
 	"                    (script.py | -m module | -c code) [args...]\n"
 	"\n"
@@ -34,6 +35,10 @@ static const char usage[] =
 	"                               of its own, FILE.<child's pid>\n"
 	"      --live                   show the live view (memtrace live) while the\n"
 	"                               program runs; its output goes to FILE's .log\n"
+	"      --live-remote            no file: the capture goes to one client of\n"
+	"                               `memtrace live PORT`, waited for before the\n"
+	"                               program starts\n"
+	"      --live-port N            its port on 127.0.0.1 (default 0: any free one)\n"
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
 	"      --python PATH            interpreter to run (default: python3 on PATH)\n";
 
@@ -96,13 +101,16 @@ static void log_name(char *out, size_t cap, const char *capture)
 
 int cmd_run(int argc, char **argv)
 {
-	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_PYTHON, OPT_FOLLOW_FORK, OPT_LIVE };
+	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_PYTHON, OPT_FOLLOW_FORK, OPT_LIVE,
+	       OPT_LIVE_REMOTE, OPT_LIVE_PORT };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "trace-python-allocators", no_argument, NULL, OPT_PYALLOC },
 		{ "follow-fork", no_argument, NULL, OPT_FOLLOW_FORK },
 		{ "live", no_argument, NULL, OPT_LIVE },
+		{ "live-remote", no_argument, NULL, OPT_LIVE_REMOTE },
+		{ "live-port", required_argument, NULL, OPT_LIVE_PORT },
 		{ "memory-interval-ms", required_argument, NULL, OPT_INTERVAL },
 		{ "python", required_argument, NULL, OPT_PYTHON },
 		{ "help", no_argument, NULL, 'h' },
@@ -112,7 +120,8 @@ int cmd_run(int argc, char **argv)
 	const char *output = NULL, *python = "python3";
 	unsigned flags = 0;
 	long interval = 10;
-	int force = 0, live = 0, c;
+	int force = 0, live = 0, remote = 0, port_given = 0, c;
+	long port = 0;
 
 	/* -m and -c end our options, as they end Python's */
 	while (!target && (c = getopt_long(argc, argv, "+o:fhm:c:", opts, NULL)) != -1) {
@@ -137,6 +146,19 @@ int cmd_run(int argc, char **argv)
 		case OPT_LIVE:
 			live = 1;
 			break;
+		case OPT_LIVE_REMOTE:
+			remote = 1;
+			break;
+		case OPT_LIVE_PORT: {
+			char *end;
+			port = strtol(optarg, &end, 10);
+			port_given = 1;
+			if (*end || !*optarg || port < 0 || port > 65535) {
+				mt_error(0, "invalid --live-port '%s' (0..65535)", optarg);
+				return 2;
+			}
+			break;
+		}
 		case OPT_INTERVAL: {
 			char *end;
 			interval = strtol(optarg, &end, 10);
@@ -157,6 +179,15 @@ int cmd_run(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (remote && (live || output || (flags & MT_HDR_FOLLOW_FORK))) {
+		mt_error(0, "--live-remote sends the capture to a client: not with %s",
+			 live ? "--live" : output ? "-o" : "--follow-fork");
+		return 2;
+	}
+	if (port_given && !remote) {
+		mt_error(0, "--live-port goes with --live-remote");
+		return 2;
+	}
 	if (!target && optind >= argc) {
 		mt_error(0, "run: no program given");
 		fputs(usage, stderr);
@@ -169,6 +200,13 @@ int cmd_run(int argc, char **argv)
 	char payload[PATH_MAX], interp[PATH_MAX];
 	if (mt_find_payload(payload, sizeof(payload)) < 0 ||
 	    find_program(python, interp, sizeof(interp)) < 0)
+		return 1;
+
+	/* --live-remote: one client, before the program starts, so that it
+	 * sees the capture from its header on. */
+	int client = -1;
+	char where[64] = "";
+	if (remote && (client = mt_cli_live_accept((int)port, where, sizeof(where))) < 0)
 		return 1;
 
 	/* The child names and creates the capture (the default name carries
@@ -199,12 +237,20 @@ int cmd_run(int argc, char **argv)
 		/* the payload's end of the status pipe survives the exec; the
 		 * payload marks it close-on-exec again at once */
 		int sfd = dup(status[1]);
-		if (output)
-			snprintf(capture, sizeof(capture), "%s", output);
-		else
-			default_output(capture, sizeof(capture), kind, target, getpid());
-		if (mt_cli_create_capture(capture, force, (uid_t)-1, (gid_t)-1, abs, sizeof(abs)) < 0)
-			_exit(1);
+		if (remote) {
+			/* the payload takes the socket ("fd:N") and marks it
+			 * close-on-exec again */
+			snprintf(capture, sizeof(capture), "the live client on %s", where);
+			snprintf(abs, sizeof(abs), "fd:%d", dup(client));
+		} else {
+			if (output)
+				snprintf(capture, sizeof(capture), "%s", output);
+			else
+				default_output(capture, sizeof(capture), kind, target, getpid());
+			if (mt_cli_create_capture(capture, force, (uid_t)-1, (gid_t)-1, abs,
+						  sizeof(abs)) < 0)
+				_exit(1);
+		}
 		if (live) {
 			/* the terminal is the view's: the program's output goes to
 			 * a file, and its input is empty */
@@ -244,13 +290,16 @@ int cmd_run(int argc, char **argv)
 			_exit(1);
 		execv(interp, av);
 		int e = errno;
-		mt_unlink_regular(abs);
+		if (!remote)
+			mt_unlink_regular(abs);
 		(void)!write(report[1], "", 1); /* a second NUL: exec failed */
 		mt_error(-e, "cannot execute '%s'", interp);
 		_exit(1);
 	}
 	close(report[1]);
 	close(status[1]);
+	if (client >= 0)
+		close(client); /* the program's now */
 
 	char capture[PATH_MAX + 2];
 	ssize_t got = 0, r;
@@ -305,11 +354,13 @@ int cmd_run(int argc, char **argv)
 
 	int rc = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 0;
 	struct stat sb;
-	int empty = stat(capture, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0;
+	int empty = !remote && stat(capture, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0;
 	if (!strncmp(said, "error ", 6)) {
 		if (empty) {
 			mt_error(0, "%s: no capture written", said + 6);
 			mt_unlink_regular(capture);
+		} else if (remote) {
+			mt_error(0, "capture to %s is incomplete: %s", capture, said + 6);
 		} else {
 			mt_error(0, "capture '%s' is incomplete: %s", capture, said + 6);
 		}
@@ -319,6 +370,8 @@ int cmd_run(int argc, char **argv)
 		mt_error(0, "no Python interpreter started under memtrace: capture '%s' is empty",
 			 capture);
 		mt_unlink_regular(capture);
+	} else if (remote) {
+		fprintf(stderr, "memtrace: capture sent to %s\n", capture);
 	} else {
 		mt_cli_say_written("", capture, !strncmp(said, "ok dropped ", 11) ? said + 11 : NULL);
 	}

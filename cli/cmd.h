@@ -93,6 +93,10 @@ struct mt_live_opts {
 	int once;         /* one frame */
 };
 int mt_cli_live(const struct mt_live_opts *lo);
+/* mt_cli_live_accept() - listen on 127.0.0.1:@port (0: any free port),
+ * say where on standard error (into @where too) and wait for one client.
+ * Returns its connection, or -1 after printing why. (cli/cmd-live.c) */
+int mt_cli_live_accept(int port, char *where, size_t len);
 
 /* mt_self_dir() - directory of the running memtrace executable, for
  * finding the payload and Python package of an installed or built tree.

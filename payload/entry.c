@@ -835,6 +835,18 @@ __attribute__((constructor)) static void preload_init(void)
 		return;
 	}
 	strcpy(cfg.path, end + 1);
+	if (!strncmp(cfg.path, "fd:", 3)) {
+		/* memtrace run --live-remote: a connection to the live client,
+		 * never inherited by the program's children */
+		cfg.fd = (int)strtol(cfg.path + 3, NULL, 10);
+		cfg.path[0] = '\0';
+		if (cfg.fd < 0 || fcntl(cfg.fd, F_SETFD, FD_CLOEXEC) != 0) {
+			report_line("memtrace run gave no connection to the live client");
+			scrub_environment();
+			mt_in_hook = 0;
+			return;
+		}
+	}
 	cfg.flags = (uint32_t)flags & ~MT_HDR_ATTACHED;
 	cfg.interval_ms = (uint32_t)interval;
 	scrub_environment();

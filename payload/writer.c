@@ -30,6 +30,8 @@
 #include <stdio.h>       /* snprintf */
 #include <string.h>      /* memcpy */
 #include <sys/mman.h>    /* mmap */
+#include <sys/socket.h>  /* send */
+#include <sys/stat.h>    /* fstat */
 #include <sys/prctl.h>   /* PR_SET_NAME */
 #include <sys/syscall.h> /* SYS_futex */
 #include <time.h>        /* clock_gettime */
@@ -93,6 +95,7 @@ static struct {
 	uint8_t *pack;           /* mt_chunk_pack()'s scratch space */
 	uint64_t level_ns_per_mib[3], level_when[3]; /* levels' cost, and when measured */
 	int history_lost; /* the histories may hold columns the file lacks */
+	int fd_sock;      /* the capture goes to a socket */
 	struct mt_reuse reuse; /* the coding state the threads share */
 	uint64_t events; /* ALLOC and FREE records in the chunks so far */
 	uint64_t consumed; /* bytes taken from the buffers */
@@ -429,10 +432,12 @@ int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len)
 /* ------------------------------------------------------------------------
  * Writer side.
  * ---------------------------------------------------------------------- */
+/* A capture may go to a socket (memtrace run --live-remote): a reader
+ * that went away must give EPIPE, not a SIGPIPE that kills the program. */
 static int write_full(int fd, const uint8_t *p, size_t len)
 {
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = w.fd_sock ? send(fd, p, len, MSG_NOSIGNAL) : write(fd, p, len);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -979,6 +984,8 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	n = mt_header_encode(hdr, sizeof(hdr), h);
 	if (n < 0)
 		return (int)n;
+	struct stat sb;
+	w.fd_sock = fstat(fd, &sb) == 0 && S_ISSOCK(sb.st_mode);
 	e = write_full(fd, hdr, (size_t)n);
 	if (e < 0)
 		return e;

@@ -426,3 +426,107 @@ def test_run_live_log_exists(memtrace, script, tmp_path):
     assert (tmp_path / "c.log").read_text() == "older output\n" and not cap.exists()
     p = run(memtrace, "run", "--live", "-f", "-o", cap, prog)
     assert (tmp_path / "c.log").read_text() == "hi\n"
+
+
+def start_remote(memtrace, prog, *extra):
+    """memtrace run --live-remote: the process, and the port it waits on."""
+    target = subprocess.Popen([memtrace, "run", "--live-remote", "--live-port", "0", *extra,
+                               "--python", "/usr/bin/python3", str(prog)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    line = target.stderr.readline().decode()
+    m = re.match(r"memtrace: waiting for a live client on 127\.0\.0\.1:(\d+): "
+                 r"run `memtrace live (\d+)`\n$", line)
+    assert m and m.group(1) == m.group(2), line
+    return target, m.group(1)
+
+
+def test_live_remote(memtrace, script, tmp_path):
+    """--live-remote: no file; the program starts once a client connects,
+    and the client's view follows it as a file's would."""
+    prog = script(STEPS)
+    target, port = start_remote(memtrace, prog)
+    live = None
+    try:
+        live = subprocess.Popen([memtrace, "live", "--interval", "0.1", port],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        word, pypid = target.stdout.readline().split()
+        assert word == b"first"
+        frames = Frames(live)
+        f = frames.until(lambda f: row(f, "first"))
+        assert "memtrace live: 127.0.0.1:%s  pid %d " % (port, int(pypid)) in f, f
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.stdout.readline() == b"second\n"
+        f = frames.until(lambda f: row(f, "second"))
+        assert 47.6 < mib(row(f, "second")[0]) < 47.8 and row(f, "first") is None, f
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.wait(60) == 0
+        frames.until(lambda f: "tracking ended" in f)
+        assert live.wait(30) == 0 and live.stderr.read() == b""
+        assert target.stderr.read().decode() == (
+            "memtrace: capture sent to the live client on 127.0.0.1:%s\n" % port)
+        assert os.listdir(tmp_path) == ["prog.py"]
+    finally:
+        for p in (target, live):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_live_remote_client_goes_away(memtrace, script, tmp_path):
+    """A client that goes away stops tracking, not the program: no
+    SIGPIPE, its exit status kept, and memtrace says the capture is cut."""
+    prog = script(STEPS + "sys.exit(4)\n")
+    target, port = start_remote(memtrace, prog)
+    try:
+        live = subprocess.Popen([memtrace, "live", "--interval", "0.1", port],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert target.stdout.readline().split()[0] == b"first"
+        Frames(live).until(lambda f: row(f, "first"))
+        live.kill()
+        live.wait()
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.stdout.readline() == b"second\n"
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.wait(60) == 4
+        err = target.stderr.read().decode()
+        assert err.startswith("memtrace: capture to the live client on 127.0.0.1:%s is "
+                              "incomplete: " % port) and err.count("\n") == 1, err
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+
+
+@pytest.mark.parametrize("case", ["nothing-listening", "port-taken", "with-output",
+                                  "port-without-remote", "port-out-of-range"])
+def test_live_remote_bad_input(memtrace, script, tmp_path, case):
+    prog = script("print('never')\n")
+    import socket
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        taken = busy.getsockname()[1]
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))
+        free = closed.getsockname()[1]  # bound, not listening: refuses connections
+        args = {
+            "nothing-listening": ["live", "--once", str(free)],
+            "port-taken": ["run", "--live-remote", "--live-port", str(taken), prog],
+            "with-output": ["run", "--live-remote", "-o", tmp_path / "c.bin", prog],
+            "port-without-remote": ["run", "--live-port", "5000", prog],
+            "port-out-of-range": ["run", "--live-remote", "--live-port", "70000", prog],
+        }[case]
+        p = run(memtrace, *args, check=False, timeout=30)
+        closed.close()
+    expect = {"nothing-listening": ("cannot connect to 127.0.0.1:%d" % free, 1),
+              "port-taken": ("cannot listen on 127.0.0.1:%d" % taken, 1),
+              "with-output": ("not with -o", 2),
+              "port-without-remote": ("--live-port goes with --live-remote", 2),
+              "port-out-of-range": ("invalid --live-port '70000'", 2)}[case]
+    assert p.returncode == expect[1] and expect[0] in p.stderr, p.stderr
+    assert p.stderr.count("\n") == 1 and p.stdout == ""
