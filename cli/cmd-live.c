@@ -48,6 +48,8 @@ static const char usage[] =
 /* How long a capture may stay without its header (attach writes it once
  * the payload runs in the target). */
 #define HEADER_WAIT_MS 30000
+/* How long `live PORT` tries a port where nothing listens yet. */
+#define CONNECT_WAIT_MS 3000
 
 static volatile sig_atomic_t stop_sig, suspend;
 
@@ -414,12 +416,30 @@ int mt_cli_live(const struct mt_live_opts *lo)
 					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 		snprintf(remote, sizeof(remote), "127.0.0.1:%d", port);
 		o.path = remote;
-		stream.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (stream.fd < 0 || connect(stream.fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-			mt_error(-errno, "live: cannot connect to %s", remote);
-			if (stream.fd >= 0)
-				close(stream.fd);
+		/* The sender may be about to listen (a Tracker starting, say):
+		 * a refused connection is tried again for a while. */
+		uint64_t give_up = now_ms() + CONNECT_WAIT_MS;
+		int e;
+		for (;;) {
+			stream.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (stream.fd < 0) {
+				e = -errno;
+				break;
+			}
+			if (connect(stream.fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+				e = 0;
+				break;
+			}
+			e = -errno;
+			close(stream.fd);
 			stream.fd = -1;
+			if (e != -ECONNREFUSED || once || now_ms() >= give_up || stop_sig)
+				break;
+			struct timespec ts = { 0, 100 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+		if (e < 0) {
+			mt_error(e, "live: cannot connect to %s", remote);
 			return 1;
 		}
 	}

@@ -648,15 +648,16 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	static uint8_t cmdline[MT_CMDLINE_MAX];
 	struct mt_header h = { .version = MT_FORMAT_VERSION };
 	uint32_t python_hex = 0;
-	int fd, e;
+	int fd, e = 0;
 
-	if (st.active)
-		return -EBUSY;
 	if (cfg->size < sizeof(*cfg))
 		return -EINVAL;
-	e = mt_hooks_resolve();
-	if (e < 0)
-		return e;
+	/* a capture descriptor given is ours from here on, failing or not */
+	if (st.active || (e = mt_hooks_resolve()) < 0) {
+		if (cfg->fd >= 0)
+			close(cfg->fd);
+		return st.active ? -EBUSY : e;
+	}
 	st.python = mt_python_init(&python_hex) == 0;
 	st.python_hex = python_hex;
 	mt_track_init(st.python);

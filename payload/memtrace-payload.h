@@ -20,7 +20,8 @@ struct memtrace_config {
 	uint32_t size;        /* sizeof(struct memtrace_config) */
 	uint32_t flags;       /* MT_HDR_* of format/record.h */
 	uint32_t interval_ms; /* memory sample interval; 0 = 10 */
-	int32_t fd;           /* capture fd to use, or -1 to open path */
+	int32_t fd;           /* capture fd to use (closed by the payload, also
+			       * when starting fails), or -1 to open path */
 	char path[MEMTRACE_PATH_MAX];
 };
 

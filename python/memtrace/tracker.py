@@ -79,8 +79,9 @@ class FileDestination(Destination):
 
 
 class SocketDestination(Destination):
-    """Stream the records to a `memtrace live` client (not implemented yet:
-    a Tracker given one raises NotImplementedError)."""
+    """Stream the records to one `memtrace live PORT` client: entering the
+    Tracker listens on (address, server_port) and waits for it to connect.
+    """
 
     def __init__(self, server_port, address="127.0.0.1"):
         self.server_port = int(server_port)
@@ -119,9 +120,7 @@ class Tracker:
         if not isinstance(destination, Destination):
             raise TypeError("memtrace.Tracker: destination must be a FileDestination or "
                             "SocketDestination, not %s" % type(destination).__name__)
-        if isinstance(destination, SocketDestination):
-            raise _not_implemented("SocketDestination (live streaming)")
-        if not isinstance(destination, FileDestination):
+        if not isinstance(destination, (FileDestination, SocketDestination)):
             raise TypeError("memtrace.Tracker: unsupported destination %r" % (destination,))
         if native_traces:
             raise _not_implemented("native_traces=True")
@@ -182,20 +181,40 @@ class Tracker:
             raise OSError(errno.ENAMETOOLONG, "capture path too long", dest.path)
         return encoded
 
+    def _where(self):
+        dest = self.destination
+        if isinstance(dest, SocketDestination):
+            return "%s:%d" % (dest.address, dest.server_port)
+        return dest.path
+
+    def _accept_client(self):
+        """Listen on the destination's port and wait for one client: the
+        connection's descriptor, which the payload owns from then on."""
+        import socket
+        dest = self.destination
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as srv:
+            srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            srv.bind((dest.address, dest.server_port))
+            srv.listen(1)
+            conn, _ = srv.accept()
+        return conn.detach()
+
     def __enter__(self):
         self._claim()
+        remote = isinstance(self.destination, SocketDestination)
         try:
             lib = _native.payload()
-            path = self._prepare_file()
+            path = b"" if remote else self._prepare_file()
+            fd = self._accept_client() if remote else -1
         except BaseException:
             self._release()
             raise
         cfg = _native._Config()
         cfg.size = ctypes.sizeof(cfg)
         cfg.flags = ((_HDR_PYALLOC if self.trace_python_allocators else 0)
-                     | (_HDR_FOLLOW_FORK if self.follow_fork else 0))
+                     | (_HDR_FOLLOW_FORK if self.follow_fork and not remote else 0))
         cfg.interval_ms = self.memory_interval_ms
-        cfg.fd = -1
+        cfg.fd = fd
         cfg.path = path
         ref = ctypes.byref(cfg)
         # The config's buffer is malloc'ed: it must not be freed while
@@ -219,7 +238,7 @@ class Tracker:
             raise RuntimeError("memtrace.Tracker: this process is already being tracked "
                                "(by `memtrace run`, `memtrace attach` or another Tracker)")
         raise OSError(-rc, "memtrace.Tracker: cannot start tracking: %s"
-                      % _strerror(rc), self.destination.path)
+                      % _strerror(rc), self._where())
 
     def __exit__(self, exc_type, exc, tb):
         # A fork child leaves the block too: with follow_fork its own
@@ -234,7 +253,7 @@ class Tracker:
         if rc == -errno.EINVAL:
             logger.warning("memtrace: tracking had already been stopped (memtrace detach?)")
             return False
-        path = self.destination.path
+        path = self._where()
         if child:  # the child's own capture
             path = "%s.%d" % (path, os.getpid())
         err = OSError(-rc, "memtrace.Tracker: the capture was not written completely: %s"

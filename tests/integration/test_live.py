@@ -530,3 +530,45 @@ def test_live_remote_bad_input(memtrace, script, tmp_path, case):
               "port-out-of-range": ("invalid --live-port '70000'", 2)}[case]
     assert p.returncode == expect[1] and expect[0] in p.stderr, p.stderr
     assert p.stderr.count("\n") == 1 and p.stdout == ""
+
+
+def test_tracker_socket_destination(memtrace, tmp_path):
+    """Tracker(destination=SocketDestination(port)): entering waits for a
+    `memtrace live PORT` client, which then follows the block."""
+    import socket
+    from test_python_api import py_env
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    prog = tmp_path / "prog.py"
+    prog.write_text("import sys, memtrace\n"
+                    "def keep():\n"
+                    "    return bytearray(8_000_000)\n"
+                    "with memtrace.Tracker(destination=memtrace.SocketDestination(%d)):\n"
+                    "    k = keep()\n"
+                    "    print('in', flush=True)\n"
+                    "    sys.stdin.readline()\n"
+                    "print('out', flush=True)\n" % port)
+    target = subprocess.Popen(["/usr/bin/python3", str(prog)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=py_env(),
+                              cwd=tmp_path)
+    live = None
+    try:
+        # started second or first, the client finds the Tracker listening
+        live = subprocess.Popen([memtrace, "live", "--interval", "0.1", str(port)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert target.stdout.readline() == b"in\n"
+        frames = Frames(live)
+        f = frames.until(lambda f: row(f, "keep"))
+        assert 7.6 < mib(row(f, "keep")[0]) < 7.7, f
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.stdout.readline() == b"out\n"
+        frames.until(lambda f: "tracking ended" in f)
+        assert live.wait(30) == 0 and target.wait(30) == 0
+        assert target.stderr.read() == b"" and os.listdir(tmp_path) == ["prog.py"]
+    finally:
+        for p in (target, live):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
