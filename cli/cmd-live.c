@@ -14,8 +14,11 @@
 #include <arpa/inet.h> /* htons */
 #include <ctype.h>     /* isdigit */
 #include <errno.h>     /* errno */
+#include <fcntl.h>     /* O_CLOEXEC */
 #include <getopt.h>    /* getopt_long */
 #include <poll.h>      /* poll */
+#include <pthread.h>   /* pthread_create */
+#include <stdatomic.h> /* atomic_int */
 #include <signal.h>    /* sigaction, kill */
 #include <stdio.h>     /* open_memstream */
 #include <stdlib.h>    /* strtod */
@@ -24,6 +27,7 @@
 #include <sys/ioctl.h> /* TIOCGWINSZ */
 #include <sys/socket.h> /* socket */
 #include <sys/stat.h>  /* stat */
+#include <sys/wait.h>  /* waitid */
 #include <termios.h>   /* tcgetattr */
 #include <time.h>      /* clock_gettime */
 #include <unistd.h>    /* isatty */
@@ -49,7 +53,7 @@ static const char usage[] =
  * the payload runs in the target). */
 #define HEADER_WAIT_MS 30000
 /* How long `live PORT` tries a port where nothing listens yet. */
-#define CONNECT_WAIT_MS 3000
+#define CONNECT_WAIT_MS 10000
 
 static volatile sig_atomic_t stop_sig, suspend;
 
@@ -113,85 +117,111 @@ static void term_leave(void)
 	term.screen = term.keys = 0;
 }
 
-/* A capture sent to us (memtrace run --live-remote): all of it so far. */
+/* A capture sent to us (memtrace run --live-remote, a Tracker's
+ * SocketDestination): a thread of ours takes it as it comes, into a
+ * temporary file that the view reads like any capture. The sender never
+ * waits for the view, however long a refresh takes. */
 static struct {
-	int fd;       /* the connection, or -1 */
-	int eof;      /* the sender closed it */
-	uint8_t *buf;
-	size_t len, cap;
-} stream = { .fd = -1 };
+	int fd;            /* the connection, or -1 */
+	int file;          /* the temporary file */
+	int wake[2];       /* the thread says the end came */
+	atomic_int eof;    /* the sender closed the connection */
+	atomic_int err;    /* or the file could not take it: -errno */
+	pthread_t thread;
+	char path[64];     /* /proc/self/fd/<file> */
+} stream = { .fd = -1, .file = -1, .wake = { -1, -1 } };
 
-/* Take what the connection has now; never blocks. -1 out of memory. */
-static int stream_take(void)
+static void *stream_reader(void *arg)
 {
-	while (stream.fd >= 0 && !stream.eof) {
-		if (stream.cap - stream.len < 65536) {
-			size_t cap = stream.cap ? stream.cap * 2 : 1u << 20;
-			uint8_t *b = realloc(stream.buf, cap);
-			if (!b)
-				return -1;
-			stream.buf = b;
-			stream.cap = cap;
-		}
-		ssize_t n = recv(stream.fd, stream.buf + stream.len, stream.cap - stream.len,
-				 MSG_DONTWAIT);
-		if (n > 0) {
-			stream.len += (size_t)n;
-			continue;
-		}
+	static uint8_t buf[1 << 16];
+	(void)arg;
+	for (;;) {
+		ssize_t n = recv(stream.fd, buf, sizeof(buf), 0);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (n <= 0)
 			break;
-		stream.eof = 1; /* closed, or reset */
+		for (ssize_t off = 0; off < n;) {
+			ssize_t k = write(stream.file, buf + off, (size_t)(n - off));
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0) {
+				atomic_store(&stream.err, k < 0 ? -errno : -ENOSPC);
+				goto out;
+			}
+			off += k;
+		}
 	}
-	return 0;
+out:
+	atomic_store(&stream.eof, 1);
+	(void)!write(stream.wake[1], "", 1);
+	return NULL;
+}
+
+/* Connected to @where: the file and the thread. 0, or -errno. */
+static int stream_start(void)
+{
+	const char *dir = getenv("TMPDIR");
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s/memtrace-live-XXXXXX", dir && *dir ? dir : "/tmp");
+	stream.file = mkostemp(tmp, O_CLOEXEC);
+	if (stream.file < 0)
+		return -errno;
+	unlink(tmp);
+	snprintf(stream.path, sizeof(stream.path), "/proc/self/fd/%d", stream.file);
+	if (pipe2(stream.wake, O_CLOEXEC) < 0)
+		return -errno;
+	int e = pthread_create(&stream.thread, NULL, stream_reader, NULL);
+	return -e;
+}
+
+static void stream_stop(void)
+{
+	if (stream.fd >= 0) {
+		shutdown(stream.fd, SHUT_RDWR); /* the thread's recv() returns */
+		if (stream.wake[1] >= 0)
+			pthread_join(stream.thread, NULL);
+		close(stream.fd);
+	}
+	for (int i = 0; i < 2; i++)
+		if (stream.wake[i] >= 0)
+			close(stream.wake[i]);
+	if (stream.file >= 0)
+		close(stream.file);
+	stream.fd = stream.file = stream.wake[0] = stream.wake[1] = -1;
 }
 
 static uint64_t now_ms(void);
 
-/* Wait @ms, or less if a key or a signal comes, taking what the
- * connection sends meanwhile (the sender must never wait for us). Returns
- * 1 if the user asked to quit (q, or SIGINT, SIGTERM, SIGHUP, SIGQUIT). */
+/* Wait @ms, or less if a key, a signal or the end of a stream comes.
+ * Returns 1 if the user asked to quit (q, or SIGINT, SIGTERM, SIGHUP,
+ * SIGQUIT). */
 static int wait_or_quit(int ms, int *by_growth)
 {
-	uint64_t end = now_ms() + (uint64_t)ms;
+	struct pollfd p[2];
+	int n = 0, keys = -1;
 
-	for (;;) {
-		struct pollfd p[2];
-		int n = 0, keys = -1, conn = -1;
-		uint64_t now = now_ms();
-		if (stop_sig)
-			return 1;
-		if (suspend || now >= end)
-			return 0;
-		if (term.keys) {
-			keys = n;
-			p[n++] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
-		}
-		if (stream.fd >= 0 && !stream.eof) {
-			conn = n;
-			p[n++] = (struct pollfd){ .fd = stream.fd, .events = POLLIN };
-		}
-		int r = poll(p, (nfds_t)n, (int)(end - now));
-		if (r < 0)
-			return stop_sig != 0; /* a signal: draw again (a new size), or quit */
-		if (conn >= 0 && p[conn].revents && stream_take() < 0)
-			return 0;
-		if (keys >= 0 && (p[keys].revents & POLLIN)) {
-			char c[16];
-			ssize_t k = read(STDIN_FILENO, c, sizeof(c));
-			for (ssize_t i = 0; i < k; i++) {
-				if (c[i] == 'q' || c[i] == 'Q')
-					return 1;
-				if (c[i] == 'g' || c[i] == 'o')
-					*by_growth = c[i] == 'g';
-			}
-			return 0; /* drawn again at once */
-		}
-		if (stream.eof)
-			return 0; /* the end: one last frame */
+	if (stop_sig)
+		return 1;
+	if (suspend)
+		return 0;
+	if (term.keys) {
+		keys = n;
+		p[n++] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
 	}
+	if (stream.wake[0] >= 0 && !atomic_load(&stream.eof))
+		p[n++] = (struct pollfd){ .fd = stream.wake[0], .events = POLLIN };
+	if (poll(p, (nfds_t)n, ms) > 0 && keys >= 0 && (p[keys].revents & POLLIN)) {
+		char c[16];
+		ssize_t k = read(STDIN_FILENO, c, sizeof(c));
+		for (ssize_t i = 0; i < k; i++) {
+			if (c[i] == 'q' || c[i] == 'Q')
+				return 1;
+			if (c[i] == 'g' || c[i] == 'o')
+				*by_growth = c[i] == 'g';
+		}
+	}
+	return stop_sig != 0;
 }
 
 /* PORT rather than a capture's name: digits, and no such file. */
@@ -392,12 +422,25 @@ int cmd_live(int argc, char **argv)
 		mt_error(0, "live: --sort growth compares frames: not with --once");
 		return 2;
 	}
+	if (once && port_of(argv[optind]) > 0) {
+		mt_error(0, "live: --once reads a capture file; a PORT's sender waits for its one "
+			    "client to follow it");
+		return 2;
+	}
 	struct mt_live_opts lo = { .path = argv[optind], .interval = interval, .top_n = o.top_n,
 				   .top_given = top_given, .by_growth = by_growth, .once = once };
 	return mt_cli_live(&lo);
 }
 
-int mt_cli_live(const struct mt_live_opts *lo)
+/* Has our child @pid (run --live) ended? Not reaped: run waits for it. */
+static int child_ended(pid_t pid)
+{
+	siginfo_t si = { 0 };
+	return pid > 0 && waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+	       si.si_pid == pid;
+}
+
+int mt_cli_live(struct mt_live_opts *lo)
 {
 	struct mt_report_opts o = { .view = MT_VIEW_LEAKS, .temp_threshold = 1 };
 	double interval = lo->interval;
@@ -415,7 +458,6 @@ int mt_cli_live(const struct mt_live_opts *lo)
 		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 		snprintf(remote, sizeof(remote), "127.0.0.1:%d", port);
-		o.path = remote;
 		/* The sender may be about to listen (a Tracker starting, say):
 		 * a refused connection is tried again for a while. */
 		uint64_t give_up = now_ms() + CONNECT_WAIT_MS;
@@ -438,10 +480,15 @@ int mt_cli_live(const struct mt_live_opts *lo)
 			struct timespec ts = { 0, 100 * 1000 * 1000 };
 			nanosleep(&ts, NULL);
 		}
-		if (e < 0) {
+		if (e == 0 && (e = stream_start()) < 0)
+			mt_error(e, "live: cannot keep what %s sends", remote);
+		else if (e < 0)
 			mt_error(e, "live: cannot connect to %s", remote);
+		if (e < 0) {
+			stream_stop();
 			return 1;
 		}
+		o.path = stream.path;
 	}
 
 	int ms = (int)(interval * 1000 + 0.5);
@@ -464,17 +511,14 @@ int mt_cli_live(const struct mt_live_opts *lo)
 		int gone = 0, err, pending;
 		uint64_t began = now_ms();
 		if (stream.fd >= 0) {
-			if (stream_take() < 0) {
-				err = -ENOMEM;
-				snprintf(msg, sizeof(msg), "out of memory for the capture from %s",
-					 o.path);
-			} else {
-				err = mt_report_load_mem(&s, &o, stream.buf, stream.len, msg,
-							 sizeof(msg));
-			}
-			gone = stream.eof;
-			pending = !stream.eof && (err == -MT_ETRUNC || (err == -MT_EFORMAT &&
-									 !stream.len));
+			gone = atomic_load(&stream.eof); /* then the file holds it all */
+			err = atomic_load(&stream.err);
+			if (err < 0)
+				snprintf(msg, sizeof(msg), "cannot keep what %s sends: %s", remote,
+					 strerror(-err));
+			else
+				err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
+			pending = !gone && header_pending(o.path, err);
 		} else {
 			err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
 			if (err == 0) {
@@ -486,6 +530,13 @@ int mt_cli_live(const struct mt_live_opts *lo)
 			}
 			pending = header_pending(o.path, err);
 		}
+		if (err < 0 && pending && child_ended(lo->writer)) {
+			/* run --live: the program ended without a capture; run says why */
+			term_leave();
+			free(frame);
+			mt_live_base_free(base);
+			return 1;
+		}
 		if (err < 0) {
 			if (pending && !once && now_ms() - first_try < HEADER_WAIT_MS) {
 				if (wait_or_quit(ms < 200 ? ms : 200, &by_growth))
@@ -493,15 +544,20 @@ int mt_cli_live(const struct mt_live_opts *lo)
 				continue;
 			}
 			term_leave();
-			if (pending || (stream.fd >= 0 && stream.len < MT_HDR_FIXED))
-				mt_error(0, "live: %s%s has no capture header%s",
-					 stream.fd >= 0 ? "" : "'", o.path,
-					 stream.fd >= 0 ? (stream.eof ? " (the sender closed it)" : "")
-					 : once ? "'" : "' after 30 s");
+			if (stream.fd >= 0 && (pending || header_pending(o.path, err)))
+				mt_error(0, "live: %s sent no capture header%s", remote,
+					 gone ? " before it closed the connection" : " in 30 s");
+			else if (stream.fd >= 0 && err != -ENOMEM && atomic_load(&stream.err) == 0)
+				mt_error(0, "live: cannot read what %s sent: %s", remote,
+					 mt_strerror(err));
+			else if (pending)
+				mt_error(0, "live: '%s' has no capture header%s", o.path,
+					 once ? "" : " after 30 s");
 			else
 				mt_error(0, "live: %s", msg);
 			free(frame);
 			mt_live_base_free(base);
+			stream_stop();
 			return 1;
 		}
 
@@ -546,7 +602,10 @@ int mt_cli_live(const struct mt_live_opts *lo)
 		free(frame);
 		frame = NULL;
 		FILE *mem = open_memstream(&frame, &len);
-		err = mem ? mt_report_live(mem, &s, &o, &f) : -errno;
+		struct mt_report_opts shown = o;
+		if (stream.fd >= 0)
+			shown.path = remote;
+		err = mem ? mt_report_live(mem, &s, &shown, &f) : -errno;
 		if (mem && fclose(mem) != 0 && err == 0)
 			err = -ENOMEM;
 		mt_snapshot_release(&s);
@@ -555,6 +614,7 @@ int mt_cli_live(const struct mt_live_opts *lo)
 			mt_error(err, "live: cannot draw the view");
 			free(frame);
 			mt_live_base_free(base);
+			stream_stop();
 			return 1;
 		}
 		draw(frame, len);
@@ -572,12 +632,7 @@ int mt_cli_live(const struct mt_live_opts *lo)
 	}
 	free(frame);
 	mt_live_base_free(base);
-	if (stream.fd >= 0)
-		close(stream.fd);
-	free(stream.buf);
-	stream.fd = -1;
-	stream.buf = NULL;
-	stream.len = stream.cap = 0;
-	stream.eof = 0;
+	stream_stop();
+	lo->stopped_by = stop_sig;
 	return 0;
 }

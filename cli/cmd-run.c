@@ -256,11 +256,19 @@ int cmd_run(int argc, char **argv)
 			 * a file, and its input is empty */
 			char log[PATH_MAX + 8];
 			log_name(log, sizeof(log), capture);
+			int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			if (nfd < 0) {
+				mt_error(-errno, "cannot open /dev/null");
+				mt_unlink_regular(abs);
+				_exit(1);
+			}
 			int lfd = open(log, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL),
 				       0600);
-			int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-			if (lfd < 0 || nfd < 0) {
-				mt_error(-errno, "cannot create '%s'", log);
+			if (lfd < 0) {
+				if (errno == EEXIST)
+					mt_error(0, "'%s' exists (use -f to overwrite it)", log);
+				else
+					mt_error(-errno, "cannot create '%s'", log);
 				mt_unlink_regular(abs);
 				_exit(1);
 			}
@@ -314,13 +322,20 @@ int cmd_run(int argc, char **argv)
 	char log[PATH_MAX + 8];
 	log_name(log, sizeof(log), capture);
 	if (started && live) {
-		struct mt_live_opts lo = { .path = capture, .interval = 1.0 };
+		struct mt_live_opts lo = { .path = capture, .interval = 1.0, .writer = child };
+		struct sigaction tstp, winch;
+		sigaction(SIGTSTP, NULL, &tstp);
+		sigaction(SIGWINCH, NULL, &winch);
 		mt_cli_live(&lo);
 		/* the view's signal handlers out, ours back in */
 		for (int i = 0; i < 4; i++)
 			sigaction(sigs[i], &sa, NULL);
-		signal(SIGTSTP, SIG_DFL);
-		signal(SIGWINCH, SIG_DFL);
+		sigaction(SIGTSTP, &tstp, NULL);
+		sigaction(SIGWINCH, &winch, NULL);
+		/* a signal that ended the view was meant for the program too,
+		 * as without --live */
+		if (lo.stopped_by)
+			kill(child, lo.stopped_by);
 		siginfo_t si = { 0 };
 		if (waitid(P_PID, (id_t)child, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && !si.si_pid)
 			mt_warning("the program (pid %d) runs on: waiting for it to end; its output "

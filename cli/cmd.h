@@ -91,8 +91,11 @@ struct mt_live_opts {
 	int top_given;
 	int by_growth;    /* sorted by growth since the view started */
 	int once;         /* one frame */
+	pid_t writer;     /* the process writing the capture, if ours (run --live):
+			   * no header to wait for once it has ended */
+	int stopped_by;   /* out: the signal that ended the view, or 0 */
 };
-int mt_cli_live(const struct mt_live_opts *lo);
+int mt_cli_live(struct mt_live_opts *lo);
 /* mt_cli_live_accept() - listen on 127.0.0.1:@port (0: any free port),
  * say where on standard error (into @where too) and wait for one client.
  * Returns its connection, or -1 after printing why. (cli/cmd-live.c) */

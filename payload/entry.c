@@ -651,7 +651,7 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	int fd, e = 0;
 
 	if (cfg->size < sizeof(*cfg))
-		return -EINVAL;
+		return -EINVAL; /* too old to tell a descriptor */
 	/* a capture descriptor given is ours from here on, failing or not */
 	if (st.active || (e = mt_hooks_resolve()) < 0) {
 		if (cfg->fd >= 0)
@@ -860,6 +860,8 @@ __attribute__((constructor)) static void preload_init(void)
 		snprintf(why, sizeof(why), "cannot track Python %.*s (supported: 3.8 to 3.13)",
 			 (int)strcspn(v, " "), v);
 		report_line(why);
+		if (cfg.fd >= 0)
+			close(cfg.fd); /* the live client sees the end at once */
 		mt_in_hook = 0;
 		return;
 	}

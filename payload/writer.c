@@ -32,6 +32,7 @@
 #include <sys/mman.h>    /* mmap */
 #include <sys/socket.h>  /* send */
 #include <sys/stat.h>    /* fstat */
+#include <sys/time.h>    /* struct timeval */
 #include <sys/prctl.h>   /* PR_SET_NAME */
 #include <sys/syscall.h> /* SYS_futex */
 #include <time.h>        /* clock_gettime */
@@ -51,6 +52,7 @@
  * in a 0.6 s run and ran about 8% slower. */
 #define CHUNK_MAX MT_CHUNK_RAW_MAX
 #define FLUSH_NS (250ull * 1000 * 1000) /* bound on what a SIGKILL loses */
+#define SOCKET_STALL_S 5 /* a live client that reads nothing for this long is gone */
 /* How long a producer waits on a writer that takes nothing at all (a
  * write(2) hung on its file system) before its events are dropped. */
 #define STALL_NS (1000ull * 1000 * 1000)
@@ -441,7 +443,8 @@ static int write_full(int fd, const uint8_t *p, size_t len)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			/* SO_SNDTIMEO ran out: the reader stopped reading */
+			return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
 		}
 		if (n == 0)
 			return -ENOSPC;
@@ -986,6 +989,12 @@ int mt_writer_start(int fd, const struct mt_header *h)
 		return (int)n;
 	struct stat sb;
 	w.fd_sock = fstat(fd, &sb) == 0 && S_ISSOCK(sb.st_mode);
+	if (w.fd_sock) {
+		/* a reader that stops reading for this long ends the capture,
+		 * rather than stalling the program (and its exit) for good */
+		struct timeval tv = { .tv_sec = SOCKET_STALL_S };
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
 	e = write_full(fd, hdr, (size_t)n);
 	if (e < 0)
 		return e;

@@ -78,19 +78,15 @@ static void load_warn(void *p, const char *msg)
 		l->warn(l->ctx, msg);
 }
 
-static int load(struct mt_snapshot *s, const struct mt_report_opts *o, const void *buf,
-		size_t n, void (*warn)(void *ctx, const char *msg), void *ctx, char *msg, size_t len)
+int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
+		   void (*warn)(void *ctx, const char *msg), void *ctx, char *msg, size_t len)
 {
 	struct mt_snapshot_opts so = { .temp_threshold = o->temp_threshold };
 	struct load_ctx l = { NULL, warn, ctx };
-	int err = buf ? mt_capture_open_mem(buf, n, &l.cap)
-		      : mt_capture_open_flags(o->path, o->open_flags, &l.cap);
+	int err = mt_capture_open_flags(o->path, o->open_flags, &l.cap);
 
 	if (err < 0) {
-		if (buf)
-			snprintf(msg, len, "cannot read '%s': %s", o->path, mt_strerror(err));
-		else
-			mt_report_describe_open_error(msg, len, o->path, err);
+		mt_report_describe_open_error(msg, len, o->path, err);
 		return err;
 	}
 	mt_capture_set_warn(l.cap, load_warn, &l);
@@ -104,18 +100,6 @@ static int load(struct mt_snapshot *s, const struct mt_report_opts *o, const voi
 	}
 	mt_capture_close(l.cap);
 	return err;
-}
-
-int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
-		   void (*warn)(void *ctx, const char *msg), void *ctx, char *msg, size_t len)
-{
-	return load(s, o, NULL, 0, warn, ctx, msg, len);
-}
-
-int mt_report_load_mem(struct mt_snapshot *s, const struct mt_report_opts *o, const void *buf,
-		       size_t n, char *msg, size_t len)
-{
-	return load(s, o, buf, n, NULL, NULL, msg, len);
 }
 
 char *mt_report_describe_open_error(char *buf, size_t len, const char *path, int err)

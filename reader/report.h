@@ -34,11 +34,6 @@ struct mt_report_opts {
 int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 		   void (*warn)(void *ctx, const char *msg), void *ctx, char *msg, size_t len);
 
-/* mt_report_load_mem() - the same from the capture bytes [@buf,
- * @buf+@n) (a stream read so far); @o->path names it in messages. */
-int mt_report_load_mem(struct mt_snapshot *s, const struct mt_report_opts *o, const void *buf,
-		       size_t n, char *msg, size_t len);
-
 /* mt_report_describe_open_error() - one line (no prefix, no newline)
  * saying why @path could not be opened, for an error from
  * mt_capture_open(). Returns @buf. */

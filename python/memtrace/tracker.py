@@ -120,6 +120,9 @@ class Tracker:
         if not isinstance(destination, Destination):
             raise TypeError("memtrace.Tracker: destination must be a FileDestination or "
                             "SocketDestination, not %s" % type(destination).__name__)
+        if isinstance(destination, SocketDestination) and follow_fork:
+            raise ValueError("memtrace.Tracker: follow_fork needs a FileDestination: "
+                             "a child's capture goes to a file beside its parent's")
         if not isinstance(destination, (FileDestination, SocketDestination)):
             raise TypeError("memtrace.Tracker: unsupported destination %r" % (destination,))
         if native_traces:
@@ -195,8 +198,10 @@ class Tracker:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as srv:
             srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             srv.bind((dest.address, dest.server_port))
+            srv.settimeout(None)  # whatever socket.setdefaulttimeout() says
             srv.listen(1)
             conn, _ = srv.accept()
+        conn.setblocking(True)
         return conn.detach()
 
     def __enter__(self):
@@ -212,7 +217,7 @@ class Tracker:
         cfg = _native._Config()
         cfg.size = ctypes.sizeof(cfg)
         cfg.flags = ((_HDR_PYALLOC if self.trace_python_allocators else 0)
-                     | (_HDR_FOLLOW_FORK if self.follow_fork and not remote else 0))
+                     | (_HDR_FOLLOW_FORK if self.follow_fork else 0))
         cfg.interval_ms = self.memory_interval_ms
         cfg.fd = fd
         cfg.path = path

@@ -422,7 +422,8 @@ def test_run_live_log_exists(memtrace, script, tmp_path):
     cap = tmp_path / "c.bin"
     p = run(memtrace, "run", "--live", "-o", cap, prog, check=False)
     assert p.returncode == 1
-    assert p.stderr.count("\n") == 1 and "cannot create '%s'" % (tmp_path / "c.log") in p.stderr
+    assert p.stderr.count("\n") == 1
+    assert "'%s' exists (use -f to overwrite it)" % (tmp_path / "c.log") in p.stderr
     assert (tmp_path / "c.log").read_text() == "older output\n" and not cap.exists()
     p = run(memtrace, "run", "--live", "-f", "-o", cap, prog)
     assert (tmp_path / "c.log").read_text() == "hi\n"
@@ -502,8 +503,8 @@ def test_live_remote_client_goes_away(memtrace, script, tmp_path):
             target.wait()
 
 
-@pytest.mark.parametrize("case", ["nothing-listening", "port-taken", "with-output",
-                                  "port-without-remote", "port-out-of-range"])
+@pytest.mark.parametrize("case", ["nothing-listening", "once-on-a-port", "port-taken",
+                                  "with-output", "port-without-remote", "port-out-of-range"])
 def test_live_remote_bad_input(memtrace, script, tmp_path, case):
     prog = script("print('never')\n")
     import socket
@@ -515,7 +516,8 @@ def test_live_remote_bad_input(memtrace, script, tmp_path, case):
         closed.bind(("127.0.0.1", 0))
         free = closed.getsockname()[1]  # bound, not listening: refuses connections
         args = {
-            "nothing-listening": ["live", "--once", str(free)],
+            "nothing-listening": ["live", "--interval", "0.1", str(free)],
+            "once-on-a-port": ["live", "--once", str(free)],
             "port-taken": ["run", "--live-remote", "--live-port", str(taken), prog],
             "with-output": ["run", "--live-remote", "-o", tmp_path / "c.bin", prog],
             "port-without-remote": ["run", "--live-port", "5000", prog],
@@ -524,12 +526,28 @@ def test_live_remote_bad_input(memtrace, script, tmp_path, case):
         p = run(memtrace, *args, check=False, timeout=30)
         closed.close()
     expect = {"nothing-listening": ("cannot connect to 127.0.0.1:%d" % free, 1),
+              "once-on-a-port": ("--once reads a capture file", 2),
               "port-taken": ("cannot listen on 127.0.0.1:%d" % taken, 1),
               "with-output": ("not with -o", 2),
               "port-without-remote": ("--live-port goes with --live-remote", 2),
               "port-out-of-range": ("invalid --live-port '70000'", 2)}[case]
     assert p.returncode == expect[1] and expect[0] in p.stderr, p.stderr
     assert p.stderr.count("\n") == 1 and p.stdout == ""
+
+
+def readline(stream, timeout):
+    """A line of @stream (unbuffered reads), failing after @timeout s."""
+    line = b""
+    deadline = time.monotonic() + timeout
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        assert left > 0, "no line within %ss: %r" % (timeout, line)
+        if select.select([stream], [], [], left)[0]:
+            c = os.read(stream.fileno(), 1)
+            if not c:
+                break
+            line += c
+    return line
 
 
 def test_tracker_socket_destination(memtrace, tmp_path):
@@ -557,13 +575,13 @@ def test_tracker_socket_destination(memtrace, tmp_path):
         # started second or first, the client finds the Tracker listening
         live = subprocess.Popen([memtrace, "live", "--interval", "0.1", str(port)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert target.stdout.readline() == b"in\n"
+        assert readline(target.stdout, 60) == b"in\n"
         frames = Frames(live)
         f = frames.until(lambda f: row(f, "keep"))
         assert 7.6 < mib(row(f, "keep")[0]) < 7.7, f
         target.stdin.write(b"\n")
         target.stdin.flush()
-        assert target.stdout.readline() == b"out\n"
+        assert readline(target.stdout, 60) == b"out\n"
         frames.until(lambda f: "tracking ended" in f)
         assert live.wait(30) == 0 and target.wait(30) == 0
         assert target.stderr.read() == b"" and os.listdir(tmp_path) == ["prog.py"]

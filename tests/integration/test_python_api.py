@@ -71,9 +71,13 @@ def test_design_examples_run_as_written(memtrace, tmp_path, python):
             kept2 = work()
         # a `memtrace live PORT` client to stream to (it waits for the port to listen)
         import os, subprocess
-        client = subprocess.Popen([os.path.join(os.environ["MEMTRACE_BUILD_DIR"], "cli", "memtrace"), "live", "12345"],
+        import socket
+        with socket.socket() as s:  # a free port, for 12345 may be taken
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        client = subprocess.Popen([os.path.join(os.environ["MEMTRACE_BUILD_DIR"], "cli", "memtrace"), "live", str(port)],
                                   stdout=subprocess.PIPE)
-        with memtrace.Tracker(destination=memtrace.SocketDestination(server_port=12345, address="127.0.0.1")):
+        with memtrace.Tracker(destination=memtrace.SocketDestination(server_port=port, address="127.0.0.1")):
             kept3 = work()
         print("socket:", "tracking ended" in client.communicate()[0].decode(), client.returncode)
         memtrace.dump_all_records("profile.bin"); memtrace.set_log_level(logging.DEBUG); memtrace.start_thread_trace
@@ -81,7 +85,7 @@ def test_design_examples_run_as_written(memtrace, tmp_path, python):
         for rec in reader.get_high_watermark_allocation_records(merge_threads=True): rec.size, rec.stack_trace()
         print("peak", sum(r.size for r in reader.get_high_watermark_allocation_records()))
         """, tmp_path)
-    assert "socket: True 0" in p.stdout
+    assert "socket: True 0" in p.stdout, (p.stdout[-2000:], p.stderr)
     # dump_all_records printed the records, the way `memtrace parse` does
     parse = run(memtrace, "parse", tmp_path / "profile.bin").stdout
     assert re.search(r"^alloc .*size=500000[01] ", p.stdout, re.M), p.stdout[:2000]
