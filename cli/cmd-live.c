@@ -356,10 +356,22 @@ static int writer_gone(const struct mt_header *h)
 /* The file is not a capture yet: empty, or shorter than a header. */
 static int header_pending(const char *path, int err)
 {
+	static const char magic[8] = "MEMTRACE";
+	char head[8];
 	struct stat sb;
+
 	if (err == -MT_ETRUNC)
 		return 1;
-	return err == -MT_EFORMAT && stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0;
+	if (err != -MT_EFORMAT || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+		return 0;
+	/* The file grows as it is read: it may have been empty then and
+	 * hold the first bytes now. Pending while what it holds could be
+	 * the start of a capture. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, head, sizeof(head)) : -1;
+	if (fd >= 0)
+		close(fd);
+	return n >= 0 && memcmp(head, magic, (size_t)n) == 0;
 }
 
 int cmd_live(int argc, char **argv)
@@ -468,6 +480,10 @@ int mt_cli_live(struct mt_live_opts *lo)
 				e = -errno;
 				break;
 			}
+			/* our thread drains it: no need for the kernel to hold tens
+			 * of megabytes for a client that stopped (suspended) */
+			int rcv = 1 << 20;
+			setsockopt(stream.fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
 			if (connect(stream.fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
 				e = 0;
 				break;

@@ -386,7 +386,11 @@ int cmd_run(int argc, char **argv)
 			 capture);
 		mt_unlink_regular(capture);
 	} else if (remote) {
-		fprintf(stderr, "memtrace: capture sent to %s\n", capture);
+		if (!strncmp(said, "ok dropped ", 11))
+			fprintf(stderr, "memtrace: capture sent to %s; %s events were dropped, as it "
+					"did not take them fast enough\n", capture, said + 11);
+		else
+			fprintf(stderr, "memtrace: capture sent to %s\n", capture);
 	} else {
 		mt_cli_say_written("", capture, !strncmp(said, "ok dropped ", 11) ? said + 11 : NULL);
 	}

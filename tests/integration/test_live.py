@@ -590,3 +590,40 @@ def test_tracker_socket_destination(memtrace, tmp_path):
             if p and p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_live_remote_client_stops_reading(memtrace, script, tmp_path):
+    """A client that stops reading (suspended) cannot stall the program:
+    once the connection's buffers are full, events are dropped (a send
+    that waits 5 s ends the capture), the program runs to its end while
+    the client stays stopped, and memtrace says what was lost."""
+    prog = script("""\
+import random, sys
+print("ready", flush=True)
+sys.stdin.readline()
+keep = []
+for i in range(1_000_000):  # addresses and sizes that do not compress well
+    keep.append(bytearray(random.randrange(1, 5000)))
+    if len(keep) > 1000:
+        del keep[random.randrange(len(keep))]
+print("done", flush=True)
+""")
+    target, port = start_remote(memtrace, prog, "--trace-python-allocators")
+    live = subprocess.Popen([memtrace, "live", "--interval", "0.1", port],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert readline(target.stdout, 60) == b"ready\n"
+        Frames(live).next()
+        os.kill(live.pid, signal.SIGSTOP)
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert readline(target.stdout, 120) == b"done\n"
+        assert target.wait(60) == 0  # the client is still stopped
+        err = target.stderr.read().decode()
+        assert ("events were dropped, as it did not take them fast enough" in err
+                or ("is incomplete" in err and "timed out" in err)), err
+    finally:
+        for p in (target, live):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
