@@ -33,21 +33,21 @@
 #include <unistd.h>    /* isatty */
 
 static const char usage[] =
-	"usage: memtrace live [--interval SECONDS] [-n N] [--sort own|growth] [--once]\n"
-	"                     (CAPTURE | PORT)\n"
+	"usage: memtrace live [--interval SECONDS] [-n N] [--sort own|growth] [--once] CAPTURE\n"
+	"       memtrace live [--interval SECONDS] [-n N] [--sort own|growth] PORT\n"
 	"\n"
 	"Follows a capture while it is written (by memtrace run, attach or a Tracker),\n"
-	"or as `memtrace run --live-remote` sends it to PORT on 127.0.0.1, and shows\n"
-	"what holds memory now, and how much more than when the view started, until\n"
-	"tracking ends. On a terminal the view is redrawn in place\n"
-	"(q quits, g sorts by growth, o by own live memory); otherwise a frame is\n"
-	"printed at every refresh.\n"
+	"or as `memtrace run --live-remote` or a Tracker's SocketDestination sends it\n"
+	"to PORT on 127.0.0.1, and shows what holds memory now, and how much more than\n"
+	"when the view started, until tracking ends. On a terminal the view is redrawn\n"
+	"in place (q quits, g sorts by growth, o by own live memory); otherwise a frame\n"
+	"is printed at every refresh.\n"
 	"\n"
 	"  --interval S  seconds between refreshes (default 1; 0.05 to 3600)\n"
 	"  -n, --top N   locations to show (default: what the terminal has room for, or 20)\n"
 	"  --sort K      own: the most memory live first (default); growth: the most\n"
 	"                growth since the view started first\n"
-	"  --once        show one frame and exit\n";
+	"  --once        show one frame of a CAPTURE and exit (not with --sort growth)\n";
 
 /* How long a capture may stay without its header (attach writes it once
  * the payload runs in the target). */
