@@ -238,6 +238,39 @@ static int port_of(const char *arg)
 	return port >= 1 && port <= 65535 ? (int)port : -1;
 }
 
+/* The uid of the process at the other end of @fd, a connection on
+ * 127.0.0.1 (its socket is in /proc/net/tcp with our ends swapped), or -1
+ * if it cannot be told. */
+static long peer_uid(int fd)
+{
+	struct sockaddr_in me, peer;
+	socklen_t ml = sizeof(me), pl = sizeof(peer);
+	char line[512];
+	long uid = -1;
+
+	if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0 ||
+	    getpeername(fd, (struct sockaddr *)&peer, &pl) < 0)
+		return -1;
+	FILE *f = fopen("/proc/net/tcp", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned la, lp, ra, rp;
+		long u;
+		if (sscanf(line, " %*d: %x:%x %x:%x %*x %*x:%*x %*x:%*x %*x %ld", &la, &lp, &ra, &rp,
+			   &u) != 5)
+			continue;
+		/* addresses as the kernel prints them: the 32-bit value in host order */
+		if (la == peer.sin_addr.s_addr && lp == ntohs(peer.sin_port) &&
+		    ra == me.sin_addr.s_addr && rp == ntohs(me.sin_port)) {
+			uid = u;
+			break;
+		}
+	}
+	fclose(f);
+	return uid;
+}
+
 int mt_cli_live_accept(int port, char *where, size_t len)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
@@ -258,9 +291,23 @@ int mt_cli_live_accept(int port, char *where, size_t len)
 	snprintf(where, len, "127.0.0.1:%d", ntohs(a.sin_port));
 	fprintf(stderr, "memtrace: waiting for a live client on %s: run `memtrace live %d`\n",
 		where, ntohs(a.sin_port));
-	do
+	/* The capture is ours (a capture file is 0600): a client of another
+	 * user is turned away (root may look). */
+	for (;;) {
 		c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-	while (c < 0 && errno == EINTR);
+		if (c < 0 && errno == EINTR)
+			continue;
+		if (c < 0)
+			break;
+		long uid = peer_uid(c);
+		if (uid == (long)getuid() || uid == 0)
+			break;
+		if (uid < 0)
+			mt_warning("turned away a live client whose user cannot be told");
+		else
+			mt_warning("turned away a live client of another user (uid %ld)", uid);
+		close(c);
+	}
 	if (c < 0)
 		mt_error(-errno, "cannot take a live client on %s", where);
 	close(fd);

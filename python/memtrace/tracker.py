@@ -91,6 +91,24 @@ class SocketDestination(Destination):
         return "SocketDestination(server_port=%r, address=%r)" % (self.server_port, self.address)
 
 
+def _peer_uid(conn):
+    """The uid of the process at the other end of a connection on this
+    machine (/proc/net/tcp, where its socket has our ends swapped), or -1."""
+    import socket
+    def key(addr):
+        return "%08X:%04X" % (int.from_bytes(socket.inet_aton(addr[0]), "little"), addr[1])
+    want = (key(conn.getpeername()), key(conn.getsockname()))
+    try:
+        with open("/proc/net/tcp") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 7 and (fields[1], fields[2]) == want:
+                    return int(fields[7])
+    except OSError:
+        pass
+    return -1
+
+
 def _not_implemented(option):
     return NotImplementedError("memtrace.Tracker: %s is not implemented yet" % option)
 
@@ -200,7 +218,15 @@ class Tracker:
             srv.bind((dest.address, dest.server_port))
             srv.settimeout(None)  # whatever socket.setdefaulttimeout() says
             srv.listen(1)
-            conn, _ = srv.accept()
+            while True:
+                conn, peer = srv.accept()
+                # a client on this machine must be of our user (or root)
+                uid = _peer_uid(conn) if peer[0].startswith("127.") else None
+                if uid in (None, os.getuid(), 0):
+                    break
+                logger.warning("memtrace: turned away a live client of another user (uid %s)",
+                               uid)
+                conn.close()
         conn.setblocking(True)
         return conn.detach()
 

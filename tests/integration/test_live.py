@@ -627,3 +627,62 @@ print("done", flush=True)
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+NOBODY_CLIENT = """\
+import os, socket, sys
+os.setgid(65534)
+os.setuid(65534)
+s = socket.socket()
+s.connect(("127.0.0.1", int(sys.argv[1])))
+print(len(s.recv(100)))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to connect as another user")
+@pytest.mark.parametrize("sender", ["run", "tracker"])
+def test_live_client_of_another_user_turned_away(memtrace, script, tmp_path, sender):
+    """The capture is the user's own (a file is 0600): a client of another
+    user is turned away, and the sender waits on for one of its own."""
+    from test_python_api import py_env
+    nobody = script(NOBODY_CLIENT, name="nobody.py")
+    if sender == "run":
+        prog = script(STEPS)
+        target, port = start_remote(memtrace, prog)
+    else:
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = str(s.getsockname()[1])
+        prog = script("import logging, sys, memtrace\n"
+                      "logging.basicConfig()\n"
+                      "def first():\n"
+                      "    return bytearray(30_000_000)\n"
+                      "with memtrace.Tracker(destination=memtrace.SocketDestination(%s)):\n"
+                      "    a = first()\n"
+                      "    print('first', 0, flush=True)\n"
+                      "    sys.stdin.readline()\n" % port)
+        target = subprocess.Popen(["/usr/bin/python3", str(prog)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=py_env())
+    live = None
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the Tracker may not listen yet
+            p = run("/usr/bin/python3", nobody, port, check=False)
+            if p.returncode == 0 or time.monotonic() > deadline:
+                break
+        assert p.stdout == "0\n", p.stderr  # connected, and closed at once
+        live = subprocess.Popen([memtrace, "live", "--interval", "0.1", port],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert readline(target.stdout, 60).split()[0] == b"first"
+        Frames(live).until(lambda f: row(f, "first"))
+        target.stdin.write(b"\n\n")
+        target.stdin.flush()
+        target.wait(60)
+        assert "turned away a live client of another user (uid 65534)" in \
+            target.stderr.read().decode()
+    finally:
+        for p in (target, live):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
