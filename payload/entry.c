@@ -103,11 +103,16 @@ static uint32_t read_cmdline(uint8_t *buf, uint32_t cap)
 }
 
 /* ------------------------------------------------------------------------
- * Python-side hooks: a C function registered with Python's atexit module,
- * so that tracking ends when the program ends and not after the
- * interpreter has torn everything down (leaks would be meaningless).
+ * Python-side hooks: C functions that Python calls (atexit, and the
+ * os.register_at_fork hooks), so that tracking ends when the program ends
+ * and not after the interpreter has torn everything down (leaks would be
+ * meaningless), and follows forks.
+ *
+ * The C API functions they call are found once, in the parent with the
+ * GIL held (py_bind()): finding one walks the loaded objects under a
+ * loader lock that a fork child may never get (another thread of the
+ * parent held it at the fork).
  * ---------------------------------------------------------------------- */
-typedef void *(*py_fn1)(void *);
 struct py_method_def {
 	const char *name;
 	void *(*meth)(void *, void *);
@@ -115,6 +120,68 @@ struct py_method_def {
 	const char *doc;
 };
 #define PY_METH_NOARGS 0x0004
+
+static struct {
+	int bound;
+	void *none;          /* Py_None */
+	void **deprecation;  /* &PyExc_DeprecationWarning */
+	void (*incref)(void *), (*decref)(void *), (*clear)(void);
+	void *(*import)(const char *);
+	void *(*getattr)(void *, const char *);
+	void *(*newcf)(void *, void *, void *);
+	void *(*call)(void *, void *, void *);
+	void *(*callf)(void *, const char *, ...);
+	void *(*callm)(void *, const char *, const char *, ...);
+	void *(*item)(void *, long);
+	void *(*dict_new)(void);
+	int (*dict_set)(void *, const char *, void *);
+	void *(*tuple_new)(long);
+} py;
+
+/* 0, or -1 if some function is missing. */
+static int py_bind(void)
+{
+	if (py.bound)
+		return 0;
+	py.none = mt_got_find_definition("_Py_NoneStruct");
+	py.deprecation = (void **)mt_got_find_definition("PyExc_DeprecationWarning");
+	py.incref = (void (*)(void *))mt_got_find_definition("Py_IncRef");
+	py.decref = (void (*)(void *))mt_got_find_definition("Py_DecRef");
+	py.clear = (void (*)(void))mt_got_find_definition("PyErr_Clear");
+	py.import = (void *(*)(const char *))mt_got_find_definition("PyImport_ImportModule");
+	py.getattr = (void *(*)(void *, const char *))mt_got_find_definition(
+		"PyObject_GetAttrString");
+	py.newcf = (void *(*)(void *, void *, void *))mt_got_find_definition("PyCFunction_NewEx");
+	py.call = (void *(*)(void *, void *, void *))mt_got_find_definition("PyObject_Call");
+	py.callf = (void *(*)(void *, const char *, ...))mt_got_find_definition(
+		"PyObject_CallFunction");
+	py.callm = (void *(*)(void *, const char *, const char *, ...))mt_got_find_definition(
+		"PyObject_CallMethod");
+	py.item = (void *(*)(void *, long))mt_got_find_definition("PySequence_GetItem");
+	py.dict_new = (void *(*)(void))mt_got_find_definition("PyDict_New");
+	py.dict_set = (int (*)(void *, const char *, void *))mt_got_find_definition(
+		"PyDict_SetItemString");
+	py.tuple_new = (void *(*)(long))mt_got_find_definition("PyTuple_New");
+	py.bound = py.none && py.deprecation && py.incref && py.decref && py.clear &&
+		   py.import && py.getattr && py.newcf && py.call && py.callf && py.callm &&
+		   py.item && py.dict_new && py.dict_set && py.tuple_new;
+	return py.bound ? 0 : -1;
+}
+
+/* What a hook returns: None. Hooks are registered only once bound. */
+static void *py_none(void)
+{
+	py.incref(py.none);
+	return py.none;
+}
+
+/* The references in @refs[0..n) that are set, released. */
+static void py_release(void *const *refs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (refs[i])
+			py.decref(refs[i]);
+}
 
 static int stop_locked(const char *why, int in_python);
 
@@ -126,52 +193,40 @@ static void *py_atexit_cb(void *self, void *unused)
 	if (st.active && st.pid == getpid())
 		stop_locked(NULL, 1);
 	pthread_mutex_unlock(&st.lock);
-	void *none = mt_got_find_definition("_Py_NoneStruct");
-	void (*incref)(void *) = (void (*)(void *))mt_got_find_definition("Py_IncRef");
-	if (none && incref)
-		incref(none);
-	return none;
+	return py_none();
 }
 
 static struct py_method_def atexit_def = { "memtrace_stop", py_atexit_cb, PY_METH_NOARGS,
 					   NULL };
 
-/* Register py_atexit_cb with the atexit module. Needs the GIL. */
-static int register_py_atexit(void)
+/* @module.@func(**{@keys[i]: @defs[i]}), or without @keys,
+ * @module.@func(@defs[0]). Needs the GIL and py_bind(). 0 or -1. */
+static int py_register(const char *module, const char *func, const char *const *keys,
+		       struct py_method_def *const *defs, int n)
 {
-	void *(*import)(const char *) = (void *(*)(const char *))mt_got_find_definition(
-		"PyImport_ImportModule");
-	void *(*getattr)(void *, const char *) = (void *(*)(void *, const char *))
-		mt_got_find_definition("PyObject_GetAttrString");
-	void *(*newcf)(void *, void *, void *) = (void *(*)(void *, void *, void *))
-		mt_got_find_definition("PyCFunction_NewEx");
-	void *(*call)(void *, ...) = (void *(*)(void *, ...))mt_got_find_definition(
-		"PyObject_CallFunctionObjArgs");
-	void (*decref)(void *) = (void (*)(void *))mt_got_find_definition("Py_DecRef");
-	void (*clear)(void) = (void (*)(void))mt_got_find_definition("PyErr_Clear");
-	void *mod = NULL, *reg = NULL, *fn = NULL, *res = NULL;
-	int rc = -1;
+	void *mod = NULL, *reg = NULL, *fn = NULL, *kw = NULL, *args = NULL, *res = NULL;
+	int ok = (mod = py.import(module)) && (reg = py.getattr(mod, func));
 
-	if (!import || !getattr || !newcf || !call || !decref || !clear)
-		return -1;
-	if (!(mod = import("atexit")) || !(reg = getattr(mod, "register")) ||
-	    !(fn = newcf(&atexit_def, NULL, NULL)) || !(res = call(reg, fn, NULL)))
-		clear();
-	else
-		rc = 0;
-	if (res)
-		decref(res);
-	if (fn)
-		decref(fn);
-	if (reg)
-		decref(reg);
-	if (mod)
-		decref(mod);
-	return rc;
+	if (!keys) {
+		ok = ok && (fn = py.newcf(defs[0], NULL, NULL)) && (res = py.callf(reg, "(O)", fn));
+	} else {
+		ok = ok && (args = py.tuple_new(0)) && (kw = py.dict_new());
+		for (int i = 0; ok && i < n; i++) {
+			void *f = py.newcf(defs[i], NULL, NULL);
+			ok = f && py.dict_set(kw, keys[i], f) == 0;
+			if (f)
+				py.decref(f);
+		}
+		ok = ok && (res = py.call(reg, args, kw));
+	}
+	if (!ok)
+		py.clear();
+	void *refs[] = { res, args, kw, fn, reg, mod };
+	py_release(refs, sizeof(refs) / sizeof(refs[0]));
+	return ok ? 0 : -1;
 }
 
 static void follow_fork_locked(void);
-static void *py_none(void);
 
 /* A child of fork() made with Python's os.fork() (multiprocessing's fork
  * context too) runs Python's after-fork hooks once the interpreter is
@@ -203,29 +258,13 @@ static struct py_method_def after_fork_def = { "memtrace_follow_fork", py_after_
  * fork, and in the parent after the warning would have come: in 3.12
  * that is before Python's after-fork hooks run, from 3.13 after them, so
  * there the filter stays until the next fork's before hook.
- *
- * The filter is made once, and every C API function these hooks call is
- * found beforehand: finding one walks the loaded objects under a loader
- * lock that a fork child may never get (another thread of the parent
- * held it at the fork).
  * ---------------------------------------------------------------------- */
 static struct {
 	int ready;
-	void *none;      /* Py_None */
 	void *filter;    /* ("ignore", re.compile(...), DeprecationWarning, None, 0) */
 	void *warnings;  /* the module */
 	void *in_list;   /* the list the filter was put in, while it is in */
-	void (*incref)(void *), (*decref)(void *), (*clear)(void);
-	void *(*getattr)(void *, const char *);
-	void *(*callm)(void *, const char *, const char *, ...);
 } fw;
-
-static void *py_none(void)
-{
-	if (fw.none)
-		fw.incref(fw.none);
-	return fw.none;
-}
 
 /* Threads of this process (/proc/self/stat), or -1. */
 static long process_threads(void)
@@ -246,21 +285,20 @@ static long process_threads(void)
 		return -1;
 	return threads;
 }
-
 /* After a call that changed a filters list (@res its result, NULL if it
  * failed): tell the module, which caches what the filters decide. 0 or -1 */
 static int filters_changed(void *res)
 {
 	if (!res) {
-		fw.clear();
+		py.clear();
 		return -1;
 	}
-	fw.decref(res);
-	res = fw.callm(fw.warnings, "_filters_mutated", NULL);
+	py.decref(res);
+	res = py.callm(fw.warnings, "_filters_mutated", NULL);
 	if (res)
-		fw.decref(res);
+		py.decref(res);
 	else
-		fw.clear();
+		py.clear();
 	return 0;
 }
 
@@ -270,16 +308,16 @@ static void remove_fork_filter(void)
 {
 	if (!fw.in_list)
 		return;
-	void *cur = fw.getattr(fw.warnings, "filters");
+	void *cur = py.getattr(fw.warnings, "filters");
 	if (!cur)
-		fw.clear();
+		py.clear();
 	/* "(O)": the filter is a tuple, which "O" would spread as the arguments */
-	filters_changed(fw.callm(fw.in_list, "remove", "(O)", fw.filter));
+	filters_changed(py.callm(fw.in_list, "remove", "(O)", fw.filter));
 	if (cur && cur != fw.in_list)
-		filters_changed(fw.callm(cur, "remove", "(O)", fw.filter));
+		filters_changed(py.callm(cur, "remove", "(O)", fw.filter));
 	if (cur)
-		fw.decref(cur);
-	fw.decref(fw.in_list);
+		py.decref(cur);
+	py.decref(fw.in_list);
 	fw.in_list = NULL;
 }
 
@@ -293,15 +331,15 @@ static void *py_before_fork_cb(void *self, void *unused)
 	remove_fork_filter(); /* what an earlier fork left (3.13) */
 	if (!ours || threads < 0 || threads - ours > 1)
 		return py_none();
-	void *list = fw.getattr(fw.warnings, "filters");
+	void *list = py.getattr(fw.warnings, "filters");
 	if (!list) {
-		fw.clear();
+		py.clear();
 		return py_none();
 	}
-	if (filters_changed(fw.callm(list, "insert", "(iO)", 0, fw.filter)) == 0)
+	if (filters_changed(py.callm(list, "insert", "(iO)", 0, fw.filter)) == 0)
 		fw.in_list = list;
 	else
-		fw.decref(list);
+		py.decref(list);
 	return py_none();
 }
 
@@ -322,60 +360,31 @@ static void *py_after_fork_child_cb(void *self, void *unused)
 	return py_none();
 }
 
-/* The functions the fork hooks call, found once (in the parent). 0 or -1. */
-static int fork_api_prepare(void)
-{
-	if (fw.none)
-		return 0;
-	fw.incref = (void (*)(void *))mt_got_find_definition("Py_IncRef");
-	fw.decref = (void (*)(void *))mt_got_find_definition("Py_DecRef");
-	fw.clear = (void (*)(void))mt_got_find_definition("PyErr_Clear");
-	fw.getattr = (void *(*)(void *, const char *))mt_got_find_definition(
-		"PyObject_GetAttrString");
-	fw.callm = (void *(*)(void *, const char *, const char *, ...))mt_got_find_definition(
-		"PyObject_CallMethod");
-	if (!fw.incref || !fw.decref || !fw.clear || !fw.getattr || !fw.callm)
-		return -1;
-	fw.none = mt_got_find_definition("_Py_NoneStruct");
-	return fw.none ? 0 : -1;
-}
-
 /* Make the filter. Needs the GIL. 0 or -1. */
 static int fork_filter_prepare(void)
 {
-	void *(*import)(const char *) = (void *(*)(const char *))mt_got_find_definition(
-		"PyImport_ImportModule");
-	void *(*callf)(void *, const char *, ...) = (void *(*)(void *, const char *, ...))
-		mt_got_find_definition("PyObject_CallFunction");
-	void *(*item)(void *, long) = (void *(*)(void *, long))mt_got_find_definition(
-		"PySequence_GetItem");
-	void **category = (void **)mt_got_find_definition("PyExc_DeprecationWarning");
 	void *fwarn = NULL, *res = NULL, *list = NULL;
 
 	if (fw.ready)
 		return 0;
-	if (!import || !callf || !item || !category || fork_api_prepare() < 0)
-		return -1;
 	/* made by warnings.filterwarnings() itself, then taken out again */
-	if (!(fw.warnings = import("warnings")) ||
-	    !(fwarn = fw.getattr(fw.warnings, "filterwarnings")) ||
-	    !(res = callf(fwarn, "ssO", "ignore",
+	if (!(fw.warnings = py.import("warnings")) ||
+	    !(fwarn = py.getattr(fw.warnings, "filterwarnings")) ||
+	    !(res = py.callf(fwarn, "ssO", "ignore",
 			  "This process \\(pid=\\d+\\) is multi-threaded, use of fork(pty)?\\(\\) "
 			  "may lead",
-			  *category)) ||
-	    !(list = fw.getattr(fw.warnings, "filters")) || !(fw.filter = item(list, 0)) ||
-	    filters_changed(fw.callm(list, "remove", "(O)", fw.filter)) < 0) {
-		fw.clear();
+			  *py.deprecation)) ||
+	    !(list = py.getattr(fw.warnings, "filters")) || !(fw.filter = py.item(list, 0)) ||
+	    filters_changed(py.callm(list, "remove", "(O)", fw.filter)) < 0) {
+		py.clear();
 		if (fw.filter)
-			fw.decref(fw.filter);
+			py.decref(fw.filter);
 		if (fw.warnings)
-			fw.decref(fw.warnings);
+			py.decref(fw.warnings);
 		fw.filter = fw.warnings = NULL;
 	}
 	void *refs[] = { list, res, fwarn };
-	for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++)
-		if (refs[i])
-			fw.decref(refs[i]);
+	py_release(refs, 3);
 	fw.ready = fw.filter != NULL;
 	return fw.ready ? 0 : -1;
 }
@@ -388,48 +397,6 @@ static struct py_method_def after_fork_parent_def = { "memtrace_after_fork_paren
 static struct py_method_def after_fork_child_def = { "memtrace_after_fork_child",
 						     py_after_fork_child_cb, PY_METH_NOARGS,
 						     NULL };
-
-/* os.register_at_fork(**{@keys[i]: @defs[i]}). Needs the GIL. */
-static int register_at_fork(const char *const *keys, struct py_method_def *const *defs, int n)
-{
-	void *(*import)(const char *) = (void *(*)(const char *))mt_got_find_definition(
-		"PyImport_ImportModule");
-	void *(*getattr)(void *, const char *) = (void *(*)(void *, const char *))
-		mt_got_find_definition("PyObject_GetAttrString");
-	void *(*newcf)(void *, void *, void *) = (void *(*)(void *, void *, void *))
-		mt_got_find_definition("PyCFunction_NewEx");
-	void *(*dict_new)(void) = (void *(*)(void))mt_got_find_definition("PyDict_New");
-	int (*dict_set)(void *, const char *, void *) = (int (*)(void *, const char *, void *))
-		mt_got_find_definition("PyDict_SetItemString");
-	void *(*tuple_new)(long) = (void *(*)(long))mt_got_find_definition("PyTuple_New");
-	void *(*call)(void *, void *, void *) = (void *(*)(void *, void *, void *))
-		mt_got_find_definition("PyObject_Call");
-	void (*decref)(void *) = (void (*)(void *))mt_got_find_definition("Py_DecRef");
-	void (*clear)(void) = (void (*)(void))mt_got_find_definition("PyErr_Clear");
-	void *mod = NULL, *reg = NULL, *kw = NULL, *args = NULL, *res = NULL;
-	int rc = -1, ok;
-
-	if (!import || !getattr || !newcf || !dict_new || !dict_set || !tuple_new || !call ||
-	    !decref || !clear)
-		return -1;
-	ok = (mod = import("os")) && (reg = getattr(mod, "register_at_fork")) &&
-	     (kw = dict_new()) && (args = tuple_new(0));
-	for (int i = 0; ok && i < n; i++) {
-		void *fn = newcf(defs[i], NULL, NULL);
-		ok = fn && dict_set(kw, keys[i], fn) == 0;
-		if (fn)
-			decref(fn);
-	}
-	if (!ok || !(res = call(reg, args, kw)))
-		clear();
-	else
-		rc = 0;
-	void *refs[] = { res, args, kw, reg, mod };
-	for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++)
-		if (refs[i])
-			decref(refs[i]);
-	return rc;
-}
 
 /* The GIL, for control paths. Lock order everywhere: the GIL first, then
  * st.lock (the main thread calls in with the GIL held). */
@@ -470,7 +437,8 @@ static void python_setup_locked(void)
 				       "Python allocators could not be wrapped");
 	}
 	if (atexit_registered != getpid()) {
-		if (register_py_atexit() == 0)
+		static struct py_method_def *const defs[] = { &atexit_def };
+		if (py_bind() == 0 && py_register("atexit", "register", NULL, defs, 1) == 0)
 			atexit_registered = getpid();
 		else
 			mt_writer_diag(MT_DIAG_INFO, "could not register a Python atexit handler; "
@@ -481,7 +449,7 @@ static void python_setup_locked(void)
 	if ((st.flags & MT_HDR_FOLLOW_FORK) && !after_fork_registered) {
 		static const char *const keys[] = { "after_in_child" };
 		static struct py_method_def *const defs[] = { &after_fork_def };
-		if (fork_api_prepare() == 0 && register_at_fork(keys, defs, 1) == 0)
+		if (py_bind() == 0 && py_register("os", "register_at_fork", keys, defs, 1) == 0)
 			after_fork_registered = 1;
 		else
 			mt_writer_diag(MT_DIAG_INFO, "could not register a Python after-fork hook; "
@@ -492,8 +460,8 @@ static void python_setup_locked(void)
 		static struct py_method_def *const defs[] = { &before_fork_def, &after_fork_parent_def,
 							      &after_fork_child_def };
 		int own = mt_guard_enter(); /* the filter and its pattern are memtrace's */
-		fork_warning_registered = fork_filter_prepare() == 0 &&
-					  register_at_fork(keys, defs, 3) == 0;
+		fork_warning_registered = py_bind() == 0 && fork_filter_prepare() == 0 &&
+					  py_register("os", "register_at_fork", keys, defs, 3) == 0;
 		if (own)
 			mt_guard_leave();
 		if (!fork_warning_registered)
