@@ -35,6 +35,14 @@ sys.stdin.readline()
 """
 
 
+def stop(*procs):
+    """Kill the processes of @procs (None for one not started) still running."""
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 class Frames:
     """Frames of `memtrace live` on a pipe: blocks of lines ended by an
     empty line."""
@@ -125,10 +133,7 @@ def test_follows_a_running_program(memtrace, script, tmp_path):
         assert live.wait(30) == 0
         assert live.stderr.read() == b""
     finally:
-        for p in (target, live):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+        stop(target, live)
 
 
 def test_sorted_by_growth(memtrace, script, tmp_path):
@@ -164,10 +169,7 @@ def test_sorted_by_growth(memtrace, script, tmp_path):
         frames.until(lambda f: "tracking ended" in f)
         assert live.wait(30) == 0
     finally:
-        for p in (target, live):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+        stop(target, live)
 
 
 def test_once_on_a_finished_capture(memtrace, script, tmp_path):
@@ -205,9 +207,7 @@ def test_process_killed_midway(memtrace, script, tmp_path):
         os.kill(int(pypid), signal.SIGKILL)
         target.wait(30)
     finally:
-        if target.poll() is None:
-            target.kill()
-            target.wait()
+        stop(target)
     p = run(memtrace, "live", "--interval", "0.1", cap, timeout=30)
     assert "the process is gone: the capture ends here, cut short" in p.stdout
     assert row(p.stdout, "first"), p.stdout
@@ -275,9 +275,7 @@ def test_on_a_terminal(memtrace, script, tmp_path):
     finally:
         if master is not None:
             os.close(master)
-        if target.poll() is None:
-            target.kill()
-            target.wait()
+        stop(target)
 
 
 @pytest.mark.parametrize("case", ["missing", "not-a-capture", "bad-interval", "bad-top",
@@ -470,10 +468,7 @@ def test_live_remote(memtrace, script, tmp_path):
             "memtrace: capture sent to the live client on 127.0.0.1:%s\n" % port)
         assert os.listdir(tmp_path) == ["prog.py"]
     finally:
-        for p in (target, live):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+        stop(target, live)
 
 
 def test_live_remote_client_goes_away(memtrace, script, tmp_path):
@@ -498,13 +493,12 @@ def test_live_remote_client_goes_away(memtrace, script, tmp_path):
         assert err.startswith("memtrace: capture to the live client on 127.0.0.1:%s is "
                               "incomplete: " % port) and err.count("\n") == 1, err
     finally:
-        if target.poll() is None:
-            target.kill()
-            target.wait()
+        stop(target)
 
 
 @pytest.mark.parametrize("case", ["nothing-listening", "once-on-a-port", "port-taken",
-                                  "with-output", "port-without-remote", "port-out-of-range"])
+                                  "with-output", "with-live", "with-follow-fork",
+                                  "port-without-remote", "port-out-of-range"])
 def test_live_remote_bad_input(memtrace, script, tmp_path, case):
     prog = script("print('never')\n")
     import socket
@@ -520,6 +514,8 @@ def test_live_remote_bad_input(memtrace, script, tmp_path, case):
             "once-on-a-port": ["live", "--once", str(free)],
             "port-taken": ["run", "--live-remote", "--live-port", str(taken), prog],
             "with-output": ["run", "--live-remote", "-o", tmp_path / "c.bin", prog],
+            "with-live": ["run", "--live-remote", "--live", prog],
+            "with-follow-fork": ["run", "--live-remote", "--follow-fork", prog],
             "port-without-remote": ["run", "--live-port", "5000", prog],
             "port-out-of-range": ["run", "--live-remote", "--live-port", "70000", prog],
         }[case]
@@ -529,6 +525,8 @@ def test_live_remote_bad_input(memtrace, script, tmp_path, case):
               "once-on-a-port": ("--once reads a capture file", 2),
               "port-taken": ("cannot listen on 127.0.0.1:%d" % taken, 1),
               "with-output": ("not with -o", 2),
+              "with-live": ("not with --live", 2),
+              "with-follow-fork": ("not with --follow-fork", 2),
               "port-without-remote": ("--live-port goes with --live-remote", 2),
               "port-out-of-range": ("invalid --live-port '70000'", 2)}[case]
     assert p.returncode == expect[1] and expect[0] in p.stderr, p.stderr
@@ -586,10 +584,7 @@ def test_tracker_socket_destination(memtrace, tmp_path):
         assert live.wait(30) == 0 and target.wait(30) == 0
         assert target.stderr.read() == b"" and os.listdir(tmp_path) == ["prog.py"]
     finally:
-        for p in (target, live):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+        stop(target, live)
 
 
 def test_live_remote_client_stops_reading(memtrace, script, tmp_path):
@@ -623,10 +618,7 @@ print("done", flush=True)
         assert ("events were dropped, as it did not take them fast enough" in err
                 or ("is incomplete" in err and "timed out" in err)), err
     finally:
-        for p in (target, live):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        stop(target, live)
 
 
 NOBODY_CLIENT = """\
@@ -682,7 +674,4 @@ def test_live_client_of_another_user_turned_away(memtrace, script, tmp_path, sen
         assert "turned away a live client of another user (uid 65534)" in \
             target.stderr.read().decode()
     finally:
-        for p in (target, live):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+        stop(target, live)

@@ -380,6 +380,8 @@ def test_user_errors(memtrace, tmp_path, python):
         expect(NotImplementedError, lambda: memtrace.Tracker(
             "n.bin", file_format=memtrace.FileFormat.AGGREGATED_ALLOCATIONS))
         expect(TypeError, lambda: memtrace.Tracker())
+        expect(ValueError, lambda: memtrace.Tracker(
+            destination=memtrace.SocketDestination(12345), follow_fork=True))
         with memtrace.Tracker("one.bin"):
             expect(RuntimeError, lambda: enter(memtrace.Tracker("two.bin")))
         import os
@@ -394,6 +396,7 @@ def test_user_errors(memtrace, tmp_path, python):
     assert "NotImplementedError memtrace.Tracker: native_traces=True is not implemented" in out
     assert "AGGREGATED_ALLOCATIONS" in out
     assert "TypeError" in out
+    assert "ValueError memtrace.Tracker: follow_fork needs a FileDestination" in out
     assert "RuntimeError memtrace.Tracker: another Tracker is already active" in out
     assert "two exists False" in out
     assert "FileNotFoundError" in out and "ValueError" in out and "not a memtrace capture" in out
