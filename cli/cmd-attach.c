@@ -72,68 +72,105 @@ static int parse_method(const char *s, enum mt_inject_method *m)
 	return -1;
 }
 
-/* Stops the payload's capture if it runs. Returns 1 while its start is
- * still pending, -1 if the payload does not answer, 0 otherwise (stopped,
- * idle or failed). */
-static int stop_if_active(const struct mt_target *t)
+/* Our capture, for what must only touch the file we made. */
+struct capture {
+	char path[PATH_MAX]; /* absolute */
+	int fd;              /* open on it, handed to the payload */
+};
+
+/* Removes the capture if the path still names the file we made: it was
+ * made new for this attach, and what did not start leaves nothing. */
+static void drop_capture(const struct capture *c)
 {
-	char reply[MEMTRACE_PATH_MAX + 64];
-	if (mt_control_request(t->pid, t->nspid, "status\n", reply, sizeof(reply), 1000) != 0)
-		return -1;
-	if (!strncmp(reply, "ok active", 9))
-		(void)mt_control_request(t->pid, t->nspid, "stop\n", reply, sizeof(reply), 60000);
-	return !strncmp(reply, "ok starting", 11);
+	struct stat ours, now;
+	if (c->fd >= 0 && fstat(c->fd, &ours) == 0 && lstat(c->path, &now) == 0 &&
+	    ours.st_dev == now.st_dev && ours.st_ino == now.st_ino)
+		unlink(c->path);
 }
 
-/* Gives up a start the payload has not made yet (its control thread
- * waits for the GIL): the payload opens the capture without creating it,
- * so once the empty file is gone the start fails there. A start that
- * opened it just before is told to stop. */
-static void abandon_start(const struct mt_target *t, const char *capture)
+/* Gives up a start: a stop is what undoes it, whether the payload's start
+ * has opened the capture or still waits (it is then cancelled when it
+ * returns). The payload answers without the GIL. Returns 0 once it is
+ * undone, or the error that kept the stop from being delivered. */
+static int cancel_start(const struct mt_target *t)
 {
-	struct stat sb;
-	if (stat(capture, &sb) == 0 && sb.st_size == 0)
-		mt_unlink_regular(capture);
-	(void)stop_if_active(t);
+	char reply[MEMTRACE_PATH_MAX + 64];
+	int rc = mt_control_request(t->pid, t->nspid, "stop\n", reply, sizeof(reply), 2000);
+	/* a stop of a capture that runs is answered once it is finished; it
+	 * goes on if we stop waiting */
+	if (rc == -ETIMEDOUT)
+		return 0;
+	return rc < 0 ? rc : strncmp(reply, "ok", 2) == 0 || !strcmp(reply, "error not attached")
+				     ? 0
+				     : -EIO;
 }
 
 /* Waits until the payload says "ok active". Polling is the only way to
- * watch another process's state here; each poll is one connection. */
-static int wait_active(const struct mt_target *t, const char *capture, char *reply, size_t cap)
+ * watch another process's state here; each poll is one connection, and
+ * the payload answers at once. */
+static int wait_active(const struct mt_target *t, char *reply, size_t cap)
 {
 	long long deadline = now_ms() + START_TIMEOUT_MS;
 	const char *last = "no answer on the control socket";
 	char lastbuf[256];
+	struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	int rc = -1;
 
 	for (;;) {
-		int rc = mt_control_request(t->pid, t->nspid, "status\n", reply, cap, 1000);
-		if (rc == 0) {
-			if (!strncmp(reply, "ok active", 9))
-				return 0;
+		long long left = deadline - now_ms();
+		int r = mt_control_request(t->pid, t->nspid, "status\n", reply, cap,
+					   left < 1000 ? (left > 50 ? (int)left : 50) : 1000);
+		if (r == 0) {
+			if (!strncmp(reply, "ok active", 9)) {
+				rc = 0;
+				break;
+			}
 			if (!strncmp(reply, "error ", 6)) {
 				mt_error(0, "pid %d could not start tracking: %s", (int)t->pid, reply + 6);
-				return -1;
+				break;
+			}
+			if (!strcmp(reply, "ok idle") || !strcmp(reply, "ok cancelling")) {
+				mt_error(0, "pid %d: the start was cancelled by another memtrace",
+					 (int)t->pid);
+				break;
 			}
 			snprintf(lastbuf, sizeof(lastbuf), "%.200s", reply);
-			last = lastbuf;
-		} else if (rc != -ECONNREFUSED) {
-			snprintf(lastbuf, sizeof(lastbuf), "%s", strerror(-rc));
+			last = !strcmp(reply, "ok starting") ? "its start waits for the GIL" : lastbuf;
+		} else if (r != -ECONNREFUSED) {
+			snprintf(lastbuf, sizeof(lastbuf), "%s", strerror(-r));
 			last = lastbuf;
 		}
 		if (kill(t->pid, 0) != 0 && errno == ESRCH) {
 			mt_error(0, "pid %d exited while attaching", (int)t->pid);
-			return -1;
+			break;
 		}
-		if (now_ms() >= deadline) {
-			abandon_start(t, capture);
-			mt_error(0, "pid %d did not start tracking within %d s (%s); is a thread "
-				 "holding the GIL in C code? Gave up: it will not start later",
-				 (int)t->pid, START_TIMEOUT_MS / 1000, last);
-			return -1;
+		if (interrupted || now_ms() >= deadline) {
+			int c = cancel_start(t);
+			char why[384];
+			if (interrupted)
+				snprintf(why, sizeof(why), "interrupted");
+			else
+				snprintf(why, sizeof(why), "did not start tracking within %d s (%s)",
+					 START_TIMEOUT_MS / 1000, last);
+			if (c == 0)
+				mt_error(0, "pid %d %s; the start is cancelled%s", (int)t->pid, why,
+					 interrupted ? ""
+						     : ": is a thread holding the GIL in C code?");
+			else
+				mt_error(0, "pid %d %s, and cannot be told to give up (%s): run "
+					 "memtrace detach %d", (int)t->pid, why, strerror(-c),
+					 (int)t->pid);
+			break;
 		}
 		struct timespec ts = { 0, POLL_PAUSE_MS * 1000000L };
 		nanosleep(&ts, NULL);
 	}
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	return rc;
 }
 
 /* Sleeps until @seconds pass, the target exits, or we get SIGINT/SIGTERM.
@@ -171,42 +208,17 @@ static int wait_duration(pid_t pid, double seconds)
 	return exited;
 }
 
-/* Unlinks the capture if nothing was written to it. */
-static void drop_capture(const char *path)
-{
-	struct stat sb;
-	if (stat(path, &sb) == 0 && sb.st_size == 0)
-		mt_unlink_regular(path);
-}
-
-/* After an injection whose memtrace attach was killed: the payload's
- * start is pending or done, and nobody will detach. Stop it. */
-static void undo_orphaned_start(const struct mt_target *t)
-{
-	long long deadline = now_ms() + 2 * START_TIMEOUT_MS;
-	while (now_ms() < deadline) {
-		if (stop_if_active(t) == 0)
-			return;
-		if (kill(t->pid, 0) != 0 && errno == ESRCH)
-			return;
-		struct timespec ts = { 0, 50 * 1000000L };
-		nanosleep(&ts, NULL);
-	}
-}
-
 /* The ptrace injector runs in a child of its own session: while it holds
  * a thread of the target in the middle of a call, the target must not be
  * left to it (the thread would run on into the call's trap and die of
  * SIGTRAP). A terminal's signals do not reach that child, and if this
- * process is killed it still puts the thread back, and then stops the
- * tracking nobody asked for any more. */
+ * process is killed it still puts the thread back. */
 static int inject_ptrace_apart(const struct mt_target *t, const char *there, const char *here,
 			       const struct memtrace_config *cfg, int verbose)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) != 0)
 		return mt_error(-errno, "cannot create a pipe");
-	pid_t parent = getpid();
 	fflush(stderr);
 	pid_t child = fork();
 	if (child < 0) {
@@ -219,9 +231,9 @@ static int inject_ptrace_apart(const struct mt_target *t, const char *there, con
 		setsid();
 		signal(SIGPIPE, SIG_IGN); /* a parent gone is seen in write()'s error */
 		int rc = mt_inject_ptrace(t, there, here, cfg, verbose);
-		if (write(p[1], &rc, sizeof(rc)) != (ssize_t)sizeof(rc) || getppid() != parent)
-			if (rc == 0)
-				undo_orphaned_start(t);
+		/* the payload only listens until asked to start: nothing to
+		 * undo if we are gone */
+		(void)!write(p[1], &rc, sizeof(rc));
 		_exit(0);
 	}
 	close(p[1]);
@@ -360,64 +372,74 @@ int cmd_attach(int argc, char **argv)
 				 (int)t.pid, reply[9] ? reply + 10 : "?", (int)t.pid);
 			return 1;
 		}
-		if (!strncmp(reply, "ok starting", 11)) {
+		if (!strncmp(reply, "ok starting", 11) || !strcmp(reply, "ok cancelling")) {
 			mt_error(0, "pid %d is being attached by another memtrace", (int)t.pid);
 			return 1;
 		}
+		if (!strcmp(reply, "ok stopping")) {
+			mt_error(0, "pid %d is being detached; attach again once that is done",
+				 (int)t.pid);
+			return 1;
+		}
 		loaded = 1;
-	} else if (rc == -EPERM) {
-		mt_error(0, "the control socket name memtrace-%d is taken by another process",
-			 (int)t.nspid);
-		return 1;
 	} else if (rc != -ECONNREFUSED) {
-		mt_error(rc, "pid %d has a memtrace control socket that does not answer", (int)t.pid);
+		mt_cli_control_error(rc, (int)t.pid);
 		return 1;
 	}
 
-	static char capture[PATH_MAX], abs[PATH_MAX], there[PATH_MAX];
+	static char capture[PATH_MAX];
+	static struct capture cap = { .fd = -1 };
 	if (output)
 		snprintf(capture, sizeof(capture), "%s", output);
 	else
 		snprintf(capture, sizeof(capture), "memtrace-%d.bin", (int)t.pid);
-	if (mt_cli_create_capture(capture, force, t.uid, t.gid, abs, sizeof(abs)) < 0)
+	/* made here, by us, and handed to the payload open: any path of ours
+	 * will do, in whatever namespaces the target lives, and the target's
+	 * user gets no say in which file it is */
+	if (mt_cli_create_capture(capture, force, (uid_t)-1, (gid_t)-1, cap.path,
+				  sizeof(cap.path)) < 0)
 		return 1;
-	if (mt_inject_visible_path(&t, abs, 0, there, sizeof(there)) < 0 ||
-	    strlen(there) >= MEMTRACE_PATH_MAX) {
-		mt_unlink_regular(abs);
+	cap.fd = open(cap.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (cap.fd < 0 || strlen(cap.path) >= MEMTRACE_PATH_MAX) {
+		mt_error(cap.fd < 0 ? -errno : -ENAMETOOLONG, "cannot open capture '%s'", cap.path);
 		return 1;
 	}
 
-	static struct memtrace_config cfg;
-	cfg.size = sizeof(cfg);
-	cfg.flags = flags;
-	cfg.interval_ms = (uint32_t)interval;
-	cfg.fd = -1;
-	snprintf(cfg.path, sizeof(cfg.path), "%s", there);
-
-	if (loaded) {
-		static char req[MEMTRACE_PATH_MAX + 64];
-		snprintf(req, sizeof(req), "start %u %u %s\n", cfg.flags, cfg.interval_ms, cfg.path);
-		rc = mt_control_request(t.pid, t.nspid, req, reply, sizeof(reply), 5000);
-		if (rc < 0 || strncmp(reply, "ok", 2) != 0) {
-			if (rc < 0)
-				mt_error(rc, "cannot start tracking in pid %d", (int)t.pid);
-			else
-				mt_error(0, "cannot start tracking in pid %d: %s", (int)t.pid,
-					 strncmp(reply, "error ", 6) ? reply : reply + 6);
-			drop_capture(abs);
-			return 1;
-		}
-	} else {
-		rc = inject(&t, method, &cfg, verbose);
-		if (rc != 0) {
-			drop_capture(abs);
+	if (!loaded) {
+		/* the payload's entry only opens its control socket */
+		static struct memtrace_config cfg;
+		cfg.size = sizeof(cfg);
+		cfg.flags = flags;
+		cfg.interval_ms = (uint32_t)interval;
+		cfg.fd = -1;
+		if (inject(&t, method, &cfg, verbose) != 0) {
+			drop_capture(&cap);
 			return 1;
 		}
 	}
-	if (wait_active(&t, abs, reply, sizeof(reply)) < 0) {
-		drop_capture(abs);
+	static char req[MEMTRACE_PATH_MAX + 64];
+	snprintf(req, sizeof(req), "start %u %u %s\n", flags, (unsigned)interval, cap.path);
+	rc = mt_control_request_fd(t.pid, t.nspid, req, cap.fd, reply, sizeof(reply), 5000);
+	if (rc < 0 || strncmp(reply, "ok", 2) != 0) {
+		if (rc < 0)
+			mt_cli_control_error(rc, (int)t.pid);
+		else if (!strcmp(reply, "error already attached"))
+			mt_error(0, "pid %d is being attached by another memtrace", (int)t.pid);
+		else if (!strcmp(reply, "error busy"))
+			mt_error(0, "pid %d is still finishing an earlier start or stop (waiting for "
+				 "the GIL?); try again later", (int)t.pid);
+		else
+			mt_error(0, "cannot start tracking in pid %d: %s", (int)t.pid,
+				 strncmp(reply, "error ", 6) ? reply : reply + 6);
+		drop_capture(&cap);
 		return 1;
 	}
+	if (wait_active(&t, reply, sizeof(reply)) < 0) {
+		drop_capture(&cap);
+		return 1;
+	}
+	close(cap.fd);
+	const char *abs = cap.path;
 	fprintf(stderr, "memtrace: tracking pid %d into %s\n", (int)t.pid, abs);
 	if (duration < 0)
 		return 0;

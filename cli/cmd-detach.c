@@ -9,19 +9,64 @@
 #include "util/error.h"
 
 #include <errno.h>  /* ECONNREFUSED */
+#include <fcntl.h>  /* open */
 #include <getopt.h> /* getopt_long */
 #include <stdio.h>  /* fputs, sscanf, snprintf */
 #include <stdlib.h> /* strtol */
 #include <string.h> /* strncmp */
+#include <unistd.h> /* read */
 
 static const char usage[] = "usage: memtrace detach PID\n";
 
 /* The payload flushes and closes the capture before it answers. */
 #define STOP_TIMEOUT_MS 60000
 
+void mt_cli_control_error(int rc, int pid)
+{
+	if (rc == MT_CONTROL_OTHER_NETNS)
+		mt_error(0, "pid %d is in another network namespace, where its control socket "
+			 "lives: only root (CAP_SYS_ADMIN) can reach it", pid);
+	else if (rc == -EPERM)
+		mt_error(0, "the control socket of pid %d is not served by pid %d", pid, pid);
+	else if (rc == -ESRCH)
+		mt_error(0, "pid %d has exited", pid);
+	else if (rc == -ETIMEDOUT)
+		mt_error(0, "pid %d did not answer on its control socket in time", pid);
+	else
+		mt_error(rc, "cannot talk to the payload in pid %d", pid);
+}
+
+/* The state letter of /proc/@pid/stat (R, S, T, Z...), or 0. */
+static char process_state(int pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')'); /* the name may hold anything */
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
 int mt_detach_pid(int pid, int nspid)
 {
 	char reply[MEMTRACE_PATH_MAX + 64];
+	char state = process_state(pid);
+	if (state == 'Z' || state == 'X') {
+		mt_error(0, "pid %d has exited", pid);
+		return 1;
+	}
+	if (state == 'T' || state == 't') {
+		/* its payload could not finish the capture: say so at once */
+		mt_error(0, "pid %d is stopped; resume it first (kill -CONT %d), then detach",
+			 pid, pid);
+		return 1;
+	}
 	int rc = mt_control_request(pid, nspid, "detach\n", reply, sizeof(reply), STOP_TIMEOUT_MS);
 
 	/* a payload mapped by an older memtrace knows only "stop" */
@@ -32,13 +77,8 @@ int mt_detach_pid(int pid, int nspid)
 		mt_error(0, "pid %d is not attached", pid);
 		return 1;
 	}
-	if (rc == -EPERM) {
-		mt_error(0, "pid %d is not attached (the control socket name memtrace-%d is "
-			 "taken by another process)", pid, nspid);
-		return 1;
-	}
 	if (rc < 0) {
-		mt_error(rc, "cannot talk to the payload in pid %d", pid);
+		mt_cli_control_error(rc, pid);
 		return 1;
 	}
 	/* "ok detached DROPPED PATH", or an older payload's "ok stopped PATH" */
@@ -53,8 +93,17 @@ int mt_detach_pid(int pid, int nspid)
 		mt_cli_say_written(lead, reply + at, dropped);
 		return 0;
 	}
+	if (!strcmp(reply, "ok cancelled")) {
+		fprintf(stderr, "memtrace: pid %d was still starting to track: the start is "
+				"cancelled\n", pid);
+		return 0;
+	}
 	if (!strcmp(reply, "error not attached")) {
 		mt_error(0, "pid %d is not attached", pid);
+		return 1;
+	}
+	if (!strcmp(reply, "error stopping")) {
+		mt_error(0, "pid %d is being detached by another memtrace", pid);
 		return 1;
 	}
 	mt_error(0, "pid %d: detach failed: %s", pid,

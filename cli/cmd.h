@@ -115,6 +115,11 @@ int mt_find_payload(char *out, size_t cap);
  * report the capture. Returns 0, or 1 after printing why. (cli/cmd-detach.c) */
 int mt_detach_pid(int pid, int nspid);
 
+/* mt_cli_control_error() - one line saying why the control socket of
+ * @pid could not be used (@rc from mt_control_request()).
+ * (cli/cmd-detach.c) */
+void mt_cli_control_error(int rc, int pid);
+
 /* mt_cli_say_written() - "memtrace: <lead>capture written to <path>", and
  * how many events were dropped when @dropped is not NULL nor "0", on
  * standard error: the last word of run, attach --duration and detach. */

@@ -1,17 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Client of the payload's control socket: the abstract unix stream socket
- * "\0memtrace-<pid>" (pid as the target sees itself). One line out, one
- * line back. The payload checks our uid with SO_PEERCRED.
+ * Client of the payload's control socket (payload/control.c). The payload
+ * listens on an abstract unix socket with an unguessable name,
+ * "\0memtrace-<pid>-<random>" (an older payload: "\0memtrace-<pid>"):
+ * we find it among the target's own descriptors, so that no other
+ * process can pose as it, and check with SO_PEERCRED that the listener is
+ * the target. An abstract name lives in a network namespace: for a
+ * target in another one (a container), the socket is made in the
+ * target's, which takes CAP_SYS_ADMIN. One line out (with a descriptor,
+ * for a start), one line back; every step has the caller's deadline.
  */
 #include "inject/inject.h"
 
+#include <dirent.h>     /* opendir */
 #include <errno.h>      /* errno */
+#include <fcntl.h>      /* open */
 #include <poll.h>       /* poll */
+#include <sched.h>      /* setns */
 #include <stddef.h>     /* offsetof */
 #include <stdio.h>      /* snprintf */
+#include <stdlib.h>     /* qsort */
 #include <string.h>     /* strlen */
 #include <sys/socket.h> /* socket */
+#include <sys/stat.h>   /* stat */
 #include <sys/un.h>     /* sockaddr_un */
 #include <time.h>       /* clock_gettime */
 #include <unistd.h>     /* close */
@@ -23,80 +34,266 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int mt_control_request(pid_t pid, pid_t nspid, const char *req, char *reply, size_t cap,
-		       int timeout_ms)
+static int cmp_ino(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The inodes of the sockets process @pid holds, sorted, in *@out (to
+ * free). Returns how many, or a negative error. */
+static long socket_inodes(pid_t pid, unsigned long **out)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? -ESRCH : -errno;
+	unsigned long *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		char link[64], *end;
+		if (e->d_name[0] == '.')
+			continue;
+		ssize_t len = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
+		if (len <= 8)
+			continue;
+		link[len] = '\0';
+		if (strncmp(link, "socket:[", 8) != 0)
+			continue;
+		unsigned long ino = strtoul(link + 8, &end, 10);
+		if (*end != ']')
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			unsigned long *nv = realloc(v, ncap * sizeof(*v));
+			if (!nv) {
+				free(v);
+				closedir(d);
+				return -ENOMEM;
+			}
+			v = nv;
+			cap = ncap;
+		}
+		v[n++] = ino;
+	}
+	closedir(d);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_ino);
+	*out = v;
+	return (long)n;
+}
+
+int mt_control_find(pid_t pid, pid_t nspid, char *name, size_t cap)
+{
+	unsigned long *inos = NULL;
+	long n = socket_inodes(pid, &inos);
+	if (n < 0)
+		return (int)n;
+	char path[64], line[512], want[32];
+	int wlen = snprintf(want, sizeof(want), "@memtrace-%d", (int)nspid);
+	snprintf(path, sizeof(path), "/proc/%d/net/unix", (int)pid);
+	FILE *f = n > 0 ? fopen(path, "re") : NULL;
+	int rc = -ECONNREFUSED;
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long flags, ino;
+		unsigned type, st;
+		int at = 0;
+		/* Num RefCount Protocol Flags Type St Inode Path */
+		if (sscanf(line, "%*s %*s %*s %lx %x %x %lu %n", &flags, &type, &st, &ino, &at) != 4 ||
+		    at == 0)
+			continue;
+		char *p = line + at;
+		p[strcspn(p, "\n")] = '\0';
+		if (type != SOCK_STREAM || !(flags & 0x10000 /* __SO_ACCEPTCON: listening */) ||
+		    strncmp(p, want, (size_t)wlen) != 0 || (p[wlen] != '\0' && p[wlen] != '-'))
+			continue;
+		if (!bsearch(&ino, inos, (size_t)n, sizeof(*inos), cmp_ino))
+			continue; /* someone else's: anyone may bind an abstract name */
+		if (strlen(p) >= cap) {
+			rc = -ENAMETOOLONG;
+			continue;
+		}
+		memcpy(name, p + 1, strlen(p)); /* without the '@' */
+		rc = 0;
+		if (p[wlen] == '-')
+			break; /* a current payload's; an older one's only if alone */
+	}
+	if (f)
+		fclose(f);
+	free(inos);
+	return rc;
+}
+
+/* A socket in @pid's network namespace. */
+static int socket_for(pid_t pid)
+{
+	char path[64];
+	struct stat here, there;
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+	if (stat(path, &there) != 0 || stat("/proc/thread-self/ns/net", &here) != 0 ||
+	    (here.st_ino == there.st_ino && here.st_dev == there.st_dev)) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		return fd < 0 ? -errno : fd;
+	}
+	int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int ns = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = -EIO;
+	if (self < 0 || ns < 0) {
+		fd = errno == ENOENT ? -ESRCH : -errno;
+	} else if (setns(ns, CLONE_NEWNET) != 0) {
+		fd = errno == EPERM ? MT_CONTROL_OTHER_NETNS : -errno;
+	} else {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			fd = -errno;
+		if (setns(self, CLONE_NEWNET) != 0) {
+			/* cannot happen: we were there a moment ago */
+			if (fd >= 0)
+				close(fd);
+			fd = -EIO;
+		}
+	}
+	if (self >= 0)
+		close(self);
+	if (ns >= 0)
+		close(ns);
+	return fd;
+}
+
+/* Waits for @events on @fd until @deadline. 0, or -ETIMEDOUT, -errno. */
+static int wait_for(int fd, short events, long long deadline)
+{
+	for (;;) {
+		long long left = deadline - now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p = { .fd = fd, .events = events };
+		int pr = poll(&p, 1, (int)left);
+		if (pr > 0)
+			return 0;
+		if (pr < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* Connects @fd to @name, retrying while the listener's backlog is full. */
+static int connect_by(int fd, const char *name, long long deadline)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	size_t got = 0, len = strlen(req);
-	long long deadline = now_ms() + timeout_ms;
-	int fd, rc = 0;
+	size_t n = strlen(name);
+	if (n + 1 > sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path + 1, name, n);
+	socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+	for (;;) {
+		if (connect(fd, (struct sockaddr *)&sa, salen) == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno == EINPROGRESS)
+			return wait_for(fd, POLLOUT, deadline);
+		if (errno != EAGAIN)
+			return errno == ENOENT ? -ECONNREFUSED : -errno;
+		if (now_ms() >= deadline)
+			return -ETIMEDOUT;
+		struct timespec ts = { 0, 5 * 1000000L }; /* the backlog drains */
+		nanosleep(&ts, NULL);
+	}
+}
 
-	if (cap < 2)
-		return -EINVAL;
-	int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "memtrace-%d", (int)nspid);
-	socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, salen) != 0) {
-		rc = errno == ENOENT ? -ECONNREFUSED : -errno;
-		goto out;
-	}
-	/* Anyone may bind an abstract name: make sure it is the target's. */
-	struct ucred peer;
-	socklen_t plen = sizeof(peer);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen) != 0 || peer.pid != pid) {
-		rc = -EPERM;
-		goto out;
-	}
-	while (got < len) {
-		ssize_t w = send(fd, req + got, len - got, MSG_NOSIGNAL);
+static int send_all(int fd, const char *req, int pass_fd, long long deadline)
+{
+	size_t len = strlen(req), sent = 0;
+	while (sent < len) {
+		char cbuf[CMSG_SPACE(sizeof(int))];
+		struct iovec iov = { (char *)req + sent, len - sent };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+		if (pass_fd >= 0 && sent == 0) {
+			memset(cbuf, 0, sizeof(cbuf));
+			m.msg_control = cbuf;
+			m.msg_controllen = sizeof(cbuf);
+			struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+		}
+		ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL);
+		if (w > 0) {
+			sent += (size_t)w;
+			continue;
+		}
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0) {
-			rc = w < 0 ? -errno : -EPIPE;
-			goto out;
+		if (w < 0 && errno == EAGAIN) {
+			int rc = wait_for(fd, POLLOUT, deadline);
+			if (rc < 0)
+				return rc;
+			continue;
 		}
-		got += (size_t)w;
+		return w < 0 ? -errno : -EPIPE;
 	}
-	got = 0;
+	return 0;
+}
+
+static int recv_line(int fd, char *reply, size_t cap, long long deadline)
+{
+	size_t got = 0;
 	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		long long left = deadline - now_ms();
-		if (left <= 0) {
-			rc = -ETIMEDOUT;
-			goto out;
-		}
-		int pr = poll(&p, 1, (int)left);
-		if (pr < 0 && errno == EINTR)
-			continue;
-		if (pr < 0) {
-			rc = -errno;
-			goto out;
-		}
-		if (pr == 0)
-			continue;
+		int rc = wait_for(fd, POLLIN, deadline);
+		if (rc < 0)
+			return rc;
 		ssize_t r = recv(fd, reply + got, cap - 1 - got, 0);
-		if (r < 0 && errno == EINTR)
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
-		if (r < 0) {
-			rc = -errno;
-			goto out;
-		}
+		if (r < 0)
+			return -errno;
 		got += (size_t)r;
 		reply[got] = '\0';
 		char *nl = memchr(reply, '\n', got);
 		if (nl) {
 			*nl = '\0';
-			break;
+			return 0;
 		}
-		if (r == 0 || got == cap - 1) {
-			/* no newline: a reply cut short */
-			rc = got ? 0 : -ECONNRESET;
-			break;
-		}
+		if (r == 0 || got == cap - 1)
+			return got ? 0 : -ECONNRESET; /* no newline: a reply cut short */
 	}
-out:
+}
+
+int mt_control_request_fd(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *reply,
+			  size_t cap, int timeout_ms)
+{
+	long long deadline = now_ms() + timeout_ms;
+	char name[108];
+	if (cap < 2)
+		return -EINVAL;
+	int rc = mt_control_find(pid, nspid, name, sizeof(name));
+	if (rc < 0)
+		return rc;
+	int fd = socket_for(pid);
+	if (fd < 0)
+		return fd;
+	rc = connect_by(fd, name, deadline);
+	if (rc == 0) {
+		/* the listener is the target (it may have died and its pid
+		 * gone to another process since we looked) */
+		struct ucred peer;
+		socklen_t plen = sizeof(peer);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen) != 0 || peer.pid != pid)
+			rc = -EPERM;
+	}
+	if (rc == 0)
+		rc = send_all(fd, req, pass_fd, deadline);
+	if (rc == 0)
+		rc = recv_line(fd, reply, cap, deadline);
 	close(fd);
 	return rc;
+}
+
+int mt_control_request(pid_t pid, pid_t nspid, const char *req, char *reply, size_t cap,
+		       int timeout_ms)
+{
+	return mt_control_request_fd(pid, nspid, req, -1, reply, cap, timeout_ms);
 }

@@ -72,14 +72,28 @@ int mt_inject_ptrace(const struct mt_target *t, const char *payload, const char 
 int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
 		       const char *payload, const struct memtrace_config *cfg, int verbose);
 
-/* mt_control_request() - one request/reply exchange on the control socket
- * of the payload in process @pid (@nspid in its own pid namespace), e.g.
+/* Returned by the control client when the target is in another network
+ * namespace and we may not enter it (no CAP_SYS_ADMIN). */
+#define MT_CONTROL_OTHER_NETNS (-ENETUNREACH)
+
+/* mt_control_find() - the name of the control socket of the payload in
+ * process @pid (@nspid in its own pid namespace), without its leading NUL:
+ * a listening socket the process itself holds. Returns 0, -ECONNREFUSED
+ * when it has none (the payload is not loaded or not serving), -ESRCH, or
+ * another negative error. Prints nothing. */
+int mt_control_find(pid_t pid, pid_t nspid, char *name, size_t cap);
+
+/* mt_control_request() - one request/reply exchange on that socket, e.g.
  * "status\n" -> "ok idle". @req ends in '\n'; the reply is stored without
- * its newline. Waits at most @timeout_ms for the reply. Returns 0,
- * -ECONNREFUSED when nothing listens (the payload is not loaded or not
- * serving), -EPERM when the socket belongs to another process, or another
+ * its newline. Every step (connecting included) ends by @timeout_ms.
+ * Returns 0, -ECONNREFUSED when nothing listens, -EPERM when the listener
+ * is not the target, MT_CONTROL_OTHER_NETNS, -ETIMEDOUT, or another
  * negative error. Prints nothing. */
 int mt_control_request(pid_t pid, pid_t nspid, const char *req, char *reply, size_t cap,
 		       int timeout_ms);
+/* mt_control_request_fd() - the same, sending descriptor @pass_fd (-1:
+ * none) with the request. */
+int mt_control_request_fd(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *reply,
+			  size_t cap, int timeout_ms);
 
 #endif /* MT_INJECT_INJECT_H */

@@ -1,21 +1,38 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The payload's control thread and socket, for attach and detach. The
- * injector's remote call lands in memtrace_attach_entry(), which only
- * copies the configuration and starts this thread; tracking is started,
- * stopped and reported on from here. The thread never takes signals,
- * never prints, and stays alive after detach so a later attach needs no
- * second injection.
+ * injector's remote call lands in memtrace_attach_entry(), which opens the
+ * socket, starts this thread and returns; the CLI then asks for a start
+ * over the socket. The thread never takes signals, never prints, never
+ * waits for the GIL (a start or a stop runs on a thread of its own, so
+ * that status is answered at once whatever the interpreter's threads are
+ * doing), and stays alive after detach so a later attach needs no second
+ * injection.
  *
- * Socket: abstract unix stream "\0memtrace-<pid>", peers checked with
- * SO_PEERCRED (same uid, or root). One request line, one reply line:
+ * Socket: abstract unix stream "\0memtrace-<pid>-<16 random hex digits>",
+ * unguessable, so that no other process can take the name first; the CLI
+ * finds it among the target's own descriptors (/proc/PID/fd and
+ * /proc/PID/net/unix). Peers are checked with SO_PEERCRED (same uid, or
+ * root). Before each wait for a client the listener is checked to still
+ * be ours (fd-id.h): a program that closed it, and perhaps opened a file
+ * of its own under the number, gets a new socket made under a new name.
+ *
+ * One request line, one reply line:
  *   status                      -> ok idle | ok starting | ok active PATH
+ *                                  | ok stopping | ok cancelling
  *                                  | error MESSAGE
  *   start FLAGS INTERVAL PATH   -> ok starting | error already attached
- *   stop                        -> ok stopped PATH | error not attached
- *   detach                      -> ok detached DROPPED PATH | error not attached
- * (detach is stop that also says how many events were dropped; a payload
- * from before it answers "error unknown request" and goes on.)
+ *                                  | error busy
+ *     with the capture's descriptor as SCM_RIGHTS (PATH is then only its
+ *     name for messages); without one, PATH is opened in the target.
+ *   stop                        -> ok stopped PATH | ok cancelled
+ *                                  | error not attached
+ *   detach                      -> ok detached DROPPED PATH | ok cancelled
+ *                                  | error not attached
+ * A stop of a start under way cancels it: the start is undone as soon as
+ * it returns. "active" means the C allocators are recorded; with
+ * MT_HDR_PYALLOC it waits for the Python allocators to be wrapped too,
+ * which needs the GIL.
  */
 #include "memtrace-payload.h"
 #include "format/error.h"
@@ -25,50 +42,78 @@
 #include "payload/track.h"
 #include "payload/writer.h"
 
-#include <errno.h>      /* errno */
-#include <pthread.h>    /* pthread_create */
-#include <signal.h>     /* sigfillset */
-#include <stdio.h>      /* snprintf */
-#include <stdlib.h>     /* strtoul */
-#include <string.h>     /* memcpy */
-#include <sys/prctl.h>  /* PR_SET_NAME */
-#include <sys/socket.h> /* socket */
-#include <sys/un.h>     /* sockaddr_un */
-#include <time.h>       /* nanosleep */
-#include <unistd.h>     /* getuid */
+#include <errno.h>       /* errno */
+#include <fcntl.h>       /* O_NONBLOCK */
+#include <poll.h>        /* poll */
+#include <pthread.h>     /* pthread_create */
+#include <signal.h>      /* sigfillset */
+#include <stdio.h>       /* snprintf */
+#include <stdlib.h>      /* strtoul */
+#include <string.h>      /* memcpy */
+#include <sys/prctl.h>   /* PR_SET_NAME */
+#include <sys/socket.h>  /* socket */
+#include <sys/syscall.h> /* SYS_getrandom */
+#include <sys/un.h>      /* sockaddr_un */
+#include <time.h>        /* clock_gettime */
+#include <unistd.h>      /* getuid */
 
 #define MT_EXPORT __attribute__((visibility("default")))
 
-enum ctl_state { CTL_IDLE, CTL_STARTING, CTL_ACTIVE, CTL_FAILED };
+/* How long the thread waits for a client before it checks its socket. */
+#define CTL_RECHECK_MS 1000
+
+enum ctl_state { CTL_IDLE, CTL_STARTING, CTL_ACTIVE, CTL_STOPPING, CTL_FAILED };
 
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int thread_running;
-	pid_t pid;
+	int thread_running;         /* the control thread */
+	int workers;                /* start and stop threads under way */
+	int gil_waiter;             /* a start's thread waits for the GIL */
+	pid_t pid;                  /* the process these belong to */
 	int listen_fd;
-	struct mt_fd_id listen_id; /* the socket listen_fd was */
+	struct mt_fd_id listen_id;  /* the socket listen_fd was */
 	enum ctl_state state;
-	int pending;                  /* a start request waits for the thread */
-	struct memtrace_config cfg;   /* of the pending or running capture */
+	int started;                /* the start under way made its capture */
+	int cancel;                 /* undo the start under way when it returns */
+	unsigned gen;               /* of the capture started last */
+	struct memtrace_config cfg; /* of the capture starting or running */
+	int client;                 /* a stop's connection, answered by its thread */
+	int client_detach;          /* ... which asked "detach" (not "stop") */
 	char error[256];
-} ctl = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, .listen_fd = -1 };
+} ctl = { PTHREAD_MUTEX_INITIALIZER, .listen_fd = -1, .client = -1 };
 
+static uint64_t random64(void)
+{
+	uint64_t r = 0;
+	if (syscall(SYS_getrandom, &r, sizeof(r), 1 /* GRND_NONBLOCK */) == (long)sizeof(r))
+		return r;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec << 32 ^
+	    (uint64_t)(uintptr_t)&ts ^ (uint64_t)getpid();
+	return r;
+}
+
+/* A new listening socket under a new random name, non-blocking (a client
+ * gone between poll() and accept() must not block the thread). */
 static int open_socket(void)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "memtrace-%d", (int)getpid());
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-							  (size_t)n)) != 0 ||
-	    listen(fd, 4) != 0) {
+	for (int tries = 0; tries < 4; tries++) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "memtrace-%d-%016llx",
+				 (int)getpid(), (unsigned long long)random64());
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			return -errno;
+		socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+		if (bind(fd, (struct sockaddr *)&a, len) == 0 && listen(fd, 64) == 0)
+			return fd;
 		int e = -errno;
 		close(fd);
-		return e;
+		if (e != -EADDRINUSE)
+			return e;
 	}
-	return fd;
+	return -EADDRINUSE;
 }
 
 /* One reply line: @text, then " @arg" if @arg is not NULL. */
@@ -80,12 +125,13 @@ static void reply(int fd, const char *text, const char *arg)
 		return;
 	if ((size_t)n >= sizeof(line))
 		n = sizeof(line) - 1;
-	ssize_t w = send(fd, line, (size_t)n, MSG_NOSIGNAL);
+	ssize_t w = send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	(void)w; /* best effort: the client may be gone */
 }
 
-/* Parse "FLAGS INTERVAL PATH" into @cfg. */
-static int parse_spec(const char *spec, struct memtrace_config *cfg)
+/* Parse "FLAGS INTERVAL PATH" into @cfg. An empty PATH is allowed where
+ * @path_optional (the injector's call that only opens the socket). */
+static int parse_spec(const char *spec, struct memtrace_config *cfg, int path_optional)
 {
 	char *end;
 	memset(cfg, 0, sizeof(*cfg));
@@ -95,41 +141,181 @@ static int parse_spec(const char *spec, struct memtrace_config *cfg)
 	if (*end != ' ')
 		return -EINVAL;
 	cfg->interval_ms = (uint32_t)strtoul(end + 1, &end, 10);
+	if (path_optional && (*end == '\0' || (*end == ' ' && end[1] == '\0')))
+		return 0;
 	if (*end != ' ' || end[1] != '/' || strlen(end + 1) >= sizeof(cfg->path))
 		return -EINVAL;
 	strcpy(cfg->path, end + 1);
 	return 0;
 }
 
-static void run_start(void)
+/* Runs @fn on a thread of its own, with every signal blocked but the
+ * faults (a GOT store the loader made read-only under us is caught by the
+ * payload's handler and retried: a blocked fault kills the process).
+ * Call with ctl.lock held. */
+static int spawn(void *(*fn)(void *))
 {
-	struct memtrace_config cfg = ctl.cfg;
-	pthread_mutex_unlock(&ctl.lock);
-	int rc = memtrace_payload_start(&cfg);
-	pthread_mutex_lock(&ctl.lock);
-	if (rc == 0) {
-		ctl.state = CTL_ACTIVE;
-	} else {
-		ctl.state = CTL_FAILED;
-		snprintf(ctl.error, sizeof(ctl.error), "cannot start tracking: %s",
-			 mt_strerror(rc));
-	}
+	pthread_t t;
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = -pthread_create(&t, &attr, fn, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return rc;
 }
 
-static void handle(int fd)
+static void thread_begin(const char *name)
 {
-	char req[MEMTRACE_PATH_MAX + 64];
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	ssize_t n;
+	mt_in_hook = 1; /* memtrace's own thread: never recorded */
+	prctl(PR_SET_NAME, name, 0, 0, 0);
+}
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-	    (cred.uid != getuid() && cred.uid != 0))
-		return; /* not ours to command: say nothing */
-	struct timeval tv = { 2, 0 };
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+/* A stop's thread: finishes the capture (waiting for the GIL only when
+ * PyMem domains are to be put back) and answers the client. */
+static void *stop_main(void *arg)
+{
+	(void)arg;
+	thread_begin("memtrace-stop");
+	int rc = memtrace_payload_stop();
+	pthread_mutex_lock(&ctl.lock);
+	int fd = ctl.client;
+	ctl.client = -1;
+	ctl.state = CTL_IDLE;
+	if (fd >= 0) {
+		if (rc < 0 && rc != -EINVAL) {
+			reply(fd, "error capture incomplete:", mt_strerror(rc));
+		} else if (!ctl.client_detach) {
+			reply(fd, "ok stopped", ctl.cfg.path);
+		} else {
+			char text[64];
+			snprintf(text, sizeof(text), "ok detached %llu",
+				 (unsigned long long)mt_writer_dropped());
+			reply(fd, text, ctl.cfg.path);
+		}
+		close(fd);
+	}
+	ctl.workers--;
+	pthread_mutex_unlock(&ctl.lock);
+	return NULL;
+}
+
+/* A start's thread. The C allocators are tracked as soon as the capture
+ * is open; what needs the GIL follows whenever this thread gets it. */
+static void *start_main(void *arg)
+{
+	(void)arg;
+	thread_begin("memtrace-start");
+	pthread_mutex_lock(&ctl.lock);
+	struct memtrace_config cfg = ctl.cfg;
+	unsigned gen = ctl.gen;
+	ctl.cfg.fd = -1; /* the start owns it now */
+	pthread_mutex_unlock(&ctl.lock);
+
+	int rc = mt_start_attached(&cfg);
+	pthread_mutex_lock(&ctl.lock);
+	if (rc < 0) {
+		ctl.state = ctl.cancel ? CTL_IDLE : CTL_FAILED;
+		snprintf(ctl.error, sizeof(ctl.error), "cannot start tracking: %s",
+			 mt_strerror(rc));
+		ctl.cancel = 0;
+		goto out;
+	}
+	ctl.started = 1;
+	if (ctl.cancel) {
+		ctl.cancel = 0;
+		pthread_mutex_unlock(&ctl.lock);
+		(void)memtrace_payload_stop();
+		pthread_mutex_lock(&ctl.lock);
+		ctl.state = CTL_IDLE;
+		goto out;
+	}
+	if (!(cfg.flags & MT_HDR_PYALLOC))
+		ctl.state = CTL_ACTIVE;
+	ctl.workers--;
+	if (ctl.gil_waiter) {
+		/* an earlier start's thread still waits for the GIL: it does
+		 * this capture's part too once it gets it */
+		pthread_mutex_unlock(&ctl.lock);
+		return NULL;
+	}
+	ctl.gil_waiter = 1;
+	for (;;) {
+		pthread_mutex_unlock(&ctl.lock);
+		(void)mt_start_attached_python();
+		pthread_mutex_lock(&ctl.lock);
+		if (ctl.gen == gen)
+			break;
+		gen = ctl.gen; /* a capture started meanwhile: it may need it too */
+	}
+	if (ctl.state == CTL_STARTING && ctl.started)
+		ctl.state = CTL_ACTIVE;
+	ctl.gil_waiter = 0;
+	pthread_mutex_unlock(&ctl.lock);
+	return NULL;
+out:
+	ctl.workers--;
+	pthread_mutex_unlock(&ctl.lock);
+	return NULL;
+}
+
+/* Start @cfg (its fd is ours) on a start thread. Call with ctl.lock held
+ * and no start or stop under way. */
+static int begin_start(const struct memtrace_config *cfg)
+{
+	ctl.cfg = *cfg;
+	ctl.cfg.flags |= MT_HDR_ATTACHED;
+	ctl.state = CTL_STARTING;
+	ctl.started = 0;
+	ctl.cancel = 0;
+	ctl.gen++;
+	ctl.workers++;
+	int rc = spawn(start_main);
+	if (rc < 0) {
+		ctl.workers--;
+		ctl.state = CTL_FAILED;
+		snprintf(ctl.error, sizeof(ctl.error), "cannot start a thread: %s",
+			 mt_strerror(rc));
+		if (ctl.cfg.fd >= 0)
+			close(ctl.cfg.fd);
+		ctl.cfg.fd = -1;
+	}
+	return rc;
+}
+
+/* Reads the request line, and the descriptor that may come with it. */
+static int read_request(int fd, char *req, size_t cap, int *passed)
+{
 	size_t got = 0;
-	while (got < sizeof(req) - 1 && (n = recv(fd, req + got, sizeof(req) - 1 - got, 0)) > 0) {
+	*passed = -1;
+	while (got < cap - 1) {
+		char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+		struct iovec iov = { req + got, cap - 1 - got };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				    .msg_controllen = sizeof(cbuf) };
+		ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < k; i++) {
+				int f;
+				memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				if (*passed < 0)
+					*passed = f;
+				else
+					close(f);
+			}
+		}
+		if (n <= 0)
+			break;
 		got += (size_t)n;
 		if (memchr(req, '\n', got))
 			break;
@@ -137,101 +323,140 @@ static void handle(int fd)
 	req[got] = '\0';
 	char *nl = strchr(req, '\n');
 	if (!nl)
-		return;
+		return -1;
 	*nl = '\0';
+	return 0;
+}
 
-	pthread_mutex_lock(&ctl.lock);
+static const char *const status_text[] = {
+	[CTL_IDLE] = "ok idle",         [CTL_STARTING] = "ok starting",
+	[CTL_ACTIVE] = "ok active",     [CTL_STOPPING] = "ok stopping",
+	[CTL_FAILED] = "error",
+};
+
+/* Serves one client; returns 1 if its connection was handed to a stop
+ * thread, which closes it. Call with ctl.lock held. */
+static int serve(int fd, char *req, int *passed)
+{
 	if (!strcmp(req, "status")) {
-		switch (ctl.state) {
-		case CTL_IDLE:
-			reply(fd, "ok idle", NULL);
-			break;
-		case CTL_STARTING:
-			reply(fd, "ok starting", NULL);
-			break;
-		case CTL_ACTIVE:
-			reply(fd, "ok active", ctl.cfg.path);
-			break;
-		case CTL_FAILED:
-			reply(fd, "error", ctl.error);
-			break;
-		}
-	} else if (!strncmp(req, "start ", 6)) {
+		if (ctl.state == CTL_STARTING && ctl.cancel)
+			reply(fd, "ok cancelling", NULL);
+		else
+			reply(fd, status_text[ctl.state],
+			      ctl.state == CTL_ACTIVE   ? ctl.cfg.path
+			      : ctl.state == CTL_FAILED ? ctl.error
+							: NULL);
+		return 0;
+	}
+	if (!strncmp(req, "start ", 6)) {
 		struct memtrace_config cfg;
 		if (ctl.state == CTL_ACTIVE || ctl.state == CTL_STARTING) {
 			reply(fd, "error already attached", NULL);
-		} else if (parse_spec(req + 6, &cfg) < 0) {
+		} else if (ctl.workers > 0) {
+			reply(fd, "error busy", NULL); /* a stop finishing, a start undone */
+		} else if (parse_spec(req + 6, &cfg, 0) < 0) {
 			reply(fd, "error bad start request", NULL);
 		} else {
-			ctl.cfg = cfg;
-			ctl.state = CTL_STARTING;
-			reply(fd, "ok starting", NULL);
-			run_start();
+			cfg.fd = *passed;
+			*passed = -1;
+			reply(fd, begin_start(&cfg) == 0 ? "ok starting" : "error", ctl.error);
 		}
-	} else if (!strcmp(req, "stop") || !strcmp(req, "detach")) {
-		if (ctl.state != CTL_ACTIVE) {
-			reply(fd, "error not attached", NULL);
-		} else {
-			pthread_mutex_unlock(&ctl.lock);
-			int rc = memtrace_payload_stop();
-			pthread_mutex_lock(&ctl.lock);
-			ctl.state = CTL_IDLE;
-			if (rc < 0 && rc != -EINVAL) {
-				reply(fd, "error capture incomplete:", mt_strerror(rc));
-			} else if (req[1] == 't') {
-				reply(fd, "ok stopped", ctl.cfg.path);
-			} else {
-				char text[64];
-				snprintf(text, sizeof(text), "ok detached %llu",
-					 (unsigned long long)mt_writer_dropped());
-				reply(fd, text, ctl.cfg.path);
-			}
+		return 0;
+	}
+	if (!strcmp(req, "stop") || !strcmp(req, "detach")) {
+		if (ctl.state == CTL_STARTING && !(ctl.started && !ctl.cancel)) {
+			/* the start has not opened its capture yet (it waits for
+			 * the GIL, say): it is undone as soon as it returns */
+			ctl.cancel = 1;
+			reply(fd, "ok cancelled", NULL);
+			return 0;
 		}
-	} else {
-		reply(fd, "error unknown request", NULL);
+		if (ctl.state != CTL_ACTIVE && ctl.state != CTL_STARTING) {
+			reply(fd, ctl.state == CTL_STOPPING ? "error stopping" : "error not attached",
+			      NULL);
+			return 0;
+		}
+		ctl.state = CTL_STOPPING;
+		ctl.client = fd;
+		ctl.client_detach = req[0] == 'd';
+		ctl.workers++;
+		if (spawn(stop_main) == 0)
+			return 1;
+		ctl.workers--;
+		ctl.client = -1;
+		ctl.state = CTL_ACTIVE;
+		reply(fd, "error cannot start a thread", NULL);
+		return 0;
+	}
+	reply(fd, "error unknown request", NULL);
+	return 0;
+}
+
+static void handle(int fd)
+{
+	char req[MEMTRACE_PATH_MAX + 64];
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int passed = -1;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+	    (cred.uid != getuid() && cred.uid != 0))
+		goto out; /* not ours to command: say nothing */
+	/* the listener is non-blocking; the connection is not */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	struct timeval tv = { 2, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (read_request(fd, req, sizeof(req), &passed) < 0)
+		goto out;
+	pthread_mutex_lock(&ctl.lock);
+	int handed = serve(fd, req, &passed);
+	pthread_mutex_unlock(&ctl.lock);
+	if (handed)
+		fd = -1;
+out:
+	if (passed >= 0)
+		close(passed);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Whether the listener is still ours; if the program closed it (and
+ * perhaps reused its number), a new one. 0, or -1 if none can be made. */
+static int keep_listener(void)
+{
+	pthread_mutex_lock(&ctl.lock);
+	int ok = mt_fd_id_is(ctl.listen_fd, &ctl.listen_id);
+	if (!ok) {
+		int fd = open_socket();
+		ctl.listen_fd = fd;
+		ok = fd >= 0 && mt_fd_id_take(fd, &ctl.listen_id) == 0;
 	}
 	pthread_mutex_unlock(&ctl.lock);
+	return ok ? 0 : -1;
 }
 
 static void *control_main(void *arg)
 {
 	(void)arg;
-	mt_in_hook = 1; /* memtrace's own thread: never recorded */
-	prctl(PR_SET_NAME, "memtrace-ctl", 0, 0, 0);
-	/* Created with every signal blocked, but a fault of its own must
-	 * reach the payload's handler (a GOT store the loader made read-only
-	 * under us is caught and retried): a blocked fault kills the process. */
-	sigset_t faults;
-	sigemptyset(&faults);
-	sigaddset(&faults, SIGSEGV);
-	sigaddset(&faults, SIGBUS);
-	pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
-
-	pthread_mutex_lock(&ctl.lock);
-	if (ctl.pending) {
-		ctl.pending = 0;
-		run_start();
-	}
-	pthread_mutex_unlock(&ctl.lock);
-
-	for (;;) {
+	thread_begin("memtrace-ctl");
+	while (keep_listener() == 0) {
+		struct pollfd p = { .fd = ctl.listen_fd, .events = POLLIN };
+		int pr = poll(&p, 1, CTL_RECHECK_MS);
+		if (pr <= 0 || !(p.revents & POLLIN) || keep_listener() < 0)
+			continue;
 		int fd = accept4(ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM ||
-			    errno == ENOBUFS) {
-				/* out of descriptors or memory for now: the
-				 * program may give some back, and a capture that
-				 * runs must stay stoppable */
-				struct timespec ts = { 0, 100 * 1000 * 1000 };
-				nanosleep(&ts, NULL);
-				continue;
-			}
-			break; /* the socket is gone (the program closed it) */
+		if (fd >= 0) {
+			handle(fd);
+		} else if (errno == EMFILE || errno == ENFILE || errno == ENOMEM ||
+			   errno == ENOBUFS) {
+			/* out of descriptors or memory for now: the program may
+			 * give some back, and a capture that runs must stay
+			 * stoppable */
+			struct timespec ts = { 0, 100 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
 		}
-		handle(fd);
-		close(fd);
 	}
 	pthread_mutex_lock(&ctl.lock);
 	ctl.thread_running = 0;
@@ -241,67 +466,64 @@ static void *control_main(void *arg)
 
 int mt_control_thread(void)
 {
-	return ctl.thread_running && ctl.pid == getpid();
+	pthread_mutex_lock(&ctl.lock);
+	int n = ctl.pid == getpid() ? ctl.thread_running + ctl.workers + ctl.gil_waiter : 0;
+	pthread_mutex_unlock(&ctl.lock);
+	return n;
 }
 
 void mt_control_after_fork(void)
 {
 	pthread_mutex_init(&ctl.lock, NULL);
-	pthread_cond_init(&ctl.cond, NULL);
 	mt_fd_id_close(ctl.listen_fd, &ctl.listen_id); /* the parent's socket */
+	if (ctl.client >= 0)
+		close(ctl.client);
+	if (ctl.cfg.fd >= 0)
+		close(ctl.cfg.fd);
+	ctl.cfg.fd = -1;
+	ctl.client = -1;
 	ctl.listen_fd = -1;
 	ctl.thread_running = 0;
-	ctl.pending = 0;
+	ctl.workers = 0;
+	ctl.gil_waiter = 0;
+	ctl.cancel = 0;
 	ctl.state = CTL_IDLE;
 }
 
-/* Start (or reuse) the control thread with a pending start of @cfg. */
+/* Start (or reuse) the control thread; with a capture named in @cfg, start
+ * it too. */
 static int attach(const struct memtrace_config *cfg)
 {
 	int rc = 0;
 	pthread_mutex_lock(&ctl.lock);
-	if (ctl.thread_running && ctl.pid == getpid()) {
-		rc = ctl.state == CTL_ACTIVE || ctl.state == CTL_STARTING ? -EBUSY : 0;
-		if (rc == 0) {
-			ctl.cfg = *cfg;
-			ctl.state = CTL_STARTING;
-			run_start();
+	if (!ctl.thread_running || ctl.pid != getpid()) {
+		/* The socket first, so that the CLI can talk to us as soon as
+		 * this returns. */
+		int fd = open_socket();
+		if (fd < 0) {
+			pthread_mutex_unlock(&ctl.lock);
+			return fd;
 		}
-		pthread_mutex_unlock(&ctl.lock);
-		return rc;
-	}
-	/* The socket first, so that the injector can ask for status while
-	 * tracking starts. */
-	int fd = open_socket();
-	if (fd < 0) {
-		pthread_mutex_unlock(&ctl.lock);
-		return fd;
-	}
-	ctl.listen_fd = fd;
-	(void)mt_fd_id_take(fd, &ctl.listen_id);
-	ctl.pid = getpid();
-	ctl.cfg = *cfg;
-	ctl.cfg.flags |= MT_HDR_ATTACHED;
-	ctl.state = CTL_STARTING;
-	ctl.pending = 1;
-
-	pthread_t t;
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(&t, &attr, control_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	if (rc == 0) {
-		ctl.thread_running = 1;
-	} else {
-		close(fd);
-		ctl.listen_fd = -1;
+		ctl.listen_fd = fd;
+		(void)mt_fd_id_take(fd, &ctl.listen_id);
+		ctl.pid = getpid();
 		ctl.state = CTL_IDLE;
-		ctl.pending = 0;
+		rc = spawn(control_main);
+		if (rc < 0) {
+			close(fd);
+			ctl.listen_fd = -1;
+			pthread_mutex_unlock(&ctl.lock);
+			return rc;
+		}
+		ctl.thread_running = 1;
+	}
+	if (cfg->path[0] || cfg->fd >= 0) {
+		if (ctl.state == CTL_ACTIVE || ctl.state == CTL_STARTING)
+			rc = -EBUSY;
+		else if (ctl.workers > 0)
+			rc = -EAGAIN;
+		else
+			rc = begin_start(cfg);
 	}
 	pthread_mutex_unlock(&ctl.lock);
 	return rc;
@@ -320,7 +542,7 @@ MT_EXPORT int memtrace_attach_entry_str(const char *spec)
 {
 	struct memtrace_config cfg;
 	int own = mt_guard_enter();
-	int rc = spec && parse_spec(spec, &cfg) == 0 ? attach(&cfg) : -EINVAL;
+	int rc = spec && parse_spec(spec, &cfg, 1) == 0 ? attach(&cfg) : -EINVAL;
 	if (own)
 		mt_guard_leave();
 	return rc;

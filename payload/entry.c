@@ -726,12 +726,49 @@ MT_EXPORT int memtrace_payload_start(const struct memtrace_config *cfg)
 	return rc;
 }
 
+int mt_start_attached(const struct memtrace_config *cfg)
+{
+	int own = mt_guard_enter();
+	uint32_t python_hex;
+	(void)mt_python_init(&python_hex);
+	pthread_mutex_lock(&st.lock);
+	int rc = start_locked(cfg, 0);
+	pthread_mutex_unlock(&st.lock);
+	if (own)
+		mt_guard_leave();
+	return rc;
+}
+
+int mt_start_attached_python(void)
+{
+	int own = mt_guard_enter(), gil_state = 0, done = 0;
+	if (gil_take(&gil_state)) {
+		pthread_mutex_lock(&st.lock);
+		if (st.active && st.pid == getpid()) {
+			python_setup_locked();
+			done = 1;
+		}
+		pthread_mutex_unlock(&st.lock);
+		gil_give(gil_state);
+	}
+	if (own)
+		mt_guard_leave();
+	return done;
+}
+
 MT_EXPORT int memtrace_payload_stop(void)
 {
 	int own = mt_guard_enter(), gil_state = 0;
 	/* the GIL only to put PyMem domains back */
 	int gil = st.pymem && gil_take(&gil_state);
 	pthread_mutex_lock(&st.lock);
+	if (st.pymem && !gil) {
+		/* put in meanwhile (mt_start_attached_python()); the lock order
+		 * is the GIL first */
+		pthread_mutex_unlock(&st.lock);
+		gil = gil_take(&gil_state);
+		pthread_mutex_lock(&st.lock);
+	}
 	int rc = stop_locked(NULL, gil);
 	pthread_mutex_unlock(&st.lock);
 	if (gil)

@@ -79,3 +79,29 @@ def cc():
     if not path:
         pytest.skip("no C compiler")
     return path
+
+
+def control_socket(pid):
+    """The abstract name (with its leading NUL) of the control socket the
+    payload in @pid listens on, found as memtrace finds it: a listening
+    socket named memtrace-<pid>[-...] among the process's own descriptors;
+    None if it has none."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(int(link[8:-1]))
+    want = "@memtrace-%d" % pid
+    with open("/proc/%d/net/unix" % pid) as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            if len(fields) < 8 or int(fields[6]) not in inodes or not int(fields[3], 16) & 0x10000:
+                continue
+            name = fields[7]
+            if name == want or name.startswith(want + "-"):
+                return "\0" + name[1:]
+    return None
