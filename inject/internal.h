@@ -73,4 +73,8 @@ int mt__elf_rodata_version(struct mt_elf *e);
 int mt__mem_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 int mt__mem_write(pid_t pid, pid_t tid, uint64_t addr, const void *buf, size_t len);
 
+/* mt__tracer_error() - says who traces thread @tid of @pid (another
+ * memtrace attaching, or a debugger) and returns -MT_EPTRACE. */
+int mt__tracer_error(pid_t pid, pid_t tid);
+
 #endif /* MT_INJECT_INTERNAL_H */

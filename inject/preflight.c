@@ -209,8 +209,7 @@ int mt_inject_inspect(pid_t pid, struct mt_target *t)
 	if (st.state == 'Z' || st.state == 'X')
 		return mt_error(0, "pid %d (%s) is exiting", (int)pid, st.name), -ESRCH;
 	if (st.tracer)
-		return mt_error(0, "pid %d (%s) is already traced by pid %d (a debugger?)",
-				(int)pid, st.name, (int)st.tracer), -MT_EPTRACE;
+		return mt__tracer_error(pid, pid);
 	if (st.state == 'T' || st.state == 't')
 		return mt_error(0, "pid %d (%s) is stopped; resume it first (kill -CONT %d)",
 				(int)pid, st.name, (int)pid), -EINVAL;
@@ -330,4 +329,25 @@ int mt_inject_visible_path(const struct mt_target *t, const char *path, int copy
 	if ((size_t)snprintf(out, cap, "/tmp/%s/%s", sub, name) >= cap)
 		return mt_error(-ENAMETOOLONG, "payload path");
 	return 0;
+}
+
+int mt__tracer_error(pid_t pid, pid_t tid)
+{
+	struct proc_status st;
+	char path[64], comm[64] = "";
+	if (read_status(tid, &st) == 0 && st.tracer) {
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)st.tracer);
+		FILE *f = fopen(path, "re");
+		if (f) {
+			if (fgets(comm, sizeof(comm), f))
+				comm[strcspn(comm, "\n")] = '\0';
+			fclose(f);
+		}
+		if (!strcmp(comm, "memtrace"))
+			return mt_error(0, "pid %d is being attached by another memtrace (pid %d)",
+					(int)pid, (int)st.tracer), -MT_EPTRACE;
+		return mt_error(0, "pid %d is already traced by pid %d (%s: a debugger?)", (int)pid,
+				(int)st.tracer, comm[0] ? comm : "?"), -MT_EPTRACE;
+	}
+	return mt_error(-MT_EPTRACE, "cannot trace pid %d (PTRACE_SEIZE)", (int)pid);
 }

@@ -349,8 +349,7 @@ static int pick_thread(struct injector *in)
 			if (rc == -ESRCH)
 				continue;
 			if (rc == -EPERM && tries == 0 && i == 0)
-				return mt_error(-MT_EPTRACE, "cannot trace pid %d (PTRACE_SEIZE)",
-						(int)in->t->pid);
+				return mt__tracer_error(in->t->pid, tids[i]);
 			if (rc < 0)
 				continue;
 			tries++;

@@ -80,7 +80,7 @@ static struct {
 	int client;                 /* a stop's connection, answered by its thread */
 	int client_detach;          /* ... which asked "detach" (not "stop") */
 	char error[256];
-} ctl = { PTHREAD_MUTEX_INITIALIZER, .listen_fd = -1, .client = -1 };
+} ctl = { PTHREAD_MUTEX_INITIALIZER, .listen_fd = -1, .client = -1, .cfg = { .fd = -1 } };
 
 static uint64_t random64(void)
 {
@@ -424,24 +424,35 @@ out:
 
 /* Whether the listener is still ours; if the program closed it (and
  * perhaps reused its number), a new one. 0, or -1 if none can be made. */
+static int keep_listener_locked(void)
+{
+	if (mt_fd_id_is(ctl.listen_fd, &ctl.listen_id))
+		return 0;
+	int fd = open_socket();
+	ctl.listen_fd = fd;
+	return fd >= 0 && mt_fd_id_take(fd, &ctl.listen_id) == 0 ? 0 : -1;
+}
+
 static int keep_listener(void)
 {
 	pthread_mutex_lock(&ctl.lock);
-	int ok = mt_fd_id_is(ctl.listen_fd, &ctl.listen_id);
-	if (!ok) {
-		int fd = open_socket();
-		ctl.listen_fd = fd;
-		ok = fd >= 0 && mt_fd_id_take(fd, &ctl.listen_id) == 0;
-	}
+	int rc = keep_listener_locked();
 	pthread_mutex_unlock(&ctl.lock);
-	return ok ? 0 : -1;
+	return rc;
 }
 
 static void *control_main(void *arg)
 {
 	(void)arg;
 	thread_begin("memtrace-ctl");
-	while (keep_listener() == 0) {
+	for (;;) {
+		if (keep_listener() < 0) {
+			/* no socket can be made now (out of descriptors): a
+			 * capture that runs must stay stoppable, so try again */
+			struct timespec ts = { CTL_RECHECK_MS / 1000, 0 };
+			nanosleep(&ts, NULL);
+			continue;
+		}
 		struct pollfd p = { .fd = ctl.listen_fd, .events = POLLIN };
 		int pr = poll(&p, 1, CTL_RECHECK_MS);
 		if (pr <= 0 || !(p.revents & POLLIN) || keep_listener() < 0)
@@ -458,9 +469,6 @@ static void *control_main(void *arg)
 			nanosleep(&ts, NULL);
 		}
 	}
-	pthread_mutex_lock(&ctl.lock);
-	ctl.thread_running = 0;
-	pthread_mutex_unlock(&ctl.lock);
 	return NULL;
 }
 
@@ -516,7 +524,13 @@ static int attach(const struct memtrace_config *cfg)
 			return rc;
 		}
 		ctl.thread_running = 1;
+	} else if (keep_listener_locked() < 0) {
+		/* the program closed our socket, and no new one can be made */
+		pthread_mutex_unlock(&ctl.lock);
+		return -EMFILE;
 	}
+	/* (a socket made new here is served once the thread's wait for the
+	 * closed one ends, within CTL_RECHECK_MS) */
 	if (cfg->path[0] || cfg->fd >= 0) {
 		if (ctl.state == CTL_ACTIVE || ctl.state == CTL_STARTING)
 			rc = -EBUSY;

@@ -1,0 +1,285 @@
+"""attach and detach as a hostile user and a careless one would try them: a
+control socket name taken first, 32 busy threads, a descriptor the program
+reused after detach, stopped and dead targets, two attaches at once, and
+targets in a network namespace or a mount namespace of their own."""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import _pyenv_python, control_socket, run
+from test_attach import TARGET, Target, _raw_status, _setpriv, attach, detach, leak_rows, \
+    one_line_error
+
+
+@pytest.fixture
+def target_script(script):
+    return script(TARGET, name="target.py")
+
+
+@pytest.fixture
+def targets():
+    started = []
+    yield started
+    for t in started:
+        t.kill()
+
+
+def needs_root():
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+
+
+SQUATTER = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0memtrace-" + sys.argv[1])
+s.listen(4)
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_control_socket_name_taken_first(memtrace, target_script, targets, tmp_path):
+    """Another user binds the name the payload would have listened on:
+    attach finds the payload's own socket among the target's descriptors
+    all the same, and detach too."""
+    needs_root()
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    sq = subprocess.Popen(_setpriv(65534) + ["/usr/bin/python3", "-c", SQUATTER, str(t.pid)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          universal_newlines=True)
+    try:
+        assert sq.stdout.readline() == "ready\n"
+        cap = tmp_path / "cap.bin"
+        attach(memtrace, t.pid, cap)
+        t.cmd("alloc 3000007")
+        d = detach(memtrace, t.pid)
+        assert "capture written to %s" % cap in d.stderr, d.stderr
+        assert any(r["own_bytes"] >= 3000007 for r in leak_rows(memtrace, cap))
+        # and again, now that the payload is loaded
+        attach(memtrace, t.pid, tmp_path / "again.bin")
+        detach(memtrace, t.pid)
+    finally:
+        sq.kill()
+        sq.wait()
+
+
+BUSY = r"""
+import sys, threading
+started = threading.Barrier(33)
+def spin():
+    started.wait()
+    x = 0
+    while True:
+        x += 1
+        if x % 50000 == 0:
+            junk = bytearray(1000)
+for _ in range(32):
+    threading.Thread(target=spin, daemon=True).start()
+started.wait()
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("minor", ["3.12", "3.13"])
+def test_attach_with_32_busy_threads(memtrace, script, tmp_path, minor):
+    """32 threads that never stop running Python code: every attach
+    answers within a second and says the truth, 20 times over."""
+    python = _pyenv_python(minor)
+    if python is None:
+        pytest.skip("no pyenv Python %s on this machine" % minor)
+    prog = script(BUSY, name="busy.py")
+    p = subprocess.Popen([python, str(prog)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         universal_newlines=True)
+    times = []
+    try:
+        assert p.stdout.readline() == "ready\n"
+        for i in range(20):
+            cap = tmp_path / ("c%d.bin" % i)
+            start = time.monotonic()
+            a = run(memtrace, "attach", "-o", cap, p.pid, check=False, timeout=60)
+            times.append(time.monotonic() - start)
+            assert a.returncode == 0, (i, a.stderr)
+            status = _raw_status(p.pid)
+            assert status == "ok active %s\n" % cap, (i, status)
+            d = detach(memtrace, p.pid)
+            assert "capture written to %s" % cap in d.stderr, (i, d.stderr)
+            assert _raw_status(p.pid) == "ok idle\n"
+        assert max(times) < 1.0, times
+        run(memtrace, "stats", tmp_path / "c19.bin")
+    finally:
+        p.kill()
+        p.wait()
+
+
+REUSER = r"""
+import os, socket, sys, threading
+print("ready", flush=True)
+sys.stdin.readline()  # detached: now the program cleans up like a daemon
+os.closerange(3, 1024)
+srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+srv.bind(("127.0.0.1", 0))
+srv.listen(256)
+def serve():
+    while True:
+        c, _ = srv.accept()
+        c.sendall(b"hello\n")
+        c.close()
+threading.Thread(target=serve, daemon=True).start()
+print(srv.fileno(), srv.getsockname()[1], flush=True)
+for line in sys.stdin:
+    print("done", flush=True)
+"""
+
+
+def test_descriptor_reused_after_detach(memtrace, script, tmp_path):
+    """After detach the program closes every descriptor but 0-2 and
+    listens on the lowest number, the control socket's: all its clients
+    are its own, and a later attach works."""
+    prog = script(REUSER, name="reuser.py")
+    p = subprocess.Popen(["/usr/bin/python3", str(prog)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, universal_newlines=True, bufsize=1)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        attach(memtrace, p.pid, tmp_path / "a.bin")
+        detach(memtrace, p.pid)
+        ctl = control_socket(p.pid)
+        assert ctl is not None
+        p.stdin.write("go\n")
+        fd, port = map(int, p.stdout.readline().split())
+        assert fd == 3
+        for i in range(200):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+                assert c.makefile().readline() == "hello\n", i
+        cap = tmp_path / "b.bin"
+        attach(memtrace, p.pid, cap)
+        p.stdin.write("x\n")
+        assert p.stdout.readline() == "done\n"
+        d = detach(memtrace, p.pid)
+        assert "capture written to %s" % cap in d.stderr, d.stderr
+        assert control_socket(p.pid) not in (None, ctl)  # a new one, under a new name
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_detach_of_a_stopped_process(memtrace, target_script, targets, tmp_path):
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    cap = tmp_path / "cap.bin"
+    attach(memtrace, t.pid, cap)
+    os.kill(t.pid, 19)  # SIGSTOP
+    try:
+        start = time.monotonic()
+        msg = one_line_error(run(memtrace, "detach", t.pid, check=False, timeout=60))
+        assert time.monotonic() - start < 2
+        assert "pid %d is stopped" % t.pid in msg and "kill -CONT" in msg, msg
+    finally:
+        os.kill(t.pid, 18)  # SIGCONT
+    assert _raw_status(t.pid).startswith("ok active")
+    detach(memtrace, t.pid)
+    run(memtrace, "stats", cap)
+
+
+def test_detach_of_a_process_that_exited(memtrace):
+    p = subprocess.Popen(["/usr/bin/python3", "-c", "pass"])
+    while True:  # a zombie until waited for
+        with open("/proc/%d/stat" % p.pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.01)
+    try:
+        msg = one_line_error(run(memtrace, "detach", p.pid, check=False))
+        assert msg == "memtrace: pid %d has exited" % p.pid, msg
+    finally:
+        p.wait()
+
+
+def test_two_attaches_at_once(memtrace, target_script, targets, tmp_path):
+    """Two attaches to the same process at the same moment: one wins, the
+    other says in one line that another memtrace is attaching (or has)."""
+    for i in range(4):
+        t = Target("/usr/bin/python3", target_script, "sleep")
+        targets.append(t)
+        caps = [tmp_path / ("%d-%d.bin" % (i, k)) for k in range(2)]
+        procs = [subprocess.Popen([str(memtrace), "attach", "-o", str(c), str(t.pid)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  universal_newlines=True) for c in caps]
+        results = [(q.wait(timeout=60), q.stderr.read()) for q in procs]
+        won = [r for r in results if r[0] == 0]
+        lost = [r for r in results if r[0] != 0]
+        assert len(won) == 1, results
+        assert len(lost) == 1 and lost[0][0] == 1, results
+        lines = lost[0][1].strip().splitlines()
+        assert len(lines) == 1, results
+        assert ("another memtrace" in lines[0] or "is already attached" in lines[0]), results
+        assert [c.exists() for c in caps].count(True) == 1, results
+        detach(memtrace, t.pid)
+        t.finish()
+
+
+def _probe(cmd):
+    """Skips the test unless @cmd (unshare...) is permitted here."""
+    probe = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True)
+    if probe.returncode != 0:
+        pytest.skip("%s is not permitted here: %s" % (" ".join(cmd), probe.stderr.strip()))
+
+
+def _ns_target(prefix, scenario="sleep"):
+    """A Target running TARGET from -c (its script may not be visible in
+    the namespace) under @prefix; its pid is python's (exec)."""
+    t = Target.__new__(Target)
+    t.p = subprocess.Popen(prefix + ["/usr/bin/python3", "-c", TARGET, scenario],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           universal_newlines=True, bufsize=1)
+    t.pid = t.p.pid
+    assert t.readline() == "ready"
+    return t
+
+
+def _cycle(memtrace, t, tmp_path):
+    """attach, allocate, detach, and again: both captures read here."""
+    for name in ("first.bin", "second.bin"):
+        cap = tmp_path / name
+        a = attach(memtrace, t.pid, cap)
+        assert "tracking pid %d into %s" % (t.pid, cap) in a.stderr, a.stderr
+        t.cmd("alloc 3000007")
+        d = detach(memtrace, t.pid)
+        assert "capture written to %s" % cap in d.stderr, d.stderr
+        assert any(r["own_bytes"] >= 3000007 for r in leak_rows(memtrace, cap)), name
+
+
+def test_target_in_its_own_network_namespace(memtrace, targets, tmp_path):
+    """unshare -n, as in every container: the abstract control socket
+    lives in the target's network namespace, which memtrace enters for
+    the connection."""
+    needs_root()
+    _probe(["unshare", "-n", "true"])
+    t = _ns_target(["unshare", "-n"])
+    targets.append(t)
+    _cycle(memtrace, t, tmp_path)
+    assert t.finish()[0] == 3
+
+
+def test_target_with_a_private_tmp(memtrace, targets, tmp_path):
+    """unshare -m with a tmpfs over /tmp: the capture's path (under this
+    test's /tmp) does not exist for the target; memtrace creates the
+    capture here and hands it over open, and nothing is written inside."""
+    needs_root()
+    prefix = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+              "mount -t tmpfs memtrace-test /tmp && exec \"$@\"", "sh"]
+    _probe(prefix[:-1] + ["true"])
+    t = _ns_target(prefix)
+    targets.append(t)
+    _cycle(memtrace, t, tmp_path)
+    inside = os.listdir("/proc/%d/root/tmp" % t.pid)
+    assert all(name.startswith("memtrace-") for name in inside), inside  # the payload's copy only
+    assert t.finish()[0] == 3
