@@ -5,7 +5,8 @@ Measures, against live Python processes started by bench/attach_target.py:
 
 1. latency: how long `memtrace attach PID` takes to return with tracking active,
    and `memtrace detach PID`, for idle targets (time.sleep, blocked in a pipe read)
-   and busy ones (a CPU-bound pure Python loop, 8 threads allocating); first attach
+   and busy ones (a CPU-bound pure Python loop, 8 threads allocating, and 32 threads that
+   never leave Python code, on every interpreter 3.11 to 3.13 present); first attach
    (payload injected) and re-attach (payload already loaded) on the same process;
 2. speed: throughput of a target while attached, relative to the same process
    before attach, and after detach (default mode, then --trace-python-allocators);
@@ -39,7 +40,12 @@ TARGET_LABEL = {
     "pipe": "idle: os.read on a pipe",
     "busy": "busy: pure Python loop",
     "threads": "busy: 8 threads allocating",
+    "threads32": "busy: 32 threads in Python code",
 }
+# run on every interpreter from 3.11 present, besides the two main ones: the GIL
+# changed hands differently from 3.12
+BUSY_TARGETS = ["threads32"]
+BUSY_PYTHONS = ["3.11", "3.12", "3.13"]
 KINDS = ["churn", "json"]
 SECTION = "## Attach"
 median = bench_run.median
@@ -170,7 +176,7 @@ def bench_latency(mt, python, targets, runs, method, log, stop_on_failure=False)
                 continue
             try:
                 # The handshake says the target is in its loop; give a busy one a moment to be in it.
-                if kind in ("busy", "threads"):
+                if kind in ("busy", "threads", "threads32"):
                     time.sleep(0.05)
                 dt, ok, err, cap = mt.attach(t.pid, extra)
                 if not ok:
@@ -664,7 +670,15 @@ def main(argv=None):
         if "latency" not in skip:
             for py in pythons:
                 log("\nlatency, %s, runs:" % labels[py])
-                res = bench_latency(mt, py, LATENCY_TARGETS, args.runs, "auto", log)
+                res = bench_latency(mt, py, LATENCY_TARGETS + BUSY_TARGETS, args.runs, "auto", log)
+                lat.append((labels[py], "ptrace", res))
+            for v in BUSY_PYTHONS:
+                py = find_pyenv_python(v)
+                if not py or py in pythons:
+                    continue
+                labels[py] = python_label(py)
+                log("\nlatency, %s, runs:" % labels[py])
+                res = bench_latency(mt, py, BUSY_TARGETS, args.runs, "auto", log)
                 lat.append((labels[py], "ptrace", res))
             if "gdb" not in skip and args.gdb_runs > 0 and shutil.which("gdb"):
                 log("\nlatency, --method gdb, %s, runs:" % labels[args.python])

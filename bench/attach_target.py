@@ -9,6 +9,9 @@ Writes "ready <pid>\n" on stdout once it is in the state to be measured, then:
   busy     runs a CPU-bound pure Python loop (no allocation to speak of)
   threads  runs 8 threads that allocate (dicts, lists, strings, bytearrays); the main
            thread waits in Thread.join
+  threads32  runs 32 threads that never stop running Python code (a bytearray now and
+           then), all started before "ready"; the main thread waits in Thread.join: the
+           GIL is never free for long
   speed    serves timed windows of work on stdin/stdout:
              "calibrate KIND SECONDS" -> "n N"  (iterations that take about SECONDS)
              "run KIND N"             -> "ok WALL CPU CHECK"  (seconds of N iterations:
@@ -150,6 +153,24 @@ def main():
             t.start()
         say("ready %d" % os.getpid())
         threads[0].join()  # the main thread waits in a lock, as a typical threaded program's does
+    elif mode == "threads32":
+        started = threading.Barrier(33)
+
+        def spin():
+            started.wait()
+            x = 0
+            while True:
+                x += 1
+                if x % 50000 == 0:
+                    junk = bytearray(1000)
+                    del junk
+
+        threads = [threading.Thread(target=spin, daemon=True) for _ in range(32)]
+        for t in threads:
+            t.start()
+        started.wait()
+        say("ready %d" % os.getpid())
+        threads[0].join()
     elif mode == "speed":
         serve_speed()
     else:
