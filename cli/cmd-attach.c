@@ -274,12 +274,19 @@ static int inject(const struct mt_target *t, enum mt_inject_method method,
 				 (int)t->pid);
 			return -1;
 		}
-		if (rc == MT_INJECT_NO_SAFE_POINT)
+		if (rc == MT_INJECT_NO_SAFE_POINT && verbose)
 			mt_warning("no thread of pid %d reached a safe point; trying gdb", (int)t->pid);
 	}
-	if (rc == MT_INJECT_NO_SAFE_POINT)
+	if (rc == MT_INJECT_NO_SAFE_POINT) {
 		rc = mt_inject_debugger(t, method == MT_METHOD_LLDB ? MT_METHOD_LLDB : MT_METHOD_GDB,
 					there, cfg, verbose);
+		if (rc == MT_INJECT_NO_SAFE_POINT)
+			mt_error(0, "no thread of pid %d reached a safe point%s: each was in a signal "
+				 "handler, the loader, the allocator, or a call that cannot be "
+				 "interrupted safely (input() reading a terminal, say), and the main "
+				 "thread ran no Python code",
+				 (int)t->pid, method == MT_METHOD_AUTO ? " (by ptrace nor by gdb)" : "");
+	}
 	return rc;
 }
 

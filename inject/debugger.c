@@ -157,7 +157,9 @@ int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
 		return 0;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
 		return mt_error(-ENOENT, "cannot run %s", prog);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
+		return MT_INJECT_NO_SAFE_POINT; /* the caller says so */
 	mt_error(0, "%s could not attach to pid %d%s%s", prog, (int)t->pid, last[0] ? ": " : "",
 		 last);
-	return WIFEXITED(status) && WEXITSTATUS(status) == 2 ? MT_INJECT_NO_SAFE_POINT : -MT_EPAYLOAD;
+	return -MT_EPAYLOAD;
 }

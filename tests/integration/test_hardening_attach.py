@@ -283,3 +283,34 @@ def test_target_with_a_private_tmp(memtrace, targets, tmp_path):
     inside = os.listdir("/proc/%d/root/tmp" % t.pid)
     assert all(name.startswith("memtrace-") for name in inside), inside  # the payload's copy only
     assert t.finish()[0] == 3
+
+
+def test_no_safe_point_said_in_one_line(memtrace, tmp_path):
+    """input() reading a terminal: no thread can be used by ptrace and the
+    main thread runs no bytecode for gdb. One line says so, and why; the
+    target carries on."""
+    import pty
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv("/usr/bin/python3", ["python3", "-c", "print('ready', flush=True); "
+                                      "print('got', input(), flush=True)"])
+    try:
+        buf = b""
+        while b"ready" not in buf:
+            buf += os.read(fd, 100)
+        cap = tmp_path / "cap.bin"
+        msg = one_line_error(run(memtrace, "attach", "-o", cap, pid, check=False, timeout=120))
+        assert "no thread of pid %d reached a safe point" % pid in msg, msg
+        assert "input()" in msg, msg
+        assert not cap.exists()
+        os.write(fd, b"hello\n")
+        while b"got hello" not in buf:
+            buf += os.read(fd, 100)
+        assert os.waitpid(pid, 0)[1] == 0
+    finally:
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)
