@@ -379,8 +379,10 @@ int cmd_attach(int argc, char **argv)
 		snprintf(capture, sizeof(capture), "%s", output);
 	else
 		snprintf(capture, sizeof(capture), "memtrace-%d.bin", (int)t.pid);
-	if (mt_cli_create_capture(capture, force, t.uid, t.gid, abs, sizeof(abs)) < 0)
+	int cfd = mt_cli_create_capture(capture, force, t.uid, t.gid, abs, sizeof(abs));
+	if (cfd < 0)
 		return 1;
+	close(cfd); /* the target opens it by name, as its own user */
 	if (mt_inject_visible_path(&t, abs, 0, there, sizeof(there)) < 0 ||
 	    strlen(there) >= MEMTRACE_PATH_MAX) {
 		mt_unlink_regular(abs);

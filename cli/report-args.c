@@ -11,7 +11,6 @@
 #include "util/io.h"
 
 #include <errno.h>    /* errno */
-#include <fcntl.h>    /* open */
 #include <getopt.h>   /* getopt_long */
 #include <stdio.h>    /* fdopen */
 #include <stdlib.h>   /* strtoull */
@@ -30,20 +29,18 @@ static void default_output(char *buf, size_t len, const char *kind, const char *
 	snprintf(buf, len, "%.*smemtrace-%s-%.*s.html", (int)dir, capture, kind, (int)stem, base);
 }
 
-/* @path for writing ("-": stdout); refuses an existing file unless
- * @force. NULL after printing why. */
+/* @path for writing ("-": stdout): a new file (mt_cli_create_file()),
+ * which replaces an existing one only with @force. NULL after printing
+ * why. */
 static FILE *open_output(const char *path, int force, const char *cmd)
 {
+	char what[64];
 	if (!strcmp(path, "-"))
 		return stdout;
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL), 0644);
-	if (fd < 0) {
-		if (errno == EEXIST)
-			mt_error(0, "%s: '%s' exists (use -f to overwrite it)", cmd, path);
-		else
-			mt_error(-errno, "%s: cannot create '%s'", cmd, path);
+	snprintf(what, sizeof(what), "%s page ", cmd);
+	int fd = mt_cli_create_file(path, force, 0644, (uid_t)-1, (gid_t)-1, what, NULL, 0);
+	if (fd < 0)
 		return NULL;
-	}
 	FILE *f = fdopen(fd, "w");
 	if (!f) {
 		mt_error(-errno, "%s: cannot create '%s'", cmd, path);
