@@ -54,8 +54,11 @@ static FILE *open_output(const char *path, int force, const char *cmd)
  * returns the exit status. */
 static int close_output(FILE *f, const char *path, int err, const char *cmd)
 {
+	struct stat sb;
 	if (f == stdout)
 		return err < 0 ? (mt_error(err, "%s: cannot write the report", cmd), 1) : 0;
+	/* the size of the file we wrote, whatever the name points to now */
+	int sized = fflush(f) == 0 && fstat(fileno(f), &sb) == 0;
 	if (fclose(f) != 0 && err == 0)
 		err = -errno;
 	if (err < 0) {
@@ -63,8 +66,7 @@ static int close_output(FILE *f, const char *path, int err, const char *cmd)
 		mt_unlink_regular(path);
 		return 1;
 	}
-	struct stat sb;
-	if (stat(path, &sb) == 0) {
+	if (sized) {
 		char size[32];
 		printf("wrote %s (%s)\n", path, mt__report_bytes(size, (unsigned long long)sb.st_size));
 	}
