@@ -1,17 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-/* Creating the capture file for run and attach: 0600, never overwritten
- * without -f, handed to the target's user when it is someone else. */
+/*
+ * Creating memtrace's output files (captures, report pages, run --live's
+ * .log): always a new regular file, never opened through a symbolic link
+ * nor anything but a regular file, and chowned only when memtrace itself
+ * just created it. With -f an existing file (or link) is replaced by a
+ * new one renamed over it, never written in place.
+ */
 #include "cli/cmd.h"
 #include "util/error.h"
 #include "util/io.h"
 
-#include <errno.h>  /* EEXIST */
-#include <fcntl.h>  /* open */
-#include <limits.h> /* PATH_MAX */
-#include <stdio.h>  /* fprintf */
-#include <stdlib.h> /* realpath */
-#include <string.h> /* strlen */
-#include <unistd.h> /* fchown */
+#include <errno.h>      /* EEXIST */
+#include <fcntl.h>      /* openat */
+#include <limits.h>     /* PATH_MAX */
+#include <stdio.h>      /* fprintf */
+#include <stdlib.h>     /* realpath */
+#include <string.h>     /* strlen */
+#include <sys/random.h> /* getrandom */
+#include <sys/stat.h>   /* fstatat */
+#include <unistd.h>     /* fchown */
 
 void mt_cli_say_written(const char *lead, const char *path, const char *dropped)
 {
@@ -24,29 +31,136 @@ void mt_cli_say_written(const char *lead, const char *path, const char *dropped)
 		fprintf(stderr, "memtrace: %scapture written to %s\n", lead, path);
 }
 
+static const char *kind_of(mode_t m)
+{
+	return S_ISDIR(m)    ? "a directory"
+	       : S_ISFIFO(m) ? "a FIFO"
+	       : S_ISSOCK(m) ? "a socket"
+	       : S_ISCHR(m)  ? "a character device"
+	       : S_ISBLK(m)  ? "a block device"
+			     : "not a regular file";
+}
+
+/* Split @path into its directory (opened, following links as the user
+ * wrote it) and last component (into @base). Returns the directory's fd,
+ * or -errno. */
+static int open_parent(const char *path, char *base, size_t cap, char *dir, size_t dcap)
+{
+	const char *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+	if (strlen(name) >= cap || (slash && (size_t)(slash - path) + 2 > dcap))
+		return -ENAMETOOLONG;
+	if (!*name || !strcmp(name, ".") || !strcmp(name, ".."))
+		return -EISDIR;
+	memcpy(base, name, strlen(name) + 1);
+	if (!slash)
+		snprintf(dir, dcap, ".");
+	else if (slash == path)
+		snprintf(dir, dcap, "/");
+	else
+		snprintf(dir, dcap, "%.*s", (int)(slash - path), path);
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return dfd < 0 ? -errno : dfd;
+}
+
+/* A new file in @dfd: @name itself, or (@name NULL) a temporary name put
+ * in @tmp. Returns its fd or -errno. */
+static int create_in(int dfd, const char *name, char *tmp, size_t cap, mode_t mode)
+{
+	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	if (name) {
+		int fd = openat(dfd, name, flags, mode);
+		return fd < 0 ? -errno : fd;
+	}
+	for (int tries = 0; tries < 64; tries++) {
+		unsigned long long r = 0;
+		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+			r ^= (unsigned long long)getpid() << 32 ^ (unsigned long long)tries * 0x9e3779b9u;
+		snprintf(tmp, cap, ".memtrace-%016llx.tmp", r);
+		int fd = openat(dfd, tmp, flags, mode);
+		if (fd >= 0 || errno != EEXIST)
+			return fd < 0 ? -errno : fd;
+	}
+	return -EEXIST;
+}
+
+int mt_cli_create_file(const char *path, int force, mode_t mode, uid_t owner, gid_t group,
+		       const char *what, char *abs, size_t cap)
+{
+	char base[256], dir[PATH_MAX], tmp[64];
+	struct stat sb;
+	int e;
+
+	int dfd = open_parent(path, base, sizeof(base), dir, sizeof(dir));
+	if (dfd == -EISDIR) {
+		mt_error(0, "%s'%s' is a directory, not a regular file", what, path);
+		return -EISDIR;
+	}
+	if (dfd < 0)
+		return mt_error(dfd, "cannot create %s'%s'", what, path);
+	int fd = create_in(dfd, base, NULL, 0, mode);
+	int replace = 0;
+	if (fd == -EEXIST) {
+		if (fstatat(dfd, base, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+			e = mt_error(-errno, "cannot create %s'%s'", what, path);
+			goto fail;
+		}
+		/* a link is replaced itself (with -f), never followed */
+		if (!S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
+			mt_error(0, "%s'%s' is %s, not a regular file", what, path,
+				 kind_of(sb.st_mode));
+			e = -EINVAL;
+			goto fail;
+		}
+		if (!force) {
+			mt_error(0, "%s'%s' exists (use -f to overwrite it)", what, path);
+			e = -EEXIST;
+			goto fail;
+		}
+		replace = 1;
+		fd = create_in(dfd, NULL, tmp, sizeof(tmp), mode);
+	}
+	if (fd < 0) {
+		e = mt_error(fd, "cannot create %s'%s'", what, path);
+		goto fail;
+	}
+	const char *made = replace ? tmp : base;
+	/* only this new file, when it is to be another user's (an attached
+	 * target opens its capture by name, as its own user) */
+	if (owner != (uid_t)-1 && geteuid() == 0 && owner != 0 && fchown(fd, owner, group) != 0) {
+		e = mt_error(-errno, "cannot give %s'%s' to uid %u", what, path, (unsigned)owner);
+		goto unlink;
+	}
+	/* a directory put there meanwhile makes this fail; a FIFO or device
+	 * is replaced, never opened */
+	if (replace && renameat(dfd, tmp, dfd, base) != 0) {
+		e = mt_error(-errno, "cannot replace %s'%s'", what, path);
+		goto unlink;
+	}
+	made = base;
+	if (abs) {
+		/* the directory as resolved now, and the name we made in it:
+		 * not whatever the name may point to by now */
+		char resolved[PATH_MAX];
+		errno = ENAMETOOLONG;
+		if (!realpath(dir, resolved) || strlen(resolved) + 1 + strlen(base) + 1 > cap) {
+			e = mt_error(-errno, "cannot resolve %s'%s'", what, path);
+			goto unlink;
+		}
+		snprintf(abs, cap, "%s%s%s", resolved, strcmp(resolved, "/") ? "/" : "", base);
+	}
+	close(dfd);
+	return fd;
+unlink:
+	close(fd);
+	unlinkat(dfd, made, 0);
+fail:
+	close(dfd);
+	return e;
+}
+
 int mt_cli_create_capture(const char *path, int force, uid_t owner, gid_t group, char *abs,
 			  size_t cap)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL), 0600);
-	if (fd < 0) {
-		if (errno == EEXIST)
-			return mt_error(0, "capture '%s' exists (use -f to overwrite)", path), -EEXIST;
-		return mt_error(-errno, "cannot create capture '%s'", path);
-	}
-	/* an attached target opens it by name, as its own user */
-	if (owner != (uid_t)-1 && geteuid() == 0 && owner != 0 && fchown(fd, owner, group) != 0) {
-		int e = -errno;
-		close(fd);
-		mt_unlink_regular(path);
-		return mt_error(e, "cannot give capture '%s' to uid %u", path, (unsigned)owner);
-	}
-	close(fd);
-	char resolved[PATH_MAX];
-	if (!realpath(path, resolved) || strlen(resolved) >= cap) {
-		int e = -errno;
-		mt_unlink_regular(path);
-		return mt_error(e ? e : -ENAMETOOLONG, "cannot resolve capture path '%s'", path);
-	}
-	memcpy(abs, resolved, strlen(resolved) + 1);
-	return 0;
+	return mt_cli_create_file(path, force, 0600, owner, group, "capture ", abs, cap);
 }

@@ -400,15 +400,16 @@ int cmd_attach(int argc, char **argv)
 		snprintf(capture, sizeof(capture), "%s", output);
 	else
 		snprintf(capture, sizeof(capture), "memtrace-%d.bin", (int)t.pid);
-	/* made here, by us, and handed to the payload open: any path of ours
-	 * will do, in whatever namespaces the target lives, and the target's
-	 * user gets no say in which file it is */
-	if (mt_cli_create_capture(capture, force, (uid_t)-1, (gid_t)-1, cap.path,
-				  sizeof(cap.path)) < 0)
+	/* made here, by us, as a new file, and handed to the payload open:
+	 * any path of ours will do, in whatever namespaces the target lives,
+	 * and the target's user gets no say in which file it is */
+	cap.fd = mt_cli_create_capture(capture, force, (uid_t)-1, (gid_t)-1, cap.path,
+				       sizeof(cap.path));
+	if (cap.fd < 0)
 		return 1;
-	cap.fd = open(cap.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (cap.fd < 0 || strlen(cap.path) >= MEMTRACE_PATH_MAX) {
-		mt_error(cap.fd < 0 ? -errno : -ENAMETOOLONG, "cannot open capture '%s'", cap.path);
+	if (strlen(cap.path) >= MEMTRACE_PATH_MAX) {
+		mt_error(-ENAMETOOLONG, "cannot hand capture '%s' to pid %d", cap.path, (int)t.pid);
+		drop_capture(&cap);
 		return 1;
 	}
 

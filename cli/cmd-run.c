@@ -29,8 +29,8 @@ static const char usage[] =
 	"                    (script.py | -m module | -c code) [args...]\n"
 	"\n"
 	"  -o, --output FILE            capture file (default memtrace-<script>.<pid>.bin)\n"
-	"  -f, --force                  overwrite the capture file (and with --live its\n"
-	"                               .log) if it exists\n"
+	"  -f, --force                  replace the capture file (and with --live its\n"
+	"                               .log) if it exists: by a new file\n"
 	"      --trace-python-allocators  record every Python object allocation\n"
 	"      --follow-fork            a child of fork() (without exec) gets a capture\n"
 	"                               of its own, FILE.<child's pid>\n"
@@ -203,6 +203,10 @@ int cmd_run(int argc, char **argv)
 	if (mt_find_payload(payload, sizeof(payload)) < 0 ||
 	    find_program(python, interp, sizeof(interp)) < 0)
 		return 1;
+	/* a script python would refuse gets no capture */
+	int bad = !strcmp(kind, "script") ? mt_cli_check_script(target) : 0;
+	if (bad)
+		return bad;
 
 	/* --live-remote: one client, before the program starts, so that it
 	 * sees the capture from its header on. */
@@ -231,7 +235,8 @@ int cmd_run(int argc, char **argv)
 	if (child < 0)
 		return mt_error(-errno, "cannot fork"), 1;
 	if (child == 0) {
-		char capture[PATH_MAX], abs[PATH_MAX], env[PATH_MAX + 64], pre[PATH_MAX * 2];
+		char capture[PATH_MAX], abs[PATH_MAX], where_to[PATH_MAX + 32];
+		char env[PATH_MAX + 96], pre[PATH_MAX * 2];
 		for (int i = 0; i < 4; i++)
 			sigaction(sigs[i], &old[i], NULL);
 		close(report[0]);
@@ -243,15 +248,21 @@ int cmd_run(int argc, char **argv)
 			/* the payload takes the socket ("fd:N") and marks it
 			 * close-on-exec again */
 			snprintf(capture, sizeof(capture), "the live client on %s", where);
-			snprintf(abs, sizeof(abs), "fd:%d", dup(client));
+			snprintf(where_to, sizeof(where_to), "fd:%d", dup(client));
 		} else {
 			if (output)
 				snprintf(capture, sizeof(capture), "%s", output);
 			else
 				default_output(capture, sizeof(capture), kind, target, getpid());
-			if (mt_cli_create_capture(capture, force, (uid_t)-1, (gid_t)-1, abs,
-						  sizeof(abs)) < 0)
+			/* the payload is given the file memtrace made, open
+			 * ("fd:N:PATH", the path for messages and follow-fork
+			 * names): it never opens the capture by name */
+			int cfd = mt_cli_create_capture(capture, force, (uid_t)-1, (gid_t)-1, abs,
+							sizeof(abs));
+			if (cfd < 0)
 				_exit(1);
+			snprintf(where_to, sizeof(where_to), "fd:%d:%s", dup(cfd), abs);
+			close(cfd);
 		}
 		if (live) {
 			/* the terminal is the view's: the program's output goes to
@@ -264,13 +275,9 @@ int cmd_run(int argc, char **argv)
 				mt_unlink_regular(abs);
 				_exit(1);
 			}
-			int lfd = open(log, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL),
-				       0600);
+			int lfd = mt_cli_create_file(log, force, 0600, (uid_t)-1, (gid_t)-1, "log ",
+						     NULL, 0);
 			if (lfd < 0) {
-				if (errno == EEXIST)
-					mt_error(0, "'%s' exists (use -f to overwrite it)", log);
-				else
-					mt_error(-errno, "cannot create '%s'", log);
 				mt_unlink_regular(abs);
 				_exit(1);
 			}
@@ -278,7 +285,7 @@ int cmd_run(int argc, char **argv)
 				_exit(1);
 		}
 		const char *oldpre = getenv("LD_PRELOAD");
-		snprintf(env, sizeof(env), "%u:%ld:%d:%s", flags, interval, sfd, abs);
+		snprintf(env, sizeof(env), "%u:%ld:%d:%s", flags, interval, sfd, where_to);
 		if (oldpre && *oldpre)
 			snprintf(pre, sizeof(pre), "%s:%s", payload, oldpre);
 		else

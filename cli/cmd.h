@@ -125,11 +125,34 @@ void mt_cli_control_error(int rc, int pid);
  * standard error: the last word of run, attach --duration and detach. */
 void mt_cli_say_written(const char *lead, const char *path, const char *dropped);
 
-/* mt_cli_create_capture() - create capture @path 0600 (O_EXCL unless
- * @force), chown it to @owner:@group when running as root for another
- * user ((uid_t)-1: keep), and put its absolute path in @abs. Returns 0, or
- * a negative error after printing one line. (cli/capture-file.c) */
+/* mt_cli_create_file() - create @path as a new regular file of @mode and
+ * return it open for writing (O_WRONLY | O_CLOEXEC). Never through a
+ * symbolic link: a new name is made O_CREAT | O_EXCL | O_NOFOLLOW. An
+ * existing name is an error unless @force; with it, a regular file or a
+ * symbolic link (not what it points to) is replaced by a new file made
+ * under a temporary name in the same directory and renamed over it.
+ * Anything else there (FIFO, device, directory, socket) is an error, and
+ * is never opened. Only that new file is chowned to @owner:@group, when
+ * running as root for another user ((uid_t)-1: keep). @what names the
+ * file in messages, before its quoted path ("capture ", "log "). With @abs, its absolute path
+ * (the directory resolved, then the name made in it) goes there.
+ * Returns the descriptor, or a negative error after printing one line
+ * (nothing is left behind). (cli/capture-file.c) */
+int mt_cli_create_file(const char *path, int force, mode_t mode, uid_t owner, gid_t group,
+		       const char *what, char *abs, size_t cap);
+
+/* mt_cli_create_capture() - mt_cli_create_file() for capture @path:
+ * 0600, "capture " in messages, its absolute path in @abs. Returns the
+ * descriptor (the caller closes it if it has no use for it), or a
+ * negative error after printing one line. (cli/capture-file.c) */
 int mt_cli_create_capture(const char *path, int force, uid_t owner, gid_t group, char *abs,
 			  size_t cap);
+
+/* mt_cli_check_script() - refuse, as python would, a script that cannot
+ * be opened, and one python cannot run as a script (an executable, a
+ * binary with NUL bytes that is neither a zip archive nor compiled
+ * bytecode), before anything is created. Returns 0, or the exit status
+ * after printing one line (2). (cli/run-target.c) */
+int mt_cli_check_script(const char *script);
 
 #endif /* MT_CLI_CMD_H */

@@ -11,7 +11,6 @@
 #include "util/io.h"
 
 #include <errno.h>    /* errno */
-#include <fcntl.h>    /* open */
 #include <getopt.h>   /* getopt_long */
 #include <stdio.h>    /* fdopen */
 #include <stdlib.h>   /* strtoull */
@@ -30,20 +29,18 @@ static void default_output(char *buf, size_t len, const char *kind, const char *
 	snprintf(buf, len, "%.*smemtrace-%s-%.*s.html", (int)dir, capture, kind, (int)stem, base);
 }
 
-/* @path for writing ("-": stdout); refuses an existing file unless
- * @force. NULL after printing why. */
+/* @path for writing ("-": stdout): a new file (mt_cli_create_file()),
+ * which replaces an existing one only with @force. NULL after printing
+ * why. */
 static FILE *open_output(const char *path, int force, const char *cmd)
 {
+	char what[64];
 	if (!strcmp(path, "-"))
 		return stdout;
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL), 0644);
-	if (fd < 0) {
-		if (errno == EEXIST)
-			mt_error(0, "%s: '%s' exists (use -f to overwrite it)", cmd, path);
-		else
-			mt_error(-errno, "%s: cannot create '%s'", cmd, path);
+	snprintf(what, sizeof(what), "%s page ", cmd);
+	int fd = mt_cli_create_file(path, force, 0644, (uid_t)-1, (gid_t)-1, what, NULL, 0);
+	if (fd < 0)
 		return NULL;
-	}
 	FILE *f = fdopen(fd, "w");
 	if (!f) {
 		mt_error(-errno, "%s: cannot create '%s'", cmd, path);
@@ -57,8 +54,11 @@ static FILE *open_output(const char *path, int force, const char *cmd)
  * returns the exit status. */
 static int close_output(FILE *f, const char *path, int err, const char *cmd)
 {
+	struct stat sb;
 	if (f == stdout)
 		return err < 0 ? (mt_error(err, "%s: cannot write the report", cmd), 1) : 0;
+	/* the size of the file we wrote, whatever the name points to now */
+	int sized = fflush(f) == 0 && fstat(fileno(f), &sb) == 0;
 	if (fclose(f) != 0 && err == 0)
 		err = -errno;
 	if (err < 0) {
@@ -66,8 +66,7 @@ static int close_output(FILE *f, const char *path, int err, const char *cmd)
 		mt_unlink_regular(path);
 		return 1;
 	}
-	struct stat sb;
-	if (stat(path, &sb) == 0) {
+	if (sized) {
 		char size[32];
 		printf("wrote %s (%s)\n", path, mt__report_bytes(size, (unsigned long long)sb.st_size));
 	}

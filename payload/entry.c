@@ -38,7 +38,7 @@ static struct {
 	int audit_done;     /* run mode: Python-side setup happened */
 	int status_fd;      /* run mode: where the final status goes, or -1 */
 	uint32_t interval_ms;
-	char path[MEMTRACE_PATH_MAX]; /* the capture's, or "" if it came as an fd */
+	char path[MEMTRACE_PATH_MAX]; /* the capture's, or "" if it came as an fd alone */
 	int follow_pending;   /* a fork child whose capture starts in Python's
 			       * after-fork hook: the parent's pid, its PyMem state */
 	pid_t follow_parent;
@@ -658,9 +658,9 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	st.active = 1;
 	st.pymem = 0;
 	st.interval_ms = h.interval_ms;
-	size_t plen = cfg->fd < 0 || (cfg->flags & MT_HDR_FORKED)
-			      ? strnlen(cfg->path, sizeof(st.path) - 1)
-			      : 0;
+	/* a capture given as a descriptor may come with its path (run's,
+	 * a Tracker's), which follow-fork names its children's after */
+	size_t plen = strnlen(cfg->path, sizeof(st.path) - 1);
 	memcpy(st.path, cfg->path, plen);
 	st.path[plen] = '\0';
 	if (!st.python)
@@ -842,12 +842,18 @@ __attribute__((constructor)) static void preload_init(void)
 	}
 	strcpy(cfg.path, end + 1);
 	if (!strncmp(cfg.path, "fd:", 3)) {
-		/* memtrace run --live-remote: a connection to the live client,
-		 * never inherited by the program's children */
-		cfg.fd = (int)strtol(cfg.path + 3, NULL, 10);
-		cfg.path[0] = '\0';
+		/* "fd:N:PATH": the capture memtrace run made, open; "fd:N": with
+		 * --live-remote, a connection to the live client. Never
+		 * inherited by the program's children. */
+		char *rest;
+		cfg.fd = (int)strtol(cfg.path + 3, &rest, 10);
+		if (*rest == ':')
+			memmove(cfg.path, rest + 1, strlen(rest + 1) + 1);
+		else
+			cfg.path[0] = '\0';
 		if (cfg.fd < 0 || fcntl(cfg.fd, F_SETFD, FD_CLOEXEC) != 0) {
-			report_line("memtrace run gave no connection to the live client");
+			report_line(cfg.path[0] ? "memtrace run gave no capture"
+						: "memtrace run gave no connection to the live client");
 			scrub_environment();
 			mt_in_hook = 0;
 			return;

@@ -7,7 +7,10 @@
  * (remote calls) and by the Python package (ctypes).
  *
  * memtrace run: LD_PRELOAD the payload with MEMTRACE_RUN set to
- * "<flags>:<interval_ms>:<status fd>:<absolute capture path>"; tracking
+ * "<flags>:<interval_ms>:<status fd>:fd:<capture fd>:<absolute capture
+ * path>" (the capture memtrace made, open; the path names follow-fork
+ * captures), "...:fd:<socket fd>" (a live client), or
+ * "...:<absolute capture path>" (opened by the payload); tracking
  * starts with the program's first line and stops when it ends (Python-level
  * atexit) or, failing that, at exit(). One line goes to the status fd (-1:
  * none) when tracking ends: "ok", or "error <reason>".

@@ -11,6 +11,7 @@ import enum
 import errno
 import logging
 import os
+import stat
 import sys
 import threading
 
@@ -63,6 +64,10 @@ class FileDestination(Destination):
     """A capture file.
 
     overwrite: replace the file if it exists (otherwise FileExistsError).
+    The capture is always a new file, never opened through a symbolic
+    link: an existing file (or link) is replaced by a new file renamed over
+    it, and a path that is anything else (a FIFO, a device, a directory) is
+    an error.
     compress_on_exit: accepted for compatibility. memtrace compresses each
     chunk of records as it writes it, so there is no separate compression
     step at exit to turn on or off.
@@ -89,6 +94,41 @@ class SocketDestination(Destination):
 
     def __repr__(self):
         return "SocketDestination(server_port=%r, address=%r)" % (self.server_port, self.address)
+
+
+def _create_capture(path, overwrite, name):
+    """A new regular file at @path, open for writing: made O_EXCL and
+    O_NOFOLLOW, so never through a symbolic link. An existing file or link
+    is replaced (with @overwrite) by a new file made under a temporary name
+    in the same directory and renamed over it; anything else there is an
+    error, and never opened. @name: the path as given, for errors."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(path, flags, 0o600)
+    except FileExistsError:
+        pass
+    mode = os.lstat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "capture path is a directory", name)
+    if not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):
+        raise OSError(errno.EINVAL, "capture path is not a regular file", name)
+    if not overwrite:
+        raise FileExistsError(errno.EEXIST, "capture file exists (use "
+                              "FileDestination(path, overwrite=True) to replace it)", name)
+    for _ in range(64):
+        tmp = os.path.join(os.path.dirname(path), ".memtrace-%s.tmp" % os.urandom(8).hex())
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileExistsError:
+            continue
+        try:
+            os.rename(tmp, path)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+        return fd
+    raise FileExistsError(errno.EEXIST, "no temporary name free beside the capture", name)
 
 
 def _peer_uid(conn):
@@ -183,24 +223,16 @@ class Tracker:
                 _active = None
 
     def _prepare_file(self):
-        """Apply the overwrite rule and return the capture's absolute path."""
+        """Create the capture (see _create_capture): its absolute path and
+        its descriptor, which the payload owns from then on."""
         dest = self.destination
         path = os.path.abspath(dest.path)
-        if not dest.overwrite:
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            except FileExistsError:
-                raise FileExistsError(errno.EEXIST, "capture file exists (use "
-                                      "FileDestination(path, overwrite=True) to replace it)",
-                                      dest.path) from None
-            os.close(fd)
-            self._created = True
-        elif os.path.isdir(path):
-            raise IsADirectoryError(errno.EISDIR, "capture path is a directory", dest.path)
         encoded = os.fsencode(path)
         if len(encoded) >= _native._Config.PATH_MAX:
             raise OSError(errno.ENAMETOOLONG, "capture path too long", dest.path)
-        return encoded
+        fd = _create_capture(path, dest.overwrite, dest.path)
+        self._created = True
+        return encoded, fd
 
     def _where(self):
         dest = self.destination
@@ -235,8 +267,7 @@ class Tracker:
         remote = isinstance(self.destination, SocketDestination)
         try:
             lib = _native.payload()
-            path = b"" if remote else self._prepare_file()
-            fd = self._accept_client() if remote else -1
+            path, fd = (b"", self._accept_client()) if remote else self._prepare_file()
         except BaseException:
             self._release()
             raise

@@ -788,13 +788,27 @@ def test_attach_killed_midway_leaves_the_target_well(memtrace, target_script, ta
 def test_detach_says_how_many_events_were_dropped(memtrace, target_script, targets, tmp_path):
     """The capture is a FIFO nobody reads: the writer gets stuck, and after
     a second in which it took nothing the churning threads' events are
-    dropped. detach says how many, and the capture's trailer agrees."""
+    dropped. detach says how many, and the capture's trailer agrees.
+    memtrace attach makes regular files only: tracking into the FIFO is
+    started with the control socket's start request, once an attach and
+    detach left the payload loaded."""
     import threading
     fifo = tmp_path / "cap.fifo"
     os.mkfifo(fifo)
     rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     t = Target("/usr/bin/python3", target_script, "threads")
     targets.append(t)
+    attach(memtrace, t.pid, tmp_path / "first.bin")
+    detach(memtrace, t.pid)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+        c.settimeout(10)
+        c.connect(control_socket(t.pid))
+        c.sendall(b"start 1 10 %s\n" % os.fsencode(fifo))  # 1: MT_HDR_ATTACHED
+        assert c.recv(4096).startswith(b"ok"), "the payload refused to start"
+    deadline = time.monotonic() + 30
+    while not _raw_status(t.pid).startswith("ok active"):
+        assert time.monotonic() < deadline, _raw_status(t.pid)
+        time.sleep(0.01)
     cap = tmp_path / "cap.bin"
     drained = threading.Event()
 
@@ -809,8 +823,6 @@ def test_detach_says_how_many_events_were_dropped(memtrace, target_script, targe
         drained.set()
 
     try:
-        attach(memtrace, t.pid, fifo, "-f")
-        deadline = time.monotonic() + 30
         while "pipe_write" not in (_thread_wchan(t.pid, "memtrace-write") or ""):  # pipe full
             assert time.monotonic() < deadline, "the writer never filled the capture's pipe"
             time.sleep(0.01)
