@@ -52,6 +52,44 @@ static void forward_signal(int sig)
 		kill(child, sig);
 }
 
+/* "SIGTERM" for SIGTERM. */
+static const char *signal_name(int sig, char *buf, size_t cap)
+{
+	const char *abbrev = sigabbrev_np(sig);
+	if (abbrev)
+		snprintf(buf, cap, "SIG%s", abbrev);
+	else
+		snprintf(buf, cap, "signal %d", sig);
+	return buf;
+}
+
+/* The program died of @sig; the payload said @said ("signal N", "ok",
+ * nothing, ...) of the capture at @where: say how it ended and what the
+ * capture holds. */
+static void say_killed(int sig, const char *said, const char *where, int remote)
+{
+	char name[32];
+	const char *dropped = strstr(said, " dropped ");
+	unsigned long long n = dropped ? strtoull(dropped + 9, NULL, 10) : 0;
+	char more[128] = "";
+	if (n)
+		snprintf(more, sizeof(more), "; %llu events were dropped, as it could not be "
+					     "written fast enough", n);
+	signal_name(sig, name, sizeof(name));
+	if (!strncmp(said, "signal ", 7))
+		fprintf(stderr, "memtrace: the program was killed by %s; capture %s %s, complete up "
+				"to the signal%s\n",
+			name, remote ? "sent to" : "written to", where, more);
+	else if (!strncmp(said, "ok", 2))
+		fprintf(stderr, "memtrace: the program was killed by %s after tracking ended; "
+				"capture %s %s%s\n",
+			name, remote ? "sent to" : "written to", where, more);
+	else
+		fprintf(stderr, "memtrace: the program was killed by %s before memtrace could "
+				"finish the capture: %s holds what was written up to 250 ms before\n",
+			name, where);
+}
+
 /* Search PATH for @name unless it contains a slash. */
 static int find_program(const char *name, char *out, size_t cap)
 {
@@ -387,6 +425,8 @@ int cmd_run(int argc, char **argv)
 		mt_error(0, "no Python interpreter started under memtrace: capture '%s' is empty",
 			 capture);
 		mt_unlink_regular(capture);
+	} else if (WIFSIGNALED(wstatus)) {
+		say_killed(WTERMSIG(wstatus), said, capture, remote);
 	} else if (remote) {
 		if (!strncmp(said, "ok dropped ", 11))
 			fprintf(stderr, "memtrace: capture sent to %s; %s events were dropped, as it "

@@ -9,6 +9,7 @@
 #include "memtrace-payload.h"
 #include "format/error.h"
 #include "format/record.h"
+#include "payload/fatal.h"
 #include "payload/got.h"
 #include "payload/python.h"
 #include "payload/track-internal.h"
@@ -47,15 +48,55 @@ static struct {
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER, .status_fd = -1 };
 
 /* memtrace run learns how the capture ended through a pipe: one line,
- * "ok", "ok dropped <events>" or "error <reason>". The payload prints
- * nothing itself. */
+ * "ok", "ok dropped <events>", "error <reason>", or "signal <number>
+ * [dropped <events>]" for a capture a signal ended (fatal.c). The payload
+ * prints nothing itself. The line is written once: whoever takes the fd. */
+static int take_status_fd(void)
+{
+	return __atomic_exchange_n(&st.status_fd, -1, __ATOMIC_ACQ_REL);
+}
+
+/* The decimal digits of @v at @p; returns the end. No stdio. */
+static char *put_u64(char *p, uint64_t v)
+{
+	char tmp[24];
+	int n = 0;
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
+/* Async-signal-safe. */
+void mt_report_signal(int sig)
+{
+	static const char lead[] = "signal ", drop[] = " dropped ";
+	char line[64], *p = line;
+	int fd = take_status_fd();
+	if (fd < 0)
+		return;
+	memcpy(p, lead, sizeof(lead) - 1);
+	p = put_u64(p + sizeof(lead) - 1, (uint64_t)sig);
+	uint64_t dropped = mt_writer_dropped();
+	if (dropped) {
+		memcpy(p, drop, sizeof(drop) - 1);
+		p = put_u64(p + sizeof(drop) - 1, dropped);
+	}
+	*p++ = '\n';
+	if (write(fd, line, (size_t)(p - line)) < 0) {
+		/* nobody listening: nothing more to do */
+	}
+	close(fd);
+}
+
 static void report_line(const char *error)
 {
 	char line[300];
-	int fd = st.status_fd;
+	int fd = take_status_fd();
 	if (fd < 0)
 		return;
-	st.status_fd = -1;
 	int n = snprintf(line, sizeof(line), "error %s\n", error);
 	if (n > 0 && write(fd, line, (size_t)n) < 0) {
 		/* nobody listening: nothing more to do */
@@ -66,10 +107,9 @@ static void report_line(const char *error)
 static void report_status(int err, const char *what)
 {
 	char line[300];
-	int fd = st.status_fd;
+	int fd = take_status_fd();
 	if (fd < 0)
 		return;
-	st.status_fd = -1;
 	uint64_t dropped = mt_writer_dropped();
 	int n = err       ? snprintf(line, sizeof(line), "error %s: %s\n", what, mt_strerror(err))
 		: dropped ? snprintf(line, sizeof(line), "ok dropped %llu\n",
@@ -486,8 +526,11 @@ static int audit_hook(const char *event, void *args, void *data)
 		python_setup_locked();
 		/* the program's first line is next, unless the capture has
 		 * already failed (tracking then stays off) */
-		if (mt_writer_ok())
+		if (mt_writer_ok()) {
 			mt_tracking = 1;
+			/* after Python read the dispositions (signal.getsignal()) */
+			mt_fatal_arm();
+		}
 	}
 	pthread_mutex_unlock(&st.lock);
 	return 0;
@@ -682,6 +725,9 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 		pthread_atfork(NULL, NULL, on_fork_child);
 		st.exit_hooks = 1;
 	}
+	/* run mode: once Python has started (audit_hook()) */
+	if (!deferred)
+		mt_fatal_arm();
 	return 0;
 }
 
@@ -702,6 +748,7 @@ static int stop_locked(const char *why, int in_python)
 	st.active = 0;
 	int rc = mt_writer_stop(why);
 	report_status(rc, rc == -MT_ECRASH ? "tracking stopped" : "cannot write the capture");
+	mt_fatal_release();
 	return rc;
 }
 

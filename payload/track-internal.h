@@ -21,6 +21,11 @@ void mt_finish_at_exit(void);
  * the same, with a note in the capture saying so (entry.c). */
 void mt_finish_at_exec(void);
 
+/* mt_report_signal() - tell memtrace run (its status pipe, if any) that
+ * signal @sig ended the process and the capture is whole up to it.
+ * Async-signal-safe (entry.c). */
+void mt_report_signal(int sig);
+
 /* mt_track_after_fork() / mt_control_after_fork() - in a fork child, free
  * the locks that threads the child does not have may have held, and drop
  * what belongs to the parent (control.c: its socket and thread). */
