@@ -735,6 +735,11 @@ static int stop_locked(const char *why, int in_python)
 {
 	if (!st.active)
 		return -EINVAL;
+	/* A signal that would end the process waits until the capture is
+	 * finished here (its handler cannot finish it on this thread, which
+	 * is doing so), and then finds the default disposition back. */
+	sigset_t mask;
+	mt_fatal_block(&mask);
 	mt_tracking = 0;
 	/* a fork child's hooks stay, passing calls through, as they do in a
 	 * child that is not followed: walking the loaded objects could wait
@@ -749,6 +754,7 @@ static int stop_locked(const char *why, int in_python)
 	int rc = mt_writer_stop(why);
 	report_status(rc, rc == -MT_ECRASH ? "tracking stopped" : "cannot write the capture");
 	mt_fatal_release();
+	mt_fatal_unblock(&mask);
 	return rc;
 }
 

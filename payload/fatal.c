@@ -7,9 +7,10 @@
 #include "payload/track-internal.h"
 #include "payload/writer.h"
 
-#include <errno.h>  /* errno */
-#include <signal.h> /* sigaction */
-#include <string.h> /* memset */
+#include <errno.h>   /* errno */
+#include <pthread.h> /* pthread_sigmask */
+#include <signal.h>  /* sigaction */
+#include <string.h>  /* memset */
 
 static const struct {
 	int sig;
@@ -81,6 +82,25 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 	errno = saved_errno;
 }
 
+static void fatal_set(sigset_t *set)
+{
+	sigemptyset(set);
+	for (size_t i = 0; i < N_FATAL; i++)
+		sigaddset(set, fatal_sigs[i].sig);
+}
+
+void mt_fatal_block(sigset_t *old)
+{
+	sigset_t set;
+	fatal_set(&set);
+	pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+void mt_fatal_unblock(const sigset_t *old)
+{
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
 static int is_ours(const struct sigaction *sa)
 {
 	return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == on_fatal;
@@ -93,9 +113,7 @@ void mt_fatal_arm(void)
 	sa.sa_sigaction = on_fatal;
 	/* the others wait while one finishes the capture on this thread */
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < N_FATAL; i++)
-		sigaddset(&sa.sa_mask, fatal_sigs[i].sig);
+	fatal_set(&sa.sa_mask);
 	for (size_t i = 0; i < N_FATAL; i++) {
 		struct sigaction cur;
 		if (sigaction(fatal_sigs[i].sig, NULL, &cur) != 0 || is_ours(&cur))

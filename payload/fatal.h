@@ -24,11 +24,19 @@
  * async-signal-safe calls only.
  */
 
+#include <signal.h> /* sigset_t */
+
 #define MT_FATAL_WAIT_MS 2000
 
 /* mt_fatal_arm() - put the handler in place of every default disposition
  * of these signals (one already there, inherited over fork, stays). */
 void mt_fatal_arm(void);
+
+/* mt_fatal_block() / mt_fatal_unblock() - hold these signals off the
+ * calling thread (while it stops tracking: the handler cannot wait for
+ * the thread it interrupted), then let them in again, as @old was. */
+void mt_fatal_block(sigset_t *old);
+void mt_fatal_unblock(const sigset_t *old);
 
 /* mt_fatal_release() - give back, exactly, the dispositions the handler
  * replaced, where it is still the one in place. */

@@ -1218,6 +1218,8 @@ int mt_writer_end_now(const char *diag, uint64_t timeout_ns)
 		atomic_store_explicit(&mt_whot.last, NULL, memory_order_release);
 		atomic_store(&w.stop, 1);
 		kick_writer();
+	} else if (atomic_load(&w.ended)) {
+		return atomic_load(&w.crashed) || atomic_load(&w.err) ? -1 : 0;
 	} else if (atomic_load(&w.ender) == self) {
 		return -1; /* this thread was ending it: it cannot wait for itself */
 	}

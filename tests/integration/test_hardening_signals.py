@@ -157,7 +157,8 @@ if __name__ == "__main__":
 
 
 def test_pool_as_context_manager(memtrace, script, tmp_path):
-    """Pool.__exit__ terminates its workers with SIGTERM: each worker's
+    """Pool.__exit__ terminates its workers with SIGTERM (a worker may be
+    ending on its own by then, told there is no more work): each worker's
     capture is complete and holds the work it did."""
     prog = script(POOL)
     cap = tmp_path / "c.bin"
@@ -169,8 +170,6 @@ def test_pool_as_context_manager(memtrace, script, tmp_path):
         c = tmp_path / ("c.bin.%d" % w)
         stats = report_json(memtrace, "stats", c)
         assert stats["status"]["complete"], (w, stats["status"])
-        assert "ended by signal SIGTERM: the capture is complete up to it" in [
-            d["message"] for d in stats["diagnostics"]]
         total += own(report_json(memtrace, "summary", c, "--leaks")["rows"], "work", prog)
     assert 8_000_000 <= total <= 8_001_000
 
