@@ -46,10 +46,24 @@ static const char usage[] =
 
 static pid_t child;
 
-static void forward_signal(int sig)
+/* Signals to memtrace are the program's: passed on, except those the
+ * program got already. The terminal sends ^C, ^\ and its hangup to its
+ * whole foreground process group (the kernel's signal, SI_KERNEL), which
+ * holds the program while it stays in our group: a second SIGINT would
+ * interrupt Python's handling of the first (a lost traceback). A kill of
+ * memtrace's pid (SI_USER) reached memtrace alone. */
+static int program_got_it(int from_kernel)
 {
-	if (child > 0)
+	return from_kernel && getpgid(child) == getpgrp();
+}
+
+static void forward_signal(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	int saved = errno;
+	if (child > 0 && !program_got_it(si && si->si_code == SI_KERNEL))
 		kill(child, sig);
+	errno = saved;
 }
 
 /* "SIGTERM" for SIGTERM. */
@@ -257,7 +271,7 @@ int cmd_run(int argc, char **argv)
 	if (pipe2(report, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0)
 		return mt_error(-errno, "cannot create pipe"), 1;
 
-	struct sigaction sa = { .sa_handler = forward_signal }, old[4];
+	struct sigaction sa = { .sa_sigaction = forward_signal, .sa_flags = SA_SIGINFO }, old[4];
 	const int sigs[4] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 	sigemptyset(&sa.sa_mask);
 	for (int i = 0; i < 4; i++)
@@ -373,8 +387,8 @@ int cmd_run(int argc, char **argv)
 		sigaction(SIGTSTP, &tstp, NULL);
 		sigaction(SIGWINCH, &winch, NULL);
 		/* a signal that ended the view was meant for the program too,
-		 * as without --live */
-		if (lo.stopped_by)
+		 * as without --live, unless it got it already */
+		if (lo.stopped_by && !program_got_it(lo.stopped_by_kernel))
 			kill(child, lo.stopped_by);
 		siginfo_t si = { 0 };
 		if (waitid(P_PID, (id_t)child, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && !si.si_pid)

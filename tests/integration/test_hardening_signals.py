@@ -4,8 +4,12 @@ signals memtrace run passes on are only those the program did not get
 already (item 15: ^C on a terminal)."""
 
 import os
+import pty
+import re
+import select
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -249,3 +253,110 @@ def test_attached_target_killed_and_detached_target_restored(memtrace, script, t
         "ended by signal SIGTERM: the capture is complete up to it"]
     leaks = report_json(memtrace, "summary", cap, "--leaks")["rows"]
     assert any(r["function"] == "leak_here" for r in leaks), leaks
+
+
+# ---------------------------------------------------------------------------
+# ^C on a terminal (item 15)
+
+SLEEPER = """\
+import time
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def python_pid(pid, under_memtrace):
+    if not under_memtrace:
+        return pid
+    kids = open("/proc/%d/task/%d/children" % (pid, pid)).read().split()
+    return int(kids[0]) if kids else None
+
+
+def sleeping(pid):
+    """The main thread of @pid is asleep (in time.sleep: nothing else in
+    the program blocks)."""
+    try:
+        stat = open("/proc/%d/stat" % pid).read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] == "S"
+
+
+def on_pty(argv, cwd, under_memtrace, ready=lambda out: b"ready" in out):
+    """Run @argv as the foreground process group of a new terminal, type
+    ^C once it is @ready and sleeps, and return what the terminal showed
+    and how it ended."""
+    pid, master = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(str(cwd))
+            os.execv(argv[0], [str(a) for a in argv])
+        finally:
+            os._exit(127)
+    out = b""
+    deadline = time.monotonic() + 60
+    sent = False
+    while time.monotonic() < deadline:
+        if not sent and ready(out):
+            py = python_pid(pid, under_memtrace)
+            if py and sleeping(py):
+                os.write(master, b"\x03")
+                sent = True
+        r, _, _ = select.select([master], [], [], 0.01)
+        if r:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # EIO: the last process holding the terminal ended
+                break
+            if not data:
+                break
+            out += data
+    _, status = os.waitpid(pid, 0)
+    os.close(master)
+    assert sent, out
+    return out.decode().replace("\r\n", "\n"), status
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_ctrl_c_on_a_terminal(memtrace, script, tmp_path, python):
+    """^C goes to the terminal's whole foreground group, memtrace run and
+    the program alike: the program gets it once, and shows what it shows
+    without memtrace (its KeyboardInterrupt traceback), nothing more."""
+    prog = script(SLEEPER)
+    bare, bare_status = on_pty([python, prog], tmp_path, False)
+    cap = tmp_path / "c.bin"
+    traced, status = on_pty([memtrace, "run", "--python", python, "-o", cap, prog], tmp_path,
+                            True)
+    ours = [l for l in traced.splitlines(True) if l.startswith("memtrace: ")]
+    program = "".join(l for l in traced.splitlines(True) if not l.startswith("memtrace: "))
+    assert "KeyboardInterrupt" in bare
+    assert program == bare
+    assert "lost sys.stderr" not in traced and "Exception ignored" not in traced
+    assert status == bare_status
+    assert ours == ["memtrace: the program was killed by SIGINT after tracking ended; capture "
+                    "written to %s\n" % cap], traced
+    assert report_json(memtrace, "stats", cap)["status"]["complete"]
+
+
+def test_ctrl_c_ends_live_view_and_program_once(memtrace, script, tmp_path):
+    """With --live the view has the terminal and the program's output goes
+    to FILE.log: ^C ends both, and the program gets it once, as it does
+    without memtrace."""
+    prog = script(SLEEPER)
+    with open(str(tmp_path / "bare.log"), "w") as out:
+        bare = subprocess.Popen(["/usr/bin/python3", str(prog)], stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=out)
+        deadline = time.monotonic() + 60
+        while not ((tmp_path / "bare.log").read_text() and sleeping(bare.pid)):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        bare.send_signal(signal.SIGINT)
+        bare_status = bare.wait(timeout=60)
+    cap, log = tmp_path / "c.bin", tmp_path / "c.log"
+    _, status = on_pty([memtrace, "run", "--live", "--python", "/usr/bin/python3", "-o", cap,
+                        prog], tmp_path, True,
+                       ready=lambda out: log.exists() and "ready" in log.read_text())
+    assert bare_status == -signal.SIGINT
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGINT
+    assert "KeyboardInterrupt" in log.read_text()
+    assert log.read_text() == (tmp_path / "bare.log").read_text()
