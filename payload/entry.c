@@ -51,50 +51,15 @@ static struct {
  * "ok", "ok dropped <events>", "error <reason>", or "signal <number>
  * [dropped <events>]" for a capture a signal ended (fatal.c). The payload
  * prints nothing itself. The line is written once: whoever takes the fd. */
-static int take_status_fd(void)
+int mt_take_status_fd(void)
 {
 	return __atomic_exchange_n(&st.status_fd, -1, __ATOMIC_ACQ_REL);
-}
-
-/* The decimal digits of @v at @p; returns the end. No stdio. */
-static char *put_u64(char *p, uint64_t v)
-{
-	char tmp[24];
-	int n = 0;
-	do
-		tmp[n++] = (char)('0' + v % 10);
-	while ((v /= 10) != 0);
-	while (n)
-		*p++ = tmp[--n];
-	return p;
-}
-
-/* Async-signal-safe. */
-void mt_report_signal(int sig)
-{
-	static const char lead[] = "signal ", drop[] = " dropped ";
-	char line[64], *p = line;
-	int fd = take_status_fd();
-	if (fd < 0)
-		return;
-	memcpy(p, lead, sizeof(lead) - 1);
-	p = put_u64(p + sizeof(lead) - 1, (uint64_t)sig);
-	uint64_t dropped = mt_writer_dropped();
-	if (dropped) {
-		memcpy(p, drop, sizeof(drop) - 1);
-		p = put_u64(p + sizeof(drop) - 1, dropped);
-	}
-	*p++ = '\n';
-	if (write(fd, line, (size_t)(p - line)) < 0) {
-		/* nobody listening: nothing more to do */
-	}
-	close(fd);
 }
 
 static void report_line(const char *error)
 {
 	char line[300];
-	int fd = take_status_fd();
+	int fd = mt_take_status_fd();
 	if (fd < 0)
 		return;
 	int n = snprintf(line, sizeof(line), "error %s\n", error);
@@ -107,7 +72,7 @@ static void report_line(const char *error)
 static void report_status(int err, const char *what)
 {
 	char line[300];
-	int fd = take_status_fd();
+	int fd = mt_take_status_fd();
 	if (fd < 0)
 		return;
 	uint64_t dropped = mt_writer_dropped();

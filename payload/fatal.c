@@ -10,7 +10,9 @@
 #include <errno.h>   /* errno */
 #include <pthread.h> /* pthread_sigmask */
 #include <signal.h>  /* sigaction */
+#include <stdint.h>  /* uint64_t */
 #include <string.h>  /* memset */
+#include <unistd.h>  /* write */
 
 static const struct {
 	int sig;
@@ -52,6 +54,42 @@ static void compose(char *dst, size_t cap, const char *a, const char *b, const c
 	dst[n] = '\0';
 }
 
+/* The decimal digits of @v at @p; returns the end. */
+static char *put_u64(char *p, uint64_t v)
+{
+	char tmp[24];
+	int n = 0;
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
+/* Tell memtrace run, if it listens, that @sig ended the process and the
+ * capture is whole up to it: "signal N[ dropped M]". */
+static void report_signal(int sig)
+{
+	static const char lead[] = "signal ", drop[] = " dropped ";
+	char line[64], *p = line;
+	int fd = mt_take_status_fd();
+	if (fd < 0)
+		return;
+	memcpy(p, lead, sizeof(lead) - 1);
+	p = put_u64(p + sizeof(lead) - 1, (uint64_t)sig);
+	uint64_t dropped = mt_writer_dropped();
+	if (dropped) {
+		memcpy(p, drop, sizeof(drop) - 1);
+		p = put_u64(p + sizeof(drop) - 1, dropped);
+	}
+	*p++ = '\n';
+	if (write(fd, line, (size_t)(p - line)) < 0) {
+		/* nobody listening: nothing more to do */
+	}
+	close(fd);
+}
+
 static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
 	(void)si;
@@ -63,7 +101,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 		compose(msg, sizeof(msg), "ended by signal ", fatal_sigs[i].name,
 			": the capture is complete up to it");
 		if (mt_writer_end_now(msg, MT_FATAL_WAIT_MS * 1000000ull) == 0)
-			mt_report_signal(sig);
+			report_signal(sig);
 	}
 	/* as the default disposition would have: die of the signal */
 	if (i >= 0 && fs.saved[i]) {

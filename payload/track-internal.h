@@ -21,10 +21,10 @@ void mt_finish_at_exit(void);
  * the same, with a note in the capture saying so (entry.c). */
 void mt_finish_at_exec(void);
 
-/* mt_report_signal() - tell memtrace run (its status pipe, if any) that
- * signal @sig ended the process and the capture is whole up to it.
- * Async-signal-safe (entry.c). */
-void mt_report_signal(int sig);
+/* mt_take_status_fd() - memtrace run's status pipe, taken: the caller
+ * writes the one line and closes it; -1 if there is none or another took
+ * it. Async-signal-safe (entry.c). */
+int mt_take_status_fd(void);
 
 /* mt_track_after_fork() / mt_control_after_fork() - in a fork child, free
  * the locks that threads the child does not have may have held, and drop

@@ -1070,13 +1070,14 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	atomic_store(&mt_whot.last, NULL);
 	atomic_store(&mt_whot.epoch, 0);
 	w.cur_epoch = 1;
-	atomic_store_explicit(&mt_whot.running, 1, memory_order_release);
-
-	/* The writer must not take signals meant for the program. */
-	faults_catch();
+	/* The writer must not take signals meant for the program; nor may a
+	 * signal that ends the process come to this thread between the start
+	 * and the writer thread's creation, which it would wait for. */
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	atomic_store_explicit(&mt_whot.running, 1, memory_order_release);
+	faults_catch();
 	e = pthread_create(&w.thread, NULL, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (e) {
@@ -1200,9 +1201,9 @@ int mt_writer_stop(const char *diag)
 int mt_writer_end_now(const char *diag, uint64_t timeout_ns)
 {
 	pid_t self = this_tid();
-	pid_t writer = atomic_load(&w.writer_tid);
-	if (!writer || writer == self)
-		return -1; /* no writer thread, or it is the one interrupted */
+	/* 0 while the writer thread, made, has not run yet */
+	if (atomic_load(&w.writer_tid) == self)
+		return -1; /* the writer thread is the one interrupted */
 	int expected = END_RUNNING;
 	if (atomic_compare_exchange_strong(&w.ending, &expected, END_SIGNAL)) {
 		atomic_store(&w.ender, self);
