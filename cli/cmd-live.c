@@ -55,10 +55,12 @@ static const char usage[] =
 /* How long `live PORT` tries a port where nothing listens yet. */
 #define CONNECT_WAIT_MS 10000
 
-static volatile sig_atomic_t stop_sig, suspend;
+static volatile sig_atomic_t stop_sig, stop_kernel, suspend;
 
-static void on_stop(int sig)
+static void on_stop(int sig, siginfo_t *si, void *uc)
 {
+	(void)uc;
+	stop_kernel = si && si->si_code == SI_KERNEL;
 	stop_sig = sig;
 }
 
@@ -83,11 +85,13 @@ static void term_enter(void)
 {
 	struct sigaction sa = { .sa_flags = SA_RESTART }; /* poll() ends on a signal all the same */
 
-	sa.sa_handler = on_stop;
+	sa.sa_sigaction = on_stop;
+	sa.sa_flags |= SA_SIGINFO;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGQUIT, &sa, NULL);
+	sa.sa_flags &= ~SA_SIGINFO;
 	term.screen = isatty(STDOUT_FILENO);
 	if (!term.screen)
 		return;
@@ -509,7 +513,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 	o.top_n = lo->top_n;
 	/* read, not mapped: the file may be cut short or rewritten under us */
 	o.open_flags = MT_CAPTURE_COPY;
-	stop_sig = suspend = 0;
+	stop_sig = stop_kernel = suspend = 0;
 
 	char remote[32];
 	int port = port_of(lo->path);
@@ -697,5 +701,6 @@ int mt_cli_live(struct mt_live_opts *lo)
 	mt_live_base_free(base);
 	stream_stop();
 	lo->stopped_by = stop_sig;
+	lo->stopped_by_kernel = stop_kernel;
 	return 0;
 }

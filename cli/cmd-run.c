@@ -46,10 +46,62 @@ static const char usage[] =
 
 static pid_t child;
 
-static void forward_signal(int sig)
+/* Signals to memtrace are the program's: passed on, except those the
+ * program got already. The terminal sends ^C, ^\ and its hangup to its
+ * whole foreground process group (the kernel's signal, SI_KERNEL), which
+ * holds the program while it stays in our group: a second SIGINT would
+ * interrupt Python's handling of the first (a lost traceback). A kill of
+ * memtrace's pid (SI_USER) reached memtrace alone. */
+static int program_got_it(int from_kernel)
 {
-	if (child > 0)
+	return from_kernel && getpgid(child) == getpgrp();
+}
+
+static void forward_signal(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	int saved = errno;
+	if (child > 0 && !program_got_it(si && si->si_code == SI_KERNEL))
 		kill(child, sig);
+	errno = saved;
+}
+
+/* "SIGTERM" for SIGTERM. */
+static const char *signal_name(int sig, char *buf, size_t cap)
+{
+	const char *abbrev = sigabbrev_np(sig);
+	if (abbrev)
+		snprintf(buf, cap, "SIG%s", abbrev);
+	else
+		snprintf(buf, cap, "signal %d", sig);
+	return buf;
+}
+
+/* The program died of @sig; the payload said @said ("signal N", "ok",
+ * nothing, ...) of the capture at @where: say how it ended and what the
+ * capture holds. */
+static void say_killed(int sig, const char *said, const char *where, int remote)
+{
+	char name[32];
+	const char *dropped = strstr(said, " dropped ");
+	unsigned long long n = dropped ? strtoull(dropped + 9, NULL, 10) : 0;
+	char more[128] = "";
+	if (n)
+		snprintf(more, sizeof(more), "; %llu events were dropped, as it could not be "
+					     "written fast enough", n);
+	signal_name(sig, name, sizeof(name));
+	if (!strncmp(said, "signal ", 7))
+		fprintf(stderr, "memtrace: the program was killed by %s; capture %s %s, complete up "
+				"to the signal%s\n",
+			name, remote ? "sent to" : "written to", where, more);
+	else if (!strncmp(said, "ok", 2))
+		fprintf(stderr, "memtrace: the program was killed by %s after tracking ended; "
+				"capture %s %s%s\n",
+			name, remote ? "sent to" : "written to", where, more);
+	else
+		fprintf(stderr, "memtrace: the program was killed by %s before memtrace could "
+				"finish the capture: %s holds what was written up to 250 ms before\n",
+			name, where);
 }
 
 /* Search PATH for @name unless it contains a slash. */
@@ -223,7 +275,7 @@ int cmd_run(int argc, char **argv)
 	if (pipe2(report, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0)
 		return mt_error(-errno, "cannot create pipe"), 1;
 
-	struct sigaction sa = { .sa_handler = forward_signal }, old[4];
+	struct sigaction sa = { .sa_sigaction = forward_signal, .sa_flags = SA_SIGINFO }, old[4];
 	const int sigs[4] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 	sigemptyset(&sa.sa_mask);
 	for (int i = 0; i < 4; i++)
@@ -342,8 +394,8 @@ int cmd_run(int argc, char **argv)
 		sigaction(SIGTSTP, &tstp, NULL);
 		sigaction(SIGWINCH, &winch, NULL);
 		/* a signal that ended the view was meant for the program too,
-		 * as without --live */
-		if (lo.stopped_by)
+		 * as without --live, unless it got it already */
+		if (lo.stopped_by && !program_got_it(lo.stopped_by_kernel))
 			kill(child, lo.stopped_by);
 		siginfo_t si = { 0 };
 		if (waitid(P_PID, (id_t)child, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && !si.si_pid)
@@ -394,6 +446,8 @@ int cmd_run(int argc, char **argv)
 		mt_error(0, "no Python interpreter started under memtrace: capture '%s' is empty",
 			 capture);
 		mt_unlink_regular(capture);
+	} else if (WIFSIGNALED(wstatus)) {
+		say_killed(WTERMSIG(wstatus), said, capture, remote);
 	} else if (remote) {
 		if (!strncmp(said, "ok dropped ", 11))
 			fprintf(stderr, "memtrace: capture sent to %s; %s events were dropped, as it "

@@ -94,6 +94,8 @@ struct mt_live_opts {
 	pid_t writer;     /* the process writing the capture, if ours (run --live):
 			   * no header to wait for once it has ended */
 	int stopped_by;   /* out: the signal that ended the view, or 0 */
+	int stopped_by_kernel; /* out: that signal was the kernel's (a terminal's
+				* to its foreground process group, say) */
 };
 int mt_cli_live(struct mt_live_opts *lo);
 /* mt_cli_live_accept() - listen on 127.0.0.1:@port (0: any free port),

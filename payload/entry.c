@@ -9,6 +9,7 @@
 #include "memtrace-payload.h"
 #include "format/error.h"
 #include "format/record.h"
+#include "payload/fatal.h"
 #include "payload/got.h"
 #include "payload/python.h"
 #include "payload/track-internal.h"
@@ -47,15 +48,20 @@ static struct {
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER, .status_fd = -1 };
 
 /* memtrace run learns how the capture ended through a pipe: one line,
- * "ok", "ok dropped <events>" or "error <reason>". The payload prints
- * nothing itself. */
+ * "ok", "ok dropped <events>", "error <reason>", or "signal <number>
+ * [dropped <events>]" for a capture a signal ended (fatal.c). The payload
+ * prints nothing itself. The line is written once: whoever takes the fd. */
+int mt_take_status_fd(void)
+{
+	return __atomic_exchange_n(&st.status_fd, -1, __ATOMIC_ACQ_REL);
+}
+
 static void report_line(const char *error)
 {
 	char line[300];
-	int fd = st.status_fd;
+	int fd = mt_take_status_fd();
 	if (fd < 0)
 		return;
-	st.status_fd = -1;
 	int n = snprintf(line, sizeof(line), "error %s\n", error);
 	if (n > 0 && write(fd, line, (size_t)n) < 0) {
 		/* nobody listening: nothing more to do */
@@ -66,10 +72,9 @@ static void report_line(const char *error)
 static void report_status(int err, const char *what)
 {
 	char line[300];
-	int fd = st.status_fd;
+	int fd = mt_take_status_fd();
 	if (fd < 0)
 		return;
-	st.status_fd = -1;
 	uint64_t dropped = mt_writer_dropped();
 	int n = err       ? snprintf(line, sizeof(line), "error %s: %s\n", what, mt_strerror(err))
 		: dropped ? snprintf(line, sizeof(line), "ok dropped %llu\n",
@@ -486,8 +491,11 @@ static int audit_hook(const char *event, void *args, void *data)
 		python_setup_locked();
 		/* the program's first line is next, unless the capture has
 		 * already failed (tracking then stays off) */
-		if (mt_writer_ok())
+		if (mt_writer_ok()) {
 			mt_tracking = 1;
+			/* after Python read the dispositions (signal.getsignal()) */
+			mt_fatal_arm();
+		}
 	}
 	pthread_mutex_unlock(&st.lock);
 	return 0;
@@ -682,6 +690,9 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 		pthread_atfork(NULL, NULL, on_fork_child);
 		st.exit_hooks = 1;
 	}
+	/* run mode: once Python has started (audit_hook()) */
+	if (!deferred)
+		mt_fatal_arm();
 	return 0;
 }
 
@@ -689,6 +700,11 @@ static int stop_locked(const char *why, int in_python)
 {
 	if (!st.active)
 		return -EINVAL;
+	/* A signal that would end the process waits until the capture is
+	 * finished here (its handler cannot finish it on this thread, which
+	 * is doing so), and then finds the default disposition back. */
+	sigset_t mask;
+	mt_fatal_block(&mask);
 	mt_tracking = 0;
 	/* a fork child's hooks stay, passing calls through, as they do in a
 	 * child that is not followed: walking the loaded objects could wait
@@ -702,6 +718,8 @@ static int stop_locked(const char *why, int in_python)
 	st.active = 0;
 	int rc = mt_writer_stop(why);
 	report_status(rc, rc == -MT_ECRASH ? "tracking stopped" : "cannot write the capture");
+	mt_fatal_release();
+	mt_fatal_unblock(&mask);
 	return rc;
 }
 

@@ -13,7 +13,8 @@
  * "...:<absolute capture path>" (opened by the payload); tracking
  * starts with the program's first line and stops when it ends (Python-level
  * atexit) or, failing that, at exit(). One line goes to the status fd (-1:
- * none) when tracking ends: "ok", or "error <reason>".
+ * none) when tracking ends: "ok", "error <reason>", or "signal <N>" when a
+ * signal ended the process and the capture is whole up to it.
  */
 #include <stdint.h> /* uint32_t */
 

@@ -33,6 +33,11 @@ int mt_start_attached(const struct memtrace_config *cfg);
  * did, 0 if tracking had stopped meanwhile or Python is not there. */
 int mt_start_attached_python(void);
 
+/* mt_take_status_fd() - memtrace run's status pipe, taken: the caller
+ * writes the one line and closes it; -1 if there is none or another took
+ * it. Async-signal-safe (entry.c). */
+int mt_take_status_fd(void);
+
 /* mt_track_after_fork() / mt_control_after_fork() - in a fork child, free
  * the locks that threads the child does not have may have held, and drop
  * what belongs to the parent (control.c: its socket and thread). */

@@ -112,7 +112,16 @@ static struct {
 	int test_turn_delay;  /* MEMTRACE_TEST_TURN_DELAY: widen take_turn()'s race */
 	int faults_ours;      /* our handler is in the program's chain */
 	struct sigaction old_segv, old_bus;
+	/* How the capture ends (mt_writer_end_now()): who ends it, which
+	 * thread, and whether it has ended; the writer thread's id. */
+	_Atomic int ending;       /* END_RUNNING, END_STOP or END_SIGNAL */
+	_Atomic pid_t ender;      /* the thread that ends it */
+	_Atomic uint32_t ended;   /* 1 once the capture is finished */
+	_Atomic pid_t writer_tid; /* 0 until the writer thread runs */
+	char end_diag[128];       /* END_SIGNAL: what the capture says */
 } w = { .fd = -1, .statm_fd = -1 };
+
+enum { END_RUNNING, END_STOP, END_SIGNAL };
 
 /* ------------------------------------------------------------------------
  * A fault in memtrace's own code must not kill the program: on the writer
@@ -846,11 +855,25 @@ void mt_writer_diag(unsigned code, const char *msg)
 }
 
 static void writer_loop(void);
+static void finish(const char *diag);
+
+static pid_t this_tid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/* The capture is finished: tell whoever waits in mt_writer_end_now(). */
+static void say_ended(void)
+{
+	atomic_store(&w.ended, 1);
+	futex_wake(&w.ended, INT_MAX);
+}
 
 static void *writer_main(void *arg)
 {
 	(void)arg;
 	mt_in_hook = 1; /* this thread is memtrace: never recorded */
+	atomic_store(&w.writer_tid, this_tid());
 	sigjmp_buf jb;
 	int sig = sigsetjmp(jb, 1);
 	if (sig) {
@@ -870,6 +893,12 @@ static void *writer_main(void *arg)
 	pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
 	writer_loop();
 	fault_jmp = NULL;
+	/* a signal is ending the process: the capture is finished here, as
+	 * the thread it came to may be anywhere (inside a hook, say) */
+	if (atomic_load(&w.ending) == END_SIGNAL) {
+		finish(w.end_diag);
+		say_ended();
+	}
 	return NULL;
 }
 
@@ -1018,6 +1047,10 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	atomic_store(&w.stop, 0);
 	diag_forget();
 	atomic_store(&w.crashed, 0);
+	atomic_store(&w.ending, END_RUNNING);
+	atomic_store(&w.ender, 0);
+	atomic_store(&w.ended, 0);
+	atomic_store(&w.writer_tid, 0);
 	const char *crash = getenv("MEMTRACE_TEST_WRITER_CRASH");
 	w.test_crash = crash && (*crash == '1' || *crash == '2');
 	w.test_crash_late = w.test_crash && *crash == '2';
@@ -1037,13 +1070,14 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	atomic_store(&mt_whot.last, NULL);
 	atomic_store(&mt_whot.epoch, 0);
 	w.cur_epoch = 1;
-	atomic_store_explicit(&mt_whot.running, 1, memory_order_release);
-
-	/* The writer must not take signals meant for the program. */
-	faults_catch();
+	/* The writer must not take signals meant for the program; nor may a
+	 * signal that ends the process come to this thread between the start
+	 * and the writer thread's creation, which it would wait for. */
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	atomic_store_explicit(&mt_whot.running, 1, memory_order_release);
+	faults_catch();
 	e = pthread_create(&w.thread, NULL, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (e) {
@@ -1119,6 +1153,7 @@ void mt_writer_forget(void)
 	atomic_store_explicit(&mt_whot.running, 0, memory_order_relaxed);
 	atomic_store_explicit(&mt_whot.last, NULL, memory_order_relaxed);
 	atomic_store(&w.waiters, 0);
+	atomic_store(&w.writer_tid, 0); /* the parent's */
 	mt_fd_id_close(w.statm_fd, &w.statm_id); /* the parent's statm */
 	w.statm_fd = -1;
 	mt_fd_id_close(w.fd, &w.fd_id);
@@ -1132,13 +1167,18 @@ int mt_writer_stop(const char *diag)
 	 * It must not wait: it may hold a lock of the C library that joining
 	 * the writer takes (a thread exiting frees its stack's TLS under the
 	 * stack cache lock, which pthread_join needs too), and the writer it
-	 * would wait for is leaving. */
+	 * would wait for is leaving. A signal that is ending the process has
+	 * the writer thread finish the capture (mt_writer_end_now()). */
+	int expected = END_RUNNING;
+	int by_signal = !atomic_compare_exchange_strong(&w.ending, &expected, END_STOP);
+	if (!by_signal)
+		atomic_store(&w.ender, this_tid());
 	atomic_store_explicit(&mt_whot.running, 0, memory_order_release);
 	atomic_store_explicit(&mt_whot.last, NULL, memory_order_release);
 	atomic_store(&w.stop, 1);
 	kick_writer();
 	pthread_join(w.thread, NULL);
-	if (!atomic_load(&w.crashed))
+	if (!atomic_load(&w.crashed) && !by_signal)
 		finish(diag);
 	int crashed = atomic_load(&w.crashed) != 0;
 	if (crashed)
@@ -1154,7 +1194,46 @@ int mt_writer_stop(const char *diag)
 		err = -errno;
 	}
 	w.fd = -1;
+	say_ended();
 	return err;
+}
+
+int mt_writer_end_now(const char *diag, uint64_t timeout_ns)
+{
+	pid_t self = this_tid();
+	/* 0 while the writer thread, made, has not run yet */
+	if (atomic_load(&w.writer_tid) == self)
+		return -1; /* the writer thread is the one interrupted */
+	int expected = END_RUNNING;
+	if (atomic_compare_exchange_strong(&w.ending, &expected, END_SIGNAL)) {
+		atomic_store(&w.ender, self);
+		if (!atomic_load(&mt_whot.running) || atomic_load(&w.crashed))
+			return -1;
+		size_t n = strlen(diag);
+		if (n > sizeof(w.end_diag) - 1)
+			n = sizeof(w.end_diag) - 1;
+		memcpy(w.end_diag, diag, n);
+		w.end_diag[n] = '\0';
+		mt_tracking = 0;
+		atomic_store_explicit(&mt_whot.running, 0, memory_order_release);
+		atomic_store_explicit(&mt_whot.last, NULL, memory_order_release);
+		atomic_store(&w.stop, 1);
+		kick_writer();
+	} else if (atomic_load(&w.ended)) {
+		return atomic_load(&w.crashed) || atomic_load(&w.err) ? -1 : 0;
+	} else if (atomic_load(&w.ender) == self) {
+		return -1; /* this thread was ending it: it cannot wait for itself */
+	}
+	/* the writer thread's answer, or the end of the time given */
+	uint64_t deadline = mono_ns() + timeout_ns;
+	for (;;) {
+		if (atomic_load(&w.ended))
+			return atomic_load(&w.crashed) || atomic_load(&w.err) ? -1 : 0;
+		uint64_t now = mono_ns();
+		if (now >= deadline)
+			return -1;
+		futex_wait(&w.ended, 0, deadline - now);
+	}
 }
 
 int mt_writer_ok(void)

@@ -184,6 +184,15 @@ int mt_writer_start(int fd, const struct mt_header *h);
  * seen during the capture, or -MT_ECRASH if the writer faulted. */
 int mt_writer_stop(const char *diag);
 
+/* mt_writer_end_now() - async-signal-safe, for a signal that ends the
+ * process: stop recording and have the writer thread finish the capture
+ * (everything buffered, @diag as a TRACKING_DISABLED DIAG record, the
+ * trailer), or, if another thread is already stopping it, let it; wait
+ * for that at most @timeout_ns. Returns 0 once the capture is whole, -1 if
+ * it is not (no capture runs, this is the writer thread or the thread
+ * stopping it, a write error, a crash, or the time ran out). */
+int mt_writer_end_now(const char *diag, uint64_t timeout_ns);
+
 /* mt_writer_diag() - queue a DIAG record (any thread; one at a time: a
  * message that finds another still queued is lost). */
 void mt_writer_diag(unsigned code, const char *msg);
