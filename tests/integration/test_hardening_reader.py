@@ -3,6 +3,7 @@
 a capture cut short while a report reads it; and counts of one in the
 reports' wording."""
 
+import json
 import os
 import resource
 import shutil
@@ -15,6 +16,8 @@ import time
 import pytest
 
 from conftest import BUILD, ROOT, run
+
+from capture_writer import MALLOC, Capture
 
 PYTHON_DIR = os.path.join(ROOT, "python")
 LIMIT = 768 << 20  # address space of a reader under test: a runaway read fails fast
@@ -226,3 +229,71 @@ def test_a_capture_cut_short_before_it_is_read_is_still_a_warning(memtrace, tmp_
     work.write_bytes(slow_capture.read_bytes()[:os.path.getsize(slow_capture) // 2])
     p = run(memtrace, "stats", work)
     assert "capture is truncated: read " in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+# ---------------------------------------------------------------------------
+# Counts of one
+# ---------------------------------------------------------------------------
+def one_of_each(trailer=False):
+    """One chunk; main -> f leaks one block, main -> g allocates one that
+    is freed at once; one free of a block never seen."""
+    c = Capture()
+    c.thread(0, 4242, "MainThread")
+    c.code(1, "/app/prog.py", "<module>", 1).code(2, "/app/prog.py", "f", 5)
+    c.code(3, "/app/prog.py", "g", 9)
+    c.stack(1, 0, 1).stack(2, 1, 2).stack(3, 1, 3)
+    c.alloc(0x100000, 4096, stack=2, kind=MALLOC)
+    c.alloc(0x200000, 100, stack=3, kind=MALLOC)
+    c.free(0x200000)
+    c.free(0xDEAD0)
+    if trailer:
+        c.trailer(2000, 4, 0)
+    return c
+
+
+def test_counts_of_one_are_singular(memtrace, tmp_path):
+    cap = one_of_each().save(tmp_path / "one.bin")
+    p = run(memtrace, "stats", "-n", "1", cap)
+    # the capture is one chunk without a trailer
+    assert p.stderr.startswith("memtrace: warning: capture is truncated: read 1 chunk up to byte "), p.stderr
+    assert "frees:              2 (1 of a block not allocated while tracking: ignored)\n" in p.stdout
+    assert "live at end:        4.00 KiB in 1 allocation\n" in p.stdout
+    assert "temporary:          100 B in 1 allocation (freed" in p.stdout
+    assert "\nTop 1 location by size\n" in p.stdout and "\nTop 1 location by count\n" in p.stdout
+    assert " 1 alloc   " in p.stdout and "allocs" not in p.stdout, p.stdout
+
+    p = run(memtrace, "summary", "--leaks", cap)
+    assert "Live at the end of the capture (leaks): 4.00 KiB in 1 allocation\n" in p.stdout
+    p = run(memtrace, "summary", "-n", "2", cap)  # of <module>, f and g
+    assert "(1 more location; -n 0 shows all)" in p.stdout, p.stdout
+    p = run(memtrace, "summary", "--temporary-allocations", cap)
+    assert "allocations in between): 100 B in 1 allocation\n" in p.stdout, p.stdout
+    p = run(memtrace, "tree", "--leaks", cap)
+    assert "4.00 KiB in 1 allocation\nAll 1 biggest of 1 allocating call path\n" in p.stdout, p.stdout
+
+
+def test_counts_of_two_stay_plural(memtrace, tmp_path):
+    c = one_of_each()
+    c.flush()
+    c.alloc(0x300000, 4096, stack=2).free(0xBEEF0).flush()
+    cap = c.save(tmp_path / "two.bin")
+    p = run(memtrace, "stats", cap)
+    assert "read 2 chunks up to byte" in p.stderr
+    assert "(2 of blocks not allocated while tracking: ignored)" in p.stdout
+    assert "8.00 KiB in 2 allocations\n" in p.stdout and " 2 allocs  " in p.stdout
+
+
+def test_corruption_counts_one_chunk(memtrace, tmp_path):
+    """The damage messages count chunks right too."""
+    c = one_of_each()
+    c.flush()
+    c.alloc(0x300000, 4096, stack=2).flush()
+    c.alloc(0x400000, 4096, stack=2).trailer(2000, 6, 0).flush()
+    data = bytearray(c.save(tmp_path / "x.bin").read_bytes())
+    # the second chunk's checksum broken, a third after it: corruption
+    hdr = 52 + len(b"python3\0prog.py\0")
+    second = hdr + 16 + int.from_bytes(data[hdr + 8:hdr + 12], "little")
+    data[second + 12] ^= 0xFF
+    (tmp_path / "bad.bin").write_bytes(bytes(data))
+    p = run(memtrace, "stats", tmp_path / "bad.bin", check=False)
+    assert p.returncode == 1 and p.stderr.endswith("checksum mismatch; read 1 chunk before it\n"), p.stderr
