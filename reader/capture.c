@@ -487,6 +487,7 @@ void mt_capture_rewind(struct mt_capture *c)
 	c->st.file_size = c->size;
 	c->st.end_offset = c->hdr_size;
 	c->oom = 0;
+	c->io_err = 0;
 	c->off = c->hdr_size;
 	c->index = 0;
 	c->ended = 0;
