@@ -24,9 +24,9 @@ void mt_cli_say_written(const char *lead, const char *path, const char *dropped)
 {
 	if (dropped && strcmp(dropped, "0") != 0)
 		fprintf(stderr,
-			"memtrace: %scapture written to %s; %s events were dropped, as it could not "
+			"memtrace: %scapture written to %s; %s %s dropped, as it could not "
 			"be written fast enough\n",
-			lead, path, dropped);
+			lead, path, dropped, strcmp(dropped, "1") ? "events were" : "event was");
 	else
 		fprintf(stderr, "memtrace: %scapture written to %s\n", lead, path);
 }

@@ -15,7 +15,8 @@
 	X(EPTRACE, "ptrace is not permitted")                          \
 	X(EPAYLOAD, "payload failed")                                  \
 	X(ECRASH, "memtrace's writer thread crashed")                 \
-	X(EFDLOST, "the program closed the capture's file descriptor")
+	X(EFDLOST, "the program closed the capture's file descriptor") \
+	X(ENOTREG, "not a regular file")
 
 enum mt_error {
 	MT_E__BASE = 4096, /* above any errno */

@@ -7,28 +7,39 @@
 #include "reader/capture.h"
 #include "format/error.h"
 #include "format/pack.h"
+#include "util/plural.h"
 
 #include <errno.h>    /* ENOMEM */
-#include <fcntl.h>    /* open */
+#include <fcntl.h>    /* open, posix_fadvise */
 #include <stdarg.h>   /* va_list */
 #include <stdio.h>    /* vsnprintf */
 #include <stdlib.h>   /* malloc */
 #include <string.h>   /* memset */
-#include <sys/mman.h> /* mmap */
 #include <sys/stat.h> /* fstat */
-#include <unistd.h>   /* close */
-
-#include "util/io.h"
+#include <unistd.h>   /* close, pread */
 
 /* Thread indexes above this are treated as corruption rather than as a
  * request for gigabytes of delta state. */
 #define MAX_THREADS (1u << 20)
 
+/* A capture read from its file (not mapped: a file cut short under a
+ * mapping kills the reader with SIGBUS) goes through a window of at least
+ * this many bytes (a writer's chunk at most), refilled with pread() as
+ * the chunks move on. */
+#define WINDOW (256u << 10)
+
+/* The header is at most this long (its size is a 16-bit field). */
+#define HEADER_MAX 65535u
+
 struct mt_capture {
-	const uint8_t *data;
-	size_t size;
-	void *map;      /* mmap'ed file, or NULL */
+	const uint8_t *data; /* the whole capture in memory, or NULL: read from fd */
+	size_t size;    /* bytes to read: the file's size when it was opened */
+	int fd;         /* the file, read by windows; -1 with data */
+	uint8_t *win;   /* the window: win_len bytes from win_off */
+	size_t win_cap, win_len, win_off;
+	int io_err;     /* a read of the file failed with this -errno */
 	void *owned;    /* read-in file, or NULL */
+	uint8_t *hdr_bytes; /* a copy of the header, which hdr points into */
 	size_t hdr_size;
 	struct mt_header hdr;
 	struct mt_capture_status st;
@@ -91,16 +102,104 @@ void mt_record_ops_init(struct mt_record_ops *ops)
 		ops->chunk = stub_chunk;
 }
 
+/* Room for @want bytes in *@buf (of *@cap bytes). Returns 0 or -ENOMEM. */
+static int grow_buf(uint8_t **buf, size_t *cap, size_t want)
+{
+	if (*cap >= want)
+		return 0;
+	uint8_t *nb = realloc(*buf, want);
+	if (!nb)
+		return -ENOMEM;
+	*buf = nb;
+	*cap = want;
+	return 0;
+}
+
+/* pread() until @len bytes or the end of the file. Returns the bytes
+ * read, or -errno. */
+static ssize_t pread_full(int fd, uint8_t *buf, size_t len, size_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* fetch() - the @want bytes at @off (@off + @want <= c->size), valid until
+ * the next fetch. NULL if the file now ends before them (it shrank since
+ * it was opened), if reading it failed (c->io_err) or if memory ran out
+ * (c->oom). */
+static const uint8_t *fetch(struct mt_capture *c, size_t off, size_t want)
+{
+	if (c->data)
+		return c->data + off;
+	if (off >= c->win_off && off + want <= c->win_off + c->win_len)
+		return c->win + (off - c->win_off);
+	size_t n = want > WINDOW ? want : WINDOW, keep = 0;
+	if (n > c->size - off)
+		n = c->size - off;
+	if (grow_buf(&c->win, &c->win_cap, n) < 0) {
+		c->oom = 1;
+		return NULL;
+	}
+	/* what the window holds already from @off on is kept */
+	if (off >= c->win_off && off < c->win_off + c->win_len) {
+		keep = c->win_off + c->win_len - off;
+		memmove(c->win, c->win + (off - c->win_off), keep);
+	}
+	ssize_t got = pread_full(c->fd, c->win + keep, n - keep, off + keep);
+	c->win_off = off;
+	c->win_len = got < 0 ? 0 : keep + (size_t)got;
+	if (got < 0) {
+		c->io_err = (int)got;
+		return NULL;
+	}
+	return c->win_len >= want ? c->win : NULL;
+}
+
+/* Decode the header from the first bytes of the capture. */
 static int open_common(struct mt_capture *c)
 {
+	const uint8_t *p;
+	size_t len = c->size < HEADER_MAX ? c->size : HEADER_MAX;
 	ssize_t n;
 
 	if (c->size == 0)
 		return -MT_EFORMAT;
-	n = mt_header_decode(c->data, c->size, &c->hdr);
+	if (c->data) {
+		p = c->data;
+	} else {
+		/* the file may have shrunk already: what it holds is decoded */
+		if (grow_buf(&c->win, &c->win_cap, len) < 0)
+			return -ENOMEM;
+		n = pread_full(c->fd, c->win, len, 0);
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -MT_EFORMAT;
+		len = (size_t)n;
+		p = c->win;
+	}
+	n = mt_header_decode(p, len, &c->hdr);
 	if (n < 0)
 		return (int)n;
 	c->hdr_size = (size_t)n;
+	/* a copy: the window moves on, and a caller's buffer may not be ours */
+	c->hdr_bytes = malloc(c->hdr_size);
+	if (!c->hdr_bytes)
+		return -ENOMEM;
+	memcpy(c->hdr_bytes, p, c->hdr_size);
+	c->hdr.cmdline.p = c->hdr_bytes + (c->hdr.cmdline.p - p);
+	c->win_len = 0;
 	c->st.file_size = c->size;
 	return 0;
 }
@@ -112,6 +211,7 @@ int mt_capture_open_mem(const void *buf, size_t len, struct mt_capture **out)
 
 	if (!c)
 		return -ENOMEM;
+	c->fd = -1;
 	c->data = buf;
 	c->size = len;
 	err = open_common(c);
@@ -123,36 +223,24 @@ int mt_capture_open_mem(const void *buf, size_t len, struct mt_capture **out)
 	return 0;
 }
 
-/* Pipes and other unmappable files are read into memory. */
-static int read_all(int fd, struct mt_capture *c)
+/* MT_CAPTURE_COPY: the file into memory, as much of it as there was at
+ * open (a capture still written goes on growing) and is there still. */
+static int read_all(struct mt_capture *c)
 {
-	size_t cap = 1 << 20, len = 0;
-	uint8_t *buf = malloc(cap);
+	uint8_t *buf = malloc(c->size);
+	ssize_t n;
 
 	if (!buf)
 		return -ENOMEM;
-	for (;;) {
-		if (len == cap) {
-			uint8_t *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		ssize_t n = mt_read_full(fd, buf + len, cap - len);
-		if (n < 0) {
-			free(buf);
-			return (int)n;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
+	n = pread_full(c->fd, buf, c->size, 0);
+	if (n < 0) {
+		free(buf);
+		return (int)n;
 	}
 	c->owned = buf;
 	c->data = buf;
-	c->size = len;
+	c->size = (size_t)n;
+	c->st.file_size = c->size;
 	return 0;
 }
 
@@ -161,46 +249,56 @@ int mt_capture_open(const char *path, struct mt_capture **out)
 	return mt_capture_open_flags(path, 0, out);
 }
 
+/* Anything but a regular file is refused before it is opened: opening a
+ * FIFO waits for a writer, and reading a device or a pipe may never end. */
+static int regular_file(const struct stat *sb)
+{
+	if (S_ISDIR(sb->st_mode))
+		return -EISDIR;
+	return S_ISREG(sb->st_mode) ? 0 : -MT_ENOTREG;
+}
+
 int mt_capture_open_flags(const char *path, int flags, struct mt_capture **out)
 {
 	struct mt_capture *c;
 	struct stat sb;
-	int fd, err = 0;
+	int err;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (stat(path, &sb) < 0)
 		return -errno;
+	if ((err = regular_file(&sb)) < 0)
+		return err;
 	c = calloc(1, sizeof(*c));
-	if (!c) {
-		close(fd);
+	if (!c)
 		return -ENOMEM;
-	}
-	if (fstat(fd, &sb) < 0) {
+	/* O_NONBLOCK: the file may have been replaced by a FIFO since */
+	c->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (c->fd < 0) {
 		err = -errno;
 		goto out;
 	}
-	if (S_ISDIR(sb.st_mode)) {
-		err = -EISDIR;
+	if (fstat(c->fd, &sb) < 0) {
+		err = -errno;
 		goto out;
 	}
-	if (S_ISREG(sb.st_mode) && sb.st_size > 0 && !(flags & MT_CAPTURE_COPY)) {
-		void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (m == MAP_FAILED) {
-			err = -errno;
-			goto out;
-		}
-		(void)madvise(m, (size_t)sb.st_size, MADV_SEQUENTIAL);
-		c->map = m;
-		c->data = m;
-		c->size = (size_t)sb.st_size;
-	} else if (!S_ISREG(sb.st_mode) || sb.st_size > 0) {
-		err = read_all(fd, c);
-		if (err < 0)
-			goto out;
-	}
+	if ((err = regular_file(&sb)) < 0)
+		goto out;
+	c->size = (size_t)sb.st_size;
+	/* the header first: a file that is no capture is not read further */
 	err = open_common(c);
+	if (err < 0)
+		goto out;
+	if (flags & MT_CAPTURE_COPY) {
+		err = read_all(c);
+		close(c->fd);
+		c->fd = -1;
+		free(c->win);
+		c->win = NULL;
+		c->win_cap = 0;
+	} else {
+		(void)posix_fadvise(c->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	}
 out:
-	close(fd);
 	if (err < 0) {
 		mt_capture_close(c);
 		return err;
@@ -213,9 +311,11 @@ void mt_capture_close(struct mt_capture *c)
 {
 	if (!c)
 		return;
-	if (c->map)
-		munmap(c->map, c->size);
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->win);
 	free(c->owned);
+	free(c->hdr_bytes);
 	free(c->raw);
 	free(c->pack);
 	free(c->recs);
@@ -232,7 +332,7 @@ const struct mt_header *mt_capture_header(const struct mt_capture *c)
 
 const void *mt_capture_bytes(const struct mt_capture *c, size_t *len)
 {
-	*len = c->size;
+	*len = c->data ? c->size : 0;
 	return c->data;
 }
 
@@ -338,19 +438,6 @@ static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_
 	}
 }
 
-/* Room for @want bytes in *@buf (of *@cap bytes). Returns 0 or -ENOMEM. */
-static int grow_buf(uint8_t **buf, size_t *cap, size_t want)
-{
-	if (*cap >= want)
-		return 0;
-	uint8_t *nb = realloc(*buf, want);
-	if (!nb)
-		return -ENOMEM;
-	*buf = nb;
-	*cap = want;
-	return 0;
-}
-
 /* Records of one chunk. Returns 0, a callback's value (> 0 or < 0 as it
  * chose) via *@stop, or a negative decode error. */
 static int read_records(struct mt_capture *c, const uint8_t *p, size_t len,
@@ -376,11 +463,20 @@ static int read_records(struct mt_capture *c, const uint8_t *p, size_t len,
 	return 0;
 }
 
-static int all_zero(const uint8_t *p, size_t n)
+/* Are the bytes from @off to the end zeros? 1, 0, or -1 if they could
+ * not be fetched. */
+static int all_zero(struct mt_capture *c, size_t off)
 {
-	for (size_t i = 0; i < n; i++)
-		if (p[i])
-			return 0;
+	while (off < c->size) {
+		size_t n = c->size - off < WINDOW ? c->size - off : WINDOW;
+		const uint8_t *p = fetch(c, off, n);
+		if (!p)
+			return -1;
+		for (size_t i = 0; i < n; i++)
+			if (p[i])
+				return 0;
+		off += n;
+	}
 	return 1;
 }
 
@@ -391,6 +487,7 @@ void mt_capture_rewind(struct mt_capture *c)
 	c->st.file_size = c->size;
 	c->st.end_offset = c->hdr_size;
 	c->oom = 0;
+	c->io_err = 0;
 	c->off = c->hdr_size;
 	c->index = 0;
 	c->ended = 0;
@@ -412,13 +509,17 @@ static int end_pass(struct mt_capture *c, int partial)
 	if (partial || !c->st.trailer_seen) {
 		c->st.truncated = 1;
 		if (partial)
-			warn(c, "capture is truncated: read %llu chunks up to byte %llu of %llu",
-			     (unsigned long long)c->st.n_chunks, (unsigned long long)c->st.end_offset,
+			warn(c, "capture is truncated: read %llu %s up to byte %llu of %llu",
+			     (unsigned long long)c->st.n_chunks,
+			     mt_plural(c->st.n_chunks, "chunk", "chunks"),
+			     (unsigned long long)c->st.end_offset,
 			     (unsigned long long)c->size);
 		else if (!c->st.stopped)
-			warn(c, "capture is truncated: read %llu chunks up to byte %llu "
+			warn(c, "capture is truncated: read %llu %s up to byte %llu "
 				"(no end-of-capture record: the process ended without stopping tracking)",
-			     (unsigned long long)c->st.n_chunks, (unsigned long long)c->st.end_offset);
+			     (unsigned long long)c->st.n_chunks,
+			     mt_plural(c->st.n_chunks, "chunk", "chunks"),
+			     (unsigned long long)c->st.end_offset);
 	}
 	return 0;
 }
@@ -429,6 +530,32 @@ static int stop_pass(struct mt_capture *c, int rc)
 	c->ended = 1;
 	c->stop = rc;
 	return 0;
+}
+
+/* fetch() failed: out of memory, a read error, or the file is shorter
+ * now than it was when it was opened: someone cut it short (a new
+ * capture over it, say) while it was read. What was read of it is no
+ * whole capture, and is reported as damage. */
+static int lost_pass(struct mt_capture *c)
+{
+	struct stat sb;
+
+	if (c->oom)
+		return stop_pass(c, -ENOMEM);
+	if (c->io_err)
+		return stop_pass(c, c->io_err);
+	c->st.shrunk = 1;
+	if (fstat(c->fd, &sb) == 0)
+		corrupt(c, "capture was cut short while it was read: the file shrank from %llu "
+			   "to %llu bytes; read %llu %s before byte %llu",
+			(unsigned long long)c->size, (unsigned long long)sb.st_size,
+			(unsigned long long)c->st.n_chunks, mt_plural(c->st.n_chunks, "chunk", "chunks"),
+			(unsigned long long)c->off);
+	else
+		corrupt(c, "capture was cut short while it was read; read %llu %s before byte %llu",
+			(unsigned long long)c->st.n_chunks, mt_plural(c->st.n_chunks, "chunk", "chunks"),
+			(unsigned long long)c->off);
+	return end_pass(c, 0);
 }
 
 /* Read the pass's next chunk: 1, or 0 once the pass has ended. */
@@ -448,19 +575,25 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 
 	if (left < MT_CHUNK_HEADER)
 		return end_pass(c, 1);
-	if (mt_chunk_header_decode(c->data + off, &ch) < 0) {
+	if (!(data = fetch(c, off, MT_CHUNK_HEADER)))
+		return lost_pass(c);
+	if (mt_chunk_header_decode(data, &ch) < 0) {
 		/* A file extended but never written (crash during a
 		 * flush) ends in zeros: that is truncation. */
-		if (all_zero(c->data + off, left))
+		int zeros = all_zero(c, off);
+		if (zeros < 0)
+			return lost_pass(c);
+		if (zeros)
 			return end_pass(c, 1);
-		corrupt(c, "capture is corrupt: bad chunk header at byte %llu; read %llu "
-			   "chunks before it", (unsigned long long)off,
-			(unsigned long long)c->st.n_chunks);
+		corrupt(c, "capture is corrupt: bad chunk header at byte %llu; read %llu %s "
+			   "before it", (unsigned long long)off, (unsigned long long)c->st.n_chunks,
+			mt_plural(c->st.n_chunks, "chunk", "chunks"));
 		return end_pass(c, 0);
 	}
 	if (ch.stored_len > left - MT_CHUNK_HEADER)
 		return end_pass(c, 1);
-	data = c->data + off + MT_CHUNK_HEADER;
+	if (!(data = fetch(c, off + MT_CHUNK_HEADER, ch.stored_len)))
+		return lost_pass(c);
 	int last = off + MT_CHUNK_HEADER + ch.stored_len == c->size;
 	const char *why = NULL;
 	if (mt_checksum(data, ch.stored_len) != ch.checksum) {
@@ -519,9 +652,10 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 		 * chunk can be decoded reliably. */
 		c->st.n_bad_chunks = 1;
 		c->st.bad_offset = off;
-		corrupt(c, "capture is corrupt: chunk %llu at byte %llu: %s; read %llu chunks "
+		corrupt(c, "capture is corrupt: chunk %llu at byte %llu: %s; read %llu %s "
 			   "before it", (unsigned long long)index, (unsigned long long)off, why,
-			(unsigned long long)c->st.n_chunks);
+			(unsigned long long)c->st.n_chunks,
+			mt_plural(c->st.n_chunks, "chunk", "chunks"));
 		return end_pass(c, 0);
 	}
 	c->st.n_chunks++;

@@ -59,18 +59,26 @@ struct mt_capture_status {
 	int trailer_seen;       /* clean end of capture */
 	int truncated;          /* no trailer, or a damaged chunk at the end */
 	int stopped;            /* damage before the end stopped reading */
+	int shrunk;             /* with stopped: the file was cut short while it was read */
 };
 
-/* mt_capture_open() - open @path and decode its header.
+/* mt_capture_open() - open @path and decode its header, before anything
+ * else is read. Only a regular file is opened (a FIFO, a device or a
+ * socket is -MT_ENOTREG, a directory -EISDIR), and only the bytes it held
+ * then are read: a capture still written is read up to that size. The
+ * chunks are read from the file as mt_capture_read() goes (not mapped: a
+ * file cut short while it is read is reported as damage, with the
+ * status's shrunk flag, rather than raising SIGBUS).
  * Returns 0 and sets *@out (free with mt_capture_close()), or -errno,
- * -MT_EFORMAT (not a capture, including an empty file), -MT_EVERSION,
- * -MT_ETRUNC (file ends inside the header) or -MT_ECORRUPT. */
+ * -MT_ENOTREG, -MT_EFORMAT (not a capture, including an empty file),
+ * -MT_EVERSION, -MT_ETRUNC (file ends inside the header) or
+ * -MT_ECORRUPT. */
 int mt_capture_open(const char *path, struct mt_capture **out);
 
 /* mt_capture_open_flags() - mt_capture_open() with MT_CAPTURE_COPY: read
- * the file into memory instead of mapping it, for a reader that lives long
- * (a mapped file that is later truncated or rewritten raises SIGBUS on
- * access). */
+ * the whole file into memory at open (after its header), for a reader
+ * that lives long or makes many passes while the file may be rewritten;
+ * then mt_capture_bytes() has the bytes. */
 #define MT_CAPTURE_COPY 1
 int mt_capture_open_flags(const char *path, int flags, struct mt_capture **out);
 
@@ -92,7 +100,8 @@ void mt_capture_set_warn(struct mt_capture *c, void (*fn)(void *ctx, const char 
 /* mt_capture_read() - parse every chunk from the start, calling @ops.
  * May be called again to make another pass. Returns 0 (also for a
  * truncated or partly damaged capture: see mt_capture_status()), the
- * first non-zero callback value, or -ENOMEM. */
+ * first non-zero callback value, -ENOMEM, or the -errno of a failed
+ * read of the file. */
 int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx);
 
 /* mt_capture_rewind() / mt_capture_step() - mt_capture_read() a chunk at
@@ -100,13 +109,14 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops, void 
  * A step returns 1 while the pass goes on, and 0 once it has ended (every
  * step after too), with *@rc then what mt_capture_read() returns: 0 at the
  * end of the capture (the status is final), or the value a callback
- * stopped the pass with, or -ENOMEM. */
+ * stopped the pass with, -ENOMEM, or the -errno of a failed read. */
 void mt_capture_rewind(struct mt_capture *c);
 int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx, int *rc);
 
-/* mt_capture_bytes() - the whole capture file, borrowed, valid until
+/* mt_capture_bytes() - the whole capture file of a capture in memory
+ * (mt_capture_open_mem(), MT_CAPTURE_COPY), borrowed, valid until
  * mt_capture_close(): another struct mt_capture can read it on its own
- * with mt_capture_open_mem(). */
+ * with mt_capture_open_mem(). NULL and *@len 0 for one read from its file. */
 const void *mt_capture_bytes(const struct mt_capture *c, size_t *len);
 
 /* mt_capture_status() - borrowed; describes the last mt_capture_read(). */

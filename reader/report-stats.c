@@ -7,6 +7,7 @@
 #include "reader/report.h"
 #include "format/error.h"
 #include "util/json.h"
+#include "util/plural.h"
 #include "util/strbuf.h"
 
 #include <errno.h>  /* EIO */
@@ -259,16 +260,18 @@ static int print_top(FILE *out, const struct mt_snapshot *s, unsigned n)
 		if (nl > 1)
 			qsort(locs, (size_t)nl, sizeof(*locs),
 			      pass == 0 ? mt_location_cmp_own : mt_location_cmp_own_count);
-		fprintf(out, "\nTop %zu locations by %s\n", rows, pass == 0 ? "size" : "count");
+		fprintf(out, "\nTop %zu %s by %s\n", rows, mt_plural(rows, "location", "locations"),
+			pass == 0 ? "size" : "count");
 		if (!rows)
 			fprintf(out, "  (none)\n");
 		for (size_t i = 0; i < rows; i++) {
 			char b[32];
 			mt_strbuf_reset(&sb);
 			mt__report_location(&sb, locs[i].function, locs[i].file, locs[i].line);
-			fprintf(out, "  %3zu. %12s %12llu allocs  %s\n", i + 1,
+			fprintf(out, "  %3zu. %12s %12llu %-6s  %s\n", i + 1,
 				mt__report_bytes(b, locs[i].own_bytes),
-				(unsigned long long)locs[i].own_count, sb.buf);
+				(unsigned long long)locs[i].own_count,
+				mt_plural(locs[i].own_count, "alloc", "allocs"), sb.buf);
 		}
 	}
 	mt_strbuf_release(&sb);
@@ -302,8 +305,9 @@ int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 	fprintf(out, "  allocations:        %llu\n", (unsigned long long)s->n_allocs);
 	fprintf(out, "  frees:              %llu", (unsigned long long)s->n_frees);
 	if (s->n_unmatched_frees)
-		fprintf(out, " (%llu of blocks not allocated while tracking: ignored)",
-			(unsigned long long)s->n_unmatched_frees);
+		fprintf(out, " (%llu %s not allocated while tracking: ignored)",
+			(unsigned long long)s->n_unmatched_frees,
+			mt_plural(s->n_unmatched_frees, "of a block", "of blocks"));
 	fprintf(out, "\n  bytes allocated:    %s\n", mt__report_bytes(a, s->bytes_allocated));
 	fprintf(out, "  peak tracked heap:  %s", mt__report_bytes(a, s->peak_heap));
 	if (s->n_samples)
@@ -314,11 +318,12 @@ int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 			mt__report_seconds(t, sizeof(t), s->peak_rss_time_us));
 	else
 		fprintf(out, "unknown (no memory samples)\n");
-	fprintf(out, "  live at end:        %s in %llu allocations\n", mt__report_bytes(a, s->heap_end),
-		(unsigned long long)s->leak_count);
-	fprintf(out, "  temporary:          %s in %llu allocations (freed by their thread with at "
+	fprintf(out, "  live at end:        %s in %llu %s\n", mt__report_bytes(a, s->heap_end),
+		(unsigned long long)s->leak_count, mt_plural(s->leak_count, "allocation", "allocations"));
+	fprintf(out, "  temporary:          %s in %llu %s (freed by their thread with at "
 		     "most %llu of its allocations in between)\n",
 		mt__report_bytes(a, s->temp_bytes), (unsigned long long)s->temp_count,
+		mt_plural(s->temp_count, "allocation", "allocations"),
 		(unsigned long long)s->temp_threshold);
 	fprintf(out, "  dropped events:     ");
 	if (s->have_trailer)

@@ -6,6 +6,7 @@
  */
 #include "reader/report.h"
 #include "util/json.h"
+#include "util/plural.h"
 #include "util/strbuf.h"
 
 #include <errno.h>  /* EIO */
@@ -78,16 +79,18 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	}
 	if (o->view == MT_VIEW_LEAKS) {
 		whole = s->heap_end;
-		fprintf(out, "Live at the end of the capture (leaks): %s in %llu allocations\n",
-			mt__report_bytes(a, whole), (unsigned long long)s->leak_count);
+		fprintf(out, "Live at the end of the capture (leaks): %s in %llu %s\n",
+			mt__report_bytes(a, whole), (unsigned long long)s->leak_count,
+			mt_plural(s->leak_count, "allocation", "allocations"));
 		if (s->header.flags & MT_HDR_ATTACHED)
 			fprintf(out, "(attached capture: only memory allocated after attaching is seen)\n");
 	} else if (o->view == MT_VIEW_TEMPORARY) {
 		whole = s->temp_bytes;
 		fprintf(out, "Temporary allocations (freed by their thread with at most %llu of its "
-			     "allocations in between): %s in %llu allocations\n",
+			     "allocations in between): %s in %llu %s\n",
 			(unsigned long long)s->temp_threshold, mt__report_bytes(a, whole),
-			(unsigned long long)s->temp_count);
+			(unsigned long long)s->temp_count,
+			mt_plural(s->temp_count, "allocation", "allocations"));
 	} else {
 		whole = s->peak_heap;
 		fprintf(out, "Peak tracked heap: %s", mt__report_bytes(a, whole));
@@ -110,7 +113,8 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	if (!rows)
 		fprintf(out, "%12s\n", "(none)");
 	else if (rows < (size_t)n)
-		fprintf(out, "(%zu more locations; -n 0 shows all)\n", (size_t)n - rows);
+		fprintf(out, "(%zu more %s; -n 0 shows all)\n", (size_t)n - rows,
+			mt_plural((size_t)n - rows, "location", "locations"));
 	mt_strbuf_release(&sb);
 	free(locs);
 	return ferror(out) ? -EIO : 0;

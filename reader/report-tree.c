@@ -9,6 +9,7 @@
  */
 #include "reader/calltree.h"
 #include "reader/report.h"
+#include "util/plural.h"
 #include "util/strbuf.h"
 
 #include <errno.h>  /* ENOMEM */
@@ -177,14 +178,16 @@ int mt_report_tree(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 
 	mt__view_label(label, sizeof(label), s, o->view);
 	label[0] = (char)(label[0] - 'a' + 'A');
-	fprintf(out, "%s: %s in %llu allocation%s", label, mt__report_bytes(a, c.whole),
-		(unsigned long long)t.v[0].total_count, t.v[0].total_count == 1 ? "" : "s");
+	fprintf(out, "%s: %s in %llu %s", label, mt__report_bytes(a, c.whole),
+		(unsigned long long)t.v[0].total_count,
+		mt_plural(t.v[0].total_count, "allocation", "allocations"));
 	if (o->view == MT_VIEW_PEAK && s->n_samples) {
 		char tm[32];
 		fprintf(out, " at %s", mt__report_seconds(tm, sizeof(tm), s->peak_time_us));
 	}
-	fprintf(out, "\n%s %zu biggest of %zu allocating call paths%s\n\n",
+	fprintf(out, "\n%s %zu biggest of %zu allocating call %s%s\n\n",
 		shown == n_paths ? "All" : "The", shown, n_paths,
+		mt_plural(n_paths, "path", "paths"),
 		shown < n_paths ? " (-n 0 shows all)" : "");
 	if (n_paths == 0) {
 		fprintf(out, "(nothing)\n");

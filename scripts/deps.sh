@@ -1,9 +1,24 @@
 #!/bin/sh
-# Installs what memtrace needs to build and test, from Debian's packages.
+# Installs what memtrace needs, from Debian's packages:
+#   sh scripts/deps.sh build   the toolchain and libraries that build it, and
+#                              python3: what scripts/demo.sh needs
+#   sh scripts/deps.sh test    that, and what the tests use (Check, pytest,
+#                              numpy, Python headers, gdb, lldb, chromium,
+#                              clang): what scripts/test.sh needs; the default
+# The test packages are kept out of the demo: on a fresh machine they pull
+# in upgrades of much of the system (systemd, perl).
 set -e
-packages="meson ninja-build pkg-config gcc liblz4-dev libunwind-dev libelf-dev libdw-dev
-check python3 python3-dev python3-pytest python3-numpy gdb lldb python3-lldb-14 chromium
+build="meson ninja-build pkg-config gcc liblz4-dev libunwind-dev libelf-dev libdw-dev python3"
+test="check python3-dev python3-pytest python3-numpy gdb lldb python3-lldb-14 chromium
 clang libclang-rt-14-dev"
+case "${1:-test}" in
+build) packages="$build" ;;
+test) packages="$build $test" ;;
+*)
+	echo "usage: sh scripts/deps.sh [build | test]" >&2
+	exit 2
+	;;
+esac
 missing=""
 for p in $packages; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

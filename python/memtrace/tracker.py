@@ -33,6 +33,7 @@ _MT_ERRORS = (
     "payload failed",
     "memtrace's writer thread crashed",
     "the program closed the capture's file descriptor",
+    "not a regular file",
 )
 
 

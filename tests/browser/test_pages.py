@@ -189,3 +189,20 @@ def test_dropped_events_and_diagnostics_are_shown(browser, memtrace, tmp_path, c
     assert ("1,234 events were dropped, as the capture could not be written fast enough: the figures "
             "here leave them out.") in notes, notes
     assert "memtrace: the capture could not be written for a second " + EVIL in notes, notes
+
+
+@pytest.mark.parametrize("command", ["flamegraph", "table"])
+def test_counts_of_one_are_singular(browser, memtrace, tmp_path, command):
+    """One allocation, one dropped event: said in the singular."""
+    c = Capture()
+    c.code(1, "/app/main.py", "<module>", 1).stack(1, 0, 1)
+    c.alloc(0x1000, MB, stack=1)
+    cap = c.trailer(1000, 1, 1).save(tmp_path / "one.bin")
+    page = render(memtrace, cap, command, "--leaks", name="one-" + command)
+    browser.open(page)
+    check_clean(browser, page)
+    subtitle = browser.eval("document.getElementById('subtitle').textContent")
+    assert " in 1 allocation \u2014 capture " in subtitle, subtitle
+    notes = browser.eval("Array.from(document.querySelectorAll('#notes .note')).map(e => e.textContent)")
+    assert ("1 event was dropped, as the capture could not be written fast enough: the figures "
+            "here leave them out.") in notes, notes
