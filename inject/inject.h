@@ -26,6 +26,8 @@ struct mt_target {
 	gid_t gid;
 	int py_minor;       /* 3.<py_minor> */
 	int other_mntns;    /* target lives in another mount namespace */
+	int other_root;     /* its / is not ours (chroot, container): paths in
+	                     * /proc/PID/maps then name files in another view */
 	char python[PATH_MAX]; /* module that defines Py_GetVersion */
 };
 

@@ -180,6 +180,16 @@ static int same_mntns(pid_t pid)
 	return strcmp(a, b) == 0;
 }
 
+static int same_root(pid_t pid)
+{
+	char path[64];
+	struct stat a, b;
+	snprintf(path, sizeof(path), "/proc/%d/root/", (int)pid);
+	if (stat(path, &a) != 0 || stat("/", &b) != 0)
+		return 1; /* unknown: paths are checked anyway */
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 pid_t mt_inject_nspid(pid_t pid)
 {
 	struct proc_status st;
@@ -237,6 +247,7 @@ int mt_inject_inspect(pid_t pid, struct mt_target *t)
 				(int)pid, st.name, t->py_minor), -MT_ENOPY;
 	}
 	t->other_mntns = !same_mntns(pid);
+	t->other_root = !same_root(pid);
 	return 0;
 }
 
