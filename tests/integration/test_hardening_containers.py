@@ -54,7 +54,7 @@ class Chroot:
     the host's merged-/usr links, the target script, and a /tmp that is a
     directory or, with tmp_link, an absolute link to that path inside it."""
 
-    def __init__(self, base, hostbase, tmp_link=None):
+    def __init__(self, base, hostbase, tmp_link=None, tmp_inside=None):
         self.dir = os.path.join(base, "root")
         self.hostbase = hostbase
         self.capdir = os.path.join(hostbase, "cap")  # the host's view
@@ -77,15 +77,13 @@ class Chroot:
             self.binds.append((pyenv, pyenv, True))
         if tmp_link:
             os.symlink(tmp_link, os.path.join(self.dir, "tmp"))
-            tmp_inside = tmp_link
-        else:
-            tmp_inside = "/tmp"
+        tmp_inside = tmp_inside or tmp_link or "/tmp"  # where the link leads inside
         os.makedirs(self.dir + tmp_inside)
         os.chmod(self.dir + tmp_inside, 0o1777)
         # where the target finds the capture directory's path
         inside = self.capdir
         if tmp_link and inside.startswith("/tmp/"):
-            inside = tmp_link + inside[4:]
+            inside = tmp_inside + inside[4:]
         os.makedirs(self.dir + inside)
         self.binds.append((self.capdir, inside, False))
         os.makedirs(os.path.join(self.dir, "app"))
@@ -124,11 +122,12 @@ def chroot(tmp_path):
         pytest.skip(why)
     hostbases, targets = [], []
 
-    def make(tmp_link=None):
+    def make(tmp_link=None, tmp_inside=None):
         hostbase = tempfile.mkdtemp(prefix="memtrace-test-", dir="/var/tmp")
         hostbases.append(hostbase)
         return Chroot(str(tmp_path / ("c%d" % len(hostbases))), hostbase,
-                      tmp_link and tmp_link.replace("HOSTBASE", hostbase))
+                      tmp_link and tmp_link.replace("HOSTBASE", hostbase),
+                      tmp_inside and tmp_inside.replace("HOSTBASE", hostbase))
 
     def start(c, python, scenario="sleep"):
         t = ChrootTarget(c, python, scenario)
@@ -184,11 +183,14 @@ def test_chroot_gdb_method(memtrace, chroot):
     _check_leak(memtrace, cap, 2_990_000, 4_000_000)
 
 
-def test_chroot_tmp_link_resolved_inside_the_root(memtrace, chroot):
-    # The chroot's /tmp is an absolute link to HOSTBASE/outside, a path that
-    # exists on the host too: the copy of the payload must go to the
-    # target's HOSTBASE/outside, under the chroot, never to the host's.
-    c = chroot(tmp_link="HOSTBASE/outside")
+@pytest.mark.parametrize("link", ["HOSTBASE/outside", "../../../../../../../../..HOSTBASE/outside"],
+                         ids=["absolute", "dotdot"])
+def test_chroot_tmp_link_resolved_inside_the_root(memtrace, chroot, link):
+    # The chroot's /tmp is a link to HOSTBASE/outside, a path that exists on
+    # the host too (absolute, or climbing above the chroot's directory with
+    # ".."): the copy of the payload must go to the target's
+    # HOSTBASE/outside, under the chroot, never to the host's.
+    c = chroot(tmp_link=link, tmp_inside="HOSTBASE/outside")
     host_outside = os.path.join(c.hostbase, "outside")
     os.makedirs(host_outside)
     t = chroot.start(c, "/usr/bin/python3")
