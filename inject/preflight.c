@@ -346,8 +346,12 @@ static int open_in_root(int rootfd, const char *path, int flags, char *canon, si
 		}
 		if (S_ISLNK(sb.st_mode)) {
 			ssize_t n = readlinkat(fds[depth], comp, link, sizeof(link) - 1);
-			if (n <= 0 || ++links > MAX_LINKS) {
-				rc = n < 0 ? -errno : -ELOOP;
+			if (n <= 0 || n >= (ssize_t)sizeof(link) - 1) {
+				rc = n < 0 ? -errno : -ENAMETOOLONG;
+				break;
+			}
+			if (++links > MAX_LINKS) {
+				rc = -ELOOP;
 				break;
 			}
 			link[n] = '\0';
