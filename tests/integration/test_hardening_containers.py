@@ -77,9 +77,11 @@ class Chroot:
             self.binds.append((pyenv, pyenv, True))
         if tmp_link:
             os.symlink(tmp_link, os.path.join(self.dir, "tmp"))
-        tmp_inside = tmp_inside or tmp_link or "/tmp"  # where the link leads inside
-        os.makedirs(self.dir + tmp_inside)
-        os.chmod(self.dir + tmp_inside, 0o1777)
+        if tmp_inside is None:  # where the link leads inside; "": nowhere
+            tmp_inside = tmp_link or "/tmp"
+        if tmp_inside:
+            os.makedirs(self.dir + tmp_inside)
+            os.chmod(self.dir + tmp_inside, 0o1777)
         # where the target finds the capture directory's path
         inside = self.capdir
         if tmp_link and inside.startswith("/tmp/"):
@@ -206,3 +208,19 @@ def test_chroot_tmp_link_resolved_inside_the_root(memtrace, chroot, link):
     status, _ = t.finish()
     assert status == 3
     _check_leak(memtrace, cap, 2_990_000, 4_000_000)
+
+
+def test_chroot_tmp_link_loop_is_a_clear_error(memtrace, chroot):
+    # /tmp -> /tmp: inside the target's root a loop, while from the host's
+    # root it would lead to the host's /tmp.
+    c = chroot(tmp_link="/tmp", tmp_inside="")
+    t = chroot.start(c, "/usr/bin/python3")
+    p = attach(memtrace, t.pid, c.capture("loop.bin"), check=False)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 1 and len(lines) == 1, p.stderr
+    assert lines[0].startswith("memtrace: cannot open /tmp inside pid %d's root" % t.pid), lines
+    assert "symbolic links" in lines[0], lines
+    assert not os.path.exists(c.capture("loop.bin"))
+    assert t.cmd("alloc 10") == []  # the target lives on
+    status, _ = t.finish()
+    assert status == 3
