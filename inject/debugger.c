@@ -94,6 +94,7 @@ int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
 	int gdb = method != MT_METHOD_LLDB;
 	const char *prog = gdb ? "gdb" : "lldb";
 	char script[PATH_MAX], spec[MEMTRACE_PATH_MAX + 64], pidstr[32], cmd[PATH_MAX + 64];
+	char sysroot[64], exe[64];
 	int out[2], status;
 
 	if (!on_path(prog))
@@ -103,6 +104,8 @@ int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
 	snprintf(spec, sizeof(spec), "%u %u %s", cfg->flags, cfg->interval_ms, cfg->path);
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)t->pid);
 	snprintf(cmd, sizeof(cmd), "command script import %s", script);
+	snprintf(sysroot, sizeof(sysroot), "set sysroot /proc/%d/root", (int)t->pid);
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)t->pid);
 	if (pipe(out) != 0)
 		return mt_error(-errno, "cannot create a pipe");
 	fflush(stderr);
@@ -117,7 +120,14 @@ int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
 		setenv("MEMTRACE_PAYLOAD", payload, 1);
 		setenv("MEMTRACE_SPEC", spec, 1);
 		setenv("MEMTRACE_TIMEOUT", "10", 0);
-		if (gdb)
+		/* gdb's default sysroot "target:" opens the target's files
+		 * in its mount namespace but from that namespace's root, not
+		 * from the target's chroot: name them through /proc/PID/root,
+		 * and the executable through /proc/PID/exe. */
+		if (gdb && t->other_root)
+			execlp("gdb", "gdb", "-batch", "-nx", "-q", "-iex", sysroot, "-iex",
+			       "set auto-solib-add off", "-x", script, exe, "-p", pidstr, (char *)NULL);
+		else if (gdb)
 			execlp("gdb", "gdb", "-batch", "-nx", "-q", "-p", pidstr, "-iex",
 			       "set auto-solib-add off", "-x", script, (char *)NULL);
 		else {

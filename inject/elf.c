@@ -58,20 +58,45 @@ int mt__elf_open_path(struct mt_elf *e, const char *path)
 	return rc;
 }
 
+/* @path as /proc/@pid/maps shows it, made relative to the target's root
+ * when it starts with that root as the kernel names it to us (readlink of
+ * /proc/PID/root: a chroot's directory, in whatever namespace it lives).
+ * Returns @path itself otherwise. */
+static const char *in_target_root(pid_t pid, const char *path, char *buf, size_t cap)
+{
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/%d/root", (int)pid);
+	ssize_t n = readlink(link, buf, cap - 1);
+	if (n <= 1 || buf[0] != '/')
+		return path; /* "/" (our own root) or unknown */
+	buf[n] = '\0';
+	size_t len = (size_t)n;
+	if (strncmp(path, buf, len) != 0 || path[len] != '/')
+		return path;
+	return path + len;
+}
+
 int mt__elf_open_map(struct mt_elf *e, const struct mt_maps *m, const struct mt_map *map)
 {
 	const struct mt_map *base = mt__maps_base(m, map);
-	char cand[3][4200];
+	char cand[4][4200], root[4096];
 	int fd = -1, err = -ENOENT;
 
 	if (!base)
 		return -ENOENT;
+	/* map_files (needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE), then
+	 * the path under the target's root, with the chroot's own prefix
+	 * taken off if the kernel put it there, then the path as it is */
 	snprintf(cand[0], sizeof(cand[0]), "/proc/%d/map_files/%lx-%lx", (int)m->pid,
 		 (unsigned long)base->start, (unsigned long)base->end);
-	snprintf(cand[1], sizeof(cand[1]), "/proc/%d/root%s", (int)m->pid, base->path);
-	snprintf(cand[2], sizeof(cand[2]), "%s", base->path);
-	for (int i = 0; i < 3 && fd < 0; i++) {
+	snprintf(cand[1], sizeof(cand[1]), "/proc/%d/root%s", (int)m->pid,
+		 in_target_root(m->pid, base->path, root, sizeof(root)));
+	snprintf(cand[2], sizeof(cand[2]), "/proc/%d/root%s", (int)m->pid, base->path);
+	snprintf(cand[3], sizeof(cand[3]), "%s", base->path);
+	for (int i = 0; i < 4 && fd < 0; i++) {
 		struct stat sb;
+		if (i > 0 && !strcmp(cand[i], cand[i - 1]))
+			continue;
 		fd = open(cand[i], O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
 			err = -errno;

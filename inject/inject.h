@@ -26,6 +26,8 @@ struct mt_target {
 	gid_t gid;
 	int py_minor;       /* 3.<py_minor> */
 	int other_mntns;    /* target lives in another mount namespace */
+	int other_root;     /* its / is not ours (chroot, container): paths in
+	                     * /proc/PID/maps then name files in another view */
 	char python[PATH_MAX]; /* module that defines Py_GetVersion */
 };
 
@@ -50,11 +52,15 @@ int mt_inject_inspect(pid_t pid, struct mt_target *t);
  * process. Prints nothing. */
 pid_t mt_inject_nspid(pid_t pid);
 
-/* mt_inject_visible_path() - @path as the target sees it. If the target's
- * root shows the same file at @path, that is @path itself; otherwise, when
- * @copy is set, the file is copied to <target root>/tmp/memtrace-<uid>/ and
- * that path is returned. Writes to @out (@cap bytes). Returns 0 or a
- * negative error (printed). */
+/* mt_inject_visible_path() - @path (absolute) as the target sees it. Paths
+ * are resolved inside the target's root (/proc/PID/root) component by
+ * component, its links read and resolved against that root, never followed
+ * from ours. If the target sees the same file at @path, that is @path
+ * itself; otherwise, when @copy is set, the file is copied to
+ * memtrace-<uid>/ in the target's /tmp and that path is returned with the
+ * target's links resolved, so that /proc/PID/root followed by it names the
+ * copy here too. Writes to @out (@cap bytes). Returns 0 or a negative
+ * error (printed). */
 int mt_inject_visible_path(const struct mt_target *t, const char *path, int copy,
 			   char *out, size_t cap);
 

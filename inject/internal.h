@@ -49,9 +49,10 @@ struct mt_elf {
 };
 
 /* mt__elf_open_map() - open the file behind @map of process @pid
- * (/proc/PID/map_files, then /proc/PID/root/PATH, then PATH; the inode must
- * match) and compute its load bias from the module's base mapping.
- * Returns 0 or -errno. */
+ * (/proc/PID/map_files, then /proc/PID/root/PATH with PATH taken relative
+ * to the target's root if the kernel named it from ours, then
+ * /proc/PID/root/PATH, then PATH; the inode must match) and compute its
+ * load bias from the module's base mapping. Returns 0 or -errno. */
 int mt__elf_open_map(struct mt_elf *e, const struct mt_maps *m, const struct mt_map *map);
 /* mt__elf_open_path() - open a file of ours; bias stays 0. */
 int mt__elf_open_path(struct mt_elf *e, const char *path);

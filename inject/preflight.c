@@ -180,6 +180,16 @@ static int same_mntns(pid_t pid)
 	return strcmp(a, b) == 0;
 }
 
+static int same_root(pid_t pid)
+{
+	char path[64];
+	struct stat a, b;
+	snprintf(path, sizeof(path), "/proc/%d/root/", (int)pid);
+	if (stat(path, &a) != 0 || stat("/", &b) != 0)
+		return 1; /* unknown: paths are checked anyway */
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 pid_t mt_inject_nspid(pid_t pid)
 {
 	struct proc_status st;
@@ -236,6 +246,7 @@ int mt_inject_inspect(pid_t pid, struct mt_target *t)
 				(int)pid, st.name, t->py_minor), -MT_ENOPY;
 	}
 	t->other_mntns = !same_mntns(pid);
+	t->other_root = !same_root(pid);
 	return 0;
 }
 
@@ -278,21 +289,179 @@ static int copy_into(int dirfd, const char *name, const char *src)
 	return rc;
 }
 
+/* Opens @path (absolute, as the target names it) inside the target's root
+ * @rootfd the way the target would resolve it, one component at a time:
+ * every component is opened with O_NOFOLLOW, a symbolic link is read and
+ * its text resolved against the target's root (an absolute link starts
+ * again there, ".." stops there), so nothing outside the root is ever
+ * reached, whatever the target's users put there. The last component is
+ * opened with @flags (O_PATH to look only). Stores the resolved path,
+ * free of links and dots, in @canon. Returns the fd or -errno. */
+static int open_in_root(int rootfd, const char *path, int flags, char *canon, size_t cap)
+{
+	enum { MAX_DEPTH = 64, MAX_LINKS = 40 };
+	char rest[PATH_MAX + 1], comp[NAME_MAX + 1], link[PATH_MAX + 1];
+	int fds[MAX_DEPTH + 1], depth = 0, links = 0, rc = -ENOENT;
+	size_t clen = 0;
+
+	if (snprintf(rest, sizeof(rest), "%s", path) >= (int)sizeof(rest))
+		return -ENAMETOOLONG;
+	fds[0] = rootfd;
+	canon[0] = '\0';
+	for (;;) {
+		char *p = rest + strspn(rest, "/");
+		size_t len = strcspn(p, "/");
+		if (len == 0) {
+			/* the path named the root itself, or ended in '/' */
+			rc = openat(fds[depth], ".", (flags & ~O_NOFOLLOW) | O_CLOEXEC);
+			rc = rc < 0 ? -errno : rc;
+			break;
+		}
+		if (len > NAME_MAX) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		memcpy(comp, p, len);
+		comp[len] = '\0';
+		memmove(rest, p + len, strlen(p + len) + 1);
+		int last = rest[strspn(rest, "/")] == '\0';
+		/* "." and ".." at the end leave len == 0 next round */
+		if (!strcmp(comp, "."))
+			continue;
+		if (!strcmp(comp, "..")) {
+			if (depth > 0) {
+				close(fds[depth--]);
+				while (clen > 0 && canon[clen - 1] != '/')
+					clen--;
+				clen -= clen > 0;
+				canon[clen] = '\0';
+			}
+			continue;
+		}
+		struct stat sb;
+		if (fstatat(fds[depth], comp, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+			rc = -errno;
+			break;
+		}
+		if (S_ISLNK(sb.st_mode)) {
+			ssize_t n = readlinkat(fds[depth], comp, link, sizeof(link) - 1);
+			if (n <= 0 || n >= (ssize_t)sizeof(link) - 1) {
+				rc = n < 0 ? -errno : -ENAMETOOLONG;
+				break;
+			}
+			if (++links > MAX_LINKS) {
+				rc = -ELOOP;
+				break;
+			}
+			link[n] = '\0';
+			if (strlen(link) + 1 + strlen(rest) >= sizeof(rest)) {
+				rc = -ENAMETOOLONG;
+				break;
+			}
+			/* the link's text, then what was left */
+			memmove(rest + n + 1, rest, strlen(rest) + 1);
+			memcpy(rest, link, (size_t)n);
+			rest[n] = '/';
+			if (link[0] == '/') {
+				while (depth > 0)
+					close(fds[depth--]);
+				clen = 0;
+				canon[0] = '\0';
+			}
+			continue;
+		}
+		if (clen + 1 + len >= cap) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		canon[clen++] = '/';
+		memcpy(canon + clen, comp, len + 1);
+		clen += len;
+		if (last) {
+			rc = openat(fds[depth], comp, flags | O_NOFOLLOW | O_CLOEXEC);
+			rc = rc < 0 ? -errno : rc;
+			break;
+		}
+		if (depth == MAX_DEPTH) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		int fd = openat(fds[depth], comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			rc = -errno; /* ELOOP/ENOTDIR: it changed into a link meanwhile */
+			break;
+		}
+		fds[++depth] = fd;
+	}
+	while (depth > 0)
+		close(fds[depth--]);
+	if (rc >= 0 && clen == 0)
+		snprintf(canon, cap, "/");
+	return rc;
+}
+
+/* Opens /proc/@pid/root and resolves @path in it (open_in_root). */
+static int open_in_target(pid_t pid, const char *path, int flags, char *canon, size_t cap)
+{
+	char root[64];
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+	int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return -errno;
+	int fd = open_in_root(rootfd, path, flags, canon, cap);
+	close(rootfd);
+	return fd;
+}
+
+/* Whether @dirfd/@name is a regular file of ours with @src's bytes. */
+static int same_content(int dirfd, const char *name, const char *src)
+{
+	char a[65536], b[65536];
+	struct stat sa, sb;
+	if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
+		return 0;
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int in = open(src, O_RDONLY | O_CLOEXEC), same = 0;
+	if (fd < 0 || in < 0 || fstat(fd, &sb) != 0 || fstat(in, &sa) != 0 || !S_ISREG(sb.st_mode) ||
+	    sb.st_uid != geteuid() || (sb.st_mode & 0022) || sb.st_size != sa.st_size)
+		goto out;
+	for (;;) {
+		ssize_t na = read(in, a, sizeof(a)), nb = na > 0 ? read(fd, b, (size_t)na) : na;
+		if (na < 0 || nb != na || memcmp(a, b, (size_t)(na > 0 ? na : 0)) != 0)
+			goto out;
+		if (na == 0)
+			break;
+	}
+	same = 1;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (in >= 0)
+		close(in);
+	return same;
+}
+
 int mt_inject_visible_path(const struct mt_target *t, const char *path, int copy,
 			   char *out, size_t cap)
 {
-	char there[PATH_MAX + 64], dir[PATH_MAX];
+	char canon[PATH_MAX];
 	struct stat here_sb, there_sb;
 
 	if (stat(path, &here_sb) != 0)
 		return mt_error(-errno, "cannot stat '%s'", path);
-	snprintf(there, sizeof(there), "/proc/%d/root%s", (int)t->pid, path);
-	if (stat(there, &there_sb) == 0 && there_sb.st_dev == here_sb.st_dev &&
-	    there_sb.st_ino == here_sb.st_ino) {
-		if (strlen(path) >= cap)
-			return mt_error(-ENAMETOOLONG, "path '%s'", path);
-		snprintf(out, cap, "%s", path);
-		return 0;
+	if (path[0] != '/')
+		return mt_error(-EINVAL, "'%s' is not an absolute path", path);
+	int fd = open_in_target(t->pid, path, O_PATH, canon, sizeof(canon));
+	if (fd >= 0) {
+		int same = fstat(fd, &there_sb) == 0 && there_sb.st_dev == here_sb.st_dev &&
+			   there_sb.st_ino == here_sb.st_ino;
+		close(fd);
+		if (same) {
+			if (strlen(path) >= cap)
+				return mt_error(-ENAMETOOLONG, "path '%s'", path);
+			snprintf(out, cap, "%s", path);
+			return 0;
+		}
 	}
 	if (!copy)
 		return mt_error(0,
@@ -300,17 +469,19 @@ int mt_inject_visible_path(const struct mt_target *t, const char *path, int copy
 				"choose a path on a volume it shares",
 				path, (int)t->pid), -ENOENT;
 	/* The target lives in another filesystem view: put a copy in its
-	 * /tmp, where its uid can read it. */
-	snprintf(dir, sizeof(dir), "/proc/%d/root/tmp", (int)t->pid);
-	int tmpfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	 * /tmp, where its uid can read it. Its /tmp is resolved in its own
+	 * root: a link there (/tmp -> /var/tmp) means the target's /var/tmp,
+	 * never ours. */
+	int tmpfd = open_in_target(t->pid, "/tmp", O_RDONLY | O_DIRECTORY, canon, sizeof(canon));
 	if (tmpfd < 0)
-		return mt_error(-errno, "cannot open the target's /tmp ('%s') to copy the payload", dir);
+		return mt_error(tmpfd, "cannot open /tmp inside pid %d's root (/proc/%d/root) to "
+				"copy the payload", (int)t->pid, (int)t->pid);
 	char sub[64];
 	snprintf(sub, sizeof(sub), "memtrace-%u", (unsigned)t->uid);
 	if (mkdirat(tmpfd, sub, 0755) != 0 && errno != EEXIST) {
 		int e = -errno;
 		close(tmpfd);
-		return mt_error(e, "cannot create %s/%s", dir, sub);
+		return mt_error(e, "cannot create %s/%s inside pid %d's root", canon, sub, (int)t->pid);
 	}
 	int subfd = openat(tmpfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	close(tmpfd);
@@ -319,14 +490,18 @@ int mt_inject_visible_path(const struct mt_target *t, const char *path, int copy
 	    (dsb.st_uid != geteuid() && dsb.st_uid != t->uid) || (dsb.st_mode & 0022)) {
 		if (subfd >= 0)
 			close(subfd);
-		return mt_error(-EPERM, "%s/%s is not a directory owned by us or the target", dir, sub);
+		return mt_error(-EPERM, "%s/%s inside pid %d's root is not a directory owned by us "
+				"or the target", canon, sub, (int)t->pid);
 	}
 	const char *name = mt__basename(path);
-	int rc = copy_into(subfd, name, path);
+	/* An identical copy stays: the target may have it mapped already
+	 * (an earlier attach), and dlopen finds a loaded library by name. */
+	int rc = same_content(subfd, name, path) ? 0 : copy_into(subfd, name, path);
 	close(subfd);
 	if (rc < 0)
-		return mt_error(rc, "cannot copy the payload into %s/%s", dir, sub);
-	if ((size_t)snprintf(out, cap, "/tmp/%s/%s", sub, name) >= cap)
+		return mt_error(rc, "cannot copy the payload into %s/%s inside pid %d's root", canon,
+				sub, (int)t->pid);
+	if ((size_t)snprintf(out, cap, "%s/%s/%s", strcmp(canon, "/") ? canon : "", sub, name) >= cap)
 		return mt_error(-ENAMETOOLONG, "payload path");
 	return 0;
 }

@@ -8,6 +8,7 @@
  */
 #include "inject/inject.h"
 #include "inject/internal.h"
+#include "inject/unwind.h"
 #include "format/error.h"
 #include "payload/memtrace-payload.h"
 #include "util/error.h"
@@ -15,7 +16,6 @@
 #include <dirent.h>       /* opendir */
 #include <elf.h>          /* NT_X86_XSTATE */
 #include <errno.h>        /* errno */
-#include <libunwind-ptrace.h> /* _UPT_create */
 #include <signal.h>       /* sigprocmask */
 #include <stdio.h>        /* snprintf */
 #include <stdlib.h>       /* strtol */
@@ -62,7 +62,7 @@ struct injector {
 	uint64_t exe_entry;     /* _start of the executable */
 	dev_t payload_dev;
 	ino_t payload_ino;
-	unw_addr_space_t as;
+	struct mt_unwinder unw;
 	/* signals that arrived while a thread was hijacked */
 	int pending[MAX_PENDING];
 	int npending;
@@ -149,13 +149,10 @@ static int judge(struct injector *in, pid_t tid, long orig_rax, const char **why
 	enum module_class cls[MAX_FRAMES];
 	unw_cursor_t c;
 	int n = 0, complete = 0, python = 0;
-	void *ui = _UPT_create(tid);
 
 	*why = "cannot unwind";
-	if (!ui)
+	if (mt__unwinder_begin(&in->unw, tid, &c) < 0)
 		return 0;
-	if (unw_init_remote(&c, in->as, ui) < 0)
-		goto unsafe;
 	while (n < MAX_FRAMES) {
 		unw_word_t w;
 		unw_proc_info_t pi;
@@ -178,8 +175,7 @@ static int judge(struct injector *in, pid_t tid, long orig_rax, const char **why
 		if (r < 0)
 			break;
 	}
-	_UPT_destroy(ui);
-	ui = NULL;
+	mt__unwinder_end(&in->unw);
 
 	for (int i = 0; i < n; i++) {
 		if (cls[i] == MOD_LOADER) {
@@ -238,8 +234,7 @@ static int judge(struct injector *in, pid_t tid, long orig_rax, const char **why
 	}
 	return 1;
 unsafe:
-	if (ui)
-		_UPT_destroy(ui);
+	mt__unwinder_end(&in->unw);
 	return 0;
 }
 
@@ -687,12 +682,10 @@ int mt_inject_ptrace(const struct mt_target *t, const char *payload, const char 
 	rc = find_loader_functions(&in);
 	if (rc < 0)
 		goto out_maps;
-	in.as = unw_create_addr_space(&_UPT_accessors, 0);
-	if (!in.as) {
+	if (mt__unwinder_init(&in.unw, &in.maps) < 0) {
 		rc = mt_error(-ENOMEM, "libunwind: cannot create an address space");
 		goto out_maps;
 	}
-	unw_set_caching_policy(in.as, UNW_CACHE_GLOBAL);
 
 	/* While a thread is hijacked, dying would leave it to hit our int3:
 	 * keep the usual terminating signals until it is released. SIGCHLD
@@ -737,7 +730,7 @@ int mt_inject_ptrace(const struct mt_target *t, const char *payload, const char 
 		rc = rrc < 0 ? rrc : entry_rc > 0 ? -EIO : entry_rc;
 out_mask:
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	unw_destroy_addr_space(in.as);
+	mt__unwinder_release(&in.unw);
 out_maps:
 	mt__maps_release(&in.maps);
 	return rc;

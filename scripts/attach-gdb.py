@@ -4,7 +4,11 @@
 #   gdb -batch -nx -q -p PID -iex 'set auto-solib-add off' -x attach-gdb.py
 # with MEMTRACE_PAYLOAD (payload path inside the target), MEMTRACE_SPEC
 # ("<flags> <interval_ms> <capture path>") and MEMTRACE_TIMEOUT (seconds)
-# in the environment. Usable by hand the same way.
+# in the environment. Usable by hand the same way. For a target whose root
+# is not ours (a chroot, a container) memtrace adds
+#   -iex 'set sysroot /proc/PID/root' and /proc/PID/exe as the program,
+# because gdb's default sysroot "target:" opens the target's libraries
+# from the root of its mount namespace, not from its chroot.
 #
 # Safe point: the main thread is asked to run PyCallable_Check through
 # Py_AddPendingCall, and we stop there (or in PyErr_CheckSignals): Python
