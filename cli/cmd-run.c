@@ -7,6 +7,7 @@
 #include "cli/cmd.h"
 #include "format/record.h"
 #include "mt-config.h"
+#include "reader/capture.h"
 #include "util/error.h"
 #include "util/io.h"
 
@@ -151,6 +152,21 @@ static void log_name(char *out, size_t cap, const char *capture)
 	if (n > 4 && !strcmp(capture + n - 4, ".bin"))
 		n -= 4;
 	snprintf(out, cap, "%.*s.log", (int)n, capture);
+}
+
+/* Whether capture @path ends with its trailer: for a program whose payload
+ * could not say how the capture ended (the program closed the status pipe
+ * with every other descriptor, say). */
+static int capture_finished(const char *path)
+{
+	struct mt_capture *c;
+	struct mt_record_ops ops;
+	if (mt_capture_open(path, &c) < 0)
+		return 0;
+	mt_record_ops_init(&ops);
+	int done = mt_capture_read(c, &ops, NULL) >= 0 && !mt_capture_status(c)->truncated;
+	mt_capture_close(c);
+	return done;
 }
 
 int cmd_run(int argc, char **argv)
@@ -454,6 +470,11 @@ int cmd_run(int argc, char **argv)
 					"did not take them fast enough\n", capture, said + 11);
 		else
 			fprintf(stderr, "memtrace: capture sent to %s\n", capture);
+	} else if (!said[0] && !capture_finished(capture)) {
+		mt_error(0, "capture '%s' is incomplete: tracking could not finish it (did the program "
+			 "close memtrace's descriptors?)", capture);
+		if (rc == 0)
+			rc = 1;
 	} else {
 		mt_cli_say_written("", capture, !strncmp(said, "ok dropped ", 11) ? said + 11 : NULL);
 	}

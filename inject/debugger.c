@@ -42,8 +42,8 @@ static int find_script(const char *name, char *out, size_t cap)
 	for (int i = 0; i < 3; i++) {
 		if (!dirs[i] || !dirs[i][0])
 			continue;
-		snprintf(out, cap, "%s/%s", dirs[i], name);
-		if (access(out, R_OK) == 0)
+		int len = snprintf(out, cap, "%s/%s", dirs[i], name);
+		if (len > 0 && (size_t)len < cap && access(out, R_OK) == 0)
 			return 0;
 	}
 	return mt_error(-ENOENT, "cannot find %s (set MEMTRACE_SCRIPTS)", name);

@@ -10,6 +10,7 @@
 #include "format/error.h"
 #include "format/record.h"
 #include "payload/fatal.h"
+#include "payload/fd-id.h"
 #include "payload/got.h"
 #include "payload/python.h"
 #include "payload/track-internal.h"
@@ -38,6 +39,7 @@ static struct {
 	int exit_hooks;     /* atexit handlers registered */
 	int audit_done;     /* run mode: Python-side setup happened */
 	int status_fd;      /* run mode: where the final status goes, or -1 */
+	struct mt_fd_id status_id; /* the pipe status_fd was */
 	uint32_t interval_ms;
 	char path[MEMTRACE_PATH_MAX]; /* the capture's, or "" if it came as an fd alone */
 	int follow_pending;   /* a fork child whose capture starts in Python's
@@ -53,7 +55,10 @@ static struct {
  * prints nothing itself. The line is written once: whoever takes the fd. */
 int mt_take_status_fd(void)
 {
-	return __atomic_exchange_n(&st.status_fd, -1, __ATOMIC_ACQ_REL);
+	int fd = __atomic_exchange_n(&st.status_fd, -1, __ATOMIC_ACQ_REL);
+	/* the program may have closed it and given the number to a file of
+	 * its own (fstat() is async-signal-safe) */
+	return mt_fd_id_is(fd, &st.status_id) ? fd : -1;
 }
 
 static void report_line(const char *error)
@@ -603,7 +608,7 @@ static void on_fork_child(void)
 	st.active = 0;
 	st.pymem = 0;
 	if (st.status_fd >= 0) {
-		close(st.status_fd);
+		mt_fd_id_close(st.status_fd, &st.status_id);
 		st.status_fd = -1;
 	}
 	/* Following, the capture starts in Python's after-fork hook
@@ -851,7 +856,8 @@ __attribute__((constructor)) static void preload_init(void)
 	interval = *end == ':' ? strtoul(end + 1, &end, 10) : 0;
 	if (*end == ':')
 		status_fd = strtol(end + 1, &end, 10);
-	if (status_fd >= 0 && fcntl((int)status_fd, F_SETFD, FD_CLOEXEC) == 0)
+	if (status_fd >= 0 && fcntl((int)status_fd, F_SETFD, FD_CLOEXEC) == 0 &&
+	    mt_fd_id_take((int)status_fd, &st.status_id) == 0)
 		st.status_fd = (int)status_fd; /* never inherited by the program's children */
 	if (*end != ':' || strlen(end + 1) >= sizeof(cfg.path)) {
 		scrub_environment();

@@ -105,3 +105,29 @@ def control_socket(pid):
             if name == want or name.startswith(want + "-"):
                 return "\0" + name[1:]
     return None
+
+
+# public, for the test modules (tests/browser/conftest.py re-exports only
+# public names when both suites run in one session)
+pyenv_python = _pyenv_python
+
+
+@pytest.fixture
+def full_fs(tmp_path):
+    """A directory on a 64 KiB tmpfs filled to the brim (root only: a
+    skip elsewhere); unmounted afterwards."""
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    if run("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt, check=False).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"x" * 4096):
+                pass
+        except OSError:
+            pass
+        os.close(fd)
+        yield mnt
+    finally:
+        run("umount", mnt, check=False)

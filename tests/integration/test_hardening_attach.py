@@ -11,22 +11,9 @@ import time
 
 import pytest
 
-from conftest import _pyenv_python, control_socket, run
+from conftest import pyenv_python, control_socket, run
 from test_attach import TARGET, Target, _raw_status, _setpriv, attach, detach, leak_rows, \
-    one_line_error
-
-
-@pytest.fixture
-def target_script(script):
-    return script(TARGET, name="target.py")
-
-
-@pytest.fixture
-def targets():
-    started = []
-    yield started
-    for t in started:
-        t.kill()
+    one_line_error, target_script, targets  # noqa: F401 (fixtures)
 
 
 def needs_root():
@@ -92,7 +79,7 @@ sys.stdin.readline()
 def test_attach_with_32_busy_threads(memtrace, script, tmp_path, minor):
     """32 threads that never stop running Python code: every attach
     answers within a second and says the truth, 20 times over."""
-    python = _pyenv_python(minor)
+    python = pyenv_python(minor)
     if python is None:
         pytest.skip("no pyenv Python %s on this machine" % minor)
     prog = script(BUSY, name="busy.py")
@@ -314,3 +301,29 @@ def test_no_safe_point_said_in_one_line(memtrace, tmp_path):
         except (ProcessLookupError, ChildProcessError):
             pass
         os.close(fd)
+
+
+DAEMONISH = r"""
+import os, sys
+out = sys.argv[1]
+keep = bytearray(1000)
+os.closerange(3, 1024)  # every descriptor it did not open, memtrace's among them
+fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+for n in range(3, 1024):  # and every number given to a file of its own
+    if n != fd:
+        os.dup2(fd, n)
+os.write(fd, b"mine\n")
+"""
+
+
+def test_run_status_pipe_number_reused(memtrace, script, tmp_path):
+    """Under memtrace run the program closes every descriptor and gives
+    the numbers to a file of its own: the payload's last word for run
+    (its status pipe) must not land in the program's file."""
+    prog = script(DAEMONISH, name="daemonish.py")
+    mine = tmp_path / "mine.txt"
+    p = run(memtrace, "run", "-o", tmp_path / "cap.bin", "--python", "/usr/bin/python3", prog,
+            mine, check=False)
+    assert mine.read_bytes() == b"mine\n", (mine.read_bytes(), p.stderr)
+    # its capture descriptor went too: memtrace says the capture is incomplete
+    assert p.returncode == 1 and "incomplete" in p.stderr, p.stderr

@@ -19,7 +19,7 @@ import tempfile
 
 import pytest
 
-from conftest import _pyenv_python, run
+from conftest import pyenv_python, run
 from test_attach import TARGET, Target, attach, detach, leak_rows, own_bytes
 
 
@@ -43,7 +43,7 @@ def _python_params():
     params = [pytest.param("/usr/bin/python3", id="debian-python3",
                            marks=pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK),
                                                     reason="/usr/bin/python3 is absent"))]
-    exe = _pyenv_python("3.12")
+    exe = pyenv_python("3.12")
     params.append(pytest.param(exe, id="pyenv-3.12",
                                marks=pytest.mark.skipif(exe is None, reason="no pyenv Python 3.12")))
     return params

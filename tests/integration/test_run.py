@@ -401,31 +401,17 @@ def test_unwritable_output_directory(memtrace, script, tmp_path):
     assert p.stderr.count("\n") == 1
 
 
-def test_capture_on_full_disk_at_start(memtrace, script, tmp_path):
+def test_capture_on_full_disk_at_start(memtrace, script, full_fs):
     # A full file system refuses the capture's first write: tracking
     # cannot start, the program runs on untouched, and memtrace says why
     # and exits non-zero.
-    mnt = tmp_path / "full"
-    mnt.mkdir()
-    if run("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt, check=False).returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    try:
-        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            while os.write(fd, b"x" * 4096):
-                pass
-        except OSError:
-            pass
-        os.close(fd)
-        prog = script("print('still ran')\n")
-        cap = mnt / "c.bin"
-        p = run(memtrace, "run", "-o", cap, prog, check=False)
-        assert p.stdout == "still ran\n"
-        assert p.returncode == 1
-        assert "No space left on device" in p.stderr and p.stderr.count("\n") == 1, p.stderr
-        assert "capture '%s' is incomplete" % cap in p.stderr or "no capture written" in p.stderr
-    finally:
-        run("umount", mnt, check=False)
+    prog = script("print('still ran')\n")
+    cap = full_fs / "c.bin"
+    p = run(memtrace, "run", "-o", cap, prog, check=False)
+    assert p.stdout == "still ran\n"
+    assert p.returncode == 1
+    assert "No space left on device" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+    assert "capture '%s' is incomplete" % cap in p.stderr or "no capture written" in p.stderr
 
 
 def test_disk_fills_during_capture(memtrace, tmp_path):
