@@ -6,7 +6,7 @@ Measures, against live Python processes started by bench/attach_target.py:
 1. latency: how long `memtrace attach PID` takes to return with tracking active,
    and `memtrace detach PID`, for idle targets (time.sleep, blocked in a pipe read)
    and busy ones (a CPU-bound pure Python loop, 8 threads allocating, and 32 threads that
-   never leave Python code, on every interpreter 3.11 to 3.13 present); first attach
+   never leave Python code, on every interpreter 3.8 to 3.13 present); first attach
    (payload injected) and re-attach (payload already loaded) on the same process;
 2. speed: throughput of a target while attached, relative to the same process
    before attach, and after detach (default mode, then --trace-python-allocators);
@@ -42,10 +42,10 @@ TARGET_LABEL = {
     "threads": "busy: 8 threads allocating",
     "threads32": "busy: 32 threads in Python code",
 }
-# run on every interpreter from 3.11 present, besides the two main ones: the GIL
-# changed hands differently from 3.12
+# run on every pyenv interpreter present too, besides the two main ones (the GIL
+# changes hands differently from 3.12): attach must not wait for it on any
 BUSY_TARGETS = ["threads32"]
-BUSY_PYTHONS = ["3.11", "3.12", "3.13"]
+BUSY_PYTHONS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
 KINDS = ["churn", "json"]
 SECTION = "## Attach"
 median = bench_run.median

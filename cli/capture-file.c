@@ -2,9 +2,10 @@
 /*
  * Creating memtrace's output files (captures, report pages, run --live's
  * .log): always a new regular file, never opened through a symbolic link
- * nor anything but a regular file, and chowned only when memtrace itself
- * just created it. With -f an existing file (or link) is replaced by a
- * new one renamed over it, never written in place.
+ * nor anything but a regular file, and never given to another user (an
+ * attached process gets its capture open, over the control socket). With
+ * -f an existing file (or link) is replaced by a new one renamed over it,
+ * never written in place.
  */
 #include "cli/cmd.h"
 #include "util/error.h"
@@ -18,7 +19,7 @@
 #include <string.h>     /* strlen */
 #include <sys/random.h> /* getrandom */
 #include <sys/stat.h>   /* fstatat */
-#include <unistd.h>     /* fchown */
+#include <unistd.h>     /* close */
 
 void mt_cli_say_written(const char *lead, const char *path, const char *dropped)
 {
@@ -84,8 +85,8 @@ static int create_in(int dfd, const char *name, char *tmp, size_t cap, mode_t mo
 	return -EEXIST;
 }
 
-int mt_cli_create_file(const char *path, int force, mode_t mode, uid_t owner, gid_t group,
-		       const char *what, char *abs, size_t cap)
+int mt_cli_create_file(const char *path, int force, mode_t mode, const char *what, char *abs,
+		       size_t cap)
 {
 	char base[256], dir[PATH_MAX], tmp[64];
 	struct stat sb;
@@ -125,12 +126,6 @@ int mt_cli_create_file(const char *path, int force, mode_t mode, uid_t owner, gi
 		goto fail;
 	}
 	const char *made = replace ? tmp : base;
-	/* only this new file, when it is to be another user's (an attached
-	 * target opens its capture by name, as its own user) */
-	if (owner != (uid_t)-1 && geteuid() == 0 && owner != 0 && fchown(fd, owner, group) != 0) {
-		e = mt_error(-errno, "cannot give %s'%s' to uid %u", what, path, (unsigned)owner);
-		goto unlink;
-	}
 	/* a directory put there meanwhile makes this fail; a FIFO or device
 	 * is replaced, never opened */
 	if (replace && renameat(dfd, tmp, dfd, base) != 0) {
@@ -159,8 +154,7 @@ fail:
 	return e;
 }
 
-int mt_cli_create_capture(const char *path, int force, uid_t owner, gid_t group, char *abs,
-			  size_t cap)
+int mt_cli_create_capture(const char *path, int force, char *abs, size_t cap)
 {
-	return mt_cli_create_file(path, force, 0600, owner, group, "capture ", abs, cap);
+	return mt_cli_create_file(path, force, 0600, "capture ", abs, cap);
 }

@@ -280,12 +280,18 @@ static int inject(const struct mt_target *t, enum mt_inject_method method,
 	if (rc == MT_INJECT_NO_SAFE_POINT) {
 		rc = mt_inject_debugger(t, method == MT_METHOD_LLDB ? MT_METHOD_LLDB : MT_METHOD_GDB,
 					there, cfg, verbose);
-		if (rc == MT_INJECT_NO_SAFE_POINT)
-			mt_error(0, "no thread of pid %d reached a safe point%s: each was in a signal "
-				 "handler, the loader, the allocator, or a call that cannot be "
-				 "interrupted safely (input() reading a terminal, say), and the main "
-				 "thread ran no Python code",
-				 (int)t->pid, method == MT_METHOD_AUTO ? " (by ptrace nor by gdb)" : "");
+		if (rc == MT_INJECT_NO_SAFE_POINT && method == MT_METHOD_AUTO)
+			mt_error(0, "no thread of pid %d reached a safe point (by ptrace nor by gdb): "
+				 "each was in a signal handler, the loader, the allocator, or a call "
+				 "that cannot be interrupted safely (input() reading a terminal, say), "
+				 "and the main thread ran no Python code",
+				 (int)t->pid);
+		else if (rc == MT_INJECT_NO_SAFE_POINT)
+			mt_error(0, "the main thread of pid %d ran no Python code within %s's time "
+				 "(blocked in a call such as time.sleep(), input() or a lock), which "
+				 "%s needs; the default method does not",
+				 (int)t->pid, method == MT_METHOD_LLDB ? "lldb" : "gdb",
+				 method == MT_METHOD_LLDB ? "lldb" : "gdb");
 	}
 	return rc;
 }
@@ -403,8 +409,7 @@ int cmd_attach(int argc, char **argv)
 	/* made here, by us, as a new file, and handed to the payload open:
 	 * any path of ours will do, in whatever namespaces the target lives,
 	 * and the target's user gets no say in which file it is */
-	cap.fd = mt_cli_create_capture(capture, force, (uid_t)-1, (gid_t)-1, cap.path,
-				       sizeof(cap.path));
+	cap.fd = mt_cli_create_capture(capture, force, cap.path, sizeof(cap.path));
 	if (cap.fd < 0)
 		return 1;
 	if (strlen(cap.path) >= MEMTRACE_PATH_MAX) {

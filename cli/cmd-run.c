@@ -325,7 +325,7 @@ int cmd_run(int argc, char **argv)
 			/* the payload is given the file memtrace made, open
 			 * ("fd:N:PATH", the path for messages and follow-fork
 			 * names): it never opens the capture by name */
-			int cfd = mt_cli_create_capture(capture, force, (uid_t)-1, (gid_t)-1, abs,
+			int cfd = mt_cli_create_capture(capture, force, abs,
 							sizeof(abs));
 			if (cfd < 0)
 				_exit(1);
@@ -343,7 +343,7 @@ int cmd_run(int argc, char **argv)
 				mt_unlink_regular(abs);
 				_exit(1);
 			}
-			int lfd = mt_cli_create_file(log, force, 0600, (uid_t)-1, (gid_t)-1, "log ",
+			int lfd = mt_cli_create_file(log, force, 0600, "log ",
 						     NULL, 0);
 			if (lfd < 0) {
 				mt_unlink_regular(abs);

@@ -134,20 +134,19 @@ void mt_cli_say_written(const char *lead, const char *path, const char *dropped)
  * symbolic link (not what it points to) is replaced by a new file made
  * under a temporary name in the same directory and renamed over it.
  * Anything else there (FIFO, device, directory, socket) is an error, and
- * is never opened. Only that new file is chowned to @owner:@group, when
- * running as root for another user ((uid_t)-1: keep). @what names the
- * file in messages, before its quoted path ("capture ", "log "). With @abs, its absolute path
+ * is never opened. @what names the file in messages, before its quoted
+ * path ("capture ", "log "). With @abs, its absolute path
  * (the directory resolved, then the name made in it) goes there.
  * Returns the descriptor, or a negative error after printing one line
  * (nothing is left behind). (cli/capture-file.c) */
-int mt_cli_create_file(const char *path, int force, mode_t mode, uid_t owner, gid_t group,
-		       const char *what, char *abs, size_t cap);
+int mt_cli_create_file(const char *path, int force, mode_t mode, const char *what, char *abs,
+		       size_t cap);
 
 /* mt_cli_create_capture() - mt_cli_create_file() for capture @path:
  * 0600, "capture " in messages, its absolute path in @abs. Returns the
  * descriptor (the caller closes it if it has no use for it), or a
  * negative error after printing one line. (cli/capture-file.c) */
-int mt_cli_create_capture(const char *path, int force, uid_t owner, gid_t group, char *abs,
+int mt_cli_create_capture(const char *path, int force, char *abs,
 			  size_t cap);
 
 /* mt_cli_check_script() - refuse, as python would, a script that cannot

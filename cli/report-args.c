@@ -38,7 +38,7 @@ static FILE *open_output(const char *path, int force, const char *cmd)
 	if (!strcmp(path, "-"))
 		return stdout;
 	snprintf(what, sizeof(what), "%s page ", cmd);
-	int fd = mt_cli_create_file(path, force, 0644, (uid_t)-1, (gid_t)-1, what, NULL, 0);
+	int fd = mt_cli_create_file(path, force, 0644, what, NULL, 0);
 	if (fd < 0)
 		return NULL;
 	FILE *f = fdopen(fd, "w");
