@@ -554,7 +554,12 @@ def test_capture_that_cannot_be_written_does_not_stall_the_program(memtrace, tmp
     # whose CODE or STACK record was lost when the writer got stuck are
     # described again.
     base = {r["line"]: r["own_bytes"] for r in rows if r["function"] == "base"}
-    assert base == {1001 + i: 601 + i for i in range(k)}, sorted(set(range(1001, 1001 + k)) - set(base))
+    assert set(base) == set(range(1001, 1001 + k)), sorted(set(range(1001, 1001 + k)) - set(base))
+    # beyond its own bytearray, a call may rightly hold a pymalloc arena it
+    # made pymalloc map (anonymous mmap: 256 KiB, or 1 MiB from 3.10)
+    extra = {line: b - (601 + line - 1001) for line, b in base.items()}
+    assert all(e >= 0 and e % (256 << 10) == 0 for e in extra.values()), \
+        {line: e for line, e in extra.items() if e}
 
 
 @pytest.mark.parametrize("when", ["1", "2"], ids=["before-coding", "after-coding"])
