@@ -57,8 +57,6 @@
 #include <time.h>        /* clock_gettime */
 #include <unistd.h>      /* getuid */
 
-#define MT_EXPORT __attribute__((visibility("default")))
-
 /* How long the thread waits for a client before it checks its socket. */
 #define CTL_RECHECK_MS 1000
 

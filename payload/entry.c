@@ -27,8 +27,6 @@
 #include <time.h>        /* clock_gettime */
 #include <unistd.h>      /* getpid */
 
-#define MT_EXPORT __attribute__((visibility("default")))
-
 static struct {
 	pthread_mutex_t lock;
 	int active;

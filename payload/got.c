@@ -6,6 +6,7 @@
  * be missing or different inside a container).
  */
 #include "payload/got.h"
+#include "payload/dynsym.h"
 #include "payload/writer.h"
 
 #include <dlfcn.h>    /* dlopen, dlsym */
@@ -17,7 +18,6 @@
 #include <stdint.h>   /* uintptr_t */
 #include <stdlib.h>   /* strtoul */
 #include <string.h>   /* strcmp */
-#include <sys/auxv.h> /* getauxval */
 #include <sys/mman.h> /* mprotect, mmap */
 #include <unistd.h>   /* sysconf */
 
@@ -93,214 +93,65 @@ static struct saved_slot *saved_find(void **slot, int insert)
 }
 
 /* ------------------------------------------------------------------------
- * Dynamic section of one loaded object.
+ * Relocations of one loaded object.
  * ---------------------------------------------------------------------- */
 struct dynobj {
-	uintptr_t base;
-	const char *name;
-	const ElfW(Sym) *symtab;
-	const char *strtab;
-	size_t strsz;
+	struct mt_dynsym syms;
 	const ElfW(Rela) *jmprel, *rela;
 	size_t jmprelsz, relasz;
-	const uint32_t *gnu_hash;
-	const uint32_t *sysv_hash;
 	uintptr_t relro_start, relro_end; /* page-aligned, 0 if none */
 };
 
-static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) p)
-{
-	/* glibc relocates d_ptr in place; other loaders leave it relative. */
-	return p < base ? base + p : p;
-}
-
 static int dynobj_load(struct dl_phdr_info *info, struct dynobj *o)
 {
-	const ElfW(Dyn) *dyn = NULL;
 	long pagesz = sysconf(_SC_PAGESIZE);
+	uintptr_t base = info->dlpi_addr;
 
 	memset(o, 0, sizeof(*o));
-	o->base = info->dlpi_addr;
-	o->name = info->dlpi_name;
+	if (mt_dynsym_open(&o->syms, base, info->dlpi_phdr, info->dlpi_phnum) < 0)
+		return -1;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type == PT_DYNAMIC)
-			dyn = (const ElfW(Dyn) *)(o->base + ph->p_vaddr);
-		else if (ph->p_type == PT_GNU_RELRO) {
+		if (ph->p_type == PT_GNU_RELRO) {
 			/* the same rounding as the loader's own protect call */
-			uintptr_t s = o->base + ph->p_vaddr;
+			uintptr_t s = base + ph->p_vaddr;
 			uintptr_t e = s + ph->p_memsz;
 			o->relro_start = s & ~(uintptr_t)(pagesz - 1);
 			o->relro_end = e & ~(uintptr_t)(pagesz - 1);
 		}
 	}
-	if (!dyn)
-		return -1;
-	for (; dyn->d_tag != DT_NULL; dyn++) {
+	for (const ElfW(Dyn) *dyn = o->syms.dyn; dyn->d_tag != DT_NULL; dyn++) {
 		switch (dyn->d_tag) {
-		case DT_SYMTAB:
-			o->symtab = (const ElfW(Sym) *)dyn_ptr(o->base, dyn->d_un.d_ptr);
-			break;
-		case DT_STRTAB:
-			o->strtab = (const char *)dyn_ptr(o->base, dyn->d_un.d_ptr);
-			break;
-		case DT_STRSZ:
-			o->strsz = dyn->d_un.d_val;
-			break;
 		case DT_JMPREL:
-			o->jmprel = (const ElfW(Rela) *)dyn_ptr(o->base, dyn->d_un.d_ptr);
+			o->jmprel = (const ElfW(Rela) *)mt_dynsym_addr(base, dyn->d_un.d_ptr);
 			break;
 		case DT_PLTRELSZ:
 			o->jmprelsz = dyn->d_un.d_val;
 			break;
 		case DT_RELA:
-			o->rela = (const ElfW(Rela) *)dyn_ptr(o->base, dyn->d_un.d_ptr);
+			o->rela = (const ElfW(Rela) *)mt_dynsym_addr(base, dyn->d_un.d_ptr);
 			break;
 		case DT_RELASZ:
 			o->relasz = dyn->d_un.d_val;
 			break;
-		case DT_GNU_HASH:
-			o->gnu_hash = (const uint32_t *)dyn_ptr(o->base, dyn->d_un.d_ptr);
-			break;
-		case DT_HASH:
-			o->sysv_hash = (const uint32_t *)dyn_ptr(o->base, dyn->d_un.d_ptr);
-			break;
 		}
 	}
-	return o->symtab && o->strtab ? 0 : -1;
-}
-
-static const char *sym_name(const struct dynobj *o, const ElfW(Sym) *s)
-{
-	if (s->st_name >= o->strsz)
-		return "";
-	return o->strtab + s->st_name;
-}
-
-static int sym_defined(const ElfW(Sym) *s)
-{
-	int type = ELF64_ST_TYPE(s->st_info);
-	return s->st_shndx != SHN_UNDEF && s->st_value != 0 &&
-	       (type == STT_FUNC || type == STT_GNU_IFUNC || type == STT_OBJECT);
-}
-
-static uint32_t gnu_hash_of(const char *s)
-{
-	uint32_t h = 5381;
-	for (; *s; s++)
-		h = h * 33 + (unsigned char)*s;
-	return h;
-}
-
-static uint32_t sysv_hash_of(const char *s)
-{
-	uint32_t h = 0, g;
-	for (; *s; s++) {
-		h = (h << 4) + (unsigned char)*s;
-		g = h & 0xf0000000;
-		if (g)
-			h ^= g >> 24;
-		h &= ~g;
-	}
-	return h;
-}
-
-/* Look @name up in @o's dynamic symbol table by its hash section. */
-static const ElfW(Sym) *dynobj_lookup(const struct dynobj *o, const char *name)
-{
-	if (o->gnu_hash) {
-		const uint32_t *h = o->gnu_hash;
-		uint32_t nbuckets = h[0], symoffset = h[1], bloom_size = h[2];
-		const uint32_t *buckets = h + 4 + bloom_size * (sizeof(ElfW(Addr)) / 4);
-		const uint32_t *chain = buckets + nbuckets;
-		uint32_t hv = gnu_hash_of(name);
-		if (nbuckets == 0)
-			return NULL;
-		uint32_t i = buckets[hv % nbuckets];
-		if (i < symoffset)
-			return NULL;
-		for (;; i++) {
-			uint32_t ch = chain[i - symoffset];
-			if ((ch | 1) == (hv | 1) && strcmp(sym_name(o, &o->symtab[i]), name) == 0)
-				return &o->symtab[i];
-			if (ch & 1)
-				return NULL;
-		}
-	}
-	if (o->sysv_hash) {
-		uint32_t nbucket = o->sysv_hash[0];
-		const uint32_t *bucket = o->sysv_hash + 2, *chain = bucket + nbucket;
-		if (nbucket == 0)
-			return NULL;
-		for (uint32_t i = bucket[sysv_hash_of(name) % nbucket]; i != STN_UNDEF; i = chain[i])
-			if (strcmp(sym_name(o, &o->symtab[i]), name) == 0)
-				return &o->symtab[i];
-	}
-	return NULL;
-}
-
-/* Objects we never touch: the loader, the vDSO and ourselves. */
-static int skip_object(const struct dl_phdr_info *info)
-{
-	static uintptr_t self_base = 1;
-	if (self_base == 1) {
-		Dl_info di;
-		self_base = dladdr((void *)&mt_got_patch_all, &di) ? (uintptr_t)di.dli_fbase : 0;
-	}
-	const char *n = info->dlpi_name ? info->dlpi_name : "";
-	if (strstr(n, "linux-vdso") || strstr(n, "/ld-linux") || strstr(n, "/ld-musl") ||
-	    strstr(n, "ld-linux-"))
-		return 1;
-	if (info->dlpi_addr && info->dlpi_addr == getauxval(AT_SYSINFO_EHDR))
-		return 1;
-	/* dli_fbase is the lowest mapped address; dlpi_addr the load bias,
-	 * equal for every shared object */
-	if (self_base && info->dlpi_addr == self_base)
-		return 1;
 	return 0;
 }
 
 /* ------------------------------------------------------------------------
  * Symbol definitions.
  * ---------------------------------------------------------------------- */
-struct find_ctx {
-	const char *name;
-	char path[4096];
-	int found, is_main;
-};
-
-static int find_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	struct find_ctx *c = arg;
-	struct dynobj o;
-	(void)size;
-	if (skip_object(info) || dynobj_load(info, &o) < 0)
-		return 0;
-	const ElfW(Sym) *s = dynobj_lookup(&o, c->name);
-	if (!s || !sym_defined(s))
-		return 0;
-	c->found = 1;
-	c->is_main = info->dlpi_name == NULL || info->dlpi_name[0] == '\0';
-	if (!c->is_main) {
-		size_t n = strlen(info->dlpi_name);
-		if (n >= sizeof(c->path))
-			return 0;
-		memcpy(c->path, info->dlpi_name, n + 1);
-	}
-	return 1;
-}
-
 void *mt_got_find_definition(const char *name)
 {
-	struct find_ctx c = { .name = name };
+	char path[4096];
 	void *h, *addr;
 
-	dl_iterate_phdr(find_cb, &c);
-	if (!c.found)
+	if (!mt_dynsym_find(name, path, sizeof(path)))
 		return NULL;
 	/* Outside the iteration: dlopen must not run under the loader's
 	 * write lock that dl_iterate_phdr holds. */
-	h = dlopen(c.is_main ? NULL : c.path, RTLD_NOLOAD | RTLD_LAZY);
+	h = dlopen(path[0] ? path : NULL, RTLD_NOLOAD | RTLD_LAZY);
 	if (!h)
 		return NULL;
 	addr = dlsym(h, name);
@@ -451,10 +302,10 @@ static void patch_table(struct patch_ctx *c, const struct dynobj *o, const ElfW(
 		if (type != MT_R_JUMP_SLOT && type != MT_R_GLOB_DAT &&
 		    !(type == MT_R_ABS64 && r[k].r_addend == 0))
 			continue;
-		int h = match_hook(c, sym_name(o, &o->symtab[symi]));
+		int h = match_hook(c, mt_dynsym_name(&o->syms, symi));
 		if (h < 0)
 			continue;
-		void **slot = (void **)(o->base + r[k].r_offset);
+		void **slot = (void **)(o->syms.base + r[k].r_offset);
 		void *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 		if (c->restore) {
 			struct saved_slot *s;
@@ -473,8 +324,9 @@ static void patch_table(struct patch_ctx *c, const struct dynobj *o, const ElfW(
 		 * loaded with RTLD_DEEPBIND, say) keeps it: the hooks call the
 		 * process's first definition, which does not know its blocks. */
 		if (cur != *c->hooks[h].real) {
-			const ElfW(Sym) *own = dynobj_lookup(o, c->hooks[h].name);
-			if (own && sym_defined(own) && (uintptr_t)cur == o->base + own->st_value)
+			const ElfW(Sym) *own = mt_dynsym_lookup(&o->syms, c->hooks[h].name);
+			if (own && mt_dynsym_defined(own) &&
+			    (uintptr_t)cur == o->syms.base + own->st_value)
 				continue;
 		}
 		struct saved_slot *s = saved_find(slot, 1);
@@ -496,7 +348,7 @@ static int patch_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	struct patch_ctx *c = arg;
 	struct dynobj o;
 	(void)size;
-	if (skip_object(info) || dynobj_load(info, &o) < 0)
+	if (mt_dynsym_skip(info) || dynobj_load(info, &o) < 0)
 		return 0;
 	if (o.jmprel)
 		patch_table(c, &o, o.jmprel, o.jmprelsz);

@@ -20,6 +20,10 @@
 
 #define MEMTRACE_PATH_MAX 4096
 
+/* Marks the payload's definitions of the functions below: it is built with
+ * hidden visibility, and these are the only symbols it exports. */
+#define MT_EXPORT __attribute__((visibility("default")))
+
 struct memtrace_config {
 	uint32_t size;        /* sizeof(struct memtrace_config) */
 	uint32_t flags;       /* MT_HDR_* of format/record.h */

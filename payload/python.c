@@ -7,6 +7,7 @@
  * allocate, lock, call C API that allocates or raises, or touch refcounts.
  */
 #include "payload/python.h"
+#include "payload/dynsym.h"
 #include "payload/python-layout.h"
 #include "payload/python-walk.h"
 #include "payload/pymem.h"
@@ -17,9 +18,7 @@
 #include "format/record.h"
 
 #include <dlfcn.h>  /* dlopen, dlsym, RTLD_NOLOAD */
-#include <elf.h>    /* Elf64_Sym, DT_GNU_HASH, SHN_UNDEF */
 #include <errno.h>  /* errno */
-#include <link.h>   /* dl_iterate_phdr, ElfW */
 #include <stdint.h> /* uintptr_t */
 #include <string.h> /* strcmp, memcpy */
 #include <sys/types.h> /* ssize_t */
@@ -42,126 +41,6 @@ static inline int mt_is_type(const void *obj, const void *type)
 /* ------------------------------------------------------------------------
  * Finding the interpreter
  * ---------------------------------------------------------------------- */
-
-/* Dynamic section pointers are relocated in place by the loader for most
- * objects but not for all (the vDSO, read-only .dynamic); an address
- * below the load base is still an offset. */
-static uintptr_t mt_dyn_addr(uintptr_t base, ElfW(Addr) v)
-{
-	return v < base ? base + v : v;
-}
-
-static uint32_t mt_gnu_hash(const char *s)
-{
-	uint32_t h = 5381;
-
-	for (; *s; s++)
-		h = h * 33 + (unsigned char)*s;
-	return h;
-}
-
-static uint32_t mt_sysv_hash(const char *s)
-{
-	uint32_t h = 0, g;
-
-	for (; *s; s++) {
-		h = (h << 4) + (unsigned char)*s;
-		g = h & 0xf0000000u;
-		if (g)
-			h ^= g >> 24;
-		h &= ~g;
-	}
-	return h;
-}
-
-/* The dynsym entry named @name in the object at @base with dynamic
- * section @dyn, or NULL. Undefined entries are returned too: the caller
- * decides what an import means. */
-static const ElfW(Sym) *mt_dynsym_lookup(uintptr_t base, const ElfW(Dyn) *dyn, const char *name)
-{
-	const ElfW(Sym) *symtab = NULL;
-	const char *strtab = NULL;
-	const uint32_t *gnu = NULL, *sysv = NULL;
-
-	for (; dyn->d_tag != DT_NULL; dyn++) {
-		switch (dyn->d_tag) {
-		case DT_SYMTAB:
-			symtab = (const ElfW(Sym) *)mt_dyn_addr(base, dyn->d_un.d_ptr);
-			break;
-		case DT_STRTAB:
-			strtab = (const char *)mt_dyn_addr(base, dyn->d_un.d_ptr);
-			break;
-		case DT_GNU_HASH:
-			gnu = (const uint32_t *)mt_dyn_addr(base, dyn->d_un.d_ptr);
-			break;
-		case DT_HASH:
-			sysv = (const uint32_t *)mt_dyn_addr(base, dyn->d_un.d_ptr);
-			break;
-		}
-	}
-	if (symtab == NULL || strtab == NULL)
-		return NULL;
-	if (gnu != NULL) {
-		uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_size = gnu[2];
-		const uint32_t *buckets = gnu + 4 + bloom_size * (sizeof(ElfW(Addr)) / 4);
-		const uint32_t *chain = buckets + nbuckets;
-		uint32_t h = mt_gnu_hash(name);
-
-		if (nbuckets == 0)
-			return NULL;
-		for (uint32_t i = buckets[h % nbuckets]; i >= symoffset && i != 0; i++) {
-			uint32_t h2 = chain[i - symoffset];
-
-			if ((h | 1) == (h2 | 1) && strcmp(strtab + symtab[i].st_name, name) == 0)
-				return &symtab[i];
-			if (h2 & 1)
-				break;
-		}
-		return NULL;
-	}
-	if (sysv != NULL) {
-		uint32_t nbucket = sysv[0];
-		const uint32_t *bucket = sysv + 2, *chain = bucket + nbucket;
-
-		if (nbucket == 0)
-			return NULL;
-		for (uint32_t i = bucket[mt_sysv_hash(name) % nbucket]; i != 0; i = chain[i])
-			if (strcmp(strtab + symtab[i].st_name, name) == 0)
-				return &symtab[i];
-	}
-	return NULL;
-}
-
-struct mt_find_ctx {
-	char name[4096]; /* "" for the main program */
-	int found;
-};
-
-static int mt_find_python_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-	struct mt_find_ctx *ctx = data;
-	const ElfW(Dyn) *dyn = NULL;
-	const ElfW(Sym) *sym;
-	size_t len;
-
-	(void)size;
-	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-			dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-	if (dyn == NULL)
-		return 0;
-	sym = mt_dynsym_lookup(info->dlpi_addr, dyn, "Py_GetVersion");
-	/* The main program of a PIE python imports the symbol (UND); only the
-	 * object that defines it is the interpreter. */
-	if (sym == NULL || sym->st_shndx == SHN_UNDEF)
-		return 0;
-	len = strlen(info->dlpi_name);
-	if (len >= sizeof(ctx->name))
-		return 0;
-	memcpy(ctx->name, info->dlpi_name, len + 1);
-	ctx->found = 1;
-	return 1;
-}
 
 /* "3.11.2 (main, ...)" or "3.13.0rc1 ..." to PY_VERSION_HEX. */
 static uint32_t mt_parse_version(const char *s)
@@ -189,7 +68,7 @@ static uint32_t mt_parse_version(const char *s)
 
 int mt_python_init(uint32_t *python_hex)
 {
-	static struct mt_find_ctx find; /* static: 4 KiB off the control stack */
+	static char path[4096]; /* static: 4 KiB off the control stack */
 	const char *(*get_version)(void);
 	const unsigned long *py_version;
 	const void *type_type;
@@ -201,11 +80,9 @@ int mt_python_init(uint32_t *python_hex)
 		*python_hex = mt_py_hex;
 		return 0;
 	}
-	memset(&find, 0, sizeof(find));
-	dl_iterate_phdr(mt_find_python_cb, &find);
-	if (!find.found)
+	if (!mt_dynsym_find("Py_GetVersion", path, sizeof(path)))
 		return -MT_ENOPY;
-	h = dlopen(find.name[0] ? find.name : NULL, RTLD_NOLOAD | RTLD_LAZY);
+	h = dlopen(path[0] ? path : NULL, RTLD_NOLOAD | RTLD_LAZY);
 	if (h == NULL)
 		return -MT_ENOPY;
 
