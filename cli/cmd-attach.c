@@ -9,6 +9,7 @@
 #include "format/record.h"
 #include "inject/inject.h"
 #include "payload/memtrace-payload.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/io.h"
 
@@ -24,7 +25,7 @@
 #include <sys/stat.h>    /* fstat */
 #include <sys/syscall.h> /* SYS_pidfd_open */
 #include <sys/wait.h>    /* waitpid */
-#include <time.h>        /* clock_gettime */
+#include <time.h>        /* nanosleep */
 #include <unistd.h>      /* unlink */
 
 static const char usage[] =
@@ -51,13 +52,6 @@ static volatile sig_atomic_t interrupted;
 static void on_signal(int sig)
 {
 	interrupted = sig;
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int parse_method(const char *s, enum mt_inject_method *m)
@@ -110,7 +104,7 @@ static int cancel_start(const struct mt_target *t)
  * the payload answers at once. */
 static int wait_active(const struct mt_target *t, char *reply, size_t cap)
 {
-	long long deadline = now_ms() + START_TIMEOUT_MS;
+	int64_t deadline = mt_now_ms() + START_TIMEOUT_MS;
 	const char *last = "no answer on the control socket";
 	char lastbuf[256];
 	struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;
@@ -120,7 +114,7 @@ static int wait_active(const struct mt_target *t, char *reply, size_t cap)
 	int rc = -1;
 
 	for (;;) {
-		long long left = deadline - now_ms();
+		int64_t left = deadline - mt_now_ms();
 		int r = mt_control_request(t->pid, t->nspid, "status\n", reply, cap,
 					   left < 1000 ? (left > 50 ? (int)left : 50) : 1000);
 		if (r == 0) {
@@ -147,7 +141,7 @@ static int wait_active(const struct mt_target *t, char *reply, size_t cap)
 			mt_error(0, "pid %d exited while attaching", (int)t->pid);
 			break;
 		}
-		if (interrupted || now_ms() >= deadline) {
+		if (interrupted || mt_now_ms() >= deadline) {
 			int c = cancel_start(t);
 			char why[384];
 			if (interrupted)
@@ -178,14 +172,14 @@ static int wait_active(const struct mt_target *t, char *reply, size_t cap)
 static int wait_duration(pid_t pid, double seconds)
 {
 	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-	long long deadline = now_ms() + (long long)(seconds * 1000);
+	int64_t deadline = mt_now_ms() + (int64_t)(seconds * 1000);
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	int exited = 0;
 	while (!interrupted) {
-		long long left = deadline - now_ms();
+		int64_t left = deadline - mt_now_ms();
 		if (left <= 0)
 			break;
 		if (fd >= 0) {
