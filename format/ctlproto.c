@@ -4,7 +4,7 @@
  */
 #include "format/ctlproto.h"
 
-#include <errno.h>  /* EINVAL */
+#include <errno.h>  /* EINVAL, EPROTO */
 #include <string.h> /* strlen */
 
 static const struct {
@@ -123,7 +123,7 @@ int mt_ctl_spec_parse(const char *spec, int path_optional, struct mt_ctl_request
 int mt_ctl_request_parse(const char *line, struct mt_ctl_request *r)
 {
 	if (!strncmp(line, "start ", 6))
-		return mt_ctl_spec_parse(line + 6, 0, r);
+		return mt_ctl_spec_parse(line + 6, 0, r) == 0 ? 0 : -EPROTO;
 	for (int k = 0; k < MT_CTL_REQ__COUNT; k++) {
 		if (k != MT_CTL_START && !strcmp(line, requests[k])) {
 			r->kind = (enum mt_ctl_req)k;

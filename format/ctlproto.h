@@ -97,8 +97,9 @@ struct mt_ctl_reply {
 int mt_ctl_request_encode(char *buf, size_t cap, const struct mt_ctl_request *r);
 
 /* mt_ctl_request_parse() - @line (without its '\n') into *@r; r->path
- * points into @line. Returns 0, or -EINVAL if it is no request this
- * module knows or is malformed (*@r is then untouched). */
+ * points into @line. Returns 0; -EPROTO for "start " followed by what are
+ * no start's arguments; -EINVAL for any other line (no request this module
+ * knows). On error *@r is untouched. */
 int mt_ctl_request_parse(const char *line, struct mt_ctl_request *r);
 
 /* mt_ctl_spec_parse() - "FLAGS INTERVAL PATH", a start's arguments (and

@@ -8,9 +8,12 @@
  * the target. An abstract name lives in a network namespace: for a
  * target in another one (a container), the socket is made in the
  * target's, which takes CAP_SYS_ADMIN. One line out (with a descriptor,
- * for a start), one line back; every step has the caller's deadline.
+ * for a start), one line back, in the protocol of format/ctlproto.h;
+ * every step has the caller's deadline.
  */
 #include "inject/inject.h"
+#include "format/ctlproto.h"
+#include "payload/memtrace-payload.h"
 #include "util/clock.h"
 
 #include <dirent.h>     /* opendir */
@@ -256,8 +259,9 @@ static int recv_line(int fd, char *reply, size_t cap, int64_t deadline)
 	}
 }
 
-int mt_control_request_fd(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *reply,
-			  size_t cap, int timeout_ms)
+/* One exchange: @req out (with @pass_fd if >= 0), a line back in @reply. */
+static int exchange(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *reply, size_t cap,
+		    int timeout_ms)
 {
 	int64_t deadline = mt_now_ms() + timeout_ms;
 	char name[108];
@@ -286,8 +290,17 @@ int mt_control_request_fd(pid_t pid, pid_t nspid, const char *req, int pass_fd, 
 	return rc;
 }
 
-int mt_control_request(pid_t pid, pid_t nspid, const char *req, char *reply, size_t cap,
-		       int timeout_ms)
+int mt_control_ask(pid_t pid, pid_t nspid, const struct mt_ctl_request *req, int pass_fd,
+		   char *line, size_t cap, struct mt_ctl_reply *reply, int timeout_ms)
 {
-	return mt_control_request_fd(pid, nspid, req, -1, reply, cap, timeout_ms);
+	char out[MEMTRACE_PATH_MAX + 64];
+	int rc = mt_ctl_request_encode(out, sizeof(out), req);
+	if (rc < 0)
+		return rc;
+	rc = exchange(pid, nspid, out, pass_fd, line, cap, timeout_ms);
+	if (rc < 0)
+		return rc;
+	if (mt_ctl_reply_parse(line, reply) < 0)
+		*reply = (struct mt_ctl_reply){ .kind = MT_CTL_REPLY__COUNT };
+	return 0;
 }

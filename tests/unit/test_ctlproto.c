@@ -6,7 +6,7 @@
 #include "format/peer.h"
 
 #include <check.h>
-#include <errno.h>  /* EINVAL */
+#include <errno.h>  /* EINVAL, EPROTO */
 #include <stdlib.h> /* EXIT_SUCCESS */
 #include <string.h> /* strlen */
 
@@ -48,16 +48,23 @@ END_TEST
 
 START_TEST(test_ctlproto_request_rejects)
 {
+	static const char *const unknown[] = {
+		"", "Status", "status ", " status", "stop now", "detach 1", "start", "hello",
+		"start\t1 2 /p", "Start 1 2 /p",
+	};
 	static const char *const bad[] = {
-		"", "Status", "status ", " status", "stop now", "detach 1", "start",
 		"start ", "start 1", "start 1 2", "start 1 2 ", "start 1 2 rel/path",
 		"start -1 2 /p", "start +1 2 /p", "start  1 2 /p", "start 1  2 /p",
 		"start 1 2  /p", "start x 2 /p", "start 1 y /p", "start 4294967296 2 /p",
-		"start 1 99999999999999999999 /p", "start 1 2 /p\nstop", "hello",
+		"start 1 99999999999999999999 /p", "start 1 2 /p\nstop",
 	};
 	struct mt_ctl_request r = { .kind = MT_CTL_STOP, .path = "untouched" };
+	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+		ck_assert_msg(mt_ctl_request_parse(unknown[i], &r) == -EINVAL, "took '%s'", unknown[i]);
+		ck_assert_int_eq(r.kind, MT_CTL_STOP);
+	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		ck_assert_msg(mt_ctl_request_parse(bad[i], &r) == -EINVAL, "accepted '%s'", bad[i]);
+		ck_assert_msg(mt_ctl_request_parse(bad[i], &r) == -EPROTO, "took '%s'", bad[i]);
 		ck_assert_int_eq(r.kind, MT_CTL_STOP);
 		ck_assert_str_eq(r.path, "untouched");
 	}
