@@ -8,6 +8,7 @@
  */
 #include "cli/cmd.h"
 #include "format/error.h"
+#include "format/peer.h"
 #include "reader/report.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -295,7 +296,7 @@ int mt_cli_live_accept(int port, char *where, size_t len)
 	fprintf(stderr, "memtrace: waiting for a live client on %s: run `memtrace live %d`\n",
 		where, ntohs(a.sin_port));
 	/* The capture is ours (a capture file is 0600): a client of another
-	 * user is turned away (root may look). */
+	 * user is turned away (root may look), by format/peer.h's rule. */
 	for (;;) {
 		c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
 		if (c < 0 && errno == EINTR)
@@ -303,7 +304,7 @@ int mt_cli_live_accept(int port, char *where, size_t len)
 		if (c < 0)
 			break;
 		long uid = peer_uid(c);
-		if (uid == (long)getuid() || uid == 0)
+		if (mt_peer_allowed(uid, getuid()))
 			break;
 		if (uid < 0)
 			mt_warning("turned away a live client whose user cannot be told");
