@@ -6,9 +6,11 @@
  * reports that tracking is active, and with --duration detach later.
  */
 #include "cli/cmd.h"
+#include "format/ctlproto.h"
 #include "format/record.h"
 #include "inject/inject.h"
 #include "payload/memtrace-payload.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/io.h"
 
@@ -20,11 +22,11 @@
 #include <signal.h>      /* sigaction */
 #include <stdio.h>       /* snprintf */
 #include <stdlib.h>      /* strtol */
-#include <string.h>      /* strncmp */
+#include <string.h>      /* strcmp */
 #include <sys/stat.h>    /* fstat */
 #include <sys/syscall.h> /* SYS_pidfd_open */
 #include <sys/wait.h>    /* waitpid */
-#include <time.h>        /* clock_gettime */
+#include <time.h>        /* nanosleep */
 #include <unistd.h>      /* unlink */
 
 static const char usage[] =
@@ -51,13 +53,6 @@ static volatile sig_atomic_t interrupted;
 static void on_signal(int sig)
 {
 	interrupted = sig;
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int parse_method(const char *s, enum mt_inject_method *m)
@@ -94,23 +89,25 @@ static void drop_capture(const struct capture *c)
  * undone, or the error that kept the stop from being delivered. */
 static int cancel_start(const struct mt_target *t)
 {
-	char reply[MEMTRACE_PATH_MAX + 64];
-	int rc = mt_control_request(t->pid, t->nspid, "stop\n", reply, sizeof(reply), 2000);
+	static const struct mt_ctl_request stop = { .kind = MT_CTL_STOP };
+	char line[MEMTRACE_PATH_MAX + 64];
+	struct mt_ctl_reply r;
+	int rc = mt_control_ask(t->pid, t->nspid, &stop, -1, line, sizeof(line), &r, 2000);
 	/* a stop of a capture that runs is answered once it is finished; it
 	 * goes on if we stop waiting */
 	if (rc == -ETIMEDOUT)
 		return 0;
-	return rc < 0 ? rc : strncmp(reply, "ok", 2) == 0 || !strcmp(reply, "error not attached")
-				     ? 0
-				     : -EIO;
+	return rc < 0 ? rc : mt_ctl_reply_is_ok(r.kind) || r.kind == MT_CTL_ERR_NOT_ATTACHED ? 0 : -EIO;
 }
 
 /* Waits until the payload says "ok active". Polling is the only way to
  * watch another process's state here; each poll is one connection, and
  * the payload answers at once. */
-static int wait_active(const struct mt_target *t, char *reply, size_t cap)
+static int wait_active(const struct mt_target *t, char *line, size_t cap)
 {
-	long long deadline = now_ms() + START_TIMEOUT_MS;
+	static const struct mt_ctl_request status = { .kind = MT_CTL_STATUS };
+	struct mt_ctl_reply reply;
+	int64_t deadline = mt_now_ms() + START_TIMEOUT_MS;
 	const char *last = "no answer on the control socket";
 	char lastbuf[256];
 	struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;
@@ -120,25 +117,26 @@ static int wait_active(const struct mt_target *t, char *reply, size_t cap)
 	int rc = -1;
 
 	for (;;) {
-		long long left = deadline - now_ms();
-		int r = mt_control_request(t->pid, t->nspid, "status\n", reply, cap,
-					   left < 1000 ? (left > 50 ? (int)left : 50) : 1000);
+		int64_t left = deadline - mt_now_ms();
+		int r = mt_control_ask(t->pid, t->nspid, &status, -1, line, cap, &reply,
+				       left < 1000 ? (left > 50 ? (int)left : 50) : 1000);
 		if (r == 0) {
-			if (!strncmp(reply, "ok active", 9)) {
+			if (reply.kind == MT_CTL_OK_ACTIVE) {
 				rc = 0;
 				break;
 			}
-			if (!strncmp(reply, "error ", 6)) {
-				mt_error(0, "pid %d could not start tracking: %s", (int)t->pid, reply + 6);
+			if (reply.message) {
+				mt_error(0, "pid %d could not start tracking: %s", (int)t->pid,
+					 reply.message);
 				break;
 			}
-			if (!strcmp(reply, "ok idle") || !strcmp(reply, "ok cancelling")) {
+			if (reply.kind == MT_CTL_OK_IDLE || reply.kind == MT_CTL_OK_CANCELLING) {
 				mt_error(0, "pid %d: the start was cancelled by another memtrace",
 					 (int)t->pid);
 				break;
 			}
-			snprintf(lastbuf, sizeof(lastbuf), "%.200s", reply);
-			last = !strcmp(reply, "ok starting") ? "its start waits for the GIL" : lastbuf;
+			snprintf(lastbuf, sizeof(lastbuf), "%.200s", line);
+			last = reply.kind == MT_CTL_OK_STARTING ? "its start waits for the GIL" : lastbuf;
 		} else if (r != -ECONNREFUSED) {
 			snprintf(lastbuf, sizeof(lastbuf), "%s", strerror(-r));
 			last = lastbuf;
@@ -147,7 +145,7 @@ static int wait_active(const struct mt_target *t, char *reply, size_t cap)
 			mt_error(0, "pid %d exited while attaching", (int)t->pid);
 			break;
 		}
-		if (interrupted || now_ms() >= deadline) {
+		if (interrupted || mt_now_ms() >= deadline) {
 			int c = cancel_start(t);
 			char why[384];
 			if (interrupted)
@@ -178,14 +176,14 @@ static int wait_active(const struct mt_target *t, char *reply, size_t cap)
 static int wait_duration(pid_t pid, double seconds)
 {
 	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-	long long deadline = now_ms() + (long long)(seconds * 1000);
+	int64_t deadline = mt_now_ms() + (int64_t)(seconds * 1000);
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	int exited = 0;
 	while (!interrupted) {
-		long long left = deadline - now_ms();
+		int64_t left = deadline - mt_now_ms();
 		if (left <= 0)
 			break;
 		if (fd >= 0) {
@@ -376,20 +374,22 @@ int cmd_attach(int argc, char **argv)
 		return 1;
 
 	/* A payload already loaded answers on its control socket. */
-	static char reply[MEMTRACE_PATH_MAX + 64];
+	static const struct mt_ctl_request status = { .kind = MT_CTL_STATUS };
+	static char line[MEMTRACE_PATH_MAX + 64];
+	struct mt_ctl_reply reply;
 	int loaded = 0;
-	int rc = mt_control_request(t.pid, t.nspid, "status\n", reply, sizeof(reply), 2000);
+	int rc = mt_control_ask(t.pid, t.nspid, &status, -1, line, sizeof(line), &reply, 2000);
 	if (rc == 0) {
-		if (!strncmp(reply, "ok active", 9)) {
+		if (reply.kind == MT_CTL_OK_ACTIVE) {
 			mt_error(0, "pid %d is already attached (capture %s); run memtrace detach %d first",
-				 (int)t.pid, reply[9] ? reply + 10 : "?", (int)t.pid);
+				 (int)t.pid, reply.text, (int)t.pid);
 			return 1;
 		}
-		if (!strncmp(reply, "ok starting", 11) || !strcmp(reply, "ok cancelling")) {
+		if (reply.kind == MT_CTL_OK_STARTING || reply.kind == MT_CTL_OK_CANCELLING) {
 			mt_error(0, "pid %d is being attached by another memtrace", (int)t.pid);
 			return 1;
 		}
-		if (!strcmp(reply, "ok stopping")) {
+		if (reply.kind == MT_CTL_OK_STOPPING) {
 			mt_error(0, "pid %d is being detached; attach again once that is done",
 				 (int)t.pid);
 			return 1;
@@ -430,24 +430,24 @@ int cmd_attach(int argc, char **argv)
 			return 1;
 		}
 	}
-	static char req[MEMTRACE_PATH_MAX + 64];
-	snprintf(req, sizeof(req), "start %u %u %s\n", flags, (unsigned)interval, cap.path);
-	rc = mt_control_request_fd(t.pid, t.nspid, req, cap.fd, reply, sizeof(reply), 5000);
-	if (rc < 0 || strncmp(reply, "ok", 2) != 0) {
+	struct mt_ctl_request start = { .kind = MT_CTL_START, .flags = flags,
+					.interval_ms = (uint32_t)interval, .path = cap.path };
+	rc = mt_control_ask(t.pid, t.nspid, &start, cap.fd, line, sizeof(line), &reply, 5000);
+	if (rc < 0 || !mt_ctl_reply_is_ok(reply.kind)) {
 		if (rc < 0)
 			mt_cli_control_error(rc, (int)t.pid);
-		else if (!strcmp(reply, "error already attached"))
+		else if (reply.kind == MT_CTL_ERR_ALREADY_ATTACHED)
 			mt_error(0, "pid %d is being attached by another memtrace", (int)t.pid);
-		else if (!strcmp(reply, "error busy"))
+		else if (reply.kind == MT_CTL_ERR_BUSY)
 			mt_error(0, "pid %d is still finishing an earlier start or stop (waiting for "
 				 "the GIL?); try again later", (int)t.pid);
 		else
 			mt_error(0, "cannot start tracking in pid %d: %s", (int)t.pid,
-				 strncmp(reply, "error ", 6) ? reply : reply + 6);
+				 reply.message ? reply.message : line);
 		drop_capture(&cap);
 		return 1;
 	}
-	if (wait_active(&t, reply, sizeof(reply)) < 0) {
+	if (wait_active(&t, line, sizeof(line)) < 0) {
 		drop_capture(&cap);
 		return 1;
 	}

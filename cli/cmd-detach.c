@@ -4,6 +4,7 @@
  * control socket, to stop tracking and finish the capture. No ptrace.
  */
 #include "cli/cmd.h"
+#include "format/ctlproto.h"
 #include "inject/inject.h"
 #include "payload/memtrace-payload.h"
 #include "util/error.h"
@@ -11,9 +12,9 @@
 #include <errno.h>  /* ECONNREFUSED */
 #include <fcntl.h>  /* open */
 #include <getopt.h> /* getopt_long */
-#include <stdio.h>  /* fputs, sscanf, snprintf */
+#include <stdio.h>  /* fputs, snprintf */
 #include <stdlib.h> /* strtol */
-#include <string.h> /* strncmp */
+#include <string.h> /* strrchr */
 #include <unistd.h> /* read */
 
 static const char usage[] = "usage: memtrace detach PID\n";
@@ -55,7 +56,10 @@ static char process_state(int pid)
 
 int mt_detach_pid(int pid, int nspid)
 {
-	char reply[MEMTRACE_PATH_MAX + 64];
+	static const struct mt_ctl_request detach = { .kind = MT_CTL_DETACH };
+	static const struct mt_ctl_request stop = { .kind = MT_CTL_STOP };
+	char line[MEMTRACE_PATH_MAX + 64];
+	struct mt_ctl_reply reply;
 	char state = process_state(pid);
 	if (state == 'Z' || state == 'X') {
 		mt_error(0, "pid %d has exited", pid);
@@ -67,11 +71,13 @@ int mt_detach_pid(int pid, int nspid)
 			 pid, pid);
 		return 1;
 	}
-	int rc = mt_control_request(pid, nspid, "detach\n", reply, sizeof(reply), STOP_TIMEOUT_MS);
+	int rc = mt_control_ask(pid, nspid, &detach, -1, line, sizeof(line), &reply,
+				STOP_TIMEOUT_MS);
 
 	/* a payload mapped by an older memtrace knows only "stop" */
-	if (rc >= 0 && !strcmp(reply, "error unknown request"))
-		rc = mt_control_request(pid, nspid, "stop\n", reply, sizeof(reply), STOP_TIMEOUT_MS);
+	if (rc >= 0 && reply.kind == MT_CTL_ERR_UNKNOWN_REQUEST)
+		rc = mt_control_ask(pid, nspid, &stop, -1, line, sizeof(line), &reply,
+				    STOP_TIMEOUT_MS);
 
 	if (rc == -ECONNREFUSED) {
 		mt_error(0, "pid %d is not attached", pid);
@@ -82,32 +88,27 @@ int mt_detach_pid(int pid, int nspid)
 		return 1;
 	}
 	/* "ok detached DROPPED PATH", or an older payload's "ok stopped PATH" */
-	char lead[64], dropped[24] = "0";
-	int at = 0;
-	if (!strncmp(reply, "ok stopped ", 11))
-		at = 11;
-	else if (sscanf(reply, "ok detached %20[0-9] %n", dropped, &at) != 1)
-		at = 0;
-	if (at > 0) {
+	if (reply.kind == MT_CTL_OK_DETACHED || reply.kind == MT_CTL_OK_STOPPED) {
+		char lead[64], dropped[24];
 		snprintf(lead, sizeof(lead), "detached from pid %d, ", pid);
-		mt_cli_say_written(lead, reply + at, dropped);
+		snprintf(dropped, sizeof(dropped), "%llu", (unsigned long long)reply.dropped);
+		mt_cli_say_written(lead, reply.text, dropped);
 		return 0;
 	}
-	if (!strcmp(reply, "ok cancelled")) {
+	if (reply.kind == MT_CTL_OK_CANCELLED) {
 		fprintf(stderr, "memtrace: pid %d was still starting to track: the start is "
 				"cancelled\n", pid);
 		return 0;
 	}
-	if (!strcmp(reply, "error not attached")) {
+	if (reply.kind == MT_CTL_ERR_NOT_ATTACHED) {
 		mt_error(0, "pid %d is not attached", pid);
 		return 1;
 	}
-	if (!strcmp(reply, "error stopping")) {
+	if (reply.kind == MT_CTL_ERR_STOPPING) {
 		mt_error(0, "pid %d is being detached by another memtrace", pid);
 		return 1;
 	}
-	mt_error(0, "pid %d: detach failed: %s", pid,
-		 strncmp(reply, "error ", 6) ? reply : reply + 6);
+	mt_error(0, "pid %d: detach failed: %s", pid, reply.message ? reply.message : line);
 	return 1;
 }
 

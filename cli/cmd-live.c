@@ -8,7 +8,9 @@
  */
 #include "cli/cmd.h"
 #include "format/error.h"
+#include "format/peer.h"
 #include "reader/report.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 #include <arpa/inet.h> /* htons */
@@ -29,7 +31,7 @@
 #include <sys/stat.h>  /* stat */
 #include <sys/wait.h>  /* waitid */
 #include <termios.h>   /* tcgetattr */
-#include <time.h>      /* clock_gettime */
+#include <time.h>      /* nanosleep */
 #include <unistd.h>    /* isatty */
 
 static const char usage[] =
@@ -195,8 +197,6 @@ static void stream_stop(void)
 	stream.fd = stream.file = stream.wake[0] = stream.wake[1] = -1;
 }
 
-static uint64_t now_ms(void);
-
 /* Wait @ms, or less if a key, a signal or the end of a stream comes.
  * Returns 1 if the user asked to quit (q, or SIGINT, SIGTERM, SIGHUP,
  * SIGQUIT). */
@@ -296,7 +296,7 @@ int mt_cli_live_accept(int port, char *where, size_t len)
 	fprintf(stderr, "memtrace: waiting for a live client on %s: run `memtrace live %d`\n",
 		where, ntohs(a.sin_port));
 	/* The capture is ours (a capture file is 0600): a client of another
-	 * user is turned away (root may look). */
+	 * user is turned away (root may look), by format/peer.h's rule. */
 	for (;;) {
 		c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
 		if (c < 0 && errno == EINTR)
@@ -304,7 +304,7 @@ int mt_cli_live_accept(int port, char *where, size_t len)
 		if (c < 0)
 			break;
 		long uid = peer_uid(c);
-		if (uid == (long)getuid() || uid == 0)
+		if (mt_peer_allowed(uid, getuid()))
 			break;
 		if (uid < 0)
 			mt_warning("turned away a live client whose user cannot be told");
@@ -349,13 +349,6 @@ static void suspend_now(void)
 	sigaction(SIGTSTP, &dfl, NULL);
 	raise(SIGTSTP); /* stopped here until SIGCONT */
 	term_enter();
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* Is the process that writes the capture gone? kill(pid, 0) alone would
@@ -523,7 +516,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		snprintf(remote, sizeof(remote), "127.0.0.1:%d", port);
 		/* The sender may be about to listen (a Tracker starting, say):
 		 * a refused connection is tried again for a while. */
-		uint64_t give_up = now_ms() + CONNECT_WAIT_MS;
+		int64_t give_up = mt_now_ms() + CONNECT_WAIT_MS;
 		int e;
 		for (;;) {
 			stream.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -542,7 +535,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 			e = -errno;
 			close(stream.fd);
 			stream.fd = -1;
-			if (e != -ECONNREFUSED || once || now_ms() >= give_up || stop_sig)
+			if (e != -ECONNREFUSED || once || mt_now_ms() >= give_up || stop_sig)
 				break;
 			struct timespec ts = { 0, 100 * 1000 * 1000 };
 			nanosleep(&ts, NULL);
@@ -559,7 +552,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 	}
 
 	int ms = (int)(interval * 1000 + 0.5);
-	uint64_t first_try = now_ms();
+	int64_t first_try = mt_now_ms();
 	struct mt_header seen = { 0 };
 	char *frame = NULL, hint[64];
 	size_t len = 0;
@@ -576,7 +569,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		/* If the process is gone without a trailer, what is read after
 		 * finding that out is all there will be. */
 		int gone = 0, err, pending;
-		uint64_t began = now_ms();
+		int64_t began = mt_now_ms();
 		if (stream.fd >= 0) {
 			gone = atomic_load(&stream.eof); /* then the file holds it all */
 			err = atomic_load(&stream.err);
@@ -605,7 +598,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 			return 1;
 		}
 		if (err < 0) {
-			if (pending && !once && now_ms() - first_try < HEADER_WAIT_MS) {
+			if (pending && !once && mt_now_ms() - first_try < HEADER_WAIT_MS) {
 				if (wait_or_quit(ms < 200 ? ms : 200, &by_growth))
 					break;
 				continue;
@@ -687,8 +680,8 @@ int mt_cli_live(struct mt_live_opts *lo)
 		draw(frame, len);
 		/* A big capture takes a while to read: at most half the time
 		 * goes to reading it. */
-		uint64_t took = now_ms() - began;
-		int wait = took > (uint64_t)ms ? (int)(took < 3600000 ? took : 3600000) : ms;
+		int64_t took = mt_now_ms() - began;
+		int wait = took > (int64_t)ms ? (int)(took < 3600000 ? took : 3600000) : ms;
 		if (done || wait_or_quit(wait, &by_growth))
 			break;
 	}

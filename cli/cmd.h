@@ -118,7 +118,7 @@ int mt_find_payload(char *out, size_t cap);
 int mt_detach_pid(int pid, int nspid);
 
 /* mt_cli_control_error() - one line saying why the control socket of
- * @pid could not be used (@rc from mt_control_request()).
+ * @pid could not be used (@rc from mt_control_ask()).
  * (cli/cmd-detach.c) */
 void mt_cli_control_error(int rc, int pid);
 

@@ -8,9 +8,13 @@
  * the target. An abstract name lives in a network namespace: for a
  * target in another one (a container), the socket is made in the
  * target's, which takes CAP_SYS_ADMIN. One line out (with a descriptor,
- * for a start), one line back; every step has the caller's deadline.
+ * for a start), one line back, in the protocol of format/ctlproto.h;
+ * every step has the caller's deadline.
  */
 #include "inject/inject.h"
+#include "format/ctlproto.h"
+#include "payload/memtrace-payload.h"
+#include "util/clock.h"
 
 #include <dirent.h>     /* opendir */
 #include <errno.h>      /* errno */
@@ -24,15 +28,8 @@
 #include <sys/socket.h> /* socket */
 #include <sys/stat.h>   /* stat */
 #include <sys/un.h>     /* sockaddr_un */
-#include <time.h>       /* clock_gettime */
+#include <time.h>       /* nanosleep */
 #include <unistd.h>     /* close */
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int cmp_ino(const void *a, const void *b)
 {
@@ -163,10 +160,10 @@ static int socket_for(pid_t pid)
 }
 
 /* Waits for @events on @fd until @deadline. 0, or -ETIMEDOUT, -errno. */
-static int wait_for(int fd, short events, long long deadline)
+static int wait_for(int fd, short events, int64_t deadline)
 {
 	for (;;) {
-		long long left = deadline - now_ms();
+		int64_t left = deadline - mt_now_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		struct pollfd p = { .fd = fd, .events = events };
@@ -179,7 +176,7 @@ static int wait_for(int fd, short events, long long deadline)
 }
 
 /* Connects @fd to @name, retrying while the listener's backlog is full. */
-static int connect_by(int fd, const char *name, long long deadline)
+static int connect_by(int fd, const char *name, int64_t deadline)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t n = strlen(name);
@@ -196,14 +193,14 @@ static int connect_by(int fd, const char *name, long long deadline)
 			return wait_for(fd, POLLOUT, deadline);
 		if (errno != EAGAIN)
 			return errno == ENOENT ? -ECONNREFUSED : -errno;
-		if (now_ms() >= deadline)
+		if (mt_now_ms() >= deadline)
 			return -ETIMEDOUT;
 		struct timespec ts = { 0, 5 * 1000000L }; /* the backlog drains */
 		nanosleep(&ts, NULL);
 	}
 }
 
-static int send_all(int fd, const char *req, int pass_fd, long long deadline)
+static int send_all(int fd, const char *req, int pass_fd, int64_t deadline)
 {
 	size_t len = strlen(req), sent = 0;
 	while (sent < len) {
@@ -238,7 +235,7 @@ static int send_all(int fd, const char *req, int pass_fd, long long deadline)
 	return 0;
 }
 
-static int recv_line(int fd, char *reply, size_t cap, long long deadline)
+static int recv_line(int fd, char *reply, size_t cap, int64_t deadline)
 {
 	size_t got = 0;
 	for (;;) {
@@ -262,10 +259,11 @@ static int recv_line(int fd, char *reply, size_t cap, long long deadline)
 	}
 }
 
-int mt_control_request_fd(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *reply,
-			  size_t cap, int timeout_ms)
+/* One exchange: @req out (with @pass_fd if >= 0), a line back in @reply. */
+static int exchange(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *reply, size_t cap,
+		    int timeout_ms)
 {
-	long long deadline = now_ms() + timeout_ms;
+	int64_t deadline = mt_now_ms() + timeout_ms;
 	char name[108];
 	if (cap < 2)
 		return -EINVAL;
@@ -292,8 +290,17 @@ int mt_control_request_fd(pid_t pid, pid_t nspid, const char *req, int pass_fd, 
 	return rc;
 }
 
-int mt_control_request(pid_t pid, pid_t nspid, const char *req, char *reply, size_t cap,
-		       int timeout_ms)
+int mt_control_ask(pid_t pid, pid_t nspid, const struct mt_ctl_request *req, int pass_fd,
+		   char *line, size_t cap, struct mt_ctl_reply *reply, int timeout_ms)
 {
-	return mt_control_request_fd(pid, nspid, req, -1, reply, cap, timeout_ms);
+	char out[MEMTRACE_PATH_MAX + 64];
+	int rc = mt_ctl_request_encode(out, sizeof(out), req);
+	if (rc < 0)
+		return rc;
+	rc = exchange(pid, nspid, out, pass_fd, line, cap, timeout_ms);
+	if (rc < 0)
+		return rc;
+	if (mt_ctl_reply_parse(line, reply) < 0)
+		*reply = (struct mt_ctl_reply){ .kind = MT_CTL_REPLY__COUNT };
+	return 0;
 }

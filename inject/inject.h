@@ -17,6 +17,8 @@
 #include <sys/types.h> /* pid_t, uid_t */
 
 struct memtrace_config;
+struct mt_ctl_reply;
+struct mt_ctl_request;
 
 /* What pre-flight learned about the target. */
 struct mt_target {
@@ -91,17 +93,16 @@ int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
  * another negative error. Prints nothing. */
 int mt_control_find(pid_t pid, pid_t nspid, char *name, size_t cap);
 
-/* mt_control_request() - one request/reply exchange on that socket, e.g.
- * "status\n" -> "ok idle". @req ends in '\n'; the reply is stored without
- * its newline. Every step (connecting included) ends by @timeout_ms.
- * Returns 0, -ECONNREFUSED when nothing listens, -EPERM when the listener
- * is not the target, MT_CONTROL_OTHER_NETNS, -ETIMEDOUT, or another
- * negative error. Prints nothing. */
-int mt_control_request(pid_t pid, pid_t nspid, const char *req, char *reply, size_t cap,
-		       int timeout_ms);
-/* mt_control_request_fd() - the same, sending descriptor @pass_fd (-1:
- * none) with the request. */
-int mt_control_request_fd(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *reply,
-			  size_t cap, int timeout_ms);
+/* mt_control_ask() - one request/reply exchange on that socket, in the
+ * protocol of format/ctlproto.h: @req is sent (with descriptor @pass_fd,
+ * or none if -1), the reply line is stored in @line (without its newline)
+ * and parsed into *@reply, whose text fields borrow @line. A reply that
+ * does not parse has kind MT_CTL_REPLY__COUNT and no fields; @line holds
+ * it. Every step (connecting included) ends by @timeout_ms. Returns 0,
+ * -ECONNREFUSED when nothing listens, -EPERM when the listener is not the
+ * target, MT_CONTROL_OTHER_NETNS, -ETIMEDOUT, -EINVAL or -ENOSPC when @req
+ * cannot be encoded, or another negative error. Prints nothing. */
+int mt_control_ask(pid_t pid, pid_t nspid, const struct mt_ctl_request *req, int pass_fd,
+		   char *line, size_t cap, struct mt_ctl_reply *reply, int timeout_ms);
 
 #endif /* MT_INJECT_INJECT_H */

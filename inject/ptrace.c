@@ -11,6 +11,7 @@
 #include "inject/unwind.h"
 #include "format/error.h"
 #include "payload/memtrace-payload.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 #include <dirent.h>       /* opendir */
@@ -27,7 +28,7 @@
 #include <sys/uio.h>      /* struct iovec */
 #include <sys/user.h>     /* user_regs_struct */
 #include <sys/wait.h>     /* waitpid */
-#include <time.h>         /* clock_gettime */
+#include <time.h>         /* nanosleep */
 #include <unistd.h>       /* syscall */
 
 #if !defined(__x86_64__)
@@ -67,13 +68,6 @@ struct injector {
 	int pending[MAX_PENDING];
 	int npending;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void pause_ms(int ms)
 {
@@ -243,7 +237,7 @@ unsafe:
  * *status set, or -ETIMEDOUT. */
 static int wait_tid(pid_t tid, int *status, int timeout_ms, const char *progress)
 {
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms, next_note = now_ms() + 5000;
+	int64_t deadline = mt_now_ms() + timeout_ms, next_note = mt_now_ms() + 5000;
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
@@ -253,14 +247,14 @@ static int wait_tid(pid_t tid, int *status, int timeout_ms, const char *progress
 			return 0;
 		if (r < 0 && errno != EINTR)
 			return -errno;
-		uint64_t now = now_ms();
+		int64_t now = mt_now_ms();
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		if (progress && now >= next_note) {
 			mt_warning("%s (still waiting)", progress);
 			next_note = now + 5000;
 		}
-		uint64_t left = deadline - now;
+		int64_t left = deadline - now;
 		if (left > 1000)
 			left = 1000;
 		struct timespec ts = { (time_t)(left / 1000), (long)(left % 1000) * 1000000L };
@@ -329,7 +323,7 @@ static int list_tids(pid_t pid, pid_t *out, int cap)
 static int pick_thread(struct injector *in)
 {
 	static pid_t tids[MAX_TIDS];
-	uint64_t deadline = now_ms() + SAFE_POINT_BUDGET_MS;
+	int64_t deadline = mt_now_ms() + SAFE_POINT_BUDGET_MS;
 	const char *last_why = "no thread";
 	int tries = 0;
 
@@ -359,7 +353,7 @@ static int pick_thread(struct injector *in)
 				mt_warning("thread %d not at a safe point: %s", (int)tids[i], why);
 			ptrace(PTRACE_DETACH, tids[i], NULL, NULL);
 		}
-		if (now_ms() >= deadline)
+		if (mt_now_ms() >= deadline)
 			break;
 		pause_ms(RETRY_PAUSE_MS);
 	}

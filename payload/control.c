@@ -12,30 +12,23 @@
  * Socket: abstract unix stream "\0memtrace-<pid>-<16 random hex digits>",
  * unguessable, so that no other process can take the name first; the CLI
  * finds it among the target's own descriptors (/proc/PID/fd and
- * /proc/PID/net/unix). Peers are checked with SO_PEERCRED (same uid, or
- * root). Before each wait for a client the listener is checked to still
- * be ours (fd-id.h): a program that closed it, and perhaps opened a file
- * of its own under the number, gets a new socket made under a new name.
+ * /proc/PID/net/unix). Peers are checked with SO_PEERCRED against the
+ * rule of format/peer.h (same uid, or root). Before each wait for a
+ * client the listener is checked to still be ours (fd-id.h): a program
+ * that closed it, and perhaps opened a file of its own under the number,
+ * gets a new socket made under a new name.
  *
- * One request line, one reply line:
- *   status                      -> ok idle | ok starting | ok active PATH
- *                                  | ok stopping | ok cancelling
- *                                  | error MESSAGE
- *   start FLAGS INTERVAL PATH   -> ok starting | error already attached
- *                                  | error busy
- *     with the capture's descriptor as SCM_RIGHTS (PATH is then only its
- *     name for messages); without one, PATH is opened in the target.
- *   stop                        -> ok stopped PATH | ok cancelled
- *                                  | error not attached
- *   detach                      -> ok detached DROPPED PATH | ok cancelled
- *                                  | error not attached
+ * One request line, one reply line; the protocol (its lines, what each
+ * request is answered, the encoder and the parser) is format/ctlproto.h.
  * A stop of a start under way cancels it: the start is undone as soon as
  * it returns. "active" means the C allocators are recorded; with
  * MT_HDR_PYALLOC it waits for the Python allocators to be wrapped too,
  * which needs the GIL.
  */
 #include "memtrace-payload.h"
+#include "format/ctlproto.h"
 #include "format/error.h"
+#include "format/peer.h"
 #include "format/record.h"
 #include "payload/fd-id.h"
 #include "payload/track-internal.h"
@@ -48,7 +41,6 @@
 #include <pthread.h>     /* pthread_create */
 #include <signal.h>      /* sigfillset */
 #include <stdio.h>       /* snprintf */
-#include <stdlib.h>      /* strtoul */
 #include <string.h>      /* memcpy */
 #include <sys/prctl.h>   /* PR_SET_NAME */
 #include <sys/socket.h>  /* socket */
@@ -114,36 +106,36 @@ static int open_socket(void)
 	return -EADDRINUSE;
 }
 
-/* One reply line: @text, then " @arg" if @arg is not NULL. */
-static void reply(int fd, const char *text, const char *arg)
+/* One reply line (format/ctlproto.h). */
+static void send_reply(int fd, const struct mt_ctl_reply *r)
 {
 	char line[MEMTRACE_PATH_MAX + 300];
-	int n = snprintf(line, sizeof(line), arg ? "%s %s\n" : "%s\n", text, arg ? arg : "");
+	int n = mt_ctl_reply_encode(line, sizeof(line), r);
 	if (n <= 0)
 		return;
-	if ((size_t)n >= sizeof(line))
-		n = sizeof(line) - 1;
 	ssize_t w = send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	(void)w; /* best effort: the client may be gone */
 }
 
-/* Parse "FLAGS INTERVAL PATH" into @cfg. An empty PATH is allowed where
- * @path_optional (the injector's call that only opens the socket). */
-static int parse_spec(const char *spec, struct memtrace_config *cfg, int path_optional)
+/* A reply of @kind, with @text for a kind that has a field. */
+static void reply(int fd, enum mt_ctl_reply_kind kind, const char *text)
 {
-	char *end;
+	struct mt_ctl_reply r = { .kind = kind, .text = text };
+	send_reply(fd, &r);
+}
+
+/* A start's arguments (format/ctlproto.h) as @cfg. -EINVAL if the path
+ * does not fit. */
+static int config_of(const struct mt_ctl_request *r, struct memtrace_config *cfg)
+{
+	if (strlen(r->path) >= sizeof(cfg->path))
+		return -EINVAL;
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->size = sizeof(*cfg);
 	cfg->fd = -1;
-	cfg->flags = (uint32_t)strtoul(spec, &end, 10) | MT_HDR_ATTACHED;
-	if (*end != ' ')
-		return -EINVAL;
-	cfg->interval_ms = (uint32_t)strtoul(end + 1, &end, 10);
-	if (path_optional && (*end == '\0' || (*end == ' ' && end[1] == '\0')))
-		return 0;
-	if (*end != ' ' || end[1] != '/' || strlen(end + 1) >= sizeof(cfg->path))
-		return -EINVAL;
-	strcpy(cfg->path, end + 1);
+	cfg->flags = r->flags | MT_HDR_ATTACHED;
+	cfg->interval_ms = r->interval_ms;
+	strcpy(cfg->path, r->path);
 	return 0;
 }
 
@@ -187,14 +179,14 @@ static void *stop_main(void *arg)
 	ctl.state = CTL_IDLE;
 	if (fd >= 0) {
 		if (rc < 0 && rc != -EINVAL) {
-			reply(fd, "error capture incomplete:", mt_strerror(rc));
+			reply(fd, MT_CTL_ERR_INCOMPLETE, mt_strerror(rc));
 		} else if (!ctl.client_detach) {
-			reply(fd, "ok stopped", ctl.cfg.path);
+			reply(fd, MT_CTL_OK_STOPPED, ctl.cfg.path);
 		} else {
-			char text[64];
-			snprintf(text, sizeof(text), "ok detached %llu",
-				 (unsigned long long)mt_writer_dropped());
-			reply(fd, text, ctl.cfg.path);
+			struct mt_ctl_reply r = { .kind = MT_CTL_OK_DETACHED,
+						  .dropped = mt_writer_dropped(),
+						  .text = ctl.cfg.path };
+			send_reply(fd, &r);
 		}
 		close(fd);
 	}
@@ -326,67 +318,76 @@ static int read_request(int fd, char *req, size_t cap, int *passed)
 	return 0;
 }
 
-static const char *const status_text[] = {
-	[CTL_IDLE] = "ok idle",         [CTL_STARTING] = "ok starting",
-	[CTL_ACTIVE] = "ok active",     [CTL_STOPPING] = "ok stopping",
-	[CTL_FAILED] = "error",
+static const enum mt_ctl_reply_kind status_reply[] = {
+	[CTL_IDLE] = MT_CTL_OK_IDLE,         [CTL_STARTING] = MT_CTL_OK_STARTING,
+	[CTL_ACTIVE] = MT_CTL_OK_ACTIVE,     [CTL_STOPPING] = MT_CTL_OK_STOPPING,
+	[CTL_FAILED] = MT_CTL_ERROR,
 };
 
 /* Serves one client; returns 1 if its connection was handed to a stop
  * thread, which closes it. Call with ctl.lock held. */
-static int serve(int fd, char *req, int *passed)
+static int serve(int fd, const char *line, int *passed)
 {
-	if (!strcmp(req, "status")) {
+	struct mt_ctl_request req;
+	int parsed = mt_ctl_request_parse(line, &req);
+	if (parsed == -EPROTO) {
+		req.kind = MT_CTL_START; /* with arguments that are no start's */
+	} else if (parsed < 0) {
+		reply(fd, MT_CTL_ERR_UNKNOWN_REQUEST, NULL);
+		return 0;
+	}
+	if (req.kind == MT_CTL_STATUS) {
 		if (ctl.state == CTL_STARTING && ctl.cancel)
-			reply(fd, "ok cancelling", NULL);
+			reply(fd, MT_CTL_OK_CANCELLING, NULL);
 		else
-			reply(fd, status_text[ctl.state],
+			reply(fd, status_reply[ctl.state],
 			      ctl.state == CTL_ACTIVE   ? ctl.cfg.path
 			      : ctl.state == CTL_FAILED ? ctl.error
 							: NULL);
 		return 0;
 	}
-	if (!strncmp(req, "start ", 6)) {
+	if (req.kind == MT_CTL_START) {
 		struct memtrace_config cfg;
 		if (ctl.state == CTL_ACTIVE || ctl.state == CTL_STARTING) {
-			reply(fd, "error already attached", NULL);
+			reply(fd, MT_CTL_ERR_ALREADY_ATTACHED, NULL);
 		} else if (ctl.workers > 0) {
-			reply(fd, "error busy", NULL); /* a stop finishing, a start undone */
-		} else if (parse_spec(req + 6, &cfg, 0) < 0) {
-			reply(fd, "error bad start request", NULL);
+			/* a stop finishing, a start undone */
+			reply(fd, MT_CTL_ERR_BUSY, NULL);
+		} else if (parsed < 0 || config_of(&req, &cfg) < 0) {
+			reply(fd, MT_CTL_ERR_BAD_START, NULL);
 		} else {
 			cfg.fd = *passed;
 			*passed = -1;
-			reply(fd, begin_start(&cfg) == 0 ? "ok starting" : "error", ctl.error);
+			if (begin_start(&cfg) == 0)
+				reply(fd, MT_CTL_OK_STARTING, NULL);
+			else
+				reply(fd, MT_CTL_ERROR, ctl.error);
 		}
 		return 0;
 	}
-	if (!strcmp(req, "stop") || !strcmp(req, "detach")) {
-		if (ctl.state == CTL_STARTING && !(ctl.started && !ctl.cancel)) {
-			/* the start has not opened its capture yet (it waits for
-			 * the GIL, say): it is undone as soon as it returns */
-			ctl.cancel = 1;
-			reply(fd, "ok cancelled", NULL);
-			return 0;
-		}
-		if (ctl.state != CTL_ACTIVE && ctl.state != CTL_STARTING) {
-			reply(fd, ctl.state == CTL_STOPPING ? "error stopping" : "error not attached",
-			      NULL);
-			return 0;
-		}
-		ctl.state = CTL_STOPPING;
-		ctl.client = fd;
-		ctl.client_detach = req[0] == 'd';
-		ctl.workers++;
-		if (spawn(stop_main) == 0)
-			return 1;
-		ctl.workers--;
-		ctl.client = -1;
-		ctl.state = CTL_ACTIVE;
-		reply(fd, "error cannot start a thread", NULL);
+	/* stop or detach */
+	if (ctl.state == CTL_STARTING && !(ctl.started && !ctl.cancel)) {
+		/* the start has not opened its capture yet (it waits for the
+		 * GIL, say): it is undone as soon as it returns */
+		ctl.cancel = 1;
+		reply(fd, MT_CTL_OK_CANCELLED, NULL);
 		return 0;
 	}
-	reply(fd, "error unknown request", NULL);
+	if (ctl.state != CTL_ACTIVE && ctl.state != CTL_STARTING) {
+		reply(fd, ctl.state == CTL_STOPPING ? MT_CTL_ERR_STOPPING : MT_CTL_ERR_NOT_ATTACHED,
+		      NULL);
+		return 0;
+	}
+	ctl.state = CTL_STOPPING;
+	ctl.client = fd;
+	ctl.client_detach = req.kind == MT_CTL_DETACH;
+	ctl.workers++;
+	if (spawn(stop_main) == 0)
+		return 1;
+	ctl.workers--;
+	ctl.client = -1;
+	ctl.state = CTL_ACTIVE;
+	reply(fd, MT_CTL_ERROR, "cannot start a thread");
 	return 0;
 }
 
@@ -398,7 +399,7 @@ static void handle(int fd)
 	int passed = -1;
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-	    (cred.uid != getuid() && cred.uid != 0))
+	    !mt_peer_allowed((long)cred.uid, getuid()))
 		goto out; /* not ours to command: say nothing */
 	/* the listener is non-blocking; the connection is not */
 	int fl = fcntl(fd, F_GETFL);
@@ -553,8 +554,11 @@ MT_EXPORT int memtrace_attach_entry(const struct memtrace_config *cfg)
 MT_EXPORT int memtrace_attach_entry_str(const char *spec)
 {
 	struct memtrace_config cfg;
+	struct mt_ctl_request req;
 	int own = mt_guard_enter();
-	int rc = spec && parse_spec(spec, &cfg, 1) == 0 ? attach(&cfg) : -EINVAL;
+	int rc = spec && mt_ctl_spec_parse(spec, 1, &req) == 0 && config_of(&req, &cfg) == 0
+			 ? attach(&cfg)
+			 : -EINVAL;
 	if (own)
 		mt_guard_leave();
 	return rc;

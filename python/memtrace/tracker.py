@@ -150,6 +150,15 @@ def _peer_uid(conn):
     return -1
 
 
+def _peer_allowed(uid):
+    """Whether a peer of this uid may talk to us: the same user, or root; a uid
+    that cannot be told (-1) may not. The rule of format/peer.h
+    (mt_peer_allowed(), used by the payload's control socket and by
+    `memtrace run --live-remote`), which this plain-Python copy must
+    follow."""
+    return uid >= 0 and (uid == os.getuid() or uid == 0)
+
+
 def _not_implemented(option):
     return NotImplementedError("memtrace.Tracker: %s is not implemented yet" % option)
 
@@ -255,7 +264,7 @@ class Tracker:
                 conn, peer = srv.accept()
                 # a client on this machine must be of our user (or root)
                 uid = _peer_uid(conn) if peer[0].startswith("127.") else None
-                if uid in (None, os.getuid(), 0):
+                if uid is None or _peer_allowed(uid):
                     break
                 logger.warning("memtrace: turned away a live client of another user (uid %s)",
                                uid)
