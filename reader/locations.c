@@ -4,6 +4,7 @@
  * memory per (function, file, line), from one walk of the stack trie.
  */
 #include "reader/locations.h"
+#include "util/slots.h"
 
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* malloc */
@@ -28,24 +29,18 @@ static uint64_t loc_hash(const char *fn, const char *file, int line)
 	return h ^ (h >> 29);
 }
 
+static uint64_t loctab_hash(const void *ctx, size_t i)
+{
+	const struct mt_location *l = &((const struct loctab *)ctx)->v[i];
+	return loc_hash(l->function, l->file, l->line);
+}
+
 /* Interned strings compare by pointer. Returns the index or -1. */
 static ssize_t loc_get(struct loctab *t, const char *fn, const char *file, int line)
 {
-	if (t->n * 2 >= t->nslots) {
-		size_t n = t->nslots ? t->nslots * 2 : 1024;
-		uint32_t *ns = calloc(n, sizeof(*ns));
-		if (!ns)
-			return -1;
-		for (size_t i = 0; i < t->n; i++) {
-			size_t j = loc_hash(t->v[i].function, t->v[i].file, t->v[i].line) & (n - 1);
-			while (ns[j])
-				j = (j + 1) & (n - 1);
-			ns[j] = (uint32_t)i + 1;
-		}
-		free(t->slots);
-		t->slots = ns;
-		t->nslots = n;
-	}
+	if (t->n * 2 >= t->nslots &&
+	    mt_slots_grow(&t->slots, &t->nslots, 1024, 0, t->n, loctab_hash, t) < 0)
+		return -1;
 	size_t j = loc_hash(fn, file, line) & (t->nslots - 1);
 	while (t->slots[j]) {
 		struct mt_location *l = &t->v[t->slots[j] - 1];
