@@ -8,6 +8,7 @@
 #include "reader/snapshot.h"
 #include "format/error.h"
 #include "format/linetable.h"
+#include "reader/mappings.h"
 
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* malloc */
@@ -54,14 +55,6 @@ struct live {
 	uint32_t seq;  /* the thread's allocation count after this one */
 };
 
-/* A piece of a live mapping; munmap can split one mapping in two, so a
- * mapping (origin) counts as one allocation while any piece is left. */
-struct piece {
-	uint64_t start, end;
-	uint32_t site;
-	uint32_t origin;
-};
-
 struct code {
 	const char *file, *function; /* interned */
 	uint8_t *linetable;
@@ -82,12 +75,7 @@ struct mt__snapshot_state {
 	uint64_t live_mask, live_n;
 	unsigned live_shift;
 
-	struct piece *mm;
-	size_t mm_n, mm_cap;
-	uint32_t *origin_pieces;
-	size_t n_origins, cap_origins;
-	uint32_t *free_origins;
-	size_t n_free_origins;
+	struct mt_mappings mm; /* mmap family */
 
 	struct acc *sites;
 	struct site_key *site_keys;
@@ -337,115 +325,16 @@ static void live_delete(struct mt__snapshot_state *st, struct live *e)
 	st->live_n--;
 }
 
-/* ------------------------------------------------------------------------
- * Mappings
- * ---------------------------------------------------------------------- */
-static size_t mm_first_after(const struct mt__snapshot_state *st, uint64_t a)
+/* A part of a live mapping of site @site gone (@last: the mapping's
+ * last part). */
+static void mm_removed(void *ctx, uint32_t site, uint64_t bytes, int last)
 {
-	size_t lo = 0, hi = st->mm_n;
-	while (lo < hi) { /* first piece with end > a */
-		size_t mid = lo + (hi - lo) / 2;
-		if (st->mm[mid].end > a)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return lo;
-}
-
-static int mm_insert_at(struct mt__snapshot_state *st, size_t i, const struct piece *p)
-{
-	if (st->mm_n == st->mm_cap) {
-		size_t n = st->mm_cap ? st->mm_cap * 2 : 64;
-		struct piece *nv = realloc(st->mm, n * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		st->mm = nv;
-		st->mm_cap = n;
-	}
-	memmove(&st->mm[i + 1], &st->mm[i], (st->mm_n - i) * sizeof(*p));
-	st->mm[i] = *p;
-	st->mm_n++;
-	return 0;
-}
-
-static void origin_put(struct mt__snapshot_state *st, uint32_t o)
-{
-	/* free_origins has room for every origin ever created */
-	st->free_origins[st->n_free_origins++] = o;
-}
-
-static int origin_new(struct mt__snapshot_state *st, uint32_t *out)
-{
-	if (st->n_free_origins) {
-		*out = st->free_origins[--st->n_free_origins];
-		st->origin_pieces[*out] = 1;
-		return 0;
-	}
-	if (st->n_origins == st->cap_origins) {
-		size_t n = st->cap_origins ? st->cap_origins * 2 : 64;
-		uint32_t *a = realloc(st->origin_pieces, n * sizeof(*a));
-		if (!a)
-			return -ENOMEM;
-		st->origin_pieces = a;
-		uint32_t *b = realloc(st->free_origins, n * sizeof(*b));
-		if (!b)
-			return -ENOMEM;
-		st->free_origins = b;
-		st->cap_origins = n;
-	}
-	*out = (uint32_t)st->n_origins++;
-	st->origin_pieces[*out] = 1;
-	return 0;
-}
-
-/* Remove [a, b) from the live mappings. Returns bytes removed, or
- * (uint64_t)-1 on allocation failure. */
-static uint64_t mm_remove(struct mt_snapshot *s, uint64_t a, uint64_t b)
-{
+	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
-	size_t i = mm_first_after(st, a), rm_lo = SIZE_MAX, rm_hi = 0;
-	uint64_t removed = 0;
 
-	for (; i < st->mm_n && st->mm[i].start < b; i++) {
-		struct piece *p = &st->mm[i];
-		uint64_t os = p->start > a ? p->start : a;
-		uint64_t oe = p->end < b ? p->end : b;
-		uint64_t n = oe - os;
-		int gone = a <= p->start && p->end <= b;
-		int64_t dcount = 0;
-
-		if (gone && --st->origin_pieces[p->origin] == 0) {
-			dcount = -1;
-			origin_put(st, p->origin);
-		}
-		acc_change(st, &st->sites[p->site], (int64_t)(0 - n), dcount);
-		if (dcount)
-			s->leak_count--;
-		removed += n;
-		if (gone) {
-			if (rm_lo == SIZE_MAX)
-				rm_lo = i;
-			rm_hi = i + 1;
-		} else if (a <= p->start) {
-			p->start = b;
-		} else if (p->end <= b) {
-			p->end = a;
-		} else {
-			struct piece right = *p;
-			right.start = b;
-			p->end = a;
-			st->origin_pieces[p->origin]++;
-			if (mm_insert_at(st, i + 1, &right) < 0)
-				return (uint64_t)-1;
-			i++;
-		}
-	}
-	if (rm_lo != SIZE_MAX) {
-		memmove(&st->mm[rm_lo], &st->mm[rm_hi], (st->mm_n - rm_hi) * sizeof(struct piece));
-		st->mm_n -= rm_hi - rm_lo;
-	}
-	return removed;
+	acc_change(st, &st->sites[site], (int64_t)(0 - bytes), last ? -1 : 0);
+	if (last)
+		s->leak_count--;
 }
 
 static inline uint64_t range_end(uint64_t a, uint64_t len)
@@ -495,16 +384,15 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		return 0;
 
 	if (kind == MT_ALLOC_MMAP) {
-		struct piece p = { addr, range_end(addr, size), (uint32_t)si, 0 };
+		uint64_t end = range_end(addr, size);
 		if (size == 0)
 			return 0;
 		/* a mapping over a live one replaces it (MAP_FIXED) */
-		uint64_t gone = mm_remove(s, p.start, p.end);
+		uint64_t gone = mt_mappings_remove(&st->mm, addr, end, mm_removed, s);
 		if (gone == (uint64_t)-1)
 			return -ENOMEM;
 		st->heap -= gone;
-		if (origin_new(st, &p.origin) < 0 ||
-		    mm_insert_at(st, mm_first_after(st, p.start), &p) < 0)
+		if (mt_mappings_add(&st->mm, addr, end, (uint32_t)si) < 0)
 			return -ENOMEM;
 	} else {
 		if (st->live_n * 2 >= st->live_mask + 1 &&
@@ -546,7 +434,7 @@ static int on_free(void *ctx, const struct mt_record *r)
 	s->n_frees++;
 	if (r->free.kind == MT_ALLOC_MUNMAP) {
 		uint64_t len = (r->free.size + st->page_mask) & ~st->page_mask;
-		uint64_t gone = mm_remove(s, addr, range_end(addr, len));
+		uint64_t gone = mt_mappings_remove(&st->mm, addr, range_end(addr, len), mm_removed, s);
 		if (gone == (uint64_t)-1)
 			return -ENOMEM;
 		if (gone == 0)
@@ -902,9 +790,7 @@ void mt_snapshot_release(struct mt_snapshot *s)
 	free(s->threads);
 	if (st) {
 		free(st->live);
-		free(st->mm);
-		free(st->origin_pieces);
-		free(st->free_origins);
+		mt_mappings_release(&st->mm);
 		free(st->sites);
 		free(st->site_keys);
 		free(st->site_first);
