@@ -16,7 +16,7 @@
 #include <stdint.h>    /* uint8_t */
 #include <sys/types.h> /* ssize_t */
 
-#include "format/record.h" /* MT_COLUMNS */
+#include "format/columns.h" /* MT_COLUMNS */
 
 #define MT_HISTORY (64u << 10) /* LZ4's window */
 

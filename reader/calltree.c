@@ -6,6 +6,7 @@
  * leaves up. Pruning keeps the biggest nodes and folds the others.
  */
 #include "reader/calltree.h"
+#include "util/slots.h"
 
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* malloc */
@@ -30,23 +31,10 @@ static uint64_t child_hash(uint32_t parent, const char *fn, const char *file, in
 	return h ^ (h >> 31);
 }
 
-static int rehash(struct builder *b)
+static uint64_t node_hash(const void *ctx, size_t i)
 {
-	size_t n = b->nslots ? b->nslots * 2 : 4096;
-	uint32_t *ns = calloc(n, sizeof(*ns));
-	if (!ns)
-		return -ENOMEM;
-	for (size_t i = 1; i < b->t->n; i++) {
-		const struct mt_ctree_node *c = &b->t->v[i];
-		size_t j = child_hash(c->parent, c->function, c->file, c->line, c->thread) & (n - 1);
-		while (ns[j])
-			j = (j + 1) & (n - 1);
-		ns[j] = (uint32_t)i + 1;
-	}
-	free(b->slots);
-	b->slots = ns;
-	b->nslots = n;
-	return 0;
+	const struct mt_ctree_node *c = &((const struct mt_ctree *)ctx)->v[i];
+	return child_hash(c->parent, c->function, c->file, c->line, c->thread);
 }
 
 /* Index of the child of @parent for the frame, created if new; -1 when out
@@ -55,7 +43,8 @@ static int64_t child(struct builder *b, uint32_t parent, const struct mt_frame *
 {
 	struct mt_ctree *t = b->t;
 
-	if (t->n * 2 >= b->nslots && rehash(b) < 0)
+	if (t->n * 2 >= b->nslots &&
+	    mt_slots_grow(&b->slots, &b->nslots, 4096, 1, t->n, node_hash, t) < 0)
 		return -1;
 	size_t j = child_hash(parent, f->function, f->file, f->line, thread) & (b->nslots - 1);
 	while (b->slots[j]) {

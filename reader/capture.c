@@ -5,6 +5,7 @@
  * Never trusts the file: every length is checked before it is used.
  */
 #include "reader/capture.h"
+#include "format/columns.h"
 #include "format/error.h"
 #include "format/pack.h"
 #include "util/plural.h"

@@ -10,10 +10,11 @@
  */
 #include "reader/report.h"
 #include "util/json.h"
+#include "util/slots.h"
 #include "util/strbuf.h"
 
 #include <errno.h>  /* EIO */
-#include <stdlib.h> /* calloc */
+#include <stdlib.h> /* realloc */
 #include <string.h> /* strstr */
 
 extern const char mt_html_flamegraph[], mt_html_table[];
@@ -47,27 +48,15 @@ static size_t ptr_hash(const char *p)
 	return (size_t)(h >> 29);
 }
 
-static int strtab_rehash(struct mt__strtab *t)
+static uint64_t strtab_hash(const void *ctx, size_t i)
 {
-	size_t n = t->nslots ? t->nslots * 2 : 1024;
-	uint32_t *ns = calloc(n, sizeof(*ns));
-	if (!ns)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->n; i++) {
-		size_t j = ptr_hash(t->v[i]) & (n - 1);
-		while (ns[j])
-			j = (j + 1) & (n - 1);
-		ns[j] = (uint32_t)i + 1;
-	}
-	free(t->slots);
-	t->slots = ns;
-	t->nslots = n;
-	return 0;
+	return ptr_hash(((const struct mt__strtab *)ctx)->v[i]);
 }
 
 int64_t mt__strtab_get(struct mt__strtab *t, const char *s)
 {
-	if (t->n * 2 >= t->nslots && strtab_rehash(t) < 0)
+	if (t->n * 2 >= t->nslots &&
+	    mt_slots_grow(&t->slots, &t->nslots, 1024, 0, t->n, strtab_hash, t) < 0)
 		return -1;
 	size_t j = ptr_hash(s) & (t->nslots - 1);
 	while (t->slots[j]) {

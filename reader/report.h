@@ -11,6 +11,7 @@
 #include <stdio.h>  /* FILE */
 
 #include "reader/capture.h"
+#include "reader/locations.h"
 #include "reader/snapshot.h"
 
 struct mt_report_opts {

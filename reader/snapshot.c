@@ -8,6 +8,7 @@
 #include "reader/snapshot.h"
 #include "format/error.h"
 #include "format/linetable.h"
+#include "reader/mappings.h"
 
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* malloc */
@@ -54,14 +55,6 @@ struct live {
 	uint32_t seq;  /* the thread's allocation count after this one */
 };
 
-/* A piece of a live mapping; munmap can split one mapping in two, so a
- * mapping (origin) counts as one allocation while any piece is left. */
-struct piece {
-	uint64_t start, end;
-	uint32_t site;
-	uint32_t origin;
-};
-
 struct code {
 	const char *file, *function; /* interned */
 	uint8_t *linetable;
@@ -82,12 +75,7 @@ struct mt__snapshot_state {
 	uint64_t live_mask, live_n;
 	unsigned live_shift;
 
-	struct piece *mm;
-	size_t mm_n, mm_cap;
-	uint32_t *origin_pieces;
-	size_t n_origins, cap_origins;
-	uint32_t *free_origins;
-	size_t n_free_origins;
+	struct mt_mappings mm; /* mmap family */
 
 	struct acc *sites;
 	struct site_key *site_keys;
@@ -337,115 +325,16 @@ static void live_delete(struct mt__snapshot_state *st, struct live *e)
 	st->live_n--;
 }
 
-/* ------------------------------------------------------------------------
- * Mappings
- * ---------------------------------------------------------------------- */
-static size_t mm_first_after(const struct mt__snapshot_state *st, uint64_t a)
+/* A part of a live mapping of site @site gone (@last: the mapping's
+ * last part). */
+static void mm_removed(void *ctx, uint32_t site, uint64_t bytes, int last)
 {
-	size_t lo = 0, hi = st->mm_n;
-	while (lo < hi) { /* first piece with end > a */
-		size_t mid = lo + (hi - lo) / 2;
-		if (st->mm[mid].end > a)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return lo;
-}
-
-static int mm_insert_at(struct mt__snapshot_state *st, size_t i, const struct piece *p)
-{
-	if (st->mm_n == st->mm_cap) {
-		size_t n = st->mm_cap ? st->mm_cap * 2 : 64;
-		struct piece *nv = realloc(st->mm, n * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		st->mm = nv;
-		st->mm_cap = n;
-	}
-	memmove(&st->mm[i + 1], &st->mm[i], (st->mm_n - i) * sizeof(*p));
-	st->mm[i] = *p;
-	st->mm_n++;
-	return 0;
-}
-
-static void origin_put(struct mt__snapshot_state *st, uint32_t o)
-{
-	/* free_origins has room for every origin ever created */
-	st->free_origins[st->n_free_origins++] = o;
-}
-
-static int origin_new(struct mt__snapshot_state *st, uint32_t *out)
-{
-	if (st->n_free_origins) {
-		*out = st->free_origins[--st->n_free_origins];
-		st->origin_pieces[*out] = 1;
-		return 0;
-	}
-	if (st->n_origins == st->cap_origins) {
-		size_t n = st->cap_origins ? st->cap_origins * 2 : 64;
-		uint32_t *a = realloc(st->origin_pieces, n * sizeof(*a));
-		if (!a)
-			return -ENOMEM;
-		st->origin_pieces = a;
-		uint32_t *b = realloc(st->free_origins, n * sizeof(*b));
-		if (!b)
-			return -ENOMEM;
-		st->free_origins = b;
-		st->cap_origins = n;
-	}
-	*out = (uint32_t)st->n_origins++;
-	st->origin_pieces[*out] = 1;
-	return 0;
-}
-
-/* Remove [a, b) from the live mappings. Returns bytes removed, or
- * (uint64_t)-1 on allocation failure. */
-static uint64_t mm_remove(struct mt_snapshot *s, uint64_t a, uint64_t b)
-{
+	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
-	size_t i = mm_first_after(st, a), rm_lo = SIZE_MAX, rm_hi = 0;
-	uint64_t removed = 0;
 
-	for (; i < st->mm_n && st->mm[i].start < b; i++) {
-		struct piece *p = &st->mm[i];
-		uint64_t os = p->start > a ? p->start : a;
-		uint64_t oe = p->end < b ? p->end : b;
-		uint64_t n = oe - os;
-		int gone = a <= p->start && p->end <= b;
-		int64_t dcount = 0;
-
-		if (gone && --st->origin_pieces[p->origin] == 0) {
-			dcount = -1;
-			origin_put(st, p->origin);
-		}
-		acc_change(st, &st->sites[p->site], (int64_t)(0 - n), dcount);
-		if (dcount)
-			s->leak_count--;
-		removed += n;
-		if (gone) {
-			if (rm_lo == SIZE_MAX)
-				rm_lo = i;
-			rm_hi = i + 1;
-		} else if (a <= p->start) {
-			p->start = b;
-		} else if (p->end <= b) {
-			p->end = a;
-		} else {
-			struct piece right = *p;
-			right.start = b;
-			p->end = a;
-			st->origin_pieces[p->origin]++;
-			if (mm_insert_at(st, i + 1, &right) < 0)
-				return (uint64_t)-1;
-			i++;
-		}
-	}
-	if (rm_lo != SIZE_MAX) {
-		memmove(&st->mm[rm_lo], &st->mm[rm_hi], (st->mm_n - rm_hi) * sizeof(struct piece));
-		st->mm_n -= rm_hi - rm_lo;
-	}
-	return removed;
+	acc_change(st, &st->sites[site], (int64_t)(0 - bytes), last ? -1 : 0);
+	if (last)
+		s->leak_count--;
 }
 
 static inline uint64_t range_end(uint64_t a, uint64_t len)
@@ -495,16 +384,15 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		return 0;
 
 	if (kind == MT_ALLOC_MMAP) {
-		struct piece p = { addr, range_end(addr, size), (uint32_t)si, 0 };
+		uint64_t end = range_end(addr, size);
 		if (size == 0)
 			return 0;
 		/* a mapping over a live one replaces it (MAP_FIXED) */
-		uint64_t gone = mm_remove(s, p.start, p.end);
+		uint64_t gone = mt_mappings_remove(&st->mm, addr, end, mm_removed, s);
 		if (gone == (uint64_t)-1)
 			return -ENOMEM;
 		st->heap -= gone;
-		if (origin_new(st, &p.origin) < 0 ||
-		    mm_insert_at(st, mm_first_after(st, p.start), &p) < 0)
+		if (mt_mappings_add(&st->mm, addr, end, (uint32_t)si) < 0)
 			return -ENOMEM;
 	} else {
 		if (st->live_n * 2 >= st->live_mask + 1 &&
@@ -546,7 +434,7 @@ static int on_free(void *ctx, const struct mt_record *r)
 	s->n_frees++;
 	if (r->free.kind == MT_ALLOC_MUNMAP) {
 		uint64_t len = (r->free.size + st->page_mask) & ~st->page_mask;
-		uint64_t gone = mm_remove(s, addr, range_end(addr, len));
+		uint64_t gone = mt_mappings_remove(&st->mm, addr, range_end(addr, len), mm_removed, s);
 		if (gone == (uint64_t)-1)
 			return -ENOMEM;
 		if (gone == 0)
@@ -902,9 +790,7 @@ void mt_snapshot_release(struct mt_snapshot *s)
 	free(s->threads);
 	if (st) {
 		free(st->live);
-		free(st->mm);
-		free(st->origin_pieces);
-		free(st->free_origins);
+		mt_mappings_release(&st->mm);
 		free(st->sites);
 		free(st->site_keys);
 		free(st->site_first);
@@ -1022,197 +908,4 @@ size_t mt_snapshot_stack(const struct mt_snapshot *s, uint32_t id, struct mt_fra
 		id = node_parent(st, id);
 	}
 	return depth;
-}
-
-/* Location table for one mt_snapshot_locations() call. */
-struct loctab {
-	struct mt_location *v;
-	size_t n, cap;
-	uint32_t *slots; /* index + 1, 0 = empty */
-	size_t nslots;
-	uint64_t *stamp;
-};
-
-static const char no_frames[] = "<no Python frames>";
-
-static uint64_t loc_hash(const char *fn, const char *file, int line)
-{
-	uint64_t h = (uint64_t)(uintptr_t)fn * 0x9E3779B97F4A7C15ull;
-	h ^= (uint64_t)(uintptr_t)file * 0xC2B2AE3D27D4EB4Full;
-	h ^= (uint64_t)(unsigned)line * 0x165667B19E3779F9ull;
-	return h ^ (h >> 29);
-}
-
-/* Interned strings compare by pointer. Returns the index or -1. */
-static ssize_t loc_get(struct loctab *t, const char *fn, const char *file, int line)
-{
-	if (t->n * 2 >= t->nslots) {
-		size_t n = t->nslots ? t->nslots * 2 : 1024;
-		uint32_t *ns = calloc(n, sizeof(*ns));
-		if (!ns)
-			return -1;
-		for (size_t i = 0; i < t->n; i++) {
-			size_t j = loc_hash(t->v[i].function, t->v[i].file, t->v[i].line) & (n - 1);
-			while (ns[j])
-				j = (j + 1) & (n - 1);
-			ns[j] = (uint32_t)i + 1;
-		}
-		free(t->slots);
-		t->slots = ns;
-		t->nslots = n;
-	}
-	size_t j = loc_hash(fn, file, line) & (t->nslots - 1);
-	while (t->slots[j]) {
-		struct mt_location *l = &t->v[t->slots[j] - 1];
-		if (l->function == fn && l->file == file && l->line == line)
-			return t->slots[j] - 1;
-		j = (j + 1) & (t->nslots - 1);
-	}
-	if (t->n == t->cap) {
-		size_t n = t->cap ? t->cap * 2 : 256;
-		struct mt_location *nv = realloc(t->v, n * sizeof(*nv));
-		uint64_t *ns = nv ? realloc(t->stamp, n * sizeof(*ns)) : NULL;
-		if (!nv)
-			return -1;
-		t->v = nv;
-		if (!ns)
-			return -1;
-		t->stamp = ns;
-		t->cap = n;
-	}
-	t->v[t->n] = (struct mt_location){ fn, file, line, 0, 0, 0, 0 };
-	t->stamp[t->n] = 0;
-	t->slots[j] = (uint32_t)t->n + 1;
-	return (ssize_t)t->n++;
-}
-
-/* Every location's own memory is that of the stacks whose newest frame it
- * is; its total counts each stack with memory once, however often the
- * location recurs in it. So the trie is walked depth first, once: a
- * node's subtree memory goes to its location's total unless that location
- * is already on the path above (t->stamp counts its occurrences there).
- * Parents have lower ids than their children (format rule), so subtree
- * sums and child lists come from single passes over the ids. */
-ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
-			      struct mt_location **out)
-{
-	const struct mt__snapshot_state *st = s->st;
-	size_t n = (size_t)st->max_stack + 1;
-	struct loctab t = { 0 };
-	uint64_t *sub = calloc(n, 2 * sizeof(*sub)); /* subtree bytes, count */
-	uint32_t *first = calloc(n, sizeof(*first)); /* first child with memory */
-	uint32_t *next = calloc(n, sizeof(*next));   /* its next sibling */
-	uint32_t *li = malloc(n * sizeof(*li));      /* location of an entered node */
-	uint32_t *todo = malloc(2 * n * sizeof(*todo));
-	ssize_t ret = -ENOMEM;
-	const uint32_t EXIT = 1u << 31; /* stack ids are below MAX_STACK_ID */
-
-	if (!sub || !first || !next || !li || !todo)
-		goto out;
-	for (uint32_t id = 0; id < n; id++) {
-		struct mt_usage u = mt_snapshot_stack_usage(s, id);
-		mt_usage_view(&u, view, &sub[2 * id], &sub[2 * id + 1]);
-	}
-	if (sub[0] || sub[1]) {
-		ssize_t k = loc_get(&t, no_frames, "", 0);
-		if (k < 0)
-			goto out;
-		t.v[k].own_bytes = t.v[k].total_bytes = sub[0];
-		t.v[k].own_count = t.v[k].total_count = sub[1];
-	}
-	for (size_t id = n - 1; id > 0; id--) {
-		if (!sub[2 * id] && !sub[2 * id + 1])
-			continue;
-		uint32_t p = node_parent(st, (uint32_t)id);
-		if (p >= id)
-			p = 0; /* never in a decoded capture; keeps the walk a tree */
-		if (p) {
-			sub[2 * p] += sub[2 * id];
-			sub[2 * p + 1] += sub[2 * id + 1];
-		}
-		next[id] = first[p];
-		first[p] = (uint32_t)id;
-	}
-	size_t top = 0;
-	for (uint32_t c = first[0]; c; c = next[c])
-		todo[top++] = c;
-	while (top) {
-		uint32_t id = todo[--top];
-		if (id & EXIT) {
-			t.stamp[li[id & ~EXIT]]--;
-			continue;
-		}
-		struct mt_frame f;
-		node_frame(st, id, &f);
-		ssize_t k = loc_get(&t, f.function, f.file, f.line);
-		if (k < 0)
-			goto out;
-		li[id] = (uint32_t)k;
-		struct mt_location *l = &t.v[k];
-		struct mt_usage u = mt_snapshot_stack_usage(s, id);
-		uint64_t own_bytes, own_count;
-		mt_usage_view(&u, view, &own_bytes, &own_count);
-		l->own_bytes += own_bytes;
-		l->own_count += own_count;
-		if (t.stamp[k]++ == 0) {
-			l->total_bytes += sub[2 * id];
-			l->total_count += sub[2 * id + 1];
-		}
-		todo[top++] = id | EXIT;
-		for (uint32_t c = first[id]; c; c = next[c])
-			todo[top++] = c;
-	}
-	*out = t.v;
-	t.v = NULL;
-	ret = (ssize_t)t.n;
-out:
-	free(t.v);
-	free(t.slots);
-	free(t.stamp);
-	free(sub);
-	free(first);
-	free(next);
-	free(li);
-	free(todo);
-	return ret;
-}
-
-static int loc_tiebreak(const struct mt_location *a, const struct mt_location *b)
-{
-	int c = strcmp(a->function, b->function);
-	if (!c)
-		c = strcmp(a->file, b->file);
-	if (!c)
-		c = (a->line > b->line) - (a->line < b->line);
-	return c;
-}
-
-#define DESC(x, y) ((x) < (y) ? 1 : (x) > (y) ? -1 : 0)
-
-int mt_location_cmp_total(const void *pa, const void *pb)
-{
-	const struct mt_location *a = pa, *b = pb;
-	int c = DESC(a->total_bytes, b->total_bytes);
-	/* equal totals are mostly a call chain: callers first */
-	if (!c)
-		c = -DESC(a->own_bytes, b->own_bytes);
-	return c ? c : loc_tiebreak(a, b);
-}
-
-int mt_location_cmp_own(const void *pa, const void *pb)
-{
-	const struct mt_location *a = pa, *b = pb;
-	int c = DESC(a->own_bytes, b->own_bytes);
-	if (!c)
-		c = DESC(a->own_count, b->own_count);
-	return c ? c : loc_tiebreak(a, b);
-}
-
-int mt_location_cmp_own_count(const void *pa, const void *pb)
-{
-	const struct mt_location *a = pa, *b = pb;
-	int c = DESC(a->own_count, b->own_count);
-	if (!c)
-		c = DESC(a->own_bytes, b->own_bytes);
-	return c ? c : loc_tiebreak(a, b);
 }

@@ -122,7 +122,8 @@ struct mt_usage mt_snapshot_stack_usage(const struct mt_snapshot *s, uint32_t id
  * borrowed. Returns the number of sites. */
 size_t mt_snapshot_sites(const struct mt_snapshot *s, const struct mt_site **out);
 
-/* Highest stack id used or defined, for iterating. */
+/* Highest stack id used or defined, for iterating: below 2^24 (a higher
+ * id is taken for corruption, and counted as stack 0). */
 uint32_t mt_snapshot_max_stack(const struct mt_snapshot *s);
 
 struct mt_frame {
@@ -152,28 +153,5 @@ enum mt_view {
 
 /* mt_usage_view() - the bytes and count of @u that @view shows. */
 void mt_usage_view(const struct mt_usage *u, enum mt_view view, uint64_t *bytes, uint64_t *count);
-
-/* A source location (function, file, line) with its memory in a view.
- * own: allocated directly at this location (innermost frame);
- * total: at it or in anything it called (each stack counted once even
- * if the location recurs in it). */
-struct mt_location {
-	const char *function; /* "<no Python frames>" for stack 0 */
-	const char *file;
-	int line;
-	uint64_t own_bytes, own_count;
-	uint64_t total_bytes, total_count;
-};
-
-/* mt_snapshot_locations() - every location with memory in @view, in no
- * particular order. *@out is malloc'ed (caller frees; strings are
- * borrowed from @s). Returns the number of locations or -ENOMEM. */
-ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
-			      struct mt_location **out);
-
-/* qsort comparators: descending, ties by function, file, line. */
-int mt_location_cmp_total(const void *a, const void *b);
-int mt_location_cmp_own(const void *a, const void *b);
-int mt_location_cmp_own_count(const void *a, const void *b);
 
 #endif /* MT_READER_SNAPSHOT_H */

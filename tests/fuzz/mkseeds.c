@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/columns.h"
 #include "format/error.h"
 #include "format/pack.h"
 #include "format/record.h"

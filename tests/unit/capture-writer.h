@@ -14,6 +14,7 @@
 #include <stdlib.h> /* abort */
 #include <string.h> /* memcpy */
 
+#include "format/columns.h"
 #include "format/pack.h"
 #include "format/record.h"
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Record codec, header and chunk framing: round trips and damage. */
+#include "format/columns.h"
 #include "format/error.h"
 #include "format/record.h"
 

@@ -2,6 +2,7 @@
 /* Snapshot: peak, leaks, mappings, threads and locations, checked against
  * hand-computed values and a brute-force model. */
 #include "format/error.h"
+#include "reader/locations.h"
 #include "reader/snapshot.h"
 
 #include "capture-writer.h"

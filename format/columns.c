@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Chunk columns: a chunk's records split into columns and joined back
+ * (format/columns.h). Runs inside the payload's writer as well as in the
+ * reader: no I/O, no allocation, no stdio.
+ */
+#include "format/columns.h"
+#include "format/error.h"
+
+#include <errno.h>  /* ENOSPC */
+#include <string.h> /* memcpy, memcmp, memset */
+
+#define COL_CTL MT_COL_CTL
+#define COL_ADDR MT_COL_ADDR
+#define COL_SIZE MT_COL_SIZE
+#define COL_STACK MT_COL_STACK
+#define COL_NODE MT_COL_NODE
+#define COL_BODY MT_COL_BODY
+
+/* A STACK record in the node column: a flag byte, then the fields it does
+ * not imply. The flag's low two bits say where the parent is: NODE_SIBLING
+ * (the previous STACK's parent), NODE_CHILD (the previous STACK itself),
+ * NODE_FAR (a zigzag varint of id - parent follows) or NODE_VERBATIM (the
+ * record is stored as it is, its body in the body column, and leaves the
+ * coding state alone); NODE_NEXT_ID: the id is the previous one plus 1,
+ * else a zigzag varint of the difference follows; NODE_SAME_CODE: the
+ * code is the previous one's and the offset is a zigzag varint of the
+ * difference from its offset, else a zigzag varint of the code's
+ * difference comes before a plain offset varint. "Previous" is the
+ * chunk's previous STACK record not stored verbatim, all zero at the
+ * start of a chunk. */
+enum {
+	NODE_SIBLING = 0,
+	NODE_CHILD = 1,
+	NODE_FAR = 2,
+	NODE_VERBATIM = 3,
+	NODE_PARENT = 3, /* mask */
+	NODE_NEXT_ID = 1 << 2,
+	NODE_SAME_CODE = 1 << 3,
+};
+#define NODE_REC_MAX 32 /* room mt_rec_encode() needs for a STACK record */
+
+
+/* The STACK record of @v as mt_rec_encode() writes it, into @p. Returns
+ * its length. */
+static size_t node_record(uint8_t p[NODE_REC_MAX], const struct mt_node_state *v)
+{
+	struct mt_record r = { .type = MT_REC_STACK };
+	r.stack = (struct mt_rec_stack){ v->id, v->parent, v->code, v->offset };
+	ssize_t n = mt_rec_encode(p, NODE_REC_MAX, &r, NULL);
+	return n > 0 ? (size_t)n : 0;
+}
+
+static inline size_t put_zigzag(uint8_t *p, int64_t v)
+{
+	return mt_varint_put(p, mt_zigzag(v));
+}
+
+/* The node-column segment of the STACK record [@rec, @rec+@len) (head
+ * byte 5): into @p (room for @len bytes), returns its length, or 0 if the
+ * record is to be stored verbatim: it does not decode, it is not in the
+ * shortest form mt_rec_encode() writes (a later revision's extra fields,
+ * say), or coding it would take more room than storing it. */
+static size_t node_pack(uint8_t *p, struct mt_node_state *st, const uint8_t *rec, size_t len)
+{
+	struct mt_record r;
+	uint8_t canon[NODE_REC_MAX];
+	if (mt_rec_decode(rec, len, &r, NULL, NULL) != (ssize_t)len)
+		return 0;
+	struct mt_node_state v = { r.stack.id, r.stack.parent, r.stack.code, r.stack.offset };
+	if (node_record(canon, &v) != len || memcmp(canon, rec, len) != 0)
+		return 0;
+
+	uint8_t seg[NODE_REC_MAX];
+	unsigned flag = 0;
+	size_t n = 1;
+	if (v.id == st->id + 1u)
+		flag |= NODE_NEXT_ID;
+	else
+		n += put_zigzag(seg + n, (int64_t)v.id - ((int64_t)st->id + 1));
+	if (v.parent == st->parent) {
+		flag |= NODE_SIBLING;
+	} else if (v.parent == st->id) {
+		flag |= NODE_CHILD;
+	} else {
+		flag |= NODE_FAR;
+		n += put_zigzag(seg + n, (int64_t)v.id - (int64_t)v.parent);
+	}
+	if (v.code == st->code) {
+		flag |= NODE_SAME_CODE;
+		n += put_zigzag(seg + n, (int64_t)v.offset - (int64_t)st->offset);
+	} else {
+		n += put_zigzag(seg + n, (int64_t)v.code - (int64_t)st->code);
+		n += mt_varint_put(seg + n, v.offset);
+	}
+	if (n > len) /* the verbatim form: a flag byte and the body segment */
+		return 0;
+	seg[0] = (uint8_t)flag;
+	memcpy(p, seg, n);
+	*st = v;
+	return n;
+}
+
+/* A zigzag varint from [*@q, @end) added to @base: the result, which
+ * must be a u32, in *@out. Returns 0 or -1. */
+static inline int get_u32_delta(const uint8_t **q, const uint8_t *end, int64_t base,
+				uint32_t *out)
+{
+	uint64_t z;
+	if (mt_varint_get(q, end, &z) < 0)
+		return -1;
+	int64_t d = mt_unzigzag(z);
+	if (d < -(int64_t)UINT32_MAX - 1 || d > (int64_t)UINT32_MAX)
+		return -1;
+	int64_t v = base + d;
+	if (v < 0 || v > UINT32_MAX)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* Undoes node_pack(): the node-column segment at *@q (before @end) after
+ * its flag @flag (not NODE_VERBATIM), the STACK record into @p. Returns
+ * the record's length, or 0 if the segment does not decode. */
+static size_t node_unpack(uint8_t p[NODE_REC_MAX], struct mt_node_state *st, unsigned flag,
+			  const uint8_t **q, const uint8_t *end)
+{
+	struct mt_node_state v;
+	uint64_t off;
+	if (flag & ~(unsigned)(NODE_PARENT | NODE_NEXT_ID | NODE_SAME_CODE))
+		return 0;
+	if (flag & NODE_NEXT_ID) {
+		if (st->id == UINT32_MAX)
+			return 0;
+		v.id = st->id + 1;
+	} else if (get_u32_delta(q, end, (int64_t)st->id + 1, &v.id) < 0) {
+		return 0;
+	}
+	switch (flag & NODE_PARENT) {
+	case NODE_SIBLING:
+		v.parent = st->parent;
+		break;
+	case NODE_CHILD:
+		v.parent = st->id;
+		break;
+	default: { /* NODE_FAR: id - parent */
+		uint64_t z;
+		if (mt_varint_get(q, end, &z) < 0 || z >> 34)
+			return 0;
+		int64_t parent = (int64_t)v.id - mt_unzigzag(z);
+		if (parent < 0 || parent > UINT32_MAX)
+			return 0;
+		v.parent = (uint32_t)parent;
+	}
+	}
+	if (flag & NODE_SAME_CODE) {
+		v.code = st->code;
+		if (get_u32_delta(q, end, st->offset, &v.offset) < 0)
+			return 0;
+	} else {
+		if (get_u32_delta(q, end, st->code, &v.code) < 0 ||
+		    mt_varint_get(q, end, &off) < 0 || off > UINT32_MAX)
+			return 0;
+		v.offset = (uint32_t)off;
+	}
+	*st = v;
+	return node_record(p, &v);
+}
+
+/* Bytes of the varint at [p, p+avail), or 0 if it does not end in time. */
+static inline size_t varint_len(const uint8_t *p, size_t avail)
+{
+	for (size_t i = 0; i < avail && i < MT_VARINT_MAX; i++)
+		if (!(p[i] & 0x80))
+			return i + 1;
+	return 0;
+}
+
+/* The segment lengths @n of the record at @p (@left bytes from there on,
+ * its segments one after the other), its head's among them: @n[COL_CTL]
+ * is its head and km, *@nhead the head alone. Returns 0, or -1 if the
+ * record is cut short, has type 0 or a thread index past 2^32 - 1. */
+static int rec_segments(const uint8_t *p, size_t left, size_t n[MT_COLUMNS], size_t *nhead)
+{
+	const uint8_t *q = p, *end = p + left;
+	memset(n, 0, MT_COLUMNS * sizeof(*n));
+	if (left < 1)
+		return -1;
+	unsigned type = p[0] & 0x0f;
+	size_t k = 1;
+	if (type == 0)
+		return -1;
+	if (p[0] >> 4 == 15) {
+		const uint8_t *v = p + 1;
+		uint64_t thread;
+		if (mt_varint_get(&v, end, &thread) < 0 || thread > UINT32_MAX)
+			return -1;
+		k += (size_t)(v - (p + 1));
+	}
+	*nhead = k;
+	q += k;
+	if (type != MT_REC_ALLOC && type != MT_REC_FREE) {
+		n[COL_CTL] = k;
+		uint64_t body;
+		const uint8_t *b = q;
+		if (mt_varint_get(&b, end, &body) < 0 || body > (uint64_t)(end - b))
+			return -1;
+		n[COL_BODY] = (size_t)(b - q) + (size_t)body;
+		return 0;
+	}
+	if (left < k + 1)
+		return -1;
+	unsigned kind = p[k] & 0x0f, mode = p[k] >> 4;
+	n[COL_CTL] = k + 1;
+	q++;
+	int fields[3] = { mode >= MT_ADDR_SLOT, type == MT_REC_ALLOC || kind == MT_ALLOC_MUNMAP,
+			  type == MT_REC_ALLOC };
+	for (int i = 0; i < 3; i++) {
+		if (!fields[i])
+			continue;
+		size_t v = varint_len(q, (size_t)(end - q));
+		if (!v)
+			return -1;
+		n[COL_ADDR + i] = v;
+		q += v;
+	}
+	return 0;
+}
+
+/* Copy the varint at *@src to *@dst, advancing both; at most @max bytes.
+ * Returns 0, or -1 if it is longer. */
+static inline int copy_varint(uint8_t **dst, const uint8_t **src, size_t max)
+{
+	uint8_t *d = *dst;
+	const uint8_t *q = *src;
+	uint8_t b;
+	do {
+		if (!max--)
+			return -1;
+		b = *q++;
+		*d++ = b;
+	} while (b & 0x80);
+	*dst = d;
+	*src = q;
+	return 0;
+}
+
+/* An ALLOC or FREE record (type 1 or 2). */
+static inline int is_hot(uint8_t head)
+{
+	return (unsigned)((head & 0x0f) - MT_REC_ALLOC) < 2;
+}
+
+/* A hot record with a one-byte head (thread nibble below 15): the usual
+ * record, taken apart or put together without going through
+ * rec_segments(). */
+static inline int is_plain_hot(uint8_t head)
+{
+	return is_hot(head) && head < 0xf0;
+}
+
+void mt_cols_begin(struct mt_cols *c, uint8_t *dst, uint8_t *scratch, size_t cap)
+{
+	/* Each column is written where it has room whatever the others
+	 * hold: the first after the room for the directory, the others in
+	 * the scratch space. */
+	memset(c, 0, sizeof(*c));
+	c->dst = dst;
+	c->base[COL_CTL] = dst + MT_COLUMNS_DIR_MAX;
+	for (int i = 1; i < MT_COLUMNS; i++)
+		c->base[i] = scratch + (size_t)(i - 1) * cap;
+	memcpy(c->out, c->base, sizeof(c->out));
+}
+
+/* The control segment (docs/format.md section 2.1) of the record at @p,
+ * whose head is @nhead bytes, into @o; *@thread_now is the thread index
+ * of the chunk's last hot record. Returns its length. */
+static size_t ctl_from_row(uint8_t *o, uint64_t *thread_now, const uint8_t *p, size_t nhead)
+{
+	unsigned type = p[0] & 0x0f;
+	unsigned hot = is_hot(p[0]) ? p[nhead] + 1u : 0;
+	uint64_t thread = p[0] >> 4;
+	if (thread == 15) {
+		const uint8_t *q = p + 1;
+		if (mt_varint_get(&q, p + nhead, &thread) < 0 || thread < 15 ||
+		    nhead != 1 + mt_varint_len(thread)) {
+			/* Not the shortest head: kept as it is. */
+			o[0] = 0;
+			memcpy(o + 1, p, nhead);
+			size_t n = 1 + nhead;
+			if (hot) {
+				o[n++] = (uint8_t)(hot - 1);
+				*thread_now = thread;
+			}
+			return n;
+		}
+	}
+	return mt__ctl_put(o, thread_now, type, thread, hot);
+}
+
+ssize_t mt_cols_add(struct mt_cols *c, const uint8_t *p, size_t left)
+{
+	uint8_t **out = c->out;
+	const uint8_t *start = p;
+	size_t n[MT_COLUMNS], nhead;
+
+	/* A plain hot record with MT_REC_HOT_MAX bytes after it needs no
+	 * bounds checks: its segments end within 32 bytes. */
+	if (left >= MT_REC_HOT_MAX && is_plain_hot(p[0])) {
+		unsigned type = p[0] & 0x0f, km = p[1];
+		out[COL_CTL] += mt__ctl_put(out[COL_CTL], &c->thread, type, p[0] >> 4, km + 1);
+		p += 2;
+		if ((km >> 4 >= MT_ADDR_SLOT && copy_varint(&out[COL_ADDR], &p, MT_VARINT_MAX) < 0) ||
+		    ((type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP) &&
+		     copy_varint(&out[COL_SIZE], &p, MT_VARINT_MAX) < 0) ||
+		    (type == MT_REC_ALLOC && copy_varint(&out[COL_STACK], &p, MT_VARINT_MAX) < 0))
+			return -MT_ECORRUPT;
+		c->events++;
+		c->len += (size_t)(p - start);
+		return p - start;
+	}
+	if (rec_segments(p, left, n, &nhead) < 0)
+		return -MT_ECORRUPT;
+	c->events += is_hot(p[0]);
+	if (p[0] == MT_REC_STACK) {
+		size_t k = node_pack(out[COL_NODE], &c->node, p, 1 + n[COL_BODY]);
+		if (k) {
+			*out[COL_CTL]++ = MT_REC_STACK << 4;
+			out[COL_NODE] += k;
+			c->len += 1 + n[COL_BODY];
+			return (ssize_t)(1 + n[COL_BODY]);
+		}
+		*out[COL_NODE]++ = NODE_VERBATIM;
+	}
+	out[COL_CTL] += ctl_from_row(out[COL_CTL], &c->thread, p, nhead);
+	p += n[COL_CTL];
+	for (int i = 1; i < MT_COLUMNS; i++) {
+		memcpy(out[i], p, n[i]);
+		out[i] += n[i];
+		p += n[i];
+	}
+	c->len += (size_t)(p - start);
+	return p - start;
+}
+
+size_t mt_cols_finish(struct mt_cols *c)
+{
+	/* The directory, and the columns in place behind it. */
+	uint8_t dir[MT_COLUMNS_DIR_MAX];
+	size_t ndir = 0;
+	for (int i = 0; i < MT_COLUMNS - 1; i++)
+		ndir += mt_varint_put(dir + ndir, (uint64_t)(c->out[i] - c->base[i]));
+	uint8_t *q = c->dst + ndir;
+	memmove(q, c->base[COL_CTL], (size_t)(c->out[COL_CTL] - c->base[COL_CTL]));
+	memcpy(c->dst, dir, ndir);
+	q += c->out[COL_CTL] - c->base[COL_CTL];
+	for (int i = 1; i < MT_COLUMNS; i++) {
+		memcpy(q, c->base[i], (size_t)(c->out[i] - c->base[i]));
+		q += c->out[i] - c->base[i];
+	}
+	return (size_t)(q - c->dst);
+}
+
+ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
+		       uint64_t *events)
+{
+	struct mt_cols c;
+	const uint8_t *p = src, *end = src + len;
+
+	mt_cols_begin(&c, dst, scratch, len);
+	while (p < end) {
+		ssize_t n = mt_cols_add(&c, p, (size_t)(end - p));
+		if (n < 0)
+			return n;
+		p += n;
+	}
+	if (events)
+		*events += c.events;
+	return (ssize_t)mt_cols_finish(&c);
+}
+
+/* The head and km of the next record from the control column at *@p
+ * (before @end), as a row, into @o (room for MT_REC_HEAD_MAX + 1 bytes);
+ * *@thread_now is the thread index of the chunk's last hot record.
+ * Returns the row's length, or 0 if the control column does not hold a
+ * record there. */
+#define MT_REC_HEAD_MAX (1 + MT_VARINT_MAX)
+static size_t ctl_to_row(uint8_t *o, uint64_t *thread_now, const uint8_t **p, const uint8_t *end)
+{
+	const uint8_t *q = *p;
+	uint8_t b = *q++;
+	size_t n;
+	uint64_t thread;
+
+	if (b & 0x0f) { /* a hot record of the last hot record's thread */
+		unsigned type = mt_allocator_is_free(b & 0x0f) ? MT_REC_FREE : MT_REC_ALLOC;
+		n = mt__rec_head(o, type, *thread_now);
+		o[n++] = b;
+		*p = q;
+		return n;
+	}
+	if (b) { /* a head of thread 0 */
+		o[0] = b >> 4;
+		thread = 0;
+		n = 1;
+	} else { /* the head itself */
+		if (q == end || (*q & 0x0f) == 0)
+			return 0;
+		o[0] = *q++;
+		thread = o[0] >> 4;
+		n = 1;
+		if (thread == 15) {
+			const uint8_t *v = q;
+			if (mt_varint_get(&q, end, &thread) < 0 || thread > UINT32_MAX)
+				return 0;
+			memcpy(o + 1, v, (size_t)(q - v));
+			n += (size_t)(q - v);
+		}
+	}
+	if (is_hot(o[0])) {
+		if (q == end)
+			return 0;
+		o[n++] = *q++;
+		*thread_now = thread;
+	}
+	*p = q;
+	return n;
+}
+
+ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined)
+{
+	const uint8_t *p[MT_COLUMNS], *q = src, *end[MT_COLUMNS];
+	size_t left[MT_COLUMNS];
+	uint8_t *o = dst, *o_end = dst + cap;
+	struct mt_node_state node = { 0 };
+	uint64_t thread_now = 0;
+
+	*joined = 0;
+	for (int i = 0; i < MT_COLUMNS - 1; i++) {
+		uint64_t v;
+		if (mt_varint_get(&q, src + len, &v) < 0)
+			return -MT_ECORRUPT;
+		left[i] = (size_t)v;
+	}
+	for (int i = 0; i < MT_COLUMNS; i++) {
+		if (i == MT_COLUMNS - 1)
+			left[i] = (size_t)(src + len - q);
+		else if (left[i] > (size_t)(src + len - q))
+			return -MT_ECORRUPT;
+		p[i] = q;
+		q += left[i];
+		end[i] = q;
+	}
+	while (p[COL_CTL] < end[COL_CTL]) {
+		/* The record is put together in @tmp when @dst may not have
+		 * room for it, and copied once its length is known. */
+		uint8_t tmp[MT_REC_HEAD_MAX + 1 + 3 * MT_VARINT_MAX];
+		int direct = o_end - o >= (ptrdiff_t)sizeof(tmp);
+		uint8_t *w = direct ? o : tmp;
+		size_t n = ctl_to_row(w, &thread_now, &p[COL_CTL], end[COL_CTL]);
+		if (!n)
+			return -MT_ECORRUPT;
+		uint8_t *r = w + n;
+		if (is_hot(w[0])) {
+			unsigned type = w[0] & 0x0f, km = w[n - 1];
+			int fields[3] = { km >> 4 >= MT_ADDR_SLOT,
+					  type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP,
+					  type == MT_REC_ALLOC };
+			for (int i = 0; i < 3; i++) {
+				size_t avail = (size_t)(end[COL_ADDR + i] - p[COL_ADDR + i]);
+				if (fields[i] && copy_varint(&r, &p[COL_ADDR + i],
+							     avail < MT_VARINT_MAX ? avail : MT_VARINT_MAX) < 0)
+					return -MT_ECORRUPT;
+			}
+			n = (size_t)(r - w);
+			if (!direct) {
+				if (n > (size_t)(o_end - o))
+					return -ENOSPC;
+				memcpy(o, tmp, n);
+			}
+			o += n;
+			*joined = (size_t)(o - dst);
+			continue;
+		}
+		if (w[0] == MT_REC_STACK) {
+			if (p[COL_NODE] == end[COL_NODE])
+				return -MT_ECORRUPT;
+			unsigned flag = *p[COL_NODE]++;
+			if (flag != NODE_VERBATIM) {
+				uint8_t rec[NODE_REC_MAX];
+				size_t k = node_unpack(rec, &node, flag, &p[COL_NODE], end[COL_NODE]);
+				if (!k)
+					return -MT_ECORRUPT;
+				if (k > (size_t)(o_end - o))
+					return -ENOSPC;
+				memcpy(o, rec, k);
+				o += k;
+				*joined = (size_t)(o - dst);
+				continue;
+			}
+		}
+		/* A length-prefixed record: its head, then its body segment. */
+		uint64_t body;
+		const uint8_t *b = p[COL_BODY];
+		if (mt_varint_get(&b, end[COL_BODY], &body) < 0 ||
+		    body > (uint64_t)(end[COL_BODY] - b))
+			return -MT_ECORRUPT;
+		size_t nb = (size_t)(b - p[COL_BODY]) + (size_t)body;
+		if (n + nb > (size_t)(o_end - o))
+			return -ENOSPC;
+		if (!direct)
+			memcpy(o, tmp, n);
+		memcpy(o + n, p[COL_BODY], nb);
+		p[COL_BODY] += nb;
+		o += n + nb;
+		*joined = (size_t)(o - dst);
+	}
+	for (int i = 0; i < MT_COLUMNS; i++)
+		if (p[i] != end[i])
+			return -MT_ECORRUPT;
+	return (ssize_t)(o - dst);
+}

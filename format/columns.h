@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_FORMAT_COLUMNS_H
+#define MT_FORMAT_COLUMNS_H
+/*
+ * Chunk columns. A chunk's records are stored as columns, one after the
+ * other, so that LZ4 sees alike bytes together: the heads and km bytes of
+ * all records, then all address deltas, sizes, stack deltas, STACK
+ * definitions and the other length-prefixed records' bodies. Every record
+ * is the concatenation of one segment per column, in column order, and the
+ * control column tells which segments a record has. A STACK record is
+ * stored as its fields coded against the chunk's previous STACK record
+ * (a new frame is mostly a sibling or a child of the one made before it);
+ * that coding starts afresh in every chunk, so a chunk's columns still
+ * split and join on their own.
+ * The chunk data (raw_len bytes) are: the byte lengths of columns 0..4 as
+ * varints, then the six columns (docs/format.md section 2.1).
+ *
+ * Two ways in: mt_chunk_split() and mt_chunk_join() take whole buffers
+ * (a row of records to columns and back), and struct mt_cols builds the
+ * columns a record at a time. mt_cols_alloc() and mt_cols_free() are the
+ * payload's hot path, called inside its malloc hooks for every event, so
+ * they stay static inline here. Like format/record.h: pure functions over
+ * byte buffers, no I/O, no malloc, async-signal-safe. The records
+ * themselves (their row form and the hot records' coding state) are
+ * format/record.h's; format/pack.h codes the columns for the file.
+ */
+#include <stddef.h>    /* size_t */
+#include <stdint.h>    /* uint64_t */
+#include <sys/types.h> /* ssize_t */
+
+#include "format/record.h" /* struct mt_delta, mt__code_alloc */
+#include "format/varint.h" /* mt_varint_put */
+
+#define MT_COLUMNS 6
+#define MT_COLUMNS_DIR_MAX 25 /* the directory of five varint lengths < 2^32 */
+
+/* mt_chunk_split() - the columns of the whole records [@src, @src+@len)
+ * into @dst (>= MT_SPLIT_MAX(@len) bytes), in one pass that uses @scratch
+ * (>= MT_SPLIT_SCRATCH(@len) bytes); *@events (if not NULL) grows by the
+ * number of ALLOC and FREE records. Returns the columns' length, or
+ * -MT_ECORRUPT if @src does not parse as records (@dst then holds nothing
+ * useful). A record's segments are at most one byte longer than the
+ * record (a control segment that starts with 0, or the node segment of a
+ * STACK record stored as it is), and a record is at least two bytes. */
+#define MT_SPLIT_MAX(len) ((size_t)(len) + (size_t)(len) / 2 + MT_COLUMNS_DIR_MAX)
+#define MT_SPLIT_SCRATCH(len) ((size_t)(MT_COLUMNS - 1) * (len))
+ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
+		       uint64_t *events);
+
+/* Chunk columns built a record at a time, as mt_chunk_split() builds them
+ * (the payload's writer codes its events straight into them). The caller
+ * keeps the records' length as a row (@len) within the capacity given to
+ * mt_cols_begin(): a record goes in only while len plus its own length
+ * (MT_REC_HOT_MAX for an event) fits. */
+enum { MT_COL_CTL, MT_COL_ADDR, MT_COL_SIZE, MT_COL_STACK, MT_COL_NODE, MT_COL_BODY };
+
+struct mt_node_state {
+	uint32_t id, parent, code, offset;
+};
+
+struct mt_cols {
+	uint8_t *dst;
+	uint8_t *base[MT_COLUMNS], *out[MT_COLUMNS];
+	struct mt_node_state node; /* the previous node (docs/format.md section 2.2) */
+	uint64_t thread;  /* the thread index of the chunk's last hot record */
+	size_t len;       /* the records' length as a row */
+	uint64_t events;  /* ALLOC and FREE records */
+};
+
+/* mt_cols_begin() - no records yet, for at most @cap bytes of them; the
+ * chunk data will be in @dst (>= MT_SPLIT_MAX(@cap) bytes), and @scratch
+ * (>= MT_SPLIT_SCRATCH(@cap) bytes) holds columns meanwhile. */
+void mt_cols_begin(struct mt_cols *c, uint8_t *dst, uint8_t *scratch, size_t cap);
+
+/* mt_cols_add() - the whole record at @p (@left bytes from there on).
+ * Returns its length, or -MT_ECORRUPT if no record starts there. */
+ssize_t mt_cols_add(struct mt_cols *c, const uint8_t *p, size_t left);
+
+/* mt_cols_finish() - the chunk data (directory and columns) into the
+ * @dst given to mt_cols_begin(). Returns their length. */
+size_t mt_cols_finish(struct mt_cols *c);
+
+/* Whether @km's kind is one a record of @type has: an allocation kind for
+ * ALLOC, a free kind (free, munmap, pymalloc_free) for FREE. */
+static inline int mt__km_fits(unsigned type, unsigned km)
+{
+	unsigned kind = km & 0x0f;
+	return kind != 0 && (int)((MT_FREE_KINDS >> kind) & 1) == (type == MT_REC_FREE);
+}
+
+/* The control segment of a record whose head is @type and @thread
+ * (docs/format.md section 2.1), into @p; *@thread_now is the thread index
+ * of the chunk's last hot record. A hot record of that thread is its km
+ * byte alone (@hot: km + 1, else 0); any other record starts with its
+ * head: the byte type << 4 for thread 0, else 0 and the head itself. */
+static inline size_t mt__ctl_put(uint8_t *p, uint64_t *thread_now, unsigned type, uint64_t thread,
+				 unsigned hot)
+{
+	size_t n = 0;
+	if (!hot || thread != *thread_now || !mt__km_fits(type, hot - 1)) {
+		if (thread == 0) {
+			p[n++] = (uint8_t)(type << 4);
+		} else {
+			p[n++] = 0;
+			n += mt__rec_head(p + n, type, thread);
+		}
+	}
+	if (hot) {
+		p[n++] = (uint8_t)(hot - 1);
+		*thread_now = thread;
+	}
+	return n;
+}
+
+static inline void mt__cols_hot(struct mt_cols *c, unsigned type, uint32_t thread,
+				struct mt__hot h)
+{
+	size_t n = (thread < 15 ? 1 : 1 + mt_varint_len(thread)) + 1;
+	c->out[MT_COL_CTL] += mt__ctl_put(c->out[MT_COL_CTL], &c->thread, type, thread, h.km + 1);
+	if (h.km >> 4 >= MT_ADDR_SLOT) {
+		size_t k = mt_varint_put(c->out[MT_COL_ADDR], h.zaddr);
+		c->out[MT_COL_ADDR] += k;
+		n += k;
+	}
+	c->len += n;
+	c->events++;
+}
+
+/* mt_cols_alloc() / mt_cols_free() - the record mt_enc_alloc() /
+ * mt_enc_free() would make, straight into the columns. */
+static inline void mt_cols_alloc(struct mt_cols *c, struct mt_delta *d, uint32_t thread,
+				 unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
+{
+	struct mt__hot h = mt__code_alloc(d, kind, addr, size, stack);
+	mt__cols_hot(c, MT_REC_ALLOC, thread, h);
+	size_t k = mt_varint_put(c->out[MT_COL_SIZE], size);
+	c->out[MT_COL_SIZE] += k;
+	size_t j = mt_varint_put(c->out[MT_COL_STACK], h.zstack);
+	c->out[MT_COL_STACK] += j;
+	c->len += k + j;
+}
+
+static inline void mt_cols_free(struct mt_cols *c, struct mt_delta *d, uint32_t thread,
+				unsigned kind, uint64_t addr, uint64_t size)
+{
+	mt__cols_hot(c, MT_REC_FREE, thread, mt__code_free(d, kind, addr));
+	if (kind == MT_ALLOC_MUNMAP) {
+		size_t k = mt_varint_put(c->out[MT_COL_SIZE], size);
+		c->out[MT_COL_SIZE] += k;
+		c->len += k;
+	}
+}
+/* mt_chunk_join() - the records of chunk data [@src, @src+@len) into @dst
+ * (@cap bytes; MT_JOIN_MAX(@len) always suffice: a control byte becomes
+ * at most a head and km of seven bytes). Returns their length,
+ * -ENOSPC if @cap is too small, or -MT_ECORRUPT if the columns do not fit
+ * together; *@joined is then the length of the whole records in @dst
+ * before the problem. */
+#define MT_JOIN_MAX(len) ((size_t)(len) * 8)
+ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined);
+
+#endif /* MT_FORMAT_COLUMNS_H */

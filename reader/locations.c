@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Locations of a snapshot's memory (reader/locations.h): own and total
+ * memory per (function, file, line), from one walk of the stack trie.
+ */
+#include "reader/locations.h"
+#include "util/slots.h"
+
+#include <errno.h>  /* ENOMEM */
+#include <stdlib.h> /* malloc */
+#include <string.h> /* strcmp */
+
+/* Location table for one mt_snapshot_locations() call. */
+struct loctab {
+	struct mt_location *v;
+	size_t n, cap;
+	uint32_t *slots; /* index + 1, 0 = empty */
+	size_t nslots;
+	uint64_t *stamp;
+};
+
+static const char no_frames[] = "<no Python frames>";
+
+static uint64_t loc_hash(const char *fn, const char *file, int line)
+{
+	uint64_t h = (uint64_t)(uintptr_t)fn * 0x9E3779B97F4A7C15ull;
+	h ^= (uint64_t)(uintptr_t)file * 0xC2B2AE3D27D4EB4Full;
+	h ^= (uint64_t)(unsigned)line * 0x165667B19E3779F9ull;
+	return h ^ (h >> 29);
+}
+
+static uint64_t loctab_hash(const void *ctx, size_t i)
+{
+	const struct mt_location *l = &((const struct loctab *)ctx)->v[i];
+	return loc_hash(l->function, l->file, l->line);
+}
+
+/* Interned strings compare by pointer. Returns the index or -1. */
+static ssize_t loc_get(struct loctab *t, const char *fn, const char *file, int line)
+{
+	if (t->n * 2 >= t->nslots &&
+	    mt_slots_grow(&t->slots, &t->nslots, 1024, 0, t->n, loctab_hash, t) < 0)
+		return -1;
+	size_t j = loc_hash(fn, file, line) & (t->nslots - 1);
+	while (t->slots[j]) {
+		struct mt_location *l = &t->v[t->slots[j] - 1];
+		if (l->function == fn && l->file == file && l->line == line)
+			return t->slots[j] - 1;
+		j = (j + 1) & (t->nslots - 1);
+	}
+	if (t->n == t->cap) {
+		size_t n = t->cap ? t->cap * 2 : 256;
+		struct mt_location *nv = realloc(t->v, n * sizeof(*nv));
+		uint64_t *ns = nv ? realloc(t->stamp, n * sizeof(*ns)) : NULL;
+		if (!nv)
+			return -1;
+		t->v = nv;
+		if (!ns)
+			return -1;
+		t->stamp = ns;
+		t->cap = n;
+	}
+	t->v[t->n] = (struct mt_location){ fn, file, line, 0, 0, 0, 0 };
+	t->stamp[t->n] = 0;
+	t->slots[j] = (uint32_t)t->n + 1;
+	return (ssize_t)t->n++;
+}
+
+/* Every location's own memory is that of the stacks whose newest frame it
+ * is; its total counts each stack with memory once, however often the
+ * location recurs in it. So the trie is walked depth first, once: a
+ * node's subtree memory goes to its location's total unless that location
+ * is already on the path above (t->stamp counts its occurrences there).
+ * Parents have lower ids than their children (format rule), so subtree
+ * sums and child lists come from single passes over the ids. */
+ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
+			      struct mt_location **out)
+{
+	size_t n = (size_t)mt_snapshot_max_stack(s) + 1;
+	struct loctab t = { 0 };
+	uint64_t *sub = calloc(n, 2 * sizeof(*sub)); /* subtree bytes, count */
+	uint32_t *first = calloc(n, sizeof(*first)); /* first child with memory */
+	uint32_t *next = calloc(n, sizeof(*next));   /* its next sibling */
+	uint32_t *li = malloc(n * sizeof(*li));      /* location of an entered node */
+	uint32_t *todo = malloc(2 * n * sizeof(*todo));
+	ssize_t ret = -ENOMEM;
+	const uint32_t EXIT = 1u << 31; /* stack ids are below 2^24 */
+
+	if (!sub || !first || !next || !li || !todo)
+		goto out;
+	for (uint32_t id = 0; id < n; id++) {
+		struct mt_usage u = mt_snapshot_stack_usage(s, id);
+		mt_usage_view(&u, view, &sub[2 * id], &sub[2 * id + 1]);
+	}
+	if (sub[0] || sub[1]) {
+		ssize_t k = loc_get(&t, no_frames, "", 0);
+		if (k < 0)
+			goto out;
+		t.v[k].own_bytes = t.v[k].total_bytes = sub[0];
+		t.v[k].own_count = t.v[k].total_count = sub[1];
+	}
+	for (size_t id = n - 1; id > 0; id--) {
+		if (!sub[2 * id] && !sub[2 * id + 1])
+			continue;
+		uint32_t p = mt_snapshot_stack_parent(s, (uint32_t)id);
+		if (p >= id)
+			p = 0; /* never in a decoded capture; keeps the walk a tree */
+		if (p) {
+			sub[2 * p] += sub[2 * id];
+			sub[2 * p + 1] += sub[2 * id + 1];
+		}
+		next[id] = first[p];
+		first[p] = (uint32_t)id;
+	}
+	size_t top = 0;
+	for (uint32_t c = first[0]; c; c = next[c])
+		todo[top++] = c;
+	while (top) {
+		uint32_t id = todo[--top];
+		if (id & EXIT) {
+			t.stamp[li[id & ~EXIT]]--;
+			continue;
+		}
+		struct mt_frame f;
+		mt_snapshot_stack_frame(s, id, &f);
+		ssize_t k = loc_get(&t, f.function, f.file, f.line);
+		if (k < 0)
+			goto out;
+		li[id] = (uint32_t)k;
+		struct mt_location *l = &t.v[k];
+		struct mt_usage u = mt_snapshot_stack_usage(s, id);
+		uint64_t own_bytes, own_count;
+		mt_usage_view(&u, view, &own_bytes, &own_count);
+		l->own_bytes += own_bytes;
+		l->own_count += own_count;
+		if (t.stamp[k]++ == 0) {
+			l->total_bytes += sub[2 * id];
+			l->total_count += sub[2 * id + 1];
+		}
+		todo[top++] = id | EXIT;
+		for (uint32_t c = first[id]; c; c = next[c])
+			todo[top++] = c;
+	}
+	*out = t.v;
+	t.v = NULL;
+	ret = (ssize_t)t.n;
+out:
+	free(t.v);
+	free(t.slots);
+	free(t.stamp);
+	free(sub);
+	free(first);
+	free(next);
+	free(li);
+	free(todo);
+	return ret;
+}
+
+static int loc_tiebreak(const struct mt_location *a, const struct mt_location *b)
+{
+	int c = strcmp(a->function, b->function);
+	if (!c)
+		c = strcmp(a->file, b->file);
+	if (!c)
+		c = (a->line > b->line) - (a->line < b->line);
+	return c;
+}
+
+#define DESC(x, y) ((x) < (y) ? 1 : (x) > (y) ? -1 : 0)
+
+int mt_location_cmp_total(const void *pa, const void *pb)
+{
+	const struct mt_location *a = pa, *b = pb;
+	int c = DESC(a->total_bytes, b->total_bytes);
+	/* equal totals are mostly a call chain: callers first */
+	if (!c)
+		c = -DESC(a->own_bytes, b->own_bytes);
+	return c ? c : loc_tiebreak(a, b);
+}
+
+int mt_location_cmp_own(const void *pa, const void *pb)
+{
+	const struct mt_location *a = pa, *b = pb;
+	int c = DESC(a->own_bytes, b->own_bytes);
+	if (!c)
+		c = DESC(a->own_count, b->own_count);
+	return c ? c : loc_tiebreak(a, b);
+}
+
+int mt_location_cmp_own_count(const void *pa, const void *pb)
+{
+	const struct mt_location *a = pa, *b = pb;
+	int c = DESC(a->own_count, b->own_count);
+	if (!c)
+		c = DESC(a->own_bytes, b->own_bytes);
+	return c ? c : loc_tiebreak(a, b);
+}
