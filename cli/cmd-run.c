@@ -243,6 +243,23 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 	return -1;
 }
 
+/* python [-m|-c] target args..., or NULL without memory. */
+static char **program_argv(const struct run_opts *o, int argc, char **argv)
+{
+	char **av = calloc((size_t)(argc - o->rest) + 4, sizeof(char *));
+	if (!av)
+		return NULL;
+	int n = 0;
+	av[n++] = (char *)o->python;
+	if (strcmp(o->kind, "script") != 0)
+		av[n++] = (char *)o->kind;
+	av[n++] = (char *)o->target;
+	for (int i = o->rest; i < argc; i++)
+		av[n++] = argv[i];
+	av[n] = NULL;
+	return av;
+}
+
 /* In the child: name and create the capture (the default name carries
  * the child's pid) and, with --live, the log; MEMTRACE_RUN for the
  * payload, given @status_fd. The capture's name (or the client's
@@ -425,18 +442,9 @@ int cmd_run(int argc, char **argv)
 	if (o.remote && (child.client = mt_cli_live_accept((int)o.port, where, sizeof(where))) < 0)
 		return 1;
 
-	char **av = calloc((size_t)(argc - o.rest) + 4, sizeof(char *));
+	char **av = program_argv(&o, argc, argv);
 	if (!av)
 		return mt_error(-ENOMEM, "cannot start the program"), 1;
-	int n = 0;
-	av[n++] = (char *)o.python;
-	if (strcmp(o.kind, "script") != 0)
-		av[n++] = (char *)o.kind;
-	av[n++] = (char *)o.target;
-	for (int i = o.rest; i < argc; i++)
-		av[n++] = argv[i];
-	av[n] = NULL;
-
 	char capture[PATH_MAX + 2];
 	const struct mt_spawn_var env[] = { { "MEMTRACE_RUN", child.env }, { NULL, NULL } };
 	struct mt_spawn sp = { .file = interp, .argv = av, .preload = payload, .env = env,

@@ -15,8 +15,8 @@
  * reached memtrace alone. mt_spawn_wait() puts the old handlers back.
  *
  * In the child, in this order: the old handlers back; the read ends of
- * spawn's pipes closed; @prepare, given the write end of the program's
- * pipe (inherited by the program); each @env variable set, then @preload
+ * spawn's pipes closed; @prepare, given a copy of the write end of the
+ * program's pipe that the program inherits (-1 if dup() failed); each @env variable set, then @preload
  * put first in LD_PRELOAD; @note written to the parent; execv(). A child
  * that fails before the exec leaves with status 1, silently (its
  * @prepare says why); a failed exec calls @exec_failed, then prints
