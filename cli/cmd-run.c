@@ -5,6 +5,8 @@
  * status (or the signal that killed it) becomes ours.
  */
 #include "cli/cmd.h"
+#include "cli/spawn.h"
+#include "format/runproto.h"
 #include "format/record.h"
 #include "mt-config.h"
 #include "reader/capture.h"
@@ -17,11 +19,11 @@
 #include <limits.h>   /* PATH_MAX */
 #include <signal.h>   /* sigaction */
 #include <stdio.h>    /* snprintf */
-#include <stdlib.h>   /* setenv */
+#include <stdlib.h>   /* calloc */
 #include <string.h>   /* strrchr */
 #include <sys/stat.h> /* stat */
-#include <sys/wait.h> /* waitpid */
-#include <unistd.h>   /* fork, execv */
+#include <sys/wait.h> /* WIFSIGNALED */
+#include <unistd.h>   /* getpid, dup */
 
 static const char usage[] =
 	"usage: memtrace run [-o FILE] [-f] [--trace-python-allocators] [--follow-fork]\n"
@@ -45,27 +47,25 @@ static const char usage[] =
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
 	"      --python PATH            interpreter to run (default: python3 on PATH)\n";
 
-static pid_t child;
+/* The options, parsed. */
+struct run_opts {
+	const char *kind, *target; /* "script", "-m" or "-c", and its name */
+	const char *output, *python;
+	unsigned flags;
+	long interval, port;
+	int force, live, remote, port_given;
+	int rest; /* the program's arguments: argv[rest..] */
+};
 
-/* Signals to memtrace are the program's: passed on, except those the
- * program got already. The terminal sends ^C, ^\ and its hangup to its
- * whole foreground process group (the kernel's signal, SI_KERNEL), which
- * holds the program while it stays in our group: a second SIGINT would
- * interrupt Python's handling of the first (a lost traceback). A kill of
- * memtrace's pid (SI_USER) reached memtrace alone. */
-static int program_got_it(int from_kernel)
-{
-	return from_kernel && getpgid(child) == getpgrp();
-}
-
-static void forward_signal(int sig, siginfo_t *si, void *uc)
-{
-	(void)uc;
-	int saved = errno;
-	if (child > 0 && !program_got_it(si && si->si_code == SI_KERNEL))
-		kill(child, sig);
-	errno = saved;
-}
+/* The child's side of the run: what it needs to make the capture and
+ * the environment (see prepare_child()). */
+struct run_child {
+	const struct run_opts *o;
+	const char *where; /* --live-remote: the client's address */
+	int client;        /* --live-remote: its connection */
+	char abs[PATH_MAX];
+	char env[PATH_MAX + 96]; /* MEMTRACE_RUN */
+};
 
 /* "SIGTERM" for SIGTERM. */
 static const char *signal_name(int sig, char *buf, size_t cap)
@@ -78,24 +78,23 @@ static const char *signal_name(int sig, char *buf, size_t cap)
 	return buf;
 }
 
-/* The program died of @sig; the payload said @said ("signal N", "ok",
- * nothing, ...) of the capture at @where: say how it ended and what the
- * capture holds. */
-static void say_killed(int sig, const char *said, const char *where, int remote)
+/* The program died of @sig; the payload said @said (end 0: nothing) of
+ * the capture at @where: say how it ended and what the capture holds. */
+static void say_killed(int sig, const struct mt_run_status *said, const char *where, int remote)
 {
 	char name[32];
-	const char *dropped = strstr(said, " dropped ");
-	unsigned long long n = dropped ? strtoull(dropped + 9, NULL, 10) : 0;
+	unsigned long long n = said->end == MT_RUN_OK || said->end == MT_RUN_SIGNAL ?
+				       (unsigned long long)said->dropped : 0;
 	char more[128] = "";
 	if (n)
 		snprintf(more, sizeof(more), "; %llu events were dropped, as it could not be "
 					     "written fast enough", n);
 	signal_name(sig, name, sizeof(name));
-	if (!strncmp(said, "signal ", 7))
+	if (said->end == MT_RUN_SIGNAL)
 		fprintf(stderr, "memtrace: the program was killed by %s; capture %s %s, complete up "
 				"to the signal%s\n",
 			name, remote ? "sent to" : "written to", where, more);
-	else if (!strncmp(said, "ok", 2))
+	else if (said->end == MT_RUN_OK)
 		fprintf(stderr, "memtrace: the program was killed by %s after tracking ended; "
 				"capture %s %s%s\n",
 			name, remote ? "sent to" : "written to", where, more);
@@ -103,28 +102,6 @@ static void say_killed(int sig, const char *said, const char *where, int remote)
 		fprintf(stderr, "memtrace: the program was killed by %s before memtrace could "
 				"finish the capture: %s holds what was written up to 250 ms before\n",
 			name, where);
-}
-
-/* Search PATH for @name unless it contains a slash. */
-static int find_program(const char *name, char *out, size_t cap)
-{
-	if (strchr(name, '/')) {
-		if (access(name, X_OK) != 0)
-			return mt_error(-errno, "cannot run interpreter '%s'", name);
-		snprintf(out, cap, "%s", name);
-		return 0;
-	}
-	const char *path = getenv("PATH");
-	if (!path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	while (*path) {
-		size_t len = strcspn(path, ":");
-		snprintf(out, cap, "%.*s/%s", (int)len, len ? path : ".", name);
-		if (access(out, X_OK) == 0)
-			return 0;
-		path += len + (path[len] == ':');
-	}
-	return mt_error(-ENOENT, "cannot find interpreter '%s' on PATH", name);
 }
 
 /* memtrace-<stem>.<pid>.bin, where stem is the script's or module's name */
@@ -169,7 +146,8 @@ static int capture_finished(const char *path)
 	return done;
 }
 
-int cmd_run(int argc, char **argv)
+/* Returns -1 to go on, or the exit status. */
+static int parse_options(int argc, char **argv, struct run_opts *o)
 {
 	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_PYTHON, OPT_FOLLOW_FORK, OPT_LIVE,
 	       OPT_LIVE_REMOTE, OPT_LIVE_PORT };
@@ -186,44 +164,40 @@ int cmd_run(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *kind = "script", *target = NULL;
-	const char *output = NULL, *python = "python3";
-	unsigned flags = 0;
-	long interval = 10;
-	int force = 0, live = 0, remote = 0, port_given = 0, c;
-	long port = 0;
+	int c;
+	*o = (struct run_opts){ .kind = "script", .python = "python3", .interval = 10 };
 
 	/* -m and -c end our options, as they end Python's */
-	while (!target && (c = getopt_long(argc, argv, "+o:fhm:c:", opts, NULL)) != -1) {
+	while (!o->target && (c = getopt_long(argc, argv, "+o:fhm:c:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 		case 'c':
-			kind = c == 'm' ? "-m" : "-c";
-			target = optarg;
+			o->kind = c == 'm' ? "-m" : "-c";
+			o->target = optarg;
 			break;
 		case 'o':
-			output = optarg;
+			o->output = optarg;
 			break;
 		case 'f':
-			force = 1;
+			o->force = 1;
 			break;
 		case OPT_PYALLOC:
-			flags |= MT_HDR_PYALLOC;
+			o->flags |= MT_HDR_PYALLOC;
 			break;
 		case OPT_FOLLOW_FORK:
-			flags |= MT_HDR_FOLLOW_FORK;
+			o->flags |= MT_HDR_FOLLOW_FORK;
 			break;
 		case OPT_LIVE:
-			live = 1;
+			o->live = 1;
 			break;
 		case OPT_LIVE_REMOTE:
-			remote = 1;
+			o->remote = 1;
 			break;
 		case OPT_LIVE_PORT: {
 			char *end;
-			port = strtol(optarg, &end, 10);
-			port_given = 1;
-			if (*end || !*optarg || port < 0 || port > 65535) {
+			o->port = strtol(optarg, &end, 10);
+			o->port_given = 1;
+			if (*end || !*optarg || o->port < 0 || o->port > 65535) {
 				mt_error(0, "invalid --live-port '%s' (0..65535)", optarg);
 				return 2;
 			}
@@ -231,15 +205,15 @@ int cmd_run(int argc, char **argv)
 		}
 		case OPT_INTERVAL: {
 			char *end;
-			interval = strtol(optarg, &end, 10);
-			if (*end || interval < 1 || interval > 3600000) {
+			o->interval = strtol(optarg, &end, 10);
+			if (*end || o->interval < 1 || o->interval > 3600000) {
 				mt_error(0, "invalid --memory-interval-ms '%s' (1..3600000)", optarg);
 				return 2;
 			}
 			break;
 		}
 		case OPT_PYTHON:
-			python = optarg;
+			o->python = optarg;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -249,236 +223,183 @@ int cmd_run(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (remote && (live || output || (flags & MT_HDR_FOLLOW_FORK))) {
+	if (o->remote && (o->live || o->output || (o->flags & MT_HDR_FOLLOW_FORK))) {
 		mt_error(0, "--live-remote sends the capture to a client: not with %s",
-			 live ? "--live" : output ? "-o" : "--follow-fork");
+			 o->live ? "--live" : o->output ? "-o" : "--follow-fork");
 		return 2;
 	}
-	if (port_given && !remote) {
+	if (o->port_given && !o->remote) {
 		mt_error(0, "--live-port goes with --live-remote");
 		return 2;
 	}
-	if (!target && optind >= argc) {
+	if (!o->target && optind >= argc) {
 		mt_error(0, "run: no program given");
 		fputs(usage, stderr);
 		return 2;
 	}
-	if (!target)
-		target = argv[optind++];
-	int rest = optind;
+	if (!o->target)
+		o->target = argv[optind++];
+	o->rest = optind;
+	return -1;
+}
 
-	char payload[PATH_MAX], interp[PATH_MAX];
-	if (mt_find_payload(payload, sizeof(payload)) < 0 ||
-	    find_program(python, interp, sizeof(interp)) < 0)
-		return 1;
-	/* a script python would refuse gets no capture */
-	int bad = !strcmp(kind, "script") ? mt_cli_check_script(target) : 0;
-	if (bad)
-		return bad;
+/* python [-m|-c] target args..., or NULL without memory. */
+static char **program_argv(const struct run_opts *o, int argc, char **argv)
+{
+	char **av = calloc((size_t)(argc - o->rest) + 4, sizeof(char *));
+	if (!av)
+		return NULL;
+	int n = 0;
+	av[n++] = (char *)o->python;
+	if (strcmp(o->kind, "script") != 0)
+		av[n++] = (char *)o->kind;
+	av[n++] = (char *)o->target;
+	for (int i = o->rest; i < argc; i++)
+		av[n++] = argv[i];
+	av[n] = NULL;
+	return av;
+}
 
-	/* --live-remote: one client, before the program starts, so that it
-	 * sees the capture from its header on. */
-	int client = -1;
-	char where[64] = "";
-	if (remote && (client = mt_cli_live_accept((int)port, where, sizeof(where))) < 0)
-		return 1;
-
-	/* The child names and creates the capture (the default name carries
-	 * its pid), sets the environment and execs; it reports the capture's
-	 * path through a close-on-exec pipe, whose end of file tells us the
-	 * exec happened. */
-	int report[2], status[2];
-	if (pipe2(report, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0)
-		return mt_error(-errno, "cannot create pipe"), 1;
-
-	struct sigaction sa = { .sa_sigaction = forward_signal, .sa_flags = SA_SIGINFO }, old[4];
-	const int sigs[4] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
-	sigemptyset(&sa.sa_mask);
-	for (int i = 0; i < 4; i++)
-		sigaction(sigs[i], &sa, &old[i]);
-
-	fflush(stdout);
-	fflush(stderr);
-	child = fork();
-	if (child < 0)
-		return mt_error(-errno, "cannot fork"), 1;
-	if (child == 0) {
-		char capture[PATH_MAX], abs[PATH_MAX], where_to[PATH_MAX + 32];
-		char env[PATH_MAX + 96], pre[PATH_MAX * 2];
-		for (int i = 0; i < 4; i++)
-			sigaction(sigs[i], &old[i], NULL);
-		close(report[0]);
-		close(status[0]);
-		/* the payload's end of the status pipe survives the exec; the
-		 * payload marks it close-on-exec again at once */
-		int sfd = dup(status[1]);
-		if (remote) {
-			/* the payload takes the socket ("fd:N") and marks it
-			 * close-on-exec again */
-			snprintf(capture, sizeof(capture), "the live client on %s", where);
-			snprintf(where_to, sizeof(where_to), "fd:%d", dup(client));
-		} else {
-			if (output)
-				snprintf(capture, sizeof(capture), "%s", output);
-			else
-				default_output(capture, sizeof(capture), kind, target, getpid());
-			/* the payload is given the file memtrace made, open
-			 * ("fd:N:PATH", the path for messages and follow-fork
-			 * names): it never opens the capture by name */
-			int cfd = mt_cli_create_capture(capture, force, abs,
-							sizeof(abs));
-			if (cfd < 0)
-				_exit(1);
-			snprintf(where_to, sizeof(where_to), "fd:%d:%s", dup(cfd), abs);
-			close(cfd);
-		}
-		if (live) {
-			/* the terminal is the view's: the program's output goes to
-			 * a file, and its input is empty */
-			char log[PATH_MAX + 8];
-			log_name(log, sizeof(log), capture);
-			int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-			if (nfd < 0) {
-				mt_error(-errno, "cannot open /dev/null");
-				mt_unlink_regular(abs);
-				_exit(1);
-			}
-			int lfd = mt_cli_create_file(log, force, 0600, "log ",
-						     NULL, 0);
-			if (lfd < 0) {
-				mt_unlink_regular(abs);
-				_exit(1);
-			}
-			if (dup2(nfd, 0) < 0 || dup2(lfd, 1) < 0 || dup2(lfd, 2) < 0)
-				_exit(1);
-		}
-		const char *oldpre = getenv("LD_PRELOAD");
-		snprintf(env, sizeof(env), "%u:%ld:%d:%s", flags, interval, sfd, where_to);
-		if (oldpre && *oldpre)
-			snprintf(pre, sizeof(pre), "%s:%s", payload, oldpre);
+/* In the child: name and create the capture (the default name carries
+ * the child's pid) and, with --live, the log; MEMTRACE_RUN for the
+ * payload, given @status_fd. The capture's name (or the client's
+ * address) goes to the parent as the note. */
+static int prepare_child(void *data, int status_fd, char *capture, size_t cap)
+{
+	struct run_child *rc = data;
+	const struct run_opts *o = rc->o;
+	struct mt_run_env env = { .flags = o->flags, .interval_ms = (uint32_t)o->interval,
+				  .status_fd = status_fd, .has_fd = 1 };
+	if (o->remote) {
+		/* the payload takes the socket ("fd:N") and marks it
+		 * close-on-exec again */
+		snprintf(capture, cap, "the live client on %s", rc->where);
+		env.capture_fd = dup(rc->client);
+	} else {
+		if (o->output)
+			snprintf(capture, cap, "%s", o->output);
 		else
-			snprintf(pre, sizeof(pre), "%s", payload);
-		if (setenv("MEMTRACE_RUN", env, 1) != 0 || setenv("LD_PRELOAD", pre, 1) != 0)
-			_exit(1);
-		char **av = calloc((size_t)(argc - rest) + 4, sizeof(char *));
-		if (!av)
-			_exit(1);
-		int n = 0;
-		av[n++] = (char *)python;
-		if (strcmp(kind, "script") != 0)
-			av[n++] = (char *)kind;
-		av[n++] = (char *)target;
-		for (int i = rest; i < argc; i++)
-			av[n++] = argv[i];
-		av[n] = NULL;
-		if (write(report[1], capture, strlen(capture) + 1) < 0)
-			_exit(1);
-		execv(interp, av);
-		int e = errno;
-		if (!remote)
-			mt_unlink_regular(abs);
-		(void)!write(report[1], "", 1); /* a second NUL: exec failed */
-		mt_error(-e, "cannot execute '%s'", interp);
-		_exit(1);
+			default_output(capture, cap, o->kind, o->target, getpid());
+		/* the payload is given the file memtrace made, open
+		 * ("fd:N:PATH", the path for messages and follow-fork
+		 * names): it never opens the capture by name */
+		int cfd = mt_cli_create_capture(capture, o->force, rc->abs, sizeof(rc->abs));
+		if (cfd < 0)
+			return -1;
+		env.capture_fd = dup(cfd);
+		env.path = rc->abs;
+		close(cfd);
 	}
-	close(report[1]);
-	close(status[1]);
-	if (client >= 0)
-		close(client); /* the program's now */
-
-	char capture[PATH_MAX + 2];
-	ssize_t got = 0, r;
-	while (got < (ssize_t)sizeof(capture) - 1 &&
-	       ((r = read(report[0], capture + got, sizeof(capture) - 1 - (size_t)got)) > 0 ||
-		(r < 0 && errno == EINTR)))
-		got += r > 0 ? r : 0;
-	close(report[0]);
-	capture[got] = '\0';
-	int started = got > 0 && (size_t)got == strlen(capture) + 1;
-
-	char log[PATH_MAX + 8];
-	log_name(log, sizeof(log), capture);
-	if (started && live) {
-		struct mt_live_opts lo = { .path = capture, .interval = 1.0, .writer = child };
-		struct sigaction tstp, winch;
-		sigaction(SIGTSTP, NULL, &tstp);
-		sigaction(SIGWINCH, NULL, &winch);
-		mt_cli_live(&lo);
-		/* the view's signal handlers out, ours back in */
-		for (int i = 0; i < 4; i++)
-			sigaction(sigs[i], &sa, NULL);
-		sigaction(SIGTSTP, &tstp, NULL);
-		sigaction(SIGWINCH, &winch, NULL);
-		/* a signal that ended the view was meant for the program too,
-		 * as without --live, unless it got it already */
-		if (lo.stopped_by && !program_got_it(lo.stopped_by_kernel))
-			kill(child, lo.stopped_by);
-		siginfo_t si = { 0 };
-		if (waitid(P_PID, (id_t)child, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && !si.si_pid)
-			mt_warning("the program (pid %d) runs on: waiting for it to end; its output "
-				   "goes to %s", (int)child, log);
+	if (o->live) {
+		/* the terminal is the view's: the program's output goes to
+		 * a file, and its input is empty */
+		char log[PATH_MAX + 8];
+		log_name(log, sizeof(log), capture);
+		int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (nfd < 0) {
+			mt_error(-errno, "cannot open /dev/null");
+			mt_unlink_regular(rc->abs);
+			return -1;
+		}
+		int lfd = mt_cli_create_file(log, o->force, 0600, "log ", NULL, 0);
+		if (lfd < 0) {
+			mt_unlink_regular(rc->abs);
+			return -1;
+		}
+		if (dup2(nfd, 0) < 0 || dup2(lfd, 1) < 0 || dup2(lfd, 2) < 0)
+			return -1;
 	}
+	return mt_run_env_encode(rc->env, sizeof(rc->env), &env) < 0 ? -1 : 0;
+}
 
-	int wstatus;
-	while (waitpid(child, &wstatus, 0) < 0) {
-		if (errno != EINTR)
-			return mt_error(-errno, "cannot wait for the program"), 1;
-	}
-	for (int i = 0; i < 4; i++)
-		sigaction(sigs[i], &old[i], NULL);
-	if (!started)
-		return WIFEXITED(wstatus) && WEXITSTATUS(wstatus) ? WEXITSTATUS(wstatus) : 1;
+static void exec_failed(void *data)
+{
+	struct run_child *rc = data;
+	if (!rc->o->remote)
+		mt_unlink_regular(rc->abs);
+}
 
-	/* How the capture ended, as the payload says; nothing when the
-	 * process was killed or never started Python. Not waiting for more:
-	 * the line was written before the process exited. */
-	char said[512];
-	fcntl(status[0], F_SETFL, O_NONBLOCK);
-	ssize_t k, got_status = 0;
-	while (got_status < (ssize_t)sizeof(said) - 1 &&
-	       ((k = read(status[0], said + got_status,
-			  sizeof(said) - 1 - (size_t)got_status)) > 0 ||
+/* --live: the view of @capture while the program runs. */
+static void run_live(struct mt_spawn *sp, const char *capture, const char *log)
+{
+	struct mt_live_opts lo = { .path = capture, .interval = 1.0, .writer = sp->pid };
+	struct sigaction tstp, winch;
+	sigaction(SIGTSTP, NULL, &tstp);
+	sigaction(SIGWINCH, NULL, &winch);
+	mt_cli_live(&lo);
+	/* the view's signal handlers out, ours back in */
+	mt_spawn_rearm(sp);
+	sigaction(SIGTSTP, &tstp, NULL);
+	sigaction(SIGWINCH, &winch, NULL);
+	/* a signal that ended the view was meant for the program too,
+	 * as without --live, unless it got it already */
+	mt_spawn_forward(sp, lo.stopped_by, lo.stopped_by_kernel);
+	if (mt_spawn_running(sp))
+		mt_warning("the program (pid %d) runs on: waiting for it to end; its output "
+			   "goes to %s", (int)sp->pid, log);
+}
+
+/* How the capture ended, as the payload says on @fd, read into @line (@cap
+ * bytes; said's reason points there): end 0 when it said nothing (the
+ * process was killed or never started Python) or what no payload says.
+ * Not waiting for more: the line was written before the process exited. */
+static void read_status(int fd, char *line, size_t cap, struct mt_run_status *said)
+{
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	ssize_t k, got = 0;
+	while (got < (ssize_t)cap &&
+	       ((k = read(fd, line + got, cap - (size_t)got)) > 0 ||
 		(k < 0 && errno == EINTR)))
-		got_status += k > 0 ? k : 0;
-	close(status[0]);
-	said[got_status] = '\0';
-	said[strcspn(said, "\n")] = '\0';
+		got += k > 0 ? k : 0;
+	close(fd);
+	if (mt_run_status_parse(line, (size_t)got, said) < 0)
+		*said = (struct mt_run_status){ 0 };
+}
 
+/* Say how the run ended; returns the exit status. */
+static int report(const struct run_opts *o, int wstatus, const struct mt_run_status *said,
+		  const char *capture, const char *log)
+{
 	int rc = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 0;
 	struct stat sb;
-	int empty = !remote && stat(capture, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0;
-	if (!strncmp(said, "error ", 6)) {
+	int empty = !o->remote && stat(capture, &sb) == 0 && S_ISREG(sb.st_mode) &&
+		    sb.st_size == 0;
+	unsigned long long dropped = said->end == MT_RUN_OK ? said->dropped : 0;
+	if (said->end == MT_RUN_ERROR) {
+		int len = (int)said->reason_len;
 		if (empty) {
-			mt_error(0, "%s: no capture written", said + 6);
+			mt_error(0, "%.*s: no capture written", len, said->reason);
 			mt_unlink_regular(capture);
-		} else if (remote) {
-			mt_error(0, "capture to %s is incomplete: %s", capture, said + 6);
+		} else if (o->remote) {
+			mt_error(0, "capture to %s is incomplete: %.*s", capture, len, said->reason);
 		} else {
-			mt_error(0, "capture '%s' is incomplete: %s", capture, said + 6);
+			mt_error(0, "capture '%s' is incomplete: %.*s", capture, len, said->reason);
 		}
 		if (rc == 0)
 			rc = 1;
-	} else if (!said[0] && empty) {
+	} else if (!said->end && empty) {
 		mt_error(0, "no Python interpreter started under memtrace: capture '%s' is empty",
 			 capture);
 		mt_unlink_regular(capture);
 	} else if (WIFSIGNALED(wstatus)) {
-		say_killed(WTERMSIG(wstatus), said, capture, remote);
-	} else if (remote) {
-		if (!strncmp(said, "ok dropped ", 11))
-			fprintf(stderr, "memtrace: capture sent to %s; %s events were dropped, as it "
-					"did not take them fast enough\n", capture, said + 11);
+		say_killed(WTERMSIG(wstatus), said, capture, o->remote);
+	} else if (o->remote) {
+		if (dropped)
+			fprintf(stderr, "memtrace: capture sent to %s; %llu events were dropped, as "
+					"it did not take them fast enough\n", capture, dropped);
 		else
 			fprintf(stderr, "memtrace: capture sent to %s\n", capture);
-	} else if (!said[0] && !capture_finished(capture)) {
+	} else if (!said->end && !capture_finished(capture)) {
 		mt_error(0, "capture '%s' is incomplete: tracking could not finish it (did the program "
 			 "close memtrace's descriptors?)", capture);
 		if (rc == 0)
 			rc = 1;
 	} else {
-		mt_cli_say_written("", capture, !strncmp(said, "ok dropped ", 11) ? said + 11 : NULL);
+		char n[24];
+		snprintf(n, sizeof(n), "%llu", dropped);
+		mt_cli_say_written("", capture, dropped ? n : NULL);
 	}
-	if (live)
+	if (o->live)
 		fprintf(stderr, "memtrace: the program's output is in %s\n", log);
 	if (WIFSIGNALED(wstatus)) {
 		/* Die the same way, so that shells and supervisors see it. */
@@ -489,4 +410,64 @@ int cmd_run(int argc, char **argv)
 		return 128 + sig;
 	}
 	return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct run_opts o;
+	int rc = parse_options(argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+
+	char payload[PATH_MAX], interp[PATH_MAX];
+	if (mt_find_payload(payload, sizeof(payload)) < 0)
+		return 1;
+	if ((rc = mt_spawn_find(o.python, interp, sizeof(interp))) < 0) {
+		if (strchr(o.python, '/'))
+			mt_error(rc, "cannot run interpreter '%s'", o.python);
+		else
+			mt_error(rc, "cannot find interpreter '%s' on PATH", o.python);
+		return 1;
+	}
+	/* a script python would refuse gets no capture */
+	int bad = !strcmp(o.kind, "script") ? mt_cli_check_script(o.target) : 0;
+	if (bad)
+		return bad;
+
+	/* --live-remote: one client, before the program starts, so that it
+	 * sees the capture from its header on. */
+	struct run_child child = { .o = &o, .client = -1 };
+	char where[64] = "";
+	child.where = where;
+	if (o.remote && (child.client = mt_cli_live_accept((int)o.port, where, sizeof(where))) < 0)
+		return 1;
+
+	char **av = program_argv(&o, argc, argv);
+	if (!av)
+		return mt_error(-ENOMEM, "cannot start the program"), 1;
+	char capture[PATH_MAX + 2];
+	const struct mt_spawn_var env[] = { { "MEMTRACE_RUN", child.env }, { NULL, NULL } };
+	struct mt_spawn sp = { .file = interp, .argv = av, .preload = payload, .env = env,
+			       .prepare = prepare_child, .exec_failed = exec_failed,
+			       .data = &child, .note = capture, .note_cap = sizeof(capture) };
+	if (mt_spawn_start(&sp) < 0)
+		return 1;
+	free(av);
+	if (child.client >= 0)
+		close(child.client); /* the program's now */
+
+	char log[PATH_MAX + 8];
+	log_name(log, sizeof(log), capture);
+	if (sp.started && o.live)
+		run_live(&sp, capture, log);
+
+	int wstatus;
+	if (mt_spawn_wait(&sp, &wstatus) < 0)
+		return 1;
+	if (!sp.started)
+		return WIFEXITED(wstatus) && WEXITSTATUS(wstatus) ? WEXITSTATUS(wstatus) : 1;
+	char line[512];
+	struct mt_run_status said;
+	read_status(sp.pipe_fd, line, sizeof(line), &said);
+	return report(&o, wstatus, &said, capture, log);
 }

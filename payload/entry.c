@@ -9,6 +9,7 @@
 #include "memtrace-payload.h"
 #include "format/error.h"
 #include "format/record.h"
+#include "format/runproto.h"
 #include "payload/fatal.h"
 #include "payload/fd-id.h"
 #include "payload/got.h"
@@ -47,10 +48,10 @@ static struct {
 	uint32_t python_hex;  /* of the interpreter, once bound */
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER, .status_fd = -1 };
 
-/* memtrace run learns how the capture ended through a pipe: one line,
- * "ok", "ok dropped <events>", "error <reason>", or "signal <number>
- * [dropped <events>]" for a capture a signal ended (fatal.c). The payload
- * prints nothing itself. The line is written once: whoever takes the fd. */
+/* memtrace run learns how the capture ended through a pipe: one status
+ * line of format/runproto.h ("signal ..." for a capture a signal ended is
+ * fatal.c's). The payload prints nothing itself. The line is written
+ * once: whoever takes the fd. */
 int mt_take_status_fd(void)
 {
 	int fd = __atomic_exchange_n(&st.status_fd, -1, __ATOMIC_ACQ_REL);
@@ -59,34 +60,36 @@ int mt_take_status_fd(void)
 	return mt_fd_id_is(fd, &st.status_id) ? fd : -1;
 }
 
-static void report_line(const char *error)
+static void report_end(const struct mt_run_status *s)
 {
-	char line[300];
+	char line[MT_RUN_STATUS_MAX];
 	int fd = mt_take_status_fd();
 	if (fd < 0)
 		return;
-	int n = snprintf(line, sizeof(line), "error %s\n", error);
+	int n = mt_run_status_encode(line, sizeof(line), s);
 	if (n > 0 && write(fd, line, (size_t)n) < 0) {
 		/* nobody listening: nothing more to do */
 	}
 	close(fd);
 }
 
+static void report_line(const char *error)
+{
+	struct mt_run_status s = { .end = MT_RUN_ERROR, .reason = error,
+				   .reason_len = strlen(error) };
+	report_end(&s);
+}
+
 static void report_status(int err, const char *what)
 {
-	char line[300];
-	int fd = mt_take_status_fd();
-	if (fd < 0)
-		return;
-	uint64_t dropped = mt_writer_dropped();
-	int n = err       ? snprintf(line, sizeof(line), "error %s: %s\n", what, mt_strerror(err))
-		: dropped ? snprintf(line, sizeof(line), "ok dropped %llu\n",
-				     (unsigned long long)dropped)
-			  : snprintf(line, sizeof(line), "ok\n");
-	if (n > 0 && write(fd, line, (size_t)n) < 0) {
-		/* nobody listening: nothing more to do */
+	if (err) {
+		char why[MT_RUN_STATUS_MAX];
+		snprintf(why, sizeof(why), "%s: %s", what, mt_strerror(err));
+		report_line(why);
+	} else {
+		struct mt_run_status s = { .end = MT_RUN_OK, .dropped = mt_writer_dropped() };
+		report_end(&s);
 	}
-	close(fd);
 }
 
 static uint64_t realtime_ns(void)
@@ -836,8 +839,7 @@ __attribute__((constructor)) static void preload_init(void)
 {
 	const char *env = getenv("MEMTRACE_RUN");
 	struct memtrace_config cfg = { .size = sizeof(cfg), .fd = -1 };
-	unsigned long flags, interval;
-	char *end;
+	struct mt_run_env run;
 
 	if (!env)
 		return;
@@ -848,31 +850,27 @@ __attribute__((constructor)) static void preload_init(void)
 	if (!get_version)
 		return;
 	mt_in_hook = 1;
-	/* "flags:interval:status_fd:path" */
-	long status_fd = -1;
-	flags = strtoul(env, &end, 10);
-	interval = *end == ':' ? strtoul(end + 1, &end, 10) : 0;
-	if (*end == ':')
-		status_fd = strtol(end + 1, &end, 10);
-	if (status_fd >= 0 && fcntl((int)status_fd, F_SETFD, FD_CLOEXEC) == 0 &&
-	    mt_fd_id_take((int)status_fd, &st.status_id) == 0)
-		st.status_fd = (int)status_fd; /* never inherited by the program's children */
-	if (*end != ':' || strlen(end + 1) >= sizeof(cfg.path)) {
+	/* format/runproto.h; a string run did not write tracks nothing */
+	if (mt_run_env_parse(env, &run) < 0) {
 		scrub_environment();
 		mt_in_hook = 0;
 		return;
 	}
-	strcpy(cfg.path, end + 1);
-	if (!strncmp(cfg.path, "fd:", 3)) {
+	if (run.status_fd >= 0 && fcntl(run.status_fd, F_SETFD, FD_CLOEXEC) == 0 &&
+	    mt_fd_id_take(run.status_fd, &st.status_id) == 0)
+		st.status_fd = run.status_fd; /* never inherited by the program's children */
+	if (run.path && strlen(run.path) >= sizeof(cfg.path)) {
+		scrub_environment();
+		mt_in_hook = 0;
+		return;
+	}
+	if (run.path)
+		strcpy(cfg.path, run.path);
+	if (run.has_fd) {
 		/* "fd:N:PATH": the capture memtrace run made, open; "fd:N": with
 		 * --live-remote, a connection to the live client. Never
 		 * inherited by the program's children. */
-		char *rest;
-		cfg.fd = (int)strtol(cfg.path + 3, &rest, 10);
-		if (*rest == ':')
-			memmove(cfg.path, rest + 1, strlen(rest + 1) + 1);
-		else
-			cfg.path[0] = '\0';
+		cfg.fd = run.capture_fd;
 		if (cfg.fd < 0 || fcntl(cfg.fd, F_SETFD, FD_CLOEXEC) != 0) {
 			report_line(cfg.path[0] ? "memtrace run gave no capture"
 						: "memtrace run gave no connection to the live client");
@@ -881,8 +879,8 @@ __attribute__((constructor)) static void preload_init(void)
 			return;
 		}
 	}
-	cfg.flags = (uint32_t)flags & ~MT_HDR_ATTACHED;
-	cfg.interval_ms = (uint32_t)interval;
+	cfg.flags = run.flags & ~MT_HDR_ATTACHED;
+	cfg.interval_ms = run.interval_ms;
 	scrub_environment();
 
 	uint32_t python_hex;

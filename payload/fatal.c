@@ -4,13 +4,13 @@
  * capture, then die of the signal as the default disposition would.
  */
 #include "payload/fatal.h"
+#include "format/runproto.h"
 #include "payload/track-internal.h"
 #include "payload/writer.h"
 
 #include <errno.h>   /* errno */
 #include <pthread.h> /* pthread_sigmask */
 #include <signal.h>  /* sigaction */
-#include <stdint.h>  /* uint64_t */
 #include <string.h>  /* memset */
 #include <unistd.h>  /* write */
 
@@ -54,37 +54,18 @@ static void compose(char *dst, size_t cap, const char *a, const char *b, const c
 	dst[n] = '\0';
 }
 
-/* The decimal digits of @v at @p; returns the end. */
-static char *put_u64(char *p, uint64_t v)
-{
-	char tmp[24];
-	int n = 0;
-	do
-		tmp[n++] = (char)('0' + v % 10);
-	while ((v /= 10) != 0);
-	while (n)
-		*p++ = tmp[--n];
-	return p;
-}
-
 /* Tell memtrace run, if it listens, that @sig ended the process and the
- * capture is whole up to it: "signal N[ dropped M]". */
+ * capture is whole up to it: "signal N[ dropped M]" (format/runproto.h). */
 static void report_signal(int sig)
 {
-	static const char lead[] = "signal ", drop[] = " dropped ";
-	char line[64], *p = line;
+	char line[64];
 	int fd = mt_take_status_fd();
 	if (fd < 0)
 		return;
-	memcpy(p, lead, sizeof(lead) - 1);
-	p = put_u64(p + sizeof(lead) - 1, (uint64_t)sig);
-	uint64_t dropped = mt_writer_dropped();
-	if (dropped) {
-		memcpy(p, drop, sizeof(drop) - 1);
-		p = put_u64(p + sizeof(drop) - 1, dropped);
-	}
-	*p++ = '\n';
-	if (write(fd, line, (size_t)(p - line)) < 0) {
+	struct mt_run_status s = { .end = MT_RUN_SIGNAL, .sig = sig,
+				   .dropped = mt_writer_dropped() };
+	int n = mt_run_status_encode(line, sizeof(line), &s);
+	if (n > 0 && write(fd, line, (size_t)n) < 0) {
 		/* nobody listening: nothing more to do */
 	}
 	close(fd);

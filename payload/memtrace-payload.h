@@ -14,7 +14,9 @@
  * starts with the program's first line and stops when it ends (Python-level
  * atexit) or, failing that, at exit(). One line goes to the status fd (-1:
  * none) when tracking ends: "ok", "error <reason>", or "signal <N>" when a
- * signal ended the process and the capture is whole up to it.
+ * signal ended the process and the capture is whole up to it, with
+ * " dropped <events>" after "ok" or "signal <N>" when events were dropped.
+ * Both are defined, encoded and parsed by format/runproto.h.
  */
 #include <stdint.h> /* uint32_t */
 
