@@ -6,7 +6,7 @@
  * be missing or different inside a container).
  */
 #include "payload/got.h"
-#include "payload/writer.h"
+#include "payload/fault.h"
 
 #include <dlfcn.h>    /* dlopen, dlsym */
 #include <elf.h>      /* Elf64_Dyn, R_X86_64_* */

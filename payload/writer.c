@@ -10,6 +10,7 @@
 #include "format/error.h"
 #include "format/pack.h"
 #include "format/record.h"
+#include "payload/fault.h"
 #include "payload/fd-id.h"
 #include "payload/track.h"
 
@@ -110,8 +111,6 @@ static struct {
 	int test_crash;       /* MEMTRACE_TEST_WRITER_CRASH: fault at the first chunk, */
 	int test_crash_late;  /* ... after coding it (=2) rather than before (=1) */
 	int test_turn_delay;  /* MEMTRACE_TEST_TURN_DELAY: widen take_turn()'s race */
-	int faults_ours;      /* our handler is in the program's chain */
-	struct sigaction old_segv, old_bus;
 	/* How the capture ends (mt_writer_end_now()): who ends it, which
 	 * thread, and whether it has ended; the writer thread's id. */
 	_Atomic int ending;       /* END_RUNNING, END_STOP or END_SIGNAL */
@@ -122,99 +121,6 @@ static struct {
 } w = { .fd = -1, .statm_fd = -1 };
 
 enum { END_RUNNING, END_STOP, END_SIGNAL };
-
-/* ------------------------------------------------------------------------
- * A fault in memtrace's own code must not kill the program: on the writer
- * thread (or while the capture is finished) a SIGSEGV or SIGBUS jumps
- * back to where the thread can stop, tracking turns itself off and the
- * capture says why. Anywhere else the program's own disposition applies.
- * ---------------------------------------------------------------------- */
-static __thread sigjmp_buf *fault_jmp __attribute__((tls_model("initial-exec")));
-
-/* A fault of the guarded thread: raised by the kernel, or re-raised by
- * this process (Python's faulthandler, installed after us, reports the
- * fault and raises it again for the handler it replaced), not sent by
- * another process. */
-static int own_fault(const siginfo_t *si)
-{
-	return si->si_code > 0 || (si->si_code == SI_TKILL && si->si_pid == getpid());
-}
-
-static void on_fault(int sig, siginfo_t *si, void *uc)
-{
-	sigjmp_buf *j = fault_jmp;
-	if (j && own_fault(si)) {
-		fault_jmp = NULL;
-		siglongjmp(*j, sig);
-	}
-	const struct sigaction *old = sig == SIGSEGV ? &w.old_segv : &w.old_bus;
-	if (old->sa_handler == SIG_IGN && si->si_code <= 0)
-		return; /* sent, and ignored */
-	if (old->sa_handler == SIG_DFL || old->sa_handler == SIG_IGN) {
-		/* A fault happens again on return, now with the program's
-		 * disposition (the kernel does not let a fault be ignored); a
-		 * signal someone sent is sent again. */
-		sigaction(sig, old, NULL);
-		if (si->si_code <= 0)
-			raise(sig);
-	} else if (old->sa_flags & SA_SIGINFO) {
-		old->sa_sigaction(sig, si, uc);
-	} else {
-		old->sa_handler(sig);
-	}
-}
-
-int mt_store_guarded(void **slot, void *value)
-{
-	sigjmp_buf jb, *prev = fault_jmp;
-	if (!w.faults_ours) {
-		__atomic_store_n(slot, value, __ATOMIC_RELEASE);
-		return 0;
-	}
-	if (sigsetjmp(jb, 1) != 0) {
-		fault_jmp = prev;
-		return -EFAULT;
-	}
-	fault_jmp = &jb;
-	__atomic_store_n(slot, value, __ATOMIC_RELEASE);
-	fault_jmp = prev;
-	return 0;
-}
-
-static int is_ours(int sig)
-{
-	struct sigaction cur;
-	return sigaction(sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-	       cur.sa_sigaction == on_fault;
-}
-
-/* Put our handler first in the chain, once: while the program's handler
- * installed after ours may still call ours, ours must not call it back
- * (two handlers calling each other on every fault). */
-static void faults_catch(void)
-{
-	if (w.faults_ours)
-		return;
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_fault;
-	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGSEGV, &sa, &w.old_segv);
-	sigaction(SIGBUS, &sa, &w.old_bus);
-	w.faults_ours = 1;
-}
-
-/* Give the program its dispositions back, unless it has set others since
- * (which may call ours: we then stay in the chain). */
-static void faults_release(void)
-{
-	if (!is_ours(SIGSEGV) || !is_ours(SIGBUS))
-		return;
-	sigaction(SIGSEGV, &w.old_segv, NULL);
-	sigaction(SIGBUS, &w.old_bus, NULL);
-	w.faults_ours = 0;
-}
 
 static uint64_t mono_ns(void)
 {
@@ -884,7 +790,7 @@ static void *writer_main(void *arg)
 		atomic_store_explicit(&mt_whot.running, 0, memory_order_release);
 		return NULL;
 	}
-	fault_jmp = &jb;
+	mt_fault_arm(&jb);
 	/* faults only: every other signal stays the program's */
 	sigset_t faults;
 	sigemptyset(&faults);
@@ -892,7 +798,7 @@ static void *writer_main(void *arg)
 	sigaddset(&faults, SIGBUS);
 	pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
 	writer_loop();
-	fault_jmp = NULL;
+	mt_fault_arm(NULL);
 	/* a signal is ending the process: the capture is finished here, as
 	 * the thread it came to may be anywhere (inside a hook, say) */
 	if (atomic_load(&w.ending) == END_SIGNAL) {
@@ -1077,11 +983,11 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	atomic_store_explicit(&mt_whot.running, 1, memory_order_release);
-	faults_catch();
+	mt_fault_catch();
 	e = pthread_create(&w.thread, NULL, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (e) {
-		faults_release();
+		mt_fault_release();
 		atomic_store(&mt_whot.running, 0);
 		return -e;
 	}
@@ -1111,7 +1017,7 @@ static void finish(const char *diag)
 		atomic_store(&w.crashed, sig);
 		return;
 	}
-	fault_jmp = &jb;
+	mt_fault_arm(&jb);
 	drain(1);
 	append_diag();
 	if (diag) {
@@ -1120,7 +1026,7 @@ static void finish(const char *diag)
 	}
 	sample();
 	append_trailer();
-	fault_jmp = NULL;
+	mt_fault_arm(NULL);
 }
 
 /* The end of a capture whose writer crashed: what it held is lost, and
@@ -1130,7 +1036,7 @@ static void finish_crashed(void)
 	sigjmp_buf jb;
 	if (sigsetjmp(jb, 1))
 		return;
-	fault_jmp = &jb;
+	mt_fault_arm(&jb);
 	chunk_begin();
 	w.test_crash = 0;
 	/* The fault may have come between coding a chunk and writing it: its
@@ -1145,7 +1051,7 @@ static void finish_crashed(void)
 	mt_writer_diag(MT_DIAG_TRACKING_DISABLED, msg);
 	append_diag();
 	append_trailer();
-	fault_jmp = NULL;
+	mt_fault_arm(NULL);
 }
 
 void mt_writer_forget(void)
@@ -1183,7 +1089,7 @@ int mt_writer_stop(const char *diag)
 	int crashed = atomic_load(&w.crashed) != 0;
 	if (crashed)
 		finish_crashed();
-	faults_release();
+	mt_fault_release();
 	int err = crashed ? -MT_ECRASH : atomic_load(&w.err);
 	mt_fd_id_close(w.statm_fd, &w.statm_id);
 	w.statm_fd = -1;

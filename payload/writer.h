@@ -197,11 +197,6 @@ int mt_writer_end_now(const char *diag, uint64_t timeout_ns);
  * message that finds another still queued is lost). */
 void mt_writer_diag(unsigned code, const char *msg);
 
-/* mt_store_guarded() - *@slot = @value (release order); -EFAULT instead
- * of a crash if the page is not writable, while memtrace's fault handler
- * is in place (the capture runs); otherwise a plain store. */
-int mt_store_guarded(void **slot, void *value);
-
 /* mt_writer_forget() - in the child of a fork made while a capture ran:
  * the capture, its files and its writer thread are the parent's. Records
  * nothing more and closes the child's copies of the files; a new
