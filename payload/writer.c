@@ -12,6 +12,7 @@
 #include "format/record.h"
 #include "payload/fault.h"
 #include "payload/fd-id.h"
+#include "payload/sink.h"
 #include "payload/track.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -31,9 +32,6 @@
 #include <stdio.h>       /* snprintf */
 #include <string.h>      /* memcpy */
 #include <sys/mman.h>    /* mmap */
-#include <sys/socket.h>  /* send */
-#include <sys/stat.h>    /* fstat */
-#include <sys/time.h>    /* struct timeval */
 #include <sys/prctl.h>   /* PR_SET_NAME */
 #include <sys/syscall.h> /* SYS_futex */
 #include <time.h>        /* clock_gettime */
@@ -53,7 +51,6 @@
  * in a 0.6 s run and ran about 8% slower. */
 #define CHUNK_MAX MT_CHUNK_RAW_MAX
 #define FLUSH_NS (250ull * 1000 * 1000) /* bound on what a SIGKILL loses */
-#define SOCKET_STALL_S 5 /* a live client that reads nothing for this long is gone */
 /* How long a producer waits on a writer that takes nothing at all (a
  * write(2) hung on its file system) before its events are dropped. */
 #define STALL_NS (1000ull * 1000 * 1000)
@@ -77,8 +74,9 @@ static struct {
 	_Atomic uint32_t stalled_at;            /* progress at which a wait gave up */
 	_Atomic int stalled;                    /* a wait gave up (at stalled_at) */
 	pthread_t thread;
-	int fd, statm_fd;
-	struct mt_fd_id fd_id, statm_id; /* what the two descriptors were opened on */
+	struct mt_sink sink; /* the capture */
+	int statm_fd;
+	struct mt_fd_id statm_id; /* what statm_fd was opened on */
 	uint32_t interval_ms;
 	long page;
 	uint64_t start_mono;
@@ -98,7 +96,6 @@ static struct {
 	uint8_t *pack;           /* mt_chunk_pack()'s scratch space */
 	uint64_t level_ns_per_mib[3], level_when[3]; /* levels' cost, and when measured */
 	int history_lost; /* the histories may hold columns the file lacks */
-	int fd_sock;      /* the capture goes to a socket */
 	struct mt_reuse reuse; /* the coding state the threads share */
 	uint64_t events; /* ALLOC and FREE records in the chunks so far */
 	uint64_t consumed; /* bytes taken from the buffers */
@@ -118,7 +115,7 @@ static struct {
 	_Atomic uint32_t ended;   /* 1 once the capture is finished */
 	_Atomic pid_t writer_tid; /* 0 until the writer thread runs */
 	char end_diag[128];       /* END_SIGNAL: what the capture says */
-} w = { .fd = -1, .statm_fd = -1 };
+} w = { .sink = { .fd = -1 }, .statm_fd = -1 };
 
 enum { END_RUNNING, END_STOP, END_SIGNAL };
 
@@ -349,26 +346,6 @@ int mt_tbuf_push(struct mt_tbuf *b, const void *rec, size_t len)
 /* ------------------------------------------------------------------------
  * Writer side.
  * ---------------------------------------------------------------------- */
-/* A capture may go to a socket (memtrace run --live-remote): a reader
- * that went away must give EPIPE, not a SIGPIPE that kills the program. */
-static int write_full(int fd, const uint8_t *p, size_t len)
-{
-	while (len) {
-		ssize_t n = w.fd_sock ? send(fd, p, len, MSG_NOSIGNAL) : write(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			/* SO_SNDTIMEO ran out: the reader stopped reading */
-			return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
-		}
-		if (n == 0)
-			return -ENOSPC;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static void fail(int err)
 {
 	int expected = 0;
@@ -465,9 +442,7 @@ static void flush_chunk(void)
 	c.stored_len = (uint32_t)stored;
 	c.checksum = mt_checksum(w.out + MT_CHUNK_HEADER, (size_t)stored);
 	mt_chunk_header_encode(w.out, &c);
-	int e = mt_fd_id_is(w.fd, &w.fd_id)
-			? write_full(w.fd, w.out, MT_CHUNK_HEADER + (size_t)stored)
-			: -MT_EFDLOST;
+	int e = mt_sink_write(&w.sink, w.out, MT_CHUNK_HEADER + (size_t)stored);
 	if (e < 0)
 		fail(e);
 	chunk_begin();
@@ -922,20 +897,13 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	n = mt_header_encode(hdr, sizeof(hdr), h);
 	if (n < 0)
 		return (int)n;
-	struct stat sb;
-	w.fd_sock = fstat(fd, &sb) == 0 && S_ISSOCK(sb.st_mode);
-	if (w.fd_sock) {
-		/* a reader that stops reading for this long ends the capture,
-		 * rather than stalling the program (and its exit) for good */
-		struct timeval tv = { .tv_sec = SOCKET_STALL_S };
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	}
-	e = write_full(fd, hdr, (size_t)n);
-	if (e < 0)
+	e = mt_sink_open(&w.sink, fd);
+	if (e == 0)
+		e = mt_sink_write(&w.sink, hdr, (size_t)n);
+	if (e < 0) {
+		w.sink = (struct mt_sink){ .fd = -1 }; /* the caller's to close */
 		return e;
-	if (mt_fd_id_take(fd, &w.fd_id) < 0)
-		return -errno;
-	w.fd = fd;
+	}
 	w.statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 	if (mt_fd_id_take(w.statm_fd, &w.statm_id) < 0 && w.statm_fd >= 0) {
 		close(w.statm_fd);
@@ -989,6 +957,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	if (e) {
 		mt_fault_release();
 		atomic_store(&mt_whot.running, 0);
+		w.sink = (struct mt_sink){ .fd = -1 }; /* the caller's to close */
 		return -e;
 	}
 	return 0;
@@ -1062,8 +1031,7 @@ void mt_writer_forget(void)
 	atomic_store(&w.writer_tid, 0); /* the parent's */
 	mt_fd_id_close(w.statm_fd, &w.statm_id); /* the parent's statm */
 	w.statm_fd = -1;
-	mt_fd_id_close(w.fd, &w.fd_id);
-	w.fd = -1;
+	mt_sink_forget(&w.sink);
 }
 
 int mt_writer_stop(const char *diag)
@@ -1093,13 +1061,9 @@ int mt_writer_stop(const char *diag)
 	int err = crashed ? -MT_ECRASH : atomic_load(&w.err);
 	mt_fd_id_close(w.statm_fd, &w.statm_id);
 	w.statm_fd = -1;
-	if (!mt_fd_id_is(w.fd, &w.fd_id)) {
-		if (!err)
-			err = -MT_EFDLOST;
-	} else if (close(w.fd) != 0 && !err) {
-		err = -errno;
-	}
-	w.fd = -1;
+	int e = mt_sink_close(&w.sink);
+	if (!err)
+		err = e;
 	say_ended();
 	return err;
 }
