@@ -31,15 +31,16 @@ int mt_has_prefetchw;
 static struct {
 	_Alignas(64) _Atomic(struct mt_tbuf *) bufs; /* the registry */
 	_Atomic uint64_t dropped;
+	/* read by producers on the slow path: not on the writer's lines */
+	void (*on_stall)(void); /* said so, once a capture */
+	int turn_delay;         /* MEMTRACE_TEST_TURN_DELAY: widen take_turn()'s race */
 	_Alignas(64) _Atomic uint32_t wake; /* the doorbell */
 	/* read by producers only while they wait */
 	_Alignas(64) _Atomic uint32_t progress; /* bumped each time the writer takes records */
 	_Atomic uint32_t waiters;               /* producers asleep on progress */
 	_Atomic uint32_t stalled_at;            /* progress at which a wait gave up */
 	_Atomic int stalled;                    /* a wait gave up (at stalled_at) */
-	void (*on_stall)(void);                 /* said so, once a capture */
-	int turn_delay;    /* MEMTRACE_TEST_TURN_DELAY: widen take_turn()'s race */
-	uint64_t consumed; /* writer: bytes taken from the buffers */
+	uint64_t consumed;                      /* writer: bytes taken from the buffers */
 } t;
 
 void mt_tbuf_wake(void)
