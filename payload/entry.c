@@ -14,6 +14,7 @@
 #include "payload/fd-id.h"
 #include "payload/got.h"
 #include "payload/python.h"
+#include "payload/tbuf.h"
 #include "payload/track-internal.h"
 #include "payload/track.h"
 #include "payload/writer.h"

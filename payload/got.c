@@ -7,7 +7,7 @@
  */
 #include "payload/got.h"
 #include "payload/dynsym.h"
-#include "payload/writer.h"
+#include "payload/fault.h"
 
 #include <dlfcn.h>    /* dlopen, dlsym */
 #include <elf.h>      /* Elf64_Dyn, R_X86_64_* */

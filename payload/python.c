@@ -12,7 +12,7 @@
 #include "payload/python-walk.h"
 #include "payload/pymem.h"
 #include "payload/track.h"
-#include "payload/writer.h"
+#include "payload/fault.h"
 #include "format/error.h"
 #include "format/linetable.h"
 #include "format/record.h"

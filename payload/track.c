@@ -12,7 +12,7 @@
 #include "payload/python.h"
 #include "payload/python-walk.h"
 #include "payload/track-internal.h"
-#include "payload/writer.h"
+#include "payload/tbuf.h"
 
 #include <errno.h>       /* errno */
 #include <pthread.h>     /* pthread_key_create */
@@ -231,8 +231,8 @@ static struct mt_thread *thread_setup(void)
 	 * that; once it moves, what was lost is described again. */
 	if (!atomic_load_explicit(&mt_whot.running, memory_order_relaxed))
 		return NULL;
-	if (mt_writer_stalled()) {
-		mt_writer_count_dropped();
+	if (mt_tbuf_stalled()) {
+		mt_tbuf_count_dropped();
 		return NULL;
 	}
 	if (atomic_load_explicit(&g.lost, memory_order_relaxed)) {
@@ -269,7 +269,7 @@ static struct mt_thread *thread_setup(void)
 		 * last THREAD record: none may go in before this one. The
 		 * thread is announced again at its next event. */
 		resync(t);
-		mt_writer_count_dropped();
+		mt_tbuf_count_dropped();
 		return NULL;
 	}
 	return t;
