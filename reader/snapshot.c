@@ -9,6 +9,7 @@
 #include "format/error.h"
 #include "format/linetable.h"
 #include "reader/mappings.h"
+#include "util/grow.h"
 
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* malloc */
@@ -147,25 +148,11 @@ static inline uint64_t acc_peak_count(const struct mt__snapshot_state *st, const
 	return a->last <= st->peak_event ? a->cur_count : a->pk_count;
 }
 
-static int grow(void **v, uint32_t *cap, uint32_t need, size_t elem)
-{
-	uint32_t n = *cap ? *cap : 64;
-	while (n <= need)
-		n *= 2;
-	void *nv = realloc(*v, (size_t)n * elem);
-	if (!nv)
-		return -ENOMEM;
-	memset((char *)nv + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
-	*v = nv;
-	*cap = n;
-	return 0;
-}
-
 /* Room for stack id @id in the per-stack arrays. */
 static int stack_room(struct mt__snapshot_state *st, uint32_t id)
 {
 	if (id >= st->stacks_cap &&
-	    grow((void **)&st->stack_site, &st->stacks_cap, id, sizeof(uint32_t)) < 0)
+	    mt_grow((void **)&st->stack_site, &st->stacks_cap, id, sizeof(uint32_t)) < 0)
 		return -ENOMEM;
 	if (id > st->max_stack)
 		st->max_stack = id;
@@ -175,13 +162,13 @@ static int stack_room(struct mt__snapshot_state *st, uint32_t id)
 static int thread_grow(struct mt__snapshot_state *st, uint32_t idx)
 {
 	uint32_t cap = st->thr_cap;
-	if (grow((void **)&st->thr_seq, &cap, idx, sizeof(uint32_t)) < 0)
+	if (mt_grow((void **)&st->thr_seq, &cap, idx, sizeof(uint32_t)) < 0)
 		return -ENOMEM;
 	cap = st->thr_cap;
-	if (grow((void **)&st->thr_tid, &cap, idx, sizeof(uint64_t)) < 0)
+	if (mt_grow((void **)&st->thr_tid, &cap, idx, sizeof(uint64_t)) < 0)
 		return -ENOMEM;
 	cap = st->thr_cap;
-	if (grow((void **)&st->thr_name, &cap, idx, sizeof(char *)) < 0)
+	if (mt_grow((void **)&st->thr_name, &cap, idx, sizeof(char *)) < 0)
 		return -ENOMEM;
 	st->thr_cap = cap;
 	return 0;
@@ -241,13 +228,13 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 	}
 	if (st->n_sites == st->sites_cap) {
 		uint32_t cap = st->sites_cap;
-		if (grow((void **)&st->sites, &cap, st->n_sites, sizeof(struct acc)) < 0)
+		if (mt_grow((void **)&st->sites, &cap, st->n_sites, sizeof(struct acc)) < 0)
 			return -1;
 		cap = st->sites_cap;
-		if (grow((void **)&st->site_keys, &cap, st->n_sites, sizeof(struct site_key)) < 0)
+		if (mt_grow((void **)&st->site_keys, &cap, st->n_sites, sizeof(struct site_key)) < 0)
 			return -1;
 		cap = st->sites_cap;
-		if (grow((void **)&st->site_first, &cap, st->n_sites, sizeof(uint64_t)) < 0)
+		if (mt_grow((void **)&st->site_first, &cap, st->n_sites, sizeof(uint64_t)) < 0)
 			return -1;
 		st->sites_cap = cap;
 	}
@@ -553,7 +540,7 @@ static int on_code(void *ctx, const struct mt_record *r)
 	if (!believed(st, c->id, DEF_CODE))
 		return 0;
 	if (c->id >= st->codes_cap &&
-	    grow((void **)&st->codes, &st->codes_cap, c->id, sizeof(struct code)) < 0)
+	    mt_grow((void **)&st->codes, &st->codes_cap, c->id, sizeof(struct code)) < 0)
 		return -ENOMEM;
 	struct code *d = &st->codes[c->id];
 	if (!d->defined)
@@ -587,7 +574,7 @@ static int on_stack(void *ctx, const struct mt_record *r)
 	if (!believed(st, k->id, DEF_STACK))
 		return 0;
 	if (k->id >= st->nodes_cap &&
-	    grow((void **)&st->nodes, &st->nodes_cap, k->id, sizeof(struct node)) < 0)
+	    mt_grow((void **)&st->nodes, &st->nodes_cap, k->id, sizeof(struct node)) < 0)
 		return -ENOMEM;
 	if (!st->nodes[k->id].defined)
 		st->n_def[DEF_STACK]++;
