@@ -10,6 +10,7 @@
 #include "reader/mappings.h"
 #include "reader/stacks.h"
 #include "util/grow.h"
+#include "util/slots.h"
 
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* malloc */
@@ -69,8 +70,9 @@ struct mt__snapshot_state {
 	struct site_key *site_keys;
 	uint64_t *site_first; /* address of each site's first allocation */
 	uint32_t sites_cap, n_sites;
-	uint32_t *site_slots; /* hash of site keys: index + 1, 0 = empty */
-	uint32_t site_slots_mask;
+	uint32_t *site_slots; /* hash of site keys: util/slots.h */
+	size_t site_nslots;
+	uint32_t site_slots_mask; /* site_nslots - 1 */
 	uint32_t *stack_site; /* stack id -> its latest site + 1: a cache */
 	uint32_t stacks_cap, max_stack;
 	uint32_t thr_cap, max_thread;
@@ -164,26 +166,23 @@ static int thread_room(struct mt__snapshot_state *st, uint32_t idx)
 	return 0;
 }
 
-static inline uint32_t site_hash(const struct mt__snapshot_state *st, struct site_key k)
+static inline uint64_t site_key_hash(struct site_key k)
 {
-	uint64_t h = ((uint64_t)k.stack << 32 | k.thread_kind) * 0x9E3779B97F4A7C15ull;
-	return (uint32_t)(h >> 32) & st->site_slots_mask;
+	return ((uint64_t)k.stack << 32 | k.thread_kind) * 0x9E3779B97F4A7C15ull >> 32;
 }
 
-static int site_slots_resize(struct mt__snapshot_state *st, uint32_t n)
+static uint64_t site_hash_at(const void *ctx, size_t i)
 {
-	uint32_t *ns = calloc(n, sizeof(*ns));
-	if (!ns)
+	return site_key_hash(((const struct mt__snapshot_state *)ctx)->site_keys[i]);
+}
+
+/* Twice the site slots (64 at first), holding every site. */
+static int site_slots_grow(struct mt__snapshot_state *st)
+{
+	if (mt_slots_grow(&st->site_slots, &st->site_nslots, 64, 0, st->n_sites, site_hash_at,
+			  st) < 0)
 		return -ENOMEM;
-	free(st->site_slots);
-	st->site_slots = ns;
-	st->site_slots_mask = n - 1;
-	for (uint32_t i = 0; i < st->n_sites; i++) {
-		uint32_t j = site_hash(st, st->site_keys[i]);
-		while (ns[j])
-			j = (j + 1) & st->site_slots_mask;
-		ns[j] = i + 1;
-	}
+	st->site_slots_mask = (uint32_t)st->site_nslots - 1;
 	return 0;
 }
 
@@ -197,7 +196,7 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 	uint32_t c = st->stack_site[stack];
 	if (c && st->site_keys[c - 1].thread_kind == k.thread_kind)
 		return c - 1;
-	uint32_t j = site_hash(st, k);
+	uint32_t j = (uint32_t)site_key_hash(k) & st->site_slots_mask;
 	while (st->site_slots[j]) {
 		uint32_t i = st->site_slots[j] - 1;
 		if (st->site_keys[i].stack == stack && st->site_keys[i].thread_kind == k.thread_kind) {
@@ -223,8 +222,7 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 	st->site_first[i] = addr;
 	st->site_slots[j] = i + 1;
 	st->stack_site[stack] = i + 1;
-	if ((uint64_t)st->n_sites * 2 > st->site_slots_mask &&
-	    site_slots_resize(st, (st->site_slots_mask + 1) * 2) < 0)
+	if ((uint64_t)st->n_sites * 2 > st->site_slots_mask && site_slots_grow(st) < 0)
 		return -1;
 	return i;
 }
@@ -654,7 +652,7 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 	s->temp_threshold = st->temp_threshold;
 	st->page_mask = h->page_size && !(h->page_size & (h->page_size - 1)) ? h->page_size - 1 : 0;
 	if (live_resize(st, 16) < 0 || stack_room(st, 0) < 0 || thread_room(st, 0) < 0 ||
-	    site_slots_resize(st, 64) < 0) {
+	    site_slots_grow(st) < 0) {
 		mt_snapshot_release(s);
 		return -ENOMEM;
 	}
