@@ -7,8 +7,10 @@
  */
 #include "reader/snapshot.h"
 #include "format/error.h"
-#include "format/linetable.h"
 #include "reader/mappings.h"
+#include "reader/stacks.h"
+#include "util/grow.h"
+#include "util/slots.h"
 
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* malloc */
@@ -55,19 +57,6 @@ struct live {
 	uint32_t seq;  /* the thread's allocation count after this one */
 };
 
-struct code {
-	const char *file, *function; /* interned */
-	uint8_t *linetable;
-	uint32_t lt_len;
-	int firstlineno;
-	int defined;
-};
-
-struct node {
-	uint32_t parent, code, offset;
-	int defined;
-};
-
 struct mt__snapshot_state {
 	/* malloc family: open addressing, linear probing, backward-shift
 	 * deletion (no tombstones) */
@@ -81,8 +70,9 @@ struct mt__snapshot_state {
 	struct site_key *site_keys;
 	uint64_t *site_first; /* address of each site's first allocation */
 	uint32_t sites_cap, n_sites;
-	uint32_t *site_slots; /* hash of site keys: index + 1, 0 = empty */
-	uint32_t site_slots_mask;
+	uint32_t *site_slots; /* hash of site keys: util/slots.h */
+	size_t site_nslots;
+	uint32_t site_slots_mask; /* site_nslots - 1 */
 	uint32_t *stack_site; /* stack id -> its latest site + 1: a cache */
 	uint32_t stacks_cap, max_stack;
 	uint32_t thr_cap, max_thread;
@@ -93,20 +83,13 @@ struct mt__snapshot_state {
 	struct mt_site *site_out;     /* made at the end */
 	uint64_t temp_threshold;
 
-	struct node *nodes;
-	uint32_t nodes_cap;
-	struct code *codes;
-	uint32_t codes_cap;
-
-	char **strs; /* intern set */
-	size_t strs_cap, strs_n;
+	struct mt_stacks stk; /* stack trie and code objects */
 
 	uint64_t t, peak_event, heap;
 	/* stack ids, code ids and thread indexes defined by their records */
 	uint32_t n_def[3];
 	uint64_t last_sample_us;
 	uint64_t page_mask;
-	uint32_t python_hex;
 	size_t samples_cap, diags_cap;
 	int oom;
 };
@@ -147,25 +130,11 @@ static inline uint64_t acc_peak_count(const struct mt__snapshot_state *st, const
 	return a->last <= st->peak_event ? a->cur_count : a->pk_count;
 }
 
-static int grow(void **v, uint32_t *cap, uint32_t need, size_t elem)
-{
-	uint32_t n = *cap ? *cap : 64;
-	while (n <= need)
-		n *= 2;
-	void *nv = realloc(*v, (size_t)n * elem);
-	if (!nv)
-		return -ENOMEM;
-	memset((char *)nv + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
-	*v = nv;
-	*cap = n;
-	return 0;
-}
-
 /* Room for stack id @id in the per-stack arrays. */
 static int stack_room(struct mt__snapshot_state *st, uint32_t id)
 {
 	if (id >= st->stacks_cap &&
-	    grow((void **)&st->stack_site, &st->stacks_cap, id, sizeof(uint32_t)) < 0)
+	    mt_grow((void **)&st->stack_site, &st->stacks_cap, id, sizeof(uint32_t)) < 0)
 		return -ENOMEM;
 	if (id > st->max_stack)
 		st->max_stack = id;
@@ -175,13 +144,13 @@ static int stack_room(struct mt__snapshot_state *st, uint32_t id)
 static int thread_grow(struct mt__snapshot_state *st, uint32_t idx)
 {
 	uint32_t cap = st->thr_cap;
-	if (grow((void **)&st->thr_seq, &cap, idx, sizeof(uint32_t)) < 0)
+	if (mt_grow((void **)&st->thr_seq, &cap, idx, sizeof(uint32_t)) < 0)
 		return -ENOMEM;
 	cap = st->thr_cap;
-	if (grow((void **)&st->thr_tid, &cap, idx, sizeof(uint64_t)) < 0)
+	if (mt_grow((void **)&st->thr_tid, &cap, idx, sizeof(uint64_t)) < 0)
 		return -ENOMEM;
 	cap = st->thr_cap;
-	if (grow((void **)&st->thr_name, &cap, idx, sizeof(char *)) < 0)
+	if (mt_grow((void **)&st->thr_name, &cap, idx, sizeof(char *)) < 0)
 		return -ENOMEM;
 	st->thr_cap = cap;
 	return 0;
@@ -197,26 +166,23 @@ static int thread_room(struct mt__snapshot_state *st, uint32_t idx)
 	return 0;
 }
 
-static inline uint32_t site_hash(const struct mt__snapshot_state *st, struct site_key k)
+static inline uint64_t site_key_hash(struct site_key k)
 {
-	uint64_t h = ((uint64_t)k.stack << 32 | k.thread_kind) * 0x9E3779B97F4A7C15ull;
-	return (uint32_t)(h >> 32) & st->site_slots_mask;
+	return ((uint64_t)k.stack << 32 | k.thread_kind) * 0x9E3779B97F4A7C15ull >> 32;
 }
 
-static int site_slots_resize(struct mt__snapshot_state *st, uint32_t n)
+static uint64_t site_hash_at(const void *ctx, size_t i)
 {
-	uint32_t *ns = calloc(n, sizeof(*ns));
-	if (!ns)
+	return site_key_hash(((const struct mt__snapshot_state *)ctx)->site_keys[i]);
+}
+
+/* Twice the site slots (64 at first), holding every site. */
+static int site_slots_grow(struct mt__snapshot_state *st)
+{
+	if (mt_slots_grow(&st->site_slots, &st->site_nslots, 64, 0, st->n_sites, site_hash_at,
+			  st) < 0)
 		return -ENOMEM;
-	free(st->site_slots);
-	st->site_slots = ns;
-	st->site_slots_mask = n - 1;
-	for (uint32_t i = 0; i < st->n_sites; i++) {
-		uint32_t j = site_hash(st, st->site_keys[i]);
-		while (ns[j])
-			j = (j + 1) & st->site_slots_mask;
-		ns[j] = i + 1;
-	}
+	st->site_slots_mask = (uint32_t)st->site_nslots - 1;
 	return 0;
 }
 
@@ -230,7 +196,7 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 	uint32_t c = st->stack_site[stack];
 	if (c && st->site_keys[c - 1].thread_kind == k.thread_kind)
 		return c - 1;
-	uint32_t j = site_hash(st, k);
+	uint32_t j = (uint32_t)site_key_hash(k) & st->site_slots_mask;
 	while (st->site_slots[j]) {
 		uint32_t i = st->site_slots[j] - 1;
 		if (st->site_keys[i].stack == stack && st->site_keys[i].thread_kind == k.thread_kind) {
@@ -241,13 +207,13 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 	}
 	if (st->n_sites == st->sites_cap) {
 		uint32_t cap = st->sites_cap;
-		if (grow((void **)&st->sites, &cap, st->n_sites, sizeof(struct acc)) < 0)
+		if (mt_grow((void **)&st->sites, &cap, st->n_sites, sizeof(struct acc)) < 0)
 			return -1;
 		cap = st->sites_cap;
-		if (grow((void **)&st->site_keys, &cap, st->n_sites, sizeof(struct site_key)) < 0)
+		if (mt_grow((void **)&st->site_keys, &cap, st->n_sites, sizeof(struct site_key)) < 0)
 			return -1;
 		cap = st->sites_cap;
-		if (grow((void **)&st->site_first, &cap, st->n_sites, sizeof(uint64_t)) < 0)
+		if (mt_grow((void **)&st->site_first, &cap, st->n_sites, sizeof(uint64_t)) < 0)
 			return -1;
 		st->sites_cap = cap;
 	}
@@ -256,8 +222,7 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 	st->site_first[i] = addr;
 	st->site_slots[j] = i + 1;
 	st->stack_site[stack] = i + 1;
-	if ((uint64_t)st->n_sites * 2 > st->site_slots_mask &&
-	    site_slots_resize(st, (st->site_slots_mask + 1) * 2) < 0)
+	if ((uint64_t)st->n_sites * 2 > st->site_slots_mask && site_slots_grow(st) < 0)
 		return -1;
 	return i;
 }
@@ -469,53 +434,6 @@ static int on_free(void *ctx, const struct mt_record *r)
 	return 0;
 }
 
-static const char *intern(struct mt__snapshot_state *st, const uint8_t *p, uint32_t len)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	if (st->strs_n * 2 >= st->strs_cap) {
-		size_t n = st->strs_cap ? st->strs_cap * 2 : 256;
-		char **nv = calloc(n, sizeof(*nv));
-		if (!nv)
-			return NULL;
-		for (size_t i = 0; i < st->strs_cap; i++) {
-			if (!st->strs[i])
-				continue;
-			uint64_t g = 1469598103934665603ull;
-			for (const char *c = st->strs[i]; *c; c++)
-				g = (g ^ (uint8_t)*c) * 1099511628211ull;
-			size_t j = g & (n - 1);
-			while (nv[j])
-				j = (j + 1) & (n - 1);
-			nv[j] = st->strs[i];
-		}
-		free(st->strs);
-		st->strs = nv;
-		st->strs_cap = n;
-	}
-	/* strings stop at the first NUL: they are printed as C strings */
-	const uint8_t *nul = memchr(p, 0, len);
-	if (nul)
-		len = (uint32_t)(nul - p);
-	for (uint32_t i = 0; i < len; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
-	size_t j = h & (st->strs_cap - 1);
-	while (st->strs[j]) {
-		if (strncmp(st->strs[j], (const char *)p, len) == 0 && st->strs[j][len] == '\0')
-			return st->strs[j];
-		j = (j + 1) & (st->strs_cap - 1);
-	}
-	char *c = malloc(len + 1);
-	if (!c)
-		return NULL;
-	if (len)
-		memcpy(c, p, len);
-	c[len] = '\0';
-	st->strs[j] = c;
-	st->strs_n++;
-	return c;
-}
-
 static char *copy_str(const struct mt_bytes *b)
 {
 	char *c = malloc(b->len + 1);
@@ -548,33 +466,13 @@ static int on_code(void *ctx, const struct mt_record *r)
 {
 	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
-	const struct mt_rec_code *c = &r->code;
 
-	if (!believed(st, c->id, DEF_CODE))
+	if (!believed(st, r->code.id, DEF_CODE))
 		return 0;
-	if (c->id >= st->codes_cap &&
-	    grow((void **)&st->codes, &st->codes_cap, c->id, sizeof(struct code)) < 0)
-		return -ENOMEM;
-	struct code *d = &st->codes[c->id];
-	if (!d->defined)
-		st->n_def[DEF_CODE]++;
-	const struct mt_bytes *fn = c->qualname.len ? &c->qualname : &c->name;
-	d->file = intern(st, c->filename.p, c->filename.len);
-	d->function = intern(st, fn->p, fn->len);
-	if (!d->file || !d->function)
-		return -ENOMEM;
-	free(d->linetable);
-	d->linetable = NULL;
-	d->lt_len = 0;
-	if (c->linetable.len) {
-		d->linetable = malloc(c->linetable.len);
-		if (!d->linetable)
-			return -ENOMEM;
-		memcpy(d->linetable, c->linetable.p, c->linetable.len);
-		d->lt_len = c->linetable.len;
-	}
-	d->firstlineno = c->firstlineno > INT32_MAX ? 0 : (int)c->firstlineno;
-	d->defined = 1;
+	int fresh = mt_stacks_define_code(&st->stk, &r->code);
+	if (fresh < 0)
+		return fresh;
+	st->n_def[DEF_CODE] += (uint32_t)fresh;
 	return 0;
 }
 
@@ -586,12 +484,10 @@ static int on_stack(void *ctx, const struct mt_record *r)
 
 	if (!believed(st, k->id, DEF_STACK))
 		return 0;
-	if (k->id >= st->nodes_cap &&
-	    grow((void **)&st->nodes, &st->nodes_cap, k->id, sizeof(struct node)) < 0)
-		return -ENOMEM;
-	if (!st->nodes[k->id].defined)
-		st->n_def[DEF_STACK]++;
-	st->nodes[k->id] = (struct node){ k->parent, k->code, k->offset, 1 };
+	int fresh = mt_stacks_define_stack(&st->stk, k);
+	if (fresh < 0)
+		return fresh;
+	st->n_def[DEF_STACK] += (uint32_t)fresh;
 	if (k->id > st->max_stack && stack_room(st, k->id) < 0)
 		return -ENOMEM;
 	return 0;
@@ -751,12 +647,12 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		memcpy(c, h->cmdline.p, h->cmdline.len);
 		s->header.cmdline.p = c;
 	}
-	st->python_hex = h->python_hex;
+	st->stk.python_hex = h->python_hex;
 	st->temp_threshold = o->temp_threshold;
 	s->temp_threshold = st->temp_threshold;
 	st->page_mask = h->page_size && !(h->page_size & (h->page_size - 1)) ? h->page_size - 1 : 0;
 	if (live_resize(st, 16) < 0 || stack_room(st, 0) < 0 || thread_room(st, 0) < 0 ||
-	    site_slots_resize(st, 64) < 0) {
+	    site_slots_grow(st) < 0) {
 		mt_snapshot_release(s);
 		return -ENOMEM;
 	}
@@ -803,13 +699,7 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		for (uint32_t i = 0; i < st->thr_cap && st->thr_name; i++)
 			free(st->thr_name[i]);
 		free(st->thr_name);
-		free(st->nodes);
-		for (uint32_t i = 0; i < st->codes_cap; i++)
-			free(st->codes[i].linetable);
-		free(st->codes);
-		for (size_t i = 0; i < st->strs_cap; i++)
-			free(st->strs[i]);
-		free(st->strs);
+		mt_stacks_release(&st->stk);
 		free(st);
 	}
 	memset(s, 0, sizeof(*s));
@@ -857,55 +747,18 @@ uint32_t mt_snapshot_max_stack(const struct mt_snapshot *s)
 	return s->st->max_stack;
 }
 
-static const char unknown[] = "<unknown>";
-
-static void node_frame(const struct mt__snapshot_state *st, uint32_t id, struct mt_frame *f)
-{
-	f->function = unknown;
-	f->file = unknown;
-	f->line = 0;
-	if (id >= st->nodes_cap || !st->nodes[id].defined)
-		return;
-	const struct node *n = &st->nodes[id];
-	if (n->code >= st->codes_cap || !st->codes[n->code].defined)
-		return;
-	const struct code *c = &st->codes[n->code];
-	f->function = c->function;
-	f->file = c->file;
-	int line = mt_linetable_line(mt_linetable_capture_hex(st->python_hex), c->linetable,
-				     c->lt_len, c->firstlineno, n->offset);
-	f->line = line > 0 ? line : 0;
-}
-
-/* Parent of node @id, or 0 at the root or an undefined node. */
-static inline uint32_t node_parent(const struct mt__snapshot_state *st, uint32_t id)
-{
-	if (id >= st->nodes_cap || !st->nodes[id].defined)
-		return 0;
-	return st->nodes[id].parent;
-}
 
 uint32_t mt_snapshot_stack_parent(const struct mt_snapshot *s, uint32_t id)
 {
-	return node_parent(s->st, id);
+	return mt_stacks_parent(&s->st->stk, id);
 }
 
 void mt_snapshot_stack_frame(const struct mt_snapshot *s, uint32_t id, struct mt_frame *f)
 {
-	node_frame(s->st, id, f);
+	mt_stacks_frame(&s->st->stk, id, f);
 }
 
 size_t mt_snapshot_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out, size_t max)
 {
-	const struct mt__snapshot_state *st = s->st;
-	size_t depth = 0;
-
-	/* a corrupt trie may loop: no stack is deeper than the trie */
-	while (id && depth <= st->nodes_cap) {
-		if (depth < max)
-			node_frame(st, id, &out[depth]);
-		depth++;
-		id = node_parent(st, id);
-	}
-	return depth;
+	return mt_stacks_walk(&s->st->stk, id, out, max);
 }

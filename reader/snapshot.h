@@ -26,6 +26,7 @@
 
 #include "format/record.h"
 #include "reader/capture.h"
+#include "reader/stacks.h" /* struct mt_frame */
 
 /* What a counter holds for one stack (or thread). */
 struct mt_usage {
@@ -126,12 +127,7 @@ size_t mt_snapshot_sites(const struct mt_snapshot *s, const struct mt_site **out
  * id is taken for corruption, and counted as stack 0). */
 uint32_t mt_snapshot_max_stack(const struct mt_snapshot *s);
 
-struct mt_frame {
-	const char *function; /* qualified name */
-	const char *file;
-	int line;             /* 0 if unknown */
-};
-
+/* struct mt_frame: reader/stacks.h */
 /* mt_snapshot_stack() - frames of stack @id, innermost first, into
  * @out[0..max). Returns the full depth (0 for stack 0), which may be more
  * than @max. Undefined stacks or code give "<unknown>" frames. */

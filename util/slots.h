@@ -4,9 +4,10 @@
 /*
  * The index slots of an open-addressing hash table whose entries live in
  * an array of their own (the reader's tables: the HTML reports' string
- * table, the call tree's children, the location table). A slot holds an
- * entry's index + 1, 0 is empty; the number of slots is a power of two,
- * and a key probes linearly from its hash & (slots - 1). The tables keep
+ * table, the call tree's children, the location table, the snapshot's
+ * sites). A slot holds an entry's index + 1, 0 is empty; the number of
+ * slots is a power of two, and a key probes linearly from its
+ * hash & (slots - 1). The tables keep
  * their entries, their hash and their lookup (inline where they are
  * used); this is their one rehash, called as the entries pass half the
  * slots. Reader and CLI only (it allocates), never the payload.

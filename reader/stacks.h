@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_READER_STACKS_H
+#define MT_READER_STACKS_H
+/*
+ * The snapshot's stack trie and code-object table, from the STACK and
+ * CODE records: stack id -> (parent stack, code id, bytecode offset) and
+ * code id -> (file, function, line table, first line), with file and
+ * function names interned (one copy of each string). A definition may
+ * come after its first use and a later one replaces an earlier one; both
+ * are resolved only when a frame is asked for, and an undefined stack or
+ * code gives a "<unknown>" frame. The caller bounds the ids it defines
+ * (the tables are dense by id); ids asked for may be anything. Nothing
+ * is counted here: the define calls say whether an id was new.
+ * Zero-initialised with python_hex set (the capture's PY_VERSION_HEX,
+ * which picks the line-table format) is empty.
+ *
+ * Ownership: the strings in frames are borrowed and valid until
+ * mt_stacks_release().
+ */
+#include <stddef.h> /* size_t */
+#include <stdint.h> /* uint32_t */
+
+#include "format/record.h"
+
+struct mt_frame {
+	const char *function; /* qualified name */
+	const char *file;
+	int line;             /* 0 if unknown */
+};
+
+struct mt_code_def {
+	const char *file, *function; /* interned */
+	uint8_t *linetable;
+	uint32_t lt_len;
+	int firstlineno;
+	int defined;
+};
+
+struct mt_stack_node {
+	uint32_t parent, code, offset;
+	int defined;
+};
+
+struct mt_stacks {
+	struct mt_stack_node *nodes; /* by stack id */
+	uint32_t nodes_cap;
+	struct mt_code_def *codes;   /* by code id */
+	uint32_t codes_cap;
+	char **strs;                 /* intern set: open addressing */
+	size_t strs_cap, strs_n;
+	uint32_t python_hex;
+};
+
+/* mt_stacks_define_code() - code object @c->id defined by @c (names cut
+ * at their first NUL). Returns 1 for a new id, 0 for one defined again,
+ * or -ENOMEM. */
+int mt_stacks_define_code(struct mt_stacks *k, const struct mt_rec_code *c);
+
+/* mt_stacks_define_stack() - trie node @r->id defined by @r. Returns 1
+ * for a new id, 0 for one defined again, or -ENOMEM. */
+int mt_stacks_define_stack(struct mt_stacks *k, const struct mt_rec_stack *r);
+
+/* mt_stacks_frame() - the innermost frame of stack @id. */
+void mt_stacks_frame(const struct mt_stacks *k, uint32_t id, struct mt_frame *f);
+
+/* mt_stacks_parent() - the stack @id was called from; 0 at the root or
+ * for an undefined node. */
+static inline uint32_t mt_stacks_parent(const struct mt_stacks *k, uint32_t id)
+{
+	if (id >= k->nodes_cap || !k->nodes[id].defined)
+		return 0;
+	return k->nodes[id].parent;
+}
+
+/* mt_stacks_walk() - frames of stack @id, innermost first, into
+ * @out[0..max). Returns the full depth (0 for stack 0), which may be more
+ * than @max; a trie that loops stops at nodes_cap + 1 frames. */
+size_t mt_stacks_walk(const struct mt_stacks *k, uint32_t id, struct mt_frame *out, size_t max);
+
+void mt_stacks_release(struct mt_stacks *k);
+
+#endif /* MT_READER_STACKS_H */
