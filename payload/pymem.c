@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Putting the PyMem domain wrappers (track.c) into the interpreter and
- * taking them out again (pymem.h). OBJ and MEM are only called with the
- * GIL held, so swapping them under the GIL cannot race a caller.
+ * What the tracker puts into the interpreter (pymem.h): the PyMem domain
+ * wrappers (track.c), and the code objects' death notice. OBJ and MEM are
+ * only called with the GIL held, so swapping them under the GIL cannot
+ * race a caller.
  */
 #include "payload/pymem.h"
 #include "payload/python.h"
@@ -114,4 +115,9 @@ int mt_python_pymem_uninstall(void)
 	}
 	mt_api.gil_release(g);
 	return 0;
+}
+
+int mt_python_code_watch(int on)
+{
+	return mt_python_code_deaths(on, mt_track_code_gone);
 }

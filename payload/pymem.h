@@ -2,8 +2,10 @@
 #ifndef MT_PAYLOAD_PYMEM_H
 #define MT_PAYLOAD_PYMEM_H
 /*
- * Putting the PyMem OBJ and MEM domain wrappers (--trace-python-allocators)
- * into the interpreter and taking them out again. The wrappers themselves
+ * What the tracker puts into the interpreter: the PyMem OBJ and MEM domain
+ * wrappers (--trace-python-allocators), and the notice of a code object's
+ * death to the stack tables. It sits above python.c, which only reads the
+ * interpreter, and track.c, and joins the two. The wrappers themselves
  * are track.c's (track.h), where the recording path and the stack walk
  * inline into them; here they are only chained in front of the
  * interpreter's allocators, through the C API python.c resolved.
@@ -11,7 +13,8 @@
  * Each domain has a few wrapper instances: one that someone else wrapped
  * in turn cannot be taken out of their chain on detach and stays there as
  * a pass-through forever, so a later attach takes a fresh one.
- * Install and uninstall run on the control thread; quiet on any.
+ * Install, uninstall and the code watch run on the control thread; quiet
+ * on any.
  */
 
 /* mt_python_pymem_install() - wrap the PYMEM_DOMAIN_OBJ and _MEM
@@ -31,5 +34,10 @@ int mt_python_pymem_uninstall(void);
  * through without recording (a fork child: the parent's capture traced
  * Python allocators, the child's own may not). No GIL needed. */
 void mt_python_pymem_quiet(void);
+
+/* mt_python_code_watch() - @on: have code objects' deallocations told to
+ * the stack tables (mt_track_code_gone()), through python.c's
+ * mt_python_code_deaths(); 0: stop. Returns as mt_python_code_deaths(). */
+int mt_python_code_watch(int on);
 
 #endif /* MT_PAYLOAD_PYMEM_H */

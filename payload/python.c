@@ -10,7 +10,6 @@
 #include "payload/dynsym.h"
 #include "payload/python-layout.h"
 #include "payload/python-walk.h"
-#include "payload/track.h"
 #include "payload/fault.h"
 #include "format/error.h"
 #include "format/linetable.h"
@@ -146,7 +145,7 @@ int mt_python_init(uint32_t *python_hex)
  *
  * The stack tables know code objects by address. When one dies, another
  * may be made at its address, and must not be taken for it: PyCode_Type's
- * tp_dealloc is wrapped to tell the tables (mt_track_code_gone). The
+ * tp_dealloc is wrapped to tell them, through the function given. The
  * slot follows ob_refcnt, ob_type, ob_size, tp_name, tp_basicsize and
  * tp_itemsize in every supported version (the header was checked to be
  * the default build's).
@@ -156,6 +155,7 @@ int mt_python_init(uint32_t *python_hex)
 
 typedef void (*mt_destructor)(void *);
 static mt_destructor mt_code_dealloc_orig; /* set once, before our wrapper is stored */
+static mt_python_code_gone_fn mt_code_gone; /* set before our wrapper is stored */
 
 /* The tables hear of the death once the deallocator is done: it may run
  * Python (weakref callbacks, co_extra freeing), whose allocations could
@@ -165,12 +165,15 @@ static mt_destructor mt_code_dealloc_orig; /* set once, before our wrapper is st
 static void mt_code_dealloc(void *code)
 {
 	mt_code_dealloc_orig(code);
-	int saved = errno;
-	mt_track_code_gone(code);
-	errno = saved;
+	mt_python_code_gone_fn gone = __atomic_load_n(&mt_code_gone, __ATOMIC_ACQUIRE);
+	if (gone != NULL) {
+		int saved = errno;
+		gone(code);
+		errno = saved;
+	}
 }
 
-int mt_python_code_watch(int on)
+int mt_python_code_deaths(int on, mt_python_code_gone_fn gone)
 {
 	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
 		return -MT_ENOPY;
@@ -186,8 +189,12 @@ int mt_python_code_watch(int on)
 			return -EFAULT;
 		return 0;
 	}
-	if (cur == ours)
+	if (gone == NULL)
+		return -EINVAL;
+	if (cur == ours) {
+		__atomic_store_n(&mt_code_gone, gone, __ATOMIC_RELEASE);
 		return 0;
+	}
 	if (mt_code_dealloc_orig == NULL) {
 		if (cur == NULL)
 			return -MT_ENOPY;
@@ -196,6 +203,7 @@ int mt_python_code_watch(int on)
 		/* Someone else's since our last capture: it may call ours. */
 		return -EBUSY;
 	}
+	__atomic_store_n(&mt_code_gone, gone, __ATOMIC_RELEASE);
 	return mt_store_guarded(slot, ours) < 0 ? -EFAULT : 0;
 }
 

@@ -105,11 +105,16 @@ void mt_python_describe_newest(struct mt_pychain *c);
  * Hook-safe. */
 int mt_python_complete(const struct mt_pychain *c, size_t i);
 
-/* mt_python_code_watch() - @on: have code objects' deallocations told to
- * the stack tables (mt_track_code_gone()) by wrapping PyCode_Type's
- * tp_dealloc; 0: unwrap it. Returns 0 or a negative error (-MT_ENOPY, or
- * -EBUSY when another wrapper replaced ours; nothing changed then). */
-int mt_python_code_watch(int on);
+/* mt_python_code_deaths() - @on: have each code object's deallocation
+ * told to @gone by wrapping PyCode_Type's tp_dealloc: @gone is called once
+ * the deallocator is done, on its thread, with the GIL held, errno kept
+ * around it. 0: unwrap it (@gone unused); a wrapper that someone else
+ * wrapped since stays in their chain and still tells the last @gone.
+ * Control thread. Returns 0 or a negative error (-MT_ENOPY; -EINVAL for
+ * @on without @gone; -EBUSY when another wrapper replaced ours: nothing
+ * changed then). */
+typedef void (*mt_python_code_gone_fn)(const void *code);
+int mt_python_code_deaths(int on, mt_python_code_gone_fn gone);
 
 /* mt_python_code_key() - identity fields of @code. Hook-safe. */
 void mt_python_code_key(const void *code, struct mt_pycode_key *key);

@@ -45,7 +45,8 @@ void mt_track_free(unsigned kind, const void *ptr, size_t size);
 /* mt_track_code_gone() - code object @code is being deallocated: a code
  * object made later at its address gets an id of its own, and threads
  * forget the stacks they cached at their next event. Called from its
- * tp_dealloc, with the GIL held; takes the tables' lock. */
+ * tp_dealloc (python.c's wrapper, given it by pymem.c), with the GIL
+ * held; takes the tables' lock. */
 void mt_track_code_gone(const void *code);
 
 /*
