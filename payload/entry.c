@@ -13,6 +13,7 @@
 #include "payload/fatal.h"
 #include "payload/fd-id.h"
 #include "payload/got.h"
+#include "payload/pymem.h"
 #include "payload/python.h"
 #include "payload/tbuf.h"
 #include "payload/track-internal.h"

@@ -2,7 +2,7 @@
 /*
  * The payload's binding to the CPython 3.8..3.13 interpreter in this
  * process: run-time resolution of the C API, Python stack walks from the
- * interpreter's own frame chain, code object metadata, PyMem wrappers.
+ * interpreter's own frame chain, code object metadata.
  * The walk and describe paths run inside malloc hooks: they must never
  * allocate, lock, call C API that allocates or raises, or touch refcounts.
  */
@@ -10,8 +10,6 @@
 #include "payload/dynsym.h"
 #include "payload/python-layout.h"
 #include "payload/python-walk.h"
-#include "payload/pymem.h"
-#include "payload/track.h"
 #include "payload/fault.h"
 #include "format/error.h"
 #include "format/linetable.h"
@@ -147,7 +145,7 @@ int mt_python_init(uint32_t *python_hex)
  *
  * The stack tables know code objects by address. When one dies, another
  * may be made at its address, and must not be taken for it: PyCode_Type's
- * tp_dealloc is wrapped to tell the tables (mt_track_code_gone). The
+ * tp_dealloc is wrapped to tell them, through the function given. The
  * slot follows ob_refcnt, ob_type, ob_size, tp_name, tp_basicsize and
  * tp_itemsize in every supported version (the header was checked to be
  * the default build's).
@@ -157,6 +155,7 @@ int mt_python_init(uint32_t *python_hex)
 
 typedef void (*mt_destructor)(void *);
 static mt_destructor mt_code_dealloc_orig; /* set once, before our wrapper is stored */
+static mt_python_code_gone_fn mt_code_gone; /* set before our wrapper is stored */
 
 /* The tables hear of the death once the deallocator is done: it may run
  * Python (weakref callbacks, co_extra freeing), whose allocations could
@@ -166,12 +165,15 @@ static mt_destructor mt_code_dealloc_orig; /* set once, before our wrapper is st
 static void mt_code_dealloc(void *code)
 {
 	mt_code_dealloc_orig(code);
-	int saved = errno;
-	mt_track_code_gone(code);
-	errno = saved;
+	mt_python_code_gone_fn gone = __atomic_load_n(&mt_code_gone, __ATOMIC_ACQUIRE);
+	if (gone != NULL) {
+		int saved = errno;
+		gone(code);
+		errno = saved;
+	}
 }
 
-int mt_python_code_watch(int on)
+int mt_python_code_deaths(int on, mt_python_code_gone_fn gone)
 {
 	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
 		return -MT_ENOPY;
@@ -187,8 +189,12 @@ int mt_python_code_watch(int on)
 			return -EFAULT;
 		return 0;
 	}
-	if (cur == ours)
+	if (gone == NULL)
+		return -EINVAL;
+	if (cur == ours) {
+		__atomic_store_n(&mt_code_gone, gone, __ATOMIC_RELEASE);
 		return 0;
+	}
 	if (mt_code_dealloc_orig == NULL) {
 		if (cur == NULL)
 			return -MT_ENOPY;
@@ -197,12 +203,18 @@ int mt_python_code_watch(int on)
 		/* Someone else's since our last capture: it may call ours. */
 		return -EBUSY;
 	}
+	__atomic_store_n(&mt_code_gone, gone, __ATOMIC_RELEASE);
 	return mt_store_guarded(slot, ours) < 0 ? -EFAULT : 0;
 }
 
 /* ------------------------------------------------------------------------
  * Hook-safe readers
  * ---------------------------------------------------------------------- */
+
+size_t mt_python_layout_row(void)
+{
+	return (size_t)(mt_lo - mt_pylayouts);
+}
 
 int mt_python_initialized(void)
 {
@@ -409,114 +421,5 @@ int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *
 		memcpy(scratch + used, table, n);
 	}
 	out->linetable = (struct mt_bytes){ scratch + used, (uint32_t)n };
-	return 0;
-}
-
-/* ------------------------------------------------------------------------
- * PyMem domain wrappers: installed and removed here, defined in track.c
- * (pymem.h). OBJ and MEM are only called with the GIL held, so swapping
- * them under the GIL cannot race a caller.
- * ---------------------------------------------------------------------- */
-
-#define MT_PYMEM_SLOTS 8
-
-static struct mt_pymem_domain mt_pymem_slots[2][MT_PYMEM_SLOTS];
-static const int mt_pymem_domain_ids[2] = { MT_PYMEM_DOMAIN_MEM, MT_PYMEM_DOMAIN_OBJ };
-
-/* The instance of ours that @a is, or NULL. */
-static struct mt_pymem_domain *mt_pymem_ours(const struct mt_pymem_allocator *a, int d)
-{
-	for (int i = 0; i < MT_PYMEM_SLOTS; i++)
-		if (a->free == mt_pymem_free && a->ctx == &mt_pymem_slots[d][i])
-			return &mt_pymem_slots[d][i];
-	return NULL;
-}
-
-/* A thread that takes the GIL while the interpreter finalizes is ended
- * inside PyGILState_Ensure (PyThread_exit_thread) in 3.8..3.13, so check
- * first. A shutdown starting between the check and the call still ends
- * the caller, which is the payload's own thread, never the target's. */
-static int mt_gil_usable(void)
-{
-	return mt_python_initialized();
-}
-
-int mt_python_pymem_install(void)
-{
-	const char *name;
-	mt_gilstate g;
-	int err = 0;
-
-	if (!mt_gil_usable())
-		return -MT_ENOPY;
-	g = mt_api.gil_ensure();
-	/* With PYTHONMALLOC=malloc every block reaches the malloc hooks;
-	 * wrapping the domains would count them twice. */
-	name = mt_api.allocator_name != NULL ? mt_api.allocator_name() : NULL;
-	if (name != NULL && (strcmp(name, "malloc") == 0 || strcmp(name, "malloc_debug") == 0))
-		goto out;
-	for (int i = 0; i < 2; i++) {
-		struct mt_pymem_allocator cur, ours;
-		struct mt_pymem_domain *d;
-
-		mt_api.mem_get(mt_pymem_domain_ids[i], &cur);
-		/* Still on top from an earlier attach (someone wrapped us and
-		 * unwrapped again): switching it back on is enough. */
-		d = mt_pymem_ours(&cur, i);
-		if (d == NULL) {
-			for (int k = 0; k < MT_PYMEM_SLOTS && d == NULL; k++)
-				if (!mt_pymem_slots[i][k].used)
-					d = &mt_pymem_slots[i][k];
-			if (d == NULL) {
-				err = -MT_ENOPY;
-				break;
-			}
-			d->domain = mt_pymem_domain_ids[i];
-			d->orig = cur;
-			d->used = 1;
-			ours = *mt_pymem_wrappers((size_t)(mt_lo - mt_pylayouts));
-			ours.ctx = d;
-			mt_api.mem_set(d->domain, &ours);
-		}
-		d->active = 1;
-	}
-out:
-	mt_api.gil_release(g);
-	return err;
-}
-
-void mt_python_pymem_quiet(void)
-{
-	for (int i = 0; i < 2; i++)
-		for (int k = 0; k < MT_PYMEM_SLOTS; k++)
-			mt_pymem_slots[i][k].active = 0;
-}
-
-int mt_python_pymem_uninstall(void)
-{
-	mt_gilstate g;
-
-	if (!mt_gil_usable())
-		return -MT_ENOPY;
-	g = mt_api.gil_ensure();
-	for (int i = 0; i < 2; i++) {
-		struct mt_pymem_allocator cur;
-		struct mt_pymem_domain *top;
-
-		/* Every instance goes quiet, also those buried in a chain. */
-		for (int k = 0; k < MT_PYMEM_SLOTS; k++)
-			mt_pymem_slots[i][k].active = 0;
-		mt_api.mem_get(mt_pymem_domain_ids[i], &cur);
-		/* Restore only our own top; if someone wrapped us later
-		 * (tracemalloc), our wrapper stays in their chain and passes
-		 * calls through. Calls into a domain hold the GIL, as we do, so
-		 * nobody is inside the instance we take out. */
-		top = mt_pymem_ours(&cur, i);
-		if (top != NULL) {
-			mt_api.mem_set(top->domain, &top->orig);
-			top->used = 0;
-		}
-	}
-	mt_api.gil_release(g);
 	return 0;
 }

@@ -37,6 +37,10 @@ struct mt_pycode_key {
  * Returns 0 and sets *python_hex (PY_VERSION_HEX), or -MT_ENOPY. */
 int mt_python_init(uint32_t *python_hex);
 
+/* mt_python_layout_row() - the running interpreter's row of mt_pylayouts
+ * (python-layout.h). Only after mt_python_init() succeeded. Hook-safe. */
+size_t mt_python_layout_row(void);
+
 /* mt_python_initialized() - Py_IsInitialized() and not finalizing.
  * Hook-safe. False before mt_python_init() succeeded. */
 int mt_python_initialized(void);
@@ -101,11 +105,16 @@ void mt_python_describe_newest(struct mt_pychain *c);
  * Hook-safe. */
 int mt_python_complete(const struct mt_pychain *c, size_t i);
 
-/* mt_python_code_watch() - @on: have code objects' deallocations told to
- * the stack tables (mt_track_code_gone()) by wrapping PyCode_Type's
- * tp_dealloc; 0: unwrap it. Returns 0 or a negative error (-MT_ENOPY, or
- * -EBUSY when another wrapper replaced ours; nothing changed then). */
-int mt_python_code_watch(int on);
+/* mt_python_code_deaths() - @on: have each code object's deallocation
+ * told to @gone by wrapping PyCode_Type's tp_dealloc: @gone is called once
+ * the deallocator is done, on its thread, with the GIL held, errno kept
+ * around it. 0: unwrap it (@gone unused); a wrapper that someone else
+ * wrapped since stays in their chain and still tells the last @gone.
+ * Control thread. Returns 0 or a negative error (-MT_ENOPY; -EINVAL for
+ * @on without @gone; -EBUSY when another wrapper replaced ours: nothing
+ * changed then). */
+typedef void (*mt_python_code_gone_fn)(const void *code);
+int mt_python_code_deaths(int on, mt_python_code_gone_fn gone);
 
 /* mt_python_code_key() - identity fields of @code. Hook-safe. */
 void mt_python_code_key(const void *code, struct mt_pycode_key *key);
@@ -118,23 +127,5 @@ void mt_python_code_key(const void *code, struct mt_pycode_key *key);
  * the object does not look like a code object. */
 int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *scratch,
 			    size_t cap);
-
-/* mt_python_pymem_install() - wrap the PYMEM_DOMAIN_OBJ and _MEM
- * allocators (never RAW) with wrappers that report through mt_track_*,
- * taking the GIL with PyGILState_Ensure. Control thread, interpreter
- * initialized. Returns 0, or -MT_ENOPY. Does nothing and returns 0 when
- * the current allocator is already malloc-backed (every block is seen by
- * the malloc hooks then). */
-int mt_python_pymem_install(void);
-
-/* mt_python_pymem_uninstall() - put back the saved allocators of each
- * domain that still holds our wrapper (someone who wrapped us later keeps
- * us as a pass-through). Takes the GIL. Returns 0 or -MT_ENOPY. */
-int mt_python_pymem_uninstall(void);
-
-/* mt_python_pymem_quiet() - every PyMem wrapper of ours passes calls
- * through without recording (a fork child: the parent's capture traced
- * Python allocators, the child's own may not). No GIL needed. */
-void mt_python_pymem_quiet(void);
 
 #endif /* MT_PAYLOAD_PYTHON_H */

@@ -8,7 +8,6 @@
  */
 #include "payload/track.h"
 #include "format/record.h"
-#include "payload/pymem.h"
 #include "payload/python.h"
 #include "payload/python-walk.h"
 #include "payload/track-internal.h"
@@ -585,7 +584,7 @@ int mt_track_init(int python)
 }
 
 /* ------------------------------------------------------------------------
- * PyMem domain wrappers (pymem.h)
+ * PyMem domain wrappers (track.h; pymem.c puts them in place)
  *
  * OBJ and MEM are only called with the GIL held, so swapping them under
  * the GIL cannot race a caller. The delegated call runs with the

@@ -3,12 +3,14 @@
 #define MT_PAYLOAD_TRACK_H
 /*
  * Event recording, shared by the GOT hooks (hooks.c) and the PyMem domain
- * wrappers (python.c). Every function here is hook-safe: no allocation,
+ * wrappers (defined here, put in place by pymem.c). Every function here is hook-safe: no allocation,
  * no stdio, no lock a writer can hold for long; errno is preserved.
  *
  * The recursion guard is a byte of initial-exec TLS: reading it never
  * calls __tls_get_addr, which would malloc inside our own hook.
  */
+#include "payload/python-layout.h" /* struct mt_pymem_allocator */
+
 #include <stddef.h> /* size_t */
 
 extern __thread unsigned char mt_in_hook __attribute__((tls_model("initial-exec")));
@@ -43,7 +45,34 @@ void mt_track_free(unsigned kind, const void *ptr, size_t size);
 /* mt_track_code_gone() - code object @code is being deallocated: a code
  * object made later at its address gets an id of its own, and threads
  * forget the stacks they cached at their next event. Called from its
- * tp_dealloc, with the GIL held; takes the tables' lock. */
+ * tp_dealloc (python.c's wrapper, given it by pymem.c), with the GIL
+ * held; takes the tables' lock. */
 void mt_track_code_gone(const void *code);
+
+/*
+ * The PyMem OBJ and MEM domain wrappers (--trace-python-allocators),
+ * defined here so that the recording path and the stack walk inline into
+ * them: with every Python object allocation an event, a call less per
+ * event shows. pymem.c puts them in place and takes them out.
+ */
+
+/* One wrapper instance: its ctx. A wrapper that someone else wrapped in
+ * turn cannot be taken out of their chain on detach; it stays there as a
+ * pass-through forever, with its saved allocator. A later attach must
+ * then not reuse that instance (its orig would point back into the chain
+ * and loop), so each domain has a few instances. */
+struct mt_pymem_domain {
+	int domain;
+	volatile int active; /* record through this wrapper */
+	int used;            /* reachable from the domain's chain */
+	struct mt_pymem_allocator orig; /* what we delegate to */
+};
+
+/* mt_pymem_wrappers() - the wrappers for interpreters of layout row @row
+ * (mt_pylayouts), with a NULL ctx: the stack walk is compiled into each
+ * row's allocating functions. Their free is mt_pymem_free for every row,
+ * which is how an installed wrapper is recognised. */
+const struct mt_pymem_allocator *mt_pymem_wrappers(size_t row);
+void mt_pymem_free(void *ctx, void *ptr);
 
 #endif /* MT_PAYLOAD_TRACK_H */
