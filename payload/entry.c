@@ -13,6 +13,7 @@
 #include "payload/fatal.h"
 #include "payload/fd-id.h"
 #include "payload/got.h"
+#include "payload/hooks.h"
 #include "payload/python.h"
 #include "payload/tbuf.h"
 #include "payload/track-internal.h"
@@ -519,30 +520,21 @@ static void on_exit_handler(void)
 	pthread_mutex_unlock(&st.lock);
 }
 
-void mt_finish_at_exit(void)
+/* The _exit and exec hooks' end (hooks.h): the capture ends before the
+ * process does, or before exec replaces the program, writer thread and
+ * all. */
+static void finish_at_end(enum mt_hooks_end how)
 {
 	/* _exit() may be called with our lock held (a fork child, a signal
 	 * handler): never wait for it there; nor touch the lock in the child
-	 * of a vfork(), which shares it with us. */
+	 * of a vfork(), which shares it and all our memory with us. */
 	if (st.pid != getpid() || pthread_mutex_trylock(&st.lock) != 0)
 		return;
 	if (st.active && st.pid == getpid()) {
 		int own = mt_guard_enter();
-		stop_locked(NULL, 0);
-		if (own)
-			mt_guard_leave();
-	}
-	pthread_mutex_unlock(&st.lock);
-}
-
-void mt_finish_at_exec(void)
-{
-	/* the child of a vfork() shares our memory, lock and all: not ours */
-	if (st.pid != getpid() || pthread_mutex_trylock(&st.lock) != 0)
-		return;
-	if (st.active && st.pid == getpid()) {
-		int own = mt_guard_enter();
-		mt_writer_diag(MT_DIAG_INFO, "the program called exec: the capture ends there");
+		if (how == MT_HOOKS_END_EXEC)
+			mt_writer_diag(MT_DIAG_INFO,
+				       "the program called exec: the capture ends there");
 		stop_locked(NULL, 0);
 		if (own)
 			mt_guard_leave();
@@ -687,6 +679,7 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 
 	mt_tracking = !deferred;
 	/* a fork child's GOTs are its parent's: patched already */
+	mt_hooks_on_end(finish_at_end);
 	e = cfg->flags & MT_HDR_FORKED ? 0 : mt_hooks_install();
 	if (e < 0) {
 		stop_locked("GOT patching failed", 0);

@@ -9,20 +9,6 @@ struct memtrace_config;
  * capture. @python: whether mt_python_init() succeeded (stacks walked). */
 int mt_track_init(int python);
 
-/* mt_hooks_resolve() - find the real allocator functions. 0 or -errno. */
-int mt_hooks_resolve(void);
-/* mt_hooks_install() / mt_hooks_uninstall() - patch or restore the GOTs of
- * all loaded objects. Return slots changed or -errno. */
-int mt_hooks_install(void);
-int mt_hooks_uninstall(void);
-
-/* mt_finish_at_exit() - the process is exiting: stop tracking and close
- * the capture if this process owns it (entry.c). */
-void mt_finish_at_exit(void);
-/* mt_finish_at_exec() - the process is about to exec another program:
- * the same, with a note in the capture saying so (entry.c). */
-void mt_finish_at_exec(void);
-
 /* mt_start_attached() - memtrace_payload_start() for the control thread,
  * which must never wait for the GIL: tracking of the C allocators starts
  * at once, without what needs the GIL (the PyMem wrappers of
