@@ -12,6 +12,7 @@
 #include "format/runproto.h"
 #include "payload/fatal.h"
 #include "payload/fd-id.h"
+#include "payload/entry.h"
 #include "payload/got.h"
 #include "payload/hooks.h"
 #include "payload/python.h"
@@ -49,6 +50,23 @@ static struct {
 	int follow_pymem;
 	uint32_t python_hex;  /* of the interpreter, once bound */
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER, .status_fd = -1 };
+
+/* How many threads the control channel has (mt_entry_count_threads()). */
+static int (*control_threads)(void);
+
+void mt_entry_count_threads(int (*count)(void))
+{
+	__atomic_store_n(&control_threads, count, __ATOMIC_RELEASE);
+}
+
+/* memtrace's own threads in this process: the writer's and the control
+ * channel's. */
+static int own_threads(void)
+{
+	int (*count)(void) = __atomic_load_n(&control_threads, __ATOMIC_ACQUIRE);
+	return (atomic_load_explicit(&mt_whot.running, memory_order_relaxed) ? 1 : 0) +
+	       (count ? count() : 0);
+}
 
 /* memtrace run learns how the capture ended through a pipe: one status
  * line of format/runproto.h ("signal ..." for a capture a signal ended is
@@ -338,8 +356,7 @@ static void *py_before_fork_cb(void *self, void *unused)
 {
 	(void)self;
 	(void)unused;
-	int ours = (atomic_load_explicit(&mt_whot.running, memory_order_relaxed) ? 1 : 0) +
-		   mt_control_thread();
+	int ours = own_threads();
 	long threads = process_threads();
 	remove_fork_filter(); /* what an earlier fork left (3.13) */
 	if (!ours || threads < 0 || threads - ours > 1)
@@ -596,7 +613,6 @@ static void on_fork_child(void)
 	pthread_mutex_init(&st.lock, NULL);
 	mt_track_after_fork();
 	mt_got_after_fork();
-	mt_control_after_fork();
 	if (st.active)
 		mt_writer_forget();
 	st.active = 0;
