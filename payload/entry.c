@@ -11,13 +11,12 @@
 #include "format/record.h"
 #include "format/runproto.h"
 #include "payload/fatal.h"
-#include "payload/fd-id.h"
 #include "payload/entry.h"
 #include "payload/got.h"
 #include "payload/hooks.h"
 #include "payload/python.h"
+#include "payload/status.h"
 #include "payload/tbuf.h"
-#include "payload/track-internal.h"
 #include "payload/track.h"
 #include "payload/writer.h"
 
@@ -40,8 +39,6 @@ static struct {
 	int pymem;          /* PyMem wrappers installed by us */
 	int exit_hooks;     /* atexit handlers registered */
 	int audit_done;     /* run mode: Python-side setup happened */
-	int status_fd;      /* run mode: where the final status goes, or -1 */
-	struct mt_fd_id status_id; /* the pipe status_fd was */
 	uint32_t interval_ms;
 	char path[MEMTRACE_PATH_MAX]; /* the capture's, or "" if it came as an fd alone */
 	int follow_pending;   /* a fork child whose capture starts in Python's
@@ -49,7 +46,7 @@ static struct {
 	pid_t follow_parent;
 	int follow_pymem;
 	uint32_t python_hex;  /* of the interpreter, once bound */
-} st = { .lock = PTHREAD_MUTEX_INITIALIZER, .status_fd = -1 };
+} st = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* How many threads the control channel has (mt_entry_count_threads()). */
 static int (*control_threads)(void);
@@ -68,36 +65,13 @@ static int own_threads(void)
 	       (count ? count() : 0);
 }
 
-/* memtrace run learns how the capture ended through a pipe: one status
- * line of format/runproto.h ("signal ..." for a capture a signal ended is
- * fatal.c's). The payload prints nothing itself. The line is written
- * once: whoever takes the fd. */
-int mt_take_status_fd(void)
-{
-	int fd = __atomic_exchange_n(&st.status_fd, -1, __ATOMIC_ACQ_REL);
-	/* the program may have closed it and given the number to a file of
-	 * its own (fstat() is async-signal-safe) */
-	return mt_fd_id_is(fd, &st.status_id) ? fd : -1;
-}
-
-static void report_end(const struct mt_run_status *s)
-{
-	char line[MT_RUN_STATUS_MAX];
-	int fd = mt_take_status_fd();
-	if (fd < 0)
-		return;
-	int n = mt_run_status_encode(line, sizeof(line), s);
-	if (n > 0 && write(fd, line, (size_t)n) < 0) {
-		/* nobody listening: nothing more to do */
-	}
-	close(fd);
-}
-
+/* memtrace run learns how the capture ended through its status pipe
+ * (status.h); "signal ..." for a capture a signal ended is fatal.c's. */
 static void report_line(const char *error)
 {
 	struct mt_run_status s = { .end = MT_RUN_ERROR, .reason = error,
 				   .reason_len = strlen(error) };
-	report_end(&s);
+	mt_status_report(&s);
 }
 
 static void report_status(int err, const char *what)
@@ -108,7 +82,7 @@ static void report_status(int err, const char *what)
 		report_line(why);
 	} else {
 		struct mt_run_status s = { .end = MT_RUN_OK, .dropped = mt_writer_dropped() };
-		report_end(&s);
+		mt_status_report(&s);
 	}
 }
 
@@ -617,10 +591,7 @@ static void on_fork_child(void)
 		mt_writer_forget();
 	st.active = 0;
 	st.pymem = 0;
-	if (st.status_fd >= 0) {
-		mt_fd_id_close(st.status_fd, &st.status_id);
-		st.status_fd = -1;
-	}
+	mt_status_after_fork();
 	/* Following, the capture starts in Python's after-fork hook
 	 * (py_after_fork_cb()); the wrappers pass calls through until then. */
 	st.follow_pending = follow;
@@ -866,9 +837,7 @@ __attribute__((constructor)) static void preload_init(void)
 		mt_in_hook = 0;
 		return;
 	}
-	if (run.status_fd >= 0 && fcntl(run.status_fd, F_SETFD, FD_CLOEXEC) == 0 &&
-	    mt_fd_id_take(run.status_fd, &st.status_id) == 0)
-		st.status_fd = run.status_fd; /* never inherited by the program's children */
+	(void)mt_status_set(run.status_fd); /* never inherited by the program's children */
 	if (run.path && strlen(run.path) >= sizeof(cfg.path)) {
 		scrub_environment();
 		mt_in_hook = 0;
