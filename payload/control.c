@@ -30,8 +30,8 @@
 #include "format/error.h"
 #include "format/peer.h"
 #include "format/record.h"
+#include "payload/entry.h"
 #include "payload/fd-id.h"
-#include "payload/track-internal.h"
 #include "payload/track.h"
 #include "payload/writer.h"
 
@@ -471,7 +471,10 @@ static void *control_main(void *arg)
 	return NULL;
 }
 
-int mt_control_thread(void)
+/* The threads of the control channel this process has (the control
+ * thread, and one per start or stop under way): entry.c's count of
+ * memtrace's own threads (mt_entry_count_threads()). */
+static int control_threads(void)
 {
 	pthread_mutex_lock(&ctl.lock);
 	int n = ctl.pid == getpid() ? ctl.thread_running + ctl.workers + ctl.gil_waiter : 0;
@@ -479,7 +482,10 @@ int mt_control_thread(void)
 	return n;
 }
 
-void mt_control_after_fork(void)
+/* In a fork child: free the lock that threads the child does not have
+ * may have held, and drop what belongs to the parent (its socket, its
+ * threads). Registered with pthread_atfork() at the first attach. */
+static void control_after_fork(void)
 {
 	pthread_mutex_init(&ctl.lock, NULL);
 	mt_fd_id_close(ctl.listen_fd, &ctl.listen_id); /* the parent's socket */
@@ -497,11 +503,19 @@ void mt_control_after_fork(void)
 	ctl.state = CTL_IDLE;
 }
 
+static void register_once(void)
+{
+	pthread_atfork(NULL, NULL, control_after_fork);
+	mt_entry_count_threads(control_threads);
+}
+
 /* Start (or reuse) the control thread; with a capture named in @cfg, start
  * it too. */
 static int attach(const struct memtrace_config *cfg)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	int rc = 0;
+	pthread_once(&once, register_once);
 	pthread_mutex_lock(&ctl.lock);
 	if (!ctl.thread_running || ctl.pid != getpid()) {
 		/* The socket first, so that the CLI can talk to us as soon as

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Starting and stopping tracking: the exported entry points, the
- * `memtrace run` preload path and the exit handlers. Runs on control
+ * `memtrace run` preload path, the ends at exit, _exit and exec (the
+ * hooks call back through hooks.h) and fork children. The top of the
+ * payload: it calls the modules below it (pyhooks.c's Python-side hooks
+ * call back through the ops given them) and none of them calls it by
+ * name, but control.c's start and stop (entry.h). Runs on control
  * paths only (a constructor, the injector's call, an atexit handler),
  * never in an allocation hook. Prints nothing: what goes wrong is written
  * into the capture as a DIAG record.
@@ -11,12 +15,14 @@
 #include "format/record.h"
 #include "format/runproto.h"
 #include "payload/fatal.h"
-#include "payload/fd-id.h"
+#include "payload/entry.h"
 #include "payload/got.h"
+#include "payload/hooks.h"
+#include "payload/pyhooks.h"
 #include "payload/pymem.h"
 #include "payload/python.h"
+#include "payload/status.h"
 #include "payload/tbuf.h"
-#include "payload/track-internal.h"
 #include "payload/track.h"
 #include "payload/writer.h"
 
@@ -39,8 +45,6 @@ static struct {
 	int pymem;          /* PyMem wrappers installed by us */
 	int exit_hooks;     /* atexit handlers registered */
 	int audit_done;     /* run mode: Python-side setup happened */
-	int status_fd;      /* run mode: where the final status goes, or -1 */
-	struct mt_fd_id status_id; /* the pipe status_fd was */
 	uint32_t interval_ms;
 	char path[MEMTRACE_PATH_MAX]; /* the capture's, or "" if it came as an fd alone */
 	int follow_pending;   /* a fork child whose capture starts in Python's
@@ -48,38 +52,32 @@ static struct {
 	pid_t follow_parent;
 	int follow_pymem;
 	uint32_t python_hex;  /* of the interpreter, once bound */
-} st = { .lock = PTHREAD_MUTEX_INITIALIZER, .status_fd = -1 };
+} st = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-/* memtrace run learns how the capture ended through a pipe: one status
- * line of format/runproto.h ("signal ..." for a capture a signal ended is
- * fatal.c's). The payload prints nothing itself. The line is written
- * once: whoever takes the fd. */
-int mt_take_status_fd(void)
+/* How many threads the control channel has (mt_entry_count_threads()). */
+static int (*control_threads)(void);
+
+void mt_entry_count_threads(int (*count)(void))
 {
-	int fd = __atomic_exchange_n(&st.status_fd, -1, __ATOMIC_ACQ_REL);
-	/* the program may have closed it and given the number to a file of
-	 * its own (fstat() is async-signal-safe) */
-	return mt_fd_id_is(fd, &st.status_id) ? fd : -1;
+	__atomic_store_n(&control_threads, count, __ATOMIC_RELEASE);
 }
 
-static void report_end(const struct mt_run_status *s)
+/* memtrace's own threads in this process: the writer's and the control
+ * channel's. */
+static int own_threads(void)
 {
-	char line[MT_RUN_STATUS_MAX];
-	int fd = mt_take_status_fd();
-	if (fd < 0)
-		return;
-	int n = mt_run_status_encode(line, sizeof(line), s);
-	if (n > 0 && write(fd, line, (size_t)n) < 0) {
-		/* nobody listening: nothing more to do */
-	}
-	close(fd);
+	int (*count)(void) = __atomic_load_n(&control_threads, __ATOMIC_ACQUIRE);
+	return (atomic_load_explicit(&mt_whot.running, memory_order_relaxed) ? 1 : 0) +
+	       (count ? count() : 0);
 }
 
+/* memtrace run learns how the capture ended through its status pipe
+ * (status.h); "signal ..." for a capture a signal ended is fatal.c's. */
 static void report_line(const char *error)
 {
 	struct mt_run_status s = { .end = MT_RUN_ERROR, .reason = error,
 				   .reason_len = strlen(error) };
-	report_end(&s);
+	mt_status_report(&s);
 }
 
 static void report_status(int err, const char *what)
@@ -90,7 +88,7 @@ static void report_status(int err, const char *what)
 		report_line(why);
 	} else {
 		struct mt_run_status s = { .end = MT_RUN_OK, .dropped = mt_writer_dropped() };
-		report_end(&s);
+		mt_status_report(&s);
 	}
 }
 
@@ -115,140 +113,23 @@ static uint32_t read_cmdline(uint8_t *buf, uint32_t cap)
 	return (uint32_t)got;
 }
 
-/* ------------------------------------------------------------------------
- * Python-side hooks: C functions that Python calls (atexit, and the
- * os.register_at_fork hooks), so that tracking ends when the program ends
- * and not after the interpreter has torn everything down (leaks would be
- * meaningless), and follows forks.
- *
- * The C API functions they call are found once, in the parent with the
- * GIL held (py_bind()): finding one walks the loaded objects under a
- * loader lock that a fork child may never get (another thread of the
- * parent held it at the fork).
- * ---------------------------------------------------------------------- */
-struct py_method_def {
-	const char *name;
-	void *(*meth)(void *, void *);
-	int flags;
-	const char *doc;
-};
-#define PY_METH_NOARGS 0x0004
-
-static struct {
-	int bound;
-	void *none;          /* Py_None */
-	void **deprecation;  /* &PyExc_DeprecationWarning */
-	void (*incref)(void *), (*decref)(void *), (*clear)(void);
-	void *(*import)(const char *);
-	void *(*getattr)(void *, const char *);
-	void *(*newcf)(void *, void *, void *);
-	void *(*call)(void *, void *, void *);
-	void *(*callf)(void *, const char *, ...);
-	void *(*callm)(void *, const char *, const char *, ...);
-	void *(*item)(void *, long);
-	void *(*dict_new)(void);
-	int (*dict_set)(void *, const char *, void *);
-	void *(*tuple_new)(long);
-} py;
-
-/* 0, or -1 if some function is missing. */
-static int py_bind(void)
-{
-	if (py.bound)
-		return 0;
-	py.none = mt_got_find_definition("_Py_NoneStruct");
-	py.deprecation = (void **)mt_got_find_definition("PyExc_DeprecationWarning");
-	py.incref = (void (*)(void *))mt_got_find_definition("Py_IncRef");
-	py.decref = (void (*)(void *))mt_got_find_definition("Py_DecRef");
-	py.clear = (void (*)(void))mt_got_find_definition("PyErr_Clear");
-	py.import = (void *(*)(const char *))mt_got_find_definition("PyImport_ImportModule");
-	py.getattr = (void *(*)(void *, const char *))mt_got_find_definition(
-		"PyObject_GetAttrString");
-	py.newcf = (void *(*)(void *, void *, void *))mt_got_find_definition("PyCFunction_NewEx");
-	py.call = (void *(*)(void *, void *, void *))mt_got_find_definition("PyObject_Call");
-	py.callf = (void *(*)(void *, const char *, ...))mt_got_find_definition(
-		"PyObject_CallFunction");
-	py.callm = (void *(*)(void *, const char *, const char *, ...))mt_got_find_definition(
-		"PyObject_CallMethod");
-	py.item = (void *(*)(void *, long))mt_got_find_definition("PySequence_GetItem");
-	py.dict_new = (void *(*)(void))mt_got_find_definition("PyDict_New");
-	py.dict_set = (int (*)(void *, const char *, void *))mt_got_find_definition(
-		"PyDict_SetItemString");
-	py.tuple_new = (void *(*)(long))mt_got_find_definition("PyTuple_New");
-	py.bound = py.none && py.deprecation && py.incref && py.decref && py.clear &&
-		   py.import && py.getattr && py.newcf && py.call && py.callf && py.callm &&
-		   py.item && py.dict_new && py.dict_set && py.tuple_new;
-	return py.bound ? 0 : -1;
-}
-
-/* What a hook returns: None. Hooks are registered only once bound. */
-static void *py_none(void)
-{
-	py.incref(py.none);
-	return py.none;
-}
-
-/* The references in @refs[0..n) that are set, released. */
-static void py_release(void *const *refs, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (refs[i])
-			py.decref(refs[i]);
-}
-
 static int stop_locked(const char *why, int in_python);
+static void follow_fork_locked(void);
 
-static void *py_atexit_cb(void *self, void *unused)
+/* Python's atexit (pyhooks.h): tracking ends when the program ends, not
+ * after the interpreter has torn everything down. */
+static void py_at_exit(void)
 {
-	(void)self;
-	(void)unused;
 	pthread_mutex_lock(&st.lock);
 	if (st.active && st.pid == getpid())
 		stop_locked(NULL, 1);
 	pthread_mutex_unlock(&st.lock);
-	return py_none();
 }
 
-static struct py_method_def atexit_def = { "memtrace_stop", py_atexit_cb, PY_METH_NOARGS,
-					   NULL };
-
-/* @module.@func(**{@keys[i]: @defs[i]}), or without @keys,
- * @module.@func(@defs[0]). Needs the GIL and py_bind(). 0 or -1. */
-static int py_register(const char *module, const char *func, const char *const *keys,
-		       struct py_method_def *const *defs, int n)
+/* A child of os.fork(), its interpreter whole again: its own capture
+ * starts here (follow_fork_locked()). */
+static void py_fork_child(void)
 {
-	void *mod = NULL, *reg = NULL, *fn = NULL, *kw = NULL, *args = NULL, *res = NULL;
-	int ok = (mod = py.import(module)) && (reg = py.getattr(mod, func));
-
-	if (!keys) {
-		ok = ok && (fn = py.newcf(defs[0], NULL, NULL)) && (res = py.callf(reg, "(O)", fn));
-	} else {
-		ok = ok && (args = py.tuple_new(0)) && (kw = py.dict_new());
-		for (int i = 0; ok && i < n; i++) {
-			void *f = py.newcf(defs[i], NULL, NULL);
-			ok = f && py.dict_set(kw, keys[i], f) == 0;
-			if (f)
-				py.decref(f);
-		}
-		ok = ok && (res = py.call(reg, args, kw));
-	}
-	if (!ok)
-		py.clear();
-	void *refs[] = { res, args, kw, fn, reg, mod };
-	py_release(refs, sizeof(refs) / sizeof(refs[0]));
-	return ok ? 0 : -1;
-}
-
-static void follow_fork_locked(void);
-
-/* A child of fork() made with Python's os.fork() (multiprocessing's fork
- * context too) runs Python's after-fork hooks once the interpreter is
- * whole again: the child's own capture starts there. A fork that is only
- * the way to exec another program (subprocess) runs none, and gets none. */
-static void *py_after_fork_cb(void *self, void *unused)
-{
-	(void)self;
-	(void)unused;
 	int own = mt_guard_enter();
 	pthread_mutex_lock(&st.lock);
 	if (st.follow_pending)
@@ -256,190 +137,19 @@ static void *py_after_fork_cb(void *self, void *unused)
 	pthread_mutex_unlock(&st.lock);
 	if (own)
 		mt_guard_leave();
-	return py_none();
 }
 
-static struct py_method_def after_fork_def = { "memtrace_follow_fork", py_after_fork_cb,
-					       PY_METH_NOARGS, NULL };
-
-/* ------------------------------------------------------------------------
- * From 3.12, os.fork() and os.forkpty() warn (DeprecationWarning) when
- * the process has more than one thread; memtrace's own threads must not
- * make them do so in a program that has one. Before the fork, if the
- * program's threads alone are one, an "ignore" filter for that warning
- * goes first in warnings.filters. It comes out in the child after the
- * fork, and in the parent after the warning would have come: in 3.12
- * that is before Python's after-fork hooks run, from 3.13 after them, so
- * there the filter stays until the next fork's before hook.
- * ---------------------------------------------------------------------- */
-static struct {
-	int ready;
-	void *filter;    /* ("ignore", re.compile(...), DeprecationWarning, None, 0) */
-	void *warnings;  /* the module */
-	void *in_list;   /* the list the filter was put in, while it is in */
-} fw;
-
-/* Threads of this process (/proc/self/stat), or -1. */
-static long process_threads(void)
-{
-	char buf[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	long threads = -1;
-
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')'); /* the name may hold anything */
-	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-				"%*d %ld", &threads) != 1)
-		return -1;
-	return threads;
-}
-/* After a call that changed a filters list (@res its result, NULL if it
- * failed): tell the module, which caches what the filters decide. 0 or -1 */
-static int filters_changed(void *res)
-{
-	if (!res) {
-		py.clear();
-		return -1;
-	}
-	py.decref(res);
-	res = py.callm(fw.warnings, "_filters_mutated", NULL);
-	if (res)
-		py.decref(res);
-	else
-		py.clear();
-	return 0;
-}
-
-/* The filter out of the list it went into, and of the current one
- * (warnings.catch_warnings() may have swapped them meanwhile). */
-static void remove_fork_filter(void)
-{
-	if (!fw.in_list)
-		return;
-	void *cur = py.getattr(fw.warnings, "filters");
-	if (!cur)
-		py.clear();
-	/* "(O)": the filter is a tuple, which "O" would spread as the arguments */
-	filters_changed(py.callm(fw.in_list, "remove", "(O)", fw.filter));
-	if (cur && cur != fw.in_list)
-		filters_changed(py.callm(cur, "remove", "(O)", fw.filter));
-	if (cur)
-		py.decref(cur);
-	py.decref(fw.in_list);
-	fw.in_list = NULL;
-}
-
-static void *py_before_fork_cb(void *self, void *unused)
-{
-	(void)self;
-	(void)unused;
-	int ours = (atomic_load_explicit(&mt_whot.running, memory_order_relaxed) ? 1 : 0) +
-		   mt_control_thread();
-	long threads = process_threads();
-	remove_fork_filter(); /* what an earlier fork left (3.13) */
-	if (!ours || threads < 0 || threads - ours > 1)
-		return py_none();
-	void *list = py.getattr(fw.warnings, "filters");
-	if (!list) {
-		py.clear();
-		return py_none();
-	}
-	if (filters_changed(py.callm(list, "insert", "(iO)", 0, fw.filter)) == 0)
-		fw.in_list = list;
-	else
-		py.decref(list);
-	return py_none();
-}
-
-static void *py_after_fork_parent_cb(void *self, void *unused)
-{
-	(void)self;
-	(void)unused;
-	if (st.python_hex < 0x030d0000)
-		remove_fork_filter();
-	return py_none();
-}
-
-static void *py_after_fork_child_cb(void *self, void *unused)
-{
-	(void)self;
-	(void)unused;
-	remove_fork_filter();
-	return py_none();
-}
-
-/* Make the filter. Needs the GIL. 0 or -1. */
-static int fork_filter_prepare(void)
-{
-	void *fwarn = NULL, *res = NULL, *list = NULL;
-
-	if (fw.ready)
-		return 0;
-	/* made by warnings.filterwarnings() itself, then taken out again */
-	if (!(fw.warnings = py.import("warnings")) ||
-	    !(fwarn = py.getattr(fw.warnings, "filterwarnings")) ||
-	    !(res = py.callf(fwarn, "ssO", "ignore",
-			  "This process \\(pid=\\d+\\) is multi-threaded, use of fork(pty)?\\(\\) "
-			  "may lead",
-			  *py.deprecation)) ||
-	    !(list = py.getattr(fw.warnings, "filters")) || !(fw.filter = py.item(list, 0)) ||
-	    filters_changed(py.callm(list, "remove", "(O)", fw.filter)) < 0) {
-		py.clear();
-		if (fw.filter)
-			py.decref(fw.filter);
-		if (fw.warnings)
-			py.decref(fw.warnings);
-		fw.filter = fw.warnings = NULL;
-	}
-	void *refs[] = { list, res, fwarn };
-	py_release(refs, 3);
-	fw.ready = fw.filter != NULL;
-	return fw.ready ? 0 : -1;
-}
-
-static struct py_method_def before_fork_def = { "memtrace_before_fork", py_before_fork_cb,
-						PY_METH_NOARGS, NULL };
-static struct py_method_def after_fork_parent_def = { "memtrace_after_fork_parent",
-						      py_after_fork_parent_cb, PY_METH_NOARGS,
-						      NULL };
-static struct py_method_def after_fork_child_def = { "memtrace_after_fork_child",
-						     py_after_fork_child_cb, PY_METH_NOARGS,
-						     NULL };
-
-/* The GIL, for control paths. Lock order everywhere: the GIL first, then
- * st.lock (the main thread calls in with the GIL held). */
-static int gil_take(int *state)
-{
-	/* resolved once: a lookup walks every loaded object */
-	static int (*ensure)(void);
-	if (!ensure)
-		ensure = (int (*)(void))mt_got_find_definition("PyGILState_Ensure");
-	if (!ensure || !mt_python_initialized())
-		return 0;
-	*state = ensure();
-	return 1;
-}
-
-static void gil_give(int state)
-{
-	static void (*release)(int);
-	if (!release)
-		release = (void (*)(int))mt_got_find_definition("PyGILState_Release");
-	if (release)
-		release(state);
-}
+static const struct mt_pyhooks_ops pyhooks_ops = {
+	.at_exit = py_at_exit,
+	.fork_child = py_fork_child,
+	.own_threads = own_threads,
+};
 
 /* Python-side setup once the interpreter can run code: PyMem wrappers and
  * the atexit registration (once per process). Call with the GIL and
  * st.lock held. */
 static void python_setup_locked(void)
 {
-	static pid_t atexit_registered;
 	if (!st.active)
 		return;
 	if ((st.flags & MT_HDR_PYALLOC) && !st.pymem) {
@@ -449,38 +159,16 @@ static void python_setup_locked(void)
 			mt_writer_diag(MT_DIAG_PYTHON_UNAVAILABLE,
 				       "Python allocators could not be wrapped");
 	}
-	if (atexit_registered != getpid()) {
-		static struct py_method_def *const defs[] = { &atexit_def };
-		if (py_bind() == 0 && py_register("atexit", "register", NULL, defs, 1) == 0)
-			atexit_registered = getpid();
-		else
-			mt_writer_diag(MT_DIAG_INFO, "could not register a Python atexit handler; "
-						     "tracking ends at process exit");
-	}
-	/* once: children inherit the registrations with the interpreter */
-	static int after_fork_registered, fork_warning_registered;
-	if ((st.flags & MT_HDR_FOLLOW_FORK) && !after_fork_registered) {
-		static const char *const keys[] = { "after_in_child" };
-		static struct py_method_def *const defs[] = { &after_fork_def };
-		if (py_bind() == 0 && py_register("os", "register_at_fork", keys, defs, 1) == 0)
-			after_fork_registered = 1;
-		else
-			mt_writer_diag(MT_DIAG_INFO, "could not register a Python after-fork hook; "
-						     "children of fork() are not followed");
-	}
-	if (st.python_hex >= 0x030c0000 && !fork_warning_registered) {
-		static const char *const keys[] = { "before", "after_in_parent", "after_in_child" };
-		static struct py_method_def *const defs[] = { &before_fork_def, &after_fork_parent_def,
-							      &after_fork_child_def };
-		int own = mt_guard_enter(); /* the filter and its pattern are memtrace's */
-		fork_warning_registered = py_bind() == 0 && fork_filter_prepare() == 0 &&
-					  py_register("os", "register_at_fork", keys, defs, 3) == 0;
-		if (own)
-			mt_guard_leave();
-		if (!fork_warning_registered)
-			mt_writer_diag(MT_DIAG_INFO, "could not register a Python fork hook: from "
-						     "3.12, forks may warn of memtrace's threads");
-	}
+	mt_pyhooks_init(&pyhooks_ops);
+	if (mt_pyhooks_atexit() < 0)
+		mt_writer_diag(MT_DIAG_INFO, "could not register a Python atexit handler; "
+					     "tracking ends at process exit");
+	if ((st.flags & MT_HDR_FOLLOW_FORK) && mt_pyhooks_follow_fork() < 0)
+		mt_writer_diag(MT_DIAG_INFO, "could not register a Python after-fork hook; "
+					     "children of fork() are not followed");
+	if (st.python_hex >= 0x030c0000 && mt_pyhooks_fork_warning(st.python_hex) < 0)
+		mt_writer_diag(MT_DIAG_INFO, "could not register a Python fork hook: from "
+					     "3.12, forks may warn of memtrace's threads");
 }
 
 /* Audit hooks can be added before the interpreter starts and are called
@@ -520,30 +208,21 @@ static void on_exit_handler(void)
 	pthread_mutex_unlock(&st.lock);
 }
 
-void mt_finish_at_exit(void)
+/* The _exit and exec hooks' end (hooks.h): the capture ends before the
+ * process does, or before exec replaces the program, writer thread and
+ * all. */
+static void finish_at_end(enum mt_hooks_end how)
 {
 	/* _exit() may be called with our lock held (a fork child, a signal
 	 * handler): never wait for it there; nor touch the lock in the child
-	 * of a vfork(), which shares it with us. */
+	 * of a vfork(), which shares it and all our memory with us. */
 	if (st.pid != getpid() || pthread_mutex_trylock(&st.lock) != 0)
 		return;
 	if (st.active && st.pid == getpid()) {
 		int own = mt_guard_enter();
-		stop_locked(NULL, 0);
-		if (own)
-			mt_guard_leave();
-	}
-	pthread_mutex_unlock(&st.lock);
-}
-
-void mt_finish_at_exec(void)
-{
-	/* the child of a vfork() shares our memory, lock and all: not ours */
-	if (st.pid != getpid() || pthread_mutex_trylock(&st.lock) != 0)
-		return;
-	if (st.active && st.pid == getpid()) {
-		int own = mt_guard_enter();
-		mt_writer_diag(MT_DIAG_INFO, "the program called exec: the capture ends there");
+		if (how == MT_HOOKS_END_EXEC)
+			mt_writer_diag(MT_DIAG_INFO,
+				       "the program called exec: the capture ends there");
 		stop_locked(NULL, 0);
 		if (own)
 			mt_guard_leave();
@@ -605,15 +284,11 @@ static void on_fork_child(void)
 	pthread_mutex_init(&st.lock, NULL);
 	mt_track_after_fork();
 	mt_got_after_fork();
-	mt_control_after_fork();
 	if (st.active)
 		mt_writer_forget();
 	st.active = 0;
 	st.pymem = 0;
-	if (st.status_fd >= 0) {
-		mt_fd_id_close(st.status_fd, &st.status_id);
-		st.status_fd = -1;
-	}
+	mt_status_after_fork();
 	/* Following, the capture starts in Python's after-fork hook
 	 * (py_after_fork_cb()); the wrappers pass calls through until then. */
 	st.follow_pending = follow;
@@ -688,6 +363,7 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 
 	mt_tracking = !deferred;
 	/* a fork child's GOTs are its parent's: patched already */
+	mt_hooks_on_end(finish_at_end);
 	e = cfg->flags & MT_HDR_FORKED ? 0 : mt_hooks_install();
 	if (e < 0) {
 		stop_locked("GOT patching failed", 0);
@@ -735,18 +411,18 @@ MT_EXPORT int memtrace_payload_start(const struct memtrace_config *cfg)
 {
 	int own = mt_guard_enter(), gil_state = 0;
 	uint32_t python_hex;
-	/* gil_take() needs the Python binding, which start_locked() sets up
+	/* mt_pyhooks_gil_take() needs the Python binding, which start_locked() sets up
 	 * only later: bind first, or a first start from Python (a Tracker)
 	 * would skip the PyMem wrappers. */
 	(void)mt_python_init(&python_hex);
-	int gil = gil_take(&gil_state);
+	int gil = mt_pyhooks_gil_take(&gil_state);
 	pthread_mutex_lock(&st.lock);
 	int rc = start_locked(cfg, 0);
 	if (rc == 0 && gil)
 		python_setup_locked(); /* attached, or started from Python */
 	pthread_mutex_unlock(&st.lock);
 	if (gil)
-		gil_give(gil_state);
+		mt_pyhooks_gil_give(gil_state);
 	if (own)
 		mt_guard_leave();
 	return rc;
@@ -768,14 +444,14 @@ int mt_start_attached(const struct memtrace_config *cfg)
 int mt_start_attached_python(void)
 {
 	int own = mt_guard_enter(), gil_state = 0, done = 0;
-	if (gil_take(&gil_state)) {
+	if (mt_pyhooks_gil_take(&gil_state)) {
 		pthread_mutex_lock(&st.lock);
 		if (st.active && st.pid == getpid()) {
 			python_setup_locked();
 			done = 1;
 		}
 		pthread_mutex_unlock(&st.lock);
-		gil_give(gil_state);
+		mt_pyhooks_gil_give(gil_state);
 	}
 	if (own)
 		mt_guard_leave();
@@ -786,19 +462,19 @@ MT_EXPORT int memtrace_payload_stop(void)
 {
 	int own = mt_guard_enter(), gil_state = 0;
 	/* the GIL only to put PyMem domains back */
-	int gil = st.pymem && gil_take(&gil_state);
+	int gil = st.pymem && mt_pyhooks_gil_take(&gil_state);
 	pthread_mutex_lock(&st.lock);
 	if (st.pymem && !gil) {
 		/* put in meanwhile (mt_start_attached_python()); the lock order
 		 * is the GIL first */
 		pthread_mutex_unlock(&st.lock);
-		gil = gil_take(&gil_state);
+		gil = mt_pyhooks_gil_take(&gil_state);
 		pthread_mutex_lock(&st.lock);
 	}
 	int rc = stop_locked(NULL, gil);
 	pthread_mutex_unlock(&st.lock);
 	if (gil)
-		gil_give(gil_state);
+		mt_pyhooks_gil_give(gil_state);
 	if (own)
 		mt_guard_leave();
 	return rc;
@@ -858,9 +534,7 @@ __attribute__((constructor)) static void preload_init(void)
 		mt_in_hook = 0;
 		return;
 	}
-	if (run.status_fd >= 0 && fcntl(run.status_fd, F_SETFD, FD_CLOEXEC) == 0 &&
-	    mt_fd_id_take(run.status_fd, &st.status_id) == 0)
-		st.status_fd = run.status_fd; /* never inherited by the program's children */
+	(void)mt_status_set(run.status_fd); /* never inherited by the program's children */
 	if (run.path && strlen(run.path) >= sizeof(cfg.path)) {
 		scrub_environment();
 		mt_in_hook = 0;

@@ -5,7 +5,7 @@
  */
 #include "payload/fatal.h"
 #include "format/runproto.h"
-#include "payload/track-internal.h"
+#include "payload/status.h"
 #include "payload/writer.h"
 
 #include <errno.h>   /* errno */
@@ -58,17 +58,9 @@ static void compose(char *dst, size_t cap, const char *a, const char *b, const c
  * capture is whole up to it: "signal N[ dropped M]" (format/runproto.h). */
 static void report_signal(int sig)
 {
-	char line[64];
-	int fd = mt_take_status_fd();
-	if (fd < 0)
-		return;
 	struct mt_run_status s = { .end = MT_RUN_SIGNAL, .sig = sig,
 				   .dropped = mt_writer_dropped() };
-	int n = mt_run_status_encode(line, sizeof(line), &s);
-	if (n > 0 && write(fd, line, (size_t)n) < 0) {
-		/* nobody listening: nothing more to do */
-	}
-	close(fd);
+	mt_status_report(&s);
 }
 
 static void on_fatal(int sig, siginfo_t *si, void *uc)

@@ -8,8 +8,8 @@
  * after, so no other thread can reuse an address in between.
  */
 #include "format/record.h"
+#include "payload/hooks.h"
 #include "payload/got.h"
-#include "payload/track-internal.h"
 #include "payload/track.h"
 
 #include <dlfcn.h>    /* dlopen */
@@ -57,6 +57,21 @@ static const struct mt_got_hook hooks[] = {
 #undef MT_X
 };
 #define N_HOOKS (sizeof(hooks) / sizeof(hooks[0]))
+
+/* Who ends the capture at _exit() and exec (mt_hooks_on_end()). */
+static void (*on_end)(enum mt_hooks_end how);
+
+void mt_hooks_on_end(void (*end)(enum mt_hooks_end how))
+{
+	__atomic_store_n(&on_end, end, __ATOMIC_RELEASE);
+}
+
+static void end_capture(enum mt_hooks_end how)
+{
+	void (*end)(enum mt_hooks_end) = __atomic_load_n(&on_end, __ATOMIC_ACQUIRE);
+	if (end)
+		end(how);
+}
 
 /* Enter: 1 when this call is to be recorded (guard now held). */
 static inline int enter(void)
@@ -238,7 +253,7 @@ static void *hook_dlopen(const char *file, int flags)
 /* os._exit() skips atexit handlers: finish the capture first. */
 static void hook__exit(int status)
 {
-	mt_finish_at_exit();
+	end_capture(MT_HOOKS_END_EXIT);
 	real._exit(status);
 	__builtin_unreachable();
 }
@@ -250,7 +265,7 @@ static void finish_before_exec(const char *path)
 {
 	int e = errno;
 	if (!path || access(path, X_OK) == 0)
-		mt_finish_at_exec();
+		end_capture(MT_HOOKS_END_EXEC);
 	errno = e;
 }
 

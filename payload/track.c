@@ -10,7 +10,6 @@
 #include "format/record.h"
 #include "payload/python.h"
 #include "payload/python-walk.h"
-#include "payload/track-internal.h"
 #include "payload/tbuf.h"
 
 #include <errno.h>       /* errno */

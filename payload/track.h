@@ -8,6 +8,9 @@
  *
  * The recursion guard is a byte of initial-exec TLS: reading it never
  * calls __tls_get_addr, which would malloc inside our own hook.
+ *
+ * But for mt_track_init() and mt_track_after_fork(): those are entry.c's,
+ * on control paths (a start, a fork child), never in a hook.
  */
 #include "payload/python-layout.h" /* struct mt_pymem_allocator */
 
@@ -33,6 +36,15 @@ static inline void mt_guard_leave(void)
 
 /* mt_tracking - nonzero while events are being recorded. Relaxed reads. */
 extern volatile int mt_tracking;
+
+/* mt_track_init() - reset stack and code ids and thread indexes for a new
+ * capture. @python: whether mt_python_init() succeeded (stacks walked).
+ * Control paths only. */
+int mt_track_init(int python);
+
+/* mt_track_after_fork() - in a fork child, free the locks that threads
+ * the child does not have may have held. Control paths only. */
+void mt_track_after_fork(void);
 
 /* mt_track_alloc() / mt_track_free() - record an event of allocator @kind
  * (enum mt_allocator) with the calling thread's Python stack. Call with
