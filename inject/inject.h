@@ -76,7 +76,7 @@ int mt_inject_ptrace(const struct mt_target *t, const char *payload, const char 
 		     const struct memtrace_config *cfg, int verbose);
 
 /* mt_inject_debugger() - the same through gdb or lldb running
- * scripts/attach-{gdb,lldb}.sh. Returns 0, MT_INJECT_NO_SAFE_POINT (not
+ * scripts/attach-gdb.py or scripts/attach_lldb.py. Returns 0, MT_INJECT_NO_SAFE_POINT (not
  * printed: the main thread ran no bytecode within the script's time), or
  * another negative error (printed). */
 int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
