@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import pyenv_python, control_socket, run
+from conftest import ROOT, control_socket, pyenv_python, run
 from test_attach import TARGET, Target, _raw_status, _setpriv, attach, detach, leak_rows, \
     one_line_error, target_script, targets  # noqa: F401 (fixtures)
 
@@ -57,37 +57,23 @@ def test_control_socket_name_taken_first(memtrace, target_script, targets, tmp_p
         sq.wait()
 
 
-BUSY = r"""
-import sys, threading
-started = threading.Barrier(33)
-def spin():
-    started.wait()
-    x = 0
-    while True:
-        x += 1
-        if x % 50000 == 0:
-            junk = bytearray(1000)
-for _ in range(32):
-    threading.Thread(target=spin, daemon=True).start()
-started.wait()
-print("ready", flush=True)
-sys.stdin.readline()
-"""
+# bench/attach_target.py's threads32: 32 threads that never leave Python
+# code, all running before it says "ready PID"
+BUSY_TARGET = os.path.join(ROOT, "bench", "attach_target.py")
 
 
 @pytest.mark.parametrize("minor", ["3.12", "3.13"])
-def test_attach_with_32_busy_threads(memtrace, script, tmp_path, minor):
+def test_attach_with_32_busy_threads(memtrace, tmp_path, minor):
     """32 threads that never stop running Python code: every attach
     answers within a second and says the truth, 20 times over."""
     python = pyenv_python(minor)
     if python is None:
         pytest.skip("no pyenv Python %s on this machine" % minor)
-    prog = script(BUSY, name="busy.py")
-    p = subprocess.Popen([python, str(prog)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    p = subprocess.Popen([python, BUSY_TARGET, "threads32"], stdout=subprocess.PIPE,
                          universal_newlines=True)
     times = []
     try:
-        assert p.stdout.readline() == "ready\n"
+        assert p.stdout.readline() == "ready %d\n" % p.pid
         for i in range(20):
             cap = tmp_path / ("c%d.bin" % i)
             start = time.monotonic()
