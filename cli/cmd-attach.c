@@ -253,7 +253,7 @@ static int inject(const struct mt_target *t, enum mt_inject_method method,
 	char payload[PATH_MAX], there[PATH_MAX], here[PATH_MAX + 64];
 	if (mt_find_payload(payload, sizeof(payload)) < 0)
 		return -1;
-	if (mt_inject_visible_path(t, payload, 1, there, sizeof(there)) < 0)
+	if (mt_inject_visible_path(t, payload, there, sizeof(there)) < 0)
 		return -1;
 	if (strcmp(there, payload) != 0) {
 		snprintf(here, sizeof(here), "/proc/%d/root%s", (int)t->pid, there);

@@ -10,12 +10,10 @@
 #include "util/error.h"
 
 #include <errno.h>  /* ECONNREFUSED */
-#include <fcntl.h>  /* open */
 #include <getopt.h> /* getopt_long */
 #include <stdio.h>  /* fputs, snprintf */
 #include <stdlib.h> /* strtol */
 #include <string.h> /* strrchr */
-#include <unistd.h> /* read */
 
 static const char usage[] = "usage: memtrace detach PID\n";
 
@@ -37,30 +35,13 @@ void mt_cli_control_error(int rc, int pid)
 		mt_error(rc, "cannot talk to the payload in pid %d", pid);
 }
 
-/* The state letter of /proc/@pid/stat (R, S, T, Z...), or 0. */
-static char process_state(int pid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')'); /* the name may hold anything */
-	return p && p[1] == ' ' ? p[2] : 0;
-}
-
 int mt_detach_pid(int pid, int nspid)
 {
 	static const struct mt_ctl_request detach = { .kind = MT_CTL_DETACH };
 	static const struct mt_ctl_request stop = { .kind = MT_CTL_STOP };
 	char line[MEMTRACE_PATH_MAX + 64];
 	struct mt_ctl_reply reply;
-	char state = process_state(pid);
+	char state = mt_inject_state(pid);
 	if (state == 'Z' || state == 'X') {
 		mt_error(0, "pid %d has exited", pid);
 		return 1;

@@ -54,17 +54,21 @@ int mt_inject_inspect(pid_t pid, struct mt_target *t);
  * process. Prints nothing. */
 pid_t mt_inject_nspid(pid_t pid);
 
-/* mt_inject_visible_path() - @path (absolute) as the target sees it. Paths
- * are resolved inside the target's root (/proc/PID/root) component by
- * component, its links read and resolved against that root, never followed
- * from ours. If the target sees the same file at @path, that is @path
- * itself; otherwise, when @copy is set, the file is copied to
+/* mt_inject_state() - the state letter of /proc/@pid/status (R, S, T, t,
+ * Z...), or 0 if there is no such process. Prints nothing. */
+char mt_inject_state(pid_t pid);
+
+/* mt_inject_visible_path() - the payload @path (absolute) as the target
+ * sees it. Paths are resolved inside the target's root (/proc/PID/root)
+ * component by component, its links read and resolved against that root,
+ * never followed from ours. If the target sees the same file at @path,
+ * that is @path itself; otherwise the file is copied to
  * memtrace-<uid>/ in the target's /tmp and that path is returned with the
  * target's links resolved, so that /proc/PID/root followed by it names the
  * copy here too. Writes to @out (@cap bytes). Returns 0 or a negative
  * error (printed). */
-int mt_inject_visible_path(const struct mt_target *t, const char *path, int copy,
-			   char *out, size_t cap);
+int mt_inject_visible_path(const struct mt_target *t, const char *path, char *out,
+			   size_t cap);
 
 /* mt_inject_ptrace() - dlopen @payload (a path valid in the target) in one
  * thread stopped at a safe point and call memtrace_attach_entry(@cfg).

@@ -198,6 +198,12 @@ pid_t mt_inject_nspid(pid_t pid)
 	return st.nspid;
 }
 
+char mt_inject_state(pid_t pid)
+{
+	struct proc_status st;
+	return pid > 0 && read_status(pid, &st) == 0 ? st.state : 0;
+}
+
 int mt_inject_inspect(pid_t pid, struct mt_target *t)
 {
 	struct proc_status st;
@@ -441,8 +447,8 @@ out:
 	return same;
 }
 
-int mt_inject_visible_path(const struct mt_target *t, const char *path, int copy,
-			   char *out, size_t cap)
+int mt_inject_visible_path(const struct mt_target *t, const char *path, char *out,
+			   size_t cap)
 {
 	char canon[PATH_MAX];
 	struct stat here_sb, there_sb;
@@ -463,11 +469,6 @@ int mt_inject_visible_path(const struct mt_target *t, const char *path, int copy
 			return 0;
 		}
 	}
-	if (!copy)
-		return mt_error(0,
-				"'%s' is not visible inside pid %d's mount namespace (a container?); "
-				"choose a path on a volume it shares",
-				path, (int)t->pid), -ENOENT;
 	/* The target lives in another filesystem view: put a copy in its
 	 * /tmp, where its uid can read it. Its /tmp is resolved in its own
 	 * root: a link there (/tmp -> /var/tmp) means the target's /var/tmp,
