@@ -18,6 +18,7 @@
 #include "payload/entry.h"
 #include "payload/got.h"
 #include "payload/hooks.h"
+#include "payload/pyfeed.h"
 #include "payload/pyhooks.h"
 #include "payload/pymem.h"
 #include "payload/python.h"
@@ -159,6 +160,11 @@ static void python_setup_locked(void)
 			mt_writer_diag(MT_DIAG_PYTHON_UNAVAILABLE,
 				       "Python allocators could not be wrapped");
 	}
+	/* With Python allocators, events are dense: the exit feed keeps an
+	 * event's stack at the same cost at any depth. */
+	if ((st.flags & MT_HDR_PYALLOC) && mt_pyfeed_start(st.python_hex) < 0)
+		mt_writer_diag(MT_DIAG_INFO, "the interpreter cannot report frame exits (no "
+					     "sys.monitoring tool id free): deep stacks cost more");
 	mt_pyhooks_init(&pyhooks_ops);
 	if (mt_pyhooks_atexit() < 0)
 		mt_writer_diag(MT_DIAG_INFO, "could not register a Python atexit handler; "
@@ -399,6 +405,10 @@ static int stop_locked(const char *why, int in_python)
 		mt_python_code_watch(0);
 	if (st.pymem && in_python)
 		mt_python_pymem_uninstall();
+	if (in_python)
+		mt_pyfeed_stop();
+	else
+		mt_python_feed(0, NULL); /* hooks left in, reporting to no one */
 	st.active = 0;
 	int rc = mt_writer_stop(why);
 	report_status(rc, rc == -MT_ECRASH ? "tracking stopped" : "cannot write the capture");
@@ -461,10 +471,11 @@ int mt_start_attached_python(void)
 MT_EXPORT int memtrace_payload_stop(void)
 {
 	int own = mt_guard_enter(), gil_state = 0;
-	/* the GIL only to put PyMem domains back */
-	int gil = st.pymem && mt_pyhooks_gil_take(&gil_state);
+	/* the GIL only to put PyMem domains back and the exit feed out */
+	int python = st.pymem || mt_pyfeed_on();
+	int gil = python && mt_pyhooks_gil_take(&gil_state);
 	pthread_mutex_lock(&st.lock);
-	if (st.pymem && !gil) {
+	if ((st.pymem || mt_pyfeed_on()) && !gil) {
 		/* put in meanwhile (mt_start_attached_python()); the lock order
 		 * is the GIL first */
 		pthread_mutex_unlock(&st.lock);

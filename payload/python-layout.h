@@ -19,6 +19,11 @@
 	X(ts_frame, "tstate.frame")          /* frame (<3.11), current_frame (3.13) */ \
 	X(ts_cframe, "tstate.cframe")        /* 3.11, 3.12 */                  \
 	X(cframe_current, "cframe.current_frame")                              \
+	X(ts_tracing, "tstate.tracing")                                        \
+	X(ts_profilefunc, "tstate.c_profilefunc")                              \
+	X(ts_profileobj, "tstate.c_profileobj")                                \
+	X(ts_tracefunc, "tstate.c_tracefunc")                                  \
+	X(ts_use_tracing, "tstate.use_tracing") /* 3.8, 3.9 */                 \
 	X(fr_back, "frame.back")             /* f_back, previous */            \
 	X(fr_code, "frame.code")             /* f_code, f_executable (3.13) */ \
 	X(fr_instr, "frame.instr")           /* f_lasti, prev_instr, instr_ptr */ \
@@ -57,8 +62,10 @@ struct mt_pylayout {
 	.bytes_sval = 32
 
 /* 3.8 to 3.10: PyFrameObject chain from tstate->frame. */
-#define MT_PYLAYOUT_FRAMEOBJECT(lasti)                                         \
-	.ts_frame = 24, .ts_cframe = -1, .cframe_current = -1, .fr_back = 24,  \
+#define MT_PYLAYOUT_FRAMEOBJECT(lasti, use_tracing)                            \
+	.ts_tracing = 44, .ts_profilefunc = 56, .ts_profileobj = 72,           \
+	.ts_tracefunc = 64, .ts_use_tracing = (use_tracing), .ts_frame = 24, .ts_cframe = -1,      \
+	.cframe_current = -1, .fr_back = 24,                                   \
 	.fr_code = 32, .fr_instr = (lasti), .fr_owner = -1,                    \
 	.owned_by_generator = -1, .owned_by_cstack = -1, .co_filename = 104,   \
 	.co_name = 112, .co_qualname = -1, .co_firstlineno = 40,               \
@@ -66,12 +73,14 @@ struct mt_pylayout {
 	.uni_ascii_size = 48, .uni_compact_size = 72, .uni_legacy_data = 72
 
 static const struct mt_pylayout mt_pylayouts[] = {
-	{ .minor = 8, MT_PYLAYOUT_COMMON, MT_PYLAYOUT_FRAMEOBJECT(104) },
-	{ .minor = 9, MT_PYLAYOUT_COMMON, MT_PYLAYOUT_FRAMEOBJECT(104) },
-	{ .minor = 10, MT_PYLAYOUT_COMMON, MT_PYLAYOUT_FRAMEOBJECT(96) },
+	{ .minor = 8, MT_PYLAYOUT_COMMON, MT_PYLAYOUT_FRAMEOBJECT(104, 48) },
+	{ .minor = 9, MT_PYLAYOUT_COMMON, MT_PYLAYOUT_FRAMEOBJECT(104, 48) },
+	{ .minor = 10, MT_PYLAYOUT_COMMON, MT_PYLAYOUT_FRAMEOBJECT(96, -1) },
 	{
 		/* _PyInterpreterFrame chain from tstate->cframe->current_frame */
 		.minor = 11, MT_PYLAYOUT_COMMON,
+		.ts_tracing = 44, .ts_profilefunc = 64, .ts_profileobj = 80,
+		.ts_tracefunc = 72, .ts_use_tracing = -1,
 		.ts_frame = -1, .ts_cframe = 56, .cframe_current = 8,
 		.fr_back = 48, .fr_code = 32, .fr_instr = 56, .fr_owner = 69,
 		.owned_by_generator = 1, .owned_by_cstack = -1,
@@ -83,6 +92,8 @@ static const struct mt_pylayout mt_pylayouts[] = {
 	{
 		/* PyASCIIObject lost wstr: strings start 8 bytes earlier */
 		.minor = 12, MT_PYLAYOUT_COMMON,
+		.ts_tracing = 44, .ts_profilefunc = 64, .ts_profileobj = 80,
+		.ts_tracefunc = 72, .ts_use_tracing = -1,
 		.ts_frame = -1, .ts_cframe = 56, .cframe_current = 0,
 		.fr_back = 8, .fr_code = 0, .fr_instr = 56, .fr_owner = 70,
 		.owned_by_generator = 1, .owned_by_cstack = 3,
@@ -94,6 +105,8 @@ static const struct mt_pylayout mt_pylayouts[] = {
 	{
 		/* no more _PyCFrame; instr_ptr is the current instruction */
 		.minor = 13, MT_PYLAYOUT_COMMON,
+		.ts_tracing = 60, .ts_profilefunc = 80, .ts_profileobj = 96,
+		.ts_tracefunc = 88, .ts_use_tracing = -1,
 		.ts_frame = 72, .ts_cframe = -1, .cframe_current = -1,
 		.fr_back = 8, .fr_code = 0, .fr_instr = 56, .fr_owner = 70,
 		.owned_by_generator = 1, .owned_by_cstack = 3,

@@ -98,20 +98,26 @@ mt_frame_same(const struct mt_pylayout *lo, const void *f, const struct mt_pycha
 	       (lo->minor > 10 || mt_frame_code(lo, f) == c->code[i]);
 }
 
+#define MT_UNMARKED 0xffffffffu /* mark[] of a frame whose exit is not reported */
+
 /* Frames 0..k-1 of the last chain are still, unchanged, the callers of its
  * frame k (live: the walk reached it). Each frame is read only once the
  * one above it was found to point to it, so nothing freed is touched; the
  * loads of consecutive frames still overlap, their addresses coming from
- * the array. */
+ * the array. A marked frame ends the check: its exit would have taken it
+ * out of the chain, so it is the same activation, and its callers have
+ * not run since the last event. */
 static inline __attribute__((always_inline)) int
 mt_chain_verify(const struct mt_pylayout *lo, const struct mt_pychain *c, size_t k)
 {
 	for (size_t i = k; i > 0; i--) {
+		if (c->mark[i] == c->gen)
+			return 1;
 		if (mt_ld_ptr(c->frame[i], lo->fr_back) != c->frame[i - 1] ||
 		    !mt_frame_same(lo, c->frame[i - 1], c, i - 1))
 			return 0;
 	}
-	return mt_ld_ptr(c->frame[0], lo->fr_back) == NULL;
+	return c->mark[0] == c->gen || mt_ld_ptr(c->frame[0], lo->fr_back) == NULL;
 }
 
 /* Whether chain frame @i is a frame of the Python stack, and its code and
@@ -148,10 +154,15 @@ mt_frame_describe(const struct mt_pylayout *lo, struct mt_pychain *c, size_t i)
 }
 
 /* The new frames in c->scratch[0..j) (innermost first) become chain frames
- * @keep.., described. */
+ * @keep.., described, and marked with @mark (a generation, or
+ * MT_UNMARKED) if their exit will be reported: frames of the Python stack
+ * (kept), as a 3.12+ shim or a frame still being set up exits unseen. */
 static inline __attribute__((always_inline)) void
-mt_chain_extend(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep, size_t j)
+mt_chain_extend(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep, size_t j,
+		uint32_t mark)
 {
+	while (c->top > keep)
+		c->top = c->below[c->top - 1];
 	for (size_t t = 0; t < j; t++) {
 		size_t i = keep + t;
 		const struct mt_pyraw *r = &c->scratch[j - 1 - t];
@@ -159,8 +170,26 @@ mt_chain_extend(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep,
 		c->pos[i] = r->pos;
 		c->code[i] = r->code;
 		mt_frame_describe(lo, c, i);
+		c->mark[i] = MT_UNMARKED;
+		if (mark != MT_UNMARKED && c->kept[i]) {
+			c->mark[i] = mark;
+			c->below[i] = c->top;
+			c->top = (uint32_t)(i + 1);
+		}
 	}
 	c->n = (uint32_t)(keep + j);
+}
+
+/* The generation of the exit feed for @tstate's frames: marks of it are
+ * good; 0 when exits are not reported (the feed is off, or before 3.12
+ * this thread's profile function is not the feed's). */
+static inline __attribute__((always_inline)) uint32_t
+mt_feed_gen(const struct mt_pylayout *lo, const void *tstate)
+{
+	uint32_t gen = __atomic_load_n(&mt_pyfeed_now.gen, __ATOMIC_RELAXED);
+	if (gen && lo->minor <= 11 && mt_ld_ptr(tstate, lo->ts_profilefunc) != mt_pyfeed_now.profile)
+		return 0;
+	return gen;
 }
 
 /* The calling thread's chain into @c, matched against the chain there:
@@ -175,6 +204,15 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 {
 	const void *f = mt_first_frame(lo, tstate);
 	size_t nold = c->whole ? c->n : 0, j = 0, keep;
+	uint32_t gen = mt_feed_gen(lo, tstate);
+	if (c->gen != gen) {
+		/* marks of another generation mean nothing: none is marked */
+		c->gen = gen;
+		c->top = 0;
+	}
+	/* Frames run inside a trace or profile function, or another tool's
+	 * callback, exit unreported: not marked. */
+	uint32_t mark = gen && mt_ld_int(tstate, lo->ts_tracing) == 0 ? gen : MT_UNMARKED;
 	/* a newest frame left undescribed last time is only ever matched by
 	 * frame and position from now on, and described again if it moves */
 	c->lazy = 0;
@@ -213,9 +251,21 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 					c->scratch[j++] = (struct mt_pyraw){ f, mt_frame_pos(lo, f),
 									     mt_frame_code(lo, f) };
 				}
-				mt_chain_extend(lo, c, keep, j);
+				mt_chain_extend(lo, c, keep, j, mark);
 				return keep;
 			}
+		}
+		if (c->top && f == c->frame[c->top - 1] && c->top + j <= MT_CHAIN_MAX) {
+			/* the newest marked frame: the same activation, its
+			 * callers unchanged, whatever the depth */
+			keep = c->top;
+			if (!mt_frame_same(lo, f, c, keep - 1)) {
+				keep--;
+				c->scratch[j++] = (struct mt_pyraw){ f, mt_frame_pos(lo, f),
+								     mt_frame_code(lo, f) };
+			}
+			mt_chain_extend(lo, c, keep, j, mark);
+			return keep;
 		}
 		c->scratch[j++] = (struct mt_pyraw){ f, mt_frame_pos(lo, f), mt_frame_code(lo, f) };
 		f = mt_ld_ptr(f, lo->fr_back);
@@ -226,7 +276,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 		 * which the newest MT_STACK_MAX Python frames are kept; not
 		 * matched next time, as frame 0 is not the outermost. */
 		c->whole = 0;
-		mt_chain_extend(lo, c, 0, j);
+		mt_chain_extend(lo, c, 0, j, MT_UNMARKED);
 		size_t py = 0;
 		for (size_t i = j; i-- > 0;)
 			if (c->kept[i] && ++py > MT_STACK_MAX)
@@ -239,7 +289,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 			break;
 	}
 	c->whole = 1;
-	mt_chain_extend(lo, c, keep, j - keep);
+	mt_chain_extend(lo, c, keep, j - keep, mark);
 	return keep;
 }
 

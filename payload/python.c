@@ -263,6 +263,35 @@ void mt_python_describe_newest(struct mt_pychain *c)
 	c->lazy = 0;
 }
 
+struct mt_pyfeed_state mt_pyfeed_now;
+
+void mt_python_feed(uint32_t gen, const void *profile)
+{
+	/* the profile function first: a walker that sees the new generation
+	 * must compare threads' profile functions with the right one */
+	mt_pyfeed_now.profile = profile;
+	__atomic_store_n(&mt_pyfeed_now.gen, gen, __ATOMIC_RELEASE);
+}
+
+void mt_python_frame_exit(struct mt_pychain *c, const void *frame)
+{
+	uint32_t top = c->top;
+	if (top == 0 || c->frame[top - 1] != frame || c->mark[top - 1] != c->gen)
+		return;
+	/* what was above it exited before it, unreported: out too */
+	c->n = top - 1;
+	c->top = c->below[top - 1];
+	c->lazy = 0;
+}
+
+const void *mt_python_current_frame(void)
+{
+	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
+		return NULL;
+	const void *tstate = mt_api.gil_tstate();
+	return tstate ? mt_first_frame(mt_lo, tstate) : NULL;
+}
+
 int mt_python_complete(const struct mt_pychain *c, size_t i)
 {
 	const struct mt_pylayout *lo = mt_lo;

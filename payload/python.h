@@ -70,7 +70,39 @@ struct mt_pychain {
 	uint8_t kept[MT_CHAIN_MAX];         /* frame i is a frame of the Python stack */
 	uint32_t id[MT_CHAIN_MAX];
 	struct mt_pyraw scratch[MT_CHAIN_MAX]; /* new frames, innermost first */
+	/* Frames whose exit the interpreter reports to mt_python_frame_exit()
+	 * (the exit feed, pyfeed.h) are marked: while a marked frame is in the
+	 * chain it is the same activation, so the frames below it are still
+	 * its callers at the same positions, and need no checking. */
+	uint32_t gen;                 /* the feed generation of the marks; 0: none */
+	uint32_t top;                 /* 1 + index of the newest marked frame; 0: none */
+	uint32_t mark[MT_CHAIN_MAX];  /* frame i is marked if mark[i] == gen */
+	uint32_t below[MT_CHAIN_MAX]; /* of a marked frame: the top below it */
 };
+
+/* The exit feed as the walker reads it (set by pyfeed.c through
+ * mt_python_feed()): gen is nonzero while the interpreter reports frame
+ * exits; before 3.12 only on threads whose profile function is
+ * profile. */
+struct mt_pyfeed_state {
+	uint32_t gen;
+	const void *profile;
+};
+extern struct mt_pyfeed_state mt_pyfeed_now;
+
+/* mt_python_feed() - the feed is on (@gen nonzero, a generation not used
+ * before) or off (0). Control paths, with the GIL. */
+void mt_python_feed(uint32_t gen, const void *profile);
+
+/* mt_python_frame_exit() - the calling thread's @frame is returning,
+ * yielding or unwinding: out of @c, with what is above it, if it is the
+ * chain's newest marked frame. Called by the feed, with the GIL.
+ * Hook-safe. */
+void mt_python_frame_exit(struct mt_pychain *c, const void *frame);
+
+/* mt_python_current_frame() - the calling thread's newest frame (the
+ * chain's link, whatever its kind), or NULL. Hook-safe. */
+const void *mt_python_current_frame(void);
 
 /* mt_python_update() - read the calling thread's frame chain into @c
  * (zero-initialised the first time), reusing what is unchanged since the

@@ -182,7 +182,7 @@ static struct mt_thread *thread_setup(void);
  * hold code objects by address, and an address may now be another's. */
 static void forget_stacks(struct mt_thread *t)
 {
-	t->chain.n = t->chain.whole = t->chain.lazy = 0;
+	t->chain.n = t->chain.whole = t->chain.lazy = t->chain.top = 0;
 	memset(t->ncache, 0, sizeof(t->ncache));
 	memset(t->pcache, 0, sizeof(t->pcache));
 }
@@ -712,6 +712,15 @@ _Static_assert(sizeof(pymem_rows) / sizeof(pymem_rows[0]) == MT_PYLAYOUT_COUNT,
 const struct mt_pymem_allocator *mt_pymem_wrappers(size_t row)
 {
 	return &pymem_rows[row];
+}
+
+void mt_track_frame_exit(const void *frame)
+{
+	struct mt_thread *t = self;
+	if (t == NULL || !mt_guard_enter())
+		return;
+	mt_python_frame_exit(&t->chain, frame);
+	mt_guard_leave();
 }
 
 /* Out of the way of the hot path above: it runs once per code object

@@ -54,6 +54,12 @@ void mt_track_after_fork(void);
 void mt_track_alloc(unsigned kind, const void *ptr, size_t size);
 void mt_track_free(unsigned kind, const void *ptr, size_t size);
 
+/* mt_track_frame_exit() - the calling thread's Python frame @frame is
+ * exiting (returning, yielding or unwinding): its stack reader, which
+ * marked it, forgets it and what is above it (python.h). Called by the
+ * exit feed (pyfeed.c), with the GIL held. */
+void mt_track_frame_exit(const void *frame);
+
 /* mt_track_code_gone() - code object @code is being deallocated: a code
  * object made later at its address gets an id of its own, and threads
  * forget the stacks they cached at their next event. Called from its

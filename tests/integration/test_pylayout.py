@@ -44,6 +44,13 @@ int main(void)
 	PyASCIIObject a;
 
 	F("object.ob_type", offsetof(PyObject, ob_type));
+	F("tstate.tracing", offsetof(PyThreadState, tracing));
+	F("tstate.c_profilefunc", offsetof(PyThreadState, c_profilefunc));
+	F("tstate.c_profileobj", offsetof(PyThreadState, c_profileobj));
+	F("tstate.c_tracefunc", offsetof(PyThreadState, c_tracefunc));
+#if PY_VERSION_HEX < 0x030a0000
+	F("tstate.use_tracing", offsetof(PyThreadState, use_tracing));
+#endif
 #if PY_VERSION_HEX < 0x030b0000
 	F("tstate.frame", offsetof(PyThreadState, frame));
 	F("frame.back", offsetof(PyFrameObject, f_back));

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CPython C API of the Python-side code, found once (pyapi.h).
+ */
+#include "payload/pyapi.h"
+#include "payload/got.h"
+
+struct mt_pyapi_fns mt_pyapi;
+
+#define FIND(name) mt_got_find_definition(name)
+
+int mt_pyapi_bind(void)
+{
+	struct mt_pyapi_fns *p = &mt_pyapi;
+	if (p->bound)
+		return 0;
+	p->none = FIND("_Py_NoneStruct");
+	p->deprecation = (void **)FIND("PyExc_DeprecationWarning");
+	p->incref = (void (*)(void *))FIND("Py_IncRef");
+	p->decref = (void (*)(void *))FIND("Py_DecRef");
+	p->clear = (void (*)(void))FIND("PyErr_Clear");
+	p->import = (void *(*)(const char *))FIND("PyImport_ImportModule");
+	p->getattr = (void *(*)(void *, const char *))FIND("PyObject_GetAttrString");
+	p->newcf = (void *(*)(void *, void *, void *))FIND("PyCFunction_NewEx");
+	p->call = (void *(*)(void *, void *, void *))FIND("PyObject_Call");
+	p->callf = (void *(*)(void *, const char *, ...))FIND("PyObject_CallFunction");
+	p->callm = (void *(*)(void *, const char *, const char *, ...))FIND("PyObject_CallMethod");
+	p->item = (void *(*)(void *, long))FIND("PySequence_GetItem");
+	p->dict_new = (void *(*)(void))FIND("PyDict_New");
+	p->dict_set = (int (*)(void *, const char *, void *))FIND("PyDict_SetItemString");
+	p->tuple_new = (void *(*)(long))FIND("PyTuple_New");
+	p->as_long = (long (*)(void *))FIND("PyLong_AsLong");
+	p->interp_head = (void *(*)(void))FIND("PyInterpreterState_Head");
+	p->interp_next = (void *(*)(void *))FIND("PyInterpreterState_Next");
+	p->thread_head = (void *(*)(void *))FIND("PyInterpreterState_ThreadHead");
+	p->thread_next = (void *(*)(void *))FIND("PyThreadState_Next");
+	p->set_profile = (void (*)(void *, void *))FIND("PyEval_SetProfile");
+	p->set_profile_of = (int (*)(void *, void *, void *))FIND("_PyEval_SetProfile");
+	p->bound = p->none && p->deprecation && p->incref && p->decref && p->clear && p->import &&
+		   p->getattr && p->newcf && p->call && p->callf && p->callm && p->item &&
+		   p->dict_new && p->dict_set && p->tuple_new && p->as_long && p->interp_head &&
+		   p->interp_next && p->thread_head && p->thread_next && p->set_profile;
+	return p->bound ? 0 : -1;
+}
+
+void *mt_pyapi_none(void)
+{
+	mt_pyapi.incref(mt_pyapi.none);
+	return mt_pyapi.none;
+}
+
+void mt_pyapi_release(void *const *refs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (refs[i])
+			mt_pyapi.decref(refs[i]);
+}

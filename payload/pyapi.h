@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_PAYLOAD_PYAPI_H
+#define MT_PAYLOAD_PYAPI_H
+/*
+ * The CPython C API that the payload's Python-side code calls (pyhooks.c,
+ * pyfeed.c), found once with mt_pyapi_bind() in the parent with the GIL
+ * held: a lookup walks the loaded objects under a loader lock that a fork
+ * child may never get (another thread of the parent held it at the fork).
+ * The payload never links libpython, so the types here are opaque. Every
+ * call needs the GIL.
+ */
+#include <stddef.h> /* size_t */
+
+struct mt_pyapi_def { /* PyMethodDef */
+	const char *name;
+	void *(*meth)(void *, void *);
+	int flags;
+	const char *doc;
+};
+#define MT_PY_METH_VARARGS 0x0001
+#define MT_PY_METH_NOARGS 0x0004
+#define MT_PY_METH_FASTCALL 0x0080
+
+struct mt_pyapi_fns {
+	int bound;
+	void *none;         /* Py_None */
+	void **deprecation; /* &PyExc_DeprecationWarning */
+	void (*incref)(void *), (*decref)(void *), (*clear)(void);
+	void *(*import)(const char *);
+	void *(*getattr)(void *, const char *);
+	void *(*newcf)(void *, void *, void *);
+	void *(*call)(void *, void *, void *);
+	void *(*callf)(void *, const char *, ...);
+	void *(*callm)(void *, const char *, const char *, ...);
+	void *(*item)(void *, long);
+	void *(*dict_new)(void);
+	int (*dict_set)(void *, const char *, void *);
+	void *(*tuple_new)(long);
+	long (*as_long)(void *);
+	void *(*interp_head)(void);
+	void *(*interp_next)(void *);
+	void *(*thread_head)(void *);
+	void *(*thread_next)(void *);
+	void (*set_profile)(void *, void *);           /* this thread's */
+	int (*set_profile_of)(void *, void *, void *); /* a thread's; 3.9+, else NULL */
+};
+extern struct mt_pyapi_fns mt_pyapi;
+
+/* mt_pyapi_bind() - find the functions, once. 0, or -1 if one is missing
+ * (but set_profile_of, which 3.8 lacks). */
+int mt_pyapi_bind(void);
+
+/* mt_pyapi_none() - a new reference to None, what a hook returns. */
+void *mt_pyapi_none(void);
+
+/* mt_pyapi_release() - the references in @refs[0..n) that are set,
+ * released. */
+void mt_pyapi_release(void *const *refs, size_t n);
+
+#endif /* MT_PAYLOAD_PYAPI_H */
