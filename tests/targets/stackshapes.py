@@ -9,11 +9,14 @@ that reuses its last walk could get wrong: deeper and shallower calls,
 another function at the same depth and address, a generator resumed from
 different callers, unwinding from an exception, __del__ run by a decref,
 Python called back from C, comprehensions and lambdas, functions made at
-the address of one that died, recursion deeper than the tracked limit, and
-threads doing all of it at once.
+the address of one that died, generators delegating with yield from and
+driven by send, throw and close, coroutines of interleaved asyncio tasks,
+the program's own profile and trace functions, recursion deeper than the
+tracked limit, and threads doing all of it at once.
 
 Usage: stackshapes.py OUT.json   (writes {size: [[function, line], ...]})
 """
+import asyncio
 import json
 import sys
 import threading
@@ -159,6 +162,88 @@ def made_where_others_died():
         del space
 
 
+def inner_gen():
+    n = site(); b = bytearray(n); note(n)
+    x = yield 1
+    n = site(); b = bytearray(n); note(n)
+    yield x
+
+
+def outer_gen():
+    y = yield from inner_gen()
+    n = site(); b = bytearray(n); note(n)
+    yield y
+
+
+def delegating():
+    # yield from, send, throw and close, from different callers
+    for _ in range(2):
+        g = outer_gen()
+        next(g)
+        g.send(5)
+        resume_a(g)
+        g = outer_gen()
+        next(g)
+        try:
+            g.throw(KeyError("thrown"))
+        except KeyError:
+            n = site(); b = bytearray(n); note(n)
+        g = gen()
+        next(g)
+        g.close()
+        n = site(); b = bytearray(n); note(n)
+
+
+async def leaf_coro(d):
+    if d:
+        return await leaf_coro(d - 1)
+    n = site(); b = bytearray(n); note(n)
+    await asyncio.sleep(0)
+    n = site(); b = bytearray(n); note(n)
+    return d
+
+
+async def task_body(k):
+    for _ in range(2):
+        await leaf_coro(k)
+        n = site(); b = bytearray(n); note(n)
+
+
+def coroutines():
+    # tasks interleave at every await, each resumed from the event loop
+    async def main():
+        await asyncio.gather(*(task_body(k) for k in (3, 7, 12)))
+    asyncio.run(main())
+
+
+def profiled_body():
+    leaf()
+    recurse(5)
+    n = site(); b = bytearray(n); note(n)
+
+
+def own_profiler():
+    # the program's own profile and trace functions, which allocate; the
+    # frames they run exit unreported to anyone else
+    seen = []
+
+    def prof(frame, event, arg):
+        seen.append((event, bytearray(64)))
+
+    def trace(frame, event, arg):
+        seen.append((event, bytearray(64)))
+        return trace
+
+    sys.setprofile(prof)
+    profiled_body()
+    sys.setprofile(None)
+    profiled_body()
+    sys.settrace(trace)
+    profiled_body()
+    sys.settrace(None)
+    profiled_body()
+
+
 def bottom(d):
     if d:
         return bottom(d - 1)
@@ -176,6 +261,9 @@ def everything(rounds):
         callbacks()
         comprehensions()
         made_where_others_died()
+        delegating()
+        coroutines()
+        own_profiler()
         leaf()
 
 
