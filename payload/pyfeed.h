@@ -10,7 +10,11 @@
  *
  * - 3.12 and later: sys.monitoring, tool id 4 (3 if 4 is taken), events
  *   PY_RETURN, PY_YIELD and PY_UNWIND, to a C function.
- * - 3.8 to 3.11: a C profile function in every thread that has none
+ * - 3.11: none. The reader knows a frame suspended in a call has not run
+ *   since from a token it writes into the frame (python-walk.h); a
+ *   profile function would take every instruction off the specialized
+ *   path.
+ * - 3.8 to 3.10: a C profile function in every thread that has none
  *   (a program's own profiler keeps its threads), and, through
  *   threading.setprofile(), in threads started later; it acts on
  *   PyTrace_RETURN only. Threads made from C, and threads whose profile

@@ -107,14 +107,67 @@ mt_frame_same(const struct mt_pylayout *lo, const void *f, const struct mt_pycha
  * the array. A marked frame ends the check: its exit would have taken it
  * out of the chain, so it is the same activation, and its callers have
  * not run since the last event. */
+/* 3.11 needs no feed. A frame suspended in a call the eval loop made
+ * inline has its stack pointer saved (stacktop; -1 while it runs or is in
+ * a call through C), and the interpreter writes the slot there before it
+ * suspends the frame at that depth again (the call's first operand) or
+ * as it resumes it (the return value); an exception that unwinds into it
+ * leaves it, but the frame must then write it to be suspended there
+ * again, as must a new frame made at the same address. A token written
+ * there while the frame was suspended, still there with the stack pointer
+ * where it was, says the frame has not run since: its callee is the same
+ * activation, and its callers are unchanged. Never while a trace or
+ * profile function runs: the eval loop saves the stack pointer to call
+ * them, without writing the slot. Chain frame @i is live. */
 static inline __attribute__((always_inline)) int
-mt_chain_verify(const struct mt_pylayout *lo, const struct mt_pychain *c, size_t k)
+mt_token_intact(const struct mt_pylayout *lo, const struct mt_pychain *c, size_t i)
+{
+	int top = mt_ld_int(c->frame[i], lo->fr_stacktop);
+	uint64_t v;
+	if (top < 0 || top != c->tokslot[i])
+		return 0;
+	memcpy(&v, (const char *)c->frame[i] + lo->fr_localsplus + 8 * (size_t)top, sizeof(v));
+	return v == c->tok[i];
+}
+
+/* Tokens into chain frames @from..n-2, which are suspended in calls to the
+ * frames above them, where they have none. */
+static inline __attribute__((always_inline)) void
+mt_chain_tokens(const struct mt_pylayout *lo, struct mt_pychain *c, size_t from)
+{
+	for (size_t i = from; i + 1 < c->n; i++) {
+		if (c->tok[i] && mt_token_intact(lo, c, i))
+			continue;
+		c->tok[i] = 0;
+		int top = mt_ld_int(c->frame[i], lo->fr_stacktop);
+		if (top < 0)
+			continue;
+		uint64_t v = c->toknext += 2;
+		memcpy((char *)c->frame[i] + lo->fr_localsplus + 8 * (size_t)top, &v, sizeof(v));
+		c->tok[i] = v;
+		c->tokslot[i] = top;
+	}
+}
+
+/* Frames 0..k-1 of the last chain are still, unchanged, the callers of its
+ * frame k (live: the walk reached it). Each frame is read only once the
+ * one above it was found to point to it, so nothing freed is touched; the
+ * loads of consecutive frames still overlap, their addresses coming from
+ * the array. A marked frame ends the check: its exit would have taken it
+ * out of the chain, so it is the same activation, and its callers have
+ * not run since the last event. So does (3.11, @tokens) a caller whose
+ * token is intact. */
+static inline __attribute__((always_inline)) int
+mt_chain_verify(const struct mt_pylayout *lo, const struct mt_pychain *c, size_t k, int tokens)
 {
 	for (size_t i = k; i > 0; i--) {
 		if (c->mark[i] == c->gen)
 			return 1;
-		if (mt_ld_ptr(c->frame[i], lo->fr_back) != c->frame[i - 1] ||
-		    !mt_frame_same(lo, c->frame[i - 1], c, i - 1))
+		if (mt_ld_ptr(c->frame[i], lo->fr_back) != c->frame[i - 1])
+			return 0;
+		if (lo->minor == 11 && tokens && c->tok[i - 1] && mt_token_intact(lo, c, i - 1))
+			return 1;
+		if (!mt_frame_same(lo, c->frame[i - 1], c, i - 1))
 			return 0;
 	}
 	return c->mark[0] == c->gen || mt_ld_ptr(c->frame[0], lo->fr_back) == NULL;
@@ -171,6 +224,7 @@ mt_chain_extend(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep,
 		c->code[i] = r->code;
 		mt_frame_describe(lo, c, i);
 		c->mark[i] = MT_UNMARKED;
+		c->tok[i] = 0;
 		if (mark != MT_UNMARKED && c->kept[i]) {
 			c->mark[i] = mark;
 			c->below[i] = c->top;
@@ -178,6 +232,16 @@ mt_chain_extend(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep,
 		}
 	}
 	c->n = (uint32_t)(keep + j);
+}
+
+/* A walk that kept @keep frames of the last chain ends: on 3.11, tokens
+ * into the frames now suspended in calls. Returns @keep. */
+static inline __attribute__((always_inline)) size_t
+mt_chain_done(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep, int calm)
+{
+	if (lo->minor == 11 && calm)
+		mt_chain_tokens(lo, c, keep ? keep - 1 : 0);
+	return keep;
 }
 
 /* The generation of the exit feed for @tstate's frames: marks of it are
@@ -211,8 +275,9 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 		c->top = 0;
 	}
 	/* Frames run inside a trace or profile function, or another tool's
-	 * callback, exit unreported: not marked. */
-	uint32_t mark = gen && mt_ld_int(tstate, lo->ts_tracing) == 0 ? gen : MT_UNMARKED;
+	 * callback, exit unreported: not marked; nor are tokens used then. */
+	int calm = mt_ld_int(tstate, lo->ts_tracing) == 0;
+	uint32_t mark = gen && calm ? gen : MT_UNMARKED;
 	/* a newest frame left undescribed last time is only ever matched by
 	 * frame and position from now on, and described again if it moves */
 	c->lazy = 0;
@@ -221,7 +286,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 
 	if (join && f == c->frame[nold - 1]) {
 		/* The usual case: the same newest frame, its callers unchanged. */
-		if (!mt_chain_verify(lo, c, nold - 1)) {
+		if (!mt_chain_verify(lo, c, nold - 1, calm)) {
 			join = 0;
 		} else if (mt_frame_same(lo, f, c, nold - 1)) {
 			return nold;
@@ -241,7 +306,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 			for (size_t k = nold; k-- > lowest;) {
 				if (c->frame[k] != f)
 					continue;
-				if (!mt_chain_verify(lo, c, k) || k + j + 1 > MT_CHAIN_MAX) {
+				if (!mt_chain_verify(lo, c, k, calm) || k + j + 1 > MT_CHAIN_MAX) {
 					join = 0;
 					break;
 				}
@@ -252,7 +317,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 									     mt_frame_code(lo, f) };
 				}
 				mt_chain_extend(lo, c, keep, j, mark);
-				return keep;
+				return mt_chain_done(lo, c, keep, calm);
 			}
 		}
 		if (c->top && f == c->frame[c->top - 1] && c->top + j <= MT_CHAIN_MAX) {
@@ -265,7 +330,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 								     mt_frame_code(lo, f) };
 			}
 			mt_chain_extend(lo, c, keep, j, mark);
-			return keep;
+			return mt_chain_done(lo, c, keep, calm);
 		}
 		c->scratch[j++] = (struct mt_pyraw){ f, mt_frame_pos(lo, f), mt_frame_code(lo, f) };
 		f = mt_ld_ptr(f, lo->fr_back);
@@ -290,7 +355,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 	}
 	c->whole = 1;
 	mt_chain_extend(lo, c, keep, j - keep, mark);
-	return keep;
+	return mt_chain_done(lo, c, keep, calm);
 }
 
 /* The calling thread's state, or NULL while Python cannot be walked. */

@@ -78,6 +78,11 @@ struct mt_pychain {
 	uint32_t top;                 /* 1 + index of the newest marked frame; 0: none */
 	uint32_t mark[MT_CHAIN_MAX];  /* frame i is marked if mark[i] == gen */
 	uint32_t below[MT_CHAIN_MAX]; /* of a marked frame: the top below it */
+	/* 3.11: the token written into frame i's stack when it was suspended
+	 * in a call (python-walk.h), and its slot; 0: none */
+	uint64_t tok[MT_CHAIN_MAX];
+	int32_t tokslot[MT_CHAIN_MAX];
+	uint64_t toknext; /* odd: never an object's address */
 };
 
 /* The exit feed as the walker reads it (set by pyfeed.c through

@@ -183,6 +183,7 @@ static struct mt_thread *thread_setup(void);
 static void forget_stacks(struct mt_thread *t)
 {
 	t->chain.n = t->chain.whole = t->chain.lazy = t->chain.top = 0;
+	t->chain.toknext |= 1; /* tokens are odd: never an object's address */
 	memset(t->ncache, 0, sizeof(t->ncache));
 	memset(t->pcache, 0, sizeof(t->pcache));
 }

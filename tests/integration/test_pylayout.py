@@ -70,6 +70,8 @@ int main(void)
 #endif
 #if PY_VERSION_HEX >= 0x030b0000
 	F("frame.owner", offsetof(_PyInterpreterFrame, owner));
+	F("frame.stacktop", offsetof(_PyInterpreterFrame, stacktop));
+	F("frame.localsplus", offsetof(_PyInterpreterFrame, localsplus));
 	F("frame.owned_by_generator", FRAME_OWNED_BY_GENERATOR);
 	F("code.co_qualname", offsetof(PyCodeObject, co_qualname));
 	F("code.co_code_adaptive", offsetof(PyCodeObject, co_code_adaptive));

@@ -17,6 +17,7 @@ tracked limit, and threads doing all of it at once.
 Usage: stackshapes.py OUT.json   (writes {size: [[function, line], ...]})
 """
 import asyncio
+import itertools
 import json
 import sys
 import threading
@@ -24,6 +25,11 @@ import threading
 EXPECTED = {}
 LOCK = threading.Lock()
 _next = [300_001]
+
+
+# Sizes for allocations in profile and trace functions, which may run
+# while site() holds LOCK: taken without it (next() is atomic).
+HOOK_SITES = itertools.count(900_001, 8)
 
 
 def site():
@@ -229,9 +235,13 @@ def own_profiler():
 
     def prof(frame, event, arg):
         seen.append((event, bytearray(64)))
+        if event == "return" and len(seen) % 7 == 0:
+            n = next(HOOK_SITES); b = bytearray(n); note(n)
 
     def trace(frame, event, arg):
         seen.append((event, bytearray(64)))
+        if event == "line" and len(seen) % 5 == 0:
+            n = next(HOOK_SITES); b = bytearray(n); note(n)
         return trace
 
     sys.setprofile(prof)
