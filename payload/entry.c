@@ -266,6 +266,10 @@ static void follow_fork_locked(void)
 		goto untracked;
 	}
 	st.pymem = pymem;
+	/* the feed came out in the child (pyfeed.c's after-fork hook, which
+	 * runs before this one) */
+	if (st.flags & MT_HDR_PYALLOC)
+		(void)mt_pyfeed_start(st.python_hex);
 	char msg[96];
 	snprintf(msg, sizeof(msg), "forked from process %d: tracking starts at the fork",
 		 (int)st.follow_parent);

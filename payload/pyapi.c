@@ -55,3 +55,31 @@ void mt_pyapi_release(void *const *refs, size_t n)
 		if (refs[i])
 			mt_pyapi.decref(refs[i]);
 }
+
+/* @module.@func(**{@keys[i]: @defs[i]}), or without @keys,
+ * @module.@func(@defs[0]). Needs the GIL and mt_pyapi_bind(). 0 or -1. */
+int mt_pyapi_register(const char *module, const char *func, const char *const *keys,
+		      struct mt_pyapi_def *const *defs, int n)
+{
+	void *mod = NULL, *reg = NULL, *fn = NULL, *kw = NULL, *args = NULL, *res = NULL;
+	int ok = (mod = mt_pyapi.import(module)) && (reg = mt_pyapi.getattr(mod, func));
+
+	if (!keys) {
+		ok = ok && (fn = mt_pyapi.newcf(defs[0], NULL, NULL)) &&
+		     (res = mt_pyapi.callf(reg, "(O)", fn));
+	} else {
+		ok = ok && (args = mt_pyapi.tuple_new(0)) && (kw = mt_pyapi.dict_new());
+		for (int i = 0; ok && i < n; i++) {
+			void *f = mt_pyapi.newcf(defs[i], NULL, NULL);
+			ok = f && mt_pyapi.dict_set(kw, keys[i], f) == 0;
+			if (f)
+				mt_pyapi.decref(f);
+		}
+		ok = ok && (res = mt_pyapi.call(reg, args, kw));
+	}
+	if (!ok)
+		mt_pyapi.clear();
+	void *refs[] = { res, args, kw, fn, reg, mod };
+	mt_pyapi_release(refs, sizeof(refs) / sizeof(refs[0]));
+	return ok ? 0 : -1;
+}

@@ -57,4 +57,11 @@ void *mt_pyapi_none(void);
  * released. */
 void mt_pyapi_release(void *const *refs, size_t n);
 
+/* mt_pyapi_register() - call @module.@func(**{@keys[i]: a function of
+ * @defs[i]}) for i < @n, or without @keys @module.@func(a function of
+ * @defs[0]): how atexit and os.register_at_fork hooks are registered.
+ * 0, or -1 with the error cleared. */
+int mt_pyapi_register(const char *module, const char *func, const char *const *keys,
+		      struct mt_pyapi_def *const *defs, int n);
+
 #endif /* MT_PAYLOAD_PYAPI_H */

@@ -22,6 +22,7 @@ static struct {
 	void *monitoring;   /* 3.12+: sys.monitoring, while on */
 	long events;        /* 3.12+: the events asked for */
 	void *bootstrap;    /* before 3.12: threading's profile hook, ours */
+	int fork_hook;      /* the after-fork hook is registered (children inherit it) */
 } fd;
 
 static const struct mt_pylayout *layout(void)
@@ -218,6 +219,20 @@ static int monitor_on(void)
 	return 0;
 }
 
+/* A child of os.fork() starts with no capture: the feed comes out (a
+ * child that follows with a capture of its own starts it again, from a
+ * hook registered after this one). */
+static void *feed_after_fork(void *self, void *unused)
+{
+	(void)self;
+	(void)unused;
+	mt_pyfeed_stop();
+	return mt_pyapi_none();
+}
+
+static struct mt_pyapi_def after_fork_def = { "memtrace_feed_after_fork", feed_after_fork,
+					      MT_PY_METH_NOARGS, NULL };
+
 /* ------------------------------------------------------------------------
  * On and off.
  * ---------------------------------------------------------------------- */
@@ -230,6 +245,10 @@ int mt_pyfeed_start(uint32_t python_hex)
 	if (mt_pyapi_bind() < 0)
 		return -1;
 	int own = mt_guard_enter(); /* what is made here is memtrace's */
+	static const char *const keys[] = { "after_in_child" };
+	static struct mt_pyapi_def *const defs[] = { &after_fork_def };
+	if (!fd.fork_hook)
+		fd.fork_hook = mt_pyapi_register("os", "register_at_fork", keys, defs, 1) == 0;
 	fd.python_hex = python_hex;
 	/* on already (a capture that ended without the GIL left it in):
 	 * threads made since get the profile function, and the marks of

@@ -40,33 +40,6 @@ static void *py_atexit_cb(void *self, void *unused)
 static struct mt_pyapi_def atexit_def = { "memtrace_stop", py_atexit_cb, MT_PY_METH_NOARGS,
 					   NULL };
 
-/* @module.@func(**{@keys[i]: @defs[i]}), or without @keys,
- * @module.@func(@defs[0]). Needs the GIL and mt_pyapi_bind(). 0 or -1. */
-static int py_register(const char *module, const char *func, const char *const *keys,
-		       struct mt_pyapi_def *const *defs, int n)
-{
-	void *mod = NULL, *reg = NULL, *fn = NULL, *kw = NULL, *args = NULL, *res = NULL;
-	int ok = (mod = mt_pyapi.import(module)) && (reg = mt_pyapi.getattr(mod, func));
-
-	if (!keys) {
-		ok = ok && (fn = mt_pyapi.newcf(defs[0], NULL, NULL)) && (res = mt_pyapi.callf(reg, "(O)", fn));
-	} else {
-		ok = ok && (args = mt_pyapi.tuple_new(0)) && (kw = mt_pyapi.dict_new());
-		for (int i = 0; ok && i < n; i++) {
-			void *f = mt_pyapi.newcf(defs[i], NULL, NULL);
-			ok = f && mt_pyapi.dict_set(kw, keys[i], f) == 0;
-			if (f)
-				mt_pyapi.decref(f);
-		}
-		ok = ok && (res = mt_pyapi.call(reg, args, kw));
-	}
-	if (!ok)
-		mt_pyapi.clear();
-	void *refs[] = { res, args, kw, fn, reg, mod };
-	mt_pyapi_release(refs, sizeof(refs) / sizeof(refs[0]));
-	return ok ? 0 : -1;
-}
-
 /* A child of fork() made with Python's os.fork() (multiprocessing's fork
  * context too) runs Python's after-fork hooks once the interpreter is
  * whole again: the child's own capture starts there. A fork that is only
@@ -256,7 +229,7 @@ int mt_pyhooks_atexit(void)
 	static struct mt_pyapi_def *const defs[] = { &atexit_def };
 	if (ph.atexit_registered == getpid())
 		return 0;
-	if (mt_pyapi_bind() < 0 || py_register("atexit", "register", NULL, defs, 1) < 0)
+	if (mt_pyapi_bind() < 0 || mt_pyapi_register("atexit", "register", NULL, defs, 1) < 0)
 		return -1;
 	ph.atexit_registered = getpid();
 	return 0;
@@ -269,7 +242,7 @@ int mt_pyhooks_follow_fork(void)
 	static struct mt_pyapi_def *const defs[] = { &after_fork_def };
 	if (!ph.after_fork_registered)
 		ph.after_fork_registered =
-			mt_pyapi_bind() == 0 && py_register("os", "register_at_fork", keys, defs, 1) == 0;
+			mt_pyapi_bind() == 0 && mt_pyapi_register("os", "register_at_fork", keys, defs, 1) == 0;
 	return ph.after_fork_registered ? 0 : -1;
 }
 
@@ -283,7 +256,7 @@ int mt_pyhooks_fork_warning(uint32_t python_hex)
 		return 0;
 	int own = mt_guard_enter(); /* the filter and its pattern are memtrace's */
 	ph.fork_warning_registered = mt_pyapi_bind() == 0 && fork_filter_prepare() == 0 &&
-				     py_register("os", "register_at_fork", keys, defs, 3) == 0;
+				     mt_pyapi_register("os", "register_at_fork", keys, defs, 3) == 0;
 	if (own)
 		mt_guard_leave();
 	return ph.fork_warning_registered ? 0 : -1;
