@@ -33,7 +33,8 @@ REPO_ROOT = os.path.dirname(BENCH_DIR)
 WORKLOAD_DIR = os.path.join(BENCH_DIR, "workloads")
 
 # Display order; any other *.py in workloads/ is appended alphabetically.
-WORKLOAD_ORDER = ["empty", "churn", "json_roundtrip", "numpy_churn", "threads", "recursion", "service"]
+WORKLOAD_ORDER = ["empty", "churn", "json_roundtrip", "numpy_churn", "threads", "recursion", "service",
+                  "deep_recursion", "middleware"]
 
 BARE = "bare"
 MT = "memtrace"

@@ -32,6 +32,7 @@
 #include "format/record.h"
 #include "payload/entry.h"
 #include "payload/fd-id.h"
+#include "payload/spawn.h"
 #include "payload/track.h"
 #include "payload/writer.h"
 
@@ -139,27 +140,6 @@ static int config_of(const struct mt_ctl_request *r, struct memtrace_config *cfg
 	return 0;
 }
 
-/* Runs @fn on a thread of its own, with every signal blocked but the
- * faults (a GOT store the loader made read-only under us is caught by the
- * payload's handler and retried: a blocked fault kills the process).
- * Call with ctl.lock held. */
-static int spawn(void *(*fn)(void *))
-{
-	pthread_t t;
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigfillset(&all);
-	sigdelset(&all, SIGSEGV);
-	sigdelset(&all, SIGBUS);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = -pthread_create(&t, &attr, fn, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	return rc;
-}
-
 static void thread_begin(const char *name)
 {
 	mt_in_hook = 1; /* memtrace's own thread: never recorded */
@@ -265,7 +245,7 @@ static int begin_start(const struct memtrace_config *cfg)
 	ctl.cancel = 0;
 	ctl.gen++;
 	ctl.workers++;
-	int rc = spawn(start_main);
+	int rc = mt_spawn(start_main, NULL);
 	if (rc < 0) {
 		ctl.workers--;
 		ctl.state = CTL_FAILED;
@@ -382,7 +362,7 @@ static int serve(int fd, const char *line, int *passed)
 	ctl.client = fd;
 	ctl.client_detach = req.kind == MT_CTL_DETACH;
 	ctl.workers++;
-	if (spawn(stop_main) == 0)
+	if (mt_spawn(stop_main, NULL) == 0)
 		return 1;
 	ctl.workers--;
 	ctl.client = -1;
@@ -529,7 +509,7 @@ static int attach(const struct memtrace_config *cfg)
 		(void)mt_fd_id_take(fd, &ctl.listen_id);
 		ctl.pid = getpid();
 		ctl.state = CTL_IDLE;
-		rc = spawn(control_main);
+		rc = mt_spawn(control_main, NULL);
 		if (rc < 0) {
 			close(fd);
 			ctl.listen_fd = -1;

@@ -18,6 +18,7 @@
 #include "payload/entry.h"
 #include "payload/got.h"
 #include "payload/hooks.h"
+#include "payload/pyadapt.h"
 #include "payload/pyfeed.h"
 #include "payload/pyhooks.h"
 #include "payload/pymem.h"
@@ -165,6 +166,9 @@ static void python_setup_locked(void)
 	if ((st.flags & MT_HDR_PYALLOC) && mt_pyfeed_start(st.python_hex) < 0)
 		mt_writer_diag(MT_DIAG_INFO, "the interpreter cannot report frame exits (no "
 					     "sys.monitoring tool id free): deep stacks cost more");
+	/* without, only where reading stacks costs more than the feed would */
+	if (!(st.flags & MT_HDR_PYALLOC))
+		mt_pyadapt_start(st.python_hex);
 	mt_pyhooks_init(&pyhooks_ops);
 	if (mt_pyhooks_atexit() < 0)
 		mt_writer_diag(MT_DIAG_INFO, "could not register a Python atexit handler; "
@@ -294,6 +298,7 @@ static void on_fork_child(void)
 	pthread_mutex_init(&st.lock, NULL);
 	mt_track_after_fork();
 	mt_got_after_fork();
+	mt_pyadapt_stop();
 	if (st.active)
 		mt_writer_forget();
 	st.active = 0;
@@ -372,6 +377,7 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 					     "made where another died may be shown as that one");
 
 	mt_tracking = !deferred;
+	mt_writer_on_tick(mt_pyadapt_tick);
 	/* a fork child's GOTs are its parent's: patched already */
 	mt_hooks_on_end(finish_at_end);
 	e = cfg->flags & MT_HDR_FORKED ? 0 : mt_hooks_install();
@@ -409,6 +415,7 @@ static int stop_locked(const char *why, int in_python)
 		mt_python_code_watch(0);
 	if (st.pymem && in_python)
 		mt_python_pymem_uninstall();
+	mt_pyadapt_stop();
 	if (in_python)
 		mt_pyfeed_stop();
 	else

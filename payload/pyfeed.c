@@ -23,6 +23,7 @@ static struct {
 	long events;        /* 3.12+: the events asked for */
 	void *bootstrap;    /* before 3.12: threading's profile hook, ours */
 	int fork_hook;      /* the after-fork hook is registered (children inherit it) */
+	uint64_t exits;     /* exits reported, ever (the GIL guards it) */
 } fd;
 
 static const struct mt_pylayout *layout(void)
@@ -40,6 +41,7 @@ static int feed_profile(void *obj, void *frame, int what, void *arg)
 	(void)arg;
 	if (what == PY_TRACE_RETURN) {
 		int saved = errno;
+		fd.exits++;
 		mt_track_frame_exit(mt_python_current_frame());
 		errno = saved;
 	}
@@ -51,6 +53,7 @@ static void *feed_monitor(void *self, void *args)
 	(void)self;
 	(void)args;
 	int saved = errno;
+	fd.exits++;
 	mt_track_frame_exit(mt_python_current_frame());
 	errno = saved;
 	return mt_pyapi.none; /* immortal from 3.12: no reference to take */
@@ -289,4 +292,9 @@ void mt_pyfeed_stop(void)
 int mt_pyfeed_on(void)
 {
 	return fd.on;
+}
+
+uint64_t mt_pyfeed_exits(void)
+{
+	return __atomic_load_n(&fd.exits, __ATOMIC_RELAXED);
 }

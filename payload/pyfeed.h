@@ -38,4 +38,8 @@ void mt_pyfeed_stop(void);
 /* mt_pyfeed_on() - whether the feed is on. */
 int mt_pyfeed_on(void);
 
+/* mt_pyfeed_exits() - exits reported so far: what the feed costs. Any
+ * thread (a count read without the GIL may lag). */
+uint64_t mt_pyfeed_exits(void);
+
 #endif /* MT_PAYLOAD_PYFEED_H */

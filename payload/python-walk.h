@@ -156,21 +156,47 @@ mt_chain_tokens(const struct mt_pylayout *lo, struct mt_pychain *c, size_t from)
  * the array. A marked frame ends the check: its exit would have taken it
  * out of the chain, so it is the same activation, and its callers have
  * not run since the last event. So does (3.11, @tokens) a caller whose
- * token is intact. */
+ * token is intact. Returns 0 if they changed, 2 if every frame was
+ * checked down to the outermost, 1 otherwise. */
 static inline __attribute__((always_inline)) int
-mt_chain_verify(const struct mt_pylayout *lo, const struct mt_pychain *c, size_t k, int tokens)
+mt_chain_verify(const struct mt_pylayout *lo, struct mt_pychain *c, size_t k, int tokens)
 {
-	for (size_t i = k; i > 0; i--) {
-		if (c->mark[i] == c->gen)
-			return 1;
+	size_t i;
+	int same = 0;
+	for (i = k; i > 0; i--) {
+		if (c->mark[i] == c->gen) {
+			same = 1;
+			break;
+		}
 		if (mt_ld_ptr(c->frame[i], lo->fr_back) != c->frame[i - 1])
-			return 0;
-		if (lo->minor == 11 && tokens && c->tok[i - 1] && mt_token_intact(lo, c, i - 1))
-			return 1;
+			break;
+		if (lo->minor == 11 && tokens && c->tok[i - 1] && mt_token_intact(lo, c, i - 1)) {
+			same = 1;
+			break;
+		}
 		if (!mt_frame_same(lo, c->frame[i - 1], c, i - 1))
-			return 0;
+			break;
 	}
-	return c->mark[0] == c->gen || mt_ld_ptr(c->frame[0], lo->fr_back) == NULL;
+	if (i == 0 && !same)
+		same = c->mark[0] == c->gen ? 1 : mt_ld_ptr(c->frame[0], lo->fr_back) == NULL ? 2 : 0;
+	c->checked += k - i;
+	return same;
+}
+
+/* Frames 0..@upto of the chain were just found to be, all of them, the
+ * live chain's, and the feed reports exits (@mark): the kept ones are
+ * marked, so that frames older than the feed are checked once only. */
+static inline void mt_chain_remark(struct mt_pychain *c, size_t upto, uint32_t mark)
+{
+	c->top = 0;
+	for (size_t i = 0; i <= upto; i++) {
+		c->mark[i] = MT_UNMARKED;
+		if (c->kept[i]) {
+			c->mark[i] = mark;
+			c->below[i] = c->top;
+			c->top = (uint32_t)(i + 1);
+		}
+	}
 }
 
 /* Whether chain frame @i is a frame of the Python stack, and its code and
@@ -241,6 +267,7 @@ mt_chain_done(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep, i
 {
 	if (lo->minor == 11 && calm)
 		mt_chain_tokens(lo, c, keep ? keep - 1 : 0);
+	c->checked += c->n - keep;
 	return keep;
 }
 
@@ -286,7 +313,10 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 
 	if (join && f == c->frame[nold - 1]) {
 		/* The usual case: the same newest frame, its callers unchanged. */
-		if (!mt_chain_verify(lo, c, nold - 1, calm)) {
+		int v = mt_chain_verify(lo, c, nold - 1, calm);
+		if (v == 2 && mark != MT_UNMARKED)
+			mt_chain_remark(c, nold - 1, mark);
+		if (!v) {
 			join = 0;
 		} else if (mt_frame_same(lo, f, c, nold - 1)) {
 			return nold;
@@ -306,10 +336,13 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 			for (size_t k = nold; k-- > lowest;) {
 				if (c->frame[k] != f)
 					continue;
-				if (!mt_chain_verify(lo, c, k, calm) || k + j + 1 > MT_CHAIN_MAX) {
+				int v = mt_chain_verify(lo, c, k, calm);
+				if (!v || k + j + 1 > MT_CHAIN_MAX) {
 					join = 0;
 					break;
 				}
+				if (v == 2 && mark != MT_UNMARKED)
+					mt_chain_remark(c, k, mark);
 				keep = k + 1;
 				if (!mt_frame_same(lo, f, c, k)) {
 					keep = k;
@@ -341,6 +374,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 		 * which the newest MT_STACK_MAX Python frames are kept; not
 		 * matched next time, as frame 0 is not the outermost. */
 		c->whole = 0;
+		c->checked += j;
 		mt_chain_extend(lo, c, 0, j, MT_UNMARKED);
 		size_t py = 0;
 		for (size_t i = j; i-- > 0;)
@@ -354,6 +388,8 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 			break;
 	}
 	c->whole = 1;
+	if (keep && mark != MT_UNMARKED)
+		mt_chain_remark(c, keep - 1, mark);
 	mt_chain_extend(lo, c, keep, j - keep, mark);
 	return mt_chain_done(lo, c, keep, calm);
 }

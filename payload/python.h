@@ -83,6 +83,7 @@ struct mt_pychain {
 	uint64_t tok[MT_CHAIN_MAX];
 	int32_t tokslot[MT_CHAIN_MAX];
 	uint64_t toknext; /* odd: never an object's address */
+	uint64_t checked; /* frames checked or described so far: what reading costs */
 };
 
 /* The exit feed as the walker reads it (set by pyfeed.c through

@@ -53,6 +53,8 @@ struct mt_thread {
 	struct ncache_entry ncache[NCACHE];
 	struct pcache_entry pcache[PCACHE];
 	struct mt_pychain chain; /* the frame chain at the last event, with stack ids */
+	uint32_t walks;          /* stacks read */
+	uint64_t told;           /* chain.checked as last added to g.checked */
 };
 
 static __thread struct mt_thread *self __attribute__((tls_model("initial-exec")));
@@ -90,6 +92,7 @@ static struct {
 	size_t nodes_cap, nodes_used;
 	uint32_t next_node;
 	_Atomic int lost; /* a CODE or STACK record was dropped: its id means nothing */
+	_Atomic uint64_t checked; /* frames checked by every thread's reader, roughly */
 	uint8_t *scratch; /* CODE record strings, then the encoded record */
 } g = { .lock = ATOMIC_FLAG_INIT };
 
@@ -511,6 +514,18 @@ static inline __attribute__((always_inline)) uint32_t stack_of(struct mt_thread 
 	return intern_slow(t, c, keep);
 }
 
+/* What this thread's reader checked since it last said, told to all. */
+static __attribute__((noinline)) void tell_checked(struct mt_thread *t)
+{
+	atomic_fetch_add_explicit(&g.checked, t->chain.checked - t->told, memory_order_relaxed);
+	t->told = t->chain.checked;
+}
+
+uint64_t mt_track_frames_checked(void)
+{
+	return atomic_load_explicit(&g.checked, memory_order_relaxed);
+}
+
 /* @lo: the layout whose walk is compiled in, for a thread holding the GIL
  * (the PyMem wrappers, one set per layout row); NULL: the running
  * version's walk, for any thread (the GOT hooks). */
@@ -520,7 +535,10 @@ static inline __attribute__((always_inline)) uint32_t current_stack(struct mt_th
 	if (!g.python)
 		return 0;
 	struct mt_pychain *c = &t->chain;
-	return stack_of(t, c, lo ? mt_python_walk(lo, 1, c) : mt_python_update(c));
+	uint32_t id = stack_of(t, c, lo ? mt_python_walk(lo, 1, c) : mt_python_update(c));
+	if (__builtin_expect(!(++t->walks & 255), 0))
+		tell_checked(t);
+	return id;
 }
 
 /* ------------------------------------------------------------------------

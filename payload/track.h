@@ -60,6 +60,12 @@ void mt_track_free(unsigned kind, const void *ptr, size_t size);
  * exit feed (pyfeed.c), with the GIL held. */
 void mt_track_frame_exit(const void *frame);
 
+/* mt_track_frames_checked() - frames the stack readers of all threads
+ * have checked or described since the process started, told every 256
+ * stacks a thread reads: what reading stacks costs (pyadapt.c). Any
+ * thread. */
+uint64_t mt_track_frames_checked(void);
+
 /* mt_track_code_gone() - code object @code is being deallocated: a code
  * object made later at its address gets an id of its own, and threads
  * forget the stacks they cached at their next event. Called from its

@@ -62,6 +62,7 @@ static struct {
 	_Atomic uint32_t ended;   /* 1 once the capture is finished */
 	_Atomic pid_t writer_tid; /* 0 until the writer thread runs */
 	char end_diag[128];       /* END_SIGNAL: what the capture says */
+	void (*_Atomic tick)(uint64_t now_ns);
 } w = { .sink = { .fd = -1 }, .statm_fd = -1 };
 
 enum { END_RUNNING, END_STOP, END_SIGNAL };
@@ -222,6 +223,9 @@ static void writer_loop(void)
 		uint64_t now = mt_mono_ns();
 		if (now >= next_sample) {
 			sample();
+			void (*tick)(uint64_t) = atomic_load(&w.tick);
+			if (tick)
+				tick(now);
 			next_sample += interval;
 			if (next_sample <= now)
 				next_sample = now + interval;
@@ -463,4 +467,7 @@ uint64_t mt_writer_dropped(void)
 	return mt_tbuf_dropped();
 }
 
-
+void mt_writer_on_tick(void (*fn)(uint64_t now_ns))
+{
+	atomic_store(&w.tick, fn);
+}

@@ -62,4 +62,8 @@ int mt_writer_ok(void);
  * stopped capture. */
 uint64_t mt_writer_dropped(void);
 
+/* mt_writer_on_tick() - have the writer thread call @fn (NULL: nothing)
+ * at each RSS sample, with the monotonic time. Any thread. */
+void mt_writer_on_tick(void (*fn)(uint64_t now_ns));
+
 #endif /* MT_PAYLOAD_WRITER_H */

@@ -56,3 +56,49 @@ def test_stacks_match_python(memtrace, tmp_path, python, mode):
     run(memtrace, "run", "--python", python, *mode, "-o", cap, SHAPES, expected_json, cwd=tmp_path,
         timeout=300)
     assert_stacks_match(cap, expected_json, tmp_path)
+
+
+FEED_TARGET = r'''
+import sys, threading, time
+sys.path.insert(0, %(targets)r)
+import stackshapes as ss
+
+
+def feed_on():
+    if sys.version_info >= (3, 12):
+        return "memtrace" in (sys.monitoring.get_tool(4), sys.monitoring.get_tool(3))
+    hook = getattr(threading, "_profile_hook", None)
+    return getattr(hook, "__name__", "") == "memtrace_thread_profile"
+
+
+def deep(d):
+    if d:
+        return deep(d - 1)
+    # C allocations deep down, densely: reading stacks costs enough that
+    # the exit feed is turned on
+    deadline = time.monotonic() + 60
+    while not feed_on():
+        for _ in range(1000):
+            b = bytearray(600)
+        if time.monotonic() > deadline:
+            sys.exit("the exit feed never came on")
+
+
+deep(300)
+ss.main()
+'''
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_stacks_match_python_once_the_feed_is_turned_on(memtrace, script, tmp_path, python):
+    """Default mode turns the exit feed on while the program runs, when
+    reading deep stacks costs enough (3.11 needs none): frames older than
+    the feed, and threads started after it, still get their own stacks."""
+    version = run(python, "-c", "import sys; print(sys.version_info[1])").stdout.strip()
+    if version == "11":
+        pytest.skip("3.11 reads stacks without the exit feed")
+    target = script(FEED_TARGET % {"targets": os.path.join(ROOT, "tests", "targets")})
+    cap, expected_json = tmp_path / "f.bin", tmp_path / "expected.json"
+    run(memtrace, "run", "--python", python, "-o", cap, target, expected_json, cwd=tmp_path,
+        timeout=300)
+    assert_stacks_match(cap, expected_json, tmp_path)
