@@ -131,14 +131,17 @@ mt_token_intact(const struct mt_pylayout *lo, const struct mt_pychain *c, size_t
 }
 
 /* Tokens into chain frames @from..n-2, which are suspended in calls to the
- * frames above them, where they have none. */
-static inline __attribute__((always_inline)) void
+ * frames above them, where they have none intact. Those above @from have
+ * none yet (mt_chain_extend() dropped theirs); @from's is the newest. */
+static __attribute__((noinline, unused)) void
 mt_chain_tokens(const struct mt_pylayout *lo, struct mt_pychain *c, size_t from)
 {
 	for (size_t i = from; i + 1 < c->n; i++) {
-		if (c->tok[i] && mt_token_intact(lo, c, i))
-			continue;
-		c->tok[i] = 0;
+		if (c->ttop == i + 1) {
+			if (mt_token_intact(lo, c, i))
+				continue;
+			c->ttop = c->tbelow[i];
+		}
 		int top = mt_ld_int(c->frame[i], lo->fr_stacktop);
 		if (top < 0)
 			continue;
@@ -146,6 +149,8 @@ mt_chain_tokens(const struct mt_pylayout *lo, struct mt_pychain *c, size_t from)
 		memcpy((char *)c->frame[i] + lo->fr_localsplus + 8 * (size_t)top, &v, sizeof(v));
 		c->tok[i] = v;
 		c->tokslot[i] = top;
+		c->tbelow[i] = c->ttop;
+		c->ttop = (uint32_t)(i + 1);
 	}
 }
 
@@ -161,24 +166,43 @@ mt_chain_tokens(const struct mt_pylayout *lo, struct mt_pychain *c, size_t from)
 static inline __attribute__((always_inline)) int
 mt_chain_verify(const struct mt_pylayout *lo, struct mt_pychain *c, size_t k, int tokens)
 {
-	size_t i;
+	/* the newest marked frame at or below k, and the newest frame with a
+	 * token below k (1 + their indexes; 0: none) */
+	uint32_t m = c->top, t = 0;
+	while (m > k + 1)
+		m = c->below[m - 1];
+	if (lo->minor == 11 && tokens)
+		for (t = c->ttop; t > k;)
+			t = c->tbelow[t - 1];
+	/* plain checks down to the next frame where something else is
+	 * done: a token's caller, the marked frame, the outermost */
+	size_t i = k, floor = m ? m - 1 : 0;
 	int same = 0;
-	for (i = k; i > 0; i--) {
-		if (c->mark[i] == c->gen) {
-			same = 1;
+	for (;;) {
+		size_t lim = t > floor ? t : floor;
+		while (i > lim) {
+			const void *below = mt_ld_ptr(c->frame[i], lo->fr_back);
+			if (below != c->frame[i - 1] || !mt_frame_same(lo, below, c, i - 1))
+				goto out;
+			i--;
+		}
+		if (i == floor) {
+			same = m ? 1 : mt_ld_ptr(c->frame[0], lo->fr_back) == NULL ? 2 : 0;
 			break;
 		}
+		/* i == t: the caller below has a token */
 		if (mt_ld_ptr(c->frame[i], lo->fr_back) != c->frame[i - 1])
 			break;
-		if (lo->minor == 11 && tokens && c->tok[i - 1] && mt_token_intact(lo, c, i - 1)) {
+		if (mt_token_intact(lo, c, i - 1)) {
 			same = 1;
 			break;
 		}
+		t = c->tbelow[i - 1];
 		if (!mt_frame_same(lo, c->frame[i - 1], c, i - 1))
 			break;
+		i--;
 	}
-	if (i == 0 && !same)
-		same = c->mark[0] == c->gen ? 1 : mt_ld_ptr(c->frame[0], lo->fr_back) == NULL ? 2 : 0;
+out:
 	c->checked += k - i;
 	return same;
 }
@@ -186,7 +210,8 @@ mt_chain_verify(const struct mt_pylayout *lo, struct mt_pychain *c, size_t k, in
 /* Frames 0..@upto of the chain were just found to be, all of them, the
  * live chain's, and the feed reports exits (@mark): the kept ones are
  * marked, so that frames older than the feed are checked once only. */
-static inline void mt_chain_remark(struct mt_pychain *c, size_t upto, uint32_t mark)
+static __attribute__((noinline, unused)) void
+mt_chain_remark(struct mt_pychain *c, size_t upto, uint32_t mark)
 {
 	c->top = 0;
 	for (size_t i = 0; i <= upto; i++) {
@@ -242,6 +267,8 @@ mt_chain_extend(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep,
 {
 	while (c->top > keep)
 		c->top = c->below[c->top - 1];
+	while (c->ttop > keep)
+		c->ttop = c->tbelow[c->ttop - 1];
 	for (size_t t = 0; t < j; t++) {
 		size_t i = keep + t;
 		const struct mt_pyraw *r = &c->scratch[j - 1 - t];
@@ -249,8 +276,8 @@ mt_chain_extend(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep,
 		c->pos[i] = r->pos;
 		c->code[i] = r->code;
 		mt_frame_describe(lo, c, i);
-		c->mark[i] = MT_UNMARKED;
-		c->tok[i] = 0;
+		/* unmarked frames are never looked at: the marked ones are
+		 * listed from c->top */
 		if (mark != MT_UNMARKED && c->kept[i]) {
 			c->mark[i] = mark;
 			c->below[i] = c->top;

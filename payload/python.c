@@ -281,6 +281,8 @@ void mt_python_frame_exit(struct mt_pychain *c, const void *frame)
 	/* what was above it exited before it, unreported: out too */
 	c->n = top - 1;
 	c->top = c->below[top - 1];
+	while (c->ttop > c->n)
+		c->ttop = c->tbelow[c->ttop - 1];
 	c->lazy = 0;
 }
 

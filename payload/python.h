@@ -57,12 +57,25 @@ struct mt_pyraw {
  * kept to match the next event's chain against. mt_python_update() keeps
  * all of it but id[], which is the caller's: the stack id of frames 0..i. */
 struct mt_pychain {
+	/* What every event reads first together, in one cache line. */
 	uint32_t n;     /* frames held; 0 when there were no Python frames */
 	uint32_t whole; /* frame[0] is the outermost frame: the chain was not cut */
 	/* Set by mt_python_update() when only the newest frame's position
 	 * moved (3.11+, where the position names code and offset at once):
 	 * its kept and fr are left for mt_python_describe_newest(). */
 	uint32_t lazy;
+	/* Frames whose exit the interpreter reports to mt_python_frame_exit()
+	 * (the exit feed, pyfeed.h) are marked: while a marked frame is in the
+	 * chain it is the same activation, so the frames below it are still
+	 * its callers at the same positions, and need no checking. */
+	uint32_t gen; /* the feed generation of the marks; 0: none */
+	uint32_t top; /* 1 + index of the newest marked frame; 0: none */
+	/* 3.11: the tokens written into frames' stacks while they were
+	 * suspended in calls (python-walk.h): the newest frame with one
+	 * (1 + its index; 0: none); each one's token, slot and next below */
+	uint32_t ttop;
+	uint64_t toknext; /* odd: never an object's address */
+	uint64_t checked; /* frames checked or described so far: what reading costs */
 	const void *frame[MT_CHAIN_MAX];
 	const void *pos[MT_CHAIN_MAX];  /* 3.11+: instruction pointer; before: f_lasti */
 	const void *code[MT_CHAIN_MAX]; /* before 3.11: f_code; from 3.11 NULL */
@@ -70,20 +83,11 @@ struct mt_pychain {
 	uint8_t kept[MT_CHAIN_MAX];         /* frame i is a frame of the Python stack */
 	uint32_t id[MT_CHAIN_MAX];
 	struct mt_pyraw scratch[MT_CHAIN_MAX]; /* new frames, innermost first */
-	/* Frames whose exit the interpreter reports to mt_python_frame_exit()
-	 * (the exit feed, pyfeed.h) are marked: while a marked frame is in the
-	 * chain it is the same activation, so the frames below it are still
-	 * its callers at the same positions, and need no checking. */
-	uint32_t gen;                 /* the feed generation of the marks; 0: none */
-	uint32_t top;                 /* 1 + index of the newest marked frame; 0: none */
 	uint32_t mark[MT_CHAIN_MAX];  /* frame i is marked if mark[i] == gen */
 	uint32_t below[MT_CHAIN_MAX]; /* of a marked frame: the top below it */
-	/* 3.11: the token written into frame i's stack when it was suspended
-	 * in a call (python-walk.h), and its slot; 0: none */
 	uint64_t tok[MT_CHAIN_MAX];
 	int32_t tokslot[MT_CHAIN_MAX];
-	uint64_t toknext; /* odd: never an object's address */
-	uint64_t checked; /* frames checked or described so far: what reading costs */
+	uint32_t tbelow[MT_CHAIN_MAX];
 };
 
 /* The exit feed as the walker reads it (set by pyfeed.c through

@@ -49,12 +49,12 @@ struct mt_thread {
 	struct mt_tbuf *buf; /* this thread's event buffer */
 	uint64_t session;    /* g.session when it last registered or forgot its stacks */
 	uint32_t index;
+	uint32_t walks;      /* stacks read */
+	uint64_t told;       /* chain.checked as last added to g.checked */
 	struct mt_thread *next_free;
 	struct ncache_entry ncache[NCACHE];
 	struct pcache_entry pcache[PCACHE];
 	struct mt_pychain chain; /* the frame chain at the last event, with stack ids */
-	uint32_t walks;          /* stacks read */
-	uint64_t told;           /* chain.checked as last added to g.checked */
 };
 
 static __thread struct mt_thread *self __attribute__((tls_model("initial-exec")));
@@ -185,7 +185,7 @@ static struct mt_thread *thread_setup(void);
  * hold code objects by address, and an address may now be another's. */
 static void forget_stacks(struct mt_thread *t)
 {
-	t->chain.n = t->chain.whole = t->chain.lazy = t->chain.top = 0;
+	t->chain.n = t->chain.whole = t->chain.lazy = t->chain.top = t->chain.ttop = 0;
 	t->chain.toknext |= 1; /* tokens are odd: never an object's address */
 	memset(t->ncache, 0, sizeof(t->ncache));
 	memset(t->pcache, 0, sizeof(t->pcache));
