@@ -50,7 +50,7 @@ struct mt_thread {
 	uint64_t session;    /* g.session when it last registered or forgot its stacks */
 	uint32_t index;
 	uint32_t walks;      /* stacks read */
-	uint64_t told;       /* chain.checked as last added to g.checked */
+	uint64_t told;       /* chain.checked as last added to frames_checked */
 	struct mt_thread *next_free;
 	struct ncache_entry ncache[NCACHE];
 	struct pcache_entry pcache[PCACHE];
@@ -92,7 +92,6 @@ static struct {
 	size_t nodes_cap, nodes_used;
 	uint32_t next_node;
 	_Atomic int lost; /* a CODE or STACK record was dropped: its id means nothing */
-	_Atomic uint64_t checked; /* frames checked by every thread's reader, roughly */
 	uint8_t *scratch; /* CODE record strings, then the encoded record */
 } g = { .lock = ATOMIC_FLAG_INIT };
 
@@ -514,16 +513,23 @@ static inline __attribute__((always_inline)) uint32_t stack_of(struct mt_thread 
 	return intern_slow(t, c, keep);
 }
 
+/* Frames checked by every thread's reader, roughly: a line of its own,
+ * as g.session is read at every event. */
+static struct {
+	_Alignas(64) _Atomic uint64_t n;
+	char pad[64 - sizeof(uint64_t)];
+} frames_checked;
+
 /* What this thread's reader checked since it last said, told to all. */
 static __attribute__((noinline)) void tell_checked(struct mt_thread *t)
 {
-	atomic_fetch_add_explicit(&g.checked, t->chain.checked - t->told, memory_order_relaxed);
+	atomic_fetch_add_explicit(&frames_checked.n, t->chain.checked - t->told, memory_order_relaxed);
 	t->told = t->chain.checked;
 }
 
 uint64_t mt_track_frames_checked(void)
 {
-	return atomic_load_explicit(&g.checked, memory_order_relaxed);
+	return atomic_load_explicit(&frames_checked.n, memory_order_relaxed);
 }
 
 /* @lo: the layout whose walk is compiled in, for a thread holding the GIL
