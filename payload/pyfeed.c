@@ -20,7 +20,6 @@ static struct {
 	uint32_t gen;       /* the last generation handed out */
 	int tool;           /* 3.12+: the sys.monitoring tool id held */
 	void *monitoring;   /* 3.12+: sys.monitoring, while on */
-	long events;        /* 3.12+: the events asked for */
 	void *bootstrap;    /* before 3.12: threading's profile hook, ours */
 	int fork_hook;      /* the after-fork hook is registered (children inherit it) */
 	uint64_t exits;     /* exits reported, ever (the GIL guards it) */
@@ -202,14 +201,14 @@ static int monitor_on(void)
 		if (done(mt_pyapi.callm(fd.monitoring, "use_tool_id", "(is)", id, "memtrace")) == 0)
 			fd.tool = id;
 	ok = ok && fd.tool >= 0;
-	fd.events = 0;
+	long mask = 0;
 	for (size_t i = 0; ok && i < NEVENTS; i++) {
 		long bit = event_bit(events, monitor_events[i]);
 		ok = bit > 0 && done(mt_pyapi.callm(fd.monitoring, "register_callback", "(ilO)", fd.tool, bit,
 						     cb)) == 0;
-		fd.events |= bit;
+		mask |= bit;
 	}
-	ok = ok && done(mt_pyapi.callm(fd.monitoring, "set_events", "(il)", fd.tool, fd.events)) == 0;
+	ok = ok && done(mt_pyapi.callm(fd.monitoring, "set_events", "(il)", fd.tool, mask)) == 0;
 	void *refs[] = { cb, events, sys };
 	mt_pyapi_release(refs, 3);
 	if (!ok) {

@@ -98,7 +98,7 @@ mt_frame_same(const struct mt_pylayout *lo, const void *f, const struct mt_pycha
 	       (lo->minor > 10 || mt_frame_code(lo, f) == c->code[i]);
 }
 
-#define MT_UNMARKED 0xffffffffu /* mark[] of a frame whose exit is not reported */
+#define MT_UNMARKED 0xffffffffu /* a mark meaning: exits are not reported */
 
 /* Frames 0..k-1 of the last chain are still, unchanged, the callers of its
  * frame k (live: the walk reached it). Each frame is read only once the
@@ -208,16 +208,13 @@ out:
 }
 
 /* Frames 0..@upto of the chain were just found to be, all of them, the
- * live chain's, and the feed reports exits (@mark): the kept ones are
- * marked, so that frames older than the feed are checked once only. */
-static __attribute__((noinline, unused)) void
-mt_chain_remark(struct mt_pychain *c, size_t upto, uint32_t mark)
+ * live chain's, and the feed reports exits: the kept ones are marked, so
+ * that frames older than the feed are checked once only. */
+static __attribute__((noinline, unused)) void mt_chain_remark(struct mt_pychain *c, size_t upto)
 {
 	c->top = 0;
 	for (size_t i = 0; i <= upto; i++) {
-		c->mark[i] = MT_UNMARKED;
 		if (c->kept[i]) {
-			c->mark[i] = mark;
 			c->below[i] = c->top;
 			c->top = (uint32_t)(i + 1);
 		}
@@ -257,18 +254,26 @@ mt_frame_describe(const struct mt_pylayout *lo, struct mt_pychain *c, size_t i)
 	c->kept[i] = 1;
 }
 
+/* The chain cut to its outermost @n frames: the marked frames and those
+ * with tokens above are listed no more. */
+static inline __attribute__((always_inline)) void mt_chain_cut(struct mt_pychain *c, size_t n)
+{
+	while (c->top > n)
+		c->top = c->below[c->top - 1];
+	while (c->ttop > n)
+		c->ttop = c->tbelow[c->ttop - 1];
+	c->n = (uint32_t)n;
+}
+
 /* The new frames in c->scratch[0..j) (innermost first) become chain frames
- * @keep.., described, and marked with @mark (a generation, or
- * MT_UNMARKED) if their exit will be reported: frames of the Python stack
+ * @keep.., described, and marked unless @mark is MT_UNMARKED, if their
+ * exit will be reported: frames of the Python stack
  * (kept), as a 3.12+ shim or a frame still being set up exits unseen. */
 static inline __attribute__((always_inline)) void
 mt_chain_extend(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep, size_t j,
 		uint32_t mark)
 {
-	while (c->top > keep)
-		c->top = c->below[c->top - 1];
-	while (c->ttop > keep)
-		c->ttop = c->tbelow[c->ttop - 1];
+	mt_chain_cut(c, keep);
 	for (size_t t = 0; t < j; t++) {
 		size_t i = keep + t;
 		const struct mt_pyraw *r = &c->scratch[j - 1 - t];
@@ -276,10 +281,7 @@ mt_chain_extend(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep,
 		c->pos[i] = r->pos;
 		c->code[i] = r->code;
 		mt_frame_describe(lo, c, i);
-		/* unmarked frames are never looked at: the marked ones are
-		 * listed from c->top */
 		if (mark != MT_UNMARKED && c->kept[i]) {
-			c->mark[i] = mark;
 			c->below[i] = c->top;
 			c->top = (uint32_t)(i + 1);
 		}
@@ -342,7 +344,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 		/* The usual case: the same newest frame, its callers unchanged. */
 		int v = mt_chain_verify(lo, c, nold - 1, calm);
 		if (v == 2 && mark != MT_UNMARKED)
-			mt_chain_remark(c, nold - 1, mark);
+			mt_chain_remark(c, nold - 1);
 		if (!v) {
 			join = 0;
 		} else if (mt_frame_same(lo, f, c, nold - 1)) {
@@ -369,7 +371,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 					break;
 				}
 				if (v == 2 && mark != MT_UNMARKED)
-					mt_chain_remark(c, k, mark);
+					mt_chain_remark(c, k);
 				keep = k + 1;
 				if (!mt_frame_same(lo, f, c, k)) {
 					keep = k;
@@ -416,7 +418,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 	}
 	c->whole = 1;
 	if (keep && mark != MT_UNMARKED)
-		mt_chain_remark(c, keep - 1, mark);
+		mt_chain_remark(c, keep - 1);
 	mt_chain_extend(lo, c, keep, j - keep, mark);
 	return mt_chain_done(lo, c, keep, calm);
 }

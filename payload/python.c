@@ -276,13 +276,10 @@ void mt_python_feed(uint32_t gen, const void *profile)
 void mt_python_frame_exit(struct mt_pychain *c, const void *frame)
 {
 	uint32_t top = c->top;
-	if (top == 0 || c->frame[top - 1] != frame || c->mark[top - 1] != c->gen)
+	if (top == 0 || c->frame[top - 1] != frame)
 		return;
 	/* what was above it exited before it, unreported: out too */
-	c->n = top - 1;
-	c->top = c->below[top - 1];
-	while (c->ttop > c->n)
-		c->ttop = c->tbelow[c->ttop - 1];
+	mt_chain_cut(c, top - 1);
 	c->lazy = 0;
 }
 

@@ -68,8 +68,9 @@ struct mt_pychain {
 	 * (the exit feed, pyfeed.h) are marked: while a marked frame is in the
 	 * chain it is the same activation, so the frames below it are still
 	 * its callers at the same positions, and need no checking. */
-	uint32_t gen; /* the feed generation of the marks; 0: none */
-	uint32_t top; /* 1 + index of the newest marked frame; 0: none */
+	uint32_t gen; /* the feed generation the marks were made in; 0: none */
+	uint32_t top; /* 1 + index of the newest marked frame; 0: none (the
+		       * marked frames are a list from here through below[]) */
 	/* 3.11: the tokens written into frames' stacks while they were
 	 * suspended in calls (python-walk.h): the newest frame with one
 	 * (1 + its index; 0: none); each one's token, slot and next below */
@@ -83,8 +84,7 @@ struct mt_pychain {
 	uint8_t kept[MT_CHAIN_MAX];         /* frame i is a frame of the Python stack */
 	uint32_t id[MT_CHAIN_MAX];
 	struct mt_pyraw scratch[MT_CHAIN_MAX]; /* new frames, innermost first */
-	uint32_t mark[MT_CHAIN_MAX];  /* frame i is marked if mark[i] == gen */
-	uint32_t below[MT_CHAIN_MAX]; /* of a marked frame: the top below it */
+	uint32_t below[MT_CHAIN_MAX]; /* of a marked frame: the next marked below it */
 	uint64_t tok[MT_CHAIN_MAX];
 	int32_t tokslot[MT_CHAIN_MAX];
 	uint32_t tbelow[MT_CHAIN_MAX];
