@@ -102,3 +102,30 @@ def test_stacks_match_python_once_the_feed_is_turned_on(memtrace, script, tmp_pa
     run(memtrace, "run", "--python", python, "-o", cap, target, expected_json, cwd=tmp_path,
         timeout=300)
     assert_stacks_match(cap, expected_json, tmp_path)
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_no_monitoring_tool_id_free_is_said_and_stacks_stay_right(memtrace, script, tmp_path,
+                                                                   python):
+    """A program holding sys.monitoring's tool ids 3 and 4 leaves the exit
+    feed none: the capture says so, and stacks are read without it."""
+    version = run(python, "-c", "import sys; print(sys.version_info[1])").stdout.strip()
+    if int(version) < 12:
+        pytest.skip("sys.monitoring is 3.12's")
+    target = script(r'''
+import sys
+sys.path.insert(0, %r)
+sys.monitoring.use_tool_id(3, "other")
+sys.monitoring.use_tool_id(4, "another")
+import memtrace
+import stackshapes as ss
+with memtrace.Tracker(%r, trace_python_allocators=True):
+    ss.everything(1)
+import json
+json.dump(ss.EXPECTED, open(%r, "w"))
+''' % (os.path.join(ROOT, "tests", "targets"), str(tmp_path / "t.bin"),
+       str(tmp_path / "expected.json")))
+    run(python, target, cwd=tmp_path, env=py_env(), timeout=300)
+    stats = run(memtrace, "stats", tmp_path / "t.bin").stdout
+    assert "cannot report frame exits (no sys.monitoring tool id free)" in stats, stats
+    assert_stacks_match(tmp_path / "t.bin", tmp_path / "expected.json", tmp_path, least=200)
