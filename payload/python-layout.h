@@ -29,6 +29,7 @@
 	X(fr_instr, "frame.instr")           /* f_lasti, prev_instr, instr_ptr */ \
 	X(fr_owner, "frame.owner")                                             \
 	X(fr_stacktop, "frame.stacktop")                                       \
+	X(fr_entry, "frame.is_entry")        /* 3.11 */                        \
 	X(fr_localsplus, "frame.localsplus")                                   \
 	X(owned_by_generator, "frame.owned_by_generator")                      \
 	X(owned_by_cstack, "frame.owned_by_cstack")                            \
@@ -69,7 +70,7 @@ struct mt_pylayout {
 	.ts_tracefunc = 64, .ts_use_tracing = (use_tracing), .ts_frame = 24, .ts_cframe = -1,      \
 	.cframe_current = -1, .fr_back = 24,                                   \
 	.fr_code = 32, .fr_instr = (lasti), .fr_owner = -1,                    \
-	.fr_stacktop = -1, .fr_localsplus = -1,                                \
+	.fr_stacktop = -1, .fr_entry = -1, .fr_localsplus = -1,                \
 	.owned_by_generator = -1, .owned_by_cstack = -1, .co_filename = 104,   \
 	.co_name = 112, .co_qualname = -1, .co_firstlineno = 40,               \
 	.co_linetable = 120, .co_code_adaptive = -1, .co_firsttraceable = -1,  \
@@ -86,7 +87,7 @@ static const struct mt_pylayout mt_pylayouts[] = {
 		.ts_tracefunc = 72, .ts_use_tracing = -1,
 		.ts_frame = -1, .ts_cframe = 56, .cframe_current = 8,
 		.fr_back = 48, .fr_code = 32, .fr_instr = 56, .fr_owner = 69,
-		.fr_stacktop = 64, .fr_localsplus = 72,
+		.fr_stacktop = 64, .fr_entry = 68, .fr_localsplus = 72,
 		.owned_by_generator = 1, .owned_by_cstack = -1,
 		.co_filename = 112, .co_name = 120, .co_qualname = 128,
 		.co_firstlineno = 72, .co_linetable = 136, .co_code_adaptive = 184,
@@ -100,7 +101,7 @@ static const struct mt_pylayout mt_pylayouts[] = {
 		.ts_tracefunc = 72, .ts_use_tracing = -1,
 		.ts_frame = -1, .ts_cframe = 56, .cframe_current = 0,
 		.fr_back = 8, .fr_code = 0, .fr_instr = 56, .fr_owner = 70,
-		.fr_stacktop = 64, .fr_localsplus = 72,
+		.fr_stacktop = 64, .fr_entry = -1, .fr_localsplus = 72,
 		.owned_by_generator = 1, .owned_by_cstack = 3,
 		.co_filename = 112, .co_name = 120, .co_qualname = 128,
 		.co_firstlineno = 68, .co_linetable = 136, .co_code_adaptive = 192,
@@ -114,7 +115,7 @@ static const struct mt_pylayout mt_pylayouts[] = {
 		.ts_tracefunc = 88, .ts_use_tracing = -1,
 		.ts_frame = 72, .ts_cframe = -1, .cframe_current = -1,
 		.fr_back = 8, .fr_code = 0, .fr_instr = 56, .fr_owner = 70,
-		.fr_stacktop = 64, .fr_localsplus = 72,
+		.fr_stacktop = 64, .fr_entry = -1, .fr_localsplus = 72,
 		.owned_by_generator = 1, .owned_by_cstack = 3,
 		.co_filename = 112, .co_name = 120, .co_qualname = 128,
 		.co_firstlineno = 68, .co_linetable = 136, .co_code_adaptive = 200,

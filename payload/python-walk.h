@@ -107,48 +107,82 @@ mt_frame_same(const struct mt_pylayout *lo, const void *f, const struct mt_pycha
  * the array. A marked frame ends the check: its exit would have taken it
  * out of the chain, so it is the same activation, and its callers have
  * not run since the last event. */
-/* 3.11 needs no feed. A frame suspended in a call the eval loop made
- * inline has its stack pointer saved (stacktop; -1 while it runs or is in
- * a call through C), and the interpreter writes the slot there before it
- * suspends the frame at that depth again (the call's first operand) or
- * as it resumes it (the return value); an exception that unwinds into it
- * leaves it, but the frame must then write it to be suspended there
- * again, as must a new frame made at the same address. A token written
- * there while the frame was suspended, still there with the stack pointer
- * where it was, says the frame has not run since: its callee is the same
- * activation, and its callers are unchanged. Never while a trace or
- * profile function runs: the eval loop saves the stack pointer to call
- * them, without writing the slot. Chain frame @i is live. */
+/* 3.11 needs no feed: tokens written into the frames themselves say
+ * which ones have not been suspended or left since. A frame's stack
+ * pointer (stacktop) is saved whenever the eval loop suspends or leaves
+ * it: for a call it makes inline, a yield, a return, an exception that
+ * unwinds out of it, a trace or profile function; a new frame starts with
+ * it set too. While the frame runs, itself or inside a call through C,
+ * it reads -1, and nothing reads it but loops over the first stacktop
+ * slots, which do nothing for any negative value (and the reload after
+ * a failed MAKE_CELL, in a function's prologue). So:
+ * - a running frame past its prologue gets a token in its stacktop, a
+ *   negative value below -1: still there, the frame has not been
+ *   suspended or left since, so its callers are the same, unchanged (its
+ *   own position may have moved);
+ * - a frame suspended in a call made inline (the frame above it is no
+ *   entry frame) gets a token in the slot at its saved stack pointer,
+ *   which the interpreter writes before it suspends the frame at that
+ *   depth again (the call's first operand) or as it resumes it (the
+ *   return value); an exception that unwinds into it leaves it, but the
+ *   frame must then write it to be suspended there again, as must a new
+ *   frame made at the same address. Still there with the stack pointer
+ *   where it was, and the frame above still no entry frame, the frame has
+ *   not run since: its callee is the same activation, and its callers are
+ *   unchanged. Only in such a frame is the stack pointer known to be
+ *   saved: 3.11.0 to 3.11.2 leave it set in a running frame whose entry
+ *   was traced.
+ * Never while a trace or profile function runs: the eval loop saves the
+ * stack pointer to call them, without writing the slot. Chain frame @i
+ * and the one above it are live. */
 static inline __attribute__((always_inline)) int
 mt_token_intact(const struct mt_pylayout *lo, const struct mt_pychain *c, size_t i)
 {
 	int top = mt_ld_int(c->frame[i], lo->fr_stacktop);
 	uint64_t v;
-	if (top < 0 || top != c->tokslot[i])
+	if (top != c->tokslot[i])
+		return 0;
+	if (top < 0)
+		return 1;
+	if (i + 1 >= c->n || *((const char *)c->frame[i + 1] + lo->fr_entry))
 		return 0;
 	memcpy(&v, (const char *)c->frame[i] + lo->fr_localsplus + 8 * (size_t)top, sizeof(v));
 	return v == c->tok[i];
 }
 
-/* Tokens into chain frames @from..n-2, which are suspended in calls to the
- * frames above them, where they have none intact. Those above @from have
- * none yet (mt_chain_extend() dropped theirs); @from's is the newest. */
+/* Tokens into chain frames @from..n-1 where they have none intact: those
+ * suspended in calls made inline, and those running (in a call through
+ * C, or the newest). Those above @from have none yet (mt_chain_extend()
+ * dropped theirs); @from's is the newest. */
 static __attribute__((noinline, unused)) void
 mt_chain_tokens(const struct mt_pylayout *lo, struct mt_pychain *c, size_t from)
 {
-	for (size_t i = from; i + 1 < c->n; i++) {
+	for (size_t i = from; i < c->n; i++) {
 		if (c->ttop == i + 1) {
 			if (mt_token_intact(lo, c, i))
 				continue;
 			c->ttop = c->tbelow[i];
 		}
-		int top = mt_ld_int(c->frame[i], lo->fr_stacktop);
-		if (top < 0)
-			continue;
-		uint64_t v = c->toknext += 2;
-		memcpy((char *)c->frame[i] + lo->fr_localsplus + 8 * (size_t)top, &v, sizeof(v));
-		c->tok[i] = v;
-		c->tokslot[i] = top;
+		char *f = (char *)c->frame[i];
+		int top = mt_ld_int(f, lo->fr_stacktop);
+		c->toknext += 2;
+		if (i + 1 < c->n && !*((const char *)c->frame[i + 1] + lo->fr_entry)) {
+			if (top < 0)
+				continue;
+			uint64_t v = c->toknext;
+			memcpy(f + lo->fr_localsplus + 8 * (size_t)top, &v, sizeof(v));
+			c->tok[i] = v;
+			c->tokslot[i] = top;
+		} else {
+			const char *code = mt_ld_ptr(f, lo->fr_code);
+			const char *instr = mt_ld_ptr(f, lo->fr_instr);
+			if (top != -1 || instr < code + lo->co_code_adaptive +
+							 2 * mt_ld_int(code, lo->co_firsttraceable))
+				continue;
+			int32_t v = -2 - (int32_t)((c->toknext >> 1) & 0x3fffffff);
+			memcpy(f + lo->fr_stacktop, &v, sizeof(v));
+			c->tokslot[i] = v;
+		}
 		c->tbelow[i] = c->ttop;
 		c->ttop = (uint32_t)(i + 1);
 	}
@@ -160,9 +194,10 @@ mt_chain_tokens(const struct mt_pylayout *lo, struct mt_pychain *c, size_t from)
  * loads of consecutive frames still overlap, their addresses coming from
  * the array. A marked frame ends the check: its exit would have taken it
  * out of the chain, so it is the same activation, and its callers have
- * not run since the last event. So does (3.11, @tokens) a caller whose
- * token is intact. Returns 0 if they changed, 2 if every frame was
- * checked down to the outermost, 1 otherwise. */
+ * not run since the last event. So does (3.11, @tokens) an intact token
+ * in frame k or a caller. Returns 0 if they changed, 2 if every frame was
+ * checked down to the outermost, 3 if frame k's own token says so, 1
+ * otherwise. */
 static inline __attribute__((always_inline)) int
 mt_chain_verify(const struct mt_pylayout *lo, struct mt_pychain *c, size_t k, int tokens)
 {
@@ -171,9 +206,19 @@ mt_chain_verify(const struct mt_pylayout *lo, struct mt_pychain *c, size_t k, in
 	uint32_t m = c->top, t = 0;
 	while (m > k + 1)
 		m = c->below[m - 1];
-	if (lo->minor == 11 && tokens)
-		for (t = c->ttop; t > k;)
+	if (lo->minor == 11 && tokens) {
+		for (t = c->ttop; t > k + 1;)
 			t = c->tbelow[t - 1];
+		if (t == k + 1) {
+			/* frame k's own, if it is in its stacktop: not
+			 * suspended or left since (a token in a slot would need
+			 * the frame above, which the walk has not read) */
+			int top = mt_ld_int(c->frame[k], lo->fr_stacktop);
+			if (top < 0 && top == c->tokslot[k])
+				return 3;
+			t = c->tbelow[k];
+		}
+	}
 	/* plain checks down to the next frame where something else is
 	 * done: a token's caller, the marked frame, the outermost */
 	size_t i = k, floor = m ? m - 1 : 0;
@@ -190,17 +235,19 @@ mt_chain_verify(const struct mt_pylayout *lo, struct mt_pychain *c, size_t k, in
 			same = m ? 1 : mt_ld_ptr(c->frame[0], lo->fr_back) == NULL ? 2 : 0;
 			break;
 		}
-		/* i == t: the caller below has a token */
+		/* i == t: the caller below has a token; intact, its callers
+		 * are unchanged (a running frame's position may have moved) */
 		if (mt_ld_ptr(c->frame[i], lo->fr_back) != c->frame[i - 1])
 			break;
-		if (mt_token_intact(lo, c, i - 1)) {
-			same = 1;
-			break;
-		}
+		int intact = mt_token_intact(lo, c, i - 1);
 		t = c->tbelow[i - 1];
 		if (!mt_frame_same(lo, c->frame[i - 1], c, i - 1))
 			break;
 		i--;
+		if (intact) {
+			same = 1;
+			break;
+		}
 	}
 out:
 	c->checked += k - i;
@@ -345,6 +392,8 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 		int v = mt_chain_verify(lo, c, nold - 1, calm);
 		if (v == 2 && mark != MT_UNMARKED)
 			mt_chain_remark(c, nold - 1);
+		if (v && v != 3 && lo->minor == 11 && calm)
+			mt_chain_tokens(lo, c, nold - 1);
 		if (!v) {
 			join = 0;
 		} else if (mt_frame_same(lo, f, c, nold - 1)) {

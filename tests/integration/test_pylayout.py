@@ -77,6 +77,9 @@ int main(void)
 	F("code.co_code_adaptive", offsetof(PyCodeObject, co_code_adaptive));
 	F("code._co_firsttraceable", offsetof(PyCodeObject, _co_firsttraceable));
 #endif
+#if PY_VERSION_HEX >= 0x030b0000 && PY_VERSION_HEX < 0x030c0000
+	F("frame.is_entry", offsetof(_PyInterpreterFrame, is_entry));
+#endif
 #if PY_VERSION_HEX >= 0x030c0000
 	F("frame.owned_by_cstack", FRAME_OWNED_BY_CSTACK);
 #endif

@@ -222,7 +222,15 @@ def coroutines():
     asyncio.run(main())
 
 
+def held_operands():
+    # a call through C (sorted calling keyed) while this frame holds
+    # operands on its stack: entered under a profile or trace function,
+    # 3.11.0 to 3.11.2 leave its stack pointer saved while it runs
+    return ("a", "b", sorted([3, 1, 2], key=keyed), "c")
+
+
 def profiled_body():
+    held_operands()
     leaf()
     recurse(5)
     n = site(); b = bytearray(n); note(n)
