@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the capture reader's fuzz targets with clang's libFuzzer, ASan
 # and UBSan: sh tests/fuzz/build.sh [OUTDIR]   (default build-fuzz)
-# Needs clang (Debian: clang) and liblz4. See tests/fuzz/README.md.
+# Needs clang (Debian: clang), liblz4 and libdw. See tests/fuzz/README.md.
 set -e
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-$SRC/build-fuzz}
@@ -12,10 +12,12 @@ mkdir -p "$OUT"
 LIB="$SRC/format/*.c $SRC/util/*.c $SRC/reader/*.c $OUT/html-templates.c"
 FLAGS="-g -O1 -std=gnu11 -D_GNU_SOURCE -I$SRC -I$SRC/tests/fuzz -fno-omit-frame-pointer"
 LZ4=$(pkg-config --libs liblz4 2>/dev/null || echo -llz4)
+# the native symbolizer (reader/symbols.c) links elfutils
+DW=$(pkg-config --libs libdw 2>/dev/null || echo "-ldw -lelf")
 for t in fuzz_capture_file fuzz_chunk_data; do
 	# shellcheck disable=SC2086 # the source lists are globs
 	$CC $FLAGS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-o "$OUT/$t" "$SRC/tests/fuzz/$t.c" $LIB $LZ4
+		-o "$OUT/$t" "$SRC/tests/fuzz/$t.c" $LIB $LZ4 $DW
 done
 for t in mkseeds mkcap; do
 	# shellcheck disable=SC2086
