@@ -31,7 +31,8 @@
 
 static const char usage[] =
 	"usage: memtrace attach [-o FILE] [-f] [--duration SECONDS]\n"
-	"                       [--method auto|ptrace|gdb|lldb] [--trace-python-allocators]\n"
+	"                       [--method auto|ptrace|gdb|lldb] [--native]\n"
+	"                       [--trace-python-allocators]\n"
 	"                       [--memory-interval-ms N] [-v] PID\n"
 	"\n"
 	"  -o, --output FILE            capture file (default memtrace-<pid>.bin)\n"
@@ -39,6 +40,7 @@ static const char usage[] =
 	"      --duration SECONDS       detach after SECONDS (or when the process exits)\n"
 	"      --method M               how to load the payload: ptrace, gdb, lldb, or auto\n"
 	"                               (ptrace, then gdb if no thread reaches a safe point)\n"
+	"      --native                 record each allocation's native (C) stack too\n"
 	"      --trace-python-allocators  record every Python object allocation\n"
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
 	"  -v, --verbose                say what the injector does (twice: more)\n";
@@ -296,13 +298,14 @@ static int inject(const struct mt_target *t, enum mt_inject_method method,
 
 int cmd_attach(int argc, char **argv)
 {
-	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_DURATION, OPT_METHOD };
+	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_DURATION, OPT_METHOD, OPT_NATIVE };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "duration", required_argument, NULL, OPT_DURATION },
 		{ "method", required_argument, NULL, OPT_METHOD },
 		{ "trace-python-allocators", no_argument, NULL, OPT_PYALLOC },
+		{ "native", no_argument, NULL, OPT_NATIVE },
 		{ "memory-interval-ms", required_argument, NULL, OPT_INTERVAL },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -329,6 +332,9 @@ int cmd_attach(int argc, char **argv)
 			break;
 		case OPT_PYALLOC:
 			flags |= MT_HDR_PYALLOC;
+			break;
+		case OPT_NATIVE:
+			flags |= MT_HDR_NATIVE;
 			break;
 		case OPT_INTERVAL:
 			interval = strtol(optarg, &end, 10);

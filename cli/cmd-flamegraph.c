@@ -7,7 +7,7 @@
 
 static const char usage[] =
 	"usage: memtrace flamegraph [-o OUT.html] [-f] [--leaks | --temporary-allocations\n"
-	"                           [--temporary-allocation-threshold N]] [--inverted]\n"
+	"                           [--temporary-allocation-threshold N]] [--python-only] [--inverted]\n"
 	"                           [--split-threads] CAPTURE\n"
 	"\n"
 	"  -o, --output OUT     the page to write (default memtrace-flamegraph-<capture\n"
@@ -18,6 +18,7 @@ static const char usage[] =
 	"                       allocations freed soon after by the thread that made them\n"
 	"  --temporary-allocation-threshold N\n"
 	"                       ... with at most N of its allocations in between (default 1)\n"
+	"  --python-only        with native stacks: the Python frames alone\n"
 	"  --inverted           start with callers below the allocating functions\n"
 	"  --split-threads      a thread filter in the page\n";
 

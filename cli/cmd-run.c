@@ -26,7 +26,7 @@
 #include <unistd.h>   /* getpid, dup */
 
 static const char usage[] =
-	"usage: memtrace run [-o FILE] [-f] [--trace-python-allocators] [--follow-fork]\n"
+	"usage: memtrace run [-o FILE] [-f] [--native] [--trace-python-allocators] [--follow-fork]\n"
 	"                    [--live | --live-remote [--live-port N]]\n"
 	"                    [--memory-interval-ms N] [--python PATH]\n"
 	"                    (script.py | -m module | -c code) [args...]\n"
@@ -34,6 +34,7 @@ static const char usage[] =
 	"  -o, --output FILE            capture file (default memtrace-<script>.<pid>.bin)\n"
 	"  -f, --force                  replace the capture file (and with --live its\n"
 	"                               .log) if it exists: by a new file\n"
+	"      --native                 record each allocation's native (C) stack too\n"
 	"      --trace-python-allocators  record every Python object allocation\n"
 	"      --follow-fork            a child of fork() (without exec) gets a capture\n"
 	"                               of its own, FILE.<child's pid>\n"
@@ -150,11 +151,12 @@ static int capture_finished(const char *path)
 static int parse_options(int argc, char **argv, struct run_opts *o)
 {
 	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_PYTHON, OPT_FOLLOW_FORK, OPT_LIVE,
-	       OPT_LIVE_REMOTE, OPT_LIVE_PORT };
+	       OPT_LIVE_REMOTE, OPT_LIVE_PORT, OPT_NATIVE };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "trace-python-allocators", no_argument, NULL, OPT_PYALLOC },
+		{ "native", no_argument, NULL, OPT_NATIVE },
 		{ "follow-fork", no_argument, NULL, OPT_FOLLOW_FORK },
 		{ "live", no_argument, NULL, OPT_LIVE },
 		{ "live-remote", no_argument, NULL, OPT_LIVE_REMOTE },
@@ -183,6 +185,9 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 			break;
 		case OPT_PYALLOC:
 			o->flags |= MT_HDR_PYALLOC;
+			break;
+		case OPT_NATIVE:
+			o->flags |= MT_HDR_NATIVE;
 			break;
 		case OPT_FOLLOW_FORK:
 			o->flags |= MT_HDR_FOLLOW_FORK;

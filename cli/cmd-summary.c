@@ -5,7 +5,7 @@
 
 static const char usage[] =
 	"usage: memtrace summary [-n N] [--leaks | --temporary-allocations\n"
-	"                        [--temporary-allocation-threshold N]] [--json] CAPTURE\n"
+	"                        [--temporary-allocation-threshold N]] [--python-only] [--json] CAPTURE\n"
 	"\n"
 	"  -n, --top N   rows to show (default 25, or all with --json; 0 = all)\n"
 	"  --leaks       memory still live at the end of the capture, not at the peak\n"

@@ -5,7 +5,7 @@
 
 static const char usage[] =
 	"usage: memtrace table [-o OUT.html] [-f] [--leaks | --temporary-allocations\n"
-	"                      [--temporary-allocation-threshold N]] CAPTURE\n"
+	"                      [--temporary-allocation-threshold N]] [--python-only] CAPTURE\n"
 	"\n"
 	"  -o, --output OUT     the page to write (default memtrace-table-<capture\n"
 	"                       name>.html beside the capture; - for standard output)\n"
@@ -14,7 +14,8 @@ static const char usage[] =
 	"  --temporary-allocations\n"
 	"                       allocations freed soon after by the thread that made them\n"
 	"  --temporary-allocation-threshold N\n"
-	"                       ... with at most N of its allocations in between (default 1)\n";
+	"                       ... with at most N of its allocations in between (default 1)\n"
+	"  --python-only        with native stacks: the Python frames alone\n";
 
 int cmd_table(int argc, char **argv)
 {

@@ -5,14 +5,15 @@
 
 static const char usage[] =
 	"usage: memtrace tree [-n N] [--leaks | --temporary-allocations\n"
-	"                     [--temporary-allocation-threshold N]] CAPTURE\n"
+	"                     [--temporary-allocation-threshold N]] [--python-only] CAPTURE\n"
 	"\n"
 	"  -n, --top N          call paths to show, biggest first (default 10, 0 = all)\n"
 	"  --leaks              memory still live at the end, not at the peak\n"
 	"  --temporary-allocations\n"
 	"                       allocations freed soon after by the thread that made them\n"
 	"  --temporary-allocation-threshold N\n"
-	"                       ... with at most N of its allocations in between (default 1)\n";
+	"                       ... with at most N of its allocations in between (default 1)\n"
+	"  --python-only        with native stacks: the Python frames alone\n";
 
 int cmd_tree(int argc, char **argv)
 {

@@ -105,6 +105,7 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		{ { "temporary-allocation-threshold", required_argument, NULL, 'N' },
 		  MT_RA_VIEWS | MT_RA_THRESHOLD },
 		{ { "json", no_argument, NULL, 'J' }, MT_RA_JSON },
+		{ { "python-only", no_argument, NULL, 'P' }, MT_RA_VIEWS },
 	};
 	static const struct option help = { "help", no_argument, NULL, 'h' };
 	struct option opts[sizeof(shared) / sizeof(shared[0]) + MT_REPORT_OWN_MAX + 2];
@@ -157,6 +158,9 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 			break;
 		case 'J':
 			a->o.json = 1;
+			break;
+		case 'P':
+			a->o.python_only = 1;
 			break;
 		case 'h':
 			fputs(c->usage, stdout);

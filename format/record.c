@@ -105,6 +105,27 @@ static void body_encode(struct wbuf *w, const struct mt_record *r)
 		w_varint(w, r->stack.code);
 		w_varint(w, r->stack.offset);
 		break;
+	case MT_REC_NATIVE:
+		w_varint(w, r->native.id);
+		w_varint(w, mt_zigzag((int64_t)r->native.id - (int64_t)r->native.parent));
+		w_varint(w, r->native.ip);
+		break;
+	case MT_REC_HYBRID:
+		w_varint(w, r->hybrid.id);
+		w_varint(w, mt_zigzag((int64_t)r->hybrid.id - (int64_t)r->hybrid.python));
+		w_varint(w, mt_zigzag((int64_t)r->hybrid.id - (int64_t)r->hybrid.native));
+		break;
+	case MT_REC_MODULE:
+		w_varint(w, r->module.gen);
+		w_varint(w, r->module.bias);
+		w_bytes(w, r->module.path);
+		w_bytes(w, r->module.build_id);
+		w_varint(w, r->module.nsegs);
+		for (uint32_t i = 0; i < r->module.nsegs && i < MT_MODULE_SEGS_MAX; i++) {
+			w_varint(w, r->module.seg_vaddr[i]);
+			w_varint(w, r->module.seg_memsz[i]);
+		}
+		break;
 	case MT_REC_SAMPLE:
 		w_varint(w, r->sample.time_us);
 		w_varint(w, r->sample.rss);
@@ -139,7 +160,10 @@ ssize_t mt_rec_encode(uint8_t *p, size_t cap, const struct mt_record *r, struct 
 	case MT_REC_STACK:
 	case MT_REC_SAMPLE:
 	case MT_REC_DIAG:
-	case MT_REC_TRAILER: {
+	case MT_REC_TRAILER:
+	case MT_REC_NATIVE:
+	case MT_REC_MODULE:
+	case MT_REC_HYBRID: {
 		/* The body is written after room for the longest length varint,
 		 * then moved down next to the real length. */
 		uint8_t head_buf[MT_VARINT_MAX * 2 + 1];
@@ -203,6 +227,18 @@ static struct mt_bytes r_bytes(struct rbuf *r)
 	return b;
 }
 
+/* A zigzag distance back from @id to a node made before it. */
+static int64_t r_below(struct rbuf *b, uint32_t id)
+{
+	uint64_t dist = r_varint(b);
+	int64_t v = dist >> 34 ? -1 : (int64_t)id - mt_unzigzag(dist);
+	if (v < 0 || v >= id) {
+		b->bad = 1;
+		return 0;
+	}
+	return v;
+}
+
 static int body_decode(struct rbuf *b, struct mt_record *r)
 {
 	switch (r->type) {
@@ -229,6 +265,36 @@ static int body_decode(struct rbuf *b, struct mt_record *r)
 		r->stack.parent = parent < 0 ? 0 : (uint32_t)parent;
 		r->stack.code = r_u32(b);
 		r->stack.offset = r_u32(b);
+		break;
+	case MT_REC_NATIVE: {
+		r->native.id = r_u32(b);
+		uint64_t ndist = r_varint(b);
+		int64_t np = ndist >> 34 ? -1 : (int64_t)r->native.id - mt_unzigzag(ndist);
+		if (np < 0 || np >= r->native.id)
+			b->bad = 1;
+		r->native.parent = np < 0 ? 0 : (uint32_t)np;
+		r->native.ip = r_varint(b);
+		break;
+	}
+	case MT_REC_HYBRID: {
+		r->hybrid.id = r_u32(b);
+		int64_t hp = r_below(b, r->hybrid.id), hn = r_below(b, r->hybrid.id);
+		r->hybrid.python = (uint32_t)hp;
+		r->hybrid.native = (uint32_t)hn;
+		break;
+	}
+	case MT_REC_MODULE:
+		r->module.gen = r_u32(b);
+		r->module.bias = r_varint(b);
+		r->module.path = r_bytes(b);
+		r->module.build_id = r_bytes(b);
+		r->module.nsegs = r_u32(b);
+		if (r->module.gen == 0 || r->module.nsegs > MT_MODULE_SEGS_MAX)
+			b->bad = 1;
+		for (uint32_t i = 0; i < r->module.nsegs && !b->bad; i++) {
+			r->module.seg_vaddr[i] = r_varint(b);
+			r->module.seg_memsz[i] = r_varint(b);
+		}
 		break;
 	case MT_REC_SAMPLE:
 		r->sample.time_us = r_varint(b);

@@ -68,7 +68,10 @@ int mt_allocator_is_free(unsigned kind);
 	X(STACK, 5, stack)       \
 	X(SAMPLE, 6, sample)     \
 	X(DIAG, 7, diag)         \
-	X(TRAILER, 8, trailer)
+	X(TRAILER, 8, trailer)   \
+	X(NATIVE, 9, native)     \
+	X(MODULE, 10, module)    \
+	X(HYBRID, 11, hybrid)
 
 enum mt_rec_type {
 #define MT_X(name, val, member) MT_REC_##name = val,
@@ -118,6 +121,36 @@ struct mt_rec_stack {
 	uint32_t parent; /* 0 = outermost frame */
 	uint32_t code;   /* CODE record id */
 	uint32_t offset; /* bytes into the code object's bytecode */
+};
+
+/* A node of the native trie: return address @ip called from @parent (a
+ * NATIVE id, 0 for the outermost frame). Ids are shared with STACK and
+ * HYBRID records. */
+struct mt_rec_native {
+	uint32_t id;     /* >= 1 */
+	uint32_t parent; /* < id */
+	uint64_t ip;     /* a return address (the innermost frame's too) */
+};
+
+/* The stack of an allocation with native stacks on: the native chain
+ * @native (a NATIVE id, 0 for none) running under the Python stack
+ * @python (a STACK id, 0 for none). */
+struct mt_rec_hybrid {
+	uint32_t id;             /* >= 1 */
+	uint32_t python, native; /* both < id */
+};
+
+/* A module loaded in the process, one record per module of a module map:
+ * the records of one generation together are the map in force from the
+ * first of them until a later generation starts. NATIVE records are
+ * resolved against the map in force where they are read. */
+#define MT_MODULE_SEGS_MAX 16
+struct mt_rec_module {
+	uint32_t gen;      /* >= 1, grows */
+	uint64_t bias;     /* load bias: address = bias + ELF virtual address */
+	struct mt_bytes path, build_id;
+	uint32_t nsegs;    /* PT_LOAD segments, at most MT_MODULE_SEGS_MAX */
+	uint64_t seg_vaddr[MT_MODULE_SEGS_MAX], seg_memsz[MT_MODULE_SEGS_MAX];
 };
 
 struct mt_rec_sample {

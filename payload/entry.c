@@ -18,6 +18,7 @@
 #include "payload/entry.h"
 #include "payload/got.h"
 #include "payload/hooks.h"
+#include "payload/native.h"
 #include "payload/pyadapt.h"
 #include "payload/pyfeed.h"
 #include "payload/pyhooks.h"
@@ -295,8 +296,10 @@ static void on_fork_child(void)
 	int follow = st.active && (st.flags & MT_HDR_FOLLOW_FORK) && st.path[0];
 	int pymem = st.pymem;
 	mt_tracking = 0;
+	mt_track_native(0);
 	pthread_mutex_init(&st.lock, NULL);
 	mt_track_after_fork();
+	mt_native_after_fork();
 	mt_got_after_fork();
 	mt_pyadapt_stop();
 	if (st.active)
@@ -346,6 +349,10 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 			return -errno;
 	}
 	h.flags = cfg->flags;
+	/* native stacks need libunwind: without it, the capture says why */
+	int native_failed = (h.flags & MT_HDR_NATIVE) && mt_native_start() < 0;
+	if (native_failed)
+		h.flags &= ~MT_HDR_NATIVE;
 	h.pid = (uint32_t)getpid();
 	h.python_hex = python_hex;
 	h.start_ns = realtime_ns();
@@ -359,7 +366,7 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 		close(fd);
 		return e;
 	}
-	st.flags = cfg->flags;
+	st.flags = h.flags;
 	st.pid = getpid();
 	st.active = 1;
 	st.pymem = 0;
@@ -375,6 +382,16 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	else if (mt_python_code_watch(1) < 0)
 		mt_writer_diag(MT_DIAG_INFO, "code objects' deaths cannot be watched: a function "
 					     "made where another died may be shown as that one");
+
+	if (native_failed)
+		mt_writer_diag(MT_DIAG_INFO, mt_native_error());
+	if (st.flags & MT_HDR_NATIVE) {
+		int own = mt_guard_enter();
+		mt_track_native(1);
+		mt_track_modules();
+		if (own)
+			mt_guard_leave();
+	}
 
 	mt_tracking = !deferred;
 	mt_writer_on_tick(mt_pyadapt_tick);
@@ -406,6 +423,7 @@ static int stop_locked(const char *why, int in_python)
 	sigset_t mask;
 	mt_fatal_block(&mask);
 	mt_tracking = 0;
+	mt_track_native(0);
 	/* a fork child's hooks stay, passing calls through, as they do in a
 	 * child that is not followed: walking the loaded objects could wait
 	 * forever for a loader lock a thread of the parent held at the fork */

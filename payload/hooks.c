@@ -243,6 +243,8 @@ static void *hook_dlopen(const char *file, int flags)
 		int e = errno;
 		int own = mt_guard_enter();
 		mt_got_patch_loaded(hooks, N_HOOKS);
+		/* its addresses resolve from its next allocation on */
+		mt_track_modules();
 		if (own)
 			mt_guard_leave();
 		errno = e;

@@ -8,6 +8,7 @@
  */
 #include "payload/track.h"
 #include "format/record.h"
+#include "payload/native.h"
 #include "payload/python.h"
 #include "payload/python-walk.h"
 #include "payload/tbuf.h"
@@ -45,6 +46,26 @@ struct pcache_entry {
 	uint32_t parent, id;
 };
 
+/* Native frames: (parent, return address) -> node, direct mapped. */
+#define XCACHE 512
+struct xcache_entry {
+	uintptr_t ip;
+	uint32_t parent, id;
+};
+
+/* A native frame's node in the shared table: its code has this bit, the
+ * address's high half below it and its low half in offset. A hybrid
+ * stack's: its Python stack in parent, this code, its native leaf in
+ * offset. (User-space addresses keep the high half below 2^30.) */
+#define NATIVE_CODE 0x80000000u
+#define HYBRID_CODE 0xc0000000u
+
+/* (Python stack, native leaf) -> hybrid node, direct mapped. */
+#define HCACHE 256
+struct hcache_entry {
+	uint32_t py, leaf, id;
+};
+
 struct mt_thread {
 	struct mt_tbuf *buf; /* this thread's event buffer */
 	uint64_t session;    /* g.session when it last registered or forgot its stacks */
@@ -55,6 +76,13 @@ struct mt_thread {
 	struct ncache_entry ncache[NCACHE];
 	struct pcache_entry pcache[PCACHE];
 	struct mt_pychain chain; /* the frame chain at the last event, with stack ids */
+	/* native stacks: the last event's return addresses, outermost
+	 * first, with their nodes */
+	uint32_t nn;
+	uintptr_t nips[MT_NATIVE_MAX];
+	uint32_t nid[MT_NATIVE_MAX];
+	struct xcache_entry xcache[XCACHE];
+	struct hcache_entry hcache[HCACHE];
 };
 
 static __thread struct mt_thread *self __attribute__((tls_model("initial-exec")));
@@ -82,6 +110,7 @@ static struct {
 	_Atomic uint64_t session;
 	_Atomic uint32_t next_thread;
 	int python;                /* mt_python_init() succeeded */
+	int native;                /* native stacks recorded */
 	pthread_key_t key;
 	int key_ok;
 	struct mt_thread *free_threads;
@@ -188,6 +217,9 @@ static void forget_stacks(struct mt_thread *t)
 	t->chain.toknext |= 1; /* tokens are odd: never an object's address */
 	memset(t->ncache, 0, sizeof(t->ncache));
 	memset(t->pcache, 0, sizeof(t->pcache));
+	t->nn = 0;
+	memset(t->xcache, 0, sizeof(t->xcache));
+	memset(t->hcache, 0, sizeof(t->hcache));
 }
 
 /* The slow path of thread_get(): syscalls, so errno is kept here and the
@@ -408,10 +440,22 @@ static uint32_t node_id(struct mt_thread *t, uint32_t parent, uint32_t code, uin
 
 	uint8_t buf[64];
 	struct mt_record r = { .type = MT_REC_STACK };
-	r.stack.id = e->id;
-	r.stack.parent = parent;
-	r.stack.code = code;
-	r.stack.offset = offset;
+	if (code == HYBRID_CODE) {
+		r.type = MT_REC_HYBRID;
+		r.hybrid.id = e->id;
+		r.hybrid.python = parent;
+		r.hybrid.native = offset;
+	} else if (code & NATIVE_CODE) {
+		r.type = MT_REC_NATIVE;
+		r.native.id = e->id;
+		r.native.parent = parent;
+		r.native.ip = (uint64_t)(code & ~NATIVE_CODE) << 32 | offset;
+	} else {
+		r.stack.id = e->id;
+		r.stack.parent = parent;
+		r.stack.code = code;
+		r.stack.offset = offset;
+	}
 	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
 	if (n > 0 && mt_tbuf_push(t->buf, buf, (size_t)n) < 0)
 		lost_record(t);
@@ -547,6 +591,96 @@ static inline __attribute__((always_inline)) uint32_t current_stack(struct mt_th
 	return id;
 }
 
+static size_t xcache_slot(uint32_t parent, uintptr_t ip)
+{
+	uint64_t v = ((uint64_t)ip ^ ((uint64_t)parent << 40)) * 0x9e3779b97f4a7c15ull;
+	return (size_t)(v >> 55) & (XCACHE - 1);
+}
+
+static size_t hcache_slot(uint32_t py, uint32_t leaf)
+{
+	uint64_t v = ((uint64_t)py << 32 | leaf) * 0x9e3779b97f4a7c15ull;
+	return (size_t)(v >> 56) & (HCACHE - 1);
+}
+
+/* The hybrid node of the calling thread's native stack under its Python
+ * stack @py. The native trie is shared by all Python stacks: the return
+ * addresses the last event shared with this one at the outermost end
+ * keep their nodes, the others are looked up in the thread's cache, or
+ * interned under the shared lock on a miss; so is the pair. errno is
+ * kept (the unwinder may change it). */
+static __attribute__((noinline)) uint32_t native_stack(struct mt_thread *t, uint32_t py)
+{
+	int saved_errno = errno;
+	uintptr_t ips[MT_NATIVE_MAX];
+	size_t n = mt_native_unwind(ips, MT_NATIVE_MAX), same = 0;
+	size_t lim = n < t->nn ? n : t->nn;
+	while (same < lim && ips[n - 1 - same] == t->nips[same])
+		same++;
+	uint32_t leaf = same ? t->nid[same - 1] : 0;
+	int locked = 0;
+	for (size_t k = same; k < n; k++) {
+		uintptr_t ip = ips[n - 1 - k];
+		struct xcache_entry *e = &t->xcache[xcache_slot(leaf, ip)];
+		if (e->ip == ip && e->parent == leaf) {
+			leaf = e->id;
+		} else {
+			if (!locked) {
+				lock();
+				locked = 1;
+			}
+			uint32_t id = node_id(t, leaf, NATIVE_CODE | (uint32_t)((uint64_t)ip >> 32),
+					      (uint32_t)ip);
+			*e = (struct xcache_entry){ ip, leaf, id };
+			leaf = id;
+		}
+		t->nips[k] = ip;
+		t->nid[k] = leaf;
+	}
+	t->nn = (uint32_t)n;
+	uint32_t id;
+	struct hcache_entry *h = &t->hcache[hcache_slot(py, leaf)];
+	if (h->id && h->py == py && h->leaf == leaf) {
+		id = h->id;
+	} else {
+		if (!locked) {
+			lock();
+			locked = 1;
+		}
+		id = node_id(t, py, HYBRID_CODE, leaf);
+		*h = (struct hcache_entry){ py, leaf, id };
+	}
+	if (locked)
+		unlock();
+	errno = saved_errno;
+	return id;
+}
+
+static void push_module(void *ctx, const struct mt_rec_module *m)
+{
+	struct mt_thread *t = ctx;
+	static uint8_t buf[8192]; /* under native.c's lock */
+	struct mt_record r = { .type = MT_REC_MODULE };
+	r.module = *m;
+	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
+	if (n <= 0 || mt_tbuf_push(t->buf, buf, (size_t)n) < 0)
+		mt_tbuf_count_dropped();
+}
+
+void mt_track_modules(void)
+{
+	if (!g.native)
+		return;
+	struct mt_thread *t = thread_get();
+	if (t)
+		(void)mt_native_modules(push_module, t);
+}
+
+void mt_track_native(int on)
+{
+	g.native = on;
+}
+
 /* ------------------------------------------------------------------------
  * Public entry points.
  * ---------------------------------------------------------------------- */
@@ -560,6 +694,8 @@ track_alloc(unsigned kind, const void *ptr, size_t size, const struct mt_pylayou
 	if (!t)
 		return;
 	uint32_t stack = current_stack(t, lo);
+	if (__builtin_expect(g.native, 0))
+		stack = native_stack(t, stack);
 	uint8_t *p = mt_tbuf_reserve(t->buf);
 	if (!p) {
 		resync(t);

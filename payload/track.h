@@ -42,6 +42,18 @@ extern volatile int mt_tracking;
  * Control paths only. */
 int mt_track_init(int python);
 
+/* mt_track_native() - record native stacks (@on) or not, from the next
+ * event on: each event's stack is then its native chain (NATIVE records)
+ * hung under its Python stack. mt_native_start() must have succeeded.
+ * Control paths only. */
+void mt_track_native(int on);
+
+/* mt_track_modules() - with native stacks on, the module map as MODULE
+ * records of a new generation, in the calling thread's order of events:
+ * at the start of a capture and after each dlopen, before anything the
+ * new module allocates. Control paths and the dlopen hook, guard held. */
+void mt_track_modules(void);
+
 /* mt_track_after_fork() - in a fork child, free the locks that threads
  * the child does not have may have held. Control paths only. */
 void mt_track_after_fork(void);

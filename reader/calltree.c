@@ -125,7 +125,7 @@ int mt_ctree_build(struct mt_ctree *t, const struct mt_snapshot *s, enum mt_view
 		uint32_t mark = thread + 1;
 		int64_t node;
 		if (sites[i].stack == 0) {
-			struct mt_frame f = { no_frames, "", 0 };
+			struct mt_frame f = { no_frames, "", 0, 0 };
 			node = child(&b, 0, &f, thread);
 			if (node < 0)
 				goto out;

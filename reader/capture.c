@@ -97,6 +97,9 @@ void mt_record_ops_init(struct mt_record_ops *ops)
 	FILL(sample);
 	FILL(diag);
 	FILL(trailer);
+	FILL(native);
+	FILL(module);
+	FILL(hybrid);
 	FILL(unknown);
 #undef FILL
 	if (!ops->chunk)
@@ -434,6 +437,12 @@ static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_
 		return ops->diag(ctx, r);
 	case MT_REC_TRAILER:
 		return ops->trailer(ctx, r);
+	case MT_REC_NATIVE:
+		return ops->native(ctx, r);
+	case MT_REC_MODULE:
+		return ops->module(ctx, r);
+	case MT_REC_HYBRID:
+		return ops->hybrid(ctx, r);
 	default:
 		return ops->unknown(ctx, r);
 	}

@@ -39,6 +39,9 @@ struct mt_record_ops {
 	int (*sample)(void *ctx, const struct mt_record *r);
 	int (*diag)(void *ctx, const struct mt_record *r);
 	int (*trailer)(void *ctx, const struct mt_record *r);
+	int (*native)(void *ctx, const struct mt_record *r);
+	int (*module)(void *ctx, const struct mt_record *r);
+	int (*hybrid)(void *ctx, const struct mt_record *r);
 	/* a record type this version does not know (r->type only) */
 	int (*unknown)(void *ctx, const struct mt_record *r);
 	/* start of each chunk: @index counts from 0, @offset in the file */

@@ -170,13 +170,14 @@ size_t mt_py_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame
 		else {
 			mt_snapshot_stack(&r->snap, id, all, depth);
 			for (size_t i = 0; i < depth && i < max; i++)
-				out[i] = (struct mt_py_frame){ all[i].function, all[i].file, all[i].line };
+				out[i] = (struct mt_py_frame){ all[i].function, all[i].file, all[i].line,
+							all[i].native };
 			free(all);
 			return depth;
 		}
 	}
 	for (size_t i = 0; i < depth && i < max && i < 64; i++)
-		out[i] = (struct mt_py_frame){ f[i].function, f[i].file, f[i].line };
+		out[i] = (struct mt_py_frame){ f[i].function, f[i].file, f[i].line, f[i].native };
 	return depth;
 }
 

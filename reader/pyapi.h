@@ -71,6 +71,7 @@ struct mt_py_frame {
 	const char *function;
 	const char *file;
 	int64_t line;
+	int64_t native; /* 1: a native (C) frame */
 };
 
 /* One memory sample. */

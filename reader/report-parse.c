@@ -78,6 +78,38 @@ static int on_stack(void *ctx, const struct mt_record *r)
 	return 0;
 }
 
+static int on_native(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	fprintf(p->out, "native id=%u parent=%u ip=0x%" PRIx64 "\n", r->native.id, r->native.parent,
+		r->native.ip);
+	return 0;
+}
+
+static int on_hybrid(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	fprintf(p->out, "hybrid id=%u python=%u native=%u\n", r->hybrid.id, r->hybrid.python,
+		r->hybrid.native);
+	return 0;
+}
+
+static int on_module(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	const struct mt_rec_module *m = &r->module;
+	fprintf(p->out, "module gen=%u bias=0x%" PRIx64 " path=%s build_id=", m->gen, m->bias,
+		q(p, &m->path));
+	for (uint32_t i = 0; i < m->build_id.len; i++)
+		fprintf(p->out, "%02x", m->build_id.p[i]);
+	fprintf(p->out, " segments=[");
+	for (uint32_t i = 0; i < m->nsegs; i++)
+		fprintf(p->out, "%s0x%" PRIx64 "+0x%" PRIx64, i ? "," : "", m->seg_vaddr[i],
+			m->seg_memsz[i]);
+	fprintf(p->out, "]\n");
+	return 0;
+}
+
 static int on_sample(void *ctx, const struct mt_record *r)
 {
 	struct parse_ctx *p = ctx;
@@ -129,6 +161,9 @@ int mt_report_parse(FILE *out, struct mt_capture *c)
 		.sample = on_sample,
 		.diag = on_diag,
 		.trailer = on_trailer,
+		.native = on_native,
+		.module = on_module,
+		.hybrid = on_hybrid,
 		.unknown = on_unknown,
 		.chunk = on_chunk,
 	};

@@ -82,7 +82,8 @@ static void load_warn(void *p, const char *msg)
 int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 		   void (*warn)(void *ctx, const char *msg), void *ctx, char *msg, size_t len)
 {
-	struct mt_snapshot_opts so = { .temp_threshold = o->temp_threshold };
+	struct mt_snapshot_opts so = { .temp_threshold = o->temp_threshold,
+				       .python_only = o->python_only };
 	struct load_ctx l = { NULL, warn, ctx };
 	int err = mt_capture_open_flags(o->path, o->open_flags, &l.cap);
 

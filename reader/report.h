@@ -25,6 +25,7 @@ struct mt_report_opts {
 	double min_fraction; /* flamegraph: merge nodes below this share; 0 = default */
 	unsigned max_nodes;  /* flamegraph: node budget; 0 = default */
 	int open_flags;      /* mt_capture_open_flags()'s, for mt_report_load() */
+	int python_only;     /* native stacks: show the Python frames only */
 };
 
 /* mt_report_load() - open @o->path and build @s from it (read once), with

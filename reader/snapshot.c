@@ -8,6 +8,7 @@
 #include "reader/snapshot.h"
 #include "format/error.h"
 #include "reader/mappings.h"
+#include "reader/native.h"
 #include "reader/stacks.h"
 #include "util/grow.h"
 #include "util/slots.h"
@@ -84,6 +85,7 @@ struct mt__snapshot_state {
 	uint64_t temp_threshold;
 
 	struct mt_stacks stk; /* stack trie and code objects */
+	struct mt_native nat; /* native and hybrid stacks, their frames */
 
 	uint64_t t, peak_event, heap;
 	/* stack ids, code ids and thread indexes defined by their records */
@@ -493,6 +495,44 @@ static int on_stack(void *ctx, const struct mt_record *r)
 	return 0;
 }
 
+/* NATIVE and HYBRID ids are stack ids too (an allocation names a HYBRID
+ * one): they count as STACK definitions. */
+static int on_native(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+
+	if (!believed(st, r->native.id, DEF_STACK))
+		return 0;
+	int fresh = mt_native_node(&st->nat, &r->native);
+	if (fresh < 0)
+		return fresh;
+	st->n_def[DEF_STACK] += (uint32_t)fresh;
+	return 0;
+}
+
+static int on_hybrid(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+
+	if (!believed(st, r->hybrid.id, DEF_STACK))
+		return 0;
+	int fresh = mt_native_hybrid(&st->nat, &r->hybrid);
+	if (fresh < 0)
+		return fresh;
+	st->n_def[DEF_STACK] += (uint32_t)fresh;
+	if (r->hybrid.id > st->max_stack && stack_room(st, r->hybrid.id) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static int on_module(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	return mt_native_module(&s->st->nat, &r->module);
+}
+
 static int on_sample(void *ctx, const struct mt_record *r)
 {
 	struct mt_snapshot *s = ctx;
@@ -626,6 +666,9 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		.sample = on_sample,
 		.diag = on_diag,
 		.trailer = on_trailer,
+		.native = on_native,
+		.hybrid = on_hybrid,
+		.module = on_module,
 	};
 	const struct mt_header *h = mt_capture_header(cap);
 	struct mt__snapshot_state *st;
@@ -664,6 +707,15 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 	s->status = *mt_capture_status(cap);
 	s->heap_end = st->heap;
 	s->peak_event = st->peak_event;
+	if (st->nat.n_hyb) {
+		/* hybrid stacks become frames of the trie, with new ids */
+		err = mt_native_resolve(&st->nat, &st->stk, o->python_only);
+		if (err < 0 || (st->stk.next_free > st->max_stack + 1 &&
+				stack_room(st, st->stk.next_free - 1) < 0)) {
+			mt_snapshot_release(s);
+			return -ENOMEM;
+		}
+	}
 
 	if (finish(s) < 0) {
 		mt_snapshot_release(s);
@@ -700,6 +752,7 @@ void mt_snapshot_release(struct mt_snapshot *s)
 			free(st->thr_name[i]);
 		free(st->thr_name);
 		mt_stacks_release(&st->stk);
+		mt_native_release(&st->nat);
 		free(st);
 	}
 	memset(s, 0, sizeof(*s));

@@ -109,6 +109,8 @@ struct mt_snapshot_opts {
 	 * that made it frees it with at most this many of its own
 	 * allocations in between (memray's threshold; 0: nothing between). */
 	uint64_t temp_threshold;
+	/* With native stacks: show Python frames only (native.h). */
+	int python_only;
 };
 
 /* mt_snapshot_build_opts() - mt_snapshot_build() with options. */

@@ -88,8 +88,73 @@ int mt_stacks_define_stack(struct mt_stacks *k, const struct mt_rec_stack *r)
 	    mt_grow((void **)&k->nodes, &k->nodes_cap, r->id, sizeof(struct mt_stack_node)) < 0)
 		return -ENOMEM;
 	int fresh = !k->nodes[r->id].defined;
-	k->nodes[r->id] = (struct mt_stack_node){ r->parent, r->code, r->offset, 1 };
+	k->nodes[r->id] = (struct mt_stack_node){ r->parent, r->code, r->offset, 1, NULL };
+	if (r->id >= k->next_free)
+		k->next_free = r->id + 1;
 	return fresh;
+}
+
+int mt_stacks_set_frame(struct mt_stacks *k, uint32_t id, uint32_t parent,
+			const struct mt_frame *f)
+{
+	if (id >= k->nodes_cap &&
+	    mt_grow((void **)&k->nodes, &k->nodes_cap, id, sizeof(struct mt_stack_node)) < 0)
+		return -ENOMEM;
+	k->nodes[id] = (struct mt_stack_node){ parent, MT_CODE_FRAME, 0, 1, f };
+	if (id >= k->next_free)
+		k->next_free = id + 1;
+	return 0;
+}
+
+static uint32_t fhash(uint32_t parent, const struct mt_frame *f)
+{
+	/* frames are interned by whoever made them: their strings compare by
+	 * address */
+	uint64_t v = (uint64_t)parent * 0x9e3779b97f4a7c15ull;
+	v ^= ((uint64_t)(uintptr_t)f->function + (uint64_t)(uintptr_t)f->file * 31 +
+	      (uint64_t)f->line) * 0xc2b2ae3d27d4eb4full;
+	v ^= v >> 29;
+	return (uint32_t)v;
+}
+
+static int same_frame(const struct mt_frame *a, const struct mt_frame *b)
+{
+	return a->function == b->function && a->file == b->file && a->line == b->line &&
+	       a->native == b->native;
+}
+
+uint32_t mt_stacks_add_frame(struct mt_stacks *k, uint32_t parent, const struct mt_frame *f)
+{
+	if ((k->fmap_n + 1) * 2 > k->fmap_cap) {
+		uint32_t n = k->fmap_cap ? k->fmap_cap * 2 : 1024;
+		uint32_t *nv = calloc(n, sizeof(*nv));
+		if (!nv)
+			return 0;
+		for (uint32_t i = 0; i < k->fmap_cap; i++) {
+			uint32_t id = k->fmap[i];
+			if (!id)
+				continue;
+			uint32_t j = fhash(k->nodes[id].parent, k->nodes[id].frame) & (n - 1);
+			while (nv[j])
+				j = (j + 1) & (n - 1);
+			nv[j] = id;
+		}
+		free(k->fmap);
+		k->fmap = nv;
+		k->fmap_cap = n;
+	}
+	uint32_t j = fhash(parent, f) & (k->fmap_cap - 1);
+	for (; k->fmap[j]; j = (j + 1) & (k->fmap_cap - 1)) {
+		const struct mt_stack_node *n = &k->nodes[k->fmap[j]];
+		if (n->parent == parent && same_frame(n->frame, f))
+			return k->fmap[j];
+	}
+	uint32_t id = k->next_free ? k->next_free : 1;
+	if (mt_stacks_set_frame(k, id, parent, f) < 0)
+		return 0;
+	k->fmap[j] = id;
+	k->fmap_n++;
+	return id;
 }
 
 static const char unknown[] = "<unknown>";
@@ -99,9 +164,14 @@ void mt_stacks_frame(const struct mt_stacks *k, uint32_t id, struct mt_frame *f)
 	f->function = unknown;
 	f->file = unknown;
 	f->line = 0;
+	f->native = 0;
 	if (id >= k->nodes_cap || !k->nodes[id].defined)
 		return;
 	const struct mt_stack_node *n = &k->nodes[id];
+	if (n->code == MT_CODE_FRAME) {
+		*f = *n->frame;
+		return;
+	}
 	if (n->code >= k->codes_cap || !k->codes[n->code].defined)
 		return;
 	const struct mt_code_def *c = &k->codes[n->code];
@@ -135,6 +205,9 @@ void mt_stacks_release(struct mt_stacks *k)
 	for (size_t i = 0; i < k->strs_cap; i++)
 		free(k->strs[i]);
 	free(k->strs);
+	free(k->fmap);
+	k->fmap = NULL;
+	k->fmap_cap = k->fmap_n = k->next_free = 0;
 	k->nodes = NULL;
 	k->codes = NULL;
 	k->strs = NULL;

@@ -26,6 +26,7 @@ struct mt_frame {
 	const char *function; /* qualified name */
 	const char *file;
 	int line;             /* 0 if unknown */
+	int native;           /* a native (C) frame, not a Python one */
 };
 
 struct mt_code_def {
@@ -36,9 +37,13 @@ struct mt_code_def {
 	int defined;
 };
 
+/* A node is a Python frame (code, offset), or, with code MT_CODE_FRAME,
+ * a frame given as it is (native frames, from mt_stacks_add_frame()). */
+#define MT_CODE_FRAME UINT32_MAX
 struct mt_stack_node {
 	uint32_t parent, code, offset;
 	int defined;
+	const struct mt_frame *frame; /* MT_CODE_FRAME: borrowed, see there */
 };
 
 struct mt_stacks {
@@ -49,6 +54,10 @@ struct mt_stacks {
 	char **strs;                 /* intern set: open addressing */
 	size_t strs_cap, strs_n;
 	uint32_t python_hex;
+	uint32_t *fmap;              /* frame nodes by (parent, frame): open addressing */
+	uint32_t fmap_cap, fmap_n;
+	uint32_t next_free;          /* ids from here on are free for frame nodes: above
+				      * every id defined (raise it for ids kept elsewhere) */
 };
 
 /* mt_stacks_define_code() - code object @c->id defined by @c (names cut
@@ -59,6 +68,18 @@ int mt_stacks_define_code(struct mt_stacks *k, const struct mt_rec_code *c);
 /* mt_stacks_define_stack() - trie node @r->id defined by @r. Returns 1
  * for a new id, 0 for one defined again, or -ENOMEM. */
 int mt_stacks_define_stack(struct mt_stacks *k, const struct mt_rec_stack *r);
+
+/* mt_stacks_add_frame() - the node of frame @f called from stack
+ * @parent: an existing one with the same parent and frame, or a new id
+ * (above every id defined so far, and those given later by the capture
+ * are not asked for: call once the capture is read). @f must outlive @k.
+ * Returns the id, or 0 on ENOMEM. */
+uint32_t mt_stacks_add_frame(struct mt_stacks *k, uint32_t parent, const struct mt_frame *f);
+
+/* mt_stacks_set_frame() - define id @id as frame @f called from @parent
+ * (@f as above). Returns 0 or -ENOMEM. */
+int mt_stacks_set_frame(struct mt_stacks *k, uint32_t id, uint32_t parent,
+			const struct mt_frame *f);
 
 /* mt_stacks_frame() - the innermost frame of stack @id. */
 void mt_stacks_frame(const struct mt_stacks *k, uint32_t id, struct mt_frame *f);

@@ -73,6 +73,8 @@ struct mt_symbols {
 
 	uint64_t unresolved;
 	uint32_t missing;
+	const char *comp_dir; /* the compilation unit resolved now: relative
+			       * source names are under it */
 };
 
 /* Scopes nested in one function, past which inner ones are dropped. */
@@ -126,6 +128,38 @@ static const char *intern(struct mt_symbols *s, const char *p)
 	return c;
 }
 
+/* @p with its "." and "dir/.." components taken out, in place. */
+static char *mt_path_tidy(char *p)
+{
+	char *out = p, *seg = p;
+	/* p is absolute: out always keeps its leading '/' */
+	while (*seg) {
+		while (*seg == '/')
+			seg++;
+		char *end = seg;
+		while (*end && *end != '/')
+			end++;
+		size_t len = (size_t)(end - seg);
+		if (len == 0)
+			break;
+		if (len == 1 && seg[0] == '.') {
+			/* nothing */
+		} else if (len == 2 && seg[0] == '.' && seg[1] == '.') {
+			while (out > p && *--out != '/')
+				;
+		} else {
+			*out++ = '/';
+			memmove(out, seg, len);
+			out += len;
+		}
+		seg = end;
+	}
+	if (out == p)
+		*out++ = '/';
+	*out = '\0';
+	return p;
+}
+
 /* Appends a frame to the pool, its strings interned. Returns 0 or -ENOMEM. */
 static int push(struct mt_symbols *s, const char *fn, const char *file, uint32_t line,
 		uint8_t inlined)
@@ -139,6 +173,10 @@ static int push(struct mt_symbols *s, const char *fn, const char *file, uint32_t
 		s->capframes = n;
 	}
 	struct mt_symframe *f = &s->frames[s->nframes];
+	char joined[4096];
+	if (file && file[0] != '/' && s->comp_dir && s->comp_dir[0] == '/' &&
+	    (size_t)snprintf(joined, sizeof(joined), "%s/%s", s->comp_dir, file) < sizeof(joined))
+		file = mt_path_tidy(joined);
 	f->function = intern(s, fn);
 	f->file = file ? intern(s, file) : NULL;
 	if (!f->function || (file && !f->file))
@@ -487,6 +525,10 @@ static int resolve_module(struct mt_symbols *s, struct module *m, uint64_t offse
 	Dwarf_Addr pc = offset + m->bias;
 	const char *file = NULL;
 	int line = 0;
+	Dwarf_Addr cubias;
+	Dwarf_Attribute attr;
+	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, pc, &cubias);
+	s->comp_dir = cu ? dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &attr)) : NULL;
 	Dwfl_Line *row = dwfl_module_getsrc(m->mod, pc);
 	if (row)
 		file = mt_dwarf_known_file(dwfl_lineinfo(row, NULL, &line, NULL, NULL, NULL));

@@ -133,6 +133,7 @@ class Frame(ctypes.Structure):
         ("function", ctypes.c_char_p),
         ("file", ctypes.c_char_p),
         ("line", ctypes.c_int64),
+        ("native", ctypes.c_int64),
     ]
 
 

@@ -71,13 +71,14 @@ def _test_frames(frames):
     return frames
 
 
-def _per_stack(records):
+def _per_stack(records, native=False):
     """(size, count, frames) per call stack of the test, as a user reads
-    it: (function, file, line) frames. The reader's records are finer (per
-    allocator, and per bytecode offset within a line)."""
+    it: (function, file, line) frames, with native ones under the Python
+    line that called them when @native. The reader's records are finer
+    (per allocator, and per bytecode offset within a line)."""
     groups = {}
     for r in records:
-        frames = tuple(_test_frames(r.stack_trace()))
+        frames = tuple(_test_frames(r.hybrid_stack_trace() if native else r.stack_trace()))
         size, count = groups.get(frames, (0, 0))
         groups[frames] = (size + r.size, count + r.n_allocations)
     return [(size, count, list(frames)) for frames, (size, count) in groups.items()]
@@ -91,7 +92,7 @@ def _where(frame, rootdir):
             filename = rel
     except ValueError:
         pass
-    return "%s at %s:%d" % (function, filename, line)
+    return "%s at %s:%d" % (function, filename, line) if line else "%s at %s" % (function, filename)
 
 
 def pytest_addoption(parser):
@@ -109,6 +110,9 @@ def pytest_addoption(parser):
                     help="frames shown per allocating stack (default 1)")
     group.addoption("--hide-memtrace-summary", action="store_true", default=False,
                     help="do not print the memtrace report at the end")
+    group.addoption("--memtrace-native", action="store_true", default=False,
+                    help="record native (C) stacks too, and show them under the Python lines "
+                         "in failure messages")
     group.addoption("--memtrace-trace-python-allocators", action="store_true", default=False,
                     help="record every Python object allocation, not only pymalloc's arenas "
                          "(limit_leaks tests always do)")
@@ -172,6 +176,7 @@ class _Manager:
             self.dir = tempfile.mkdtemp(prefix="memtrace-pytest-")
         self.stacks = max(1, config.getoption("memtrace_stacks"))
         self.pyalloc = config.getoption("memtrace_trace_python_allocators")
+        self.native = config.getoption("memtrace_native")
         self.captures = {}  # nodeid -> capture path of the current run
         self.results = []
 
@@ -198,7 +203,8 @@ class _Manager:
         func = pyfuncitem.obj
         path = self._capture_path(pyfuncitem.nodeid)
         _, leaks = _markers(pyfuncitem)
-        tracker_kw = {"trace_python_allocators": bool(self.pyalloc or leaks)}
+        tracker_kw = {"trace_python_allocators": bool(self.pyalloc or leaks),
+                      "native_traces": bool(self.native)}
 
         def tracker():
             return Tracker(destination=_file_destination(path), **tracker_kw)
@@ -254,7 +260,7 @@ class _Manager:
             report.longrepr = problem
 
     def _top(self, records, n):
-        groups = sorted(_per_stack(records), key=lambda g: g[0], reverse=True)
+        groups = sorted(_per_stack(records, self.native), key=lambda g: g[0], reverse=True)
         return [(size, count, frames[:self.stacks]) for size, count, frames in groups[:n]]
 
     def _describe(self, top):

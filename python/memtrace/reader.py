@@ -105,15 +105,22 @@ class AllocationRecord:
 
     def stack_trace(self, max_stacks=None):
         """Python frames as (function, file, line) tuples, innermost first."""
-        frames = self._reader._stack(self.stack_id)
-        return list(frames if max_stacks is None else frames[:max_stacks])
+        frames = [f[:3] for f in self._reader._stack(self.stack_id) if not f[3]]
+        return frames if max_stacks is None else frames[:max_stacks]
 
     def native_stack_trace(self, max_stacks=None):
-        raise NotImplementedError("memtrace: native stack traces are not recorded yet")
+        raise NotImplementedError("memtrace: the native stack alone is not available yet; "
+                                  "hybrid_stack_trace() gives the native frames under the "
+                                  "Python ones")
 
     def hybrid_stack_trace(self, max_stacks=None):
-        raise NotImplementedError("memtrace: native stack traces are not recorded yet, so "
-                                  "there are no hybrid stacks either")
+        """Python frames and, under the innermost one, the native frames it
+        called, as (function, file, line) tuples, innermost first."""
+        if not self._reader.metadata.has_native_traces:
+            raise NotImplementedError("memtrace: the capture has no native stacks "
+                                      "(record it with --native)")
+        frames = [f[:3] for f in self._reader._stack(self.stack_id)]
+        return frames if max_stacks is None else frames[:max_stacks]
 
     def __eq__(self, other):
         if not isinstance(other, AllocationRecord):
@@ -257,7 +264,8 @@ class FileReader:
         if depth > 128:
             buf = (_native.Frame * depth)()
             depth = self._lib.mt_py_stack(h, stack_id, buf, depth)
-        frames = tuple((_decode(f.function), _decode(f.file), int(f.line)) for f in buf[:depth])
+        frames = tuple((_decode(f.function), _decode(f.file), int(f.line), bool(f.native))
+                       for f in buf[:depth])
         self._stacks[stack_id] = frames
         return frames
 

@@ -46,6 +46,7 @@ def _strerror(code):
 
 # format/record.h: MT_HDR_*
 _HDR_PYALLOC = 1 << 1
+_HDR_NATIVE = 1 << 2
 _HDR_FOLLOW_FORK = 1 << 3
 
 
@@ -193,8 +194,6 @@ class Tracker:
                              "a child's capture goes to a file beside its parent's")
         if not isinstance(destination, (FileDestination, SocketDestination)):
             raise TypeError("memtrace.Tracker: unsupported destination %r" % (destination,))
-        if native_traces:
-            raise _not_implemented("native_traces=True")
         file_format = FileFormat(file_format)
         if file_format != FileFormat.ALL_ALLOCATIONS:
             raise _not_implemented("file_format=FileFormat.%s" % file_format.name)
@@ -204,7 +203,7 @@ class Tracker:
             raise ValueError("memtrace.Tracker: memory_interval_ms must be in 1..3600000, not %d"
                              % memory_interval_ms)
         self.destination = destination
-        self.native_traces = False
+        self.native_traces = bool(native_traces)
         self.memory_interval_ms = memory_interval_ms
         self.follow_fork = bool(follow_fork)
         self.trace_python_allocators = bool(trace_python_allocators)
@@ -284,6 +283,7 @@ class Tracker:
         cfg = _native._Config()
         cfg.size = ctypes.sizeof(cfg)
         cfg.flags = ((_HDR_PYALLOC if self.trace_python_allocators else 0)
+                     | (_HDR_NATIVE if self.native_traces else 0)
                      | (_HDR_FOLLOW_FORK if self.follow_fork else 0))
         cfg.interval_ms = self.memory_interval_ms
         cfg.fd = fd

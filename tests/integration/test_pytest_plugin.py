@@ -228,3 +228,18 @@ def test_one_bad_marker_or_filter_fails_only_its_test(memtrace, tmp_path):
     peaks = sorted(report_json(memtrace, "stats", keep / c)["totals"]["peak_heap"] >> 20
                    for c in os.listdir(str(keep)) if "test_p" in c)
     assert peaks == [1, 5], peaks
+
+
+def test_native_stacks_in_failure_messages(tmp_path):
+    # bytearray's buffer comes from the interpreter's C code: with
+    # --memtrace-native the message names the C frames under the test's line
+    p, outcomes, messages = run_pytest(tmp_path, "--memtrace", "--memtrace-native",
+                                       "--memtrace-stacks", "12")
+    assert outcomes["test_big_under_small_limit"] == "failed", (outcomes, p.stdout, p.stderr)
+    big = messages["test_big_under_small_limit"]
+    lines = [line.strip() for line in big.splitlines()]
+    where = "test_big_under_small_limit at test_suite.py:%d" % line_of("ALLOC-LINE")
+    assert where in lines, big
+    # native frames come first (innermost), then the test's line
+    assert lines.index(where) > lines.index("PyByteArray_Resize at /usr/bin/python3.11"), big
+    assert outcomes["test_unmarked"] == "passed"

@@ -376,7 +376,6 @@ def test_user_errors(memtrace, tmp_path, python):
 
         expect(FileExistsError, lambda: enter(memtrace.Tracker("exists.bin")))
         enter(memtrace.Tracker(destination=memtrace.FileDestination("exists.bin", overwrite=True)))
-        expect(NotImplementedError, lambda: memtrace.Tracker("n.bin", native_traces=True))
         expect(NotImplementedError, lambda: memtrace.Tracker(
             "n.bin", file_format=memtrace.FileFormat.AGGREGATED_ALLOCATIONS))
         expect(TypeError, lambda: memtrace.Tracker())
@@ -393,7 +392,6 @@ def test_user_errors(memtrace, tmp_path, python):
         """, tmp_path)
     out = p.stdout
     assert "FileExistsError" in out and "exists.bin" in out
-    assert "NotImplementedError memtrace.Tracker: native_traces=True is not implemented" in out
     assert "AGGREGATED_ALLOCATIONS" in out
     assert "TypeError" in out
     assert "ValueError memtrace.Tracker: follow_fork needs a FileDestination" in out

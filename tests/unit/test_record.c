@@ -72,6 +72,25 @@ static struct mt_record sample_record(unsigned type, int variant)
 	case MT_REC_TRAILER:
 		r.trailer = (struct mt_rec_trailer){ 123456789, variant ? UINT64_MAX : 1000, 3 };
 		break;
+	case MT_REC_NATIVE:
+		r.native = (struct mt_rec_native){ variant ? UINT32_MAX : 9, variant ? 0 : 8,
+						   variant ? 0x7fffffffe123ull : 0x401000 };
+		break;
+	case MT_REC_MODULE:
+		r.module.gen = variant ? UINT32_MAX : 1;
+		r.module.bias = variant ? 0x7f0000000000ull : 0;
+		r.module.path = bytes(variant ? "" : "/usr/lib/x86_64-linux-gnu/libc.so.6");
+		r.module.build_id = bytes(variant ? "" : "\x57\x1d\x98\xe0");
+		r.module.nsegs = variant ? MT_MODULE_SEGS_MAX : 2;
+		for (uint32_t i = 0; i < r.module.nsegs; i++) {
+			r.module.seg_vaddr[i] = 0x1000 * i;
+			r.module.seg_memsz[i] = variant ? UINT64_MAX - i : 0x800 + i;
+		}
+		break;
+	case MT_REC_HYBRID:
+		r.hybrid = (struct mt_rec_hybrid){ variant ? UINT32_MAX : 9, variant ? 0 : 3,
+						   variant ? UINT32_MAX - 1 : 0 };
+		break;
 	default:
 		ck_abort_msg("record type %u has no sample in test_record.c", type);
 	}
@@ -133,6 +152,27 @@ static void assert_record_eq(const struct mt_record *a, const struct mt_record *
 		ck_assert_uint_eq(a->trailer.time_us, b->trailer.time_us);
 		ck_assert_uint_eq(a->trailer.n_events, b->trailer.n_events);
 		ck_assert_uint_eq(a->trailer.n_dropped, b->trailer.n_dropped);
+		break;
+	case MT_REC_NATIVE:
+		ck_assert_uint_eq(a->native.id, b->native.id);
+		ck_assert_uint_eq(a->native.parent, b->native.parent);
+		ck_assert_uint_eq(a->native.ip, b->native.ip);
+		break;
+	case MT_REC_MODULE:
+		ck_assert_uint_eq(a->module.gen, b->module.gen);
+		ck_assert_uint_eq(a->module.bias, b->module.bias);
+		assert_bytes_eq(a->module.path, b->module.path);
+		assert_bytes_eq(a->module.build_id, b->module.build_id);
+		ck_assert_uint_eq(a->module.nsegs, b->module.nsegs);
+		for (uint32_t i = 0; i < a->module.nsegs; i++) {
+			ck_assert_uint_eq(a->module.seg_vaddr[i], b->module.seg_vaddr[i]);
+			ck_assert_uint_eq(a->module.seg_memsz[i], b->module.seg_memsz[i]);
+		}
+		break;
+	case MT_REC_HYBRID:
+		ck_assert_uint_eq(a->hybrid.id, b->hybrid.id);
+		ck_assert_uint_eq(a->hybrid.python, b->hybrid.python);
+		ck_assert_uint_eq(a->hybrid.native, b->hybrid.native);
 		break;
 	default:
 		ck_abort_msg("record type %u not compared", a->type);
@@ -255,8 +295,8 @@ END_TEST
 
 START_TEST(test_record_unknown_type_skipped)
 {
-	/* type 9, length 3, body; then a SAMPLE */
-	uint8_t buf[64] = { 0x09, 0x03, 0xaa, 0xbb, 0xcc };
+	/* type 12 (not known), length 3, body; then a SAMPLE */
+	uint8_t buf[64] = { 0x0c, 0x03, 0xaa, 0xbb, 0xcc };
 	struct mt_record s = sample_record(MT_REC_SAMPLE, 0), r;
 	struct deltas dec;
 	ssize_t n = mt_rec_encode(buf + 5, sizeof(buf) - 5, &s, NULL);
@@ -264,7 +304,7 @@ START_TEST(test_record_unknown_type_skipped)
 	memset(&dec, 0, sizeof(dec));
 	ck_assert_int_gt(n, 0);
 	ck_assert_int_eq(mt_rec_decode(buf, 5 + (size_t)n, &r, get_delta, &dec), 5);
-	ck_assert_uint_eq(r.type, 9);
+	ck_assert_uint_eq(r.type, 12);
 	ck_assert_int_eq(mt_rec_decode(buf + 5, (size_t)n, &r, get_delta, &dec), n);
 	assert_record_eq(&s, &r);
 }
@@ -689,7 +729,7 @@ START_TEST(test_record_columns)
 			ck_assert_int_gt(n, 0);
 			len += (size_t)n;
 		}
-	memcpy(recs + len, "\x09\x03\xaa\xbb\xcc", 5); /* type 9, skipped by its length */
+	memcpy(recs + len, "\x0c\x03\xaa\xbb\xcc", 5); /* type 12, skipped by its length */
 	len += 5;
 	for (int i = 0; i < 40; i++) { /* ring ages, 16-byte and 1-byte deltas, munmap */
 		uint32_t thread = i % 3 ? 2 : 20;

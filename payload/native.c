@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Native stacks in the target (native.h): libunwind's unw_backtrace,
+ * loaded on first use, and the module map from dl_iterate_phdr.
+ */
+#include "payload/native.h"
+
+#include <dlfcn.h>   /* dlopen, dlsym */
+#include <elf.h>     /* NT_GNU_BUILD_ID */
+#include <errno.h>   /* ENOENT */
+#include <link.h>    /* dl_iterate_phdr */
+#include <pthread.h> /* pthread_mutex_t */
+#include <stdio.h>   /* snprintf */
+#include <string.h>  /* memcpy, strlen */
+#include <sys/mman.h> /* mmap */
+#include <unistd.h>  /* readlink */
+
+static struct {
+	int (*backtrace)(void **, int);
+	uintptr_t own_lo, own_hi; /* this library's code: frames left out */
+	char error[160];
+	pthread_mutex_t lock;     /* mt_native_modules(): its tables */
+	uint32_t gen;
+} n = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The executable segments of the object holding @addr. */
+struct own_range {
+	uintptr_t addr, lo, hi;
+};
+
+static int find_own(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct own_range *r = arg;
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+		if (r->addr >= lo && r->addr < hi) {
+			r->lo = lo;
+			r->hi = hi;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int mt_native_start(void)
+{
+	if (__atomic_load_n(&n.backtrace, __ATOMIC_ACQUIRE))
+		return 0;
+	/* RTLD_LOCAL: its _Unwind_* stay out of the global scope */
+	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		const char *e = dlerror();
+		snprintf(n.error, sizeof(n.error), "libunwind could not be loaded: %s",
+			 e ? e : "unknown error");
+		return -ENOENT;
+	}
+	int (*bt)(void **, int) = (int (*)(void **, int))dlsym(h, "unw_backtrace");
+	if (!bt) {
+		snprintf(n.error, sizeof(n.error), "libunwind has no unw_backtrace");
+		dlclose(h);
+		return -ENOENT;
+	}
+	struct own_range r = { (uintptr_t)&mt_native_unwind, 0, 0 };
+	dl_iterate_phdr(find_own, &r);
+	n.own_lo = r.lo;
+	n.own_hi = r.hi;
+	/* the first unwind of a process reads and caches the unwind tables
+	 * of the objects it crosses: here rather than in a hook */
+	void *warm[64];
+	bt(warm, 64);
+	__atomic_store_n(&n.backtrace, bt, __ATOMIC_RELEASE);
+	return 0;
+}
+
+const char *mt_native_error(void)
+{
+	return n.error;
+}
+
+size_t mt_native_unwind(uintptr_t *ips, size_t max)
+{
+	int (*bt)(void **, int) = __atomic_load_n(&n.backtrace, __ATOMIC_ACQUIRE);
+	void *buf[MT_NATIVE_MAX + 16];
+	if (!bt || max == 0)
+		return 0;
+	if (max > MT_NATIVE_MAX)
+		max = MT_NATIVE_MAX;
+	int got = bt(buf, (int)(max + 16));
+	size_t i = 0, k = 0;
+	/* our own frames come first: the hook and what it called */
+	while (i < (size_t)(got > 0 ? got : 0) && (uintptr_t)buf[i] >= n.own_lo &&
+	       (uintptr_t)buf[i] < n.own_hi)
+		i++;
+	for (; i < (size_t)got && k < max; i++)
+		ips[k++] = (uintptr_t)buf[i];
+	return k;
+}
+
+/* ------------------------------------------------------------------------
+ * The module map. Collected under the loader's lock into our tables, then
+ * handed out after it: @fn pushes records, which may wait for the writer.
+ * ---------------------------------------------------------------------- */
+#define MODS_MAX 2048
+#define PATHS_BYTES (512u << 10)
+#define BUILD_ID_MAX 64
+
+struct mod {
+	struct mt_rec_module rec;
+	uint32_t path_off, path_len, id_len;
+	uint8_t build_id[BUILD_ID_MAX];
+};
+
+static struct {
+	struct mod *mods; /* MODS_MAX, mapped once */
+	char *paths;      /* PATHS_BYTES */
+	size_t nmods, paths_used;
+} t;
+
+/* The GNU build-id note in the loaded image, if any. */
+static uint32_t build_id_of(const struct dl_phdr_info *info, uint8_t *out)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+		const uint8_t *end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			ElfW(Nhdr) nh;
+			memcpy(&nh, p, sizeof(nh));
+			const uint8_t *name = p + sizeof(nh);
+			const uint8_t *desc = name + ((nh.n_namesz + 3) & ~3u);
+			const uint8_t *next = desc + ((nh.n_descsz + 3) & ~3u);
+			if (next > end || next <= p)
+				break;
+			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+			    memcmp(name, "GNU", 4) == 0 && nh.n_descsz <= BUILD_ID_MAX) {
+				memcpy(out, desc, nh.n_descsz);
+				return nh.n_descsz;
+			}
+			p = next;
+		}
+	}
+	return 0;
+}
+
+static int collect(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	const char *name = info->dlpi_name;
+	char exe[4096];
+	if (t.nmods >= MODS_MAX)
+		return 1;
+	if (!name || !name[0]) {
+		/* the main program (the first object listed) */
+		ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		if (k <= 0)
+			return 0;
+		exe[k] = '\0';
+		name = exe;
+	} else if (strncmp(name, "linux-vdso", 10) == 0 || strncmp(name, "linux-gate", 10) == 0) {
+		return 0;
+	}
+	size_t len = strlen(name);
+	if (t.paths_used + len > PATHS_BYTES)
+		return 1;
+	struct mod *m = &t.mods[t.nmods];
+	memset(&m->rec, 0, sizeof(m->rec));
+	m->rec.bias = info->dlpi_addr;
+	for (int i = 0; i < info->dlpi_phnum && m->rec.nsegs < MT_MODULE_SEGS_MAX; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		m->rec.seg_vaddr[m->rec.nsegs] = ph->p_vaddr;
+		m->rec.seg_memsz[m->rec.nsegs] = ph->p_memsz;
+		m->rec.nsegs++;
+	}
+	if (m->rec.nsegs == 0)
+		return 0;
+	m->id_len = build_id_of(info, m->build_id);
+	memcpy(t.paths + t.paths_used, name, len);
+	m->path_off = (uint32_t)t.paths_used;
+	m->path_len = (uint32_t)len;
+	t.paths_used += len;
+	t.nmods++;
+	return 0;
+}
+
+int mt_native_modules(mt_native_module_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&n.lock);
+	if (!t.mods) {
+		void *a = mmap(NULL, MODS_MAX * sizeof(struct mod) + PATHS_BYTES,
+			       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (a == MAP_FAILED) {
+			pthread_mutex_unlock(&n.lock);
+			return -ENOMEM;
+		}
+		t.mods = a;
+		t.paths = (char *)a + MODS_MAX * sizeof(struct mod);
+	}
+	t.nmods = t.paths_used = 0;
+	dl_iterate_phdr(collect, NULL);
+	uint32_t gen = ++n.gen;
+	for (size_t i = 0; i < t.nmods; i++) {
+		struct mod *m = &t.mods[i];
+		m->rec.gen = gen;
+		m->rec.path = (struct mt_bytes){ (const uint8_t *)t.paths + m->path_off, m->path_len };
+		m->rec.build_id = (struct mt_bytes){ m->build_id, m->id_len };
+		fn(ctx, &m->rec);
+	}
+	pthread_mutex_unlock(&n.lock);
+	return (int)gen;
+}
+
+void mt_native_after_fork(void)
+{
+	pthread_mutex_init(&n.lock, NULL);
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_PAYLOAD_NATIVE_H
+#define MT_PAYLOAD_NATIVE_H
+/*
+ * Native stacks in the target: the calling thread's return addresses,
+ * unwound with libunwind from DWARF call frame information (Debian's
+ * python3 keeps no frame pointers), and the process's module map, which
+ * the reader resolves them against. Symbols are never looked up here.
+ *
+ * libunwind is loaded with RTLD_LOCAL when native tracking first starts,
+ * never linked: its _Unwind_* entry points must not take the place of
+ * libgcc's for the program's C++ exceptions.
+ *
+ * mt_native_unwind() is hook-safe (libunwind's local unwinder takes no
+ * lock of ours and allocates only through hooks that pass through while
+ * the guard is held). mt_native_start() and mt_native_modules() run on
+ * control paths or in the dlopen hook, never inside an allocation hook:
+ * dl_iterate_phdr takes the loader's lock.
+ */
+#include "format/record.h" /* struct mt_rec_module */
+
+#include <stddef.h> /* size_t */
+#include <stdint.h> /* uintptr_t */
+
+/* Return addresses kept per event: the innermost ones. */
+#define MT_NATIVE_MAX 256
+
+/* mt_native_start() - load libunwind and warm it up on this thread.
+ * Returns 0, or -ENOENT when libunwind cannot be loaded (the reason is
+ * then in mt_native_error()). Idempotent. */
+int mt_native_start(void);
+const char *mt_native_error(void);
+
+/* mt_native_unwind() - the calling thread's return addresses, innermost
+ * first, memtrace's own frames left out: at most @max into @ips. Returns
+ * how many. Hook-safe; 0 before mt_native_start() succeeded. */
+size_t mt_native_unwind(uintptr_t *ips, size_t max);
+
+/* mt_native_modules() - the loaded modules as MODULE records of a new
+ * generation, one call of @fn each (path and build-id borrowed for the
+ * call; the main program under its real path; the vDSO left out).
+ * Calls @fn outside the loader's lock. Returns the generation, or
+ * -ENOMEM. */
+typedef void (*mt_native_module_fn)(void *ctx, const struct mt_rec_module *m);
+int mt_native_modules(mt_native_module_fn fn, void *ctx);
+
+/* mt_native_after_fork() - in a fork child: free the lock a thread the
+ * child does not have may have held. */
+void mt_native_after_fork(void);
+
+#endif /* MT_PAYLOAD_NATIVE_H */

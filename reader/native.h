@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_READER_NATIVE_H
+#define MT_READER_NATIVE_H
+/*
+ * Native and hybrid stacks in the reader. A capture made with native
+ * stacks holds module maps (MODULE records, one generation each), a trie
+ * of return addresses (NATIVE records, each resolved against the map in
+ * force where it was read) and hybrid stacks (HYBRID records: a native
+ * chain under a Python stack), which its allocations name.
+ *
+ * Once the capture is read, mt_native_resolve() symbolizes every return
+ * address the hybrid stacks use (symbols.h: elfutils, on this machine,
+ * never in the target) and defines each hybrid stack in the stack trie
+ * (stacks.h) as its Python frames followed by the native frames that the
+ * innermost Python frame called: the interpreter's own frames, from its
+ * evaluation loop outwards, are cut, as the Python frames stand for them.
+ * A chain with no evaluation loop in it (a thread started from C) is
+ * shown whole; a Python stack whose evaluation loop cannot be found (no
+ * symbols for the interpreter) is shown without native frames.
+ *
+ * Zero-initialised is empty. Ownership: the frames given to the stack
+ * trie live until mt_native_release(), which must come after the trie's.
+ */
+#include <stddef.h> /* size_t */
+#include <stdint.h> /* uint32_t */
+
+#include "format/record.h"
+#include "reader/stacks.h"
+
+struct mt_symbols;
+struct mt_nmodule;
+struct mt_nnode;
+struct mt_nhybrid;
+struct mt_nframes;
+
+struct mt_native {
+	struct mt_nmodule *mods; /* every MODULE record, in order */
+	uint32_t n_mods, cap_mods;
+	uint32_t gen;            /* the generation in force */
+	struct mt_nnode *nodes;  /* by id */
+	uint32_t cap_nodes;
+	struct mt_nhybrid *hyb;  /* HYBRID records */
+	uint32_t n_hyb, cap_hyb;
+	uint32_t max_id;         /* largest NATIVE or HYBRID id */
+	struct mt_symbols *sym;
+	struct mt_frame *frames; /* resolved frames, by node (see native.c) */
+	uint32_t n_frames, cap_frames;
+	char **strs;             /* names made here: addresses in no module */
+	uint32_t n_strs, cap_strs;
+	uint64_t unresolved;     /* return addresses in no module of their map */
+};
+
+/* mt_native_module() / mt_native_node() / mt_native_hybrid() - a record
+ * as it is read. Return 1 for a new id (node, hybrid), 0 for one defined
+ * again or a module, or -ENOMEM. */
+int mt_native_module(struct mt_native *n, const struct mt_rec_module *m);
+int mt_native_node(struct mt_native *n, const struct mt_rec_native *r);
+int mt_native_hybrid(struct mt_native *n, const struct mt_rec_hybrid *r);
+
+/* mt_native_resolve() - define every hybrid stack in @k (see above), or,
+ * with @python_only, as its Python stack alone. Returns 0 or -ENOMEM. */
+int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only);
+
+/* Symbolization figures, after mt_native_resolve(). */
+struct mt_native_stats {
+	uint64_t addresses;   /* distinct return addresses resolved */
+	uint64_t unresolved;  /* ... with no symbol (module+offset shown) */
+	uint32_t modules_missing; /* modules whose file could not be found */
+};
+void mt_native_stats(const struct mt_native *n, struct mt_native_stats *st);
+
+void mt_native_release(struct mt_native *n);
+
+#endif /* MT_READER_NATIVE_H */

@@ -1,0 +1,197 @@
+"""Native stacks (--native): the C frames under the Python line that called
+into C, with inlined functions as frames of their own and source lines
+from debug information, symbolized by the reader; threads started from C
+with native frames only; every report reads such a capture."""
+
+import os
+import re
+import sys
+
+import pytest
+
+from conftest import BUILD, ROOT, python_params, run
+
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import memtrace  # noqa: E402
+
+TARGET_SRC = os.path.join(ROOT, "tests", "targets", "native-target.c")
+TARGET_LIB = os.path.join(BUILD, "tests", "targets", "libmt-native-target.so")
+
+PROG = r'''
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])  # loaded after tracking started
+lib.mt_native_a.restype = ctypes.c_void_p
+lib.mt_native_a.argtypes = [ctypes.c_size_t]
+lib.mt_native_free.argtypes = [ctypes.c_void_p]
+
+
+def f():
+    return lib.mt_native_a(777777)  # the Python line
+
+
+p = f()  # kept: a leak at the end
+n = lib.mt_native_threads(int(sys.argv[2]), int(sys.argv[3]), 4242)
+assert n == int(sys.argv[2]), n
+'''
+
+
+def marker_line(text):
+    with open(TARGET_SRC) as fp:
+        for i, line in enumerate(fp, 1):
+            if "native-target: " + text in line:
+                return i
+    raise AssertionError("no marker %r in %s" % (text, TARGET_SRC))
+
+
+def reader(capture):
+    return memtrace.FileReader(str(capture))
+
+
+@pytest.fixture
+def native_capture(memtrace, tmp_path):
+    def make(python, threads=4, each=5):
+        if not os.path.exists(TARGET_LIB):
+            pytest.fail("%s is not built" % TARGET_LIB)
+        prog = tmp_path / "prog.py"
+        prog.write_text(PROG)
+        cap = tmp_path / "n.bin"
+        run(memtrace, "run", "--native", "-o", cap, "--python", python, prog, TARGET_LIB,
+            threads, each)
+        return prog, cap
+    return make
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_inlined_c_frames_under_the_python_line(native_capture, python):
+    prog, cap = native_capture(python)
+    malloc_line, b_line = marker_line("malloc call"), marker_line("b call")
+    with reader(cap) as r:
+        assert r.metadata.has_native_traces
+        recs = [x for x in r.get_allocation_records() if x.size == 777777]
+        assert len(recs) == 1, recs
+        rec = recs[0]
+        hybrid = rec.hybrid_stack_trace()
+        # innermost first: b (inlined into a), a, then what ctypes ran, then
+        # the Python line that called it and its callers
+        assert hybrid[0][0] == "mt_native_b" and hybrid[0][1].endswith("native-target.c") \
+            and hybrid[0][2] == malloc_line, hybrid[:3]
+        assert hybrid[1][0] == "mt_native_a" and hybrid[1][1].endswith("native-target.c") \
+            and hybrid[1][2] == b_line, hybrid[:3]
+        py = rec.stack_trace()
+        assert py[0] == ("f", str(prog), 10), py
+        assert py[1][0] == "<module>", py
+        # the Python frames follow the native ones, in order, once each
+        i = hybrid.index(py[0])
+        assert hybrid[i:] == py, hybrid
+        assert all(fr not in py for fr in hybrid[:i])
+
+
+@pytest.mark.parametrize("python", python_params()[:1])
+def test_threads_started_from_c_have_native_frames_only(native_capture, python):
+    worker_line = marker_line("posix_memalign call")
+    prog, cap = native_capture(python, threads=100, each=100)
+    with reader(cap) as r:
+        allocs = frees = 0
+        for rec in r.get_allocation_records():
+            if rec.allocator == memtrace.AllocatorType.POSIX_MEMALIGN and rec.size == 4242:
+                allocs += 1
+                assert rec.stack_trace() == []
+                hybrid = rec.hybrid_stack_trace()
+                assert hybrid[0] == (hybrid[0][0], hybrid[0][1], worker_line), hybrid
+                assert hybrid[0][0] == "mt_native_worker", hybrid
+                assert any(fr[0] == "start_thread" for fr in hybrid[1:]), hybrid
+            elif rec.allocator == memtrace.AllocatorType.FREE:
+                frees += 1
+        assert allocs == 10000
+        assert frees >= 10000
+
+
+def test_every_report_reads_a_native_capture(native_capture, memtrace, tmp_path):
+    prog, cap = native_capture("/usr/bin/python3")
+    out = run(memtrace, "stats", cap).stdout
+    assert "native stacks on" in out
+    tree = run(memtrace, "tree", "-n", "0", cap).stdout
+    assert "mt_native_a" in tree and "mt_native_b" in tree
+    py_only = run(memtrace, "tree", "-n", "0", "--python-only", cap).stdout
+    assert "mt_native_a" not in py_only and "f at %s:10" % prog in py_only, py_only
+    for cmd in ("summary", "parse"):
+        run(memtrace, cmd, cap)
+    # the flamegraph has every frame, the table the innermost location
+    for cmd, name in (("flamegraph", "mt_native_a"), ("table", "mt_native_b")):
+        html = tmp_path / (cmd + ".html")
+        run(memtrace, cmd, "--leaks", "-o", html, cap)
+        assert name in html.read_text()
+        run(memtrace, cmd, "-o", html, "-f", cap)
+
+
+def test_numpy_buffer_under_the_python_line(memtrace, tmp_path):
+    python = "/usr/bin/python3"
+    if run(python, "-c", "import numpy", check=False).returncode != 0:
+        pytest.skip("numpy is not installed for %s" % python)
+    prog = tmp_path / "np_prog.py"
+    prog.write_text("import numpy as np\n\ndef load():\n    return np.ones(10**7)\n\nx = load()\n")
+    cap = tmp_path / "np.bin"
+    run(memtrace, "run", "--native", "-o", cap, "--python", python, prog)
+    with reader(cap) as r:
+        recs = [x for x in r.get_high_watermark_allocation_records() if x.size >= 80_000_000]
+        assert recs, "no 80 MB record"
+        hybrid = recs[0].hybrid_stack_trace()
+        py = recs[0].stack_trace()
+        assert py[0][0] == "ones" and py[1][:2] == ("load", str(prog)), py
+        i = hybrid.index(py[0])
+        native = hybrid[:i]
+        assert native and any(re.search(r"_multiarray_umath", fr[0] + fr[1]) for fr in native), \
+            native
+
+
+ATTACH_TARGET = r'''
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.mt_native_a.restype = ctypes.c_void_p
+lib.mt_native_a.argtypes = [ctypes.c_size_t]
+lib.mt_native_free.argtypes = [ctypes.c_void_p]
+
+
+def f(n):
+    p = lib.mt_native_a(n)  # the Python line
+    lib.mt_native_free(p)
+
+
+print("ready", flush=True)
+for line in sys.stdin:
+    words = line.split()
+    if words[0] == "alloc":
+        f(int(words[1]))
+    print("done", flush=True)
+    if words[0] == "quit":
+        break
+'''
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_attach_detach_reattach_native(memtrace, script, tmp_path, python):
+    from test_attach import Target, attach, detach
+    prog = script(ATTACH_TARGET, name="attach_target.py")
+    malloc_line, b_line = marker_line("malloc call"), marker_line("b call")
+    t = Target(python, prog, TARGET_LIB)  # the library as its argument
+    try:
+        for i, size in ((1, 555555), (2, 666666)):
+            cap = tmp_path / ("a%d.bin" % i)
+            attach(memtrace, t.pid, cap, "--native")
+            t.cmd("alloc %d" % size)
+            detach(memtrace, t.pid)
+            t.cmd("alloc 444444")  # untracked, between the two captures
+            with reader(cap) as r:
+                assert r.metadata.has_native_traces
+                recs = [x for x in r.get_allocation_records() if x.size == size]
+                assert len(recs) == 1, (i, recs)
+                hybrid = recs[0].hybrid_stack_trace()
+                assert hybrid[0][0] == "mt_native_b" and hybrid[0][2] == malloc_line, hybrid
+                assert hybrid[1][0] == "mt_native_a" and hybrid[1][2] == b_line, hybrid
+                py = recs[0].stack_trace()
+                assert py[0] == ("f", str(prog), 10), py
+                assert hybrid[hybrid.index(py[0]):] == py
+                assert not [x for x in r.get_allocation_records() if x.size == 444444]
+        assert t.finish()[0] == 0
+    finally:
+        t.kill()
