@@ -39,6 +39,9 @@ WORKLOAD_ORDER = ["empty", "churn", "json_roundtrip", "numpy_churn", "threads", 
 BARE = "bare"
 MT = "memtrace"
 MT_PY = "memtrace-pyalloc"
+MT_NAT = "memtrace-native"
+MT_NAT_PY = "memtrace-native-pyalloc"
+MT_ALL = (MT, MT_PY, MT_NAT, MT_NAT_PY)
 HT = "heaptrack"
 TRACKERS = [MT, MT_PY, HT]
 
@@ -385,9 +388,11 @@ def command_for(config, python, script, memtrace, heaptrack, capture_base):
     """argv for one configuration, and the capture path (or glob) it produces."""
     if config == BARE:
         return [python, script], None
-    if config in (MT, MT_PY):
+    if config in MT_ALL:
         argv = [memtrace, "run", "-f", "-o", capture_base]
-        if config == MT_PY:
+        if config in (MT_NAT, MT_NAT_PY):
+            argv.append("--native")
+        if config in (MT_PY, MT_NAT_PY):
             argv.append("--trace-python-allocators")
         # Pin the interpreter: otherwise `memtrace run` would pick whatever
         # python3 is first on PATH, which may not be the one the bare run used.
@@ -713,7 +718,8 @@ def parse_args(argv):
     ap.add_argument("--heaptrack", default=None, help="heaptrack binary (default: heaptrack on PATH)")
     ap.add_argument("--python", default="/usr/bin/python3", help="interpreter (default /usr/bin/python3)")
     ap.add_argument("--trackers", default=",".join(TRACKERS),
-                    help="comma-separated subset of %s (default: all)" % ",".join(TRACKERS))
+                    help="comma-separated subset of %s, or also %s, %s (default: %s)"
+                         % (",".join(TRACKERS), MT_NAT, MT_NAT_PY, ",".join(TRACKERS)))
     ap.add_argument("--markdown", metavar="FILE", help="write a Markdown results table (bench/RESULTS.md)")
     ap.add_argument("--json", metavar="FILE", help="write raw per-run measurements as JSON")
     ap.add_argument("--note", action="append", default=[],
@@ -751,7 +757,7 @@ def main(argv=None):
         workloads = available
 
     trackers = [t.strip() for t in args.trackers.split(",") if t.strip()]
-    bad = [t for t in trackers if t not in TRACKERS]
+    bad = [t for t in trackers if t not in TRACKERS + [MT_NAT, MT_NAT_PY]]
     if bad:
         print("run.py: unknown tracker(s): %s" % ", ".join(bad), file=sys.stderr)
         return 2
@@ -763,10 +769,10 @@ def main(argv=None):
 
     unavailable = {}
     notes = list(args.note)
-    if MT in trackers or MT_PY in trackers:
+    if any(t in trackers for t in MT_ALL):
         if not memtrace or not os.access(memtrace, os.X_OK):
             why = "memtrace not found" if not memtrace else "not executable: %s" % memtrace
-            for t in (MT, MT_PY):
+            for t in MT_ALL:
                 unavailable[t] = why
             notes.append("memtrace skipped: %s (build it, or pass --memtrace PATH)" % why)
     if HT in trackers and not heaptrack:
@@ -784,7 +790,7 @@ def main(argv=None):
 
     machine = machine_description(args.python)
     tools = {}
-    if memtrace and MT not in unavailable:
+    if memtrace and not all(t in unavailable for t in MT_ALL):
         tools["memtrace"] = memtrace
     if heaptrack and HT not in unavailable:
         tools["heaptrack"] = tool_version([heaptrack, "--version"]) or heaptrack

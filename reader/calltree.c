@@ -67,6 +67,7 @@ static int64_t child(struct builder *b, uint32_t parent, const struct mt_frame *
 	c->function = f->function;
 	c->file = f->file;
 	c->line = f->line;
+	c->native = (uint8_t)f->native;
 	c->parent = parent;
 	c->thread = thread;
 	c->depth = t->v[parent].depth + 1;

@@ -24,6 +24,7 @@ struct mt_ctree_node {
 	uint32_t thread;      /* thread index with split threads, else 0 */
 	uint32_t merged;      /* > 0: stands for this many smaller nodes */
 	uint32_t depth;       /* root 0 */
+	uint8_t native;       /* a native (C) frame */
 	uint64_t own_bytes, own_count;
 	uint64_t total_bytes, total_count;
 };

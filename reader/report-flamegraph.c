@@ -89,9 +89,9 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	mt_json_end(&j);
 	mt__strtab_json(&j, "strings", &strs);
 	mt_json_begin_object(&j, "nodes");
-	for (int col = 0; col < 7; col++) {
+	for (int col = 0; col < 8; col++) {
 		static const char *const names[] = { "parent", "fn", "file", "line",
-						     "thread", "bytes", "count" };
+						     "thread", "bytes", "count", "native" };
 		mt_json_begin_array(&j, names[col]);
 		for (size_t i = 0; i < t.n; i++) {
 			const struct mt_ctree_node *n = &t.v[i];
@@ -102,7 +102,8 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 			case 3: mt_json_i64(&j, NULL, n->line); break;
 			case 4: mt_json_u64(&j, NULL, n->thread); break;
 			case 5: mt_json_u64(&j, NULL, n->own_bytes); break;
-			default: mt_json_u64(&j, NULL, n->own_count); break;
+			case 6: mt_json_u64(&j, NULL, n->own_count); break;
+			default: mt_json_u64(&j, NULL, n->native); break;
 			}
 		}
 		mt_json_end(&j);

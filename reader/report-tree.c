@@ -56,6 +56,8 @@ static void print_node(struct tree_ctx *c, uint32_t i, uint32_t depth)
 	char b[32], d[32] = "";
 
 	mt_strbuf_reset(&c->line);
+	if (n->native)
+		mt_strbuf_addstr(&c->line, "[C] "); /* a native frame */
 	mt__report_location(&c->line, n->function ? n->function : "all", n->file, n->line);
 	if (depth > TREE_INDENT)
 		snprintf(d, sizeof(d), "[depth %u] ", (unsigned)depth);

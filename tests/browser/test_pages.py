@@ -206,3 +206,29 @@ def test_counts_of_one_are_singular(browser, memtrace, tmp_path, command):
     notes = browser.eval("Array.from(document.querySelectorAll('#notes .note')).map(e => e.textContent)")
     assert ("1 event was dropped, as the capture could not be written fast enough: the figures "
             "here leave them out.") in notes, notes
+
+
+def test_native_frames_are_blue(browser, memtrace, tmp_path):
+    """A --native capture of a program calling into a C library: the C
+    frames are drawn in blues, the Python ones in warm colours."""
+    from conftest import BUILD
+    lib = os.path.join(BUILD, "tests", "targets", "libmt-native-target.so")
+    prog = tmp_path / "native_prog.py"
+    prog.write_text("import ctypes, sys\nlib = ctypes.CDLL(sys.argv[1])\n"
+                    "lib.mt_native_a.restype = ctypes.c_void_p\n"
+                    "def f():\n    return lib.mt_native_a(5000000)\nkeep = f()\n")
+    cap = tmp_path / "native.bin"
+    run(memtrace, "run", "--native", "-o", cap, "--python", "/usr/bin/python3", prog, lib)
+    page = render(memtrace, cap, "flamegraph", "--leaks", name="native")
+    browser.open(page)
+    check_clean(browser, page)
+    boxes = {b["name"]: b for b in drawn(browser)}
+    for name, native in (("mt_native_a", True), ("mt_native_b", True), ("f", False)):
+        assert name in boxes, sorted(boxes)
+        b = boxes[name]
+        hue = int(b["colour"].split("(")[1].split(",")[0])
+        assert b["native"] is native and (190 <= hue < 235 if native else hue < 55), b
+    x, y = centre(browser, "mt_native_a")
+    browser.move(x, y)
+    assert "[C] mt_native_a" in browser.eval("document.getElementById('tooltip').innerText")
+    shot(browser, "flamegraph-native")

@@ -111,7 +111,7 @@ def test_every_report_reads_a_native_capture(native_capture, memtrace, tmp_path)
     out = run(memtrace, "stats", cap).stdout
     assert "native stacks on" in out
     tree = run(memtrace, "tree", "-n", "0", cap).stdout
-    assert "mt_native_a" in tree and "mt_native_b" in tree
+    assert "[C] mt_native_a at " in tree and "[C] mt_native_b at " in tree
     py_only = run(memtrace, "tree", "-n", "0", "--python-only", cap).stdout
     assert "mt_native_a" not in py_only and "f at %s:10" % prog in py_only, py_only
     for cmd in ("summary", "parse"):
