@@ -4,6 +4,7 @@
  * locations, peaks, dropped events, diagnostics) and the helpers every
  * text report shares: loading a capture and formatting sizes and places.
  */
+#include "reader/native.h"
 #include "reader/report.h"
 #include "format/error.h"
 #include "util/json.h"
@@ -187,6 +188,14 @@ static void print_header(FILE *out, const struct mt_snapshot *s, const char *pat
 		h->flags & MT_HDR_NATIVE ? "on" : "off",
 		h->flags & MT_HDR_FOLLOW_FORK ? "followed" : "not followed", h->interval_ms);
 	fprintf(out, "  threads:            %zu\n", s->n_threads);
+	if (h->flags & MT_HDR_NATIVE) {
+		struct mt_native_stats ns;
+		mt_snapshot_native(s, &ns);
+		fprintf(out, "  native frames:      %llu return addresses, %llu without a symbol; "
+			     "%u module%s not found here\n",
+			(unsigned long long)ns.addresses, (unsigned long long)ns.unresolved,
+			ns.modules_missing, ns.modules_missing == 1 ? "" : "s");
+	}
 	mt_strbuf_release(&sb);
 }
 
@@ -373,6 +382,15 @@ static void json_header(struct mt_json *j, const struct mt_snapshot *s, const ch
 	mt_json_bool(j, "attached", !!(h->flags & MT_HDR_ATTACHED));
 	mt_json_bool(j, "python_allocators", !!(h->flags & MT_HDR_PYALLOC));
 	mt_json_bool(j, "native", !!(h->flags & MT_HDR_NATIVE));
+	if (h->flags & MT_HDR_NATIVE) {
+		struct mt_native_stats ns;
+		mt_snapshot_native(s, &ns);
+		mt_json_begin_object(j, "native_frames");
+		mt_json_u64(j, "addresses", ns.addresses);
+		mt_json_u64(j, "unresolved", ns.unresolved);
+		mt_json_u64(j, "modules_missing", ns.modules_missing);
+		mt_json_end(j);
+	}
 	mt_json_bool(j, "follow_fork", !!(h->flags & MT_HDR_FOLLOW_FORK));
 	mt_json_bool(j, "forked", !!(h->flags & MT_HDR_FORKED));
 	mt_json_u64(j, "interval_ms", h->interval_ms);

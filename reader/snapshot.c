@@ -815,3 +815,8 @@ size_t mt_snapshot_stack(const struct mt_snapshot *s, uint32_t id, struct mt_fra
 {
 	return mt_stacks_walk(&s->st->stk, id, out, max);
 }
+
+void mt_snapshot_native(const struct mt_snapshot *s, struct mt_native_stats *st)
+{
+	mt_native_stats(&s->st->nat, st);
+}

@@ -152,4 +152,10 @@ enum mt_view {
 /* mt_usage_view() - the bytes and count of @u that @view shows. */
 void mt_usage_view(const struct mt_usage *u, enum mt_view view, uint64_t *bytes, uint64_t *count);
 
+/* mt_snapshot_native() - with native stacks, how symbolizing went:
+ * distinct return addresses, those left as module+offset, and modules
+ * whose file could not be found (reader/native.h). Zero otherwise. */
+struct mt_native_stats;
+void mt_snapshot_native(const struct mt_snapshot *s, struct mt_native_stats *st);
+
 #endif /* MT_READER_SNAPSHOT_H */

@@ -195,3 +195,28 @@ def test_attach_detach_reattach_native(memtrace, script, tmp_path, python):
         assert t.finish()[0] == 0
     finally:
         t.kill()
+
+
+def test_capture_read_where_a_library_is_gone(memtrace, tmp_path):
+    """A library the capture names that is not on this machine (any more):
+    its frames read as module+offset, and stats says how many."""
+    import shutil
+    lib = tmp_path / "libgone.so"
+    shutil.copy(TARGET_LIB, lib)
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROG)
+    cap = tmp_path / "gone.bin"
+    run(memtrace, "run", "--native", "-o", cap, "--python", "/usr/bin/python3", prog, lib, 1, 1)
+    with reader(cap) as r:
+        rec = [x for x in r.get_allocation_records() if x.size == 777777][0]
+        assert rec.hybrid_stack_trace()[0][0] == "mt_native_b"
+    lib.unlink()
+    with reader(cap) as r:
+        rec = [x for x in r.get_allocation_records() if x.size == 777777][0]
+        hybrid = rec.hybrid_stack_trace()
+        assert re.match(r"libgone\.so\+0x[0-9a-f]+$", hybrid[0][0]), hybrid
+        assert rec.stack_trace()[0][0] == "f"
+    out = run(memtrace, "stats", cap).stdout
+    m = re.search(r"native frames: +(\d+) return addresses, (\d+) without a symbol; "
+                  r"(\d+) modules? not found here", out)
+    assert m and int(m.group(2)) >= 2 and int(m.group(3)) == 1, out
