@@ -295,8 +295,18 @@ mt_frame_describe(const struct mt_pylayout *lo, struct mt_pychain *c, size_t i)
 		if (owner != lo->owned_by_generator &&
 		    instr < first + 2 * mt_ld_int(code, lo->co_firsttraceable))
 			return;
+		/* the low bit of an offset (always even): the frame is an entry
+		 * frame, the first one an evaluation loop runs (3.11: its flag;
+		 * from 3.12: the frame below is a C-stack shim); the reader
+		 * pairs such frames with the loop's native frames */
+		uint32_t entry;
+		if (lo->minor == 11)
+			entry = *((const char *)f + lo->fr_entry) != 0;
+		else
+			entry = i == 0 || *((const signed char *)c->frame[i - 1] + lo->fr_owner) ==
+						  lo->owned_by_cstack;
 		c->fr[i].code = code;
-		c->fr[i].offset = (uint32_t)(instr - first);
+		c->fr[i].offset = (uint32_t)(instr - first) | entry;
 	}
 	c->kept[i] = 1;
 }

@@ -27,6 +27,7 @@ enum { NODE_NEW, NODE_RESOLVED };
 struct mt_nnode {
 	uint64_t ip;
 	uint32_t parent, gen;
+	int32_t mod; /* its module's symbols handle, -1 for none */
 	uint8_t defined, state, eval;
 	uint32_t fi, fn; /* its frames, n->frames[fi..fi+fn), innermost first */
 };
@@ -149,6 +150,7 @@ static int resolve_node(struct mt_native *n, uint32_t id)
 	uint64_t pc = d->ip ? d->ip - 1 : 0;
 	struct mt_nmodule *m = module_at(n, d->gen, pc);
 	int h = m ? module_sym(n, m) : -1;
+	d->mod = h;
 	if (h < 0) {
 		n->unresolved++;
 		d->fn = 0;
@@ -166,6 +168,8 @@ static int resolve_node(struct mt_native *n, uint32_t id)
 	d->fn = (uint32_t)k;
 	const char *phys = k ? sf[k - 1].function : "";
 	d->eval = strncmp(phys, "_PyEval_EvalFrameDefault", 24) == 0;
+	if (d->eval && n->interp < 0)
+		n->interp = h; /* the interpreter's module */
 	return 0;
 }
 
@@ -204,14 +208,137 @@ static int alias(struct mt_stacks *k, uint32_t id, uint32_t of)
 	return 0;
 }
 
+/* Working lists of one hybrid stack, innermost first. */
+struct work {
+	uint32_t *chain; /* native nodes */
+	size_t depth, cap;
+	uint32_t *py;    /* Python nodes */
+	size_t npy, cap_py;
+	const struct mt_frame **out; /* the merged frames */
+	size_t nout, cap_out;
+};
+
+static int push_id(uint32_t **v, size_t *n, size_t *cap, uint32_t id)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 256;
+		uint32_t *nv = realloc(*v, nc * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = id;
+	return 0;
+}
+
+static int push_frame(struct work *w, const struct mt_frame *f)
+{
+	if (w->nout == w->cap_out) {
+		size_t nc = w->cap_out ? w->cap_out * 2 : 256;
+		const struct mt_frame **nv = realloc(w->out, nc * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		w->out = nv;
+		w->cap_out = nc;
+	}
+	w->out[w->nout++] = f;
+	return 0;
+}
+
+/* The native chain of @y, and its Python stack, into @w. */
+static int lists_of(const struct mt_native *n, const struct mt_stacks *k,
+		    const struct mt_nhybrid *y, struct work *w)
+{
+	w->depth = w->npy = 0;
+	for (uint32_t id = y->native; id && id < n->cap_nodes && n->nodes[id].defined &&
+				      w->depth <= n->cap_nodes;
+	     id = n->nodes[id].parent)
+		if (push_id(&w->chain, &w->depth, &w->cap, id) < 0)
+			return -ENOMEM;
+	for (uint32_t id = y->python; id && id < k->nodes_cap && k->nodes[id].defined &&
+				      k->nodes[id].code != MT_CODE_FRAME && w->npy <= k->nodes_cap;
+	     id = k->nodes[id].parent)
+		if (push_id(&w->py, &w->npy, &w->cap_py, id) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+/* Whether @w's stacks pair up: as many evaluation loops in the native
+ * chain as runs of Python frames, each run ending (outwards) with an
+ * entry frame, and more than one (one needs no pairing). */
+static int pairs_up(const struct mt_native *n, const struct mt_stacks *k, const struct work *w)
+{
+	size_t evals = 0, runs = 0;
+	for (size_t i = 0; i < w->depth; i++)
+		evals += n->nodes[w->chain[i]].eval;
+	for (size_t i = 0; i < w->npy; i++)
+		runs += mt_stacks_entry(k, &k->nodes[w->py[i]]) || i + 1 == w->npy;
+	return runs > 1 && evals == runs;
+}
+
+/* Python node @id's frame, kept in the pool (once per node). */
+static int python_frame(struct mt_native *n, const struct mt_stacks *k, uint32_t id)
+{
+	if (id >= n->cap_pyf &&
+	    mt_grow((void **)&n->pyf, &n->cap_pyf, id, sizeof(*n->pyf)) < 0)
+		return -ENOMEM;
+	if (n->pyf[id])
+		return 0;
+	if (frames_room(n, 1) < 0)
+		return -ENOMEM;
+	mt_stacks_frame(k, id, &n->frames[n->n_frames]);
+	n->pyf[id] = ++n->n_frames; /* index + 1 */
+	return 0;
+}
+
+/* Native node @id's frames onto @w, innermost first; none for the
+ * interpreter's own frames when @hide_interp. */
+static int push_native(struct mt_native *n, struct work *w, uint32_t id, int hide_interp)
+{
+	const struct mt_nnode *d = &n->nodes[id];
+	if (hide_interp && d->mod >= 0 && d->mod == n->interp)
+		return 0;
+	for (uint32_t f = 0; f < d->fn; f++)
+		if (push_frame(w, &n->frames[d->fi + f]) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+/* The merged frames of @w, innermost first: the native frames down to
+ * the innermost evaluation loop, its run of Python frames, the native
+ * frames between it and the next loop (the interpreter's own hidden),
+ * the next run, and so on; nothing past the outermost loop. */
+static int interleave(struct mt_native *n, const struct mt_stacks *k, struct work *w)
+{
+	size_t i = 0, p = 0;
+	w->nout = 0;
+	for (int run = 0; p < w->npy; run++) {
+		for (; i < w->depth && !n->nodes[w->chain[i]].eval; i++)
+			if (push_native(n, w, w->chain[i], run > 0) < 0)
+				return -ENOMEM;
+		i++; /* the loop itself */
+		for (; p < w->npy; p++) {
+			uint32_t id = w->py[p];
+			if (push_frame(w, &n->frames[n->pyf[id] - 1]) < 0)
+				return -ENOMEM;
+			if (mt_stacks_entry(k, &k->nodes[id])) {
+				p++;
+				break;
+			}
+		}
+	}
+	return 0;
+}
+
 int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 {
-	uint32_t *chain = NULL;
-	size_t cap = 0;
+	struct work w = { 0 };
 	int err = -ENOMEM;
 
 	if (!n->sym && !(n->sym = mt_symbols_new()))
 		return -ENOMEM;
+	n->interp = -1;
 	if (k->next_free <= n->max_id)
 		k->next_free = n->max_id + 1;
 	/* first every frame (the pool then stays put: the trie points
@@ -219,48 +346,51 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t h = 0; h < n->n_hyb; h++) {
 			const struct mt_nhybrid *y = &n->hyb[h];
-			size_t depth = 0;
-			for (uint32_t id = y->native; id && id < n->cap_nodes && n->nodes[id].defined &&
-						      depth <= n->cap_nodes;
-			     id = n->nodes[id].parent) {
-				if (depth == cap) {
-					size_t nc = cap ? cap * 2 : 256;
-					uint32_t *v = realloc(chain, nc * sizeof(*v));
-					if (!v)
-						goto out;
-					chain = v;
-					cap = nc;
-				}
-				chain[depth++] = id;
-			}
-			if (pass == 0) {
-				if (python_only)
-					continue;
-				for (size_t i = 0; i < depth; i++) {
-					if (resolve_node(n, chain[i]) < 0)
-						goto out;
-					if (!n->nodes[chain[i]].fn && address_frame(n, chain[i]) < 0)
-						goto out;
-				}
+			if (python_only) {
+				if (pass == 1 && alias(k, y->id, y->python) < 0)
+					goto out;
 				continue;
 			}
-			/* the native frames the innermost Python frame called */
-			size_t shown = 0;
-			if (!python_only) {
-				while (shown < depth && !n->nodes[chain[shown]].eval)
-					shown++;
-				if (shown == depth && y->python)
-					shown = 0; /* no evaluation loop found */
-			}
-			uint32_t parent = y->python, leaf = 0;
-			for (size_t i = shown; i-- > 0;) {
-				const struct mt_nnode *d = &n->nodes[chain[i]];
-				for (uint32_t f = d->fn; f-- > 0;) {
-					leaf = mt_stacks_add_frame(k, parent, &n->frames[d->fi + f]);
-					if (!leaf)
+			if (lists_of(n, k, y, &w) < 0)
+				goto out;
+			if (pass == 0) {
+				for (size_t i = 0; i < w.depth; i++) {
+					if (resolve_node(n, w.chain[i]) < 0)
 						goto out;
-					parent = leaf;
+					if (!n->nodes[w.chain[i]].fn && address_frame(n, w.chain[i]) < 0)
+						goto out;
 				}
+				if (pairs_up(n, k, &w))
+					for (size_t i = 0; i < w.npy; i++)
+						if (python_frame(n, k, w.py[i]) < 0)
+							goto out;
+				continue;
+			}
+			uint32_t parent = 0, leaf = 0;
+			if (pairs_up(n, k, &w)) {
+				/* Python called from C called from Python: the
+				 * whole stack anew, outermost first */
+				if (interleave(n, k, &w) < 0)
+					goto out;
+			} else {
+				/* the native frames the innermost Python frame
+				 * called, under its stack */
+				size_t shown = 0;
+				while (shown < w.depth && !n->nodes[w.chain[shown]].eval)
+					shown++;
+				if (shown == w.depth && y->python)
+					shown = 0; /* no evaluation loop found */
+				w.nout = 0;
+				for (size_t i = 0; i < shown; i++)
+					if (push_native(n, &w, w.chain[i], 0) < 0)
+						goto out;
+				parent = y->python;
+			}
+			for (size_t i = w.nout; i-- > 0;) {
+				leaf = mt_stacks_add_frame(k, parent, w.out[i]);
+				if (!leaf)
+					goto out;
+				parent = leaf;
 			}
 			if (alias(k, y->id, leaf ? leaf : y->python) < 0)
 				goto out;
@@ -268,7 +398,9 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 	}
 	err = 0;
 out:
-	free(chain);
+	free(w.chain);
+	free(w.py);
+	free(w.out);
 	return err;
 }
 
@@ -293,6 +425,7 @@ void mt_native_release(struct mt_native *n)
 	free(n->nodes);
 	free(n->hyb);
 	free(n->frames);
+	free(n->pyf);
 	if (n->sym)
 		mt_symbols_free(n->sym);
 	memset(n, 0, sizeof(*n));

@@ -14,6 +14,10 @@
  * (stacks.h) as its Python frames followed by the native frames that the
  * innermost Python frame called: the interpreter's own frames, from its
  * evaluation loop outwards, are cut, as the Python frames stand for them.
+ * Where C called Python again (more than one evaluation loop, paired with
+ * the runs of Python frames that end with an entry frame), the native
+ * frames between two loops go between their runs, but for the
+ * interpreter's own, which the Python frames stand for.
  * A chain with no evaluation loop in it (a thread started from C) is
  * shown whole; a Python stack whose evaluation loop cannot be found (no
  * symbols for the interpreter) is shown without native frames.
@@ -47,6 +51,10 @@ struct mt_native {
 	uint32_t n_frames, cap_frames;
 	char **strs;             /* names made here: addresses in no module */
 	uint32_t n_strs, cap_strs;
+	uint32_t *pyf;           /* by Python node: its frame in the pool + 1 */
+	uint32_t cap_pyf;
+	int interp;              /* symbols handle of the interpreter's module; -1 (set
+				  * by mt_native_resolve) until an evaluation loop is seen */
 	uint64_t unresolved;     /* return addresses in no module of their map */
 };
 

@@ -81,6 +81,19 @@ uint32_t mt_stacks_add_frame(struct mt_stacks *k, uint32_t parent, const struct 
 int mt_stacks_set_frame(struct mt_stacks *k, uint32_t id, uint32_t parent,
 			const struct mt_frame *f);
 
+/* mt_stacks_offset() / mt_stacks_entry() - a Python node's bytecode
+ * offset, and whether its frame is an entry frame: the first one an
+ * evaluation loop ran (3.11+: the low bit of the recorded offset; before
+ * 3.11 every frame is one). */
+static inline uint32_t mt_stacks_offset(const struct mt_stacks *k, const struct mt_stack_node *n)
+{
+	return k->python_hex >= 0x030b0000 ? n->offset & ~1u : n->offset;
+}
+static inline int mt_stacks_entry(const struct mt_stacks *k, const struct mt_stack_node *n)
+{
+	return k->python_hex >= 0x030b0000 ? (int)(n->offset & 1) : 1;
+}
+
 /* mt_stacks_frame() - the innermost frame of stack @id. */
 void mt_stacks_frame(const struct mt_stacks *k, uint32_t id, struct mt_frame *f);
 

@@ -220,3 +220,48 @@ def test_capture_read_where_a_library_is_gone(memtrace, tmp_path):
     m = re.search(r"native frames: +(\d+) return addresses, (\d+) without a symbol; "
                   r"(\d+) modules? not found here", out)
     assert m and int(m.group(2)) >= 2 and int(m.group(3)) == 1, out
+
+
+RECURSE = r'''
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.mt_native_a.restype = ctypes.c_void_p
+lib.mt_native_a.argtypes = [ctypes.c_size_t]
+CB = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int)
+lib.mt_native_call.restype = ctypes.c_void_p
+lib.mt_native_call.argtypes = [CB, ctypes.c_int]
+
+
+def g(d):
+    if d == 0:
+        return lib.mt_native_a(888888)  # the bottom
+    return lib.mt_native_call(cb, d - 1)  # into C, which calls g again
+
+
+cb = CB(g)
+keep = g(int(sys.argv[2]))
+'''
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_python_called_from_c_called_from_python(memtrace, tmp_path, python):
+    """Python -> C -> Python -> C ... -> malloc: every run of Python frames
+    between the C frames that called it, in order, once each."""
+    prog = tmp_path / "recurse.py"
+    prog.write_text(RECURSE)
+    cap = tmp_path / "r.bin"
+    run(memtrace, "run", "--native", "-o", cap, "--python", python, prog, TARGET_LIB, 3)
+    call_line = marker_line("callback call")
+    with reader(cap) as r:
+        rec = [x for x in r.get_allocation_records() if x.size == 888888][0]
+        hybrid = rec.hybrid_stack_trace()
+        keep = {"mt_native_a", "mt_native_b", "mt_native_call", "g", "<module>"}
+        names = [f[0] for f in hybrid if f[0] in keep]
+        assert names == ["mt_native_b", "mt_native_a", "g", "mt_native_call", "g",
+                         "mt_native_call", "g", "mt_native_call", "g", "<module>"], hybrid
+        calls = [f for f in hybrid if f[0] == "mt_native_call"]
+        assert all(f[2] == call_line for f in calls), calls
+        gs = [f for f in hybrid if f[0] == "g"]
+        assert [f[2] for f in gs] == [13, 14, 14, 14], gs
+        # the Python stack alone is unchanged
+        assert [f[0] for f in rec.stack_trace()] == ["g", "g", "g", "g", "<module>"]

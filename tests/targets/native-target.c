@@ -10,6 +10,7 @@
 #include <string.h>  /* memset */
 
 void *mt_native_a(size_t n);
+void *mt_native_call(void *(*cb)(int), int d);
 void mt_native_free(void *p);
 int mt_native_threads(int nthreads, int each, size_t size);
 
@@ -25,6 +26,14 @@ static inline __attribute__((always_inline)) void *mt_native_b(size_t n)
 __attribute__((noinline)) void *mt_native_a(size_t n)
 {
 	void *p = mt_native_b(n); /* native-target: b call */
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+
+/* Python called from C: @cb is a Python function (a ctypes callback). */
+__attribute__((noinline)) void *mt_native_call(void *(*cb)(int), int d)
+{
+	void *p = cb(d); /* native-target: callback call */
 	__asm__ volatile("" : : "r"(p) : "memory");
 	return p;
 }
