@@ -265,3 +265,37 @@ def test_python_called_from_c_called_from_python(memtrace, tmp_path, python):
         assert [f[2] for f in gs] == [13, 14, 14, 14], gs
         # the Python stack alone is unchanged
         assert [f[0] for f in rec.stack_trace()] == ["g", "g", "g", "g", "<module>"]
+
+
+@pytest.mark.parametrize("python", python_params()[:1] + python_params()[-1:])
+def test_native_with_python_allocators_and_forks(memtrace, tmp_path, python):
+    """--native with --trace-python-allocators (pymalloc's events get
+    native frames too) and --follow-fork (the child's capture has its own
+    module map and native stacks)."""
+    prog = tmp_path / "fork_prog.py"
+    prog.write_text(PROG.replace("n = lib.mt_native_threads", "import os\n"
+                                 "pid = os.fork()\nif pid == 0:\n    f()\n    os._exit(0)\n"
+                                 "os.waitpid(pid, 0)\nx = [bytearray(3333) for _ in range(3)]\n"
+                                 "n = lib.mt_native_threads"))
+    cap = tmp_path / "pf.bin"
+    run(memtrace, "run", "--native", "--trace-python-allocators", "--follow-fork", "-o", cap,
+        "--python", python, prog, TARGET_LIB, 1, 1)
+    children = [p for p in os.listdir(tmp_path) if p.startswith("pf.bin.")]
+    assert len(children) == 1, os.listdir(tmp_path)
+    with reader(cap) as r:
+        recs = [x for x in r.get_allocation_records()
+                if x.allocator == memtrace_alloc("PYMALLOC_REALLOC") and x.size == 3334]
+        # bytearray(3333) grows its buffer to 3334 bytes with PyObject_Realloc
+        assert recs, "no pymalloc record of 3334 bytes"
+        hybrid, py = recs[0].hybrid_stack_trace(), recs[0].stack_trace()
+        # C frames (PyObject_Realloc's callers) under the Python line
+        assert py[0][0] == "<listcomp>" or py[0][0] == "<module>", py
+        assert hybrid[0] not in py and hybrid[hybrid.index(py[0]):] == py, hybrid
+    with reader(tmp_path / children[0]) as r:
+        assert r.metadata.has_native_traces
+        rec = [x for x in r.get_allocation_records() if x.size == 777777][0]
+        assert [f[0] for f in rec.hybrid_stack_trace()[:2]] == ["mt_native_b", "mt_native_a"]
+
+
+def memtrace_alloc(name):
+    return getattr(memtrace.AllocatorType, name)
