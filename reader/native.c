@@ -29,6 +29,7 @@ struct mt_nnode {
 	uint32_t parent, gen;
 	int32_t mod; /* its module's symbols handle, -1 for none */
 	uint8_t defined, state, eval;
+	uint8_t hybrid; /* a HYBRID id: parent is its native leaf */
 	uint32_t fi, fn; /* its frames, n->frames[fi..fi+fn), innermost first */
 };
 
@@ -91,7 +92,10 @@ int mt_native_hybrid(struct mt_native *n, const struct mt_rec_hybrid *r)
 	    mt_grow((void **)&n->hyb, &n->cap_hyb, n->n_hyb, sizeof(*n->hyb)) < 0)
 		return -ENOMEM;
 	n->hyb[n->n_hyb++] = (struct mt_nhybrid){ r->id, r->python, r->native };
-	return 1;
+	struct mt_nnode *d = &n->nodes[r->id];
+	int fresh = !d->defined;
+	*d = (struct mt_nnode){ .parent = r->native, .defined = 1, .hybrid = 1 };
+	return fresh;
 }
 
 /* The module of generation @gen holding address @a, or NULL. */
@@ -402,6 +406,29 @@ out:
 	free(w.py);
 	free(w.out);
 	return err;
+}
+
+size_t mt_native_chain(const struct mt_native *n, uint32_t id, struct mt_frame *out, size_t max,
+		       uint32_t *leaf, uint32_t *gen)
+{
+	size_t k = 0, depth = 0;
+	*leaf = *gen = 0;
+	if (id >= n->cap_nodes || !n->nodes[id].hybrid)
+		return 0;
+	id = n->nodes[id].parent;
+	if (id < n->cap_nodes && n->nodes[id].defined) {
+		*leaf = id;
+		*gen = n->nodes[id].gen;
+	}
+	for (; id && id < n->cap_nodes && n->nodes[id].defined && !n->nodes[id].hybrid &&
+	       depth++ <= n->cap_nodes;
+	     id = n->nodes[id].parent) {
+		const struct mt_nnode *d = &n->nodes[id];
+		for (uint32_t f = 0; f < d->fn; f++, k++)
+			if (k < max)
+				out[k] = n->frames[d->fi + f];
+	}
+	return k;
 }
 
 void mt_native_stats(const struct mt_native *n, struct mt_native_stats *st)

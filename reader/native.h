@@ -69,6 +69,14 @@ int mt_native_hybrid(struct mt_native *n, const struct mt_rec_hybrid *r);
  * with @python_only, as its Python stack alone. Returns 0 or -ENOMEM. */
 int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only);
 
+/* mt_native_chain() - the native chain of hybrid stack @id alone, its
+ * frames innermost first into @out[0..max) (the interpreter's included;
+ * symbolized by mt_native_resolve() unless it was Python-only), its
+ * native leaf id and the module map generation it resolves in. Returns
+ * how many frames there are (0 if @id is no hybrid stack). */
+size_t mt_native_chain(const struct mt_native *n, uint32_t id, struct mt_frame *out, size_t max,
+		       uint32_t *leaf, uint32_t *gen);
+
 /* Symbolization figures, after mt_native_resolve(). */
 struct mt_native_stats {
 	uint64_t addresses;   /* distinct return addresses resolved */

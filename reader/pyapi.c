@@ -158,6 +158,17 @@ void mt_py_free(void *p)
 	free(p);
 }
 
+size_t mt_py_native_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out,
+			  size_t max, uint32_t *leaf, uint32_t *gen)
+{
+	struct mt_frame *f = max ? malloc(max * sizeof(*f)) : NULL;
+	size_t depth = mt_snapshot_native_stack(&r->snap, id, f, f ? max : 0, leaf, gen);
+	for (size_t i = 0; f && i < depth && i < max; i++)
+		out[i] = (struct mt_py_frame){ f[i].function, f[i].file, f[i].line, 1 };
+	free(f);
+	return depth;
+}
+
 size_t mt_py_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out, size_t max)
 {
 	struct mt_frame f[64];

@@ -24,7 +24,7 @@
 struct mt_py_reader;
 
 /* Layout version of the structs below; bump on any change. */
-#define MT_PY_ABI 2
+#define MT_PY_ABI 3
 
 /* What a capture says about itself. Every field is 64 bits wide. */
 struct mt_py_meta {
@@ -136,6 +136,13 @@ void mt_py_free(void *p);
 /* mt_py_stack() - frames of stack @id, innermost first, into
  * @out[0..max). Returns the full depth. Strings are borrowed. */
 size_t mt_py_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out, size_t max);
+
+/* mt_py_native_stack() - with native stacks, the native chain alone of
+ * stack @id, innermost first, into @out[0..max) (returns the full depth),
+ * its native stack id into *@leaf and its module map generation into
+ * *@gen (0 when @id has none). */
+size_t mt_py_native_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out,
+			  size_t max, uint32_t *leaf, uint32_t *gen);
 
 /* mt_py_thread() - kernel tid and name (borrowed, "" if unnamed) of
  * thread index @index. Returns 0, or -ENOENT for an index never seen. */

@@ -820,3 +820,9 @@ void mt_snapshot_native(const struct mt_snapshot *s, struct mt_native_stats *st)
 {
 	mt_native_stats(&s->st->nat, st);
 }
+
+size_t mt_snapshot_native_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out,
+				size_t max, uint32_t *leaf, uint32_t *gen)
+{
+	return mt_native_chain(&s->st->nat, id, out, max, leaf, gen);
+}

@@ -158,4 +158,8 @@ void mt_usage_view(const struct mt_usage *u, enum mt_view view, uint64_t *bytes,
 struct mt_native_stats;
 void mt_snapshot_native(const struct mt_snapshot *s, struct mt_native_stats *st);
 
+/* mt_snapshot_native_stack() - mt_native_chain() of the snapshot. */
+size_t mt_snapshot_native_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out,
+				size_t max, uint32_t *leaf, uint32_t *gen);
+
 #endif /* MT_READER_SNAPSHOT_H */

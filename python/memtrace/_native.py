@@ -102,7 +102,7 @@ def payload():
 # ---------------------------------------------------------------------------
 # The reader's ctypes interface (reader/pyapi.h).
 # ---------------------------------------------------------------------------
-ABI = 2
+ABI = 3
 _u64 = ctypes.c_uint64
 
 
@@ -168,6 +168,9 @@ def reader():
                             ctypes.POINTER(ctypes.POINTER(Record))], ssz),
             "mt_py_free": ([vp], None),
             "mt_py_stack": ([vp, ctypes.c_uint32, ctypes.POINTER(Frame), sz], sz),
+            "mt_py_native_stack": ([vp, ctypes.c_uint32, ctypes.POINTER(Frame), sz,
+                                    ctypes.POINTER(ctypes.c_uint32),
+                                    ctypes.POINTER(ctypes.c_uint32)], sz),
             "mt_py_thread": ([vp, ctypes.c_uint32, ctypes.POINTER(_u64),
                               ctypes.POINTER(ctypes.c_char_p)], ctypes.c_int),
             "mt_py_samples": ([vp, ctypes.POINTER(sz)], ctypes.POINTER(Sample)),

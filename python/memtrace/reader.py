@@ -83,6 +83,9 @@ class Metadata:
         return "Metadata(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
 
 
+_FREES = (AllocatorType.FREE, AllocatorType.MUNMAP, AllocatorType.PYMALLOC_FREE)
+
+
 class AllocationRecord:
     """One allocation or free (get_allocation_records), or the allocations of
     one stack and allocator (and thread) taken together (the other views)."""
@@ -109,9 +112,32 @@ class AllocationRecord:
         return frames if max_stacks is None else frames[:max_stacks]
 
     def native_stack_trace(self, max_stacks=None):
-        raise NotImplementedError("memtrace: the native stack alone is not available yet; "
-                                  "hybrid_stack_trace() gives the native frames under the "
-                                  "Python ones")
+        """The native (C) frames alone, interpreter's included, as
+        (function, file, line) tuples, innermost first."""
+        frames = self._native()[0]
+        return list(frames if max_stacks is None else frames[:max_stacks])
+
+    @property
+    def native_stack_id(self):
+        """The native stack's id in the capture (0 for none)."""
+        return self._native()[1]
+
+    @property
+    def native_segment_generation(self):
+        """The module map the native stack resolves in (0 for none)."""
+        return self._native()[2]
+
+    def _native(self):
+        if not self._reader.metadata.has_native_traces:
+            raise NotImplementedError("memtrace: the capture has no native stacks "
+                                      "(record it with --native)")
+        self._not_free()
+        return self._reader._native_stack(self.stack_id)
+
+    def _not_free(self):
+        if self.allocator in _FREES:
+            raise NotImplementedError("memtrace: a free (%s) has no native stack"
+                                      % self.allocator.name.lower())
 
     def hybrid_stack_trace(self, max_stacks=None):
         """Python frames and, under the innermost one, the native frames it
@@ -119,6 +145,7 @@ class AllocationRecord:
         if not self._reader.metadata.has_native_traces:
             raise NotImplementedError("memtrace: the capture has no native stacks "
                                       "(record it with --native)")
+        self._not_free()
         frames = [f[:3] for f in self._reader._stack(self.stack_id)]
         return frames if max_stacks is None else frames[:max_stacks]
 
@@ -178,6 +205,7 @@ class FileReader:
             raise ValueError(msg)
         self._handle = handle
         self._stacks = {}
+        self._natives = {}
         self._threads = {}
         for line in _decode(self._lib.mt_py_warnings(handle)).splitlines():
             warnings.warn("memtrace: %s: %s" % (self.path, line), RuntimeWarning, stacklevel=2)
@@ -268,6 +296,24 @@ class FileReader:
                        for f in buf[:depth])
         self._stacks[stack_id] = frames
         return frames
+
+    def _native_stack(self, stack_id):
+        got = self._natives.get(stack_id)
+        if got is not None:
+            return got
+        h = self._h()
+        leaf, gen = ctypes.c_uint32(), ctypes.c_uint32()
+        buf = (_native.Frame * 256)()
+        depth = self._lib.mt_py_native_stack(h, stack_id, buf, 256, ctypes.byref(leaf),
+                                             ctypes.byref(gen))
+        if depth > 256:
+            buf = (_native.Frame * depth)()
+            depth = self._lib.mt_py_native_stack(h, stack_id, buf, depth, ctypes.byref(leaf),
+                                                 ctypes.byref(gen))
+        frames = tuple((_decode(f.function), _decode(f.file), int(f.line)) for f in buf[:depth])
+        got = (frames, int(leaf.value), int(gen.value))
+        self._natives[stack_id] = got
+        return got
 
     def _thread_name(self, index):
         name = self._threads.get(index)

@@ -84,6 +84,20 @@ def test_inlined_c_frames_under_the_python_line(native_capture, python):
         i = hybrid.index(py[0])
         assert hybrid[i:] == py, hybrid
         assert all(fr not in py for fr in hybrid[:i])
+        # the native chain alone: the same C frames first, then the
+        # interpreter's own (its evaluation loop among them), no Python
+        native = rec.native_stack_trace()
+        assert native[:i] == hybrid[:i], native
+        assert any(fr[0].startswith("_PyEval_EvalFrameDefault") for fr in native), native
+        assert not any(fr in py for fr in native)
+        assert rec.native_stack_id > 0 and rec.native_segment_generation >= 1
+        assert rec.native_stack_trace(max_stacks=2) == native[:2]
+        free = next(x for x in r.get_allocation_records()
+                    if x.allocator == memtrace.AllocatorType.FREE)
+        with pytest.raises(NotImplementedError):
+            free.native_stack_trace()
+        with pytest.raises(NotImplementedError):
+            free.hybrid_stack_trace()
 
 
 @pytest.mark.parametrize("python", python_params()[:1])
