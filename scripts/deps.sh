@@ -4,13 +4,14 @@
 #                              python3: what scripts/demo.sh needs
 #   sh scripts/deps.sh test    that, and what the tests use (Check, pytest,
 #                              numpy, Python headers, gdb, lldb, chromium,
-#                              clang): what scripts/test.sh needs; the default
+#                              clang, libc's debug information for native
+#                              stacks): what scripts/test.sh needs; the default
 # The test packages are kept out of the demo: on a fresh machine they pull
 # in upgrades of much of the system (systemd, perl).
 set -e
 build="meson ninja-build pkg-config gcc liblz4-dev libunwind-dev libelf-dev libdw-dev python3"
 test="check python3-dev python3-pytest python3-numpy gdb lldb python3-lldb-14 chromium
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev libc6-dbg"
 case "${1:-test}" in
 build) packages="$build" ;;
 test) packages="$build $test" ;;
