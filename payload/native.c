@@ -84,19 +84,18 @@ const char *mt_native_error(void)
 size_t mt_native_unwind(uintptr_t *ips, size_t max)
 {
 	int (*bt)(void **, int) = __atomic_load_n(&n.backtrace, __ATOMIC_ACQUIRE);
-	void *buf[MT_NATIVE_MAX + 16];
 	if (!bt || max == 0)
 		return 0;
 	if (max > MT_NATIVE_MAX)
 		max = MT_NATIVE_MAX;
-	int got = bt(buf, (int)(max + 16));
-	size_t i = 0, k = 0;
+	int got = bt((void **)ips, (int)(max + MT_NATIVE_SLACK));
+	size_t total = got > 0 ? (size_t)got : 0, i = 0;
 	/* our own frames come first: the hook and what it called */
-	while (i < (size_t)(got > 0 ? got : 0) && (uintptr_t)buf[i] >= n.own_lo &&
-	       (uintptr_t)buf[i] < n.own_hi)
+	while (i < total && ips[i] >= n.own_lo && ips[i] < n.own_hi)
 		i++;
-	for (; i < (size_t)got && k < max; i++)
-		ips[k++] = (uintptr_t)buf[i];
+	size_t k = total - i < max ? total - i : max;
+	if (i)
+		memmove(ips, ips + i, k * sizeof(*ips));
 	return k;
 }
 

@@ -22,8 +22,10 @@
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uintptr_t */
 
-/* Return addresses kept per event: the innermost ones. */
+/* Return addresses kept per event: the innermost ones; the unwinder
+ * needs MT_NATIVE_SLACK more entries for memtrace's own frames. */
 #define MT_NATIVE_MAX 256
+#define MT_NATIVE_SLACK 16
 
 /* mt_native_start() - load libunwind and warm it up on this thread.
  * Returns 0, or -ENOENT when libunwind cannot be loaded (the reason is
@@ -32,8 +34,9 @@ int mt_native_start(void);
 const char *mt_native_error(void);
 
 /* mt_native_unwind() - the calling thread's return addresses, innermost
- * first, memtrace's own frames left out: at most @max into @ips. Returns
- * how many. Hook-safe; 0 before mt_native_start() succeeded. */
+ * first, memtrace's own frames left out: at most @max into @ips, which
+ * has room for @max + MT_NATIVE_SLACK. Returns how many. Hook-safe; 0
+ * before mt_native_start() succeeded. */
 size_t mt_native_unwind(uintptr_t *ips, size_t max);
 
 /* mt_native_modules() - the loaded modules as MODULE records of a new

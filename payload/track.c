@@ -81,6 +81,7 @@ struct mt_thread {
 	uint32_t nn;
 	uintptr_t nips[MT_NATIVE_MAX];
 	uint32_t nid[MT_NATIVE_MAX];
+	uintptr_t nnew[MT_NATIVE_MAX + MT_NATIVE_SLACK]; /* this event's, unwound */
 	struct xcache_entry xcache[XCACHE];
 	struct hcache_entry hcache[HCACHE];
 };
@@ -612,7 +613,7 @@ static size_t hcache_slot(uint32_t py, uint32_t leaf)
 static __attribute__((noinline)) uint32_t native_stack(struct mt_thread *t, uint32_t py)
 {
 	int saved_errno = errno;
-	uintptr_t ips[MT_NATIVE_MAX];
+	uintptr_t *ips = t->nnew; /* not on the hook's stack: threads' stacks may be small */
 	size_t n = mt_native_unwind(ips, MT_NATIVE_MAX), same = 0;
 	size_t lim = n < t->nn ? n : t->nn;
 	while (same < lim && ips[n - 1 - same] == t->nips[same])
