@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Event recording: per-thread state, Python stack interning and the
- * records pushed to the ring. Everything here runs inside allocation hooks
- * with the recursion guard held: no malloc, no stdio, errno preserved by
- * the callers. Stack and code tables are shared and guarded by one
- * spinlock, taken only when a thread's stack differs from its last one.
+ * Event recording: per-thread state, the stacks of events (Python, and
+ * with native stacks on, native and hybrid) and the records pushed to the
+ * ring. Everything here runs inside allocation hooks with the recursion
+ * guard held: no malloc, no stdio, errno preserved by the callers. The
+ * code and stack tables (intern.h) are shared and guarded by one
+ * spinlock, taken only when a thread's stack differs from its last one
+ * and its own caches miss.
  */
 #include "payload/track.h"
 #include "format/record.h"
+#include "payload/intern.h"
 #include "payload/native.h"
 #include "payload/python.h"
 #include "payload/python-walk.h"
@@ -26,11 +29,6 @@
 __thread unsigned char mt_in_hook __attribute__((tls_model("initial-exec")));
 volatile int mt_tracking;
 
-/* A CODE record is encoded in CODE_SCRATCH bytes after its fields: its
- * strings and line table, which leave room for its framing (a head, a
- * length and six varints) so that it can be pushed whole. */
-#define CODE_SCRATCH MT_TBUF_PUSH_MAX
-#define CODE_FIELDS_MAX (CODE_SCRATCH - 64)
 #define NCACHE 256 /* per-thread (parent, code, offset) -> node, direct mapped */
 
 struct ncache_entry {
@@ -52,13 +50,6 @@ struct xcache_entry {
 	uintptr_t ip;
 	uint32_t parent, id;
 };
-
-/* A native frame's node in the shared table: its code has this bit, the
- * address's high half below it and its low half in offset. A hybrid
- * stack's: its Python stack in parent, this code, its native leaf in
- * offset. (User-space addresses keep the high half below 2^30.) */
-#define NATIVE_CODE 0x80000000u
-#define HYBRID_CODE 0xc0000000u
 
 /* (Python stack, native leaf) -> hybrid node, direct mapped. */
 #define HCACHE 256
@@ -88,16 +79,6 @@ struct mt_thread {
 
 static __thread struct mt_thread *self __attribute__((tls_model("initial-exec")));
 
-struct code_entry {
-	const void *code;
-	struct mt_pycode_key key;
-	uint32_t id;
-};
-
-struct node_entry {
-	uint32_t parent, code, offset, id;
-};
-
 /* g.session: the capture's session in the low half, bumped when the
  * threads must register again; in the high half, how many code objects
  * the tables knew have died. A thread compares the whole word at every
@@ -115,14 +96,7 @@ static struct {
 	pthread_key_t key;
 	int key_ok;
 	struct mt_thread *free_threads;
-	struct code_entry *codes;
-	size_t codes_cap, codes_used;
-	uint32_t next_code;
-	struct node_entry *nodes;
-	size_t nodes_cap, nodes_used;
-	uint32_t next_node;
 	_Atomic int lost; /* a CODE or STACK record was dropped: its id means nothing */
-	uint8_t *scratch; /* CODE record strings, then the encoded record */
 } g = { .lock = ATOMIC_FLAG_INIT };
 
 static void lock(void)
@@ -246,11 +220,7 @@ static __attribute__((noinline)) struct mt_thread *thread_register(void)
  * old ids, registers again. Under the lock. */
 static void forget_ids(void)
 {
-	if (g.codes)
-		memset(g.codes, 0, g.codes_cap * sizeof(*g.codes));
-	if (g.nodes)
-		memset(g.nodes, 0, g.nodes_cap * sizeof(*g.nodes));
-	g.codes_used = g.nodes_used = 0;
+	mt_intern_forget();
 	atomic_store_explicit(&g.lost, 0, memory_order_relaxed);
 	atomic_fetch_add(&g.session, 1);
 }
@@ -310,157 +280,24 @@ static struct mt_thread *thread_setup(void)
 }
 
 /* ------------------------------------------------------------------------
- * Code objects and the stack trie (under g.lock).
+ * Code objects and the stack trie (intern.h, under g.lock).
  * ---------------------------------------------------------------------- */
-static size_t hash_ptr(const void *p)
-{
-	uint64_t v = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
-	return (size_t)(v >> 17);
-}
-
-static int grow_codes(void)
-{
-	size_t ncap = g.codes_cap ? g.codes_cap * 2 : 4096;
-	struct code_entry *nt = map(ncap * sizeof(*nt));
-	if (!nt)
-		return -1;
-	for (size_t i = 0; i < g.codes_cap; i++) {
-		if (!g.codes[i].code)
-			continue;
-		size_t j = hash_ptr(g.codes[i].code) & (ncap - 1);
-		while (nt[j].code)
-			j = (j + 1) & (ncap - 1);
-		nt[j] = g.codes[i];
-	}
-	/* the new table first, the old one unmapped after: a fork child
-	 * (which clears the tables) never sees a table that is gone */
-	struct code_entry *old = g.codes;
-	size_t old_cap = g.codes_cap;
-	g.codes = nt;
-	g.codes_cap = ncap;
-	if (old)
-		munmap(old, old_cap * sizeof(*old));
-	return 0;
-}
-
-static void push_code_record(struct mt_thread *t, const void *code, uint32_t id)
-{
-	struct mt_record r = { .type = MT_REC_CODE };
-	if (!g.scratch && !(g.scratch = map(2 * CODE_SCRATCH)))
-		return;
-	if (mt_python_code_describe(code, &r.code, g.scratch, CODE_FIELDS_MAX) < 0)
-		memset(&r.code, 0, sizeof(r.code));
-	r.code.id = id;
-	ssize_t n = mt_rec_encode(g.scratch + CODE_SCRATCH, CODE_SCRATCH, &r, NULL);
-	if (n > 0 && mt_tbuf_push(t->buf, g.scratch + CODE_SCRATCH, (size_t)n) < 0)
-		lost_record(t);
-}
-
 static uint32_t code_id(struct mt_thread *t, const void *code)
 {
-	struct mt_pycode_key key;
-	size_t j;
-
-	memset(&key, 0, sizeof(key)); /* compared with memcmp, padding too */
-	if ((g.codes_used + 1) * 2 > g.codes_cap && grow_codes() < 0)
-		return 0;
-	mt_python_code_key(code, &key);
-	for (j = hash_ptr(code) & (g.codes_cap - 1); g.codes[j].code;
-	     j = (j + 1) & (g.codes_cap - 1)) {
-		if (g.codes[j].code != code)
-			continue;
-		if (g.codes[j].id && memcmp(&g.codes[j].key, &key, sizeof(key)) == 0)
-			return g.codes[j].id;
-		/* The old code object died (id 0: mt_track_code_gone() saw it)
-		 * and a new one took its address. */
-		g.codes[j].key = key;
-		g.codes[j].id = ++g.next_code;
-		push_code_record(t, code, g.codes[j].id);
-		return g.codes[j].id;
-	}
-	g.codes[j].code = code;
-	g.codes[j].key = key;
-	g.codes[j].id = ++g.next_code;
-	g.codes_used++;
-	push_code_record(t, code, g.codes[j].id);
-	return g.codes[j].id;
-}
-
-static size_t hash_node(uint32_t parent, uint32_t code, uint32_t offset)
-{
-	/* every input must reach the bits kept: a recursion has thousands of
-	 * nodes that differ only in their parent */
-	uint64_t v = (uint64_t)parent * 0x9e3779b97f4a7c15ull;
-	v ^= ((uint64_t)code << 32 | offset) * 0xc2b2ae3d27d4eb4full;
-	v ^= v >> 31;
-	v *= 0x94d049bb133111ebull;
-	return (size_t)(v ^ (v >> 29));
-}
-
-static int grow_nodes(void)
-{
-	size_t ncap = g.nodes_cap ? g.nodes_cap * 2 : 16384;
-	struct node_entry *nt = map(ncap * sizeof(*nt));
-	if (!nt)
-		return -1;
-	for (size_t i = 0; i < g.nodes_cap; i++) {
-		struct node_entry *e = &g.nodes[i];
-		if (!e->id)
-			continue;
-		size_t j = hash_node(e->parent, e->code, e->offset) & (ncap - 1);
-		while (nt[j].id)
-			j = (j + 1) & (ncap - 1);
-		nt[j] = *e;
-	}
-	struct node_entry *old = g.nodes; /* as in grow_codes() */
-	size_t old_cap = g.nodes_cap;
-	g.nodes = nt;
-	g.nodes_cap = ncap;
-	if (old)
-		munmap(old, old_cap * sizeof(*old));
-	return 0;
+	int lost = 0;
+	uint32_t id = mt_intern_code(code, t->buf, &lost);
+	if (lost)
+		lost_record(t);
+	return id;
 }
 
 static uint32_t node_id(struct mt_thread *t, uint32_t parent, uint32_t code, uint32_t offset)
 {
-	size_t j;
-	if ((g.nodes_used + 1) * 2 > g.nodes_cap && grow_nodes() < 0)
-		return parent;
-	for (j = hash_node(parent, code, offset) & (g.nodes_cap - 1); g.nodes[j].id;
-	     j = (j + 1) & (g.nodes_cap - 1)) {
-		struct node_entry *e = &g.nodes[j];
-		if (e->parent == parent && e->code == code && e->offset == offset)
-			return e->id;
-	}
-	struct node_entry *e = &g.nodes[j];
-	e->parent = parent;
-	e->code = code;
-	e->offset = offset;
-	e->id = ++g.next_node;
-	g.nodes_used++;
-
-	uint8_t buf[64];
-	struct mt_record r = { .type = MT_REC_STACK };
-	if (code == HYBRID_CODE) {
-		r.type = MT_REC_HYBRID;
-		r.hybrid.id = e->id;
-		r.hybrid.python = parent;
-		r.hybrid.native = offset;
-	} else if (code & NATIVE_CODE) {
-		r.type = MT_REC_NATIVE;
-		r.native.id = e->id;
-		r.native.parent = parent;
-		r.native.ip = (uint64_t)(code & ~NATIVE_CODE) << 32 | offset;
-	} else {
-		r.stack.id = e->id;
-		r.stack.parent = parent;
-		r.stack.code = code;
-		r.stack.offset = offset;
-	}
-	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
-	if (n > 0 && mt_tbuf_push(t->buf, buf, (size_t)n) < 0)
+	int lost = 0;
+	uint32_t id = mt_intern_node(parent, code, offset, t->buf, &lost);
+	if (lost)
 		lost_record(t);
-	return e->id;
+	return id;
 }
 
 static size_t ncache_slot(uint32_t parent, const void *code, uint32_t offset)
@@ -630,7 +467,7 @@ static __attribute__((noinline)) uint32_t native_stack(struct mt_thread *t, uint
 				lock();
 				locked = 1;
 			}
-			uint32_t id = node_id(t, leaf, NATIVE_CODE | (uint32_t)((uint64_t)ip >> 32),
+			uint32_t id = node_id(t, leaf, MT_NATIVE_CODE | (uint32_t)((uint64_t)ip >> 32),
 					      (uint32_t)ip);
 			*e = (struct xcache_entry){ ip, leaf, id };
 			leaf = id;
@@ -648,7 +485,7 @@ static __attribute__((noinline)) uint32_t native_stack(struct mt_thread *t, uint
 			lock();
 			locked = 1;
 		}
-		id = node_id(t, py, HYBRID_CODE, leaf);
+		id = node_id(t, py, MT_HYBRID_CODE, leaf);
 		*h = (struct hcache_entry){ py, leaf, id };
 	}
 	if (locked)
@@ -738,7 +575,7 @@ int mt_track_init(int python)
 	 * lazily. */
 	atomic_store(&g.next_thread, 0);
 	forget_ids();
-	g.next_code = g.next_node = 0;
+	mt_intern_reset();
 	g.python = python;
 	unlock();
 	return 0;
@@ -890,20 +727,7 @@ void mt_track_frame_exit(const void *frame)
 void mt_track_code_gone(const void *code)
 {
 	lock();
-	if (g.codes) {
-		for (size_t j = hash_ptr(code) & (g.codes_cap - 1); g.codes[j].code;
-		     j = (j + 1) & (g.codes_cap - 1)) {
-			struct code_entry *e = &g.codes[j];
-			if (e->code != code)
-				continue;
-			if (e->id) {
-				/* the entry stays, as a step of its probe chain */
-				e->id = 0;
-				atomic_fetch_add_explicit(&g.session, SESSION_CODE_DIED,
-							  memory_order_release);
-			}
-			break;
-		}
-	}
+	if (mt_intern_code_gone(code))
+		atomic_fetch_add_explicit(&g.session, SESSION_CODE_DIED, memory_order_release);
 	unlock();
 }
