@@ -227,8 +227,8 @@ static struct mt_bytes r_bytes(struct rbuf *r)
 	return b;
 }
 
-/* A zigzag distance back from @id to a node made before it. */
-static int64_t r_below(struct rbuf *b, uint32_t id)
+/* A zigzag distance back from @id to a node made before it (0: none). */
+static uint32_t r_below(struct rbuf *b, uint32_t id)
 {
 	uint64_t dist = r_varint(b);
 	int64_t v = dist >> 34 ? -1 : (int64_t)id - mt_unzigzag(dist);
@@ -236,7 +236,7 @@ static int64_t r_below(struct rbuf *b, uint32_t id)
 		b->bad = 1;
 		return 0;
 	}
-	return v;
+	return (uint32_t)v;
 }
 
 static int body_decode(struct rbuf *b, struct mt_record *r)
@@ -254,35 +254,24 @@ static int body_decode(struct rbuf *b, struct mt_record *r)
 		r->code.qualname = r_bytes(b);
 		r->code.linetable = r_bytes(b);
 		break;
+	/* a parent is made before its children: parent < id, which also
+	 * keeps the tries free of cycles */
 	case MT_REC_STACK:
 		r->stack.id = r_u32(b);
-		/* a parent is made before its children: parent < id, which
-		 * also keeps the trie free of cycles */
-		uint64_t dist = r_varint(b);
-		int64_t parent = dist >> 34 ? -1 : (int64_t)r->stack.id - mt_unzigzag(dist);
-		if (parent < 0 || parent >= r->stack.id)
-			b->bad = 1;
-		r->stack.parent = parent < 0 ? 0 : (uint32_t)parent;
+		r->stack.parent = r_below(b, r->stack.id);
 		r->stack.code = r_u32(b);
 		r->stack.offset = r_u32(b);
 		break;
-	case MT_REC_NATIVE: {
+	case MT_REC_NATIVE:
 		r->native.id = r_u32(b);
-		uint64_t ndist = r_varint(b);
-		int64_t np = ndist >> 34 ? -1 : (int64_t)r->native.id - mt_unzigzag(ndist);
-		if (np < 0 || np >= r->native.id)
-			b->bad = 1;
-		r->native.parent = np < 0 ? 0 : (uint32_t)np;
+		r->native.parent = r_below(b, r->native.id);
 		r->native.ip = r_varint(b);
 		break;
-	}
-	case MT_REC_HYBRID: {
+	case MT_REC_HYBRID:
 		r->hybrid.id = r_u32(b);
-		int64_t hp = r_below(b, r->hybrid.id), hn = r_below(b, r->hybrid.id);
-		r->hybrid.python = (uint32_t)hp;
-		r->hybrid.native = (uint32_t)hn;
+		r->hybrid.python = r_below(b, r->hybrid.id);
+		r->hybrid.native = r_below(b, r->hybrid.id);
 		break;
-	}
 	case MT_REC_MODULE:
 		r->module.gen = r_u32(b);
 		r->module.bias = r_varint(b);
