@@ -71,8 +71,12 @@ static ssize_t loc_get(struct loctab *t, const char *fn, const char *file, int l
  * location recurs in it. So the trie is walked depth first, once: a
  * node's subtree memory goes to its location's total unless that location
  * is already on the path above (t->stamp counts its occurrences there).
- * Parents have lower ids than their children (format rule), so subtree
- * sums and child lists come from single passes over the ids. */
+ * Parents mostly have lower ids than their children, but not always (a
+ * hybrid stack, reader/native.h, is a frame node made after the capture's
+ * ids): the child lists link each node with memory and its ancestors once,
+ * walking up, and subtree sums come from a pass in depth-first order. A
+ * loop of parents (never in a decoded capture) is not reached from the
+ * roots and counts nothing. */
 ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
 			      struct mt_location **out)
 {
@@ -83,10 +87,11 @@ ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
 	uint32_t *next = calloc(n, sizeof(*next));   /* its next sibling */
 	uint32_t *li = malloc(n * sizeof(*li));      /* location of an entered node */
 	uint32_t *todo = malloc(2 * n * sizeof(*todo));
+	uint8_t *linked = calloc(n, 1);
 	ssize_t ret = -ENOMEM;
 	const uint32_t EXIT = 1u << 31; /* stack ids are below 2^24 */
 
-	if (!sub || !first || !next || !li || !todo)
+	if (!sub || !first || !next || !li || !todo || !linked)
 		goto out;
 	for (uint32_t id = 0; id < n; id++) {
 		struct mt_usage u = mt_snapshot_stack_usage(s, id);
@@ -102,17 +107,35 @@ ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
 	for (size_t id = n - 1; id > 0; id--) {
 		if (!sub[2 * id] && !sub[2 * id + 1])
 			continue;
-		uint32_t p = mt_snapshot_stack_parent(s, (uint32_t)id);
-		if (p >= id)
-			p = 0; /* never in a decoded capture; keeps the walk a tree */
-		if (p) {
-			sub[2 * p] += sub[2 * id];
-			sub[2 * p + 1] += sub[2 * id + 1];
+		for (uint32_t c = (uint32_t)id; c && !linked[c];) {
+			uint32_t p = mt_snapshot_stack_parent(s, c);
+			if (p >= n)
+				p = 0;
+			linked[c] = 1;
+			next[c] = first[p];
+			first[p] = c;
+			c = p;
 		}
-		next[id] = first[p];
-		first[p] = (uint32_t)id;
 	}
+	/* subtree sums: children before their parent (post-order) */
 	size_t top = 0;
+	for (uint32_t c = first[0]; c; c = next[c])
+		todo[top++] = c;
+	while (top) {
+		uint32_t id = todo[--top];
+		if (id & EXIT) {
+			id &= ~EXIT;
+			for (uint32_t c = first[id]; c; c = next[c]) {
+				sub[2 * id] += sub[2 * c];
+				sub[2 * id + 1] += sub[2 * c + 1];
+			}
+			continue;
+		}
+		todo[top++] = id | EXIT;
+		for (uint32_t c = first[id]; c; c = next[c])
+			todo[top++] = c;
+	}
+	top = 0;
 	for (uint32_t c = first[0]; c; c = next[c])
 		todo[top++] = c;
 	while (top) {
@@ -153,6 +176,7 @@ out:
 	free(next);
 	free(li);
 	free(todo);
+	free(linked);
 	return ret;
 }
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import BUILD, ROOT, python_params, run
+from conftest import BUILD, ROOT, python_params, report_json, run
 
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import memtrace  # noqa: E402
@@ -130,6 +130,11 @@ def test_every_report_reads_a_native_capture(native_capture, memtrace, tmp_path)
     assert "mt_native_a" not in py_only and "f at %s:10" % prog in py_only, py_only
     for cmd in ("summary", "parse"):
         run(memtrace, cmd, cap)
+    # a Python line's total holds the C allocations under it
+    rows = {(r["function"], r["line"]): r
+            for r in report_json(memtrace, "summary", cap, "--leaks", "-n", "0")["rows"]}
+    assert rows[("f", 10)]["total_bytes"] >= 777777, rows[("f", 10)]
+    assert rows[("mt_native_b", marker_line("malloc call"))]["own_bytes"] >= 777777
     # the flamegraph has every frame, the table the innermost location
     for cmd, name in (("flamegraph", "mt_native_a"), ("table", "mt_native_b")):
         html = tmp_path / (cmd + ".html")
