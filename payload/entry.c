@@ -388,7 +388,7 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	if (st.flags & MT_HDR_NATIVE) {
 		int own = mt_guard_enter();
 		mt_track_native(1);
-		mt_track_modules();
+		mt_track_modules(1);
 		if (own)
 			mt_guard_leave();
 	}

@@ -244,7 +244,7 @@ static void *hook_dlopen(const char *file, int flags)
 		int own = mt_guard_enter();
 		mt_got_patch_loaded(hooks, N_HOOKS);
 		/* its addresses resolve from its next allocation on */
-		mt_track_modules();
+		mt_track_modules(0);
 		if (own)
 			mt_guard_leave();
 		errno = e;

@@ -117,7 +117,20 @@ static struct {
 	struct mod *mods; /* MODS_MAX, mapped once */
 	char *paths;      /* PATHS_BYTES */
 	size_t nmods, paths_used;
+	uint64_t *told;   /* MODS_MAX: keys of the modules the capture has */
+	size_t ntold;
 } t;
+
+/* A module as loaded: its path, place and build-id. */
+static uint64_t mod_key(const struct mod *m, const char *path)
+{
+	uint64_t h = 1469598103934665603ull ^ m->rec.bias;
+	for (uint32_t i = 0; i < m->path_len; i++)
+		h = (h ^ (uint8_t)path[i]) * 1099511628211ull;
+	for (uint32_t i = 0; i < m->id_len; i++)
+		h = (h ^ m->build_id[i]) * 1099511628211ull;
+	return h;
+}
 
 /* The GNU build-id note in the loaded image, if any. */
 static uint32_t build_id_of(const struct dl_phdr_info *info, uint8_t *out)
@@ -190,24 +203,35 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-int mt_native_modules(mt_native_module_fn fn, void *ctx)
+int mt_native_modules(int all, mt_native_module_fn fn, void *ctx)
 {
 	pthread_mutex_lock(&n.lock);
 	if (!t.mods) {
-		void *a = mmap(NULL, MODS_MAX * sizeof(struct mod) + PATHS_BYTES,
+		void *a = mmap(NULL, MODS_MAX * (sizeof(struct mod) + sizeof(uint64_t)) + PATHS_BYTES,
 			       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (a == MAP_FAILED) {
 			pthread_mutex_unlock(&n.lock);
 			return -ENOMEM;
 		}
 		t.mods = a;
-		t.paths = (char *)a + MODS_MAX * sizeof(struct mod);
+		t.told = (uint64_t *)(t.mods + MODS_MAX);
+		t.paths = (char *)(t.told + MODS_MAX);
 	}
+	if (all)
+		t.ntold = 0;
 	t.nmods = t.paths_used = 0;
 	dl_iterate_phdr(collect, NULL);
 	uint32_t gen = ++n.gen;
 	for (size_t i = 0; i < t.nmods; i++) {
 		struct mod *m = &t.mods[i];
+		uint64_t key = mod_key(m, t.paths + m->path_off);
+		size_t k = 0;
+		while (k < t.ntold && t.told[k] != key)
+			k++;
+		if (k < t.ntold)
+			continue; /* in the capture's map already */
+		if (t.ntold < MODS_MAX)
+			t.told[t.ntold++] = key;
 		m->rec.gen = gen;
 		m->rec.path = (struct mt_bytes){ (const uint8_t *)t.paths + m->path_off, m->path_len };
 		m->rec.build_id = (struct mt_bytes){ m->build_id, m->id_len };

@@ -41,11 +41,12 @@ size_t mt_native_unwind(uintptr_t *ips, size_t max);
 
 /* mt_native_modules() - the loaded modules as MODULE records of a new
  * generation, one call of @fn each (path and build-id borrowed for the
- * call; the main program under its real path; the vDSO left out).
- * Calls @fn outside the loader's lock. Returns the generation, or
- * -ENOMEM. */
+ * call; the main program under its real path; the vDSO left out): @all
+ * of them, at the start of a capture, else those the capture has not
+ * had yet (the same file at the same place). Calls @fn outside the
+ * loader's lock. Returns the generation, or -ENOMEM. */
 typedef void (*mt_native_module_fn)(void *ctx, const struct mt_rec_module *m);
-int mt_native_modules(mt_native_module_fn fn, void *ctx);
+int mt_native_modules(int all, mt_native_module_fn fn, void *ctx);
 
 /* mt_native_after_fork() - in a fork child: free the lock a thread the
  * child does not have may have held. */

@@ -505,13 +505,13 @@ static void push_module(void *ctx, const struct mt_rec_module *m)
 		mt_tbuf_count_dropped();
 }
 
-void mt_track_modules(void)
+void mt_track_modules(int all)
 {
 	if (!g.native)
 		return;
 	struct mt_thread *t = thread_get();
 	if (t)
-		(void)mt_native_modules(push_module, t);
+		(void)mt_native_modules(all, push_module, t);
 }
 
 void mt_track_native(int on)

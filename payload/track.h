@@ -50,9 +50,10 @@ void mt_track_native(int on);
 
 /* mt_track_modules() - with native stacks on, the module map as MODULE
  * records of a new generation, in the calling thread's order of events:
- * at the start of a capture and after each dlopen, before anything the
- * new module allocates. Control paths and the dlopen hook, guard held. */
-void mt_track_modules(void);
+ * @all of it at the start of a capture, and after each dlopen the modules
+ * new to the capture, before anything they allocate. Control paths and
+ * the dlopen hook, guard held. */
+void mt_track_modules(int all);
 
 /* mt_track_after_fork() - in a fork child, free the locks that threads
  * the child does not have may have held. Control paths only. */

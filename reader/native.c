@@ -98,12 +98,14 @@ int mt_native_hybrid(struct mt_native *n, const struct mt_rec_hybrid *r)
 	return fresh;
 }
 
-/* The module of generation @gen holding address @a, or NULL. */
+/* The module holding address @a in the map of generation @gen: of the
+ * modules of that generation and those before it, the newest (a later
+ * module loaded where an unloaded one was takes its place), or NULL. */
 static struct mt_nmodule *module_at(struct mt_native *n, uint32_t gen, uint64_t a)
 {
-	for (uint32_t i = 0; i < n->n_mods; i++) {
+	for (uint32_t i = n->n_mods; i-- > 0;) {
 		struct mt_nmodule *m = &n->mods[i];
-		if (m->gen != gen)
+		if (m->gen > gen)
 			continue;
 		for (uint32_t s = 0; s < m->nsegs; s++)
 			if (a >= m->lo[s] && a < m->hi[s])
