@@ -36,7 +36,7 @@ static uint64_t loctab_hash(const void *ctx, size_t i)
 }
 
 /* Interned strings compare by pointer. Returns the index or -1. */
-static ssize_t loc_get(struct loctab *t, const char *fn, const char *file, int line)
+static ssize_t loc_get(struct loctab *t, const char *fn, const char *file, int line, int native)
 {
 	if (t->n * 2 >= t->nslots &&
 	    mt_slots_grow(&t->slots, &t->nslots, 1024, 0, t->n, loctab_hash, t) < 0)
@@ -60,7 +60,7 @@ static ssize_t loc_get(struct loctab *t, const char *fn, const char *file, int l
 		t->stamp = ns;
 		t->cap = n;
 	}
-	t->v[t->n] = (struct mt_location){ fn, file, line, 0, 0, 0, 0 };
+	t->v[t->n] = (struct mt_location){ fn, file, line, 0, 0, 0, 0, native };
 	t->stamp[t->n] = 0;
 	t->slots[j] = (uint32_t)t->n + 1;
 	return (ssize_t)t->n++;
@@ -98,7 +98,7 @@ ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
 		mt_usage_view(&u, view, &sub[2 * id], &sub[2 * id + 1]);
 	}
 	if (sub[0] || sub[1]) {
-		ssize_t k = loc_get(&t, no_frames, "", 0);
+		ssize_t k = loc_get(&t, no_frames, "", 0, 0);
 		if (k < 0)
 			goto out;
 		t.v[k].own_bytes = t.v[k].total_bytes = sub[0];
@@ -146,7 +146,7 @@ ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
 		}
 		struct mt_frame f;
 		mt_snapshot_stack_frame(s, id, &f);
-		ssize_t k = loc_get(&t, f.function, f.file, f.line);
+		ssize_t k = loc_get(&t, f.function, f.file, f.line, f.native);
 		if (k < 0)
 			goto out;
 		li[id] = (uint32_t)k;

@@ -27,6 +27,7 @@ struct mt_location {
 	int line;
 	uint64_t own_bytes, own_count;
 	uint64_t total_bytes, total_count;
+	int native; /* a native (C) frame's location */
 };
 
 /* mt_snapshot_locations() - every location with memory in @view, in no

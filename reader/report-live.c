@@ -214,6 +214,8 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 		if (f->base)
 			mt_strbuf_addf(&sb, "%12s ", signed_bytes(c, g[i].growth));
 		mt_strbuf_addf(&sb, "%10llu  ", (unsigned long long)l->own_count);
+		if (l->native)
+			mt_strbuf_addstr(&sb, "[C] "); /* a native frame */
 		mt__report_location(&sb, l->function, l->file, l->line);
 		line(out, &sb, f->width);
 		rows++;

@@ -44,6 +44,8 @@ static int summary_json(FILE *out, const struct mt_snapshot *s, const struct mt_
 		const struct mt_location *l = &locs[i];
 		mt_json_begin_object(&j, NULL);
 		mt_json_str(&j, "function", l->function);
+		if (l->native)
+			mt_json_bool(&j, "native", 1);
 		mt_json_str(&j, "file", l->file);
 		mt_json_i64(&j, "line", l->line);
 		mt_json_u64(&j, "total_bytes", l->total_bytes);
@@ -105,6 +107,8 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 		const struct mt_location *l = &locs[i];
 		char tb[32], ob[32];
 		mt_strbuf_reset(&sb);
+		if (l->native)
+			mt_strbuf_addstr(&sb, "[C] "); /* a native frame */
 		mt__report_location(&sb, l->function, l->file, l->line);
 		fprintf(out, "%12s %6.2f%% %12s %6.2f%% %11llu  %s\n", mt__report_bytes(tb, l->total_bytes),
 			pct(l->total_bytes, whole), mt__report_bytes(ob, l->own_bytes),

@@ -134,7 +134,11 @@ def test_every_report_reads_a_native_capture(native_capture, memtrace, tmp_path)
     rows = {(r["function"], r["line"]): r
             for r in report_json(memtrace, "summary", cap, "--leaks", "-n", "0")["rows"]}
     assert rows[("f", 10)]["total_bytes"] >= 777777, rows[("f", 10)]
-    assert rows[("mt_native_b", marker_line("malloc call"))]["own_bytes"] >= 777777
+    b = rows[("mt_native_b", marker_line("malloc call"))]
+    assert b["own_bytes"] >= 777777 and b["native"] is True and "native" not in rows[("f", 10)]
+    # the text views mark native frames
+    assert "[C] mt_native_b at " in run(memtrace, "summary", "--leaks", cap).stdout
+    assert "[C] mt_native_b at " in run(memtrace, "live", "--once", cap).stdout
     # the flamegraph has every frame, the table the innermost location
     for cmd, name in (("flamegraph", "mt_native_a"), ("table", "mt_native_b")):
         html = tmp_path / (cmd + ".html")
