@@ -83,6 +83,13 @@ static void w_bytes(struct wbuf *w, struct mt_bytes b)
 	w->n += b.len;
 }
 
+/* @id's distance back to a node made before it (r_below()'s), zigzag: a
+ * parent is mostly a node made just before, a small distance. */
+static void w_below(struct wbuf *w, uint32_t id, uint32_t below)
+{
+	w_varint(w, mt_zigzag((int64_t)id - (int64_t)below));
+}
+
 static void body_encode(struct wbuf *w, const struct mt_record *r)
 {
 	switch (r->type) {
@@ -100,20 +107,19 @@ static void body_encode(struct wbuf *w, const struct mt_record *r)
 		break;
 	case MT_REC_STACK:
 		w_varint(w, r->stack.id);
-		/* a parent is mostly a node made just before: a small distance */
-		w_varint(w, mt_zigzag((int64_t)r->stack.id - (int64_t)r->stack.parent));
+		w_below(w, r->stack.id, r->stack.parent);
 		w_varint(w, r->stack.code);
 		w_varint(w, r->stack.offset);
 		break;
 	case MT_REC_NATIVE:
 		w_varint(w, r->native.id);
-		w_varint(w, mt_zigzag((int64_t)r->native.id - (int64_t)r->native.parent));
+		w_below(w, r->native.id, r->native.parent);
 		w_varint(w, r->native.ip);
 		break;
 	case MT_REC_HYBRID:
 		w_varint(w, r->hybrid.id);
-		w_varint(w, mt_zigzag((int64_t)r->hybrid.id - (int64_t)r->hybrid.python));
-		w_varint(w, mt_zigzag((int64_t)r->hybrid.id - (int64_t)r->hybrid.native));
+		w_below(w, r->hybrid.id, r->hybrid.python);
+		w_below(w, r->hybrid.id, r->hybrid.native);
 		break;
 	case MT_REC_MODULE:
 		w_varint(w, r->module.gen);

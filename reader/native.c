@@ -199,21 +199,6 @@ static int address_frame(struct mt_native *n, uint32_t id)
 	return 0;
 }
 
-static int alias(struct mt_stacks *k, uint32_t id, uint32_t of)
-{
-	static const struct mt_frame none = { "<no frames>", "", 0, 1 };
-	if (of == 0)
-		return mt_stacks_set_frame(k, id, 0, &none);
-	if (id >= k->nodes_cap &&
-	    mt_grow((void **)&k->nodes, &k->nodes_cap, id, sizeof(struct mt_stack_node)) < 0)
-		return -ENOMEM;
-	if (of < k->nodes_cap)
-		k->nodes[id] = k->nodes[of];
-	else
-		k->nodes[id] = (struct mt_stack_node){ 0 };
-	return 0;
-}
-
 /* Working lists of one hybrid stack, innermost first. */
 struct work {
 	uint32_t *chain; /* native nodes */
@@ -353,7 +338,7 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 		for (uint32_t h = 0; h < n->n_hyb; h++) {
 			const struct mt_nhybrid *y = &n->hyb[h];
 			if (python_only) {
-				if (pass == 1 && alias(k, y->id, y->python) < 0)
+				if (pass == 1 && mt_stacks_alias(k, y->id, y->python) < 0)
 					goto out;
 				continue;
 			}
@@ -398,7 +383,7 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 					goto out;
 				parent = leaf;
 			}
-			if (alias(k, y->id, leaf ? leaf : y->python) < 0)
+			if (mt_stacks_alias(k, y->id, leaf ? leaf : y->python) < 0)
 				goto out;
 		}
 	}

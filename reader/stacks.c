@@ -106,6 +106,19 @@ int mt_stacks_set_frame(struct mt_stacks *k, uint32_t id, uint32_t parent,
 	return 0;
 }
 
+int mt_stacks_alias(struct mt_stacks *k, uint32_t id, uint32_t of)
+{
+	static const struct mt_frame none = { "<no frames>", "", 0, 1 };
+	if (of == 0)
+		return mt_stacks_set_frame(k, id, 0, &none);
+	if (id >= k->nodes_cap &&
+	    mt_grow((void **)&k->nodes, &k->nodes_cap, id, sizeof(struct mt_stack_node)) < 0)
+		return -ENOMEM;
+	/* an undefined @of: an undefined @id, "<unknown>" as @of would be */
+	k->nodes[id] = of < k->nodes_cap ? k->nodes[of] : (struct mt_stack_node){ 0 };
+	return 0;
+}
+
 static uint32_t fhash(uint32_t parent, const struct mt_frame *f)
 {
 	/* frames are interned by whoever made them: their strings compare by

@@ -81,6 +81,10 @@ uint32_t mt_stacks_add_frame(struct mt_stacks *k, uint32_t parent, const struct 
 int mt_stacks_set_frame(struct mt_stacks *k, uint32_t id, uint32_t parent,
 			const struct mt_frame *f);
 
+/* mt_stacks_alias() - define id @id as the same frame, with the same
+ * parent, as node @of (0: a "<no frames>" frame). Returns 0 or -ENOMEM. */
+int mt_stacks_alias(struct mt_stacks *k, uint32_t id, uint32_t of);
+
 /* mt_stacks_offset() / mt_stacks_entry() - a Python node's bytecode
  * offset, and whether its frame is an entry frame: the first one an
  * evaluation loop ran (3.11+: the low bit of the recorded offset; before
