@@ -22,9 +22,10 @@
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uintptr_t */
 
-/* Return addresses kept per event: the innermost ones; the unwinder
- * needs MT_NATIVE_SLACK more entries for memtrace's own frames. */
-#define MT_NATIVE_MAX 256
+/* Return addresses kept per event: the innermost ones (a recursion of
+ * thousands of Python frames through C is some tens of thousands); the
+ * unwinder needs MT_NATIVE_SLACK more entries for memtrace's own frames. */
+#define MT_NATIVE_MAX 65536
 #define MT_NATIVE_SLACK 16
 
 /* mt_native_start() - load libunwind and warm it up on this thread.

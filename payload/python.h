@@ -50,8 +50,13 @@ struct mt_pyraw {
 	const void *frame, *pos, *code;
 };
 
-#define MT_STACK_MAX 1024 /* Python frames of a stack, the newest kept */
-#define MT_CHAIN_MAX (MT_STACK_MAX + 64) /* chain frames followed, 3.12+ shims included */
+/* Python frames of a stack, the newest kept; the chain frames followed,
+ * 3.12+ shims included (one per call through C). Threads' chains are
+ * mapped memory of which only the depth a thread reaches is touched;
+ * the arrays' sizes are no multiple of a page, so that one frame's
+ * entries in them fall in different cache sets. */
+#define MT_STACK_MAX 16384
+#define MT_CHAIN_MAX (MT_STACK_MAX + MT_STACK_MAX / 4 + 8)
 
 /* A thread's frame chain as read at its last event, outermost frame first,
  * kept to match the next event's chain against. mt_python_update() keeps

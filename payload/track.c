@@ -117,9 +117,12 @@ void mt_track_after_fork(void)
 	unlock(); /* a thread the child does not have may have held it */
 }
 
+/* A thread's state: some megabytes of address space for the deepest
+ * stacks, of which a thread touches what its stacks reach. */
 static void *map(size_t bytes)
 {
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
 

@@ -290,6 +290,50 @@ def test_python_called_from_c_called_from_python(memtrace, tmp_path, python):
         assert [f[0] for f in rec.stack_trace()] == ["g", "g", "g", "g", "<module>"]
 
 
+DEEP = RECURSE.replace("keep = g(int(sys.argv[2]))", r'''
+import threading
+out = []
+
+
+def main():
+    out.append(g(int(sys.argv[2])))
+
+
+sys.setrecursionlimit(100000)
+threading.stack_size(512 << 20)  # some kilobytes of C stack a level
+t = threading.Thread(target=main)
+t.start()
+t.join()
+if not isinstance(out[0], int):  # the callback failed: RecursionError
+    sys.exit(3)
+''')
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_recursion_2000_deep_through_c(memtrace, tmp_path, python):
+    """Python -> C -> Python 2,000 times (some 30,000 native frames): the
+    hybrid stack is complete and in order, and so is the Python stack."""
+    prog = tmp_path / "deep.py"
+    prog.write_text(DEEP)
+    cap = tmp_path / "d.bin"
+    cp = run(memtrace, "run", "--native", "-o", cap, "--python", python, prog, TARGET_LIB, 2000,
+             check=False, timeout=300)
+    if cp.returncode == 3:
+        pytest.skip("%s refuses a recursion 2000 deep through C (its C recursion limit)"
+                    % python)
+    assert cp.returncode == 0, cp.stderr
+    with reader(cap) as r:
+        rec = [x for x in r.get_allocation_records() if x.size == 888888][0]
+        hybrid = rec.hybrid_stack_trace()
+        keep = {"mt_native_a", "mt_native_b", "mt_native_call", "g", "main"}
+        names = [f[0] for f in hybrid if f[0] in keep]
+        assert names == ["mt_native_b", "mt_native_a", "g"] + ["mt_native_call", "g"] * 2000 + \
+            ["main"], (len(names), names[:8], names[-8:])
+        assert len(rec.native_stack_trace()) > 20000
+        py = [f[0] for f in rec.stack_trace()]
+        assert py[:2002] == ["g"] * 2001 + ["main"], py[:4]
+
+
 @pytest.mark.parametrize("python", python_params()[:1] + python_params()[-1:])
 def test_native_with_python_allocators_and_forks(memtrace, tmp_path, python):
     """--native with --trace-python-allocators (pymalloc's events get

@@ -11,7 +11,7 @@ from conftest import ROOT, python_params, run
 from test_python_api import py_env
 
 SHAPES = os.path.join(ROOT, "tests", "targets", "stackshapes.py")
-MAX_FRAMES = 1024  # Python frames the payload keeps, innermost first
+MAX_FRAMES = 16384  # Python frames the payload keeps, innermost first
 
 DUMP = r"""
 import json, sys
@@ -53,8 +53,8 @@ def assert_stacks_match(cap, expected_json, tmp_path, least=500):
 @pytest.mark.parametrize("python", python_params())
 def test_stacks_match_python(memtrace, tmp_path, python, mode):
     cap, expected_json = tmp_path / "s.bin", tmp_path / "expected.json"
-    run(memtrace, "run", "--python", python, *mode, "-o", cap, SHAPES, expected_json, cwd=tmp_path,
-        timeout=300)
+    run(memtrace, "run", "--python", python, *mode, "-o", cap, SHAPES, expected_json,
+        *([] if mode else ["deep"]), cwd=tmp_path, timeout=300)
     assert_stacks_match(cap, expected_json, tmp_path)
 
 
