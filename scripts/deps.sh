@@ -5,16 +5,18 @@
 #   sh scripts/deps.sh test    that, and what the tests use (Check, pytest,
 #                              numpy, Python headers, gdb, lldb, chromium,
 #                              clang, libc's debug information for native
-#                              stacks): what scripts/test.sh needs; the default
+#                              stacks, pandas without its recommends): what
+#                              scripts/test.sh needs; the default
 # The test packages are kept out of the demo: on a fresh machine they pull
 # in upgrades of much of the system (systemd, perl).
 set -e
 build="meson ninja-build pkg-config gcc liblz4-dev libunwind-dev libelf-dev libdw-dev python3"
 test="check python3-dev python3-pytest python3-numpy gdb lldb python3-lldb-14 chromium
 clang libclang-rt-14-dev libc6-dbg"
+lean="python3-pandas" # installed without the packages it recommends
 case "${1:-test}" in
 build) packages="$build" ;;
-test) packages="$build $test" ;;
+test) packages="$build $test $lean" ;;
 *)
 	echo "usage: sh scripts/deps.sh [build | test]" >&2
 	exit 2
@@ -30,4 +32,12 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 1
 fi
 apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
+full="" bare=""
+for p in $missing; do
+	case " $lean " in
+	*" $p "*) bare="$bare $p" ;;
+	*) full="$full $p" ;;
+	esac
+done
+[ -z "$full" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $full
+[ -z "$bare" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $bare

@@ -167,6 +167,55 @@ def test_numpy_buffer_under_the_python_line(memtrace, tmp_path):
             native
 
 
+PANDAS_PROG = r"""
+import sys
+
+import pandas as pd
+
+
+def write_csv(path, rows):
+    with open(path, "w") as fp:
+        fp.write("id,name,city,score\n")
+        for i in range(rows):
+            fp.write("%d,name-%d,city-%d,%d.5\n" % (i, i, i % 977, i % 101))
+
+
+def load_rows(path):
+    return pd.read_csv(path)  # the Python line
+
+
+write_csv(sys.argv[1], int(sys.argv[2]))
+frame = load_rows(sys.argv[1])
+assert str(frame["name"].dtype) == "object", frame.dtypes
+"""
+
+
+def test_pandas_object_columns_under_the_read_csv_line(memtrace, tmp_path):
+    """read_csv of object-dtype (string) columns: the widest allocation at
+    the peak is made in pandas' or numpy's C code, and the hybrid stack
+    has that code under the line that called read_csv."""
+    python = "/usr/bin/python3"
+    if run(python, "-c", "import pandas", check=False).returncode != 0:
+        pytest.skip("pandas is not installed for %s (Debian: python3-pandas)" % python)
+    prog = tmp_path / "pd_prog.py"
+    prog.write_text(PANDAS_PROG)
+    line = [i for i, t in enumerate(PANDAS_PROG.splitlines(), 1) if "the Python line" in t][0]
+    cap = tmp_path / "pd.bin"
+    run(memtrace, "run", "--native", "-o", cap, "--python", python, prog, tmp_path / "rows.csv",
+        200_000, timeout=300)
+    with reader(cap) as r:
+        widest = max(r.get_high_watermark_allocation_records(), key=lambda x: x.size)
+        hybrid = widest.hybrid_stack_trace()
+        at = [i for i, f in enumerate(hybrid) if f[0] == "load_rows"]
+        assert at and hybrid[at[0]][1:] == (str(prog), line), hybrid
+        below = hybrid[:at[0]]
+        assert any(re.search(r"/(pandas|numpy)/", f[1]) for f in below), below
+        assert ("load_rows", str(prog), line) in widest.stack_trace()
+    tree = run(memtrace, "tree", cap).stdout
+    assert re.search(r"load_rows at .*pd_prog\.py:%d" % line, tree), tree
+    assert "[C] parsers" in tree, tree
+
+
 ATTACH_TARGET = r'''
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
