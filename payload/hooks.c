@@ -36,6 +36,7 @@
 	X(munmap, int, (void *, size_t))                                \
 	X(mremap, void *, (void *, size_t, size_t, int, ...))           \
 	X(dlopen, void *, (const char *, int))                          \
+	X(dlclose, int, (void *))                                       \
 	X(_exit, void, (int))                                           \
 	X(execve, int, (const char *, char *const[], char *const[]))    \
 	X(execv, int, (const char *, char *const[]))                    \
@@ -250,6 +251,23 @@ static void *hook_dlopen(const char *file, int flags)
 		errno = e;
 	}
 	return h;
+}
+
+/* A library unloaded may leave its addresses to the next one loaded:
+ * native stacks met after it are resolved against the map of their
+ * time. (Whether dlclose really unloaded it does not matter.) */
+static int hook_dlclose(void *h)
+{
+	int r = real.dlclose(h);
+	if (r == 0 && mt_tracking) {
+		int e = errno;
+		int own = mt_guard_enter();
+		mt_track_unloaded();
+		if (own)
+			mt_guard_leave();
+		errno = e;
+	}
+	return r;
 }
 
 /* os._exit() skips atexit handlers: finish the capture first. */

@@ -149,28 +149,42 @@ static size_t hash_node(uint32_t parent, uint32_t code, uint32_t offset)
 	return (size_t)(v ^ (v >> 29));
 }
 
-static int grow_nodes(void)
+/* The node table anew with @ncap entries, without its native and hybrid
+ * nodes if @no_native. */
+static int rehash_nodes(size_t ncap, int no_native)
 {
-	size_t ncap = g.nodes_cap ? g.nodes_cap * 2 : 16384;
 	struct node_entry *nt = map(ncap * sizeof(*nt));
 	if (!nt)
 		return -1;
+	size_t used = 0;
 	for (size_t i = 0; i < g.nodes_cap; i++) {
 		struct node_entry *e = &g.nodes[i];
-		if (!e->id)
+		if (!e->id || (no_native && (e->code & MT_NATIVE_CODE)))
 			continue;
 		size_t j = hash_node(e->parent, e->code, e->offset) & (ncap - 1);
 		while (nt[j].id)
 			j = (j + 1) & (ncap - 1);
 		nt[j] = *e;
+		used++;
 	}
 	struct node_entry *old = g.nodes; /* as in grow_codes() */
 	size_t old_cap = g.nodes_cap;
 	g.nodes = nt;
 	g.nodes_cap = ncap;
+	g.nodes_used = used;
 	if (old)
 		munmap(old, old_cap * sizeof(*old));
 	return 0;
+}
+
+static int grow_nodes(void)
+{
+	return rehash_nodes(g.nodes_cap ? g.nodes_cap * 2 : 16384, 0);
+}
+
+int mt_intern_forget_native(void)
+{
+	return g.nodes_cap ? rehash_nodes(g.nodes_cap, 1) : 0;
 }
 
 uint32_t mt_intern_node(uint32_t parent, uint32_t code, uint32_t offset, struct mt_tbuf *buf,

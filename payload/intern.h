@@ -34,6 +34,12 @@ uint32_t mt_intern_code(const void *code, struct mt_tbuf *buf, int *lost);
 uint32_t mt_intern_node(uint32_t parent, uint32_t code, uint32_t offset, struct mt_tbuf *buf,
 			int *lost);
 
+/* mt_intern_forget_native() - a library was unloaded, and another may
+ * take its addresses: native and hybrid nodes met from now on are new
+ * ones, recorded under the module map of their time. Python nodes stay.
+ * Returns 0, or -1 when out of memory (the table is then as it was). */
+int mt_intern_forget_native(void);
+
 /* mt_intern_code_gone() - @code is being freed: a code object made at its
  * address later is a new one. Returns 1 if it had an id. */
 int mt_intern_code_gone(const void *code);

@@ -725,6 +725,18 @@ void mt_track_frame_exit(const void *frame)
 	mt_guard_leave();
 }
 
+void mt_track_unloaded(void)
+{
+	if (!g.native)
+		return;
+	lock();
+	/* the threads forget the native nodes they cached, as for a code
+	 * object's death */
+	if (mt_intern_forget_native() == 0)
+		atomic_fetch_add_explicit(&g.session, SESSION_CODE_DIED, memory_order_release);
+	unlock();
+}
+
 /* Out of the way of the hot path above: it runs once per code object
  * freed. */
 void mt_track_code_gone(const void *code)

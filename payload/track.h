@@ -48,6 +48,12 @@ int mt_track_init(int python);
  * Control paths only. */
 void mt_track_native(int on);
 
+/* mt_track_unloaded() - with native stacks on, a library was unloaded
+ * (dlclose): return addresses met from now on get nodes of their own,
+ * resolved against the module map as it is then (another library may
+ * be loaded where this one was). Not from an allocation hook. */
+void mt_track_unloaded(void);
+
 /* mt_track_modules() - with native stacks on, the module map as MODULE
  * records of a new generation, in the calling thread's order of events:
  * @all of it at the start of a capture, and after each dlopen the modules

@@ -216,6 +216,42 @@ def test_pandas_object_columns_under_the_read_csv_line(memtrace, tmp_path):
     assert "[C] parsers" in tree, tree
 
 
+UNLOAD_PROG = r"""
+import ctypes, _ctypes, sys
+one = ctypes.CDLL(sys.argv[1])
+one.mt_unload_one.restype = ctypes.c_void_p
+one.mt_unload_one.argtypes = [ctypes.c_size_t]
+p = one.mt_unload_one(555555)
+where_one = ctypes.cast(one.mt_unload_one, ctypes.c_void_p).value
+_ctypes.dlclose(one._handle)
+two = ctypes.CDLL(sys.argv[2])
+two.mt_unload_two.restype = ctypes.c_void_p
+two.mt_unload_two.argtypes = [ctypes.c_size_t]
+q = two.mt_unload_two(666666)
+where_two = ctypes.cast(two.mt_unload_two, ctypes.c_void_p).value
+print("same place" if where_one == where_two else "elsewhere")
+"""
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_library_unloaded_and_another_loaded_where_it_was(memtrace, tmp_path, python):
+    """dlclose of a library, then another of the same layout loaded at
+    its addresses: each allocation names the function of the library
+    loaded when it was made, not the first one met at that address."""
+    libs = [os.path.join(BUILD, "tests", "targets", "libmt-unload-%s.so" % w) for w in ("one", "two")]
+    prog = tmp_path / "unload.py"
+    prog.write_text(UNLOAD_PROG)
+    cap = tmp_path / "u.bin"
+    out = run(memtrace, "run", "--native", "-o", cap, "--python", python, prog, *libs).stdout
+    with reader(cap) as r:
+        leaf = {x.size: x.hybrid_stack_trace()[0][0] for x in r.get_allocation_records()
+                if x.size in (555555, 666666)}
+    assert leaf == {555555: "mt_unload_one", 666666: "mt_unload_two"}, leaf
+    if "same place" not in out:
+        pytest.skip("the loader put the second library elsewhere under %s: nothing to confuse"
+                    % python)
+
+
 ATTACH_TARGET = r'''
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
