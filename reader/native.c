@@ -31,6 +31,7 @@ struct mt_nnode {
 	uint8_t defined, state, eval;
 	uint8_t hybrid; /* a HYBRID id: parent is its native leaf */
 	uint32_t fi, fn; /* its frames, n->frames[fi..fi+fn), innermost first */
+	uint32_t evals;  /* 1 + evaluation loops from it to its root; 0: not counted */
 };
 
 struct mt_nhybrid {
@@ -255,19 +256,6 @@ static int lists_of(const struct mt_native *n, const struct mt_stacks *k,
 	return 0;
 }
 
-/* Whether @w's stacks pair up: as many evaluation loops in the native
- * chain as runs of Python frames, each run ending (outwards) with an
- * entry frame, and more than one (one needs no pairing). */
-static int pairs_up(const struct mt_native *n, const struct mt_stacks *k, const struct work *w)
-{
-	size_t evals = 0, runs = 0;
-	for (size_t i = 0; i < w->depth; i++)
-		evals += n->nodes[w->chain[i]].eval;
-	for (size_t i = 0; i < w->npy; i++)
-		runs += mt_stacks_entry(k, &k->nodes[w->py[i]]) || i + 1 == w->npy;
-	return runs > 1 && evals == runs;
-}
-
 /* Python node @id's frame, kept in the pool (once per node). */
 static int python_frame(struct mt_native *n, const struct mt_stacks *k, uint32_t id)
 {
@@ -322,9 +310,183 @@ static int interleave(struct mt_native *n, const struct mt_stacks *k, struct wor
 	return 0;
 }
 
+/* Node @id and those on its way to its root symbolized (each once), and
+ * the evaluation loops among them counted; 0, or -ENOMEM. A chain that
+ * loops (a damaged capture) ends where it would. */
+static int count_evals(struct mt_native *n, uint32_t id, struct work *w)
+{
+	size_t from = w->depth; /* the walk's nodes, in w->chain after @from */
+	uint32_t below = 0;
+	for (uint32_t x = id; x && x < n->cap_nodes && n->nodes[x].defined && !n->nodes[x].hybrid;
+	     x = n->nodes[x].parent) {
+		if (n->nodes[x].evals) {
+			below = n->nodes[x].evals - 1;
+			break;
+		}
+		if (w->depth - from > n->cap_nodes)
+			break;
+		if (push_id(&w->chain, &w->depth, &w->cap, x) < 0)
+			return -ENOMEM;
+	}
+	for (size_t i = w->depth; i-- > from;) {
+		uint32_t x = w->chain[i];
+		if (resolve_node(n, x) < 0 || (!n->nodes[x].fn && address_frame(n, x) < 0))
+			return -ENOMEM;
+		below += n->nodes[x].eval;
+		n->nodes[x].evals = below + 1;
+	}
+	w->depth = from;
+	return 0;
+}
+
+/* Runs of Python frames in Python stack @id, each ending (outwards) with
+ * an entry frame or the outermost frame, into @runs, by Python id (1 +
+ * the count; 0: not counted). A hybrid stack pairs up when its native
+ * chain has as many evaluation loops as that, and more than one (one
+ * needs no pairing). */
+static int python_runs(const struct mt_stacks *k, uint32_t **runs, uint32_t *cap, uint32_t id,
+		       struct work *w)
+{
+	size_t from = w->npy;
+	uint32_t below = 0;
+	for (uint32_t x = id; x && x < k->nodes_cap && k->nodes[x].defined &&
+			      k->nodes[x].code != MT_CODE_FRAME; x = k->nodes[x].parent) {
+		if (x < *cap && (*runs)[x]) {
+			below = (*runs)[x] - 1;
+			break;
+		}
+		if (w->npy - from > k->nodes_cap)
+			break;
+		if (push_id(&w->py, &w->npy, &w->cap_py, x) < 0)
+			return -ENOMEM;
+	}
+	for (size_t i = w->npy; i-- > from;) {
+		uint32_t x = w->py[i];
+		if (x >= *cap && mt_grow((void **)runs, cap, x, sizeof(**runs)) < 0)
+			return -ENOMEM;
+		/* the outermost frame ends a run, as does every entry frame */
+		below += !below || mt_stacks_entry(k, &k->nodes[x]);
+		(*runs)[x] = below + 1;
+	}
+	w->npy = from;
+	return 0;
+}
+
+/* (Python stack, native node) -> the trie node of that Python stack
+ * with the native frames from the node's innermost evaluation loop
+ * (exclusive) to the node: what hybrid stacks that share a caller share. */
+struct memo {
+	uint64_t *keys; /* python << 32 | native; 0: empty */
+	uint32_t *vals;
+	size_t mask, used;
+};
+
+static size_t memo_slot(const struct memo *m, uint64_t key)
+{
+	uint64_t v = key * 0x9e3779b97f4a7c15ull;
+	return (size_t)(v ^ v >> 29) & m->mask;
+}
+
+static uint32_t memo_get(const struct memo *m, uint32_t py, uint32_t nat)
+{
+	uint64_t key = (uint64_t)py << 32 | nat;
+	if (!m->keys)
+		return 0;
+	for (size_t j = memo_slot(m, key);; j = (j + 1) & m->mask) {
+		if (m->keys[j] == key)
+			return m->vals[j];
+		if (!m->keys[j])
+			return 0;
+	}
+}
+
+static int memo_put(struct memo *m, uint32_t py, uint32_t nat, uint32_t val)
+{
+	if ((m->used + 1) * 2 > m->mask) {
+		size_t cap = m->keys ? (m->mask + 1) * 2 : 4096;
+		struct memo g = { calloc(cap, sizeof(*g.keys)), malloc(cap * sizeof(*g.vals)),
+				  cap - 1, m->used };
+		if (!g.keys || !g.vals) {
+			free(g.keys);
+			free(g.vals);
+			return -ENOMEM;
+		}
+		for (size_t i = 0; m->keys && i <= m->mask; i++) {
+			if (!m->keys[i])
+				continue;
+			size_t j = memo_slot(&g, m->keys[i]);
+			while (g.keys[j])
+				j = (j + 1) & g.mask;
+			g.keys[j] = m->keys[i];
+			g.vals[j] = m->vals[i];
+		}
+		free(m->keys);
+		free(m->vals);
+		*m = g;
+	}
+	uint64_t key = (uint64_t)py << 32 | nat;
+	size_t j = memo_slot(m, key);
+	while (m->keys[j] && m->keys[j] != key)
+		j = (j + 1) & m->mask;
+	m->used += !m->keys[j];
+	m->keys[j] = key;
+	m->vals[j] = val;
+	return 0;
+}
+
+/* The trie node of hybrid @y when its stacks do not pair up: the native
+ * frames its innermost Python frame called, under its Python stack; a
+ * chain with no evaluation loop whole if there is no Python stack, and
+ * none of it if there is. Each (Python stack, native node) is added to
+ * the trie once. 0 means @y's Python stack. */
+static int64_t under_python(struct mt_native *n, struct mt_stacks *k, struct memo *m,
+			    const struct mt_nhybrid *y, struct work *w)
+{
+	uint32_t py = y->python, base = 0, x = y->native;
+	int found = 0;
+	w->depth = 0;
+	for (; x && x < n->cap_nodes && n->nodes[x].defined && !n->nodes[x].hybrid;
+	     x = n->nodes[x].parent) {
+		if (n->nodes[x].eval) {
+			base = py;
+			found = 1;
+			break;
+		}
+		uint32_t v = memo_get(m, py, x);
+		if (v) {
+			base = v;
+			found = 1;
+			break;
+		}
+		if (w->depth > n->cap_nodes)
+			break;
+		if (push_id(&w->chain, &w->depth, &w->cap, x) < 0)
+			return -ENOMEM;
+	}
+	if (!found) {
+		if (py)
+			return 0; /* no evaluation loop found */
+		base = 0;
+	}
+	for (size_t i = w->depth; i-- > 0;) {
+		const struct mt_nnode *d = &n->nodes[w->chain[i]];
+		for (uint32_t f = d->fn; f-- > 0;) {
+			base = mt_stacks_add_frame(k, base, &n->frames[d->fi + f]);
+			if (!base)
+				return -ENOMEM;
+		}
+		if (memo_put(m, py, w->chain[i], base) < 0)
+			return -ENOMEM;
+	}
+	return base;
+}
+
 int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 {
 	struct work w = { 0 };
+	struct memo m = { 0 };
+	uint32_t *runs = NULL, cap_runs = 0;
+	uint8_t *paired = NULL;
 	int err = -ENOMEM;
 
 	if (!n->sym && !(n->sym = mt_symbols_new()))
@@ -332,66 +494,64 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 	n->interp = -1;
 	if (k->next_free <= n->max_id)
 		k->next_free = n->max_id + 1;
-	/* first every frame (the pool then stays put: the trie points
-	 * into it), then the stacks */
-	for (int pass = 0; pass < 2; pass++) {
-		for (uint32_t h = 0; h < n->n_hyb; h++) {
-			const struct mt_nhybrid *y = &n->hyb[h];
-			if (python_only) {
-				if (pass == 1 && mt_stacks_alias(k, y->id, y->python) < 0)
-					goto out;
-				continue;
-			}
-			if (lists_of(n, k, y, &w) < 0)
+	if (python_only) {
+		for (uint32_t h = 0; h < n->n_hyb; h++)
+			if (mt_stacks_alias(k, n->hyb[h].id, n->hyb[h].python) < 0)
+				return -ENOMEM;
+		return 0;
+	}
+	if (!(paired = calloc(n->n_hyb ? n->n_hyb : 1, 1)))
+		goto out;
+	/* first every frame (the pool then stays put: the trie points into
+	 * it), then the stacks; a hybrid stack pairs up when its chain has
+	 * as many evaluation loops as its Python stack has runs */
+	for (uint32_t h = 0; h < n->n_hyb; h++) {
+		const struct mt_nhybrid *y = &n->hyb[h];
+		if (count_evals(n, y->native, &w) < 0 || python_runs(k, &runs, &cap_runs, y->python, &w) < 0)
+			goto out;
+		uint32_t nat = y->native, evals = 0, r = 0;
+		if (nat && nat < n->cap_nodes && n->nodes[nat].evals)
+			evals = n->nodes[nat].evals - 1;
+		if (y->python && y->python < cap_runs && runs[y->python])
+			r = runs[y->python] - 1;
+		if (!(r > 1 && evals == r))
+			continue;
+		paired[h] = 1;
+		if (lists_of(n, k, y, &w) < 0)
+			goto out;
+		for (size_t i = 0; i < w.npy; i++)
+			if (python_frame(n, k, w.py[i]) < 0)
 				goto out;
-			if (pass == 0) {
-				for (size_t i = 0; i < w.depth; i++) {
-					if (resolve_node(n, w.chain[i]) < 0)
-						goto out;
-					if (!n->nodes[w.chain[i]].fn && address_frame(n, w.chain[i]) < 0)
-						goto out;
-				}
-				if (pairs_up(n, k, &w))
-					for (size_t i = 0; i < w.npy; i++)
-						if (python_frame(n, k, w.py[i]) < 0)
-							goto out;
-				continue;
-			}
-			uint32_t parent = 0, leaf = 0;
-			if (pairs_up(n, k, &w)) {
-				/* Python called from C called from Python: the
-				 * whole stack anew, outermost first */
-				if (interleave(n, k, &w) < 0)
-					goto out;
-			} else {
-				/* the native frames the innermost Python frame
-				 * called, under its stack */
-				size_t shown = 0;
-				while (shown < w.depth && !n->nodes[w.chain[shown]].eval)
-					shown++;
-				if (shown == w.depth && y->python)
-					shown = 0; /* no evaluation loop found */
-				w.nout = 0;
-				for (size_t i = 0; i < shown; i++)
-					if (push_native(n, &w, w.chain[i], 0) < 0)
-						goto out;
-				parent = y->python;
-			}
+	}
+	for (uint32_t h = 0; h < n->n_hyb; h++) {
+		const struct mt_nhybrid *y = &n->hyb[h];
+		int64_t leaf;
+		if (paired[h]) {
+			/* Python called from C called from Python: the whole
+			 * stack anew, outermost first */
+			if (lists_of(n, k, y, &w) < 0 || interleave(n, k, &w) < 0)
+				goto out;
+			leaf = 0;
 			for (size_t i = w.nout; i-- > 0;) {
-				leaf = mt_stacks_add_frame(k, parent, w.out[i]);
+				leaf = mt_stacks_add_frame(k, (uint32_t)leaf, w.out[i]);
 				if (!leaf)
 					goto out;
-				parent = leaf;
 			}
-			if (mt_stacks_alias(k, y->id, leaf ? leaf : y->python) < 0)
-				goto out;
+		} else if ((leaf = under_python(n, k, &m, y, &w)) < 0) {
+			goto out;
 		}
+		if (mt_stacks_alias(k, y->id, leaf ? (uint32_t)leaf : y->python) < 0)
+			goto out;
 	}
 	err = 0;
 out:
 	free(w.chain);
 	free(w.py);
 	free(w.out);
+	free(m.keys);
+	free(m.vals);
+	free(runs);
+	free(paired);
 	return err;
 }
 
