@@ -241,10 +241,15 @@ static int live_resize(struct mt__snapshot_state *st, unsigned bits)
 {
 	struct live *old = st->live;
 	uint64_t old_n = old ? st->live_mask + 1 : 0;
-	struct live *nv = calloc((size_t)1 << bits, sizeof(*nv));
+	/* zeroed by writing, not by calloc(): the probes below would read
+	 * calloc's fresh pages as the shared zero page, and each page would
+	 * then fault again on its first write */
+	struct live *nv = malloc(((size_t)1 << bits) * sizeof(*nv));
 
 	if (!nv)
 		return -ENOMEM;
+	mt_grow_huge(nv, ((size_t)1 << bits) * sizeof(*nv));
+	memset(nv, 0, ((size_t)1 << bits) * sizeof(*nv));
 	st->live = nv;
 	st->live_mask = ((uint64_t)1 << bits) - 1;
 	st->live_shift = 64 - bits;
@@ -610,6 +615,8 @@ static int finish(struct mt_snapshot *s)
 	struct mt_usage *tu;
 
 	st->stack_usage = calloc((size_t)st->max_stack + 1, sizeof(*st->stack_usage));
+	if (st->stack_usage)
+		mt_grow_huge(st->stack_usage, ((size_t)st->max_stack + 1) * sizeof(*st->stack_usage));
 	st->site_out = calloc(st->n_sites ? st->n_sites : 1, sizeof(*st->site_out));
 	tu = calloc(st->max_thread ? st->max_thread : 1, sizeof(*tu));
 	s->threads = calloc(st->max_thread ? st->max_thread : 1, sizeof(*s->threads));

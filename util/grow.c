@@ -5,6 +5,17 @@
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* realloc */
 #include <string.h> /* memset */
+#include <sys/mman.h> /* madvise */
+
+#define HUGE ((uintptr_t)2 << 20)
+
+void mt_grow_huge(void *p, size_t len)
+{
+	uintptr_t lo = ((uintptr_t)p + HUGE - 1) & ~(HUGE - 1);
+	uintptr_t hi = ((uintptr_t)p + len) & ~(HUGE - 1);
+	if (hi > lo)
+		(void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+}
 
 int mt_grow(void **v, uint32_t *cap, uint32_t need, size_t elem)
 {
@@ -14,6 +25,7 @@ int mt_grow(void **v, uint32_t *cap, uint32_t need, size_t elem)
 	void *nv = realloc(*v, (size_t)n * elem);
 	if (!nv)
 		return -ENOMEM;
+	mt_grow_huge(nv, (size_t)n * elem);
 	memset((char *)nv + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
 	*v = nv;
 	*cap = n;
