@@ -434,28 +434,51 @@ static int memo_put(struct memo *m, uint32_t py, uint32_t nat, uint32_t val)
 	return 0;
 }
 
-/* The trie node of hybrid @y when its stacks do not pair up: the native
- * frames its innermost Python frame called, under its Python stack; a
- * chain with no evaluation loop whole if there is no Python stack, and
- * none of it if there is. Each (Python stack, native node) is added to
- * the trie once. 0 means @y's Python stack. */
-static int64_t under_python(struct mt_native *n, struct mt_stacks *k, struct memo *m,
-			    const struct mt_nhybrid *y, struct work *w)
+/* The trie node of hybrid @y: the native frames its innermost Python
+ * frame called, under the rest, which is its Python stack if the stacks
+ * do not pair up (@paired), and the interleaving of both, from the
+ * innermost evaluation loop out, if they do. A chain with no evaluation
+ * loop is shown whole if there is no Python stack, and not at all if
+ * there is. Each (Python stack, native node) is added to the trie once:
+ * whether it pairs up depends on nothing else. 0 means @y's Python
+ * stack. */
+static int64_t hybrid_leaf(struct mt_native *n, struct mt_stacks *k, struct memo *m,
+			   const struct mt_nhybrid *y, int paired, struct work *w)
 {
 	uint32_t py = y->python, base = 0, x = y->native;
 	int found = 0;
+	size_t depth = 0;
 	w->depth = 0;
 	for (; x && x < n->cap_nodes && n->nodes[x].defined && !n->nodes[x].hybrid;
 	     x = n->nodes[x].parent) {
-		if (n->nodes[x].eval) {
-			base = py;
-			found = 1;
-			break;
-		}
 		uint32_t v = memo_get(m, py, x);
 		if (v) {
 			base = v;
 			found = 1;
+			break;
+		}
+		if (n->nodes[x].eval) {
+			found = 1;
+			if (!paired) {
+				base = py;
+				break;
+			}
+			/* Python called from C called from Python: the
+			 * interleaving from this loop out, once */
+			depth = w->depth;
+			struct mt_nhybrid outer = { 0, py, x };
+			if (lists_of(n, k, &outer, w) < 0 || interleave(n, k, w) < 0)
+				return -ENOMEM;
+			for (size_t i = w->nout; i-- > 0;) {
+				base = mt_stacks_add_frame(k, base, w->out[i]);
+				if (!base)
+					return -ENOMEM;
+			}
+			if (memo_put(m, py, x, base) < 0)
+				return -ENOMEM;
+			w->depth = depth;
+			/* lists_of() left the whole chain from the loop in
+			 * w->chain: the nodes below it are pushed again */
 			break;
 		}
 		if (w->depth > n->cap_nodes)
@@ -467,6 +490,12 @@ static int64_t under_python(struct mt_native *n, struct mt_stacks *k, struct mem
 		if (py)
 			return 0; /* no evaluation loop found */
 		base = 0;
+	}
+	if (depth) {
+		/* the nodes below the loop, overwritten by lists_of(): again */
+		size_t i = 0;
+		for (uint32_t v = y->native; i < depth; v = n->nodes[v].parent)
+			w->chain[i++] = v;
 	}
 	for (size_t i = w->depth; i-- > 0;) {
 		const struct mt_nnode *d = &n->nodes[w->chain[i]];
@@ -517,29 +546,22 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 		if (!(r > 1 && evals == r))
 			continue;
 		paired[h] = 1;
-		if (lists_of(n, k, y, &w) < 0)
-			goto out;
-		for (size_t i = 0; i < w.npy; i++)
-			if (python_frame(n, k, w.py[i]) < 0)
+		/* its Python frames into the pool, up to one that is there
+		 * (with all below it) */
+		for (uint32_t x = y->python, i = 0; x && x < k->nodes_cap && k->nodes[x].defined &&
+						    k->nodes[x].code != MT_CODE_FRAME && i <= k->nodes_cap;
+		     x = k->nodes[x].parent, i++) {
+			if (x < n->cap_pyf && n->pyf[x])
+				break;
+			if (python_frame(n, k, x) < 0)
 				goto out;
+		}
 	}
 	for (uint32_t h = 0; h < n->n_hyb; h++) {
 		const struct mt_nhybrid *y = &n->hyb[h];
-		int64_t leaf;
-		if (paired[h]) {
-			/* Python called from C called from Python: the whole
-			 * stack anew, outermost first */
-			if (lists_of(n, k, y, &w) < 0 || interleave(n, k, &w) < 0)
-				goto out;
-			leaf = 0;
-			for (size_t i = w.nout; i-- > 0;) {
-				leaf = mt_stacks_add_frame(k, (uint32_t)leaf, w.out[i]);
-				if (!leaf)
-					goto out;
-			}
-		} else if ((leaf = under_python(n, k, &m, y, &w)) < 0) {
+		int64_t leaf = hybrid_leaf(n, k, &m, y, paired[h], &w);
+		if (leaf < 0)
 			goto out;
-		}
 		if (mt_stacks_alias(k, y->id, leaf ? (uint32_t)leaf : y->python) < 0)
 			goto out;
 	}
