@@ -252,6 +252,34 @@ def test_library_unloaded_and_another_loaded_where_it_was(memtrace, tmp_path, py
                     % python)
 
 
+def test_without_libunwind_the_capture_says_why(memtrace, tmp_path):
+    """Native stacks asked for where libunwind cannot be loaded (an empty
+    file found first as libunwind.so.8): tracking goes on without them,
+    the capture says so and why, and the program is unharmed."""
+    from test_python_api import py_env
+    bogus = tmp_path / "lib"
+    bogus.mkdir()
+    (bogus / "libunwind.so.8").write_bytes(b"")
+    cap = tmp_path / "nolu.bin"
+    prog = tmp_path / "nolu.py"
+    prog.write_text("import sys, memtrace\n"
+                    "with memtrace.Tracker(sys.argv[1], native_traces=True):\n"
+                    "    x = bytearray(1234567)\n"
+                    "print('still here')\n")
+    cp = run("/usr/bin/python3", prog, cap, env=py_env(LD_LIBRARY_PATH=str(bogus)))
+    assert cp.stdout == "still here\n" and cp.stderr == "", (cp.stdout, cp.stderr)
+    with reader(cap) as r:
+        assert not r.metadata.has_native_traces
+        rec = [x for x in r.get_allocation_records() if x.size == 1234567 + 1][0]
+        assert rec.stack_trace()[0][0] == "<module>"
+        with pytest.raises(NotImplementedError):
+            rec.hybrid_stack_trace()
+    stats = run(memtrace, "stats", cap).stdout
+    assert "native stacks off" in stats, stats
+    assert re.search(r"libunwind could not be loaded: .*libunwind\.so\.8: file too short", stats), \
+        stats
+
+
 ATTACH_TARGET = r'''
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
