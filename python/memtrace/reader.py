@@ -236,7 +236,7 @@ class FileReader:
 
     def _h(self):
         if self._handle is None:
-            raise ValueError("memtrace.FileReader: operation on a closed reader")
+            raise ValueError("Operation on a closed FileReader")  # memray's words
         return self._handle
 
     # -- metadata -------------------------------------------------------

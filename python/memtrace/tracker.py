@@ -182,19 +182,22 @@ class Tracker:
     def __init__(self, file_name=None, *, destination=None, native_traces=False,
                  memory_interval_ms=10, follow_fork=False, trace_python_allocators=False,
                  file_format=FileFormat.ALL_ALLOCATIONS):
+        # memray's exception types and messages, which its users' code may match
         if (file_name is None) == (destination is None):
-            raise TypeError("memtrace.Tracker: give exactly one of file_name and destination")
+            raise TypeError("Exactly one of 'file_name' or 'destination' argument must be specified")
         if destination is None:
             destination = FileDestination(file_name)
         if not isinstance(destination, Destination):
             raise TypeError("memtrace.Tracker: destination must be a FileDestination or "
                             "SocketDestination, not %s" % type(destination).__name__)
-        if isinstance(destination, SocketDestination) and follow_fork:
-            raise ValueError("memtrace.Tracker: follow_fork needs a FileDestination: "
-                             "a child's capture goes to a file beside its parent's")
         if not isinstance(destination, (FileDestination, SocketDestination)):
             raise TypeError("memtrace.Tracker: unsupported destination %r" % (destination,))
         file_format = FileFormat(file_format)
+        if not isinstance(destination, FileDestination):
+            if follow_fork:  # a child's capture goes to a file beside its parent's
+                raise RuntimeError("follow_fork requires an output file")
+            if file_format != FileFormat.ALL_ALLOCATIONS:
+                raise RuntimeError("AGGREGATED_ALLOCATIONS requires an output file")
         if file_format != FileFormat.ALL_ALLOCATIONS:
             raise _not_implemented("file_format=FileFormat.%s" % file_format.name)
         if isinstance(memory_interval_ms, bool) or not isinstance(memory_interval_ms, int):
@@ -221,8 +224,8 @@ class Tracker:
             if _active is self:
                 raise RuntimeError("memtrace.Tracker: this Tracker is already active")
             if _active is not None and _active._pid == os.getpid():
-                raise RuntimeError("memtrace.Tracker: another Tracker is already active in "
-                                   "this process; only one can track at a time")
+                raise RuntimeError("No more than one Tracker instance can be active at the "
+                                   "same time")
             _active = self
 
     def _release(self):
