@@ -27,7 +27,7 @@
 
 static const char usage[] =
 	"usage: memtrace run [-o FILE] [-f] [--native] [--trace-python-allocators] [--follow-fork]\n"
-	"                    [--live | --live-remote [--live-port N]]\n"
+	"                    [--live | --live-remote [-p/--live-port N]]\n"
 	"                    [--memory-interval-ms N] [--python PATH]\n"
 	"                    (script.py | -m module | -c code) [args...]\n"
 	"\n"
@@ -44,7 +44,7 @@ static const char usage[] =
 	"      --live-remote            no file: the capture goes to one client of\n"
 	"                               `memtrace live PORT`, waited for before the\n"
 	"                               program starts (not with -o or --follow-fork)\n"
-	"      --live-port N            its port on 127.0.0.1 (default 0: any free one)\n"
+	"  -p, --live-port N            its port on 127.0.0.1 (default 0: any free one)\n"
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
 	"      --python PATH            interpreter to run (default: python3 on PATH)\n";
 
@@ -170,7 +170,7 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 	*o = (struct run_opts){ .kind = "script", .python = "python3", .interval = 10 };
 
 	/* -m and -c end our options, as they end Python's */
-	while (!o->target && (c = getopt_long(argc, argv, "+o:fhm:c:", opts, NULL)) != -1) {
+	while (!o->target && (c = getopt_long(argc, argv, "+o:fhm:c:p:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 		case 'c':
@@ -198,6 +198,7 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 		case OPT_LIVE_REMOTE:
 			o->remote = 1;
 			break;
+		case 'p': /* memray's short name */
 		case OPT_LIVE_PORT: {
 			char *end;
 			o->port = strtol(optarg, &end, 10);

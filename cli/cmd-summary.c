@@ -7,7 +7,8 @@ static const char usage[] =
 	"usage: memtrace summary [-n N] [--leaks | --temporary-allocations\n"
 	"                        [--temporary-allocation-threshold N]] [--python-only] [--json] CAPTURE\n"
 	"\n"
-	"  -n, --top N   rows to show (default 25, or all with --json; 0 = all)\n"
+	"  -n, --top N   rows to show (default 25, or all with --json; 0 = all);\n"
+	"                memray's -r, --max-rows N too\n"
 	"  --leaks       memory still live at the end of the capture, not at the peak\n"
 	"  --temporary-allocations\n"
 	"                allocations freed soon after by the thread that made them\n"
@@ -21,6 +22,8 @@ int cmd_summary(int argc, char **argv)
 		.name = "summary",
 		.usage = usage,
 		.args = MT_RA_TOP | MT_RA_VIEWS | MT_RA_JSON,
+		.top_alias = "max-rows",
+		.top_alias_short = 'r',
 		.write = mt_report_summary,
 	};
 	struct mt_report_args a = {

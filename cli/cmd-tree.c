@@ -7,7 +7,8 @@ static const char usage[] =
 	"usage: memtrace tree [-n N] [--leaks | --temporary-allocations\n"
 	"                     [--temporary-allocation-threshold N]] [--python-only] CAPTURE\n"
 	"\n"
-	"  -n, --top N          call paths to show, biggest first (default 10, 0 = all)\n"
+	"  -n, --top N          call paths to show, biggest first (default 10, 0 = all);\n"
+	"                       memray's -b, --biggest-allocs N too\n"
 	"  --leaks              memory still live at the end, not at the peak\n"
 	"  --temporary-allocations\n"
 	"                       allocations freed soon after by the thread that made them\n"
@@ -21,6 +22,8 @@ int cmd_tree(int argc, char **argv)
 		.name = "tree",
 		.usage = usage,
 		.args = MT_RA_TOP | MT_RA_TOP_NO_SIGN | MT_RA_VIEWS,
+		.top_alias = "biggest-allocs",
+		.top_alias_short = 'b',
 		.write = mt_report_tree,
 	};
 	struct mt_report_args a = {

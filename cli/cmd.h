@@ -60,6 +60,10 @@ struct mt_report_cmd {
 	 * by an empty one), listed after the shared ones: flags that
 	 * getopt_long sets itself; NULL for none */
 	const struct option *own;
+	/* memray's names for -n, or NULL and 0: summary's -r/--max-rows,
+	 * tree's -b/--biggest-allocs */
+	const char *top_alias;
+	char top_alias_short;
 	/* the report (MT_RA_OUTPUT: to the page, else to standard output) */
 	int (*write)(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 };

@@ -108,17 +108,22 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		{ { "python-only", no_argument, NULL, 'P' }, MT_RA_VIEWS },
 	};
 	static const struct option help = { "help", no_argument, NULL, 'h' };
-	struct option opts[sizeof(shared) / sizeof(shared[0]) + MT_REPORT_OWN_MAX + 2];
+	struct option opts[sizeof(shared) / sizeof(shared[0]) + MT_REPORT_OWN_MAX + 3];
 	unsigned has = c->args;
 	size_t n = 0;
-	char short_opts[8], *end;
+	char short_opts[16], *end;
 	int ch, views = 0, threshold_given = 0;
 
-	snprintf(short_opts, sizeof(short_opts), "%s%sh", has & MT_RA_OUTPUT ? "o:f" : "",
-		 has & MT_RA_TOP ? "n:" : "");
+	char alias[3] = "";
+	if ((has & MT_RA_TOP) && c->top_alias)
+		snprintf(alias, sizeof(alias), "%c:", c->top_alias_short);
+	snprintf(short_opts, sizeof(short_opts), "%s%s%sh", has & MT_RA_OUTPUT ? "o:f" : "",
+		 has & MT_RA_TOP ? "n:" : "", alias);
 	for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
 		if (has & shared[i].with)
 			opts[n++] = shared[i].opt;
+	if (alias[0])
+		opts[n++] = (struct option){ c->top_alias, required_argument, NULL, 'n' };
 	for (size_t i = 0; c->own && c->own[i].name && i < MT_REPORT_OWN_MAX; i++)
 		opts[n++] = c->own[i];
 	opts[n++] = help;
@@ -126,6 +131,8 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, short_opts, opts, NULL)) != -1) {
+		if (alias[0] && ch == alias[0])
+			ch = 'n';
 		switch (ch) {
 		case 0: /* a flag of the command's own options, set by getopt_long */
 			break;

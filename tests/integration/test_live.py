@@ -498,7 +498,8 @@ def test_live_remote_client_goes_away(memtrace, script, tmp_path):
 
 @pytest.mark.parametrize("case", ["nothing-listening", "once-on-a-port", "port-taken",
                                   "with-output", "with-live", "with-follow-fork",
-                                  "port-without-remote", "port-out-of-range"])
+                                  "port-without-remote", "port-out-of-range",
+                                  "short-port-out-of-range"])
 def test_live_remote_bad_input(memtrace, script, tmp_path, case):
     prog = script("print('never')\n")
     import socket
@@ -518,6 +519,7 @@ def test_live_remote_bad_input(memtrace, script, tmp_path, case):
             "with-follow-fork": ["run", "--live-remote", "--follow-fork", prog],
             "port-without-remote": ["run", "--live-port", "5000", prog],
             "port-out-of-range": ["run", "--live-remote", "--live-port", "70000", prog],
+            "short-port-out-of-range": ["run", "--live-remote", "-p", "70000", prog],  # memray's
         }[case]
         p = run(memtrace, *args, check=False, timeout=30)
         closed.close()
@@ -528,7 +530,8 @@ def test_live_remote_bad_input(memtrace, script, tmp_path, case):
               "with-live": ("not with --live", 2),
               "with-follow-fork": ("not with --follow-fork", 2),
               "port-without-remote": ("--live-port goes with --live-remote", 2),
-              "port-out-of-range": ("invalid --live-port '70000'", 2)}[case]
+              "port-out-of-range": ("invalid --live-port '70000'", 2),
+              "short-port-out-of-range": ("invalid --live-port '70000'", 2)}[case]
     assert p.returncode == expect[1] and expect[0] in p.stderr, p.stderr
     assert p.stderr.count("\n") == 1 and p.stdout == ""
 

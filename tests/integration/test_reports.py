@@ -87,6 +87,20 @@ def test_summary_peak_and_leaks(memtrace, tmp_path):
     assert "g at /app/prog.py:9" in text
 
 
+def test_memray_names_for_the_row_count(memtrace, tmp_path):
+    """summary's -r/--max-rows and tree's -b/--biggest-allocs, as memray
+    names them, are -n; the one command's name is no option of the other."""
+    cap = program().save(tmp_path / "p.bin")
+    for cmd, names in (("summary", ("-r", "--max-rows")), ("tree", ("-b", "--biggest-allocs"))):
+        one = run(memtrace, cmd, "-n", "1", cap).stdout
+        assert one != run(memtrace, cmd, "-n", "3", cap).stdout
+        for name in names:
+            assert run(memtrace, cmd, name, "1", cap).stdout == one, (cmd, name)
+    for cmd, name in (("summary", "-b"), ("tree", "-r"), ("table", "-r")):
+        p = run(memtrace, cmd, name, "1", cap, check=False)
+        assert p.returncode == 2 and "invalid option" in p.stderr, (cmd, name, p.stderr)
+
+
 def test_parse_lines(memtrace, tmp_path):
     cap = program().save(tmp_path / "p.bin")
     lines = run(memtrace, "parse", cap).stdout.splitlines()
