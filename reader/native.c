@@ -210,6 +210,13 @@ struct work {
 	size_t nout, cap_out;
 };
 
+static void work_free(struct work *w)
+{
+	free(w->chain);
+	free(w->py);
+	free(w->out);
+}
+
 static int push_id(uint32_t **v, size_t *n, size_t *cap, uint32_t id)
 {
 	if (*n == *cap) {
@@ -443,11 +450,11 @@ static int memo_put(struct memo *m, uint32_t py, uint32_t nat, uint32_t val)
  * whether it pairs up depends on nothing else. 0 means @y's Python
  * stack. */
 static int64_t hybrid_leaf(struct mt_native *n, struct mt_stacks *k, struct memo *m,
-			   const struct mt_nhybrid *y, int paired, struct work *w)
+			   const struct mt_nhybrid *y, int paired, struct work *w,
+			   struct work *outer)
 {
 	uint32_t py = y->python, base = 0, x = y->native;
 	int found = 0;
-	size_t depth = 0;
 	w->depth = 0;
 	for (; x && x < n->cap_nodes && n->nodes[x].defined && !n->nodes[x].hybrid;
 	     x = n->nodes[x].parent) {
@@ -465,20 +472,16 @@ static int64_t hybrid_leaf(struct mt_native *n, struct mt_stacks *k, struct memo
 			}
 			/* Python called from C called from Python: the
 			 * interleaving from this loop out, once */
-			depth = w->depth;
-			struct mt_nhybrid outer = { 0, py, x };
-			if (lists_of(n, k, &outer, w) < 0 || interleave(n, k, w) < 0)
+			struct mt_nhybrid from_loop = { 0, py, x };
+			if (lists_of(n, k, &from_loop, outer) < 0 || interleave(n, k, outer) < 0)
 				return -ENOMEM;
-			for (size_t i = w->nout; i-- > 0;) {
-				base = mt_stacks_add_frame(k, base, w->out[i]);
+			for (size_t i = outer->nout; i-- > 0;) {
+				base = mt_stacks_add_frame(k, base, outer->out[i]);
 				if (!base)
 					return -ENOMEM;
 			}
 			if (memo_put(m, py, x, base) < 0)
 				return -ENOMEM;
-			w->depth = depth;
-			/* lists_of() left the whole chain from the loop in
-			 * w->chain: the nodes below it are pushed again */
 			break;
 		}
 		if (w->depth > n->cap_nodes)
@@ -490,12 +493,6 @@ static int64_t hybrid_leaf(struct mt_native *n, struct mt_stacks *k, struct memo
 		if (py)
 			return 0; /* no evaluation loop found */
 		base = 0;
-	}
-	if (depth) {
-		/* the nodes below the loop, overwritten by lists_of(): again */
-		size_t i = 0;
-		for (uint32_t v = y->native; i < depth; v = n->nodes[v].parent)
-			w->chain[i++] = v;
 	}
 	for (size_t i = w->depth; i-- > 0;) {
 		const struct mt_nnode *d = &n->nodes[w->chain[i]];
@@ -512,7 +509,7 @@ static int64_t hybrid_leaf(struct mt_native *n, struct mt_stacks *k, struct memo
 
 int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 {
-	struct work w = { 0 };
+	struct work w = { 0 }, outer = { 0 }; /* a hybrid stack's, the part from its loop out */
 	struct memo m = { 0 };
 	uint32_t *runs = NULL, cap_runs = 0;
 	uint8_t *paired = NULL;
@@ -559,7 +556,7 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 	}
 	for (uint32_t h = 0; h < n->n_hyb; h++) {
 		const struct mt_nhybrid *y = &n->hyb[h];
-		int64_t leaf = hybrid_leaf(n, k, &m, y, paired[h], &w);
+		int64_t leaf = hybrid_leaf(n, k, &m, y, paired[h], &w, &outer);
 		if (leaf < 0)
 			goto out;
 		if (mt_stacks_alias(k, y->id, leaf ? (uint32_t)leaf : y->python) < 0)
@@ -567,9 +564,8 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 	}
 	err = 0;
 out:
-	free(w.chain);
-	free(w.py);
-	free(w.out);
+	work_free(&w);
+	work_free(&outer);
 	free(m.keys);
 	free(m.vals);
 	free(runs);
