@@ -204,7 +204,21 @@ def attach(memtrace, pid, cap, *extra, check=True):
 
 
 def detach(memtrace, pid, check=True):
-    return run(memtrace, "detach", pid, check=check, timeout=60)
+    try:
+        return run(memtrace, "detach", pid, check=check, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("detach did not answer; the target's threads:\n" + stacks(pid))
+
+
+def stacks(pid):
+    """Every thread's backtrace in pid, from gdb when there is one: what a
+    hang waits for."""
+    if not shutil.which("gdb"):
+        return "(no gdb)"
+    p = subprocess.run(["gdb", "-q", "-batch", "-p", str(pid), "-ex", "thread apply all bt"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, timeout=120)
+    return p.stdout
 
 
 _UNITS = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
