@@ -150,11 +150,14 @@ static const struct mt_pyhooks_ops pyhooks_ops = {
 
 /* Python-side setup once the interpreter can run code: PyMem wrappers and
  * the atexit registration (once per process). Call with the GIL and
- * st.lock held. */
-static void python_setup_locked(void)
+ * st.lock held. Nothing here may run Python code: the interpreter lets
+ * the GIL go in the middle of it, to a thread that may then wait for
+ * st.lock (the lock order is the GIL first); python_setup_unlocked()
+ * does that part. Returns whether the capture is on. */
+static int python_setup_locked(void)
 {
 	if (!st.active)
-		return;
+		return 0;
 	if ((st.flags & MT_HDR_PYALLOC) && !st.pymem) {
 		if (mt_python_pymem_install() == 0)
 			st.pymem = 1;
@@ -177,6 +180,13 @@ static void python_setup_locked(void)
 	if ((st.flags & MT_HDR_FOLLOW_FORK) && mt_pyhooks_follow_fork() < 0)
 		mt_writer_diag(MT_DIAG_INFO, "could not register a Python after-fork hook; "
 					     "children of fork() are not followed");
+	return 1;
+}
+
+/* The rest of it, with the GIL but not st.lock: the fork-warning filter
+ * is made by warnings.filterwarnings(), Python code. Once per process. */
+static void python_setup_unlocked(void)
+{
 	if (st.python_hex >= 0x030c0000 && mt_pyhooks_fork_warning(st.python_hex) < 0)
 		mt_writer_diag(MT_DIAG_INFO, "could not register a Python fork hook: from "
 					     "3.12, forks may warn of memtrace's threads");
@@ -193,9 +203,9 @@ static int audit_hook(const char *event, void *args, void *data)
 	if (st.audit_done || strncmp(event, "cpython.run_", 12) != 0)
 		return 0;
 	st.audit_done = 1;
+	int set_up = 0;
 	pthread_mutex_lock(&st.lock);
-	if (st.active && st.pid == getpid()) {
-		python_setup_locked();
+	if (st.active && st.pid == getpid() && (set_up = python_setup_locked())) {
 		/* the program's first line is next, unless the capture has
 		 * already failed (tracking then stays off) */
 		if (mt_writer_ok()) {
@@ -205,6 +215,8 @@ static int audit_hook(const char *event, void *args, void *data)
 		}
 	}
 	pthread_mutex_unlock(&st.lock);
+	if (set_up)
+		python_setup_unlocked();
 	return 0;
 }
 
@@ -457,9 +469,11 @@ MT_EXPORT int memtrace_payload_start(const struct memtrace_config *cfg)
 	int gil = mt_pyhooks_gil_take(&gil_state);
 	pthread_mutex_lock(&st.lock);
 	int rc = start_locked(cfg, 0);
-	if (rc == 0 && gil)
-		python_setup_locked(); /* attached, or started from Python */
+	/* attached, or started from Python */
+	int set_up = rc == 0 && gil && python_setup_locked();
 	pthread_mutex_unlock(&st.lock);
+	if (set_up)
+		python_setup_unlocked();
 	if (gil)
 		mt_pyhooks_gil_give(gil_state);
 	if (own)
@@ -485,11 +499,11 @@ int mt_start_attached_python(void)
 	int own = mt_guard_enter(), gil_state = 0, done = 0;
 	if (mt_pyhooks_gil_take(&gil_state)) {
 		pthread_mutex_lock(&st.lock);
-		if (st.active && st.pid == getpid()) {
-			python_setup_locked();
-			done = 1;
-		}
+		if (st.active && st.pid == getpid())
+			done = python_setup_locked();
 		pthread_mutex_unlock(&st.lock);
+		if (done)
+			python_setup_unlocked();
 		mt_pyhooks_gil_give(gil_state);
 	}
 	if (own)

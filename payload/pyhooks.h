@@ -49,7 +49,10 @@ int mt_pyhooks_atexit(void);
 int mt_pyhooks_follow_fork(void);
 
 /* mt_pyhooks_fork_warning() - register the fork-warning filter's hooks,
- * once, for an interpreter of @python_hex (3.12 or later). 0 or -1. */
+ * once, for an interpreter of @python_hex (3.12 or later). 0 or -1. It
+ * runs Python code (warnings.filterwarnings()), during which the GIL may
+ * pass to another thread: never call it holding a lock that a thread with
+ * the GIL may wait for. */
 int mt_pyhooks_fork_warning(uint32_t python_hex);
 
 /* mt_pyhooks_gil_take() / mt_pyhooks_gil_give() - the GIL, for control
