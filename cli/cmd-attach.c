@@ -32,7 +32,7 @@
 static const char usage[] =
 	"usage: memtrace attach [-o FILE] [-f] [--duration SECONDS]\n"
 	"                       [--method auto|ptrace|gdb|lldb] [--native]\n"
-	"                       [--trace-python-allocators]\n"
+	"                       [--trace-python-allocators] [--aggregate]\n"
 	"                       [--memory-interval-ms N] [-v] PID\n"
 	"\n"
 	"  -o, --output FILE            capture file (default memtrace-<pid>.bin)\n"
@@ -42,6 +42,8 @@ static const char usage[] =
 	"                               (ptrace, then gdb if no thread reaches a safe point)\n"
 	"      --native                 record each allocation's native (C) stack too\n"
 	"      --trace-python-allocators  record every Python object allocation\n"
+	"      --aggregate              write per-stack figures (peak, leaks, totals),\n"
+	"                               not every event (see memtrace run --help)\n"
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
 	"  -v, --verbose                say what the injector does (twice: more)\n";
 
@@ -298,7 +300,8 @@ static int inject(const struct mt_target *t, enum mt_inject_method method,
 
 int cmd_attach(int argc, char **argv)
 {
-	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_DURATION, OPT_METHOD, OPT_NATIVE };
+	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_DURATION, OPT_METHOD, OPT_NATIVE,
+	       OPT_AGGREGATE };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, 'f' },
@@ -306,6 +309,7 @@ int cmd_attach(int argc, char **argv)
 		{ "method", required_argument, NULL, OPT_METHOD },
 		{ "trace-python-allocators", no_argument, NULL, OPT_PYALLOC },
 		{ "native", no_argument, NULL, OPT_NATIVE },
+		{ "aggregate", no_argument, NULL, OPT_AGGREGATE },
 		{ "memory-interval-ms", required_argument, NULL, OPT_INTERVAL },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -335,6 +339,9 @@ int cmd_attach(int argc, char **argv)
 			break;
 		case OPT_NATIVE:
 			flags |= MT_HDR_NATIVE;
+			break;
+		case OPT_AGGREGATE:
+			flags |= MT_HDR_AGGREGATED;
 			break;
 		case OPT_INTERVAL:
 			interval = strtol(optarg, &end, 10);

@@ -181,10 +181,16 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		fputs(c->usage, stderr);
 		return 2;
 	}
+	/* the threshold alone asks for the temporary view, as in memray */
+	if ((has & MT_RA_VIEWS) && threshold_given && views == 0) {
+		views = 1;
+		a->o.view = MT_VIEW_TEMPORARY;
+	}
 	if ((has & MT_RA_VIEWS) && (views > 1 || (threshold_given && a->o.view != MT_VIEW_TEMPORARY))) {
 		mt_error(0, "%s: %s", c->name,
 			 views > 1 ? "--leaks and --temporary-allocations exclude each other"
-				   : "--temporary-allocation-threshold goes with --temporary-allocations");
+				   : "--temporary-allocation-threshold is the temporary view's, not "
+				     "--leaks'");
 		return 2;
 	}
 	a->o.path = argv[optind];

@@ -135,7 +135,38 @@ static void body_encode(struct wbuf *w, const struct mt_record *r)
 	case MT_REC_SAMPLE:
 		w_varint(w, r->sample.time_us);
 		w_varint(w, r->sample.rss);
+		if (r->sample.heap)
+			w_varint(w, r->sample.heap);
 		break;
+	case MT_REC_SITE:
+		w_varint(w, r->site.stack);
+		w_varint(w, r->site.thread);
+		w_varint(w, r->site.allocator);
+		w_varint(w, r->site.peak_bytes);
+		w_varint(w, r->site.peak_count);
+		w_varint(w, r->site.leak_bytes);
+		w_varint(w, r->site.leak_count);
+		w_varint(w, r->site.alloc_bytes);
+		w_varint(w, r->site.alloc_count);
+		w_varint(w, r->site.first_addr);
+		break;
+	case MT_REC_TOTALS: {
+		const struct mt_rec_totals *t = &r->totals;
+		const uint64_t head[] = { t->n_allocs, t->n_frees, t->n_unmatched_frees,
+					  t->bytes_allocated, t->bytes_freed, t->heap,
+					  t->peak_heap, t->peak_time_us, t->live_count };
+		for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
+			w_varint(w, head[i]);
+		w_varint(w, MT_TOTALS_KINDS);
+		for (size_t i = 0; i < MT_TOTALS_KINDS; i++) {
+			w_varint(w, t->kind_count[i]);
+			w_varint(w, t->kind_bytes[i]);
+		}
+		w_varint(w, MT_TOTALS_BUCKETS);
+		for (size_t i = 0; i < MT_TOTALS_BUCKETS; i++)
+			w_varint(w, t->size_hist[i]);
+		break;
+	}
 	case MT_REC_DIAG:
 		w_varint(w, r->diag.code);
 		w_bytes(w, r->diag.msg);
@@ -165,6 +196,8 @@ ssize_t mt_rec_encode(uint8_t *p, size_t cap, const struct mt_record *r, struct 
 	case MT_REC_CODE:
 	case MT_REC_STACK:
 	case MT_REC_SAMPLE:
+	case MT_REC_SITE:
+	case MT_REC_TOTALS:
 	case MT_REC_DIAG:
 	case MT_REC_TRAILER:
 	case MT_REC_NATIVE:
@@ -294,7 +327,45 @@ static int body_decode(struct rbuf *b, struct mt_record *r)
 	case MT_REC_SAMPLE:
 		r->sample.time_us = r_varint(b);
 		r->sample.rss = r_varint(b);
+		r->sample.heap = b->p < b->end ? r_varint(b) : 0;
 		break;
+	case MT_REC_SITE:
+		r->site.stack = r_u32(b);
+		r->site.thread = r_u32(b);
+		r->site.allocator = r_u32(b);
+		r->site.peak_bytes = r_varint(b);
+		r->site.peak_count = r_varint(b);
+		r->site.leak_bytes = r_varint(b);
+		r->site.leak_count = r_varint(b);
+		r->site.alloc_bytes = r_varint(b);
+		r->site.alloc_count = r_varint(b);
+		r->site.first_addr = r_varint(b);
+		if (r->site.allocator >= MT_ALLOC__COUNT || mt_allocator_is_free(r->site.allocator))
+			b->bad = 1;
+		break;
+	case MT_REC_TOTALS: {
+		struct mt_rec_totals *t = &r->totals;
+		memset(t, 0, sizeof(*t));
+		uint64_t *head[] = { &t->n_allocs, &t->n_frees, &t->n_unmatched_frees,
+				     &t->bytes_allocated, &t->bytes_freed, &t->heap,
+				     &t->peak_heap, &t->peak_time_us, &t->live_count };
+		for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
+			*head[i] = r_varint(b);
+		/* counts of the arrays first: a later version may have more */
+		uint64_t kinds = r_varint(b);
+		for (uint64_t i = 0; i < kinds && !b->bad; i++) {
+			uint64_t c = r_varint(b), by = r_varint(b);
+			if (i < MT_TOTALS_KINDS)
+				t->kind_count[i] = c, t->kind_bytes[i] = by;
+		}
+		uint64_t buckets = r_varint(b);
+		for (uint64_t i = 0; i < buckets && !b->bad; i++) {
+			uint64_t c = r_varint(b);
+			if (i < MT_TOTALS_BUCKETS)
+				t->size_hist[i] = c;
+		}
+		break;
+	}
 	case MT_REC_DIAG:
 		r->diag.code = r_u32(b);
 		r->diag.msg = r_bytes(b);

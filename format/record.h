@@ -71,7 +71,9 @@ int mt_allocator_is_free(unsigned kind);
 	X(TRAILER, 8, trailer)   \
 	X(NATIVE, 9, native)     \
 	X(MODULE, 10, module)    \
-	X(HYBRID, 11, hybrid)
+	X(HYBRID, 11, hybrid)    \
+	X(SITE, 12, site)        \
+	X(TOTALS, 13, totals)
 
 enum mt_rec_type {
 #define MT_X(name, val, member) MT_REC_##name = val,
@@ -156,6 +158,32 @@ struct mt_rec_module {
 struct mt_rec_sample {
 	uint64_t time_us; /* since header start time */
 	uint64_t rss;     /* bytes */
+	uint64_t heap;    /* tracked heap + 1 at that time, 0 = not given (only
+			   * aggregated captures give it: a trailing field) */
+};
+
+/* Aggregated captures (MT_HDR_AGGREGATED) carry no ALLOC or FREE records:
+ * the payload keeps the figures and writes them at every flush. A SITE
+ * record gives one site's figures so far (a later one for the same
+ * stack, thread and allocator replaces it); TOTALS the capture's. */
+struct mt_rec_site {
+	uint32_t stack;     /* STACK or HYBRID id, 0 = none */
+	uint32_t thread;    /* thread index */
+	uint32_t allocator; /* enum mt_allocator, not a free kind */
+	uint64_t peak_bytes, peak_count;   /* live at the heap's peak */
+	uint64_t leak_bytes, leak_count;   /* live now */
+	uint64_t alloc_bytes, alloc_count; /* allocated so far */
+	uint64_t first_addr;               /* its first allocation's address */
+};
+
+#define MT_TOTALS_KINDS 16 /* allocator kinds counted, by value */
+#define MT_TOTALS_BUCKETS 65 /* size histogram: [0] size 0, [k] 2^(k-1) <= size < 2^k */
+struct mt_rec_totals {
+	uint64_t n_allocs, n_frees, n_unmatched_frees;
+	uint64_t bytes_allocated, bytes_freed;
+	uint64_t heap, peak_heap, peak_time_us, live_count;
+	uint64_t kind_count[MT_TOTALS_KINDS], kind_bytes[MT_TOTALS_KINDS];
+	uint64_t size_hist[MT_TOTALS_BUCKETS];
 };
 
 /* Diagnostics from the payload: why tracking stopped, what it skipped. */
@@ -538,6 +566,7 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 #define MT_HDR_NATIVE (1u << 2)    /* native stacks recorded */
 #define MT_HDR_FOLLOW_FORK (1u << 3) /* children of fork() get captures of their own */
 #define MT_HDR_FORKED (1u << 4)    /* started in the child of a fork, at the fork */
+#define MT_HDR_AGGREGATED (1u << 5) /* SITE and TOTALS records, no ALLOC or FREE */
 #define MT_HDR_FIXED 52            /* bytes before the command line */
 #define MT_CMDLINE_MAX 4096
 

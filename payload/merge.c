@@ -4,6 +4,7 @@
  * chunks, each coded with format/pack.c and written to the sink.
  */
 #include "payload/merge.h"
+#include "payload/aggregate.h"
 #include "format/pack.h"
 #include "format/record.h"
 #include "payload/sink.h"
@@ -47,6 +48,8 @@ static struct {
 	int history_lost; /* the histories may hold columns the file lacks */
 	struct mt_reuse reuse; /* the coding state the threads share */
 	uint64_t events; /* ALLOC and FREE records in the chunks so far */
+	int aggregate;   /* events counted (aggregate.h), not coded */
+	uint64_t agg_events;
 	uint64_t last_flush;
 	int test_crash;      /* MEMTRACE_TEST_WRITER_CRASH: fault at the first chunk, */
 	int test_crash_late; /* ... after coding it (=2) rather than before (=1) */
@@ -234,7 +237,16 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 			memcpy(&addr, p + 1, 8);
 			if (n > 9)
 				memcpy(&size, p + 9, 8);
-			if (is_free) {
+			if (m.aggregate) {
+				uint32_t stack = 0;
+				if (!is_free)
+					memcpy(&stack, p + 17, 4);
+				if (is_free)
+					mt_agg_free(b->w_index, kind, addr, size);
+				else
+					mt_agg_alloc(b->w_index, kind, addr, size, stack);
+				m.agg_events++;
+			} else if (is_free) {
 				mt_cols_free(&m.chunk, &b->w_delta, b->w_index, kind, addr, size);
 			} else {
 				uint32_t stack;
@@ -363,8 +375,13 @@ int mt_merge_init(void)
 	return 0;
 }
 
-void mt_merge_begin(struct mt_sink *sink, void (*on_error)(int err), int test_crash, uint64_t now)
+void mt_merge_begin(struct mt_sink *sink, void (*on_error)(int err), int test_crash, uint64_t now,
+		    int aggregate)
 {
+	m.aggregate = aggregate;
+	m.agg_events = 0;
+	if (aggregate)
+		mt_agg_begin();
 	cpu_set_t cpus;
 	m.cpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
 	m.sink = sink;
@@ -401,7 +418,7 @@ void mt_merge_crashed(void)
 
 uint64_t mt_merge_events(void)
 {
-	return m.events;
+	return m.aggregate ? m.agg_events : m.events;
 }
 
 int mt_merge_err(void)

@@ -33,9 +33,11 @@ int mt_merge_init(void);
  * (mt_mono_ns()): empty chunk, no error, fresh coding state and
  * histories. @on_error(err) is called at the first error, on the thread
  * that met it. @test_crash (MEMTRACE_TEST_WRITER_CRASH): 0, or fault at
- * the first chunk before (1) or after (2) coding it. */
+ * the first chunk before (1) or after (2) coding it. @aggregate: raw
+ * events are counted (aggregate.h), not coded; the writer writes the
+ * figures. */
 void mt_merge_begin(struct mt_sink *sink, void (*on_error)(int err), int test_crash,
-		    uint64_t now);
+		    uint64_t now, int aggregate);
 
 /* mt_merge_drain() - take what the buffers hold into the chunk, in epoch
  * order: a few passes, or (@final) until they are empty. */

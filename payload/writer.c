@@ -11,6 +11,7 @@
 #include "format/record.h"
 #include "payload/fault.h"
 #include "payload/fd-id.h"
+#include "payload/aggregate.h"
 #include "payload/merge.h"
 #include "payload/sink.h"
 #include "payload/tbuf.h"
@@ -38,6 +39,7 @@
  * (a futex wake-up costs the hook a syscall; in churn's 0.43 s run ~480
  * of them made it 4% slower). */
 #define FLUSH_NS (250ull * 1000 * 1000) /* bound on what a SIGKILL loses */
+#define AGG_NS (1000ull * 1000 * 1000) /* an aggregated capture: figures this often */
 #define POLL_NS (200ull * 1000)
 #define POLL_MIN (MT_TBUF_SIZE / 16)
 
@@ -50,6 +52,9 @@ static struct {
 	uint32_t interval_ms;
 	long page;
 	uint64_t start_mono;
+	int aggregate;     /* MT_HDR_AGGREGATED: figures, not events */
+	int agg_said;      /* its running out of memory is in the capture */
+	uint64_t next_agg; /* when the figures are written next */
 	struct {
 		uint8_t buf[512];
 		_Atomic size_t len; /* 0: free, DIAG_BUSY: being filled */
@@ -101,7 +106,27 @@ static void sample(void)
 	struct mt_record r = { .type = MT_REC_SAMPLE };
 	r.sample.time_us = (mt_mono_ns() - w.start_mono) / 1000;
 	r.sample.rss = resident * (uint64_t)w.page;
+	if (w.aggregate) {
+		r.sample.heap = mt_agg_heap() + 1;
+		mt_agg_sampled(r.sample.time_us);
+	}
 	mt_merge_append(&r);
+}
+
+static void append_diag(void);
+
+/* An aggregated capture's figures so far, in chunks of their own: a
+ * process killed after this leaves a capture that reads as of now. */
+static void write_figures(void)
+{
+	if (mt_agg_failed() && !w.agg_said) {
+		w.agg_said = 1;
+		mt_writer_diag(MT_DIAG_TRACKING_DISABLED,
+			       "out of memory for the aggregated figures: they end here");
+		append_diag();
+	}
+	mt_agg_emit(mt_merge_append);
+	mt_merge_flush();
 }
 
 #define DIAG_BUSY SIZE_MAX /* a message is being put in the slot */
@@ -230,6 +255,10 @@ static void writer_loop(void)
 			if (next_sample <= now)
 				next_sample = now + interval;
 		}
+		if (w.aggregate && now >= w.next_agg) {
+			write_figures();
+			w.next_agg = now + AGG_NS;
+		}
 		mt_merge_flush_older(now, FLUSH_NS);
 		uint64_t wait = next_sample - now;
 		if (wait > FLUSH_NS)
@@ -285,9 +314,12 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	w.page = sysconf(_SC_PAGESIZE);
 	w.interval_ms = h->interval_ms ? h->interval_ms : 10;
 	w.start_mono = mt_mono_ns();
+	w.aggregate = (h->flags & MT_HDR_AGGREGATED) != 0;
+	w.agg_said = 0;
+	w.next_agg = w.start_mono + AGG_NS;
 	const char *crash = getenv("MEMTRACE_TEST_WRITER_CRASH");
 	mt_merge_begin(&w.sink, on_error, crash && (*crash == '1' || *crash == '2') ? *crash - '0' : 0,
-		       w.start_mono);
+		       w.start_mono, w.aggregate);
 	atomic_store(&w.stop, 0);
 	diag_forget();
 	atomic_store(&w.crashed, 0);
@@ -349,6 +381,10 @@ static void finish(const char *diag)
 		append_diag();
 	}
 	sample();
+	if (w.aggregate) {
+		write_figures();
+		mt_agg_release();
+	}
 	append_trailer();
 	mt_fault_arm(NULL);
 }

@@ -100,6 +100,8 @@ void mt_record_ops_init(struct mt_record_ops *ops)
 	FILL(native);
 	FILL(module);
 	FILL(hybrid);
+	FILL(site);
+	FILL(totals);
 	FILL(unknown);
 #undef FILL
 	if (!ops->chunk)
@@ -443,6 +445,10 @@ static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_
 		return ops->module(ctx, r);
 	case MT_REC_HYBRID:
 		return ops->hybrid(ctx, r);
+	case MT_REC_SITE:
+		return ops->site(ctx, r);
+	case MT_REC_TOTALS:
+		return ops->totals(ctx, r);
 	default:
 		return ops->unknown(ctx, r);
 	}

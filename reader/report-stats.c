@@ -92,6 +92,13 @@ int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 		mt_report_describe_open_error(msg, len, o->path, err);
 		return err;
 	}
+	if ((mt_capture_header(l.cap)->flags & MT_HDR_AGGREGATED) && o->view == MT_VIEW_TEMPORARY) {
+		snprintf(msg, len, "cannot show temporary allocations of '%s': it is an aggregated "
+				   "capture, which keeps no single allocations (capture without "
+				   "--aggregate)", o->path);
+		mt_capture_close(l.cap);
+		return -EINVAL;
+	}
 	mt_capture_set_warn(l.cap, load_warn, &l);
 	err = mt_snapshot_build_opts(s, l.cap, &so);
 	if (err < 0) {
@@ -330,11 +337,14 @@ int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 		fprintf(out, "unknown (no memory samples)\n");
 	fprintf(out, "  live at end:        %s in %llu %s\n", mt__report_bytes(a, s->heap_end),
 		(unsigned long long)s->leak_count, mt_plural(s->leak_count, "allocation", "allocations"));
-	fprintf(out, "  temporary:          %s in %llu %s (freed by their thread with at "
-		     "most %llu of its allocations in between)\n",
-		mt__report_bytes(a, s->temp_bytes), (unsigned long long)s->temp_count,
-		mt_plural(s->temp_count, "allocation", "allocations"),
-		(unsigned long long)s->temp_threshold);
+	if (s->header.flags & MT_HDR_AGGREGATED)
+		fprintf(out, "  temporary:          not kept (an aggregated capture)\n");
+	else
+		fprintf(out, "  temporary:          %s in %llu %s (freed by their thread with at "
+			     "most %llu of its allocations in between)\n",
+			mt__report_bytes(a, s->temp_bytes), (unsigned long long)s->temp_count,
+			mt_plural(s->temp_count, "allocation", "allocations"),
+			(unsigned long long)s->temp_threshold);
 	fprintf(out, "  dropped events:     ");
 	if (s->have_trailer)
 		fprintf(out, "%llu\n", (unsigned long long)s->n_dropped);
@@ -463,8 +473,14 @@ static int stats_json(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	}
 	mt_json_u64(&j, "live_bytes_at_end", s->heap_end);
 	mt_json_u64(&j, "live_allocations_at_end", s->leak_count);
-	mt_json_u64(&j, "temporary_bytes", s->temp_bytes);
-	mt_json_u64(&j, "temporary_allocations", s->temp_count);
+	mt_json_bool(&j, "aggregated", (s->header.flags & MT_HDR_AGGREGATED) != 0);
+	if (s->header.flags & MT_HDR_AGGREGATED) {
+		mt_json_null(&j, "temporary_bytes");
+		mt_json_null(&j, "temporary_allocations");
+	} else {
+		mt_json_u64(&j, "temporary_bytes", s->temp_bytes);
+		mt_json_u64(&j, "temporary_allocations", s->temp_count);
+	}
 	mt_json_u64(&j, "temporary_allocation_threshold", s->temp_threshold);
 	if (s->have_trailer)
 		mt_json_u64(&j, "dropped", s->n_dropped);

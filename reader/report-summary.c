@@ -98,8 +98,12 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 		fprintf(out, "Peak tracked heap: %s", mt__report_bytes(a, whole));
 		if (s->n_samples)
 			fprintf(out, " at %s", mt__report_seconds(t, sizeof(t), s->peak_time_us));
-		fprintf(out, " (event %llu of %llu)\n", (unsigned long long)s->peak_event,
-			(unsigned long long)s->n_events);
+		if (s->header.flags & MT_HDR_AGGREGATED)
+			fprintf(out, " (aggregated capture, %llu events)\n",
+				(unsigned long long)s->n_events);
+		else
+			fprintf(out, " (event %llu of %llu)\n", (unsigned long long)s->peak_event,
+				(unsigned long long)s->n_events);
 	}
 	fprintf(out, "\n%12s %7s %12s %7s %11s  %s\n", "Total", "Total%", "Own", "Own%", "Own allocs",
 		"Location");

@@ -7,7 +7,8 @@
  */
 #include "reader/snapshot.h"
 #include "format/error.h"
-#include "reader/mappings.h"
+#include "util/livemap.h"
+#include "util/mappings.h"
 #include "reader/native.h"
 #include "reader/stacks.h"
 #include "util/grow.h"
@@ -51,19 +52,8 @@ struct site_key {
 	uint32_t thread_kind; /* thread << 4 | allocator */
 };
 
-struct live {
-	uint64_t addr; /* 0 = empty slot */
-	uint64_t size;
-	uint32_t site;
-	uint32_t seq;  /* the thread's allocation count after this one */
-};
-
 struct mt__snapshot_state {
-	/* malloc family: open addressing, linear probing, backward-shift
-	 * deletion (no tombstones) */
-	struct live *live;
-	uint64_t live_mask, live_n;
-	unsigned live_shift;
+	struct mt_livemap live; /* malloc family */
 
 	struct mt_mappings mm; /* mmap family */
 
@@ -229,74 +219,6 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 	return i;
 }
 
-/* ------------------------------------------------------------------------
- * Live map (malloc family)
- * ---------------------------------------------------------------------- */
-static inline uint64_t live_slot(const struct mt__snapshot_state *st, uint64_t addr)
-{
-	return (addr * 0x9E3779B97F4A7C15ull) >> st->live_shift;
-}
-
-static int live_resize(struct mt__snapshot_state *st, unsigned bits)
-{
-	struct live *old = st->live;
-	uint64_t old_n = old ? st->live_mask + 1 : 0;
-	/* zeroed by writing, not by calloc(): the probes below would read
-	 * calloc's fresh pages as the shared zero page, and each page would
-	 * then fault again on its first write */
-	struct live *nv = malloc(((size_t)1 << bits) * sizeof(*nv));
-
-	if (!nv)
-		return -ENOMEM;
-	mt_grow_huge(nv, ((size_t)1 << bits) * sizeof(*nv));
-	memset(nv, 0, ((size_t)1 << bits) * sizeof(*nv));
-	st->live = nv;
-	st->live_mask = ((uint64_t)1 << bits) - 1;
-	st->live_shift = 64 - bits;
-	for (uint64_t i = 0; i < old_n; i++) {
-		if (!old[i].addr)
-			continue;
-		uint64_t j = live_slot(st, old[i].addr);
-		while (nv[j].addr)
-			j = (j + 1) & st->live_mask;
-		nv[j] = old[i];
-	}
-	free(old);
-	return 0;
-}
-
-/* Returns the slot for @addr: either holding it or empty. */
-static inline struct live *live_find(struct mt__snapshot_state *st, uint64_t addr)
-{
-	uint64_t j = live_slot(st, addr);
-	for (;;) {
-		struct live *e = &st->live[j];
-		if (e->addr == addr || e->addr == 0)
-			return e;
-		j = (j + 1) & st->live_mask;
-	}
-}
-
-static void live_delete(struct mt__snapshot_state *st, struct live *e)
-{
-	uint64_t i = (uint64_t)(e - st->live), j = i;
-
-	for (;;) {
-		j = (j + 1) & st->live_mask;
-		if (!st->live[j].addr)
-			break;
-		uint64_t home = live_slot(st, st->live[j].addr);
-		/* can the entry at j move back to i? only if its home is not
-		 * in the cyclic range (i, j] */
-		if (((j - home) & st->live_mask) >= ((j - i) & st->live_mask)) {
-			st->live[i] = st->live[j];
-			i = j;
-		}
-	}
-	st->live[i].addr = 0;
-	st->live_n--;
-}
-
 /* A part of a live mapping of site @site gone (@last: the mapping's
  * last part). */
 static void mm_removed(void *ctx, uint32_t site, uint64_t bytes, int last)
@@ -367,17 +289,16 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		if (mt_mappings_add(&st->mm, addr, end, (uint32_t)si) < 0)
 			return -ENOMEM;
 	} else {
-		if (st->live_n * 2 >= st->live_mask + 1 &&
-		    live_resize(st, 64 - st->live_shift + 1) < 0)
+		if (mt_livemap_reserve(&st->live) < 0)
 			return -ENOMEM;
-		struct live *e = live_find(st, addr);
+		struct mt_live *e = mt_livemap_find(&st->live, addr);
 		if (e->addr) {
 			/* the free of the previous block was never recorded */
 			acc_change(st, &st->sites[e->site], (int64_t)(0 - e->size), -1);
 			st->heap -= e->size;
 			s->leak_count--;
 		} else {
-			st->live_n++;
+			st->live.n++;
 		}
 		e->addr = addr;
 		e->size = size;
@@ -415,11 +336,11 @@ static int on_free(void *ctx, const struct mt_record *r)
 		s->bytes_freed += gone;
 		return 0;
 	}
-	if (addr == 0 || !st->live) {
+	if (addr == 0 || !st->live.v) {
 		s->n_unmatched_frees++;
 		return 0;
 	}
-	struct live *e = live_find(st, addr);
+	struct mt_live *e = mt_livemap_find(&st->live, addr);
 	if (!e->addr) {
 		s->n_unmatched_frees++;
 		return 0;
@@ -437,7 +358,7 @@ static int on_free(void *ctx, const struct mt_record *r)
 	st->heap -= e->size;
 	s->bytes_freed += e->size;
 	s->leak_count--;
-	live_delete(st, e);
+	mt_livemap_delete(&st->live, e);
 	return 0;
 }
 
@@ -551,7 +472,9 @@ static int on_sample(void *ctx, const struct mt_record *r)
 		s->samples = nv;
 		st->samples_cap = n;
 	}
-	s->samples[s->n_samples++] = (struct mt_sample){ r->sample.time_us, r->sample.rss, st->heap };
+	/* an aggregated capture's samples say what the heap was */
+	uint64_t heap = r->sample.heap ? r->sample.heap - 1 : st->heap;
+	s->samples[s->n_samples++] = (struct mt_sample){ r->sample.time_us, r->sample.rss, heap };
 	if (r->sample.rss > s->peak_rss) {
 		s->peak_rss = r->sample.rss;
 		s->peak_rss_time_us = r->sample.time_us;
@@ -579,6 +502,60 @@ static int on_diag(void *ctx, const struct mt_record *r)
 	if (!m)
 		return -ENOMEM;
 	s->diags[s->n_diags++] = (struct mt_diag){ r->diag.code, m };
+	return 0;
+}
+
+/* An aggregated capture's figures of a site so far: they replace any
+ * earlier ones. Its peak figures are kept as the values at the peak
+ * (last = 1 > peak_event = 0). */
+static int on_site(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+	const struct mt_rec_site *x = &r->site;
+	uint32_t stack = believed(st, x->stack, DEF_STACK) ? x->stack : 0;
+	uint32_t thread = believed(st, x->thread, DEF_THREAD) ? x->thread : 0;
+
+	if ((stack >= st->stacks_cap || thread >= st->thr_cap) &&
+	    (stack_room(st, stack) < 0 || thread_room(st, thread) < 0))
+		return -ENOMEM;
+	if (stack > st->max_stack)
+		st->max_stack = stack;
+	if (thread >= st->max_thread)
+		st->max_thread = thread + 1;
+	int64_t si = site_get(st, stack, thread, x->allocator, x->first_addr);
+	if (si < 0)
+		return -ENOMEM;
+	st->sites[si] = (struct acc){ .cur_bytes = x->leak_bytes, .cur_count = x->leak_count,
+				      .pk_bytes = x->peak_bytes, .pk_count = x->peak_count,
+				      .last = 1, .alloc_bytes = x->alloc_bytes,
+				      .alloc_count = x->alloc_count };
+	return 0;
+}
+
+_Static_assert(MT_HIST_BUCKETS == MT_TOTALS_BUCKETS, "one size histogram");
+
+/* An aggregated capture's totals so far: the latest wins. */
+static int on_totals(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	const struct mt_rec_totals *t = &r->totals;
+
+	s->n_allocs = t->n_allocs;
+	s->n_frees = t->n_frees;
+	s->n_events = t->n_allocs + t->n_frees;
+	s->n_unmatched_frees = t->n_unmatched_frees;
+	s->bytes_allocated = t->bytes_allocated;
+	s->bytes_freed = t->bytes_freed;
+	s->peak_heap = t->peak_heap;
+	s->peak_time_us = t->peak_time_us;
+	s->leak_count = t->live_count;
+	s->st->heap = t->heap;
+	for (unsigned k = 0; k < MT_ALLOC__COUNT && k < MT_TOTALS_KINDS; k++) {
+		s->by_allocator_count[k] = t->kind_count[k];
+		s->by_allocator_bytes[k] = t->kind_bytes[k];
+	}
+	memcpy(s->size_hist, t->size_hist, sizeof(s->size_hist));
 	return 0;
 }
 
@@ -676,6 +653,8 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		.native = on_native,
 		.hybrid = on_hybrid,
 		.module = on_module,
+		.site = on_site,
+		.totals = on_totals,
 	};
 	const struct mt_header *h = mt_capture_header(cap);
 	struct mt__snapshot_state *st;
@@ -701,7 +680,7 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 	st->temp_threshold = o->temp_threshold;
 	s->temp_threshold = st->temp_threshold;
 	st->page_mask = h->page_size && !(h->page_size & (h->page_size - 1)) ? h->page_size - 1 : 0;
-	if (live_resize(st, 16) < 0 || stack_room(st, 0) < 0 || thread_room(st, 0) < 0 ||
+	if (mt_livemap_reserve(&st->live) < 0 || stack_room(st, 0) < 0 || thread_room(st, 0) < 0 ||
 	    site_slots_grow(st) < 0) {
 		mt_snapshot_release(s);
 		return -ENOMEM;
@@ -744,7 +723,7 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		free(s->threads[i].name);
 	free(s->threads);
 	if (st) {
-		free(st->live);
+		mt_livemap_release(&st->live);
 		mt_mappings_release(&st->mm);
 		free(st->sites);
 		free(st->site_keys);

@@ -6,8 +6,8 @@
  * thread index, site): an array of *cap elements of @elem bytes grows by
  * doubling (from 64) until index @need fits, and the new elements are
  * zeroed, so that a zero element means "not seen yet". The caller bounds
- * @need (the snapshot refuses ids above 2^24). Reader only (it
- * allocates), never the payload.
+ * @need (the snapshot refuses ids above 2^24). The reader's, and the
+ * payload's writer thread's (aggregate.h): never a hook's.
  */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint32_t */

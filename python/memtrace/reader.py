@@ -54,6 +54,7 @@ _HDR_PYALLOC = 1 << 1
 _HDR_NATIVE = 1 << 2
 _HDR_FOLLOW_FORK = 1 << 3
 _HDR_FORKED = 1 << 4
+_HDR_AGGREGATED = 1 << 5
 
 
 class Metadata:
@@ -268,7 +269,8 @@ class FileReader:
             attached=bool(m.flags & _HDR_ATTACHED),
             follow_fork=bool(m.flags & _HDR_FOLLOW_FORK),
             forked=bool(m.flags & _HDR_FORKED),
-            file_format=FileFormat.ALL_ALLOCATIONS,
+            file_format=(FileFormat.AGGREGATED_ALLOCATIONS if m.flags & _HDR_AGGREGATED
+                         else FileFormat.ALL_ALLOCATIONS),
             memory_interval_ms=m.interval_ms,
             dropped_events=m.n_dropped,
             truncated=bool(m.truncated),
@@ -356,7 +358,13 @@ class FileReader:
         the iteration goes, a chunk of the capture at a time: memory stays
         small however many events the capture holds."""
         self._h()  # a closed reader fails here, not at the first next()
+        if self._aggregated():
+            raise NotImplementedError("Can't get all allocations from a pre-aggregated capture file.")
         return self._events()
+
+    def _aggregated(self):
+        from .tracker import FileFormat
+        return self._metadata.file_format == FileFormat.AGGREGATED_ALLOCATIONS
 
     def _events(self):
         lib = self._lib
@@ -391,6 +399,10 @@ class FileReader:
         other allocations of that thread in between, grouped by stack."""
         if threshold < 0:
             raise ValueError("threshold must be >= 0")
+        self._h()
+        if self._aggregated():
+            raise NotImplementedError(
+                "Can't find temporary allocations using a pre-aggregated capture file.")
         return self._records(self._lib.mt_py_view, 2, int(bool(merge_threads)), threshold)
 
     def get_memory_snapshots(self):

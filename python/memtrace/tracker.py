@@ -48,6 +48,7 @@ def _strerror(code):
 _HDR_PYALLOC = 1 << 1
 _HDR_NATIVE = 1 << 2
 _HDR_FOLLOW_FORK = 1 << 3
+_HDR_AGGREGATED = 1 << 5
 
 
 class FileFormat(enum.IntEnum):
@@ -160,10 +161,6 @@ def _peer_allowed(uid):
     return uid >= 0 and (uid == os.getuid() or uid == 0)
 
 
-def _not_implemented(option):
-    return NotImplementedError("memtrace.Tracker: %s is not implemented yet" % option)
-
-
 _active_lock = threading.Lock()
 _active = None  # the Tracker currently tracking, if any
 
@@ -198,8 +195,6 @@ class Tracker:
                 raise RuntimeError("follow_fork requires an output file")
             if file_format != FileFormat.ALL_ALLOCATIONS:
                 raise RuntimeError("AGGREGATED_ALLOCATIONS requires an output file")
-        if file_format != FileFormat.ALL_ALLOCATIONS:
-            raise _not_implemented("file_format=FileFormat.%s" % file_format.name)
         if isinstance(memory_interval_ms, bool) or not isinstance(memory_interval_ms, int):
             raise TypeError("memtrace.Tracker: memory_interval_ms must be an int")
         if not 1 <= memory_interval_ms <= 3600000:
@@ -287,7 +282,9 @@ class Tracker:
         cfg.size = ctypes.sizeof(cfg)
         cfg.flags = ((_HDR_PYALLOC if self.trace_python_allocators else 0)
                      | (_HDR_NATIVE if self.native_traces else 0)
-                     | (_HDR_FOLLOW_FORK if self.follow_fork else 0))
+                     | (_HDR_FOLLOW_FORK if self.follow_fork else 0)
+                     | (_HDR_AGGREGATED if self.file_format == FileFormat.AGGREGATED_ALLOCATIONS
+                        else 0))
         cfg.interval_ms = self.memory_interval_ms
         cfg.fd = fd
         cfg.path = path

@@ -156,7 +156,8 @@ def test_stats_and_summary_golden(memtrace, tmp_path):
                  "peak_heap": 13 * MB, "peak_event": 2, "peak_time_us": 0, "peak_rss": 40 * MB,
                  "peak_rss_time_us": 1000, "live_bytes_at_end": 4 * MB + 15 * 4096,
                  "live_allocations_at_end": 3, "temporary_bytes": 10 * MB, "temporary_allocations": 1,
-                 "temporary_allocation_threshold": 1, "dropped": 4}
+                 "temporary_allocation_threshold": 1, "dropped": 4,
+                 "aggregated": False}
     s = json.loads(run(memtrace, "summary", "--json", cap).stdout)
     assert [(r["function"], r["total_bytes"], r["own_bytes"]) for r in s["rows"]] == [
         ("<module>", 13 * MB, 0), ("f", 10 * MB, 10 * MB), ("g", 3 * MB, 3 * MB)]
@@ -236,10 +237,15 @@ def test_output_files(memtrace, tmp_path):
     assert (tmp_path / "memtrace-table-p.html").exists()
     p = run(memtrace, "flamegraph", "-o", "-", cap)
     assert p.stdout.startswith("<!DOCTYPE html>") and p.stdout.rstrip().endswith("</html>")
-    for args in (["--leaks", "--temporary-allocations"], ["--temporary-allocation-threshold", "2"],
+    for args in (["--leaks", "--temporary-allocations"], ["--leaks", "--temporary-allocation-threshold", "2"],
                  ["--temporary-allocations", "--temporary-allocation-threshold", "-1"], []):
         p = run(memtrace, "flamegraph", "-o", "-", *args, *([cap] if args else []), check=False)
         assert p.returncode == 2, (args, p.stderr)
+    # the threshold alone asks for the temporary view, as memray's does
+    p = run(memtrace, "flamegraph", "-o", "-", "--temporary-allocation-threshold", "0", cap)
+    q = run(memtrace, "flamegraph", "-o", "-", "--temporary-allocations",
+            "--temporary-allocation-threshold", "0", cap)
+    assert p.stdout == q.stdout
     p = run(memtrace, "flamegraph", "-o", tmp_path / "x.html", tmp_path / "missing.bin", check=False)
     assert p.returncode == 1 and "No such file" in p.stderr and not (tmp_path / "x.html").exists()
 

@@ -376,8 +376,6 @@ def test_user_errors(memtrace, tmp_path, python):
 
         expect(FileExistsError, lambda: enter(memtrace.Tracker("exists.bin")))
         enter(memtrace.Tracker(destination=memtrace.FileDestination("exists.bin", overwrite=True)))
-        expect(NotImplementedError, lambda: memtrace.Tracker(
-            "n.bin", file_format=memtrace.FileFormat.AGGREGATED_ALLOCATIONS))
         expect(TypeError, lambda: memtrace.Tracker())
         expect(RuntimeError, lambda: memtrace.Tracker(
             destination=memtrace.SocketDestination(12345), follow_fork=True))
@@ -396,7 +394,6 @@ def test_user_errors(memtrace, tmp_path, python):
         """, tmp_path)
     out = p.stdout
     assert "FileExistsError" in out and "exists.bin" in out
-    assert "AGGREGATED_ALLOCATIONS" in out
     assert "TypeError" in out
     # memray's exception types and messages
     assert out.count("TypeError Exactly one of 'file_name' or 'destination' argument must be "

@@ -189,7 +189,7 @@ static inline void cw_stack(struct cw *w, uint32_t id, uint32_t parent, uint32_t
 static inline void cw_sample(struct cw *w, uint64_t time_us, uint64_t rss)
 {
 	struct mt_record r = { .type = MT_REC_SAMPLE };
-	r.sample = (struct mt_rec_sample){ time_us, rss };
+	r.sample = (struct mt_rec_sample){ .time_us = time_us, .rss = rss };
 	cw_rec(w, &r);
 }
 

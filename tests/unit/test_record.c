@@ -63,7 +63,32 @@ static struct mt_record sample_record(unsigned type, int variant)
 						 variant ? UINT32_MAX : 42 };
 		break;
 	case MT_REC_SAMPLE:
-		r.sample = (struct mt_rec_sample){ variant ? UINT64_MAX : 10000, 1ull << 33 };
+		r.sample = (struct mt_rec_sample){ .time_us = variant ? UINT64_MAX : 10000,
+						   .rss = 1ull << 33,
+						   .heap = variant ? UINT64_MAX : 0 };
+		break;
+	case MT_REC_SITE:
+		r.site = (struct mt_rec_site){ .stack = variant ? UINT32_MAX : 9,
+					       .thread = variant ? 300 : 0,
+					       .allocator = variant ? MT_ALLOC_PYMALLOC_REALLOC
+								    : MT_ALLOC_MALLOC,
+					       .peak_bytes = variant ? UINT64_MAX : 4096,
+					       .peak_count = 2,
+					       .leak_bytes = variant ? 1ull << 40 : 0,
+					       .leak_count = variant ? 7 : 0,
+					       .alloc_bytes = 1ull << 33,
+					       .alloc_count = 1000,
+					       .first_addr = variant ? UINT64_MAX - 15 : 0x1000 };
+		break;
+	case MT_REC_TOTALS:
+		r.totals.n_allocs = variant ? UINT64_MAX : 1000;
+		r.totals.n_frees = 999;
+		r.totals.peak_heap = 1ull << 34;
+		r.totals.live_count = variant ? 0 : 1;
+		for (unsigned i = 0; i < MT_TOTALS_KINDS; i++)
+			r.totals.kind_count[i] = variant ? UINT64_MAX - i : i;
+		for (unsigned i = 0; i < MT_TOTALS_BUCKETS; i++)
+			r.totals.size_hist[i] = variant ? i * 1000 : 0;
 		break;
 	case MT_REC_DIAG:
 		r.diag.code = MT_DIAG_TRACKING_DISABLED;
@@ -143,6 +168,22 @@ static void assert_record_eq(const struct mt_record *a, const struct mt_record *
 	case MT_REC_SAMPLE:
 		ck_assert_uint_eq(a->sample.time_us, b->sample.time_us);
 		ck_assert_uint_eq(a->sample.rss, b->sample.rss);
+		ck_assert_uint_eq(a->sample.heap, b->sample.heap);
+		break;
+	case MT_REC_SITE:
+		ck_assert_uint_eq(a->site.stack, b->site.stack);
+		ck_assert_uint_eq(a->site.thread, b->site.thread);
+		ck_assert_uint_eq(a->site.allocator, b->site.allocator);
+		ck_assert_uint_eq(a->site.peak_bytes, b->site.peak_bytes);
+		ck_assert_uint_eq(a->site.peak_count, b->site.peak_count);
+		ck_assert_uint_eq(a->site.leak_bytes, b->site.leak_bytes);
+		ck_assert_uint_eq(a->site.leak_count, b->site.leak_count);
+		ck_assert_uint_eq(a->site.alloc_bytes, b->site.alloc_bytes);
+		ck_assert_uint_eq(a->site.alloc_count, b->site.alloc_count);
+		ck_assert_uint_eq(a->site.first_addr, b->site.first_addr);
+		break;
+	case MT_REC_TOTALS:
+		ck_assert_mem_eq(&a->totals, &b->totals, sizeof(a->totals));
 		break;
 	case MT_REC_DIAG:
 		ck_assert_uint_eq(a->diag.code, b->diag.code);
@@ -295,8 +336,8 @@ END_TEST
 
 START_TEST(test_record_unknown_type_skipped)
 {
-	/* type 12 (not known), length 3, body; then a SAMPLE */
-	uint8_t buf[64] = { 0x0c, 0x03, 0xaa, 0xbb, 0xcc };
+	/* type 14 (not known), length 3, body; then a SAMPLE */
+	uint8_t buf[64] = { 0x0e, 0x03, 0xaa, 0xbb, 0xcc };
 	struct mt_record s = sample_record(MT_REC_SAMPLE, 0), r;
 	struct deltas dec;
 	ssize_t n = mt_rec_encode(buf + 5, sizeof(buf) - 5, &s, NULL);
@@ -304,7 +345,7 @@ START_TEST(test_record_unknown_type_skipped)
 	memset(&dec, 0, sizeof(dec));
 	ck_assert_int_gt(n, 0);
 	ck_assert_int_eq(mt_rec_decode(buf, 5 + (size_t)n, &r, get_delta, &dec), 5);
-	ck_assert_uint_eq(r.type, 12);
+	ck_assert_uint_eq(r.type, 14);
 	ck_assert_int_eq(mt_rec_decode(buf + 5, (size_t)n, &r, get_delta, &dec), n);
 	assert_record_eq(&s, &r);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-#ifndef MT_READER_MAPPINGS_H
-#define MT_READER_MAPPINGS_H
+#ifndef MT_UTIL_MAPPINGS_H
+#define MT_UTIL_MAPPINGS_H
 /*
- * The snapshot's live mappings (the mmap family): an interval list, so
+ * Live mappings (the mmap family), for the snapshot and the payload's
+ * aggregation: an interval list, so
  * that a munmap may cover part of a mapping (which may split it in two)
  * or several, and a mapping over a live one (MAP_FIXED) replaces what it
  * covers. A mapping counts as one allocation while any piece of it is
@@ -45,4 +46,4 @@ uint64_t mt_mappings_remove(struct mt_mappings *m, uint64_t a, uint64_t b,
 
 void mt_mappings_release(struct mt_mappings *m);
 
-#endif /* MT_READER_MAPPINGS_H */
+#endif /* MT_UTIL_MAPPINGS_H */

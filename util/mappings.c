@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The live mappings of a snapshot (reader/mappings.h): pieces sorted by
+ * The live mappings of a snapshot (util/mappings.h): pieces sorted by
  * address, found by binary search, and how many pieces each mapping has
  * left.
  */
-#include "reader/mappings.h"
+#include "util/mappings.h"
 
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* realloc */
