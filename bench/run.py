@@ -41,7 +41,10 @@ MT = "memtrace"
 MT_PY = "memtrace-pyalloc"
 MT_NAT = "memtrace-native"
 MT_NAT_PY = "memtrace-native-pyalloc"
-MT_ALL = (MT, MT_PY, MT_NAT, MT_NAT_PY)
+MT_AGG = "memtrace-aggregate"
+MT_AGG_PY = "memtrace-aggregate-pyalloc"
+MT_ALL = (MT, MT_PY, MT_NAT, MT_NAT_PY, MT_AGG, MT_AGG_PY)
+MT_EXTRA = [MT_NAT, MT_NAT_PY, MT_AGG, MT_AGG_PY]
 HT = "heaptrack"
 TRACKERS = [MT, MT_PY, HT]
 
@@ -392,8 +395,10 @@ def command_for(config, python, script, memtrace, heaptrack, capture_base):
         argv = [memtrace, "run", "-f", "-o", capture_base]
         if config in (MT_NAT, MT_NAT_PY):
             argv.append("--native")
-        if config in (MT_PY, MT_NAT_PY):
+        if config in (MT_PY, MT_NAT_PY, MT_AGG_PY):
             argv.append("--trace-python-allocators")
+        if config in (MT_AGG, MT_AGG_PY):
+            argv.append("--aggregate")
         # Pin the interpreter: otherwise `memtrace run` would pick whatever
         # python3 is first on PATH, which may not be the one the bare run used.
         argv += ["--python", python, script]
@@ -718,8 +723,8 @@ def parse_args(argv):
     ap.add_argument("--heaptrack", default=None, help="heaptrack binary (default: heaptrack on PATH)")
     ap.add_argument("--python", default="/usr/bin/python3", help="interpreter (default /usr/bin/python3)")
     ap.add_argument("--trackers", default=",".join(TRACKERS),
-                    help="comma-separated subset of %s, or also %s, %s (default: %s)"
-                         % (",".join(TRACKERS), MT_NAT, MT_NAT_PY, ",".join(TRACKERS)))
+                    help="comma-separated subset of %s, or also %s (default: %s)"
+                         % (",".join(TRACKERS), ", ".join(MT_EXTRA), ",".join(TRACKERS)))
     ap.add_argument("--markdown", metavar="FILE", help="write a Markdown results table (bench/RESULTS.md)")
     ap.add_argument("--json", metavar="FILE", help="write raw per-run measurements as JSON")
     ap.add_argument("--note", action="append", default=[],
@@ -757,7 +762,7 @@ def main(argv=None):
         workloads = available
 
     trackers = [t.strip() for t in args.trackers.split(",") if t.strip()]
-    bad = [t for t in trackers if t not in TRACKERS + [MT_NAT, MT_NAT_PY]]
+    bad = [t for t in trackers if t not in TRACKERS + MT_EXTRA]
     if bad:
         print("run.py: unknown tracker(s): %s" % ", ".join(bad), file=sys.stderr)
         return 2
