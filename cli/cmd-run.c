@@ -27,7 +27,7 @@
 
 static const char usage[] =
 	"usage: memtrace run [-o FILE] [-f] [--native] [--trace-python-allocators] [--follow-fork]\n"
-	"                    [--aggregate]\n"
+	"                    [--aggregate] [-q]\n"
 	"                    [--live | --live-remote [-p/--live-port N]]\n"
 	"                    [--memory-interval-ms N] [--python PATH]\n"
 	"                    (script.py | -m module | -c code) [args...]\n"
@@ -50,6 +50,7 @@ static const char usage[] =
 	"                               program starts (not with -o or --follow-fork)\n"
 	"  -p, --live-port N            its port on 127.0.0.1 (default 0: any free one)\n"
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
+	"  -q, --quiet                  say nothing when all went well (errors still)\n"
 	"      --python PATH            interpreter to run (default: python3 on PATH)\n";
 
 /* The options, parsed. */
@@ -58,7 +59,7 @@ struct run_opts {
 	const char *output, *python;
 	unsigned flags;
 	long interval, port;
-	int force, live, remote, port_given;
+	int force, live, remote, port_given, quiet;
 	int rest; /* the program's arguments: argv[rest..] */
 };
 
@@ -168,6 +169,7 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 		{ "live-port", required_argument, NULL, OPT_LIVE_PORT },
 		{ "memory-interval-ms", required_argument, NULL, OPT_INTERVAL },
 		{ "python", required_argument, NULL, OPT_PYTHON },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -175,7 +177,7 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 	*o = (struct run_opts){ .kind = "script", .python = "python3", .interval = 10 };
 
 	/* -m and -c end our options, as they end Python's */
-	while (!o->target && (c = getopt_long(argc, argv, "+o:fhm:c:p:", opts, NULL)) != -1) {
+	while (!o->target && (c = getopt_long(argc, argv, "+o:fhqm:c:p:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 		case 'c':
@@ -187,6 +189,9 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 			break;
 		case 'f':
 			o->force = 1;
+			break;
+		case 'q':
+			o->quiet = 1;
 			break;
 		case OPT_PYALLOC:
 			o->flags |= MT_HDR_PYALLOC;
@@ -401,9 +406,12 @@ static int report(const struct run_opts *o, int wstatus, const struct mt_run_sta
 			 capture);
 		mt_unlink_regular(capture);
 	} else if (WIFSIGNALED(wstatus)) {
-		say_killed(WTERMSIG(wstatus), said, capture, o->remote);
+		if (!o->quiet) /* the exit status says it */
+			say_killed(WTERMSIG(wstatus), said, capture, o->remote);
 	} else if (o->remote) {
-		if (dropped)
+		if (o->quiet && !dropped)
+			; /* all went well: nothing to say */
+		else if (dropped)
 			fprintf(stderr, "memtrace: capture sent to %s; %llu events were dropped, as "
 					"it did not take them fast enough\n", capture, dropped);
 		else
@@ -413,12 +421,12 @@ static int report(const struct run_opts *o, int wstatus, const struct mt_run_sta
 			 "close memtrace's descriptors?)", capture);
 		if (rc == 0)
 			rc = 1;
-	} else {
+	} else if (!o->quiet || dropped) {
 		char n[24];
 		snprintf(n, sizeof(n), "%llu", dropped);
 		mt_cli_say_written("", capture, dropped ? n : NULL);
 	}
-	if (o->live)
+	if (o->live && !o->quiet)
 		fprintf(stderr, "memtrace: the program's output is in %s\n", log);
 	if (WIFSIGNALED(wstatus)) {
 		/* Die the same way, so that shells and supervisors see it. */

@@ -236,6 +236,21 @@ static inline uint64_t range_end(uint64_t a, uint64_t len)
 	return a + len < a ? UINT64_MAX : a + len;
 }
 
+/* The site of (@stack, @thread, @kind), made with room for its stack and
+ * thread in the per-id arrays. Its index, or -1 without memory. */
+static inline int64_t site_for(struct mt__snapshot_state *st, uint32_t stack, uint32_t thread,
+			       unsigned kind, uint64_t addr)
+{
+	if ((stack >= st->stacks_cap || thread >= st->thr_cap) &&
+	    (stack_room(st, stack) < 0 || thread_room(st, thread) < 0))
+		return -1;
+	if (stack > st->max_stack)
+		st->max_stack = stack;
+	if (thread >= st->max_thread)
+		st->max_thread = thread + 1;
+	return site_get(st, stack, thread, kind, addr);
+}
+
 /* ------------------------------------------------------------------------
  * Record callbacks
  * ---------------------------------------------------------------------- */
@@ -260,14 +275,7 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 	s->by_allocator_count[kind]++;
 	s->by_allocator_bytes[kind] += size;
 	s->size_hist[size_bucket(size)]++;
-	if ((stack >= st->stacks_cap || thread >= st->thr_cap) &&
-	    (stack_room(st, stack) < 0 || thread_room(st, thread) < 0))
-		return -ENOMEM;
-	if (stack > st->max_stack)
-		st->max_stack = stack;
-	if (thread >= st->max_thread)
-		st->max_thread = thread + 1;
-	int64_t si = site_get(st, stack, thread, kind, addr);
+	int64_t si = site_for(st, stack, thread, kind, addr);
 	if (si < 0)
 		return -ENOMEM;
 	struct acc *sa = &st->sites[si];
@@ -516,14 +524,7 @@ static int on_site(void *ctx, const struct mt_record *r)
 	uint32_t stack = believed(st, x->stack, DEF_STACK) ? x->stack : 0;
 	uint32_t thread = believed(st, x->thread, DEF_THREAD) ? x->thread : 0;
 
-	if ((stack >= st->stacks_cap || thread >= st->thr_cap) &&
-	    (stack_room(st, stack) < 0 || thread_room(st, thread) < 0))
-		return -ENOMEM;
-	if (stack > st->max_stack)
-		st->max_stack = stack;
-	if (thread >= st->max_thread)
-		st->max_thread = thread + 1;
-	int64_t si = site_get(st, stack, thread, x->allocator, x->first_addr);
+	int64_t si = site_for(st, stack, thread, x->allocator, x->first_addr);
 	if (si < 0)
 		return -ENOMEM;
 	st->sites[si] = (struct acc){ .cur_bytes = x->leak_bytes, .cur_count = x->leak_count,
