@@ -219,6 +219,9 @@ int mt_cli_report_write(const struct mt_report_cmd *c, const struct mt_report_ar
 		mt_error(0, "%s", msg);
 		return 1;
 	}
+	char note[256];
+	if (mt_report_leak_note(note, sizeof(note), &s, a->o.view))
+		fprintf(stderr, "memtrace: note: %s\n", note);
 	if ((c->args & MT_RA_OUTPUT) && !(f = open_output(a->output, a->force, c->name))) {
 		mt_snapshot_release(&s);
 		return 1;

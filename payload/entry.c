@@ -158,6 +158,8 @@ static int python_setup_locked(void)
 {
 	if (!st.active)
 		return 0;
+	/* before the PyMem wrappers go in */
+	mt_writer_diag(MT_DIAG_PYTHON_ALLOCATOR, mt_pyhooks_allocator());
 	if ((st.flags & MT_HDR_PYALLOC) && !st.pymem) {
 		if (mt_python_pymem_install() == 0)
 			st.pymem = 1;
@@ -291,6 +293,8 @@ static void follow_fork_locked(void)
 	snprintf(msg, sizeof(msg), "forked from process %d: tracking starts at the fork",
 		 (int)st.follow_parent);
 	mt_writer_diag(MT_DIAG_INFO, msg);
+	/* read by the parent's setup already: no walk of the loaded objects here */
+	mt_writer_diag(MT_DIAG_PYTHON_ALLOCATOR, mt_pyhooks_allocator());
 	return;
 untracked:
 	mt_python_pymem_quiet();

@@ -198,6 +198,30 @@ static struct mt_pyapi_def after_fork_child_def = { "memtrace_after_fork_child",
 						     py_after_fork_child_cb, MT_PY_METH_NOARGS,
 						     NULL };
 
+const char *mt_pyhooks_allocator(void)
+{
+	static const char *known;
+	static const struct {
+		const char *python, *memray;
+	} names[] = {
+		{ "pymalloc", "pymalloc" },	  { "pymalloc_debug", "pymalloc debug" },
+		{ "malloc", "malloc" },		  { "malloc_debug", "malloc" },
+		{ "mimalloc", "mimalloc" },	  { "mimalloc_debug", "mimalloc debug" },
+	};
+	if (known)
+		return known;
+	/* 3.8+: which of its own allocators the interpreter's PyMem
+	 * functions are (NULL for any other, memtrace's too) */
+	const char *(*current)(void) =
+		(const char *(*)(void))mt_got_find_definition("_PyMem_GetCurrentAllocatorName");
+	const char *name = current ? current() : NULL;
+	known = "unknown";
+	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(name, names[i].python) == 0)
+			known = names[i].memray;
+	return known;
+}
+
 int mt_pyhooks_gil_take(int *state)
 {
 	/* resolved once: a lookup walks every loaded object */

@@ -55,6 +55,12 @@ int mt_pyhooks_follow_fork(void);
  * the GIL may wait for. */
 int mt_pyhooks_fork_warning(uint32_t python_hex);
 
+/* mt_pyhooks_allocator() - the interpreter's object allocator as memray
+ * names it: "pymalloc", "pymalloc debug", "malloc", "mimalloc",
+ * "mimalloc debug", or "unknown". Read once, before memtrace's own PyMem
+ * wrappers go in (which it would not know); the same answer after. */
+const char *mt_pyhooks_allocator(void);
+
 /* mt_pyhooks_gil_take() / mt_pyhooks_gil_give() - the GIL, for control
  * paths: take returns 1 with it held (@state for give), 0 if there is no
  * interpreter to take it from. Lock order everywhere: the GIL first, then

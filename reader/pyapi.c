@@ -145,6 +145,11 @@ const char *mt_py_warnings(const struct mt_py_reader *r)
 	return r->warnings ? r->warnings : "";
 }
 
+const char *mt_py_python_allocator(const struct mt_py_reader *r)
+{
+	return r->snap.python_allocator[0] ? r->snap.python_allocator : "unknown";
+}
+
 const char *mt_py_diag(const struct mt_py_reader *r, size_t i, uint32_t *code)
 {
 	if (i >= r->snap.n_diags)

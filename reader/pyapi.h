@@ -103,6 +103,10 @@ void mt_py_meta(const struct mt_py_reader *r, struct mt_py_meta *m);
 /* mt_py_warnings() - damage found while reading, one line each, "" if
  * none. Borrowed. */
 const char *mt_py_warnings(const struct mt_py_reader *r);
+/* mt_py_python_allocator() - the interpreter's allocator as memray names
+ * it, "unknown" if the capture does not say; borrowed. */
+const char *mt_py_python_allocator(const struct mt_py_reader *r);
+
 /* mt_py_diag() - diagnostic @i (< n_diags) from the payload; borrowed. */
 const char *mt_py_diag(const struct mt_py_reader *r, size_t i, uint32_t *code);
 

@@ -130,6 +130,17 @@ char *mt__view_label(char *buf, size_t len, const struct mt_snapshot *s, enum mt
 	return buf;
 }
 
+char *mt_report_leak_note(char *buf, size_t len, const struct mt_snapshot *s, enum mt_view v)
+{
+	if (v != MT_VIEW_LEAKS || !mt_snapshot_small_hidden(s))
+		return NULL;
+	snprintf(buf, len, "%s was Python's allocator: small objects (512 bytes or less) live in its "
+			   "arenas, so a leak of them shows as an arena it took, or not at all; "
+			   "PYTHONMALLOC=malloc or --trace-python-allocators shows each one",
+		 s->python_allocator);
+	return buf;
+}
+
 void mt__html_describe(struct mt_json *j, const struct mt_snapshot *s, const struct mt_report_opts *o,
 		       uint64_t total_bytes, uint64_t total_count)
 {
@@ -155,6 +166,9 @@ void mt__html_describe(struct mt_json *j, const struct mt_snapshot *s, const str
 	mt_json_begin_array(j, "diagnostics"); /* the tracker's own words */
 	for (size_t i = 0; i < s->n_diags; i++)
 		mt_json_str(j, NULL, s->diags[i].msg);
+	char note[256];
+	if (mt_report_leak_note(note, sizeof(note), s, o->view))
+		mt_json_str(j, NULL, note);
 	mt_json_end(j);
 	mt_json_begin_array(j, "threads");
 	for (size_t i = 0; i < s->n_threads; i++) {

@@ -182,6 +182,8 @@ static void print_header(FILE *out, const struct mt_snapshot *s, const char *pat
 			(h->python_hex >> 16) & 0xff, (h->python_hex >> 8) & 0xff);
 	else
 		fprintf(out, "  python:             unknown\n");
+	if (s->python_allocator[0])
+		fprintf(out, "  python allocator:   %s\n", s->python_allocator);
 	fprintf(out, "  started:            %s\n", when);
 	fprintf(out, "  duration:           %s%s\n", mt__report_seconds(dur, sizeof(dur), s->end_time_us),
 		s->have_trailer ? "" : " (at least; capture is truncated)");
@@ -388,6 +390,10 @@ static void json_header(struct mt_json *j, const struct mt_snapshot *s, const ch
 	else
 		mt_json_null(j, "python");
 	mt_json_u64(j, "python_hex", h->python_hex);
+	if (s->python_allocator[0])
+		mt_json_str(j, "python_allocator", s->python_allocator);
+	else
+		mt_json_null(j, "python_allocator");
 	mt_json_u64(j, "start_ns", h->start_ns);
 	mt_json_bool(j, "attached", !!(h->flags & MT_HDR_ATTACHED));
 	mt_json_bool(j, "python_allocators", !!(h->flags & MT_HDR_PYALLOC));

@@ -33,6 +33,12 @@ struct mt_report_opts {
  * with one line (no prefix, no newline) in @msg saying why: the file
  * cannot be opened, is not a capture, or is corrupt (docs/format.md
  * section 5: damage before the end is an error, not a warning). */
+/* mt_report_leak_note() - for the leaks view (@v) of a capture whose
+ * small Python objects may be hidden in the allocator's arenas
+ * (mt_snapshot_small_hidden()), one line saying so and what shows them,
+ * into @buf; NULL otherwise. */
+char *mt_report_leak_note(char *buf, size_t len, const struct mt_snapshot *s, enum mt_view v);
+
 int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 		   void (*warn)(void *ctx, const char *msg), void *ctx, char *msg, size_t len);
 

@@ -498,6 +498,14 @@ static int on_diag(void *ctx, const struct mt_record *r)
 	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
 
+	if (r->diag.code == MT_DIAG_PYTHON_ALLOCATOR) { /* metadata, not a message */
+		size_t n = r->diag.msg.len < sizeof(s->python_allocator) - 1
+				   ? r->diag.msg.len
+				   : sizeof(s->python_allocator) - 1;
+		memcpy(s->python_allocator, r->diag.msg.p, n);
+		s->python_allocator[n] = '\0';
+		return 0;
+	}
 	if (s->n_diags == st->diags_cap) {
 		size_t n = st->diags_cap ? st->diags_cap * 2 : 16;
 		struct mt_diag *nv = realloc(s->diags, n * sizeof(*nv));
@@ -709,6 +717,13 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+int mt_snapshot_small_hidden(const struct mt_snapshot *s)
+{
+	return !(s->header.flags & MT_HDR_PYALLOC) &&
+	       (strncmp(s->python_allocator, "pymalloc", 8) == 0 ||
+		strncmp(s->python_allocator, "mimalloc", 8) == 0);
 }
 
 void mt_snapshot_release(struct mt_snapshot *s)

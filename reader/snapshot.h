@@ -90,6 +90,8 @@ struct mt_snapshot {
 	struct mt_thread_info *threads; /* by index; only those seen */
 	size_t n_threads;
 
+	char python_allocator[24]; /* as memray names it; "" if the capture does not say */
+
 	int have_trailer;
 	uint64_t end_time_us;     /* trailer, else the last sample */
 	uint64_t trailer_events, n_dropped;
@@ -141,6 +143,11 @@ size_t mt_snapshot_stack(const struct mt_snapshot *s, uint32_t id, struct mt_fra
  * callers bound their walks by mt_snapshot_max_stack()). */
 void mt_snapshot_stack_frame(const struct mt_snapshot *s, uint32_t id, struct mt_frame *f);
 uint32_t mt_snapshot_stack_parent(const struct mt_snapshot *s, uint32_t id);
+
+/* mt_snapshot_small_hidden() - whether a report of live blocks (the leaks)
+ * may miss small Python objects: the interpreter's allocator kept them in
+ * arenas of its own (pymalloc, mimalloc) and its domains were not traced. */
+int mt_snapshot_small_hidden(const struct mt_snapshot *s);
 
 enum mt_view {
 	MT_VIEW_PEAK,      /* live at the peak of the tracked heap */

@@ -161,6 +161,7 @@ def reader():
             "mt_py_meta": ([vp, ctypes.POINTER(Meta)], None),
             "mt_py_warnings": ([vp], ctypes.c_char_p),
             "mt_py_diag": ([vp, sz, ctypes.POINTER(ctypes.c_uint32)], ctypes.c_char_p),
+            "mt_py_python_allocator": ([vp], ctypes.c_char_p),
             "mt_py_events_open": ([vp, ctypes.POINTER(vp)], ctypes.c_int),
             "mt_py_events_next": ([vp, vp, ctypes.POINTER(ctypes.POINTER(Record))], ssz),
             "mt_py_events_close": ([vp], None),

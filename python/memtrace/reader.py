@@ -65,7 +65,7 @@ class Metadata:
                  "trace_python_allocators", "has_native_traces", "attached", "follow_fork",
                  "forked", "file_format",
                  "memory_interval_ms", "dropped_events", "truncated", "finished", "diagnostics",
-                 "peak_rss")
+                 "peak_rss", "python_allocator")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -277,6 +277,7 @@ class FileReader:
             finished=bool(m.have_trailer),
             diagnostics=diags,
             peak_rss=m.peak_rss,
+            python_allocator=_decode(self._lib.mt_py_python_allocator(self._h())),
         )
 
     @property

@@ -2,6 +2,7 @@
 `python3 -m memray` (run with the interpreter that ran it), `run -q`."""
 
 import os
+import textwrap
 
 import pytest
 
@@ -51,3 +52,54 @@ def test_run_quiet(memtrace, script, tmp_path):
     bad = script("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n", name="k.py")
     p = run(memtrace, "run", "-q", "-o", tmp_path / "k.bin", bad, check=False)
     assert p.returncode == -15 and p.stderr == ""
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_python_allocator_recorded(script, tmp_path, python):
+    """Metadata.python_allocator as memray names it, PYTHONMALLOC honoured."""
+    prog = script(textwrap.dedent("""\
+        import memtrace, sys
+        with memtrace.Tracker(sys.argv[1]):
+            x = [bytearray(10) for _ in range(10)]
+        print(memtrace.FileReader(sys.argv[1]).metadata.python_allocator)
+        """))
+    got = {}
+    for env_value in (None, "malloc", "pymalloc_debug", "malloc_debug"):
+        env = module_env()
+        env.pop("PYTHONMALLOC", None)
+        if env_value:
+            env["PYTHONMALLOC"] = env_value
+        cap = tmp_path / ("%s.bin" % env_value)
+        got[env_value] = run(python, prog, cap, env=env).stdout.strip()
+    assert got == {None: "pymalloc", "malloc": "malloc", "pymalloc_debug": "pymalloc debug",
+                   "malloc_debug": "malloc"}
+
+
+LEAKY = "keep = [str(i) * 3 for i in range(20000)]\n"
+
+
+def test_leaks_say_small_objects_may_hide(memtrace, script, tmp_path):
+    """--leaks on a capture made with pymalloc and without its domains
+    traced says, on the terminal and in the page, what would show them."""
+    prog = script(LEAKY)
+    env = dict(os.environ)
+    env.pop("PYTHONMALLOC", None)
+    caps = {}
+    for name, extra, pymalloc in (("pym", [], None), ("malloc", [], "malloc"),
+                                  ("traced", ["--trace-python-allocators"], None)):
+        e = dict(env)
+        if pymalloc:
+            e["PYTHONMALLOC"] = pymalloc
+        caps[name] = tmp_path / (name + ".bin")
+        run(memtrace, "run", *extra, "-o", caps[name], prog, env=e)
+    p = run(memtrace, "summary", "--leaks", caps["pym"])
+    assert p.stderr.count("\n") == 1 and "memtrace: note: pymalloc was Python's allocator" in p.stderr
+    assert "PYTHONMALLOC=malloc or --trace-python-allocators" in p.stderr
+    run(memtrace, "flamegraph", "--leaks", "-o", tmp_path / "f.html", caps["pym"])
+    assert "PYTHONMALLOC=malloc or --trace-python-allocators" in (tmp_path / "f.html").read_text()
+    # not at the peak, nor where each small object is seen
+    assert run(memtrace, "summary", caps["pym"]).stderr == ""
+    for name in ("malloc", "traced"):
+        assert run(memtrace, "summary", "--leaks", caps[name]).stderr == "", name
+    assert "python allocator:   pymalloc" in run(memtrace, "stats", caps["pym"]).stdout
+    assert "python allocator:   malloc" in run(memtrace, "stats", caps["malloc"]).stdout
