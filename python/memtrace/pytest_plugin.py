@@ -11,10 +11,13 @@ become checks:
     @pytest.mark.limit_memory("24 MB")   # peak of the test body
     @pytest.mark.limit_leaks("1 KB", filter_fn=None)  # still live at its end, per stack
 
-Sizes are a number and a unit, B, KB, MB, GB, TB or PB, counted in powers
-of 1024 (KiB, MiB... are accepted too). Without --memtrace the markers
-are accepted and do nothing. Peak and leaks are computed by the C reader
-(memtrace.FileReader) from each test's capture.
+Both take current_thread_only=True, and pytest-memray's memory_limit= and
+location_limit= for the limit. Sizes are a number and a unit, B, KB, MB,
+GB, TB or PB, counted in powers of 1024 (KiB, MiB... are accepted too).
+Without --memtrace the markers are not checked, with a warning per test.
+Peak and leaks are computed by the C reader (memtrace.FileReader) from
+each test's capture. pytest-memray's option names are aliases (--memray,
+--stacks, ...), and every option has an ini key.
 """
 
 import collections
@@ -25,6 +28,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 
 import pytest
 
@@ -95,29 +99,80 @@ def _where(frame, rootdir):
     return "%s at %s:%d" % (function, filename, line) if line else "%s at %s" % (function, filename)
 
 
+# (option, pytest-memray's name for it, argparse keywords); each has an ini
+# key of the option's name without its dashes (memtrace-stacks ->
+# memtrace_stacks), which the command line overrides.
+_OPTIONS = [
+    ("--memtrace", "--memray", dict(
+        action="store_true", default=None,
+        help="track the memory of each test body; enables limit_memory and limit_leaks")),
+    ("--memtrace-bin-path", "--memray-bin-path", dict(
+        metavar="DIR", default=None,
+        help="keep each test's capture in DIR (default: a temporary directory, removed at "
+             "the end)")),
+    ("--memtrace-bin-prefix", "--memray-bin-prefix", dict(
+        metavar="PREFIX", default=None,
+        help="start the kept captures' names with PREFIX (with --memtrace-bin-path)")),
+    ("--most-allocations", None, dict(
+        metavar="N", type=int, default=None,
+        help="report the N tests with the highest peak and where they allocated (default 5; "
+             "0 = all)")),
+    ("--memtrace-stacks", "--stacks", dict(
+        metavar="N", type=int, default=None, help="frames shown per allocating stack (default 1)")),
+    ("--hide-memtrace-summary", "--hide-memray-summary", dict(
+        action="store_true", default=None, help="do not print the memtrace report at the end")),
+    ("--memtrace-native", "--native", dict(
+        action="store_true", default=None,
+        help="record native (C) stacks too, and show them under the Python lines in failure "
+             "messages")),
+    ("--memtrace-trace-python-allocators", "--trace-python-allocators", dict(
+        action="store_true", default=None,
+        help="record every Python object allocation, not only pymalloc's arenas (limit_leaks "
+             "tests always do)")),
+]
+_DEFAULTS = {"most_allocations": 5, "memtrace_stacks": 1}
+
+
+def _dest(option):
+    return option.lstrip("-").replace("-", "_")
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("memtrace", "memory budgets with memtrace")
-    group.addoption("--memtrace", action="store_true", default=None,
-                    help="track the memory of each test body; enables limit_memory and "
-                         "limit_leaks")
-    group.addoption("--memtrace-bin-path", metavar="DIR", default=None,
-                    help="keep each test's capture in DIR (default: a temporary directory, "
-                         "removed at the end)")
-    group.addoption("--most-allocations", metavar="N", type=int, default=5,
-                    help="report the N tests with the highest peak and where they allocated "
-                         "(default 5; 0 = all)")
-    group.addoption("--memtrace-stacks", metavar="N", type=int, default=1,
-                    help="frames shown per allocating stack (default 1)")
-    group.addoption("--hide-memtrace-summary", action="store_true", default=False,
-                    help="do not print the memtrace report at the end")
-    group.addoption("--memtrace-native", action="store_true", default=False,
-                    help="record native (C) stacks too, and show them under the Python lines "
-                         "in failure messages")
-    group.addoption("--memtrace-trace-python-allocators", action="store_true", default=False,
-                    help="record every Python object allocation, not only pymalloc's arenas "
-                         "(limit_leaks tests always do)")
-    parser.addini("memtrace", type="bool", default=False,
-                  help="track the memory of each test body (as --memtrace)")
+    for name, alias, kw in _OPTIONS:
+        names = [name]
+        # pytest-memray's names too, unless pytest-memray itself is here
+        if alias and not _has_pytest_memray():
+            names.append(alias)
+        group.addoption(*names, dest=_dest(name), **kw)
+        ini_type = "bool" if kw.get("action") == "store_true" else None
+        parser.addini(_dest(name), type=ini_type, default=None,
+                      help="as %s%s" % (name, " (%s)" % alias if alias else ""))
+
+
+def _has_pytest_memray():
+    try:
+        import importlib.util
+        return importlib.util.find_spec("pytest_memray") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _option(config, name):
+    """A command-line option, else its ini key, else its default."""
+    dest = _dest(name)
+    value = config.getoption(dest)
+    if value is None:
+        value = config.getini(dest)
+        if value in (None, "", []):
+            value = None
+        elif isinstance(value, str) and name in ("--most-allocations", "--memtrace-stacks"):
+            try:
+                value = int(value)
+            except ValueError:
+                raise pytest.UsageError("memtrace: the ini key %s wants a number, not %r"
+                                        % (dest, value)) from None
+    return _DEFAULTS.get(dest) if value is None else value
 
 
 def pytest_configure(config):
@@ -128,11 +183,23 @@ def pytest_configure(config):
         "markers", "limit_leaks(limit, filter_fn=None): with --memtrace, fail if memory "
                    "allocated by one call stack in the test body and still live at its end "
                    "exceeds limit; filter_fn(stack) -> bool selects the stacks checked")
-    enabled = config.getoption("memtrace")
-    if enabled is None:
-        enabled = config.getini("memtrace")
-    if enabled:
+    if _option(config, "--memtrace"):
         config.pluginmanager.register(_Manager(config), "memtrace-manager")
+    else:
+        config.pluginmanager.register(_Unchecked(), "memtrace-unchecked")
+
+
+class _Unchecked:
+    """Without --memtrace the markers are not checked: say so, test by
+    test, rather than let a budget pass silently."""
+
+    def pytest_collection_modifyitems(self, items):
+        for item in items:
+            names = [m.name for m in _markers(item) if m is not None]
+            if names:
+                item.warn(pytest.PytestWarning(
+                    "memtrace: %s not checked: run with --memtrace (or --memray)"
+                    % " and ".join(names)))
 
 
 class _Result:
@@ -152,9 +219,27 @@ def _markers(item):
     return memory, leaks
 
 
+# the keyword arguments each marker takes: its limit under pytest-memray's
+# name too, and the options
+_MARKER_KW = {
+    "limit_memory": ("limit", "memory_limit", "current_thread_only"),
+    "limit_leaks": ("limit", "location_limit", "filter_fn", "current_thread_only"),
+}
+
+
 def _marker_limit(marker):
     args, kw = marker.args, dict(marker.kwargs)
-    limit = args[0] if args else kw.pop("limit", None)
+    known = _MARKER_KW[marker.name]
+    unknown = sorted(set(kw) - set(known))
+    if unknown or len(args) > 1:
+        raise pytest.UsageError(
+            "memtrace: @pytest.mark.%s takes a limit and %s, not %s" % (
+                marker.name, ", ".join(k for k in known[2:]),
+                ", ".join(unknown) if unknown else "%d positional arguments" % len(args)))
+    limit = args[0] if args else None
+    for name in known[:2]:
+        if name in kw:
+            limit = kw.pop(name)
     if limit is None:
         raise pytest.UsageError("memtrace: @pytest.mark.%s needs a limit, e.g. '1 MB'"
                                 % marker.name)
@@ -168,16 +253,18 @@ class _Manager:
     def __init__(self, config):
         self.config = config
         self.rootdir = str(config.rootpath) if hasattr(config, "rootpath") else str(config.rootdir)
-        self.keep = config.getoption("memtrace_bin_path")
+        self.keep = _option(config, "--memtrace-bin-path")
+        self.prefix = _option(config, "--memtrace-bin-prefix") or ""
         if self.keep:
             self.dir = os.path.abspath(self.keep)
             os.makedirs(self.dir, exist_ok=True)
         else:
             self.dir = tempfile.mkdtemp(prefix="memtrace-pytest-")
-        self.stacks = max(1, config.getoption("memtrace_stacks"))
-        self.pyalloc = config.getoption("memtrace_trace_python_allocators")
-        self.native = config.getoption("memtrace_native")
+        self.stacks = max(1, _option(config, "--memtrace-stacks"))
+        self.pyalloc = _option(config, "--memtrace-trace-python-allocators")
+        self.native = _option(config, "--memtrace-native")
         self.captures = {}  # nodeid -> capture path of the current run
+        self.test_tid = {}  # nodeid -> the thread that ran its body
         self.results = []
 
     # -- naming ---------------------------------------------------------
@@ -186,7 +273,7 @@ class _Manager:
         # out of a file name ("a b" and "a-b") get different digests
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", nodeid.replace("::", "--")).strip("-")[:180]
         digest = hashlib.sha256(nodeid.encode("utf-8", "replace")).hexdigest()[:12]
-        return os.path.join(self.dir, name + "-" + digest + ".bin")
+        return os.path.join(self.dir, self.prefix + name + "-" + digest + ".bin")
 
     # -- checking the markers before the test runs ----------------------
     def pytest_runtest_setup(self, item):
@@ -209,14 +296,18 @@ class _Manager:
         def tracker():
             return Tracker(destination=_file_destination(path), **tracker_kw)
 
+        nodeid, tids = pyfuncitem.nodeid, self.test_tid
+
         if inspect.iscoroutinefunction(func):
             @functools.wraps(func)
             async def wrapper(*args, **kwargs):
+                tids[nodeid] = threading.get_native_id()
                 with tracker():
                     return await func(*args, **kwargs)
         else:
             @functools.wraps(func)
             def wrapper(*args, **kwargs):
+                tids[nodeid] = threading.get_native_id()
                 with tracker():
                     return func(*args, **kwargs)
 
@@ -276,26 +367,41 @@ class _Manager:
 
     def _analyse(self, item, path):
         memory, leaks = _markers(item)
+        tid = self.test_tid.pop(item.nodeid, None)
+
+        def mine(records, kw):
+            """The records of the test's own thread, with current_thread_only."""
+            if not kw.get("current_thread_only"):
+                return records
+            return [r for r in records if r.tid == tid]
+
+        headlines = []
         with FileReader(path) as reader:
-            peak_records = list(reader.get_high_watermark_allocation_records(merge_threads=True))
+            peak_records = list(reader.get_high_watermark_allocation_records(merge_threads=False))
             peak = sum(r.size for r in peak_records)
             top = self._top(peak_records, 5)
             self.results.append(_Result(item.nodeid, peak, reader.metadata.total_allocations,
                                         top, path if self.keep else None))
             problems = []
             if memory is not None:
-                limit, _ = _marker_limit(memory)
-                if peak > limit:
-                    problems.append("Test was limited to %s but its body used %s at its peak"
-                                    % (format_size(limit), format_size(peak)))
+                limit, kw = _marker_limit(memory)
+                records = mine(peak_records, kw)
+                used = sum(r.size for r in records)
+                if used > limit:
+                    problems.append("Test was limited to %s but its body%s used %s at its peak"
+                                    % (format_size(limit),
+                                       " (its own thread)" if kw.get("current_thread_only") else "",
+                                       format_size(used)))
                     problems.append("Largest allocations live at the peak:")
-                    problems.extend(self._describe(top))
+                    problems.extend(self._describe(self._top(records, 5)))
+                    headlines.append("limit_memory: %s > %s" % (format_size(used),
+                                                                format_size(limit)))
             if leaks is not None:
                 limit, kw = _marker_limit(leaks)
                 filter_fn = kw.get("filter_fn")
                 bad = []
-                for size, count, frames in _per_stack(
-                        reader.get_leaked_allocation_records(merge_threads=True)):
+                for size, count, frames in _per_stack(mine(
+                        list(reader.get_leaked_allocation_records(merge_threads=False)), kw)):
                     if size <= limit:
                         continue
                     if filter_fn is not None and not filter_fn(
@@ -310,15 +416,17 @@ class _Manager:
                                     "leaked more:" % (format_size(limit), len(bad),
                                                       "" if len(bad) == 1 else "s"))
                     problems.extend(self._describe(bad[:10]))
+                    headlines.append("limit_leaks: %s > %s from one call stack" % (
+                        format_size(bad[0][0]), format_size(limit)))
         if problems and self.keep:
             problems.append("capture: %s" % path)
-        return "\n".join(problems)
+        return _LimitFailure(problems, "; ".join(headlines)) if problems else None
 
     # -- reporting ------------------------------------------------------
     def pytest_terminal_summary(self, terminalreporter):
-        if self.config.getoption("hide_memtrace_summary") or not self.results:
+        if _option(self.config, "--hide-memtrace-summary") or not self.results:
             return
-        n = self.config.getoption("most_allocations")
+        n = _option(self.config, "--most-allocations")
         results = sorted(self.results, key=lambda r: r.peak, reverse=True)
         if n > 0:
             results = results[:n]
@@ -337,6 +445,30 @@ class _Manager:
     def pytest_unconfigure(self, config):
         if not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _Crash:
+    __slots__ = ("message",)
+
+    def __init__(self, message):
+        self.message = message
+
+
+class _LimitFailure:
+    """A failed limit as pytest shows it: the lines in the failure's
+    section, and the short summary's reason (FAILED id - limit_memory:
+    15.32 MiB > 1.00 MiB)."""
+
+    def __init__(self, lines, headline):
+        self.lines = lines
+        self.reprcrash = _Crash(headline)
+
+    def toterminal(self, tw):
+        for line in self.lines:
+            tw.line(line)
+
+    def __str__(self):
+        return "\n".join(self.lines)
 
 
 def _file_destination(path):

@@ -128,10 +128,14 @@ def test_limits_fail_and_pass_with_memtrace(tmp_path):
         if "test_unmarked" in report else True
 
 
-def test_markers_do_nothing_without_memtrace(tmp_path):
+def test_markers_warn_without_memtrace(tmp_path):
+    """Without --memtrace the limits are not checked, and each test with a
+    marker says so in a warning, rather than pass silently."""
     p, outcomes, _ = run_pytest(tmp_path)
     assert set(outcomes.values()) == {"passed"}, (outcomes, p.stdout)
-    assert "memtrace:" not in p.stdout
+    assert "memtrace: limit_memory not checked: run with --memtrace" in p.stdout
+    assert "memtrace: limit_leaks not checked: run with --memtrace" in p.stdout
+    assert "memtrace: tests with the highest peak memory" not in p.stdout
 
 
 def test_bin_path_keeps_readable_captures(memtrace, tmp_path):
@@ -243,3 +247,109 @@ def test_native_stacks_in_failure_messages(tmp_path):
     # native frames come first (innermost), then the test's line
     assert lines.index(where) > lines.index("PyByteArray_Resize at /usr/bin/python3.11"), big
     assert outcomes["test_unmarked"] == "passed"
+
+
+def test_pytest_memray_option_names(tmp_path):
+    """A CI file written for pytest-memray works: its option names, and the
+    short summary says why a test failed."""
+    keep = tmp_path / "kept"
+    p, outcomes, _ = run_pytest(tmp_path, "--memray", "--stacks", "2", "--hide-memray-summary",
+                                "--memray-bin-path", str(keep), "--memray-bin-prefix", "ci-",
+                                "-rf")
+    assert outcomes["test_big_under_small_limit"] == "failed", p.stdout
+    assert outcomes["test_big_under_large_limit"] == "passed", p.stdout
+    assert "memtrace: tests with the highest peak memory" not in p.stdout
+    caps = os.listdir(str(keep))
+    assert len(caps) == 6 and all(c.startswith("ci-") for c in caps), caps
+    # (the line is cut to the terminal's width)
+    assert ("FAILED test_suite.py::test_big_under_small_limit - limit_memory: 10.00 MiB >"
+            in p.stdout), p.stdout
+    assert ("FAILED test_suite.py::test_appends_to_module_list - limit_leaks: ") in p.stdout
+
+
+def test_ini_keys(tmp_path):
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmemtrace = true\nhide_memtrace_summary = true\n"
+                                         "memtrace_stacks = 3\n")
+    p, outcomes, _ = run_pytest(tmp_path)
+    assert outcomes["test_big_under_small_limit"] == "failed", p.stdout
+    assert "memtrace: tests with the highest peak memory" not in p.stdout
+    # the command line wins over the ini file
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmemtrace_stacks = lots\n")
+    p, _, _ = run_pytest(tmp_path, "--memtrace")
+    assert "the ini key memtrace_stacks wants a number, not 'lots'" in p.stdout + p.stderr
+
+
+THREADS = """\
+import threading
+import pytest
+
+HELD = []
+
+
+def other_thread(n):
+    t = threading.Thread(target=lambda: HELD.append(bytearray(n)))
+    t.start()
+    t.join()
+
+
+@pytest.mark.limit_memory("1 MB", current_thread_only=True)
+def test_other_thread_not_counted():
+    other_thread(10 * 1024 * 1024)
+    HELD.clear()
+
+
+@pytest.mark.limit_memory("1 MB")
+def test_other_thread_counted():
+    other_thread(10 * 1024 * 1024)
+    HELD.clear()
+
+
+@pytest.mark.limit_memory("1 MB", current_thread_only=True)
+def test_own_thread_counted():
+    x = bytearray(10 * 1024 * 1024)
+
+
+@pytest.mark.limit_leaks("1 KB", current_thread_only=True)
+def test_other_thread_leak_not_counted():
+    other_thread(100 * 1024)
+
+
+@pytest.mark.limit_memory(memory_limit="1 MB")
+def test_memray_keyword():
+    x = bytearray(10 * 1024 * 1024)
+
+
+@pytest.mark.limit_memory("1 MB", per_thread=True)
+def test_unknown_keyword():
+    pass
+"""
+
+
+def test_current_thread_only_and_marker_arguments(tmp_path):
+    suite = tmp_path / "test_threads.py"
+    suite.write_text(THREADS)
+    junit = tmp_path / "j.xml"
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD)
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
+                        "no:cacheprovider", "-q", "--memtrace", "--junitxml", str(junit),
+                        str(suite)], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+    outcomes, messages = {}, {}
+    for case in ET.parse(str(junit)).getroot().iter("testcase"):
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        outcomes[case.get("name")] = "passed" if bad is None else bad.tag
+        messages[case.get("name")] = (bad.get("message") or "") + (bad.text or "") \
+            if bad is not None else ""
+    assert outcomes == {
+        "test_other_thread_not_counted": "passed",
+        "test_other_thread_counted": "failure",
+        "test_own_thread_counted": "failure",
+        "test_other_thread_leak_not_counted": "passed",
+        "test_memray_keyword": "failure",
+        "test_unknown_keyword": "error",  # a usage error, before the test runs
+    }, p.stdout
+    assert "takes a limit and current_thread_only, not per_thread" in \
+        messages["test_unknown_keyword"], messages
