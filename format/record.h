@@ -192,7 +192,8 @@ struct mt_rec_totals {
 	X(TRACKING_DISABLED, 1)             \
 	X(PYTHON_UNAVAILABLE, 2)            \
 	X(WRITE_FAILED, 3)                  \
-	X(PYTHON_ALLOCATOR, 4)
+	X(PYTHON_ALLOCATOR, 4)              \
+	X(TRACKER_ROOT, 5)
 enum mt_diag_code {
 #define MT_X(name, val) MT_DIAG_##name = val,
 	MT_DIAGS(MT_X)

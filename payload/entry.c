@@ -382,6 +382,8 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 		close(fd);
 		return e;
 	}
+	if (cfg->root[0] && memchr(cfg->root, '\0', sizeof(cfg->root)))
+		mt_writer_diag(MT_DIAG_TRACKER_ROOT, cfg->root);
 	st.flags = h.flags;
 	st.pid = getpid();
 	st.active = 1;

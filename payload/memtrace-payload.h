@@ -33,6 +33,11 @@ struct memtrace_config {
 	int32_t fd;           /* capture fd to use (closed by the payload, also
 			       * when starting fails), or -1 to open path */
 	char path[MEMTRACE_PATH_MAX];
+	/* "" or, from a Tracker, "<depth> <hash>" of the frames below the one
+	 * that entered it (python/memtrace/tracker.py): written as a
+	 * TRACKER_ROOT diagnostic, at which the reader cuts that thread's
+	 * stacks, as memray does */
+	char root[64];
 };
 
 /* memtrace_payload_start() - start tracking into a new capture. Returns 0,

@@ -15,6 +15,7 @@
 #include "util/slots.h"
 
 #include <errno.h>  /* ENOMEM */
+#include <stdio.h>  /* sscanf */
 #include <stdlib.h> /* malloc */
 #include <string.h> /* memcpy */
 
@@ -78,6 +79,8 @@ struct mt__snapshot_state {
 	struct mt_native nat; /* native and hybrid stacks, their frames */
 
 	uint64_t t, peak_event, heap;
+	uint32_t root_depth; /* a Tracker's: its stacks start below this depth */
+	uint64_t root_hash;
 	/* stack ids, code ids and thread indexes defined by their records */
 	uint32_t n_def[3];
 	uint64_t last_sample_us;
@@ -498,6 +501,19 @@ static int on_diag(void *ctx, const struct mt_record *r)
 	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
 
+	if (r->diag.code == MT_DIAG_TRACKER_ROOT) { /* where a Tracker's stacks start */
+		char text[64];
+		unsigned depth;
+		unsigned long long hash;
+		size_t n = r->diag.msg.len < sizeof(text) - 1 ? r->diag.msg.len : sizeof(text) - 1;
+		memcpy(text, r->diag.msg.p, n);
+		text[n] = '\0';
+		if (sscanf(text, "%u %llx", &depth, &hash) == 2 && depth) {
+			st->root_depth = depth;
+			st->root_hash = hash;
+		}
+		return 0;
+	}
 	if (r->diag.code == MT_DIAG_PYTHON_ALLOCATOR) { /* metadata, not a message */
 		size_t n = r->diag.msg.len < sizeof(s->python_allocator) - 1
 				   ? r->diag.msg.len
@@ -712,7 +728,8 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		}
 	}
 
-	if (finish(s) < 0) {
+	if ((st->root_depth && mt_stacks_cut(&st->stk, st->root_depth, st->root_hash) < 0) ||
+	    finish(s) < 0) {
 		mt_snapshot_release(s);
 		return -ENOMEM;
 	}

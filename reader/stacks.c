@@ -209,6 +209,55 @@ size_t mt_stacks_walk(const struct mt_stacks *k, uint32_t id, struct mt_frame *o
 	return depth;
 }
 
+/* zlib's CRC-32 (the IEEE polynomial, reflected), as Python's zlib.crc32 */
+static uint32_t crc32(const char *s)
+{
+	static uint32_t table[256];
+	if (!table[1])
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t c = i;
+			for (int b = 0; b < 8; b++)
+				c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+			table[i] = c;
+		}
+	uint32_t c = 0xFFFFFFFFu;
+	for (; *s; s++)
+		c = table[(c ^ (uint8_t)*s) & 0xFF] ^ (c >> 8);
+	return c ^ 0xFFFFFFFFu;
+}
+
+int mt_stacks_cut(struct mt_stacks *k, uint32_t depth, uint64_t hash)
+{
+	uint64_t *h = calloc(k->nodes_cap ? k->nodes_cap : 1, sizeof(*h));
+	uint32_t *d = calloc(k->nodes_cap ? k->nodes_cap : 1, sizeof(*d));
+	if (!h || !d) {
+		free(h);
+		free(d);
+		return -ENOMEM;
+	}
+	/* parents come before their children: one pass, from the root down;
+	 * d[] = 0 for a node that is not a Python frame under Python frames */
+	for (uint32_t id = 1; id < k->nodes_cap; id++) {
+		struct mt_stack_node *n = &k->nodes[id];
+		uint32_t p = n->parent;
+		if (!n->defined || n->code == MT_CODE_FRAME || p >= id || (p && !d[p]))
+			continue;
+		if (p && d[p] == depth && h[p] == hash) {
+			n->parent = 0; /* the frame that entered the Tracker: outermost */
+			continue;
+		}
+		struct mt_frame f;
+		mt_stacks_frame(k, id, &f);
+		uint64_t ph = p ? h[p] : 0;
+		h[id] = (ph * 1000003u) ^ crc32(f.file ? f.file : "") ^
+			((uint64_t)(unsigned)f.line * 0x9E3779B1u);
+		d[id] = (p ? d[p] : 0) + 1;
+	}
+	free(h);
+	free(d);
+	return 0;
+}
+
 void mt_stacks_release(struct mt_stacks *k)
 {
 	free(k->nodes);

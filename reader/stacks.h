@@ -115,6 +115,14 @@ static inline uint32_t mt_stacks_parent(const struct mt_stacks *k, uint32_t id)
  * than @max; a trie that loops stops at nodes_cap + 1 frames. */
 size_t mt_stacks_walk(const struct mt_stacks *k, uint32_t id, struct mt_frame *out, size_t max);
 
+/* mt_stacks_cut() - a Tracker's stacks start at the frame that entered
+ * it: every Python node called from the node at @depth (1 = outermost)
+ * whose (file, line) chain, outermost first, hashes to @hash becomes
+ * outermost itself. The hash of a chain: h = 0, then for each frame
+ * h = h * 1000003 ^ crc32(file) ^ line * 0x9E3779B1 (mod 2^64), as
+ * python/memtrace/tracker.py computes it. Returns 0 or -ENOMEM. */
+int mt_stacks_cut(struct mt_stacks *k, uint32_t depth, uint64_t hash);
+
 void mt_stacks_release(struct mt_stacks *k);
 
 #endif /* MT_READER_STACKS_H */

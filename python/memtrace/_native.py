@@ -78,6 +78,7 @@ class _Config(ctypes.Structure):
         ("interval_ms", ctypes.c_uint32),
         ("fd", ctypes.c_int32),
         ("path", ctypes.c_char * PATH_MAX),
+        ("root", ctypes.c_char * 64),
     ]
 
 

@@ -82,7 +82,7 @@ def _per_stack(records, native=False):
     (per allocator, and per bytecode offset within a line)."""
     groups = {}
     for r in records:
-        frames = tuple(_test_frames(r.hybrid_stack_trace() if native else r.stack_trace()))
+        frames = tuple(_test_frames(r._qualified_stack(native)))
         size, count = groups.get(frames, (0, 0))
         groups[frames] = (size + r.size, count + r.n_allocations)
     return [(size, count, list(frames)) for frames, (size, count) in groups.items()]

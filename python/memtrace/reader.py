@@ -87,6 +87,13 @@ class Metadata:
 _FREES = (AllocatorType.FREE, AllocatorType.MUNMAP, AllocatorType.PYMALLOC_FREE)
 
 
+def _name(qualname):
+    """co_name from co_qualname: its last part ("K.meth" -> "meth",
+    "f.<locals>.<lambda>" -> "<lambda>"), as the compiler makes one from
+    the other."""
+    return qualname.rpartition(".")[2] if qualname else qualname
+
+
 class AllocationRecord:
     """One allocation or free (get_allocation_records), or the allocations of
     one stack and allocator (and thread) taken together (the other views)."""
@@ -108,9 +115,16 @@ class AllocationRecord:
         self.thread_name = thread_name
 
     def stack_trace(self, max_stacks=None):
-        """Python frames as (function, file, line) tuples, innermost first."""
-        frames = [f[:3] for f in self._reader._stack(self.stack_id) if not f[3]]
+        """Python frames as (function, file, line) tuples, innermost first,
+        function being the code object's name (co_name), as memray gives
+        it; the reports show qualified names (co_qualname, from 3.11)."""
+        frames = [(_name(f[0]),) + f[1:3] for f in self._reader._stack(self.stack_id) if not f[3]]
         return frames if max_stacks is None else frames[:max_stacks]
+
+    def _qualified_stack(self, native=False):
+        """stack_trace() (hybrid_stack_trace() with @native) with the
+        qualified names the reports show."""
+        return [f[:3] for f in self._reader._stack(self.stack_id) if native or not f[3]]
 
     def native_stack_trace(self, max_stacks=None):
         """The native (C) frames alone, interpreter's included, as
@@ -147,7 +161,8 @@ class AllocationRecord:
             raise NotImplementedError("memtrace: the capture has no native stacks "
                                       "(record it with --native)")
         self._not_free()
-        frames = [f[:3] for f in self._reader._stack(self.stack_id)]
+        frames = [f[:3] if f[3] else (_name(f[0]),) + f[1:3]
+                  for f in self._reader._stack(self.stack_id)]
         return frames if max_stacks is None else frames[:max_stacks]
 
     def __eq__(self, other):

@@ -161,6 +161,31 @@ def _peer_allowed(uid):
     return uid >= 0 and (uid == os.getuid() or uid == 0)
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def _root_mark(frame):
+    """The frames below @frame (the one that entered the Tracker), as the
+    reader recognises them: "<depth> <hash>" of their (file, line) pairs,
+    outermost first (reader/stacks.c, mt_stacks_cut()); "" if it is the
+    outermost frame. The reader then shows this thread's stacks from
+    @frame on, as memray does: what called the Tracker is not profiled."""
+    try:
+        from zlib import crc32
+    except ImportError:
+        return ""
+    chain = []
+    f = frame.f_back
+    while f is not None:
+        chain.append((f.f_code.co_filename, f.f_lineno or 0))
+        f = f.f_back
+    h = 0
+    for filename, line in reversed(chain):
+        crc = crc32(filename.encode("utf-8", "surrogateescape"))
+        h = ((h * 1000003) ^ crc ^ (line * 0x9E3779B1)) & _MASK64
+    return "%d %016x" % (len(chain), h) if chain else ""
+
+
 _active_lock = threading.Lock()
 _active = None  # the Tracker currently tracking, if any
 
@@ -288,6 +313,7 @@ class Tracker:
         cfg.interval_ms = self.memory_interval_ms
         cfg.fd = fd
         cfg.path = path
+        cfg.root = _root_mark(sys._getframe(1)).encode("ascii")
         ref = ctypes.byref(cfg)
         # The config's buffer is malloc'ed: it must not be freed while
         # tracking, or its free would be the capture's first event.

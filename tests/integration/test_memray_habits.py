@@ -103,3 +103,56 @@ def test_leaks_say_small_objects_may_hide(memtrace, script, tmp_path):
         assert run(memtrace, "summary", "--leaks", caps[name]).stderr == "", name
     assert "python allocator:   pymalloc" in run(memtrace, "stats", caps["pym"]).stdout
     assert "python allocator:   malloc" in run(memtrace, "stats", caps["malloc"]).stdout
+
+
+ROOTED = """\
+import sys, threading, memtrace
+keep = []
+
+class K:
+    def meth(self):
+        keep.append(bytearray(100_000))
+
+def one():
+    keep.append(bytearray(50_000))
+
+def body():
+    with memtrace.Tracker(sys.argv[1]):
+        K().meth()
+        one()
+        one()
+        t = threading.Thread(target=lambda: keep.append(bytearray(300_000)))
+        t.start()
+        t.join()
+
+def outer():
+    body()
+
+outer()
+r = memtrace.FileReader(sys.argv[1])
+for rec in r.get_leaked_allocation_records(merge_threads=False):
+    if rec.size >= 50_000:
+        print(rec.size, rec.n_allocations, rec.stack_trace())
+"""
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_tracker_stacks_start_where_it_was_entered(script, tmp_path, python):
+    """As memray's: the Tracker's thread's stacks end at the frame that
+    entered it (outer() and the module are not what is profiled); other
+    threads keep theirs whole; function names are co_name."""
+    prog = script(ROOTED)
+    out = run(python, prog, tmp_path / "r.bin", env=module_env()).stdout.splitlines()
+    recs = []
+    for line in out:
+        size, count, frames = line.split(" ", 2)
+        recs.append((int(size), int(count), [tuple(f) for f in eval(frames)]))
+    meth = [[f[0] for f in fr] for _, _, fr in recs if fr[0][0] == "meth"]
+    assert meth == [["meth", "body"]], out
+    # one() called from two lines of the root frame: two stacks, not one
+    ones = [fr for _, count, fr in recs if fr[0][0] == "one"]
+    assert len(ones) == 2 and ones[0][1][2] != ones[1][1][2], out
+    assert all(count == 1 for _, count, fr in recs if fr[0][0] == "one"), out
+    thread = [fr for _, _, fr in recs if fr[0][0] == "<lambda>"]
+    assert len(thread) == 1 and thread[0][-1][0] == "_bootstrap", out
+    assert "body" not in [f[0] for f in thread[0]] and "outer" not in str(recs), out

@@ -21,7 +21,8 @@ out = {}
 for rec in r.get_allocation_records():
     if rec.size < 300000 or rec.allocator.is_deallocator:
         continue  # not one of the script's (sizes from 300001 up)
-    out.setdefault(str(rec.size), []).append([[f, ln] for f, _, ln in rec.stack_trace()])
+    # the qualified names the reports show (stack_trace() gives co_name)
+    out.setdefault(str(rec.size), []).append([[f, ln] for f, _, ln in rec._qualified_stack()])
 json.dump(out, open(sys.argv[2], "w"))
 """
 
