@@ -138,6 +138,10 @@ static void body_encode(struct wbuf *w, const struct mt_record *r)
 		if (r->sample.heap)
 			w_varint(w, r->sample.heap);
 		break;
+	case MT_REC_NAME:
+		w_varint(w, r->name.tid);
+		w_bytes(w, r->name.name);
+		break;
 	case MT_REC_SITE:
 		w_varint(w, r->site.stack);
 		w_varint(w, r->site.thread);
@@ -198,6 +202,7 @@ ssize_t mt_rec_encode(uint8_t *p, size_t cap, const struct mt_record *r, struct 
 	case MT_REC_SAMPLE:
 	case MT_REC_SITE:
 	case MT_REC_TOTALS:
+	case MT_REC_NAME:
 	case MT_REC_DIAG:
 	case MT_REC_TRAILER:
 	case MT_REC_NATIVE:
@@ -328,6 +333,10 @@ static int body_decode(struct rbuf *b, struct mt_record *r)
 		r->sample.time_us = r_varint(b);
 		r->sample.rss = r_varint(b);
 		r->sample.heap = b->p < b->end ? r_varint(b) : 0;
+		break;
+	case MT_REC_NAME:
+		r->name.tid = r_varint(b);
+		r->name.name = r_bytes(b);
 		break;
 	case MT_REC_SITE:
 		r->site.stack = r_u32(b);

@@ -73,7 +73,8 @@ int mt_allocator_is_free(unsigned kind);
 	X(MODULE, 10, module)    \
 	X(HYBRID, 11, hybrid)    \
 	X(SITE, 12, site)        \
-	X(TOTALS, 13, totals)
+	X(TOTALS, 13, totals)    \
+	X(NAME, 14, name)
 
 enum mt_rec_type {
 #define MT_X(name, val, member) MT_REC_##name = val,
@@ -160,6 +161,15 @@ struct mt_rec_sample {
 	uint64_t rss;     /* bytes */
 	uint64_t heap;    /* tracked heap + 1 at that time, 0 = not given (only
 			   * aggregated captures give it: a trailing field) */
+};
+
+/* A thread's name in the program (Python's threading.Thread.name), given
+ * when it is set: it names the thread of kernel id @tid registered last
+ * (or registered next), in place of its THREAD record's OS name. */
+#define MT_NAME_MAX 256
+struct mt_rec_name {
+	uint64_t tid;
+	struct mt_bytes name;
 };
 
 /* Aggregated captures (MT_HDR_AGGREGATED) carry no ALLOC or FREE records:

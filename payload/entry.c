@@ -22,6 +22,7 @@
 #include "payload/pyadapt.h"
 #include "payload/pyfeed.h"
 #include "payload/pyhooks.h"
+#include "payload/pythreads.h"
 #include "payload/pymem.h"
 #include "payload/python.h"
 #include "payload/status.h"
@@ -189,6 +190,7 @@ static int python_setup_locked(void)
  * is made by warnings.filterwarnings(), Python code. Once per process. */
 static void python_setup_unlocked(void)
 {
+	mt_pythreads_install();
 	if (st.python_hex >= 0x030c0000 && mt_pyhooks_fork_warning(st.python_hex) < 0)
 		mt_writer_diag(MT_DIAG_INFO, "could not register a Python fork hook: from "
 					     "3.12, forks may warn of memtrace's threads");

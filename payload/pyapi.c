@@ -30,6 +30,7 @@ int mt_pyapi_bind(void)
 	p->dict_set = (int (*)(void *, const char *, void *))FIND("PyDict_SetItemString");
 	p->tuple_new = (void *(*)(long))FIND("PyTuple_New");
 	p->as_long = (long (*)(void *))FIND("PyLong_AsLong");
+	p->as_utf8 = (const char *(*)(void *, long *))FIND("PyUnicode_AsUTF8AndSize");
 	p->interp_head = (void *(*)(void))FIND("PyInterpreterState_Head");
 	p->interp_next = (void *(*)(void *))FIND("PyInterpreterState_Next");
 	p->thread_head = (void *(*)(void *))FIND("PyInterpreterState_ThreadHead");
@@ -38,7 +39,8 @@ int mt_pyapi_bind(void)
 	p->set_profile_of = (int (*)(void *, void *, void *))FIND("_PyEval_SetProfile");
 	p->bound = p->none && p->deprecation && p->incref && p->decref && p->clear && p->import &&
 		   p->getattr && p->newcf && p->call && p->callf && p->callm && p->item &&
-		   p->dict_new && p->dict_set && p->tuple_new && p->as_long && p->interp_head &&
+		   p->dict_new && p->dict_set && p->tuple_new && p->as_long && p->as_utf8 &&
+		   p->interp_head &&
 		   p->interp_next && p->thread_head && p->thread_next && p->set_profile;
 	return p->bound ? 0 : -1;
 }

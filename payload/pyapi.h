@@ -37,6 +37,7 @@ struct mt_pyapi_fns {
 	int (*dict_set)(void *, const char *, void *);
 	void *(*tuple_new)(long);
 	long (*as_long)(void *);
+	const char *(*as_utf8)(void *, long *); /* PyUnicode_AsUTF8AndSize */
 	void *(*interp_head)(void);
 	void *(*interp_next)(void *);
 	void *(*thread_head)(void *);

@@ -737,6 +737,26 @@ void mt_track_unloaded(void)
 	unlock();
 }
 
+void mt_track_thread_name(uint64_t tid, const char *name, size_t len)
+{
+	if (!mt_tracking)
+		return;
+	int own = mt_guard_enter(); /* what is made here is memtrace's */
+	struct mt_thread *t = thread_get();
+	if (t) {
+		uint8_t buf[MT_NAME_MAX + 32];
+		struct mt_record r = { .type = MT_REC_NAME };
+		r.name.tid = tid;
+		r.name.name.p = (const uint8_t *)name;
+		r.name.name.len = (uint32_t)(len < MT_NAME_MAX ? len : MT_NAME_MAX);
+		ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);
+		if (n > 0)
+			(void)mt_tbuf_push(t->buf, buf, (size_t)n); /* a name lost is an OS name */
+	}
+	if (own)
+		mt_guard_leave();
+}
+
 /* Out of the way of the hot path above: it runs once per code object
  * freed. */
 void mt_track_code_gone(const void *code)

@@ -92,6 +92,11 @@ uint64_t mt_track_frames_checked(void);
  * held; takes the tables' lock. */
 void mt_track_code_gone(const void *code);
 
+/* mt_track_thread_name() - the program named the thread of kernel id
+ * @tid @name (@len bytes): a NAME record, in the calling thread's buffer,
+ * while a capture runs. Called by pythreads.c with the GIL held. */
+void mt_track_thread_name(uint64_t tid, const char *name, size_t len);
+
 /*
  * The PyMem OBJ and MEM domain wrappers (--trace-python-allocators),
  * defined here so that the recording path and the stack walk inline into

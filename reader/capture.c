@@ -102,6 +102,7 @@ void mt_record_ops_init(struct mt_record_ops *ops)
 	FILL(hybrid);
 	FILL(site);
 	FILL(totals);
+	FILL(name);
 	FILL(unknown);
 #undef FILL
 	if (!ops->chunk)
@@ -449,6 +450,8 @@ static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_
 		return ops->site(ctx, r);
 	case MT_REC_TOTALS:
 		return ops->totals(ctx, r);
+	case MT_REC_NAME:
+		return ops->name(ctx, r);
 	default:
 		return ops->unknown(ctx, r);
 	}

@@ -45,6 +45,7 @@ struct mt_record_ops {
 	/* aggregated captures (MT_HDR_AGGREGATED) */
 	int (*site)(void *ctx, const struct mt_record *r);
 	int (*totals)(void *ctx, const struct mt_record *r);
+	int (*name)(void *ctx, const struct mt_record *r);
 	/* a record type this version does not know (r->type only) */
 	int (*unknown)(void *ctx, const struct mt_record *r);
 	/* start of each chunk: @index counts from 0, @offset in the file */

@@ -60,6 +60,13 @@ static int on_thread(void *ctx, const struct mt_record *r)
 	return 0;
 }
 
+static int on_name(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	fprintf(p->out, "name tid=%" PRIu64 " name=%s\n", r->name.tid, q(p, &r->name.name));
+	return 0;
+}
+
 static int on_code(void *ctx, const struct mt_record *r)
 {
 	struct parse_ctx *p = ctx;
@@ -164,6 +171,7 @@ int mt_report_parse(FILE *out, struct mt_capture *c)
 		.native = on_native,
 		.module = on_module,
 		.hybrid = on_hybrid,
+		.name = on_name,
 		.unknown = on_unknown,
 		.chunk = on_chunk,
 	};

@@ -11,6 +11,7 @@
 #include "util/mappings.h"
 #include "reader/native.h"
 #include "reader/stacks.h"
+#include "reader/threadnames.h"
 #include "util/grow.h"
 #include "util/slots.h"
 
@@ -71,6 +72,7 @@ struct mt__snapshot_state {
 	uint32_t *thr_seq;    /* allocations made by each thread so far */
 	uint64_t *thr_tid;
 	char **thr_name;
+	struct mt_tnames names; /* the program's, by tid (NAME records) */
 	struct mt_usage *stack_usage; /* by stack id, made at the end */
 	struct mt_site *site_out;     /* made at the end */
 	uint64_t temp_threshold;
@@ -391,13 +393,38 @@ static int on_thread(void *ctx, const struct mt_record *r)
 	char *name;
 
 	uint32_t i = believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
-	if (thread_room(st, i) < 0 || !(name = copy_str(&r->thread.name)))
+	/* the program's name for it if it gave one, else the OS name */
+	const char *given = mt_tnames_get(&st->names, r->thread.tid);
+	if (thread_room(st, i) < 0 || !(name = given ? strdup(given) : copy_str(&r->thread.name)))
 		return -ENOMEM;
 	st->thr_tid[i] = r->thread.tid;
 	if (!st->thr_name[i])
 		st->n_def[DEF_THREAD]++;
 	free(st->thr_name[i]);
 	st->thr_name[i] = name;
+	return 0;
+}
+
+/* The program named a thread: the one of that tid registered last, and
+ * any registered later. */
+static int on_name(void *ctx, const struct mt_record *r)
+{
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+	uint32_t n = r->name.name.len < MT_NAME_MAX ? r->name.name.len : MT_NAME_MAX;
+
+	if (mt_tnames_set(&st->names, r->name.tid, r->name.name.p, n) < 0)
+		return -ENOMEM;
+	for (uint32_t i = st->thr_cap; i-- > 0;) {
+		if (st->thr_name[i] && st->thr_tid[i] == r->name.tid) {
+			char *name = strdup(mt_tnames_get(&st->names, r->name.tid));
+			if (!name)
+				return -ENOMEM;
+			free(st->thr_name[i]);
+			st->thr_name[i] = name;
+			break;
+		}
+	}
 	return 0;
 }
 
@@ -680,6 +707,7 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		.module = on_module,
 		.site = on_site,
 		.totals = on_totals,
+		.name = on_name,
 	};
 	const struct mt_header *h = mt_capture_header(cap);
 	struct mt__snapshot_state *st;
@@ -770,6 +798,7 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		for (uint32_t i = 0; i < st->thr_cap && st->thr_name; i++)
 			free(st->thr_name[i]);
 		free(st->thr_name);
+		mt_tnames_release(&st->names);
 		mt_stacks_release(&st->stk);
 		mt_native_release(&st->nat);
 		free(st);

@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from conftest import BUILD, ROOT, python_params, run
+from test_python_api import alloc_lib  # noqa: F401 (a fixture)
 
 PROG = "keep = [bytearray(1000) for _ in range(100)]\nprint('ran')\n"
 
@@ -156,3 +157,81 @@ def test_tracker_stacks_start_where_it_was_entered(script, tmp_path, python):
     thread = [fr for _, _, fr in recs if fr[0][0] == "<lambda>"]
     assert len(thread) == 1 and thread[0][-1][0] == "_bootstrap", out
     assert "body" not in [f[0] for f in thread[0]] and "outer" not in str(recs), out
+
+
+NAMED = """\
+import ctypes, sys, threading
+keep = []
+
+def work():
+    keep.append(bytearray(100_000))
+
+a = threading.Thread(target=work, name="loader")
+a.start(); a.join()
+gate = threading.Event()
+b = threading.Thread(target=lambda: (gate.wait(), keep.append(bytearray(200_000))))
+b.name = "renamed-before"
+b.start()
+b.name = "renamed-after"
+gate.set(); b.join()
+
+# a thread of C code that names itself: its OS name
+lib = ctypes.CDLL(sys.argv[1])
+lib.mt_target_named_thread.restype = ctypes.c_void_p
+assert lib.mt_target_named_thread(b"os-named", 300_001)
+keep.append(bytearray(400_000))
+"""
+
+DUMP_NAMES = """\
+import sys, memtrace
+r = memtrace.FileReader(sys.argv[1])
+for x in r.get_leaked_allocation_records(merge_threads=False):
+    if x.size in (100_001, 200_001, 300_001, 400_001):
+        print(x.size, x.thread_name)
+"""
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_thread_names(memtrace, script, tmp_path, python, alloc_lib):
+    """Python's thread names, renames before and after the start included;
+    the OS name of a thread Python did not name."""
+    prog = script(NAMED)
+    dump = script(DUMP_NAMES, name="dump.py")
+    cap = tmp_path / "n.bin"
+    run(memtrace, "run", "--python", python, "-o", cap, prog, alloc_lib)
+    got = dict(l.split(" ", 1) for l in run(python, dump, cap, env=module_env()).stdout.splitlines())
+    assert got == {"100001": "loader", "200001": "renamed-after", "300001": "os-named",
+                   "400001": "MainThread"}, got
+    # the reports show them too
+    run(memtrace, "table", "-o", tmp_path / "t.html", cap)
+    page = (tmp_path / "t.html").read_text()
+    assert '"name":"loader"' in page and '"name":"renamed-after"' in page
+    assert "name tid=" in run(memtrace, "parse", cap).stdout
+
+
+def test_thread_names_after_attach(memtrace, tmp_path):
+    """Threads that exist when memtrace attaches are named too, and again
+    after a detach and a new attach."""
+    from test_attach import TARGET, Target, attach, detach
+    prog = tmp_path / "target.py"
+    prog.write_text(TARGET)
+    dump = tmp_path / "dump.py"
+    dump.write_text("import sys, memtrace\n"
+                    "r = memtrace.FileReader(sys.argv[1])\n"
+                    "print(sorted({x.thread_name for x in r.get_leaked_allocation_records("
+                    "merge_threads=False) if x.size >= 1_000_000}))\n")
+    t = Target("/usr/bin/python3", prog, "sleep")
+    try:
+        for i in range(2):
+            cap = tmp_path / ("a%d.bin" % i)
+            attach(memtrace, t.pid, cap)
+            t.cmd("alloc 2000000")
+            detach(memtrace, t.pid)
+            out = run("/usr/bin/python3", dump, cap, env=module_env()).stdout.strip()
+            # the commands run on a thread of threading's default name
+            assert out.startswith("['Thread-") and "python3" not in out, (i, out)
+        status, _ = t.finish()
+        assert status == 3
+    finally:
+        t.p.kill()
+        t.p.wait()

@@ -91,9 +91,12 @@ def test_threads_attributed_to_their_own_stacks(memtrace, script, tmp_path, pyth
              and r["line"] == bytearray_line + i * per_worker]
         assert len(r) == 1, (i, [x for x in leaks if x["function"] == "worker_%d" % i])
         r = r[0]
-        # bytearray(n) asks for n + 1 bytes; exact, per thread
-        assert r["own_bytes"] == 200 * (size + 1), r
-        assert r["own_allocations"] == 200, r
+        # bytearray(n) asks for n + 1 bytes; exact, per thread, but for an
+        # arena pymalloc may have mapped there for the objects' headers
+        # (256 KiB before 3.10, 1 MiB from)
+        extra = r["own_bytes"] - 200 * (size + 1)
+        assert extra in (0, 256 << 10, 1 << 20), r
+        assert r["own_allocations"] == 200 + (extra != 0), r
     stats = report_json(memtrace, "stats", cap)
     assert stats["totals"]["dropped"] == 0
 

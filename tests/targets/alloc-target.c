@@ -5,7 +5,8 @@
  * with ctypes and check that each call is one record of the right kind.
  */
 #include <malloc.h>  /* memalign, pvalloc */
-#include <pthread.h> /* pthread_mutex_t */
+#include <pthread.h> /* pthread_mutex_t, pthread_create */
+#include <sys/prctl.h> /* PR_SET_NAME */
 #include <stdlib.h> /* malloc, posix_memalign */
 #include <unistd.h> /* valloc */
 
@@ -15,6 +16,7 @@ void *mt_target_alloc(const char *kind, size_t size);
 void mt_target_free(void *p);
 size_t mt_target_churn(size_t n, size_t size, size_t keep, void **kept);
 void mt_target_ordered(size_t n);
+void *mt_target_named_thread(const char *name, size_t size);
 
 /* mt_target_alloc() - @size bytes from the allocator named @kind (one of
  * malloc, calloc, realloc, valloc, pvalloc, memalign, posix_memalign,
@@ -99,4 +101,31 @@ void mt_target_ordered(size_t n)
 			*(volatile char *)q = 1;
 		free(q);
 	}
+}
+
+struct named {
+	const char *name;
+	size_t size;
+	void *block;
+};
+
+static void *named_main(void *arg)
+{
+	struct named *n = arg;
+	prctl(PR_SET_NAME, n->name, 0, 0, 0); /* before its first allocation */
+	n->block = malloc(n->size);
+	return NULL;
+}
+
+/* mt_target_named_thread() - a thread that names itself @name (the OS's
+ * name: Python knows nothing of it) and then allocates @size bytes, kept:
+ * the block, once the thread has ended, or NULL. */
+void *mt_target_named_thread(const char *name, size_t size)
+{
+	struct named n = { name, size, NULL };
+	pthread_t t;
+	if (pthread_create(&t, NULL, named_main, &n) != 0)
+		return NULL;
+	pthread_join(t, NULL);
+	return n.block;
 }

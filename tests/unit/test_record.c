@@ -80,6 +80,10 @@ static struct mt_record sample_record(unsigned type, int variant)
 					       .alloc_count = 1000,
 					       .first_addr = variant ? UINT64_MAX - 15 : 0x1000 };
 		break;
+	case MT_REC_NAME:
+		r.name.tid = variant ? UINT64_MAX : 4321;
+		r.name.name = bytes(variant ? "" : "worker-3");
+		break;
 	case MT_REC_TOTALS:
 		r.totals.n_allocs = variant ? UINT64_MAX : 1000;
 		r.totals.n_frees = 999;
@@ -184,6 +188,10 @@ static void assert_record_eq(const struct mt_record *a, const struct mt_record *
 		break;
 	case MT_REC_TOTALS:
 		ck_assert_mem_eq(&a->totals, &b->totals, sizeof(a->totals));
+		break;
+	case MT_REC_NAME:
+		ck_assert_uint_eq(a->name.tid, b->name.tid);
+		assert_bytes_eq(a->name.name, b->name.name);
 		break;
 	case MT_REC_DIAG:
 		ck_assert_uint_eq(a->diag.code, b->diag.code);
@@ -336,8 +344,8 @@ END_TEST
 
 START_TEST(test_record_unknown_type_skipped)
 {
-	/* type 14 (not known), length 3, body; then a SAMPLE */
-	uint8_t buf[64] = { 0x0e, 0x03, 0xaa, 0xbb, 0xcc };
+	/* type 15 (not known), length 3, body; then a SAMPLE */
+	uint8_t buf[64] = { 0x0f, 0x03, 0xaa, 0xbb, 0xcc };
 	struct mt_record s = sample_record(MT_REC_SAMPLE, 0), r;
 	struct deltas dec;
 	ssize_t n = mt_rec_encode(buf + 5, sizeof(buf) - 5, &s, NULL);
@@ -345,7 +353,7 @@ START_TEST(test_record_unknown_type_skipped)
 	memset(&dec, 0, sizeof(dec));
 	ck_assert_int_gt(n, 0);
 	ck_assert_int_eq(mt_rec_decode(buf, 5 + (size_t)n, &r, get_delta, &dec), 5);
-	ck_assert_uint_eq(r.type, 14);
+	ck_assert_uint_eq(r.type, 15);
 	ck_assert_int_eq(mt_rec_decode(buf + 5, (size_t)n, &r, get_delta, &dec), n);
 	assert_record_eq(&s, &r);
 }

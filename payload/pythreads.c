@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Python's thread names (pythreads.h).
+ */
+#include "payload/pythreads.h"
+#include "payload/pyapi.h"
+#include "payload/track.h"
+
+static struct {
+	void *code; /* the installer, compiled once (kept) */
+	void *cb;   /* _memtrace_thread_name (kept) */
+} pt;
+
+/* _memtrace_thread_name(native_id, name), with the GIL. */
+static void *name_cb(void *self, void *args)
+{
+	(void)self;
+	void *id = mt_pyapi.item(args, 0), *name = mt_pyapi.item(args, 1);
+	long len = 0;
+	const char *utf8 = id && name ? mt_pyapi.as_utf8(name, &len) : NULL;
+	long tid = id ? mt_pyapi.as_long(id) : -1;
+	if (utf8 && tid > 0)
+		mt_track_thread_name((uint64_t)tid, utf8, (size_t)len);
+	else
+		mt_pyapi.clear();
+	void *refs[] = { id, name };
+	mt_pyapi_release(refs, 2);
+	return mt_pyapi_none();
+}
+
+static struct mt_pyapi_def name_def = { "_memtrace_thread_name", name_cb, MT_PY_METH_VARARGS,
+					NULL };
+
+/* Run in a namespace of its own, with _cb the function above. A class
+ * attribute of threading.Thread's own of either name (a version that had
+ * one) leaves it alone. */
+static const char installer[] =
+	"import threading as _t\n"
+	"if True:\n"
+	"    class _MemtraceThreadName:\n"
+	"        \"\"\"memtrace: tells the profiler a thread's name; the value is the\n"
+	"        instance's, as without it.\"\"\"\n"
+	"        __slots__ = ('attr',)\n"
+	"        def __init__(self, attr):\n"
+	"            self.attr = attr\n"
+	"        def __get__(self, obj, cls=None):\n"
+	"            if obj is None:\n"
+	"                return self\n"
+	"            try:\n"
+	"                return obj.__dict__[self.attr]\n"
+	"            except KeyError:\n"
+	"                raise AttributeError(self.attr) from None\n"
+	"        def __set__(self, obj, value):\n"
+	"            d = obj.__dict__\n"
+	"            d[self.attr] = value\n"
+	"            nid = d.get('_native_id')\n"
+	"            if nid is not None and '_name' in d:\n"
+	"                try:\n"
+	"                    _cb(nid, str(d['_name']))\n"
+	"                except Exception:\n"
+	"                    pass\n"
+	"        def __delete__(self, obj):\n"
+	"            try:\n"
+	"                del obj.__dict__[self.attr]\n"
+	"            except KeyError:\n"
+	"                raise AttributeError(self.attr) from None\n"
+	"    _mine = all(type(_t.Thread.__dict__.get(a)).__name__ == '_MemtraceThreadName'\n"
+	"                for a in ('_name', '_native_id'))\n"
+	"    if not _mine and all(a not in _t.Thread.__dict__ for a in ('_name', '_native_id')):\n"
+	"        for a in ('_name', '_native_id'):\n"
+	"            setattr(_t.Thread, a, _MemtraceThreadName(a))\n"
+	"        _mine = True\n"
+	"    if _mine:\n"
+	"        for _th in list(_t._active.values()):\n"
+	"            _nid = _th.__dict__.get('_native_id')\n"
+	"            if _nid is not None:\n"
+	"                _cb(_nid, str(_th.__dict__.get('_name', '')))\n";
+
+int mt_pythreads_install(void)
+{
+	if (mt_pyapi_bind() < 0)
+		return -1;
+	int own = mt_guard_enter(); /* what is made here is memtrace's */
+	void *builtins = NULL, *exec = NULL, *compile = NULL, *ns = NULL, *res = NULL;
+	int ok = (builtins = mt_pyapi.import("builtins")) &&
+		 (exec = mt_pyapi.getattr(builtins, "exec"));
+	if (ok && !pt.code)
+		ok = (compile = mt_pyapi.getattr(builtins, "compile")) &&
+		     (pt.code = mt_pyapi.callf(compile, "sss", installer, "<memtrace>", "exec"));
+	if (ok && !pt.cb)
+		ok = (pt.cb = mt_pyapi.newcf(&name_def, NULL, NULL)) != NULL;
+	/* every capture: the descriptor put in the first time, and the
+	 * threads there are now told */
+	ok = ok && (ns = mt_pyapi.dict_new()) && mt_pyapi.dict_set(ns, "_cb", pt.cb) == 0 &&
+	     (res = mt_pyapi.callf(exec, "OO", pt.code, ns));
+	if (!ok)
+		mt_pyapi.clear();
+	void *refs[] = { res, ns, compile, exec, builtins };
+	mt_pyapi_release(refs, 5);
+	if (own)
+		mt_guard_leave();
+	return ok ? 0 : -1;
+}
