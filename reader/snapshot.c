@@ -5,13 +5,8 @@
  * and in total. The alloc/free callbacks are the hot path of every
  * report: no allocation there except amortised table growth.
  */
-#include "reader/snapshot.h"
+#include "reader/snapshot-state.h"
 #include "format/error.h"
-#include "util/livemap.h"
-#include "util/mappings.h"
-#include "reader/native.h"
-#include "reader/stacks.h"
-#include "reader/threadnames.h"
 #include "util/grow.h"
 #include "util/slots.h"
 
@@ -19,77 +14,6 @@
 #include <stdio.h>  /* sscanf */
 #include <stdlib.h> /* malloc */
 #include <string.h> /* memcpy */
-
-/* Ids above these are taken as corrupt and folded into stack 0 (or
- * ignored, for definitions) instead of growing tables without bound. */
-#define MAX_STACK_ID (1u << 24)
-#define MAX_CODE_ID (1u << 24)
-#define MAX_THREAD (1u << 20)
-/* The writer numbers stacks, code objects and threads densely from the
- * start (1, 2, 3, ...), and each number comes with a record that defines
- * it: so an id far above the ids defined so far is corruption too. Without
- * this bound one record of a few bytes, a STACK or CODE id near MAX_*_ID
- * or a thread index near MAX_THREAD, made the dense per-id tables take
- * gigabytes and every report walk them. Ids are never reused, and those
- * whose records were lost (a writer that could not keep up) leave gaps:
- * an id is believed below ID_SLACK + 2 x the ids of its kind defined. */
-#define ID_SLACK (1u << 16)   /* ids whose records may still be in other threads' buffers */
-
-/* A usage counter with lazy peak capture: pk_* is the value at the peak
- * whenever last > peak_event; otherwise cur_* still is. */
-struct acc {
-	uint64_t cur_bytes, cur_count;
-	uint64_t pk_bytes, pk_count;
-	uint64_t last;
-	uint64_t alloc_bytes, alloc_count;
-	uint64_t tmp_bytes, tmp_count;
-};
-
-/* Memory is counted per site, a (stack, thread, allocator) triple; the
- * per-stack and per-thread figures are sums over sites, made once at the
- * end (every view is a sum at one moment, so sums of lazily captured
- * peaks are the peak of the sum). */
-struct site_key {
-	uint32_t stack;
-	uint32_t thread_kind; /* thread << 4 | allocator */
-};
-
-struct mt__snapshot_state {
-	struct mt_livemap live; /* malloc family */
-
-	struct mt_mappings mm; /* mmap family */
-
-	struct acc *sites;
-	struct site_key *site_keys;
-	uint64_t *site_first; /* address of each site's first allocation */
-	uint32_t sites_cap, n_sites;
-	uint32_t *site_slots; /* hash of site keys: util/slots.h */
-	size_t site_nslots;
-	uint32_t site_slots_mask; /* site_nslots - 1 */
-	uint32_t *stack_site; /* stack id -> its latest site + 1: a cache */
-	uint32_t stacks_cap, max_stack;
-	uint32_t thr_cap, max_thread;
-	uint32_t *thr_seq;    /* allocations made by each thread so far */
-	uint64_t *thr_tid;
-	char **thr_name;
-	struct mt_tnames names; /* the program's, by tid (NAME records) */
-	struct mt_usage *stack_usage; /* by stack id, made at the end */
-	struct mt_site *site_out;     /* made at the end */
-	uint64_t temp_threshold;
-
-	struct mt_stacks stk; /* stack trie and code objects */
-	struct mt_native nat; /* native and hybrid stacks, their frames */
-
-	uint64_t t, peak_event, heap;
-	uint32_t root_depth; /* a Tracker's: its stacks start below this depth */
-	uint64_t root_hash;
-	/* stack ids, code ids and thread indexes defined by their records */
-	uint32_t n_def[3];
-	uint64_t last_sample_us;
-	uint64_t page_mask;
-	size_t samples_cap, diags_cap;
-	int oom;
-};
 
 /* ------------------------------------------------------------------------
  * Counters
@@ -106,16 +30,6 @@ static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int6
 	a->cur_count += (uint64_t)dcount;
 }
 
-enum { DEF_STACK, DEF_CODE, DEF_THREAD };
-static const uint32_t id_max[3] = { MAX_STACK_ID, MAX_CODE_ID, MAX_THREAD };
-
-/* Whether @id of kind @kind (a stack id, a code id, a thread index) is
- * below its kind's maximum and within ID_SLACK + 2 x the ids of that kind
- * defined so far. */
-static inline int believed(const struct mt__snapshot_state *st, uint32_t id, int kind)
-{
-	return id < id_max[kind] && (uint64_t)id < ID_SLACK + 2 * (uint64_t)st->n_def[kind];
-}
 
 static inline uint64_t acc_peak_bytes(const struct mt__snapshot_state *st, const struct acc *a)
 {
@@ -241,8 +155,7 @@ static inline uint64_t range_end(uint64_t a, uint64_t len)
 	return a + len < a ? UINT64_MAX : a + len;
 }
 
-/* The site of (@stack, @thread, @kind), made with room for its stack and
- * thread in the per-id arrays. Its index, or -1 without memory. */
+/* mt__snap_site()'s body, inline in the hot path here */
 static inline int64_t site_for(struct mt__snapshot_state *st, uint32_t stack, uint32_t thread,
 			       unsigned kind, uint64_t addr)
 {
@@ -254,6 +167,12 @@ static inline int64_t site_for(struct mt__snapshot_state *st, uint32_t stack, ui
 	if (thread >= st->max_thread)
 		st->max_thread = thread + 1;
 	return site_get(st, stack, thread, kind, addr);
+}
+
+int64_t mt__snap_site(struct mt__snapshot_state *st, uint32_t stack, uint32_t thread,
+		      unsigned kind, uint64_t addr)
+{
+	return site_for(st, stack, thread, kind, addr);
 }
 
 /* ------------------------------------------------------------------------
@@ -270,8 +189,8 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	uint64_t size = r->alloc.size, addr = r->alloc.addr;
 	unsigned kind = r->alloc.kind;
-	uint32_t stack = believed(st, r->alloc.stack, DEF_STACK) ? r->alloc.stack : 0;
-	uint32_t thread = believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
+	uint32_t stack = mt__snap_believed(st, r->alloc.stack, DEF_STACK) ? r->alloc.stack : 0;
+	uint32_t thread = mt__snap_believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
 
 	st->t++;
 	s->n_events++;
@@ -362,7 +281,7 @@ static int on_free(void *ctx, const struct mt_record *r)
 	acc_change(st, a, (int64_t)(0 - e->size), -1);
 	/* temporary: freed by the allocating thread with at most
 	 * temp_threshold of its allocations in between (memray's meaning) */
-	uint32_t thread = believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
+	uint32_t thread = mt__snap_believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
 	if (st->site_keys[e->site].thread_kind >> 4 == thread &&
 	    (uint32_t)(st->thr_seq[thread] - e->seq) <= st->temp_threshold) {
 		a->tmp_bytes += e->size;
@@ -392,7 +311,7 @@ static int on_thread(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	char *name;
 
-	uint32_t i = believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
+	uint32_t i = mt__snap_believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
 	/* the program's name for it if it gave one, else the OS name */
 	const char *given = mt_tnames_get(&st->names, r->thread.tid);
 	if (thread_room(st, i) < 0 || !(name = given ? strdup(given) : copy_str(&r->thread.name)))
@@ -433,7 +352,7 @@ static int on_code(void *ctx, const struct mt_record *r)
 	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
 
-	if (!believed(st, r->code.id, DEF_CODE))
+	if (!mt__snap_believed(st, r->code.id, DEF_CODE))
 		return 0;
 	int fresh = mt_stacks_define_code(&st->stk, &r->code);
 	if (fresh < 0)
@@ -448,7 +367,7 @@ static int on_stack(void *ctx, const struct mt_record *r)
 	struct mt__snapshot_state *st = s->st;
 	const struct mt_rec_stack *k = &r->stack;
 
-	if (!believed(st, k->id, DEF_STACK))
+	if (!mt__snap_believed(st, k->id, DEF_STACK))
 		return 0;
 	int fresh = mt_stacks_define_stack(&st->stk, k);
 	if (fresh < 0)
@@ -466,7 +385,7 @@ static int on_native(void *ctx, const struct mt_record *r)
 	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
 
-	if (!believed(st, r->native.id, DEF_STACK))
+	if (!mt__snap_believed(st, r->native.id, DEF_STACK))
 		return 0;
 	int fresh = mt_native_node(&st->nat, &r->native);
 	if (fresh < 0)
@@ -480,7 +399,7 @@ static int on_hybrid(void *ctx, const struct mt_record *r)
 	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
 
-	if (!believed(st, r->hybrid.id, DEF_STACK))
+	if (!mt__snap_believed(st, r->hybrid.id, DEF_STACK))
 		return 0;
 	int fresh = mt_native_hybrid(&st->nat, &r->hybrid);
 	if (fresh < 0)
@@ -561,53 +480,6 @@ static int on_diag(void *ctx, const struct mt_record *r)
 	if (!m)
 		return -ENOMEM;
 	s->diags[s->n_diags++] = (struct mt_diag){ r->diag.code, m };
-	return 0;
-}
-
-/* An aggregated capture's figures of a site so far: they replace any
- * earlier ones. Its peak figures are kept as the values at the peak
- * (last = 1 > peak_event = 0). */
-static int on_site(void *ctx, const struct mt_record *r)
-{
-	struct mt_snapshot *s = ctx;
-	struct mt__snapshot_state *st = s->st;
-	const struct mt_rec_site *x = &r->site;
-	uint32_t stack = believed(st, x->stack, DEF_STACK) ? x->stack : 0;
-	uint32_t thread = believed(st, x->thread, DEF_THREAD) ? x->thread : 0;
-
-	int64_t si = site_for(st, stack, thread, x->allocator, x->first_addr);
-	if (si < 0)
-		return -ENOMEM;
-	st->sites[si] = (struct acc){ .cur_bytes = x->leak_bytes, .cur_count = x->leak_count,
-				      .pk_bytes = x->peak_bytes, .pk_count = x->peak_count,
-				      .last = 1, .alloc_bytes = x->alloc_bytes,
-				      .alloc_count = x->alloc_count };
-	return 0;
-}
-
-_Static_assert(MT_HIST_BUCKETS == MT_TOTALS_BUCKETS, "one size histogram");
-
-/* An aggregated capture's totals so far: the latest wins. */
-static int on_totals(void *ctx, const struct mt_record *r)
-{
-	struct mt_snapshot *s = ctx;
-	const struct mt_rec_totals *t = &r->totals;
-
-	s->n_allocs = t->n_allocs;
-	s->n_frees = t->n_frees;
-	s->n_events = t->n_allocs + t->n_frees;
-	s->n_unmatched_frees = t->n_unmatched_frees;
-	s->bytes_allocated = t->bytes_allocated;
-	s->bytes_freed = t->bytes_freed;
-	s->peak_heap = t->peak_heap;
-	s->peak_time_us = t->peak_time_us;
-	s->leak_count = t->live_count;
-	s->st->heap = t->heap;
-	for (unsigned k = 0; k < MT_ALLOC__COUNT && k < MT_TOTALS_KINDS; k++) {
-		s->by_allocator_count[k] = t->kind_count[k];
-		s->by_allocator_bytes[k] = t->kind_bytes[k];
-	}
-	memcpy(s->size_hist, t->size_hist, sizeof(s->size_hist));
 	return 0;
 }
 
@@ -705,8 +577,8 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		.native = on_native,
 		.hybrid = on_hybrid,
 		.module = on_module,
-		.site = on_site,
-		.totals = on_totals,
+		.site = mt__snap_on_site,
+		.totals = mt__snap_on_totals,
 		.name = on_name,
 	};
 	const struct mt_header *h = mt_capture_header(cap);
@@ -804,73 +676,4 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		free(st);
 	}
 	memset(s, 0, sizeof(*s));
-}
-
-/* ------------------------------------------------------------------------
- * Queries
- * ---------------------------------------------------------------------- */
-struct mt_usage mt_snapshot_stack_usage(const struct mt_snapshot *s, uint32_t id)
-{
-	const struct mt__snapshot_state *st = s->st;
-	struct mt_usage u = { 0 };
-
-	if (id > st->max_stack || !st->stack_usage)
-		return u;
-	return st->stack_usage[id];
-}
-
-void mt_usage_view(const struct mt_usage *u, enum mt_view view, uint64_t *bytes, uint64_t *count)
-{
-	switch (view) {
-	case MT_VIEW_PEAK:
-		*bytes = u->peak_bytes, *count = u->peak_count;
-		break;
-	case MT_VIEW_LEAKS:
-		*bytes = u->leak_bytes, *count = u->leak_count;
-		break;
-	case MT_VIEW_TEMPORARY:
-		*bytes = u->temp_bytes, *count = u->temp_count;
-		break;
-	default:
-		*bytes = u->alloc_bytes, *count = u->alloc_count;
-		break;
-	}
-}
-
-size_t mt_snapshot_sites(const struct mt_snapshot *s, const struct mt_site **out)
-{
-	*out = s->st->site_out;
-	return s->st->n_sites;
-}
-
-uint32_t mt_snapshot_max_stack(const struct mt_snapshot *s)
-{
-	return s->st->max_stack;
-}
-
-
-uint32_t mt_snapshot_stack_parent(const struct mt_snapshot *s, uint32_t id)
-{
-	return mt_stacks_parent(&s->st->stk, id);
-}
-
-void mt_snapshot_stack_frame(const struct mt_snapshot *s, uint32_t id, struct mt_frame *f)
-{
-	mt_stacks_frame(&s->st->stk, id, f);
-}
-
-size_t mt_snapshot_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out, size_t max)
-{
-	return mt_stacks_walk(&s->st->stk, id, out, max);
-}
-
-void mt_snapshot_native(const struct mt_snapshot *s, struct mt_native_stats *st)
-{
-	mt_native_stats(&s->st->nat, st);
-}
-
-size_t mt_snapshot_native_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out,
-				size_t max, uint32_t *leaf, uint32_t *gen)
-{
-	return mt_native_chain(&s->st->nat, id, out, max, leaf, gen);
 }

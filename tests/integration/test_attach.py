@@ -391,8 +391,11 @@ def test_payload_threads_take_their_own_faults(memtrace, target_script, targets,
     t.cmd("alloc 1000")
     seen = {}
     for task in os.listdir("/proc/%d/task" % t.pid):
-        with open("/proc/%d/task/%s/status" % (t.pid, task)) as f:
-            status = dict(line.split(":", 1) for line in f if ":" in line)
+        try:  # a thread may end meanwhile (the start's, done with the GIL)
+            with open("/proc/%d/task/%s/status" % (t.pid, task)) as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
         seen[status["Name"].strip()] = int(status["SigBlk"], 16)
     faults = (1 << (signal.SIGSEGV - 1)) | (1 << (signal.SIGBUS - 1))
     for name in ("memtrace-ctl", "memtrace-write"):

@@ -336,7 +336,7 @@ def _hostile(kind):
     if kind == "inflated-ids":  # 24M empty records of an unknown type in 100 KB, then huge ids
         n = 24 << 20
         c.flush()
-        c.out += _coded_chunk(cw.varint(n) + cw.varint(0) * 4 + bytes([14 << 4]) * n + bytes(n))
+        c.out += _coded_chunk(cw.varint(n) + cw.varint(0) * 4 + bytes([15 << 4]) * n + bytes(n))
         kind = "huge-ids"
     if kind == "stack-cycle":  # 1 -> 2 -> 1: a parent made after its child
         c.code(1, "/app/a.py", "f", 1).stack(1, 2, 1).stack(2, 1, 1).alloc(0x1000, 100, stack=1)

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The snapshot's queries (snapshot.h), once it is built.
+ */
+#include "reader/snapshot-state.h"
+
+/* ------------------------------------------------------------------------
+ * Queries
+ * ---------------------------------------------------------------------- */
+struct mt_usage mt_snapshot_stack_usage(const struct mt_snapshot *s, uint32_t id)
+{
+	const struct mt__snapshot_state *st = s->st;
+	struct mt_usage u = { 0 };
+
+	if (id > st->max_stack || !st->stack_usage)
+		return u;
+	return st->stack_usage[id];
+}
+
+void mt_usage_view(const struct mt_usage *u, enum mt_view view, uint64_t *bytes, uint64_t *count)
+{
+	switch (view) {
+	case MT_VIEW_PEAK:
+		*bytes = u->peak_bytes, *count = u->peak_count;
+		break;
+	case MT_VIEW_LEAKS:
+		*bytes = u->leak_bytes, *count = u->leak_count;
+		break;
+	case MT_VIEW_TEMPORARY:
+		*bytes = u->temp_bytes, *count = u->temp_count;
+		break;
+	default:
+		*bytes = u->alloc_bytes, *count = u->alloc_count;
+		break;
+	}
+}
+
+size_t mt_snapshot_sites(const struct mt_snapshot *s, const struct mt_site **out)
+{
+	*out = s->st->site_out;
+	return s->st->n_sites;
+}
+
+uint32_t mt_snapshot_max_stack(const struct mt_snapshot *s)
+{
+	return s->st->max_stack;
+}
+
+
+uint32_t mt_snapshot_stack_parent(const struct mt_snapshot *s, uint32_t id)
+{
+	return mt_stacks_parent(&s->st->stk, id);
+}
+
+void mt_snapshot_stack_frame(const struct mt_snapshot *s, uint32_t id, struct mt_frame *f)
+{
+	mt_stacks_frame(&s->st->stk, id, f);
+}
+
+size_t mt_snapshot_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out, size_t max)
+{
+	return mt_stacks_walk(&s->st->stk, id, out, max);
+}
+
+void mt_snapshot_native(const struct mt_snapshot *s, struct mt_native_stats *st)
+{
+	mt_native_stats(&s->st->nat, st);
+}
+
+size_t mt_snapshot_native_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out,
+				size_t max, uint32_t *leaf, uint32_t *gen)
+{
+	return mt_native_chain(&s->st->nat, id, out, max, leaf, gen);
+}

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MT_READER_SNAPSHOT_STATE_H
+#define MT_READER_SNAPSHOT_STATE_H
+/*
+ * The snapshot's private state, shared by its files: snapshot.c (the
+ * record pass, build and release), snapshot-agg.c (an aggregated
+ * capture's figures) and snapshot-query.c (the queries). Nothing outside
+ * reader/snapshot*.c includes it.
+ */
+#include <stddef.h> /* size_t */
+#include <stdint.h> /* uint64_t */
+
+#include "reader/native.h"
+#include "reader/snapshot.h"
+#include "reader/stacks.h"
+#include "reader/threadnames.h"
+#include "util/livemap.h"
+#include "util/mappings.h"
+
+/* Ids above these are taken as corrupt and folded into stack 0 (or
+ * ignored, for definitions) instead of growing tables without bound. */
+#define MAX_STACK_ID (1u << 24)
+#define MAX_CODE_ID (1u << 24)
+#define MAX_THREAD (1u << 20)
+/* The writer numbers stacks, code objects and threads densely from the
+ * start (1, 2, 3, ...), and each number comes with a record that defines
+ * it: so an id far above the ids defined so far is corruption too. Without
+ * this bound one record of a few bytes, a STACK or CODE id near MAX_*_ID
+ * or a thread index near MAX_THREAD, made the dense per-id tables take
+ * gigabytes and every report walk them. Ids are never reused, and those
+ * whose records were lost (a writer that could not keep up) leave gaps:
+ * an id is believed below ID_SLACK + 2 x the ids of its kind defined. */
+#define ID_SLACK (1u << 16)   /* ids whose records may still be in other threads' buffers */
+
+/* A usage counter with lazy peak capture: pk_* is the value at the peak
+ * whenever last > peak_event; otherwise cur_* still is. */
+struct acc {
+	uint64_t cur_bytes, cur_count;
+	uint64_t pk_bytes, pk_count;
+	uint64_t last;
+	uint64_t alloc_bytes, alloc_count;
+	uint64_t tmp_bytes, tmp_count;
+};
+
+/* Memory is counted per site, a (stack, thread, allocator) triple; the
+ * per-stack and per-thread figures are sums over sites, made once at the
+ * end (every view is a sum at one moment, so sums of lazily captured
+ * peaks are the peak of the sum). */
+struct site_key {
+	uint32_t stack;
+	uint32_t thread_kind; /* thread << 4 | allocator */
+};
+
+struct mt__snapshot_state {
+	struct mt_livemap live; /* malloc family */
+
+	struct mt_mappings mm; /* mmap family */
+
+	struct acc *sites;
+	struct site_key *site_keys;
+	uint64_t *site_first; /* address of each site's first allocation */
+	uint32_t sites_cap, n_sites;
+	uint32_t *site_slots; /* hash of site keys: util/slots.h */
+	size_t site_nslots;
+	uint32_t site_slots_mask; /* site_nslots - 1 */
+	uint32_t *stack_site; /* stack id -> its latest site + 1: a cache */
+	uint32_t stacks_cap, max_stack;
+	uint32_t thr_cap, max_thread;
+	uint32_t *thr_seq;    /* allocations made by each thread so far */
+	uint64_t *thr_tid;
+	char **thr_name;
+	struct mt_tnames names; /* the program's, by tid (NAME records) */
+	struct mt_usage *stack_usage; /* by stack id, made at the end */
+	struct mt_site *site_out;     /* made at the end */
+	uint64_t temp_threshold;
+
+	struct mt_stacks stk; /* stack trie and code objects */
+	struct mt_native nat; /* native and hybrid stacks, their frames */
+
+	uint64_t t, peak_event, heap;
+	uint32_t root_depth; /* a Tracker's: its stacks start below this depth */
+	uint64_t root_hash;
+	/* stack ids, code ids and thread indexes defined by their records */
+	uint32_t n_def[3];
+	uint64_t last_sample_us;
+	uint64_t page_mask;
+	size_t samples_cap, diags_cap;
+	int oom;
+};
+
+enum { DEF_STACK, DEF_CODE, DEF_THREAD };
+
+/* believed() - whether @id of kind @kind (DEF_*) is below its kind's
+ * maximum and within ID_SLACK + 2 x the ids of that kind defined so far. */
+static inline int mt__snap_believed(const struct mt__snapshot_state *st, uint32_t id, int kind)
+{
+	static const uint32_t id_max[3] = { MAX_STACK_ID, MAX_CODE_ID, MAX_THREAD };
+	return id < id_max[kind] && (uint64_t)id < ID_SLACK + 2 * (uint64_t)st->n_def[kind];
+}
+
+/* mt__snap_site() - the site of (@stack, @thread, @kind), made with room
+ * for its stack and thread in the per-id arrays (snapshot.c). Its index,
+ * or -1 without memory. */
+int64_t mt__snap_site(struct mt__snapshot_state *st, uint32_t stack, uint32_t thread,
+		      unsigned kind, uint64_t addr);
+
+/* snapshot-agg.c: an aggregated capture's SITE and TOTALS records */
+int mt__snap_on_site(void *ctx, const struct mt_record *r);
+int mt__snap_on_totals(void *ctx, const struct mt_record *r);
+
+#endif /* MT_READER_SNAPSHOT_STATE_H */
