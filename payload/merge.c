@@ -238,13 +238,13 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 			if (n > 9)
 				memcpy(&size, p + 9, 8);
 			if (m.aggregate) {
-				uint32_t stack = 0;
-				if (!is_free)
-					memcpy(&stack, p + 17, 4);
-				if (is_free)
+				uint32_t stack;
+				if (is_free) {
 					mt_agg_free(b->w_index, kind, addr, size);
-				else
+				} else {
+					memcpy(&stack, p + 17, 4);
 					mt_agg_alloc(b->w_index, kind, addr, size, stack);
+				}
 				m.agg_events++;
 			} else if (is_free) {
 				mt_cols_free(&m.chunk, &b->w_delta, b->w_index, kind, addr, size);
