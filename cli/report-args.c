@@ -18,12 +18,20 @@
 #include <sys/stat.h> /* stat */
 #include <unistd.h>   /* unlink */
 
-/* "DIR/memtrace-<kind>-<capture stem>.html", beside the capture */
+/* "DIR/memtrace-<kind>-<capture stem>.html", beside the capture; a stem
+ * that already starts with "memtrace-" (run's default capture name,
+ * memtrace-<script>.<pid>.bin) loses it, so that the prefix is not said
+ * twice: memtrace-flamegraph-<script>.<pid>.html. */
 static void default_output(char *buf, size_t len, const char *kind, const char *capture)
 {
+	static const char prefix[] = "memtrace-";
 	const char *base = strrchr(capture, '/');
 	size_t dir = base ? (size_t)(base - capture) + 1 : 0;
 	base = base ? base + 1 : capture;
+	const char *dot0 = strrchr(base, '.');
+	if (!strncmp(base, prefix, sizeof(prefix) - 1) && base[sizeof(prefix) - 1] &&
+	    base + sizeof(prefix) - 1 != dot0)
+		base += sizeof(prefix) - 1;
 	const char *dot = strrchr(base, '.');
 	size_t stem = dot && dot != base ? (size_t)(dot - base) : strlen(base);
 	snprintf(buf, len, "%.*smemtrace-%s-%.*s.html", (int)dir, capture, kind, (int)stem, base);

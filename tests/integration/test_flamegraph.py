@@ -235,6 +235,13 @@ def test_output_files(memtrace, tmp_path):
     run(memtrace, "flamegraph", "-f", cap)
     run(memtrace, "table", cap)
     assert (tmp_path / "memtrace-table-p.html").exists()
+    # run's default capture name keeps one "memtrace-" in the page's
+    cap2 = program().save(tmp_path / "memtrace-known.25752.bin")
+    run(memtrace, "flamegraph", cap2)
+    assert (tmp_path / "memtrace-flamegraph-known.25752.html").exists()
+    cap3 = program().save(tmp_path / "memtrace-.bin")
+    run(memtrace, "table", cap3)
+    assert (tmp_path / "memtrace-table-memtrace-.html").exists()
     p = run(memtrace, "flamegraph", "-o", "-", cap)
     assert p.stdout.startswith("<!DOCTYPE html>") and p.stdout.rstrip().endswith("</html>")
     for args in (["--leaks", "--temporary-allocations"], ["--leaks", "--temporary-allocation-threshold", "2"],
