@@ -27,6 +27,7 @@ int cmd_flamegraph(int argc, char **argv); /* cli/cmd-flamegraph.c */
 int cmd_table(int argc, char **argv);    /* cli/cmd-table.c */
 int cmd_tree(int argc, char **argv);     /* cli/cmd-tree.c */
 int cmd_live(int argc, char **argv);     /* cli/cmd-live.c */
+int cmd_growth(int argc, char **argv);   /* cli/cmd-growth.c */
 
 /*
  * The report commands (cli/report-args.c). A command names the options it

@@ -84,7 +84,7 @@ int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 		   void (*warn)(void *ctx, const char *msg), void *ctx, char *msg, size_t len)
 {
 	struct mt_snapshot_opts so = { .temp_threshold = o->temp_threshold,
-				       .python_only = o->python_only };
+				       .python_only = o->python_only, .growth = o->growth };
 	struct load_ctx l = { NULL, warn, ctx };
 	int err = mt_capture_open_flags(o->path, o->open_flags, &l.cap);
 
@@ -96,6 +96,13 @@ int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 		snprintf(msg, len, "cannot show temporary allocations of '%s': it is an aggregated "
 				   "capture, which keeps no single allocations (capture without "
 				   "--aggregate)", o->path);
+		mt_capture_close(l.cap);
+		return -EINVAL;
+	}
+	if ((mt_capture_header(l.cap)->flags & MT_HDR_AGGREGATED) && o->growth) {
+		snprintf(msg, len, "cannot follow growth in '%s': it is an aggregated capture, which "
+				   "keeps no history of the allocations (capture without --aggregate)",
+			 o->path);
 		mt_capture_close(l.cap);
 		return -EINVAL;
 	}

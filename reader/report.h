@@ -26,6 +26,8 @@ struct mt_report_opts {
 	unsigned max_nodes;  /* flamegraph: node budget; 0 = default */
 	int open_flags;      /* mt_capture_open_flags()'s, for mt_report_load() */
 	int python_only;     /* native stacks: show the Python frames only */
+	int growth;          /* follow each stack's live bytes (mt_report_growth()) */
+	int html;            /* growth: an HTML page rather than text */
 };
 
 /* mt_report_load() - open @o->path and build @s from it (read once), with
@@ -79,6 +81,12 @@ struct mt_live_frame {
 int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o,
 		   const struct mt_live_frame *f);
 
+/* mt_report_growth() - the stacks whose live bytes rose across the
+ * capture, the steadiest and biggest rise first (reader/growth.h), of a
+ * snapshot built with @o->growth: as text, JSON (@o->json) or an HTML
+ * page with a plot per stack (@o->html); @o->top_n rows (0 = all). */
+int mt_report_growth(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+
 /* mt_report_parse() - the header, then every record as one line. */
 int mt_report_parse(FILE *out, struct mt_capture *c);
 
@@ -97,7 +105,7 @@ char *mt__report_seconds(char *buf, size_t len, unsigned long long us);
 
 /* Helpers shared by the HTML reports (reader/report-html.c). */
 struct mt_json;
-enum mt__html_page { MT__HTML_FLAMEGRAPH, MT__HTML_TABLE };
+enum mt__html_page { MT__HTML_FLAMEGRAPH, MT__HTML_TABLE, MT__HTML_GROWTH };
 /* the page with @json (one JSON value) in its data slot */
 int mt__html_write(FILE *out, enum mt__html_page page, const struct mt_strbuf *json);
 /* interned strings (compared by pointer) -> indexes into one JSON array */

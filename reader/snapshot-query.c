@@ -72,3 +72,8 @@ size_t mt_snapshot_native_stack(const struct mt_snapshot *s, uint32_t id, struct
 {
 	return mt_native_chain(&s->st->nat, id, out, max, leaf, gen);
 }
+
+const struct mt_growth *mt_snapshot_growth(const struct mt_snapshot *s)
+{
+	return s->st->growth;
+}

@@ -10,6 +10,7 @@
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint64_t */
 
+#include "reader/growth.h"
 #include "reader/native.h"
 #include "reader/snapshot.h"
 #include "reader/stacks.h"
@@ -85,7 +86,8 @@ struct mt__snapshot_state {
 	uint64_t last_sample_us;
 	uint64_t page_mask;
 	size_t samples_cap, diags_cap;
-	int oom;
+	struct mt_growth *growth; /* mt_snapshot_opts.growth: each stack's series */
+	int oom;                  /* a feed that cannot return an error ran out of memory */
 };
 
 enum { DEF_STACK, DEF_CODE, DEF_THREAD };

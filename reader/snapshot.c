@@ -28,6 +28,9 @@ static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int6
 	a->last = st->t;
 	a->cur_bytes += (uint64_t)dbytes; /* sizes wrap, as they do in the heap total */
 	a->cur_count += (uint64_t)dcount;
+	if (st->growth && dbytes &&
+	    mt_growth_change(st->growth, st->site_keys[a - st->sites].stack, dbytes) < 0)
+		st->oom = 1;
 }
 
 
@@ -437,6 +440,8 @@ static int on_sample(void *ctx, const struct mt_record *r)
 		s->peak_rss_time_us = r->sample.time_us;
 	}
 	st->last_sample_us = r->sample.time_us;
+	if (st->growth)
+		mt_growth_sample(st->growth, r->sample.time_us);
 	if (!s->have_trailer && r->sample.time_us > s->end_time_us)
 		s->end_time_us = r->sample.time_us;
 	return 0;
@@ -610,11 +615,17 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		mt_snapshot_release(s);
 		return -ENOMEM;
 	}
-	err = mt_capture_read(cap, &ops, s);
-	if (err < 0) {
+	if (o->growth && !(st->growth = calloc(1, sizeof(*st->growth)))) {
 		mt_snapshot_release(s);
-		return err;
+		return -ENOMEM;
 	}
+	err = mt_capture_read(cap, &ops, s);
+	if (err < 0 || st->oom) {
+		mt_snapshot_release(s);
+		return err < 0 ? err : -ENOMEM;
+	}
+	if (st->growth)
+		mt_growth_finish(st->growth, s->end_time_us);
 	s->status = *mt_capture_status(cap);
 	s->heap_end = st->heap;
 	s->peak_event = st->peak_event;
@@ -673,6 +684,9 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		mt_tnames_release(&st->names);
 		mt_stacks_release(&st->stk);
 		mt_native_release(&st->nat);
+		if (st->growth)
+			mt_growth_release(st->growth);
+		free(st->growth);
 		free(st);
 	}
 	memset(s, 0, sizeof(*s));

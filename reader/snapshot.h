@@ -113,6 +113,8 @@ struct mt_snapshot_opts {
 	uint64_t temp_threshold;
 	/* With native stacks: show Python frames only (native.h). */
 	int python_only;
+	/* Follow each stack's live bytes across the samples (growth.h). */
+	int growth;
 };
 
 /* mt_snapshot_build_opts() - mt_snapshot_build() with options. */
@@ -143,6 +145,11 @@ size_t mt_snapshot_stack(const struct mt_snapshot *s, uint32_t id, struct mt_fra
  * callers bound their walks by mt_snapshot_max_stack()). */
 void mt_snapshot_stack_frame(const struct mt_snapshot *s, uint32_t id, struct mt_frame *f);
 uint32_t mt_snapshot_stack_parent(const struct mt_snapshot *s, uint32_t id);
+
+/* mt_snapshot_growth() - with mt_snapshot_opts.growth, each stack's
+ * series across the capture (reader/growth.h), finished; NULL otherwise. */
+struct mt_growth;
+const struct mt_growth *mt_snapshot_growth(const struct mt_snapshot *s);
 
 /* mt_snapshot_small_hidden() - whether a report of live blocks (the leaks)
  * may miss small Python objects: the interpreter's allocator kept them in
