@@ -13,6 +13,7 @@
 #include "reader/growth.h"
 #include "reader/native.h"
 #include "reader/snapshot.h"
+#include "reader/stackkeys.h"
 #include "reader/stacks.h"
 #include "reader/threadnames.h"
 #include "util/livemap.h"
@@ -87,6 +88,7 @@ struct mt__snapshot_state {
 	uint64_t page_mask;
 	size_t samples_cap, diags_cap;
 	struct mt_growth *growth; /* mt_snapshot_opts.growth: each stack's series */
+	struct mt_stackkeys gkeys; /* ... kept per printed call path */
 	int oom;                  /* a feed that cannot return an error ran out of memory */
 };
 

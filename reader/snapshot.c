@@ -28,9 +28,13 @@ static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int6
 	a->last = st->t;
 	a->cur_bytes += (uint64_t)dbytes; /* sizes wrap, as they do in the heap total */
 	a->cur_count += (uint64_t)dcount;
-	if (st->growth && dbytes &&
-	    mt_growth_change(st->growth, st->site_keys[a - st->sites].stack, dbytes) < 0)
-		st->oom = 1;
+	if (st->growth && dbytes) {
+		/* one series per printed call path (stackkeys.h) */
+		uint32_t stack = st->site_keys[a - st->sites].stack;
+		uint32_t key = mt_stackkeys_get(&st->gkeys, &st->stk, stack, &st->oom);
+		if (mt_growth_change(st->growth, key, dbytes) < 0)
+			st->oom = 1;
+	}
 }
 
 
@@ -686,6 +690,7 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		mt_native_release(&st->nat);
 		if (st->growth)
 			mt_growth_release(st->growth);
+		mt_stackkeys_release(&st->gkeys);
 		free(st->growth);
 		free(st);
 	}

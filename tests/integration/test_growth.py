@@ -219,3 +219,19 @@ def test_bad_captures(memtrace, script, tmp_path):
     assert p.returncode == 1 and p.stderr == (
         "memtrace: cannot follow growth in '%s': it is an aggregated capture, which keeps no "
         "history of the allocations (capture without --aggregate)\n" % agg)
+
+
+def test_stacks_that_print_alike_are_one_row(memtrace, tmp_path):
+    """Two offsets of one line (the object and the list it is appended to)
+    are two stacks in the capture and one call path in the report."""
+    c = Capture()
+    c.code(1, "/app/a.py", "<module>", 1).code(2, "/app/a.py", "keep", 5)
+    c.stack(1, 0, 1).stack(2, 1, 2, offset=0).stack(3, 1, 2, offset=8)
+    for i in range(6):
+        c.alloc(0x100000 + i * 0x1000, 1000, stack=2 + i % 2).flush()
+        c.sample(1000 * (i + 1), 0)
+    c.trailer(6000, 0, 0)
+    g = json.loads(run(memtrace, "growth", "--json", c.save(tmp_path / "a.bin")).stdout)
+    assert [r["stack"][0]["function"] for r in g["rows"]] == ["keep"]
+    assert g["rows"][0]["plot"] == [1000 * (i + 1) for i in range(6)]
+    assert g["rows"][0]["steady"] == 1.0 and g["rows"][0]["r"] == pytest.approx(1.0)
