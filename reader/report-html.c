@@ -17,15 +17,19 @@
 #include <stdlib.h> /* realloc */
 #include <string.h> /* strstr */
 
-extern const char mt_html_flamegraph[], mt_html_table[];
-extern const unsigned long mt_html_flamegraph_len, mt_html_table_len;
+extern const char mt_html_flamegraph[], mt_html_table[], mt_html_diff[];
+extern const unsigned long mt_html_flamegraph_len, mt_html_table_len, mt_html_diff_len;
 
 #define DATA_SLOT "{{MT_DATA}}"
 
 int mt__html_write(FILE *out, enum mt__html_page page, const struct mt_strbuf *json)
 {
-	const char *t = page == MT__HTML_FLAMEGRAPH ? mt_html_flamegraph : mt_html_table;
-	size_t len = page == MT__HTML_FLAMEGRAPH ? mt_html_flamegraph_len : mt_html_table_len;
+	const char *t = page == MT__HTML_FLAMEGRAPH ? mt_html_flamegraph
+		      : page == MT__HTML_TABLE	    ? mt_html_table
+						    : mt_html_diff;
+	size_t len = page == MT__HTML_FLAMEGRAPH ? mt_html_flamegraph_len
+		     : page == MT__HTML_TABLE	 ? mt_html_table_len
+						 : mt_html_diff_len;
 	const char *slot = strstr(t, DATA_SLOT);
 
 	if (json->err)
