@@ -24,12 +24,16 @@ extern const unsigned long mt_html_flamegraph_len, mt_html_table_len, mt_html_di
 
 int mt__html_write(FILE *out, enum mt__html_page page, const struct mt_strbuf *json)
 {
-	const char *t = page == MT__HTML_FLAMEGRAPH ? mt_html_flamegraph
-		      : page == MT__HTML_TABLE	    ? mt_html_table
-						    : mt_html_diff;
-	size_t len = page == MT__HTML_FLAMEGRAPH ? mt_html_flamegraph_len
-		     : page == MT__HTML_TABLE	 ? mt_html_table_len
-						 : mt_html_diff_len;
+	static const struct {
+		const char *text;
+		const unsigned long *len;
+	} pages[] = {
+		[MT__HTML_FLAMEGRAPH] = { mt_html_flamegraph, &mt_html_flamegraph_len },
+		[MT__HTML_TABLE] = { mt_html_table, &mt_html_table_len },
+		[MT__HTML_DIFF] = { mt_html_diff, &mt_html_diff_len },
+	};
+	const char *t = pages[page].text;
+	size_t len = *pages[page].len;
 	const char *slot = strstr(t, DATA_SLOT);
 
 	if (json->err)

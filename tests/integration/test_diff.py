@@ -6,7 +6,6 @@ every bad input gets one line and a non-zero exit."""
 
 import json
 import os
-import textwrap
 
 import pytest
 
@@ -234,6 +233,11 @@ def test_bad_inputs(memtrace, pair, tmp_path):
     p = run(memtrace, "diff", before, cut, check=False)
     one_line_error(p, 1, "cut.bin", "truncated")
     assert p.stderr.count("\n") == 1 and p.stdout == ""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(str(fifo))
+    one_line_error(run(memtrace, "diff", before, fifo, check=False, timeout=20), 1, "fifo",
+                   "not a regular file")
+    one_line_error(run(memtrace, "diff", tmp_path, after, check=False), 1, str(tmp_path))
     notrailer = tmp_path / "killed.bin"
     c = Capture()  # no trailer: killed while tracking
     c.alloc(0x100000, 1 * MB).flush()
