@@ -28,6 +28,7 @@ int cmd_table(int argc, char **argv);    /* cli/cmd-table.c */
 int cmd_tree(int argc, char **argv);     /* cli/cmd-tree.c */
 int cmd_live(int argc, char **argv);     /* cli/cmd-live.c */
 int cmd_growth(int argc, char **argv);   /* cli/cmd-growth.c */
+int cmd_diff(int argc, char **argv);     /* cli/cmd-diff.c */
 
 /*
  * The report commands (cli/report-args.c). A command names the options it
@@ -85,6 +86,17 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 /* mt_cli_report_write() - load a->o.path and write @c's report; prints
  * what failed. Returns the exit status. */
 int mt_cli_report_write(const struct mt_report_cmd *c, const struct mt_report_args *a);
+
+/* mt_cli_page_name() - "DIR/memtrace-<kind>-<stem>.html" beside
+ * @capture, the default name of a page. */
+void mt_cli_page_name(char *buf, size_t len, const char *kind, const char *capture);
+/* mt_cli_open_page() - @path for writing ("-": standard output), a new
+ * file (mt_cli_create_file()) replacing one only with @force; NULL after
+ * printing why. mt_cli_close_page() - close it, say "wrote PATH (size)"
+ * on standard output, or print the error @err (or closing's) and remove
+ * the file; returns the exit status. @cmd names the command. */
+FILE *mt_cli_open_page(const char *path, int force, const char *cmd);
+int mt_cli_close_page(FILE *f, const char *path, int err, const char *cmd);
 
 /* mt_cli_live() - the live view of capture @path until tracking ends or
  * the user quits; prints what failed. Returns the exit status.

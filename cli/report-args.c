@@ -22,7 +22,7 @@
  * that already starts with "memtrace-" (run's default capture name,
  * memtrace-<script>.<pid>.bin) loses it, so that the prefix is not said
  * twice: memtrace-flamegraph-<script>.<pid>.html. */
-static void default_output(char *buf, size_t len, const char *kind, const char *capture)
+void mt_cli_page_name(char *buf, size_t len, const char *kind, const char *capture)
 {
 	static const char prefix[] = "memtrace-";
 	const char *base = strrchr(capture, '/');
@@ -40,7 +40,7 @@ static void default_output(char *buf, size_t len, const char *kind, const char *
 /* @path for writing ("-": stdout): a new file (mt_cli_create_file()),
  * which replaces an existing one only with @force. NULL after printing
  * why. */
-static FILE *open_output(const char *path, int force, const char *cmd)
+FILE *mt_cli_open_page(const char *path, int force, const char *cmd)
 {
 	char what[64];
 	if (!strcmp(path, "-"))
@@ -60,7 +60,7 @@ static FILE *open_output(const char *path, int force, const char *cmd)
 
 /* Close @f, report "wrote PATH (size)" or the error (removing the file);
  * returns the exit status. */
-static int close_output(FILE *f, const char *path, int err, const char *cmd)
+int mt_cli_close_page(FILE *f, const char *path, int err, const char *cmd)
 {
 	struct stat sb;
 	if (f == stdout)
@@ -203,7 +203,7 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 	}
 	a->o.path = argv[optind];
 	if ((has & MT_RA_OUTPUT) && !a->output) {
-		default_output(a->defout, sizeof(a->defout), c->name, a->o.path);
+		mt_cli_page_name(a->defout, sizeof(a->defout), c->name, a->o.path);
 		a->output = a->defout;
 	}
 	return -1;
@@ -230,11 +230,11 @@ int mt_cli_report_write(const struct mt_report_cmd *c, const struct mt_report_ar
 	char note[256];
 	if (mt_report_leak_note(note, sizeof(note), &s, a->o.view))
 		fprintf(stderr, "memtrace: note: %s\n", note);
-	if ((c->args & MT_RA_OUTPUT) && !(f = open_output(a->output, a->force, c->name))) {
+	if ((c->args & MT_RA_OUTPUT) && !(f = mt_cli_open_page(a->output, a->force, c->name))) {
 		mt_snapshot_release(&s);
 		return 1;
 	}
 	err = c->write(f, &s, &a->o);
 	mt_snapshot_release(&s);
-	return close_output(f, a->output, err, c->name);
+	return mt_cli_close_page(f, a->output, err, c->name);
 }

@@ -17,8 +17,9 @@
 #include <stdlib.h> /* realloc */
 #include <string.h> /* strstr */
 
-extern const char mt_html_flamegraph[], mt_html_table[], mt_html_growth[];
-extern const unsigned long mt_html_flamegraph_len, mt_html_table_len, mt_html_growth_len;
+extern const char mt_html_flamegraph[], mt_html_table[], mt_html_growth[], mt_html_diff[];
+extern const unsigned long mt_html_flamegraph_len, mt_html_table_len, mt_html_growth_len,
+	mt_html_diff_len;
 
 #define DATA_SLOT "{{MT_DATA}}"
 
@@ -31,6 +32,7 @@ int mt__html_write(FILE *out, enum mt__html_page page, const struct mt_strbuf *j
 		[MT__HTML_FLAMEGRAPH] = { mt_html_flamegraph, &mt_html_flamegraph_len },
 		[MT__HTML_TABLE] = { mt_html_table, &mt_html_table_len },
 		[MT__HTML_GROWTH] = { mt_html_growth, &mt_html_growth_len },
+		[MT__HTML_DIFF] = { mt_html_diff, &mt_html_diff_len },
 	};
 	const char *t = pages[page].text;
 	size_t len = *pages[page].len;

@@ -11,6 +11,7 @@
 #include <stdio.h>  /* FILE */
 
 #include "reader/capture.h"
+#include "reader/diff.h"
 #include "reader/locations.h"
 #include "reader/snapshot.h"
 
@@ -87,6 +88,23 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
  * page with a plot per stack (@o->html); @o->top_n rows (0 = all). */
 int mt_report_growth(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 
+/* What `memtrace diff` shows of two captures (reader/diff.h). */
+struct mt_diff_opts {
+	const char *before, *after; /* their paths, as shown */
+	unsigned top_n;             /* rows of text; 0 = all */
+	int json;                   /* one JSON object, @top_n rows of it */
+};
+
+/* mt_report_diff() - the totals of both captures and the @o->top_n
+ * locations whose memory at the peak changed most, as a table of text or
+ * one JSON object. */
+int mt_report_diff(FILE *out, const struct mt_diff *d, const struct mt_diff_opts *o);
+/* mt_report_diff_html() - one self-contained HTML page: AFTER's call
+ * paths, at the peak or at the end, each coloured by its change since
+ * BEFORE (growth red, shrinkage blue). */
+int mt_report_diff_html(FILE *out, const struct mt_snapshot *before,
+			const struct mt_snapshot *after, const struct mt_diff_opts *o);
+
 /* mt_report_parse() - the header, then every record as one line. */
 int mt_report_parse(FILE *out, struct mt_capture *c);
 
@@ -94,6 +112,8 @@ int mt_report_parse(FILE *out, struct mt_capture *c);
 struct mt_strbuf;
 /* "1.50 MiB"; returns @buf (>= 32 bytes) */
 char *mt__report_bytes(char *buf, unsigned long long n);
+/* "+1.50 MiB", "-512 B", "0 B"; returns @buf (>= 34 bytes) or inside it */
+char *mt__report_change(char *buf, int64_t change);
 /* "function at file:line", or the function alone without a file */
 /* mt__report_text() - @text for a terminal: bytes below 0x20 and 0x7f as
  * \xNN, so that names from the program cannot move the cursor or forge
@@ -105,7 +125,7 @@ char *mt__report_seconds(char *buf, size_t len, unsigned long long us);
 
 /* Helpers shared by the HTML reports (reader/report-html.c). */
 struct mt_json;
-enum mt__html_page { MT__HTML_FLAMEGRAPH, MT__HTML_TABLE, MT__HTML_GROWTH };
+enum mt__html_page { MT__HTML_FLAMEGRAPH, MT__HTML_TABLE, MT__HTML_GROWTH, MT__HTML_DIFF };
 /* the page with @json (one JSON value) in its data slot */
 int mt__html_write(FILE *out, enum mt__html_page page, const struct mt_strbuf *json);
 /* interned strings (compared by pointer) -> indexes into one JSON array */
