@@ -7,7 +7,7 @@
 #include <getopt.h> /* struct option */
 
 static const char usage[] =
-	"usage: memtrace growth [-n N] [--json | --html [-o OUT.html] [-f]] CAPTURE\n"
+	"usage: memtrace growth [-n N] [--json | --html [-o OUT.html] [-f]] [-q] CAPTURE\n"
 	"\n"
 	"The stacks whose live bytes rose across the run, the steadiest and biggest\n"
 	"rise first: a slow leak found without knowing where to look.\n"
@@ -19,7 +19,8 @@ static const char usage[] =
 	"                  memtrace-growth-<capture name>.html beside the capture)\n"
 	"  -o, --output OUT\n"
 	"                  the page to write (implies --html; - for standard output)\n"
-	"  -f, --force     overwrite OUT if it exists\n";
+	"  -f, --force     overwrite OUT if it exists\n"
+	"  -q, --quiet     no progress line on the terminal while the capture is read\n";
 
 int cmd_growth(int argc, char **argv)
 {

@@ -4,13 +4,14 @@
 #include "reader/report.h"
 
 static const char usage[] =
-	"usage: memtrace stats [-n N] [--temporary-allocation-threshold N] [--json] CAPTURE\n"
+	"usage: memtrace stats [-n N] [--temporary-allocation-threshold N] [--json] [-q] CAPTURE\n"
 	"\n"
 	"  -n, --top N   rows in the top-locations tables (default 5, 0 = all)\n"
 	"  --temporary-allocation-threshold N\n"
 	"                count as temporary what its thread freed with at most N of\n"
 	"                its allocations in between (default 1)\n"
-	"  --json        one JSON object on standard output\n";
+	"  --json        one JSON object on standard output\n"
+	"  -q, --quiet   no progress line on the terminal while the capture is read\n";
 
 int cmd_stats(int argc, char **argv)
 {

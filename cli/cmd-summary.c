@@ -5,7 +5,8 @@
 
 static const char usage[] =
 	"usage: memtrace summary [-n N] [--leaks | --temporary-allocations\n"
-	"                        [--temporary-allocation-threshold N]] [--python-only] [--json] CAPTURE\n"
+	"                        [--temporary-allocation-threshold N]] [--python-only] [--json]\n"
+	"                        [-q] CAPTURE\n"
 	"\n"
 	"  -n, --top N   rows to show (default 25, or all with --json; 0 = all);\n"
 	"                memray's -r, --max-rows N too\n"
@@ -14,7 +15,8 @@ static const char usage[] =
 	"                allocations freed soon after by the thread that made them\n"
 	"  --temporary-allocation-threshold N\n"
 	"                ... with at most N of its allocations in between (default 1)\n"
-	"  --json        one JSON object on standard output\n";
+	"  --json        one JSON object on standard output\n"
+	"  -q, --quiet   no progress line on the terminal while the capture is read\n";
 
 int cmd_summary(int argc, char **argv)
 {

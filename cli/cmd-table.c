@@ -5,7 +5,7 @@
 
 static const char usage[] =
 	"usage: memtrace table [-o OUT.html] [-f] [--leaks | --temporary-allocations\n"
-	"                      [--temporary-allocation-threshold N]] [--python-only] CAPTURE\n"
+	"                      [--temporary-allocation-threshold N]] [--python-only] [-q] CAPTURE\n"
 	"\n"
 	"  -o, --output OUT     the page to write (default memtrace-table-<capture\n"
 	"                       name>.html beside the capture; - for standard output)\n"
@@ -15,7 +15,8 @@ static const char usage[] =
 	"                       allocations freed soon after by the thread that made them\n"
 	"  --temporary-allocation-threshold N\n"
 	"                       ... with at most N of its allocations in between (default 1)\n"
-	"  --python-only        with native stacks: the Python frames alone\n";
+	"  --python-only        with native stacks: the Python frames alone\n"
+	"  -q, --quiet          no progress line on the terminal while the capture is read\n";
 
 int cmd_table(int argc, char **argv)
 {

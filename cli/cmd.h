@@ -4,6 +4,7 @@
 
 #include <sys/types.h> /* uid_t */
 #include <stddef.h> /* size_t */
+#include <stdint.h> /* int64_t, uint64_t */
 /*
  * Subcommands. To add one: write cli/cmd-<name>.c with
  * int cmd_<name>(int argc, char **argv) (argv[0] is the command name; parse
@@ -75,6 +76,7 @@ struct mt_report_args {
 	const char *output;      /* MT_RA_OUTPUT: the page to write */
 	int force;               /* -f */
 	int top_given;           /* -n was given */
+	int quiet;               /* -q: no progress line */
 	char defout[4096];       /* room for the default output's name */
 };
 
@@ -97,6 +99,40 @@ void mt_cli_page_name(char *buf, size_t len, const char *kind, const char *captu
  * the file; returns the exit status. @cmd names the command. */
 FILE *mt_cli_open_page(const char *path, int force, const char *cmd);
 int mt_cli_close_page(FILE *f, const char *path, int err, const char *cmd);
+/*
+ * The progress line of a report's read of its capture (cli/progress.c):
+ * on standard error when it is a terminal and not @quiet, once the read
+ * has taken a second (MEMTRACE_PROGRESS_AFTER seconds instead: for tests),
+ * "memtrace: reading PATH: 1.20 GiB of 3.40 GiB (35%), about 9 s left",
+ * rewritten in place as the reader tells it how far it has got. When the
+ * read ends, the line says @next ("making the report") until the caller
+ * ends it, or goes with @next NULL. Nothing else may be printed on the
+ * terminal while it is there: clear it first.
+ */
+struct mt_cli_progress {
+	const char *path;  /* the capture, as named */
+	const char *next;  /* what follows the read, or NULL */
+	int on;            /* may be shown */
+	int ended;         /* the read has ended */
+	int64_t start_ms;  /* mt_now_ms() at the start */
+	int64_t after_ms;  /* shown from this long after it */
+	size_t shown;      /* bytes of the line on the terminal; 0: none */
+	char line[256];    /* the last line shown, "" for none */
+};
+/* mt_cli_progress_start() - the read of @path starts now. */
+void mt_cli_progress_start(struct mt_cli_progress *p, const char *path, const char *next,
+			   int quiet);
+/* mt_cli_progress_tell() - the reader's progress callback
+ * (mt_capture_set_progress(), mt_report_opts.progress), @ctx the struct
+ * mt_cli_progress. */
+void mt_cli_progress_tell(void *ctx, uint64_t done, uint64_t total);
+/* mt_cli_progress_clear() - erase the line, if it is shown, to print
+ * something else; the next tell, or mt_cli_progress_resume(), shows it
+ * again. */
+void mt_cli_progress_clear(struct mt_cli_progress *p);
+void mt_cli_progress_resume(struct mt_cli_progress *p);
+/* mt_cli_progress_end() - erase the line, for good. */
+void mt_cli_progress_end(struct mt_cli_progress *p);
 
 /* mt_cli_live() - the live view of capture @path until tracking ends or
  * the user quits; prints what failed. Returns the exit status.

@@ -2,8 +2,9 @@
 /*
  * What the report commands (stats, summary, flamegraph, table, tree,
  * parse) share: their options, parsed by one function from the set a
- * command declares, loading the capture, and writing the report to
- * standard output or to an HTML page beside the capture.
+ * command declares, loading the capture (with a progress line on a
+ * terminal), and writing the report to standard output or to an HTML page
+ * beside the capture.
  */
 #include "cli/cmd.h"
 #include "reader/report.h"
@@ -116,7 +117,8 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		{ { "python-only", no_argument, NULL, 'P' }, MT_RA_VIEWS },
 	};
 	static const struct option help = { "help", no_argument, NULL, 'h' };
-	struct option opts[sizeof(shared) / sizeof(shared[0]) + MT_REPORT_OWN_MAX + 3];
+	static const struct option quiet = { "quiet", no_argument, NULL, 'q' };
+	struct option opts[sizeof(shared) / sizeof(shared[0]) + MT_REPORT_OWN_MAX + 4];
 	unsigned has = c->args;
 	size_t n = 0;
 	char short_opts[16], *end;
@@ -125,7 +127,7 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 	char alias[3] = "";
 	if ((has & MT_RA_TOP) && c->top_alias)
 		snprintf(alias, sizeof(alias), "%c:", c->top_alias_short);
-	snprintf(short_opts, sizeof(short_opts), "%s%s%sh", has & MT_RA_OUTPUT ? "o:f" : "",
+	snprintf(short_opts, sizeof(short_opts), "%s%s%sqh", has & MT_RA_OUTPUT ? "o:f" : "",
 		 has & MT_RA_TOP ? "n:" : "", alias);
 	for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
 		if (has & shared[i].with)
@@ -134,6 +136,7 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		opts[n++] = (struct option){ c->top_alias, required_argument, NULL, 'n' };
 	for (size_t i = 0; c->own && c->own[i].name && i < MT_REPORT_OWN_MAX; i++)
 		opts[n++] = c->own[i];
+	opts[n++] = quiet;
 	opts[n++] = help;
 	opts[n] = (struct option){ NULL, 0, NULL, 0 };
 
@@ -177,6 +180,9 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		case 'P':
 			a->o.python_only = 1;
 			break;
+		case 'q':
+			a->quiet = 1;
+			break;
 		case 'h':
 			fputs(c->usage, stdout);
 			return 0;
@@ -211,30 +217,45 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 
 static void warn_line(void *ctx, const char *msg)
 {
-	(void)ctx;
+	mt_cli_progress_clear(ctx);
 	mt_warning("%s", msg);
 }
 
 int mt_cli_report_write(const struct mt_report_cmd *c, const struct mt_report_args *a)
 {
+	struct mt_report_opts o = a->o;
+	struct mt_cli_progress p;
 	struct mt_snapshot s;
 	char msg[600];
 	FILE *f = stdout;
 	int err;
 
-	err = mt_report_load(&s, &a->o, warn_line, NULL, msg, sizeof(msg));
+	/* the line covers the read, then says that the report is made; it
+	 * goes before anything else is printed, and before a report on
+	 * standard output is written */
+	mt_cli_progress_start(&p, o.path, "making the report", a->quiet);
+	o.progress = mt_cli_progress_tell;
+	o.progress_ctx = &p;
+	err = mt_report_load(&s, &o, warn_line, &p, msg, sizeof(msg));
 	if (err < 0) {
+		mt_cli_progress_end(&p);
 		mt_error(0, "%s", msg);
 		return 1;
 	}
 	char note[256];
-	if (mt_report_leak_note(note, sizeof(note), &s, a->o.view))
+	mt_cli_progress_clear(&p);
+	if (mt_report_leak_note(note, sizeof(note), &s, o.view))
 		fprintf(stderr, "memtrace: note: %s\n", note);
 	if ((c->args & MT_RA_OUTPUT) && !(f = mt_cli_open_page(a->output, a->force, c->name))) {
 		mt_snapshot_release(&s);
 		return 1;
 	}
+	if (f == stdout)
+		mt_cli_progress_end(&p);
+	else
+		mt_cli_progress_resume(&p);
 	err = c->write(f, &s, &a->o);
+	mt_cli_progress_end(&p);
 	mt_snapshot_release(&s);
 	return mt_cli_close_page(f, a->output, err, c->name);
 }

@@ -8,6 +8,7 @@
 #include "format/columns.h"
 #include "format/error.h"
 #include "format/pack.h"
+#include "util/clock.h"
 #include "util/plural.h"
 
 #include <errno.h>    /* ENOMEM */
@@ -60,6 +61,9 @@ struct mt_capture {
 	void (*warn)(void *ctx, const char *msg);
 	void *warn_ctx;
 	char damage[256]; /* why reading stopped early, "" if it did not */
+	void (*progress)(void *ctx, uint64_t done, uint64_t total);
+	void *progress_ctx;
+	int64_t progress_ms; /* when it was last told */
 
 	/* the pass under way (mt_capture_rewind, mt_capture_step) */
 	size_t off;     /* the next chunk */
@@ -521,6 +525,29 @@ void mt_capture_rewind(struct mt_capture *c)
 		}
 }
 
+void mt_capture_set_progress(struct mt_capture *c,
+			     void (*fn)(void *ctx, uint64_t done, uint64_t total), void *ctx)
+{
+	c->progress = fn;
+	c->progress_ctx = ctx;
+}
+
+/* Tell the progress callback, if there is one, after a chunk (at most
+ * every MT_CAPTURE_PROGRESS_MS) or, with @last, at the end of the pass. */
+static void tell_progress(struct mt_capture *c, int last)
+{
+	if (!c->progress)
+		return;
+	int64_t now = mt_now_ms();
+	if (last)
+		c->progress(c->progress_ctx, c->size, c->size);
+	else if (c->index == 1 || now - c->progress_ms >= MT_CAPTURE_PROGRESS_MS)
+		c->progress(c->progress_ctx, c->off, c->size);
+	else
+		return;
+	c->progress_ms = now;
+}
+
 /* The pass has read all it will: say how it ended. */
 static int end_pass(struct mt_capture *c, int partial)
 {
@@ -540,6 +567,7 @@ static int end_pass(struct mt_capture *c, int partial)
 			     mt_plural(c->st.n_chunks, "chunk", "chunks"),
 			     (unsigned long long)c->st.end_offset);
 	}
+	tell_progress(c, 1);
 	return 0;
 }
 
@@ -548,6 +576,7 @@ static int stop_pass(struct mt_capture *c, int rc)
 {
 	c->ended = 1;
 	c->stop = rc;
+	tell_progress(c, 1);
 	return 0;
 }
 
@@ -681,6 +710,7 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 	c->index = index + 1;
 	c->off = off + MT_CHUNK_HEADER + ch.stored_len;
 	c->st.end_offset = c->off;
+	tell_progress(c, 0);
 	return 1;
 }
 

@@ -104,6 +104,16 @@ const struct mt_header *mt_capture_header(const struct mt_capture *c);
 void mt_capture_set_warn(struct mt_capture *c, void (*fn)(void *ctx, const char *msg),
 			 void *ctx);
 
+/* mt_capture_set_progress() - have every pass (mt_capture_read(),
+ * mt_capture_step()) tell @fn how far it has read: @done bytes of the
+ * @total the file held when it was opened. After its first chunk, then
+ * after a chunk at most every MT_CAPTURE_PROGRESS_MS milliseconds, and once
+ * more when the pass ends, however it ends, with @done == @total. @fn
+ * gets @ctx, not the pass's; NULL @fn for none (the default). */
+#define MT_CAPTURE_PROGRESS_MS 100
+void mt_capture_set_progress(struct mt_capture *c,
+			     void (*fn)(void *ctx, uint64_t done, uint64_t total), void *ctx);
+
 /* mt_capture_read() - parse every chunk from the start, calling @ops.
  * May be called again to make another pass. Returns 0 (also for a
  * truncated or partly damaged capture: see mt_capture_status()), the

@@ -107,6 +107,7 @@ int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 		return -EINVAL;
 	}
 	mt_capture_set_warn(l.cap, load_warn, &l);
+	mt_capture_set_progress(l.cap, o->progress, o->progress_ctx);
 	err = mt_snapshot_build_opts(s, l.cap, &so);
 	if (err < 0) {
 		snprintf(msg, len, "cannot read '%s': %s", o->path, mt_strerror(err));

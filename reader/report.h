@@ -29,10 +29,15 @@ struct mt_report_opts {
 	int python_only;     /* native stacks: show the Python frames only */
 	int growth;          /* follow each stack's live bytes (mt_report_growth()) */
 	int html;            /* growth: an HTML page rather than text */
+	/* for mt_report_load(): how far the read of the capture has got
+	 * (mt_capture_set_progress()); NULL for nothing */
+	void (*progress)(void *ctx, uint64_t done, uint64_t total);
+	void *progress_ctx;
 };
 
 /* mt_report_load() - open @o->path and build @s from it (read once), with
- * truncation described through @warn. Returns 0, or a negative error
+ * truncation described through @warn and the read's progress through
+ * @o->progress. Returns 0, or a negative error
  * with one line (no prefix, no newline) in @msg saying why: the file
  * cannot be opened, is not a capture, or is corrupt (docs/format.md
  * section 5: damage before the end is an error, not a warning). */

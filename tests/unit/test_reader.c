@@ -310,6 +310,100 @@ START_TEST(test_reader_corrupt_chunk_mid_file)
 }
 END_TEST
 
+/* What the progress callback was told. */
+struct told {
+	uint64_t done[64], total[64];
+	int n;
+};
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	struct told *t = ctx;
+	if (t->n < 64) {
+		t->done[t->n] = done;
+		t->total[t->n] = total;
+	}
+	t->n++;
+}
+
+/* @t: after the first chunk, then at chunk ends only, never backwards,
+ * and once at the end with done == total == @len. */
+static void check_told(const struct told *t, const struct cw *w, size_t len)
+{
+	ck_assert_int_ge(t->n, 2);
+	ck_assert_int_le(t->n, 64);
+	ck_assert_uint_eq(t->done[0], chunk_offset(w, 1));
+	for (int i = 0; i < t->n; i++) {
+		ck_assert_uint_eq(t->total[i], len);
+		if (i)
+			ck_assert_uint_ge(t->done[i], t->done[i - 1]);
+	}
+	ck_assert_uint_eq(t->done[t->n - 1], len);
+	for (int i = 1; i < t->n - 1; i++) {
+		int at_end = 0;
+		for (int j = 1; j <= (int)w->n_chunks && !at_end; j++)
+			at_end = t->done[i] == chunk_offset(w, j);
+		ck_assert_msg(at_end, "told %llu, not the end of a chunk",
+			      (unsigned long long)t->done[i]);
+	}
+}
+
+/* The progress callback: its own context, every pass, however it ends. */
+START_TEST(test_reader_progress)
+{
+	struct cw w;
+	struct mt_capture *c;
+	struct counts k = { 0 };
+	struct told t = { 0 };
+	uint64_t n, sum;
+
+	build(&w, 1, 1, &n, &sum);
+	ck_assert_uint_gt(w.n_chunks, 10);
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert_int_eq(t.n, 0);
+	mt_capture_set_progress(c, on_progress, &t);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	check_told(&t, &w, w.len);
+	/* a second pass starts again */
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	check_told(&t, &w, w.len);
+	/* a pass a callback stops ends with done == total too */
+	memset(&t, 0, sizeof(t));
+	memset(&k, 0, sizeof(k));
+	k.stop_chunk = 7;
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 7);
+	ck_assert_int_eq(t.n, 1);
+	ck_assert_uint_eq(t.done[0], w.len);
+	memset(&t, 0, sizeof(t));
+	memset(&k, 0, sizeof(k));
+	mt_capture_set_progress(c, NULL, NULL);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert_int_eq(t.n, 0);
+	mt_capture_close(c);
+
+	/* so does one that stops at corruption, and a truncated one */
+	size_t off = chunk_offset(&w, 3);
+	w.buf[off + MT_CHUNK_HEADER + 5] ^= 0x40;
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	mt_capture_set_progress(c, on_progress, &t);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert(mt_capture_status(c)->stopped);
+	check_told(&t, &w, w.len);
+	mt_capture_close(c);
+	w.buf[off + MT_CHUNK_HEADER + 5] ^= 0x40;
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, off + 10, &c), 0);
+	mt_capture_set_progress(c, on_progress, &t);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert(mt_capture_status(c)->truncated);
+	check_told(&t, &w, off + 10);
+	mt_capture_close(c);
+	cw_release(&w);
+}
+END_TEST
+
 START_TEST(test_reader_damaged_last_chunk_is_truncation)
 {
 	struct cw w;
@@ -466,6 +560,7 @@ static Suite *reader_suite(void)
 	tcase_add_test(tc, test_reader_callback_stops);
 	tcase_add_test(tc, test_reader_no_trailer);
 	tcase_add_test(tc, test_reader_bad_files);
+	tcase_add_test(tc, test_reader_progress);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("damage");
