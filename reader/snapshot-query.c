@@ -77,3 +77,8 @@ const struct mt_growth *mt_snapshot_growth(const struct mt_snapshot *s)
 {
 	return s->st->growth;
 }
+
+const struct mt_temporal *mt_snapshot_temporal(const struct mt_snapshot *s)
+{
+	return s->st->temporal;
+}

@@ -15,6 +15,7 @@
 #include "reader/snapshot.h"
 #include "reader/stackkeys.h"
 #include "reader/stacks.h"
+#include "reader/temporal.h"
 #include "reader/threadnames.h"
 #include "util/livemap.h"
 #include "util/mappings.h"
@@ -53,6 +54,12 @@ struct site_key {
 	uint32_t thread_kind; /* thread << 4 | allocator */
 };
 
+/* A mapping in temporal mode: its site and the sample count at its mmap. */
+struct mt__tmap {
+	uint32_t site;
+	uint64_t a;
+};
+
 struct mt__snapshot_state {
 	struct mt_livemap live; /* malloc family */
 
@@ -88,7 +95,11 @@ struct mt__snapshot_state {
 	uint64_t page_mask;
 	size_t samples_cap, diags_cap;
 	struct mt_growth *growth; /* mt_snapshot_opts.growth: each stack's series */
-	struct mt_stackkeys gkeys; /* ... kept per printed call path */
+	struct mt_stackkeys gkeys; /* ... kept per printed call path (and temporal's) */
+	struct mt_temporal *temporal; /* mt_snapshot_opts.temporal: when blocks were live */
+	struct mt_livemap tlive;      /* ... the malloc family's: size holds the sample count */
+	struct mt__tmap *tmaps;       /* ... mappings': their site values index this */
+	size_t n_tmaps, tmaps_cap;
 	int oom;                  /* a feed that cannot return an error ran out of memory */
 };
 

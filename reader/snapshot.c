@@ -145,6 +145,58 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 	return i;
 }
 
+/* ------------------------------------------------------------------------
+ * Temporal: when each block was allocated, kept beside it (temporal.h)
+ * ---------------------------------------------------------------------- */
+static inline uint32_t path_key(struct mt__snapshot_state *st, uint32_t site)
+{
+	return mt_stackkeys_get(&st->gkeys, &st->stk, st->site_keys[site].stack, &st->oom);
+}
+
+/* A block of the malloc family at @addr allocated now. */
+static void temporal_alloc(struct mt__snapshot_state *st, uint32_t site, uint64_t addr,
+			   uint64_t size)
+{
+	uint64_t a = mt_temporal_alloc(st->temporal, path_key(st, site), size);
+	if (mt_livemap_reserve(&st->tlive) < 0) {
+		st->oom = 1;
+		return;
+	}
+	struct mt_live *e = mt_livemap_find(&st->tlive, addr);
+	if (!e->addr)
+		st->tlive.n++;
+	*e = (struct mt_live){ addr, a, site, 0 };
+}
+
+/* ... and freed now */
+static void temporal_free(struct mt__snapshot_state *st, uint64_t addr, uint64_t size)
+{
+	if (!st->tlive.v)
+		return;
+	struct mt_live *e = mt_livemap_find(&st->tlive, addr);
+	if (!e->addr)
+		return;
+	mt_temporal_free(st->temporal, path_key(st, e->site), e->size, size, 1);
+	mt_livemap_delete(&st->tlive, e);
+}
+
+/* A mapping's site is, in temporal mode, an index into st->tmaps: its
+ * site and when it was made. */
+static int64_t temporal_map(struct mt__snapshot_state *st, uint32_t site, uint64_t size)
+{
+	if (st->n_tmaps == st->tmaps_cap) {
+		size_t n = st->tmaps_cap ? st->tmaps_cap * 2 : 256;
+		struct mt__tmap *v = realloc(st->tmaps, n * sizeof(*v));
+		if (!v || n > UINT32_MAX)
+			return -1;
+		st->tmaps = v;
+		st->tmaps_cap = n;
+	}
+	uint64_t a = mt_temporal_alloc(st->temporal, path_key(st, site), size);
+	st->tmaps[st->n_tmaps] = (struct mt__tmap){ site, a };
+	return (int64_t)st->n_tmaps++;
+}
+
 /* A part of a live mapping of site @site gone (@last: the mapping's
  * last part). */
 static void mm_removed(void *ctx, uint32_t site, uint64_t bytes, int last)
@@ -152,6 +204,11 @@ static void mm_removed(void *ctx, uint32_t site, uint64_t bytes, int last)
 	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
 
+	if (st->temporal) {
+		const struct mt__tmap *m = &st->tmaps[site];
+		site = m->site;
+		mt_temporal_free(st->temporal, path_key(st, site), m->a, bytes, last);
+	}
 	acc_change(st, &st->sites[site], (int64_t)(0 - bytes), last ? -1 : 0);
 	if (last)
 		s->leak_count--;
@@ -225,7 +282,8 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		if (gone == (uint64_t)-1)
 			return -ENOMEM;
 		st->heap -= gone;
-		if (mt_mappings_add(&st->mm, addr, end, (uint32_t)si) < 0)
+		int64_t value = st->temporal ? temporal_map(st, (uint32_t)si, size) : si;
+		if (value < 0 || mt_mappings_add(&st->mm, addr, end, (uint32_t)value) < 0)
 			return -ENOMEM;
 	} else {
 		if (mt_livemap_reserve(&st->live) < 0)
@@ -233,6 +291,8 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		struct mt_live *e = mt_livemap_find(&st->live, addr);
 		if (e->addr) {
 			/* the free of the previous block was never recorded */
+			if (st->temporal)
+				temporal_free(st, addr, e->size);
 			acc_change(st, &st->sites[e->site], (int64_t)(0 - e->size), -1);
 			st->heap -= e->size;
 			s->leak_count--;
@@ -243,6 +303,8 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		e->size = size;
 		e->site = (uint32_t)si;
 		e->seq = seq;
+		if (st->temporal)
+			temporal_alloc(st, (uint32_t)si, addr, size);
 	}
 	acc_change(st, sa, (int64_t)size, 1);
 	s->leak_count++;
@@ -297,6 +359,8 @@ static int on_free(void *ctx, const struct mt_record *r)
 	st->heap -= e->size;
 	s->bytes_freed += e->size;
 	s->leak_count--;
+	if (st->temporal)
+		temporal_free(st, addr, e->size);
 	mt_livemap_delete(&st->live, e);
 	return 0;
 }
@@ -446,6 +510,8 @@ static int on_sample(void *ctx, const struct mt_record *r)
 	st->last_sample_us = r->sample.time_us;
 	if (st->growth)
 		mt_growth_sample(st->growth, r->sample.time_us);
+	if (st->temporal)
+		mt_temporal_sample(st->temporal);
 	if (!s->have_trailer && r->sample.time_us > s->end_time_us)
 		s->end_time_us = r->sample.time_us;
 	return 0;
@@ -619,12 +685,15 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		mt_snapshot_release(s);
 		return -ENOMEM;
 	}
-	if (o->growth && !(st->growth = calloc(1, sizeof(*st->growth)))) {
+	if ((o->growth && !(st->growth = calloc(1, sizeof(*st->growth)))) ||
+	    (o->temporal && !(st->temporal = calloc(1, sizeof(*st->temporal))))) {
 		mt_snapshot_release(s);
 		return -ENOMEM;
 	}
+	if (st->temporal)
+		st->temporal->budget = o->temporal_budget;
 	err = mt_capture_read(cap, &ops, s);
-	if (err < 0 || st->oom) {
+	if (err < 0 || st->oom || (st->temporal && st->temporal->oom)) {
 		mt_snapshot_release(s);
 		return err < 0 ? err : -ENOMEM;
 	}
@@ -691,6 +760,11 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		if (st->growth)
 			mt_growth_release(st->growth);
 		mt_stackkeys_release(&st->gkeys);
+		if (st->temporal)
+			mt_temporal_release(st->temporal);
+		free(st->temporal);
+		mt_livemap_release(&st->tlive);
+		free(st->tmaps);
 		free(st->growth);
 		free(st);
 	}

@@ -115,6 +115,10 @@ struct mt_snapshot_opts {
 	int python_only;
 	/* Follow each stack's live bytes across the samples (growth.h). */
 	int growth;
+	/* When each call path's blocks were live (temporal.h), with at most
+	 * this many intervals (0: its default). */
+	int temporal;
+	size_t temporal_budget;
 };
 
 /* mt_snapshot_build_opts() - mt_snapshot_build() with options. */
@@ -150,6 +154,12 @@ uint32_t mt_snapshot_stack_parent(const struct mt_snapshot *s, uint32_t id);
  * series across the capture (reader/growth.h), finished; NULL otherwise. */
 struct mt_growth;
 const struct mt_growth *mt_snapshot_growth(const struct mt_snapshot *s);
+
+/* mt_snapshot_temporal() - with mt_snapshot_opts.temporal, the intervals
+ * of the capture (reader/temporal.h); NULL otherwise. Their keys are
+ * stack ids of the snapshot. */
+struct mt_temporal;
+const struct mt_temporal *mt_snapshot_temporal(const struct mt_snapshot *s);
 
 /* mt_snapshot_small_hidden() - whether a report of live blocks (the leaks)
  * may miss small Python objects: the interpreter's allocator kept them in
