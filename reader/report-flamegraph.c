@@ -4,7 +4,9 @@
  * that the page stays small whatever the capture, as columns of numbers
  * in one JSON value, plus the memory samples (thinned to a bounded
  * number of points, keeping each stretch's highest values) inside the
- * page template of reader/html/flamegraph.html, which draws it.
+ * page template of reader/html/flamegraph.html, which draws it. Frames
+ * that reader/frames.h hides are marked, not left out: the page leaves
+ * them out unless its checkbox is ticked.
  */
 #include "reader/calltree.h"
 #include "reader/report.h"
@@ -55,7 +57,7 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	int64_t *fn = NULL, *file = NULL;
 	int err;
 
-	err = mt_ctree_build(&t, s, o->view, o->split_threads);
+	err = mt_ctree_build(&t, s, o->view, o->split_threads, 0);
 	if (err < 0)
 		return err;
 	uint64_t total_bytes = t.v[0].total_bytes, total_count = t.v[0].total_count;
@@ -83,15 +85,16 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	mt__html_describe(&j, s, o, total_bytes, total_count);
 	mt_json_bool(&j, "inverted", o->inverted);
 	mt_json_bool(&j, "split_threads", o->split_threads);
+	mt_json_bool(&j, "show_hidden", o->show_hidden);
 	mt_json_begin_object(&j, "merge");
 	mt_json_u64(&j, "nodes", t.n_merged);
 	mt_json_u64(&j, "below_bytes", t.merged_below);
 	mt_json_end(&j);
 	mt__strtab_json(&j, "strings", &strs);
 	mt_json_begin_object(&j, "nodes");
-	for (int col = 0; col < 8; col++) {
-		static const char *const names[] = { "parent", "fn", "file", "line",
-						     "thread", "bytes", "count", "native" };
+	for (int col = 0; col < 9; col++) {
+		static const char *const names[] = { "parent", "fn", "file", "line", "thread",
+						     "bytes", "count", "native", "hidden" };
 		mt_json_begin_array(&j, names[col]);
 		for (size_t i = 0; i < t.n; i++) {
 			const struct mt_ctree_node *n = &t.v[i];
@@ -103,7 +106,8 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 			case 4: mt_json_u64(&j, NULL, n->thread); break;
 			case 5: mt_json_u64(&j, NULL, n->own_bytes); break;
 			case 6: mt_json_u64(&j, NULL, n->own_count); break;
-			default: mt_json_u64(&j, NULL, n->native); break;
+			case 7: mt_json_u64(&j, NULL, n->native); break;
+			default: mt_json_u64(&j, NULL, n->kind); break; /* enum mt_frame_kind */
 			}
 		}
 		mt_json_end(&j);

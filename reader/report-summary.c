@@ -66,9 +66,10 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	struct mt_location *locs;
 	uint64_t whole;
 	char a[32], t[32];
+	size_t hidden = 0;
 	ssize_t n;
 
-	n = mt_snapshot_locations(s, o->view, &locs);
+	n = mt_snapshot_locations_opt(s, o->view, !o->show_hidden, &hidden, &locs);
 	if (n < 0)
 		return (int)n;
 	if (n > 1)
@@ -123,6 +124,9 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	else if (rows < (size_t)n)
 		fprintf(out, "(%zu more %s; -n 0 shows all)\n", (size_t)n - rows,
 			mt_plural((size_t)n - rows, "location", "locations"));
+	if (hidden)
+		fprintf(out, "(import-system and memtrace frames hidden; --show-hidden-frames shows "
+			     "them)\n");
 	mt_strbuf_release(&sb);
 	free(locs);
 	return ferror(out) ? -EIO : 0;

@@ -4,6 +4,7 @@
  * frame), thread and allocator, as an HTML page (reader/html/table.html)
  * that sorts and filters the rows.
  */
+#include "reader/frames.h"
 #include "reader/report.h"
 #include "util/json.h"
 #include "util/strbuf.h"
@@ -15,6 +16,7 @@
 #define MAX_ROWS 20000
 
 static const char no_frames[] = "<no Python frames>";
+static const char hidden_frames[] = MT_HIDDEN_FRAMES;
 
 struct row {
 	const char *function, *file;
@@ -55,9 +57,37 @@ static int row_cmp(const void *pa, const void *pb)
 	return c ? c : (a->allocator > b->allocator) - (a->allocator < b->allocator);
 }
 
-/* Rows of @view, merged by location, thread and allocator, biggest first.
- * Returns the number of rows (*@out malloc'ed) or -ENOMEM. */
-static ssize_t table_rows(const struct mt_snapshot *s, enum mt_view view, struct row **out)
+/* The innermost frame of stack @id (> 0) that is shown (@hide: the
+ * innermost one that reader/frames.h does not hide) into @r; 1 if @hide
+ * left a frame out. */
+static int innermost(const struct mt_snapshot *s, uint32_t id, int hide, struct row *r)
+{
+	uint32_t max = mt_snapshot_max_stack(s);
+	struct mt_frame f;
+	int skipped = 0;
+
+	for (uint32_t depth = 0; id && depth <= max; depth++) {
+		mt_snapshot_stack_frame(s, id, &f);
+		if (!hide || mt_frame_kind(f.function, f.file, f.native) == MT_FRAME_SHOWN) {
+			r->function = f.function;
+			r->file = f.file;
+			r->line = f.line;
+			return skipped;
+		}
+		skipped = 1;
+		id = mt_snapshot_stack_parent(s, id);
+	}
+	r->function = hidden_frames;
+	r->file = "";
+	r->line = 0;
+	return 1;
+}
+
+/* Rows of @view, merged by location, thread and allocator, biggest first,
+ * and whether a frame was hidden (@hide) into *@hidden. Returns the
+ * number of rows (*@out malloc'ed) or -ENOMEM. */
+static ssize_t table_rows(const struct mt_snapshot *s, enum mt_view view, int hide, int *hidden,
+			  struct row **out)
 {
 	const struct mt_site *sites;
 	size_t n_sites = mt_snapshot_sites(s, &sites), n = 0, nslots = 64;
@@ -77,13 +107,8 @@ static ssize_t table_rows(const struct mt_snapshot *s, enum mt_view view, struct
 		mt_usage_view(&sites[i].usage, view, &r.bytes, &r.count);
 		if (!r.bytes && !r.count)
 			continue;
-		if (sites[i].stack) {
-			struct mt_frame f;
-			mt_snapshot_stack_frame(s, sites[i].stack, &f);
-			r.function = f.function;
-			r.file = f.file;
-			r.line = f.line;
-		}
+		if (sites[i].stack && innermost(s, sites[i].stack, hide, &r))
+			*hidden = 1;
 		size_t j = row_hash(&r) & (nslots - 1);
 		while (slots[j] && !row_same(&v[slots[j] - 1], &r))
 			j = (j + 1) & (nslots - 1);
@@ -110,8 +135,8 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 	struct mt_json j;
 	uint64_t total_bytes = 0, total_count = 0, dropped_bytes = 0;
 	int64_t *idx = NULL;
-	int err = -ENOMEM;
-	ssize_t n = table_rows(s, o->view, &rows);
+	int err = -ENOMEM, hidden = 0;
+	ssize_t n = table_rows(s, o->view, !o->show_hidden, &hidden, &rows);
 
 	if (n < 0)
 		return (int)n;
@@ -138,6 +163,7 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 	mt__html_describe(&j, s, o, total_bytes, total_count);
 	mt_json_u64(&j, "rows_dropped", (uint64_t)n - shown);
 	mt_json_u64(&j, "bytes_dropped", dropped_bytes);
+	mt_json_bool(&j, "frames_hidden", hidden);
 	mt__strtab_json(&j, "strings", &strs);
 	mt_json_begin_object(&j, "rows");
 	for (int col = 0; col < 7; col++) {
