@@ -6,10 +6,13 @@
  * number of points, keeping each stretch's highest values) inside the
  * page template of reader/html/flamegraph.html, which draws it. Frames
  * that reader/frames.h hides are marked, not left out: the page leaves
- * them out unless its checkbox is ticked.
+ * them out unless its checkbox is ticked. Each frame of the pruned tree
+ * carries the text of its source line (reader/srclines.h), for the
+ * tooltip.
  */
 #include "reader/calltree.h"
 #include "reader/report.h"
+#include "reader/srclines.h"
 #include "util/json.h"
 #include "util/strbuf.h"
 
@@ -52,9 +55,10 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt__strtab strs = { 0 };
+	struct mt_srclines src = { 0 };
 	struct mt_ctree t;
 	struct mt_json j;
-	int64_t *fn = NULL, *file = NULL;
+	int64_t *fn = NULL, *file = NULL, *text = NULL;
 	int err;
 
 	err = mt_ctree_build(&t, s, o->view, o->split_threads, 0);
@@ -68,14 +72,24 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	err = -ENOMEM;
 	fn = malloc(t.n * sizeof(*fn));
 	file = malloc(t.n * sizeof(*file));
-	if (!fn || !file)
+	text = malloc(t.n * sizeof(*text));
+	if (!fn || !file || !text)
 		goto out;
 	for (size_t i = 0; i < t.n; i++) {
-		fn[i] = file[i] = -1;
+		fn[i] = file[i] = text[i] = -1;
 		if (!t.v[i].function)
 			continue;
 		if ((fn[i] = mt__strtab_get(&strs, t.v[i].function)) < 0 ||
 		    (file[i] = mt__strtab_get(&strs, t.v[i].file)) < 0)
+			goto out;
+		if (t.v[i].line > 0 && (text[i] = mt_srclines_add(&src, t.v[i].file, t.v[i].line)) < 0)
+			goto out;
+	}
+	if (mt_srclines_read(&src) < 0)
+		goto out;
+	for (size_t i = 0; i < t.n; i++) {
+		const char *line = mt_srclines_text(&src, (long)text[i]);
+		if ((text[i] = line ? mt__strtab_get(&strs, line) : -1) < 0 && line)
 			goto out;
 	}
 
@@ -92,9 +106,9 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	mt_json_end(&j);
 	mt__strtab_json(&j, "strings", &strs);
 	mt_json_begin_object(&j, "nodes");
-	for (int col = 0; col < 9; col++) {
+	for (int col = 0; col < 10; col++) {
 		static const char *const names[] = { "parent", "fn", "file", "line", "thread",
-						     "bytes", "count", "native", "hidden" };
+						     "bytes", "count", "native", "hidden", "src" };
 		mt_json_begin_array(&j, names[col]);
 		for (size_t i = 0; i < t.n; i++) {
 			const struct mt_ctree_node *n = &t.v[i];
@@ -107,7 +121,8 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 			case 5: mt_json_u64(&j, NULL, n->own_bytes); break;
 			case 6: mt_json_u64(&j, NULL, n->own_count); break;
 			case 7: mt_json_u64(&j, NULL, n->native); break;
-			default: mt_json_u64(&j, NULL, n->kind); break; /* enum mt_frame_kind */
+			case 8: mt_json_u64(&j, NULL, n->kind); break; /* enum mt_frame_kind */
+			default: mt_json_i64(&j, NULL, text[i]); break;
 			}
 		}
 		mt_json_end(&j);
@@ -129,6 +144,8 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 out:
 	free(fn);
 	free(file);
+	free(text);
+	mt_srclines_release(&src);
 	mt__strtab_release(&strs);
 	mt_strbuf_release(&sb);
 	mt_ctree_release(&t);

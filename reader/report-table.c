@@ -2,10 +2,12 @@
 /*
  * The table report: the view's memory by allocating location (innermost
  * frame), thread and allocator, as an HTML page (reader/html/table.html)
- * that sorts and filters the rows.
+ * that sorts and filters the rows; each row with the text of its source
+ * line (reader/srclines.h).
  */
 #include "reader/frames.h"
 #include "reader/report.h"
+#include "reader/srclines.h"
 #include "util/json.h"
 #include "util/strbuf.h"
 
@@ -131,6 +133,7 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt__strtab strs = { 0 };
+	struct mt_srclines src = { 0 };
 	struct row *rows;
 	struct mt_json j;
 	uint64_t total_bytes = 0, total_count = 0, dropped_bytes = 0;
@@ -147,14 +150,24 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 		if ((size_t)i >= shown)
 			dropped_bytes += rows[i].bytes;
 	}
-	idx = malloc((shown ? shown : 1) * 3 * sizeof(*idx));
+	idx = malloc((shown ? shown : 1) * 4 * sizeof(*idx));
 	if (!idx)
 		goto out;
 	for (size_t i = 0; i < shown; i++) {
 		const char *an = mt_allocator_name(rows[i].allocator);
-		if ((idx[3 * i] = mt__strtab_get(&strs, rows[i].function)) < 0 ||
-		    (idx[3 * i + 1] = mt__strtab_get(&strs, rows[i].file)) < 0 ||
-		    (idx[3 * i + 2] = mt__strtab_get(&strs, an ? an : "?")) < 0)
+		if ((idx[4 * i] = mt__strtab_get(&strs, rows[i].function)) < 0 ||
+		    (idx[4 * i + 1] = mt__strtab_get(&strs, rows[i].file)) < 0 ||
+		    (idx[4 * i + 2] = mt__strtab_get(&strs, an ? an : "?")) < 0)
+			goto out;
+		idx[4 * i + 3] = rows[i].line > 0 ? mt_srclines_add(&src, rows[i].file, rows[i].line) : -1;
+		if (rows[i].line > 0 && idx[4 * i + 3] < 0)
+			goto out;
+	}
+	if (mt_srclines_read(&src) < 0)
+		goto out;
+	for (size_t i = 0; i < shown; i++) {
+		const char *line = mt_srclines_text(&src, (long)idx[4 * i + 3]);
+		if ((idx[4 * i + 3] = line ? mt__strtab_get(&strs, line) : -1) < 0 && line)
 			goto out;
 	}
 	mt_json_init(&j, &sb, 0);
@@ -166,19 +179,20 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 	mt_json_bool(&j, "frames_hidden", hidden);
 	mt__strtab_json(&j, "strings", &strs);
 	mt_json_begin_object(&j, "rows");
-	for (int col = 0; col < 7; col++) {
+	for (int col = 0; col < 8; col++) {
 		static const char *const names[] = { "fn", "file", "line", "thread",
-						     "allocator", "bytes", "count" };
+						     "allocator", "bytes", "count", "src" };
 		mt_json_begin_array(&j, names[col]);
 		for (size_t i = 0; i < shown; i++) {
 			switch (col) {
-			case 0: mt_json_i64(&j, NULL, idx[3 * i]); break;
-			case 1: mt_json_i64(&j, NULL, idx[3 * i + 1]); break;
+			case 0: mt_json_i64(&j, NULL, idx[4 * i]); break;
+			case 1: mt_json_i64(&j, NULL, idx[4 * i + 1]); break;
 			case 2: mt_json_i64(&j, NULL, rows[i].line); break;
 			case 3: mt_json_u64(&j, NULL, rows[i].thread); break;
-			case 4: mt_json_i64(&j, NULL, idx[3 * i + 2]); break;
+			case 4: mt_json_i64(&j, NULL, idx[4 * i + 2]); break;
 			case 5: mt_json_u64(&j, NULL, rows[i].bytes); break;
-			default: mt_json_u64(&j, NULL, rows[i].count); break;
+			case 6: mt_json_u64(&j, NULL, rows[i].count); break;
+			default: mt_json_i64(&j, NULL, idx[4 * i + 3]); break;
 			}
 		}
 		mt_json_end(&j);
@@ -189,6 +203,7 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 out:
 	free(idx);
 	free(rows);
+	mt_srclines_release(&src);
 	mt__strtab_release(&strs);
 	mt_strbuf_release(&sb);
 	return err;

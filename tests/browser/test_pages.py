@@ -168,7 +168,8 @@ def test_table(browser, memtrace, capture):
                  "f.dispatchEvent(new Event('input'))")
     assert browser.eval("memtrace.state.shown") == ["work"]
     cells = browser.eval("Array.from(document.querySelectorAll('#rows td')).map(td => td.textContent)")
-    assert cells == ["work", "/app/worker.py:5", "5.00 MiB", "35.71%", "1", "malloc", "worker (tid 101)"]
+    # no source text: /app/worker.py is not on this machine
+    assert cells == ["work", "/app/worker.py:5", "", "5.00 MiB", "35.71%", "1", "malloc", "worker (tid 101)"]
     shot(browser, "table")
     check_clean(browser, page)
 
