@@ -231,7 +231,10 @@ def test_native_frames_are_blue(browser, memtrace, tmp_path):
         assert b["native"] is native and (190 <= hue < 235 if native else hue < 55), b
     x, y = centre(browser, "mt_native_a")
     browser.move(x, y)
-    assert "[C] mt_native_a" in browser.eval("document.getElementById('tooltip').innerText")
+    tip = browser.eval("document.getElementById('tooltip').innerText")
+    assert "[C] mt_native_a" in tip
+    # a C frame's line too, its source being readable here
+    assert "void *p = mt_native_b(n); /* native-target: b call */" in tip, tip
     shot(browser, "flamegraph-native")
 
 
