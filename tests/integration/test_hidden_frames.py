@@ -57,7 +57,7 @@ def summary(memtrace, cap, *extra):
 
 def test_summary_hides_import_system_and_memtrace_frames(memtrace, capture):
     d, rows = summary(memtrace, capture)
-    assert d["total_bytes"] == TOTAL
+    assert d["total_bytes"] == TOTAL and d["frames_hidden"] is True
     assert rows == {
         ("<module>", "/app/main.py", 1): (TOTAL - 256 * KB, 1 * MB + 512 * KB),
         ("<module>", "/app/mod.py", 1): (6 * MB, 6 * MB),
@@ -73,7 +73,7 @@ def test_summary_hides_import_system_and_memtrace_frames(memtrace, capture):
 
 def test_summary_shows_them_when_asked(memtrace, capture):
     d, rows = summary(memtrace, capture, "--show-hidden-frames")
-    assert d["total_bytes"] == TOTAL
+    assert d["total_bytes"] == TOTAL and d["frames_hidden"] is False
     assert rows[("<module>", "/app/main.py", 1)] == (TOTAL - 256 * KB, 0)
     assert rows[("_LoaderBasics.exec_module", FROZEN_EXT, 900)] == (5 * MB, 1 * MB)
     assert rows[("_find_and_load", FROZEN, 1000)] == (5 * MB, 0)
