@@ -8,7 +8,7 @@
 static const char usage[] =
 	"usage: memtrace flamegraph [-o OUT.html] [-f] [--leaks | --temporary-allocations\n"
 	"                           [--temporary-allocation-threshold N]] [--python-only] [--inverted]\n"
-	"                           [--split-threads] [-q] CAPTURE\n"
+	"                           [--split-threads] [--show-hidden-frames] [-q] CAPTURE\n"
 	"\n"
 	"  -o, --output OUT     the page to write (default memtrace-flamegraph-<capture\n"
 	"                       name>.html beside the capture; - for standard output)\n"
@@ -21,6 +21,8 @@ static const char usage[] =
 	"  --python-only        with native stacks: the Python frames alone\n"
 	"  --inverted           start with callers below the allocating functions\n"
 	"  --split-threads      a thread filter in the page\n"
+	"  --show-hidden-frames start with the frames of the import system and of memtrace\n"
+	"                       shown (the page has a checkbox for them)\n"
 	"  -q, --quiet          no progress line on the terminal while the capture is read\n";
 
 int cmd_flamegraph(int argc, char **argv)

@@ -6,7 +6,7 @@
 static const char usage[] =
 	"usage: memtrace summary [-n N] [--leaks | --temporary-allocations\n"
 	"                        [--temporary-allocation-threshold N]] [--python-only] [--json]\n"
-	"                        [-q] CAPTURE\n"
+	"                        [--show-hidden-frames] [-q] CAPTURE\n"
 	"\n"
 	"  -n, --top N   rows to show (default 25, or all with --json; 0 = all);\n"
 	"                memray's -r, --max-rows N too\n"
@@ -16,6 +16,9 @@ static const char usage[] =
 	"  --temporary-allocation-threshold N\n"
 	"                ... with at most N of its allocations in between (default 1)\n"
 	"  --json        one JSON object on standard output\n"
+	"  --show-hidden-frames\n"
+	"                frames of the import system and of memtrace too (hidden by\n"
+	"                default: their memory is their callers')\n"
 	"  -q, --quiet   no progress line on the terminal while the capture is read\n";
 
 int cmd_summary(int argc, char **argv)

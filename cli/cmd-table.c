@@ -5,7 +5,8 @@
 
 static const char usage[] =
 	"usage: memtrace table [-o OUT.html] [-f] [--leaks | --temporary-allocations\n"
-	"                      [--temporary-allocation-threshold N]] [--python-only] [-q] CAPTURE\n"
+	"                      [--temporary-allocation-threshold N]] [--python-only]\n"
+	"                      [--show-hidden-frames] [-q] CAPTURE\n"
 	"\n"
 	"  -o, --output OUT     the page to write (default memtrace-table-<capture\n"
 	"                       name>.html beside the capture; - for standard output)\n"
@@ -16,6 +17,8 @@ static const char usage[] =
 	"  --temporary-allocation-threshold N\n"
 	"                       ... with at most N of its allocations in between (default 1)\n"
 	"  --python-only        with native stacks: the Python frames alone\n"
+	"  --show-hidden-frames frames of the import system and of memtrace too (hidden\n"
+	"                       by default: their memory is their callers')\n"
 	"  -q, --quiet          no progress line on the terminal while the capture is read\n";
 
 int cmd_table(int argc, char **argv)

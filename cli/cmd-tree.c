@@ -5,7 +5,8 @@
 
 static const char usage[] =
 	"usage: memtrace tree [-n N] [--leaks | --temporary-allocations\n"
-	"                     [--temporary-allocation-threshold N]] [--python-only] [-q] CAPTURE\n"
+	"                     [--temporary-allocation-threshold N]] [--python-only]\n"
+	"                     [--show-hidden-frames] [-q] CAPTURE\n"
 	"\n"
 	"  -n, --top N          call paths to show, biggest first (default 10, 0 = all);\n"
 	"                       memray's -b, --biggest-allocs N too\n"
@@ -15,6 +16,8 @@ static const char usage[] =
 	"  --temporary-allocation-threshold N\n"
 	"                       ... with at most N of its allocations in between (default 1)\n"
 	"  --python-only        with native stacks: the Python frames alone\n"
+	"  --show-hidden-frames frames of the import system and of memtrace too (hidden\n"
+	"                       by default: their memory is their callers')\n"
 	"  -q, --quiet          no progress line on the terminal while the capture is read\n";
 
 int cmd_tree(int argc, char **argv)

@@ -115,6 +115,7 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		  MT_RA_VIEWS | MT_RA_THRESHOLD },
 		{ { "json", no_argument, NULL, 'J' }, MT_RA_JSON },
 		{ { "python-only", no_argument, NULL, 'P' }, MT_RA_VIEWS },
+		{ { "show-hidden-frames", no_argument, NULL, 'H' }, MT_RA_VIEWS },
 	};
 	static const struct option help = { "help", no_argument, NULL, 'h' };
 	static const struct option quiet = { "quiet", no_argument, NULL, 'q' };
@@ -182,6 +183,9 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 			break;
 		case 'q':
 			a->quiet = 1;
+			break;
+		case 'H':
+			a->o.show_hidden = 1;
 			break;
 		case 'h':
 			fputs(c->usage, stdout);

@@ -6,6 +6,7 @@
  * leaves up. Pruning keeps the biggest nodes and folds the others.
  */
 #include "reader/calltree.h"
+#include "reader/frames.h"
 #include "util/slots.h"
 
 #include <errno.h>  /* ENOMEM */
@@ -13,6 +14,7 @@
 #include <string.h> /* memset */
 
 static const char no_frames[] = "<no Python frames>";
+static const char hidden_frames[] = MT_HIDDEN_FRAMES;
 
 struct builder {
 	struct mt_ctree *t;
@@ -68,6 +70,7 @@ static int64_t child(struct builder *b, uint32_t parent, const struct mt_frame *
 	c->file = f->file;
 	c->line = f->line;
 	c->native = (uint8_t)f->native;
+	c->kind = (uint8_t)mt_frame_kind(f->function, f->file, f->native);
 	c->parent = parent;
 	c->thread = thread;
 	c->depth = t->v[parent].depth + 1;
@@ -86,7 +89,7 @@ static int cmp_site_thread(const void *a, const void *b, void *arg)
 }
 
 int mt_ctree_build(struct mt_ctree *t, const struct mt_snapshot *s, enum mt_view view,
-		   int split_threads)
+		   int split_threads, int hide)
 {
 	struct builder b = { t, 1024, NULL, 0 };
 	const struct mt_site *sites;
@@ -150,13 +153,20 @@ int mt_ctree_build(struct mt_ctree *t, const struct mt_snapshot *s, enum mt_view
 			while (depth--) {
 				struct mt_frame f;
 				mt_snapshot_stack_frame(s, chain[depth], &f);
-				node = child(&b, (uint32_t)node, &f, thread);
-				if (node < 0)
+				if (hide && mt_frame_kind(f.function, f.file, f.native) != MT_FRAME_SHOWN)
+					t->n_hidden++; /* its callees join its caller */
+				else if ((node = child(&b, (uint32_t)node, &f, thread)) < 0)
 					goto out;
 				if (chain[depth] <= max) {
 					memo[chain[depth]] = (uint32_t)node;
 					stamp[chain[depth]] = mark;
 				}
+			}
+			if (node == 0) { /* hidden frames alone */
+				struct mt_frame f = { hidden_frames, "", 0, 0 };
+				node = child(&b, 0, &f, thread);
+				if (node < 0)
+					goto out;
 			}
 		}
 		t->v[node].own_bytes += bytes;

@@ -10,6 +10,12 @@
  *
  * Nodes are stored parents before children: node 0 is the root (no
  * frame), and every other node's parent has a smaller index.
+ *
+ * Frames that reader/frames.h hides are either marked (each node says
+ * its kind) or, when the tree is built hiding them, left out: their
+ * callees join their caller, memory allocated in them is their nearest
+ * shown caller's, and that of paths of hidden frames alone is one
+ * MT_HIDDEN_FRAMES node's under the root.
  */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint64_t */
@@ -25,6 +31,7 @@ struct mt_ctree_node {
 	uint32_t merged;      /* > 0: stands for this many smaller nodes */
 	uint32_t depth;       /* root 0 */
 	uint8_t native;       /* a native (C) frame */
+	uint8_t kind;         /* enum mt_frame_kind */
 	uint64_t own_bytes, own_count;
 	uint64_t total_bytes, total_count;
 };
@@ -34,12 +41,14 @@ struct mt_ctree {
 	size_t n;
 	size_t n_merged;        /* nodes folded into merged nodes by pruning */
 	uint64_t merged_below;  /* ... each with total bytes below this */
+	size_t n_hidden;        /* frames left out (built hiding them) */
 };
 
-/* mt_ctree_build() - the full tree of @view. Returns 0 or -ENOMEM (then
- * @t is empty). */
+/* mt_ctree_build() - the full tree of @view, without the frames that
+ * reader/frames.h hides if @hide. Returns 0 or -ENOMEM (then @t is
+ * empty). */
 int mt_ctree_build(struct mt_ctree *t, const struct mt_snapshot *s, enum mt_view view,
-		   int split_threads);
+		   int split_threads, int hide);
 
 /* mt_ctree_prune() - keep the root and the nodes whose total bytes are at
  * least @min_fraction of the root's and among the @max_nodes largest;

@@ -224,7 +224,7 @@ static int merge_tree(struct dbuild *b, const struct mt_snapshot *s, int side, i
 {
 	struct mt_ctree ct;
 	uint32_t *map = NULL;
-	int err = mt_ctree_build(&ct, s, v == MT_DIFF_PEAK ? MT_VIEW_PEAK : MT_VIEW_LEAKS, 0);
+	int err = mt_ctree_build(&ct, s, v == MT_DIFF_PEAK ? MT_VIEW_PEAK : MT_VIEW_LEAKS, 0, 0);
 
 	if (err < 0)
 		return err;

@@ -4,6 +4,7 @@
  * memory per (function, file, line), from one walk of the stack trie.
  */
 #include "reader/locations.h"
+#include "reader/frames.h"
 #include "util/slots.h"
 
 #include <errno.h>  /* ENOMEM */
@@ -20,6 +21,7 @@ struct loctab {
 };
 
 static const char no_frames[] = "<no Python frames>";
+static const char hidden_frames[] = MT_HIDDEN_FRAMES;
 
 static uint64_t loc_hash(const char *fn, const char *file, int line)
 {
@@ -76,9 +78,11 @@ static ssize_t loc_get(struct loctab *t, const char *fn, const char *file, int l
  * ids): the child lists link each node with memory and its ancestors once,
  * walking up, and subtree sums come from a pass in depth-first order. A
  * loop of parents (never in a decoded capture) is not reached from the
- * roots and counts nothing. */
-ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
-			      struct mt_location **out)
+ * roots and counts nothing. A hidden frame (@hide) has no location: its
+ * node passes its nearest shown caller's location (NONE: none) to its
+ * callees, and its own memory goes there or to MT_HIDDEN_FRAMES. */
+ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view, int hide,
+				  size_t *n_hidden, struct mt_location **out)
 {
 	size_t n = (size_t)mt_snapshot_max_stack(s) + 1;
 	struct loctab t = { 0 };
@@ -88,10 +92,13 @@ ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
 	uint32_t *li = malloc(n * sizeof(*li));      /* location of an entered node */
 	uint32_t *todo = malloc(2 * n * sizeof(*todo));
 	uint8_t *linked = calloc(n, 1);
+	uint8_t *hid = calloc(n, 1);
 	ssize_t ret = -ENOMEM;
 	const uint32_t EXIT = 1u << 31; /* stack ids are below 2^24 */
+	const uint32_t NONE = UINT32_MAX;
+	size_t hidden = 0;
 
-	if (!sub || !first || !next || !li || !todo || !linked)
+	if (!sub || !first || !next || !li || !todo || !linked || !hid)
 		goto out;
 	for (uint32_t id = 0; id < n; id++) {
 		struct mt_usage u = mt_snapshot_stack_usage(s, id);
@@ -141,19 +148,43 @@ ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
 	while (top) {
 		uint32_t id = todo[--top];
 		if (id & EXIT) {
-			t.stamp[li[id & ~EXIT]]--;
+			if (!hid[id & ~EXIT])
+				t.stamp[li[id & ~EXIT]]--;
 			continue;
 		}
 		struct mt_frame f;
 		mt_snapshot_stack_frame(s, id, &f);
-		ssize_t k = loc_get(&t, f.function, f.file, f.line, f.native);
+		struct mt_usage u = mt_snapshot_stack_usage(s, id);
+		uint64_t own_bytes, own_count;
+		mt_usage_view(&u, view, &own_bytes, &own_count);
+		ssize_t k;
+		if (hide && mt_frame_kind(f.function, f.file, f.native) != MT_FRAME_SHOWN) {
+			uint32_t p = mt_snapshot_stack_parent(s, id);
+			hid[id] = 1;
+			hidden++;
+			li[id] = p && p < n ? li[p] : NONE;
+			if (own_bytes || own_count) {
+				int alone = li[id] == NONE;
+				k = alone ? loc_get(&t, hidden_frames, "", 0, 0) : (ssize_t)li[id];
+				if (k < 0)
+					goto out;
+				t.v[k].own_bytes += own_bytes;
+				t.v[k].own_count += own_count;
+				if (alone) {
+					t.v[k].total_bytes += own_bytes;
+					t.v[k].total_count += own_count;
+				}
+			}
+			todo[top++] = id | EXIT;
+			for (uint32_t c = first[id]; c; c = next[c])
+				todo[top++] = c;
+			continue;
+		}
+		k = loc_get(&t, f.function, f.file, f.line, f.native);
 		if (k < 0)
 			goto out;
 		li[id] = (uint32_t)k;
 		struct mt_location *l = &t.v[k];
-		struct mt_usage u = mt_snapshot_stack_usage(s, id);
-		uint64_t own_bytes, own_count;
-		mt_usage_view(&u, view, &own_bytes, &own_count);
 		l->own_bytes += own_bytes;
 		l->own_count += own_count;
 		if (t.stamp[k]++ == 0) {
@@ -167,6 +198,8 @@ ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
 	*out = t.v;
 	t.v = NULL;
 	ret = (ssize_t)t.n;
+	if (n_hidden)
+		*n_hidden = hidden;
 out:
 	free(t.v);
 	free(t.slots);
@@ -177,7 +210,14 @@ out:
 	free(li);
 	free(todo);
 	free(linked);
+	free(hid);
 	return ret;
+}
+
+ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
+			      struct mt_location **out)
+{
+	return mt_snapshot_locations_opt(s, view, 0, NULL, out);
 }
 
 static int loc_tiebreak(const struct mt_location *a, const struct mt_location *b)

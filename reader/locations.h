@@ -36,6 +36,13 @@ struct mt_location {
 ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
 			      struct mt_location **out);
 
+/* mt_snapshot_locations_opt() - the same, without the frames that
+ * reader/frames.h hides if @hide (their memory goes to their nearest
+ * shown caller, or to an MT_HIDDEN_FRAMES location); the number of trie
+ * nodes left out into *@n_hidden (may be NULL). */
+ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view, int hide,
+				  size_t *n_hidden, struct mt_location **out);
+
 /* qsort comparators: descending, ties by function, file, line. */
 int mt_location_cmp_total(const void *a, const void *b);
 int mt_location_cmp_own(const void *a, const void *b);

@@ -4,10 +4,15 @@
  * that the page stays small whatever the capture, as columns of numbers
  * in one JSON value, plus the memory samples (thinned to a bounded
  * number of points, keeping each stretch's highest values) inside the
- * page template of reader/html/flamegraph.html, which draws it.
+ * page template of reader/html/flamegraph.html, which draws it. Frames
+ * that reader/frames.h hides are marked, not left out: the page leaves
+ * them out unless its checkbox is ticked. Each frame of the pruned tree
+ * carries the text of its source line (reader/srclines.h), for the
+ * tooltip.
  */
 #include "reader/calltree.h"
 #include "reader/report.h"
+#include "reader/srclines.h"
 #include "util/json.h"
 #include "util/strbuf.h"
 
@@ -50,12 +55,13 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt__strtab strs = { 0 };
+	struct mt_srclines src = { 0 };
 	struct mt_ctree t;
 	struct mt_json j;
-	int64_t *fn = NULL, *file = NULL;
+	int64_t *fn = NULL, *file = NULL, *text = NULL;
 	int err;
 
-	err = mt_ctree_build(&t, s, o->view, o->split_threads);
+	err = mt_ctree_build(&t, s, o->view, o->split_threads, 0);
 	if (err < 0)
 		return err;
 	uint64_t total_bytes = t.v[0].total_bytes, total_count = t.v[0].total_count;
@@ -66,14 +72,24 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	err = -ENOMEM;
 	fn = malloc(t.n * sizeof(*fn));
 	file = malloc(t.n * sizeof(*file));
-	if (!fn || !file)
+	text = malloc(t.n * sizeof(*text));
+	if (!fn || !file || !text)
 		goto out;
 	for (size_t i = 0; i < t.n; i++) {
-		fn[i] = file[i] = -1;
+		fn[i] = file[i] = text[i] = -1;
 		if (!t.v[i].function)
 			continue;
 		if ((fn[i] = mt__strtab_get(&strs, t.v[i].function)) < 0 ||
 		    (file[i] = mt__strtab_get(&strs, t.v[i].file)) < 0)
+			goto out;
+		if (t.v[i].line > 0 && (text[i] = mt_srclines_add(&src, t.v[i].file, t.v[i].line)) < 0)
+			goto out;
+	}
+	if (mt_srclines_read(&src) < 0)
+		goto out;
+	for (size_t i = 0; i < t.n; i++) {
+		const char *line = mt_srclines_text(&src, (long)text[i]);
+		if ((text[i] = line ? mt__strtab_get(&strs, line) : -1) < 0 && line)
 			goto out;
 	}
 
@@ -83,15 +99,16 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	mt__html_describe(&j, s, o, total_bytes, total_count);
 	mt_json_bool(&j, "inverted", o->inverted);
 	mt_json_bool(&j, "split_threads", o->split_threads);
+	mt_json_bool(&j, "show_hidden", o->show_hidden);
 	mt_json_begin_object(&j, "merge");
 	mt_json_u64(&j, "nodes", t.n_merged);
 	mt_json_u64(&j, "below_bytes", t.merged_below);
 	mt_json_end(&j);
 	mt__strtab_json(&j, "strings", &strs);
 	mt_json_begin_object(&j, "nodes");
-	for (int col = 0; col < 8; col++) {
-		static const char *const names[] = { "parent", "fn", "file", "line",
-						     "thread", "bytes", "count", "native" };
+	for (int col = 0; col < 10; col++) {
+		static const char *const names[] = { "parent", "fn", "file", "line", "thread",
+						     "bytes", "count", "native", "hidden", "src" };
 		mt_json_begin_array(&j, names[col]);
 		for (size_t i = 0; i < t.n; i++) {
 			const struct mt_ctree_node *n = &t.v[i];
@@ -103,7 +120,9 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 			case 4: mt_json_u64(&j, NULL, n->thread); break;
 			case 5: mt_json_u64(&j, NULL, n->own_bytes); break;
 			case 6: mt_json_u64(&j, NULL, n->own_count); break;
-			default: mt_json_u64(&j, NULL, n->native); break;
+			case 7: mt_json_u64(&j, NULL, n->native); break;
+			case 8: mt_json_u64(&j, NULL, n->kind); break; /* enum mt_frame_kind */
+			default: mt_json_i64(&j, NULL, text[i]); break;
 			}
 		}
 		mt_json_end(&j);
@@ -125,6 +144,8 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 out:
 	free(fn);
 	free(file);
+	free(text);
+	mt_srclines_release(&src);
 	mt__strtab_release(&strs);
 	mt_strbuf_release(&sb);
 	mt_ctree_release(&t);

@@ -18,7 +18,7 @@ static double pct(uint64_t part, uint64_t whole)
 }
 
 static int summary_json(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o,
-			const struct mt_location *locs, size_t rows)
+			const struct mt_location *locs, size_t rows, int hidden)
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt_json j;
@@ -39,6 +39,7 @@ static int summary_json(FILE *out, const struct mt_snapshot *s, const struct mt_
 		mt_json_u64(&j, "peak_time_us", s->peak_time_us);
 	}
 	mt_json_bool(&j, "truncated", s->status.truncated);
+	mt_json_bool(&j, "frames_hidden", hidden); /* reader/frames.h's, left out */
 	mt_json_begin_array(&j, "rows");
 	for (size_t i = 0; i < rows; i++) {
 		const struct mt_location *l = &locs[i];
@@ -66,16 +67,17 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	struct mt_location *locs;
 	uint64_t whole;
 	char a[32], t[32];
+	size_t hidden = 0;
 	ssize_t n;
 
-	n = mt_snapshot_locations(s, o->view, &locs);
+	n = mt_snapshot_locations_opt(s, o->view, !o->show_hidden, &hidden, &locs);
 	if (n < 0)
 		return (int)n;
 	if (n > 1)
 		qsort(locs, (size_t)n, sizeof(*locs), mt_location_cmp_total);
 	size_t rows = o->top_n && o->top_n < (size_t)n ? o->top_n : (size_t)n;
 	if (o->json) {
-		int err = summary_json(out, s, o, locs, rows);
+		int err = summary_json(out, s, o, locs, rows, hidden > 0);
 		free(locs);
 		return err;
 	}
@@ -123,6 +125,9 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	else if (rows < (size_t)n)
 		fprintf(out, "(%zu more %s; -n 0 shows all)\n", (size_t)n - rows,
 			mt_plural((size_t)n - rows, "location", "locations"));
+	if (hidden)
+		fprintf(out, "(import-system and memtrace frames hidden; --show-hidden-frames shows "
+			     "them)\n");
 	mt_strbuf_release(&sb);
 	free(locs);
 	return ferror(out) ? -EIO : 0;

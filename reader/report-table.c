@@ -2,9 +2,12 @@
 /*
  * The table report: the view's memory by allocating location (innermost
  * frame), thread and allocator, as an HTML page (reader/html/table.html)
- * that sorts and filters the rows.
+ * that sorts and filters the rows; each row with the text of its source
+ * line (reader/srclines.h).
  */
+#include "reader/frames.h"
 #include "reader/report.h"
+#include "reader/srclines.h"
 #include "util/json.h"
 #include "util/strbuf.h"
 
@@ -15,6 +18,7 @@
 #define MAX_ROWS 20000
 
 static const char no_frames[] = "<no Python frames>";
+static const char hidden_frames[] = MT_HIDDEN_FRAMES;
 
 struct row {
 	const char *function, *file;
@@ -55,9 +59,37 @@ static int row_cmp(const void *pa, const void *pb)
 	return c ? c : (a->allocator > b->allocator) - (a->allocator < b->allocator);
 }
 
-/* Rows of @view, merged by location, thread and allocator, biggest first.
- * Returns the number of rows (*@out malloc'ed) or -ENOMEM. */
-static ssize_t table_rows(const struct mt_snapshot *s, enum mt_view view, struct row **out)
+/* The innermost frame of stack @id (> 0) that is shown (@hide: the
+ * innermost one that reader/frames.h does not hide) into @r; 1 if @hide
+ * left a frame out. */
+static int innermost(const struct mt_snapshot *s, uint32_t id, int hide, struct row *r)
+{
+	uint32_t max = mt_snapshot_max_stack(s);
+	struct mt_frame f;
+	int skipped = 0;
+
+	for (uint32_t depth = 0; id && depth <= max; depth++) {
+		mt_snapshot_stack_frame(s, id, &f);
+		if (!hide || mt_frame_kind(f.function, f.file, f.native) == MT_FRAME_SHOWN) {
+			r->function = f.function;
+			r->file = f.file;
+			r->line = f.line;
+			return skipped;
+		}
+		skipped = 1;
+		id = mt_snapshot_stack_parent(s, id);
+	}
+	r->function = hidden_frames;
+	r->file = "";
+	r->line = 0;
+	return 1;
+}
+
+/* Rows of @view, merged by location, thread and allocator, biggest first,
+ * and whether a frame was hidden (@hide) into *@hidden. Returns the
+ * number of rows (*@out malloc'ed) or -ENOMEM. */
+static ssize_t table_rows(const struct mt_snapshot *s, enum mt_view view, int hide, int *hidden,
+			  struct row **out)
 {
 	const struct mt_site *sites;
 	size_t n_sites = mt_snapshot_sites(s, &sites), n = 0, nslots = 64;
@@ -77,13 +109,8 @@ static ssize_t table_rows(const struct mt_snapshot *s, enum mt_view view, struct
 		mt_usage_view(&sites[i].usage, view, &r.bytes, &r.count);
 		if (!r.bytes && !r.count)
 			continue;
-		if (sites[i].stack) {
-			struct mt_frame f;
-			mt_snapshot_stack_frame(s, sites[i].stack, &f);
-			r.function = f.function;
-			r.file = f.file;
-			r.line = f.line;
-		}
+		if (sites[i].stack && innermost(s, sites[i].stack, hide, &r))
+			*hidden = 1;
 		size_t j = row_hash(&r) & (nslots - 1);
 		while (slots[j] && !row_same(&v[slots[j] - 1], &r))
 			j = (j + 1) & (nslots - 1);
@@ -106,12 +133,13 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt__strtab strs = { 0 };
+	struct mt_srclines src = { 0 };
 	struct row *rows;
 	struct mt_json j;
 	uint64_t total_bytes = 0, total_count = 0, dropped_bytes = 0;
 	int64_t *idx = NULL;
-	int err = -ENOMEM;
-	ssize_t n = table_rows(s, o->view, &rows);
+	int err = -ENOMEM, hidden = 0;
+	ssize_t n = table_rows(s, o->view, !o->show_hidden, &hidden, &rows);
 
 	if (n < 0)
 		return (int)n;
@@ -122,14 +150,24 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 		if ((size_t)i >= shown)
 			dropped_bytes += rows[i].bytes;
 	}
-	idx = malloc((shown ? shown : 1) * 3 * sizeof(*idx));
+	idx = malloc((shown ? shown : 1) * 4 * sizeof(*idx));
 	if (!idx)
 		goto out;
 	for (size_t i = 0; i < shown; i++) {
 		const char *an = mt_allocator_name(rows[i].allocator);
-		if ((idx[3 * i] = mt__strtab_get(&strs, rows[i].function)) < 0 ||
-		    (idx[3 * i + 1] = mt__strtab_get(&strs, rows[i].file)) < 0 ||
-		    (idx[3 * i + 2] = mt__strtab_get(&strs, an ? an : "?")) < 0)
+		if ((idx[4 * i] = mt__strtab_get(&strs, rows[i].function)) < 0 ||
+		    (idx[4 * i + 1] = mt__strtab_get(&strs, rows[i].file)) < 0 ||
+		    (idx[4 * i + 2] = mt__strtab_get(&strs, an ? an : "?")) < 0)
+			goto out;
+		idx[4 * i + 3] = rows[i].line > 0 ? mt_srclines_add(&src, rows[i].file, rows[i].line) : -1;
+		if (rows[i].line > 0 && idx[4 * i + 3] < 0)
+			goto out;
+	}
+	if (mt_srclines_read(&src) < 0)
+		goto out;
+	for (size_t i = 0; i < shown; i++) {
+		const char *line = mt_srclines_text(&src, (long)idx[4 * i + 3]);
+		if ((idx[4 * i + 3] = line ? mt__strtab_get(&strs, line) : -1) < 0 && line)
 			goto out;
 	}
 	mt_json_init(&j, &sb, 0);
@@ -138,21 +176,23 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 	mt__html_describe(&j, s, o, total_bytes, total_count);
 	mt_json_u64(&j, "rows_dropped", (uint64_t)n - shown);
 	mt_json_u64(&j, "bytes_dropped", dropped_bytes);
+	mt_json_bool(&j, "frames_hidden", hidden);
 	mt__strtab_json(&j, "strings", &strs);
 	mt_json_begin_object(&j, "rows");
-	for (int col = 0; col < 7; col++) {
+	for (int col = 0; col < 8; col++) {
 		static const char *const names[] = { "fn", "file", "line", "thread",
-						     "allocator", "bytes", "count" };
+						     "allocator", "bytes", "count", "src" };
 		mt_json_begin_array(&j, names[col]);
 		for (size_t i = 0; i < shown; i++) {
 			switch (col) {
-			case 0: mt_json_i64(&j, NULL, idx[3 * i]); break;
-			case 1: mt_json_i64(&j, NULL, idx[3 * i + 1]); break;
+			case 0: mt_json_i64(&j, NULL, idx[4 * i]); break;
+			case 1: mt_json_i64(&j, NULL, idx[4 * i + 1]); break;
 			case 2: mt_json_i64(&j, NULL, rows[i].line); break;
 			case 3: mt_json_u64(&j, NULL, rows[i].thread); break;
-			case 4: mt_json_i64(&j, NULL, idx[3 * i + 2]); break;
+			case 4: mt_json_i64(&j, NULL, idx[4 * i + 2]); break;
 			case 5: mt_json_u64(&j, NULL, rows[i].bytes); break;
-			default: mt_json_u64(&j, NULL, rows[i].count); break;
+			case 6: mt_json_u64(&j, NULL, rows[i].count); break;
+			default: mt_json_i64(&j, NULL, idx[4 * i + 3]); break;
 			}
 		}
 		mt_json_end(&j);
@@ -163,6 +203,7 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 out:
 	free(idx);
 	free(rows);
+	mt_srclines_release(&src);
 	mt__strtab_release(&strs);
 	mt_strbuf_release(&sb);
 	return err;

@@ -142,7 +142,7 @@ int mt_report_tree(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 	uint32_t *idx = NULL, *marked = NULL;
 	unsigned char *mark = NULL;
 	char a[32], label[96];
-	int err = mt_ctree_build(&t, s, o->view, 0);
+	int err = mt_ctree_build(&t, s, o->view, 0, !o->show_hidden);
 
 	if (err < 0)
 		return err;
@@ -187,10 +187,11 @@ int mt_report_tree(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 		char tm[32];
 		fprintf(out, " at %s", mt__report_seconds(tm, sizeof(tm), s->peak_time_us));
 	}
-	fprintf(out, "\n%s %zu biggest of %zu allocating call %s%s\n\n",
+	fprintf(out, "\n%s %zu biggest of %zu allocating call %s%s%s\n\n",
 		shown == n_paths ? "All" : "The", shown, n_paths,
 		mt_plural(n_paths, "path", "paths"),
-		shown < n_paths ? " (-n 0 shows all)" : "");
+		shown < n_paths ? " (-n 0 shows all)" : "",
+		t.n_hidden ? "; import-system and memtrace frames hidden (--show-hidden-frames)" : "");
 	if (n_paths == 0) {
 		fprintf(out, "(nothing)\n");
 		err = 0;

@@ -33,6 +33,9 @@ struct mt_report_opts {
 	 * (mt_capture_set_progress()); NULL for nothing */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
 	void *progress_ctx;
+	int show_hidden;     /* summary, tree, flamegraph, table: the frames that
+			      * reader/frames.h hides too (the flamegraph's
+			      * checkbox starts ticked) */
 };
 
 /* mt_report_load() - open @o->path and build @s from it (read once), with

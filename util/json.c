@@ -14,8 +14,7 @@ void mt_json_init(struct mt_json *j, struct mt_strbuf *out, int pretty)
 	j->has_items[0] = 0;
 }
 
-/* Length of the valid UTF-8 sequence at @s (of at most @n bytes), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t mt_utf8_len(const unsigned char *s, size_t n)
 {
 	size_t len;
 	uint32_t cp;
@@ -46,7 +45,7 @@ void mt_json_escape(struct mt_strbuf *sb, const char *str, size_t n)
 	while (i < n) {
 		unsigned char c = s[i];
 		if (c >= 0x80) {
-			size_t l = utf8_len(s + i, n - i);
+			size_t l = mt_utf8_len(s + i, n - i);
 			if (!l) {
 				mt_strbuf_addstr(sb, "\\ufffd");
 				i++;

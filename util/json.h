@@ -50,5 +50,8 @@ void mt_json_null(struct mt_json *j, const char *key);
 
 /* mt_json_escape() - append @s as a quoted JSON string. */
 void mt_json_escape(struct mt_strbuf *sb, const char *s, size_t len);
+/* mt_utf8_len() - the length of the valid UTF-8 sequence of two bytes or
+ * more at @s (of at most @n bytes), or 0 (ASCII is not one). */
+size_t mt_utf8_len(const unsigned char *s, size_t n);
 
 #endif /* MT_UTIL_JSON_H */

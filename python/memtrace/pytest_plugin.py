@@ -64,6 +64,11 @@ def format_size(n):
 
 
 _THIS_FILE = __file__
+_PACKAGE_DIR = os.path.dirname(__file__) + os.sep
+_IMPORT_FILES = (os.sep + os.path.join("importlib", "_bootstrap.py"),
+                 os.sep + os.path.join("importlib", "_bootstrap_external.py"))
+#: what stands for a stack whose frames are all hidden (as the reports say)
+_HIDDEN = ("<hidden frames>", "", 0)
 
 
 def _test_frames(frames):
@@ -73,6 +78,17 @@ def _test_frames(frames):
         if f[1] == _THIS_FILE:
             return frames[:i]
     return frames
+
+
+def _shown(frames):
+    """@frames as the messages show them: without the import system's
+    frames and memtrace's own (the Tracker's __exit__), as the reports hide
+    them; a stack of such frames alone is one "<hidden frames>" frame. The
+    checks count the stacks whole."""
+    shown = [f for f in frames
+             if not (f[1].startswith("<frozen importlib.") or f[1].endswith(_IMPORT_FILES)
+                     or f[1].startswith(_PACKAGE_DIR))]
+    return shown if shown or not frames else [_HIDDEN]
 
 
 def _per_stack(records, native=False):
@@ -90,6 +106,8 @@ def _per_stack(records, native=False):
 
 def _where(frame, rootdir):
     function, filename, line = frame
+    if not filename:
+        return function
     try:
         rel = os.path.relpath(filename, rootdir)
         if not rel.startswith(os.pardir):
@@ -352,7 +370,7 @@ class _Manager:
 
     def _top(self, records, n):
         groups = sorted(_per_stack(records, self.native), key=lambda g: g[0], reverse=True)
-        return [(size, count, frames[:self.stacks]) for size, count, frames in groups[:n]]
+        return [(size, count, _shown(frames)[:self.stacks]) for size, count, frames in groups[:n]]
 
     def _describe(self, top):
         lines = []
@@ -407,7 +425,7 @@ class _Manager:
                     if filter_fn is not None and not filter_fn(
                             Stack(tuple(StackFrame(*f) for f in frames))):
                         continue
-                    bad.append((size, count, frames[:max(self.stacks, 5)]))
+                    bad.append((size, count, _shown(frames)[:max(self.stacks, 5)]))
                 if bad:
                     bad.sort(key=lambda b: b[0], reverse=True)
                     if problems:

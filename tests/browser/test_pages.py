@@ -168,7 +168,8 @@ def test_table(browser, memtrace, capture):
                  "f.dispatchEvent(new Event('input'))")
     assert browser.eval("memtrace.state.shown") == ["work"]
     cells = browser.eval("Array.from(document.querySelectorAll('#rows td')).map(td => td.textContent)")
-    assert cells == ["work", "/app/worker.py:5", "5.00 MiB", "35.71%", "1", "malloc", "worker (tid 101)"]
+    # no source text: /app/worker.py is not on this machine
+    assert cells == ["work", "/app/worker.py:5", "", "5.00 MiB", "35.71%", "1", "malloc", "worker (tid 101)"]
     shot(browser, "table")
     check_clean(browser, page)
 
@@ -230,5 +231,148 @@ def test_native_frames_are_blue(browser, memtrace, tmp_path):
         assert b["native"] is native and (190 <= hue < 235 if native else hue < 55), b
     x, y = centre(browser, "mt_native_a")
     browser.move(x, y)
-    assert "[C] mt_native_a" in browser.eval("document.getElementById('tooltip').innerText")
+    tip = browser.eval("document.getElementById('tooltip').innerText")
+    assert "[C] mt_native_a" in tip
+    # a C frame's line too, its source being readable here
+    assert "void *p = mt_native_b(n); /* native-target: b call */" in tip, tip
     shot(browser, "flamegraph-native")
+
+
+REAL_MOD = "BLOCK = bytearray(3 * 1024 * 1024)  # held by the module\n"
+REAL_PROG = """\
+import memtrace
+with memtrace.Tracker("real.bin"):
+    import real_mod
+    mine = bytearray(2 * 1024 * 1024)  # the script's own block
+"""
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    """A real capture: a script that, under a memtrace.Tracker, imports a
+    module of its own that allocates 3 MB at import time (the import
+    system's frames are on its stacks), and allocates 2 MB itself; every
+    object through malloc, so that the Tracker's own small allocations in
+    __exit__ are seen."""
+    from conftest import BUILD, ROOT
+    d = tmp_path_factory.mktemp("real")
+    (d / "real_mod.py").write_text(REAL_MOD)
+    (d / "prog.py").write_text(REAL_PROG)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), MEMTRACE_BUILD_DIR=BUILD,
+               PYTHONMALLOC="malloc")
+    run("/usr/bin/python3", "prog.py", cwd=d, env=env)
+    return d / "real.bin"
+
+
+# every node of the tree the page built: [name, file, line, depth, total]
+TREE_NODES = """(function () {
+  var out = [], stack = [memtrace.state.tree];
+  while (stack.length) {
+    var n = stack.pop();
+    out.push([n.name, n.file, n.line, n.depth, n.total]);
+    Array.prototype.push.apply(stack, n.children);
+  }
+  return out;
+})()"""
+
+
+def hidden_kinds(nodes):
+    return sorted({f for _, f, _, _, _ in nodes
+                   if f.startswith("<frozen importlib") or f.endswith("/memtrace/tracker.py")})
+
+
+def toggle_hidden(b):
+    b.eval("document.getElementById('showhidden').click()")
+
+
+def tooltip_of(b, name, file, line):
+    box = [x for x in drawn(b) if (x["name"], x["file"], x["line"]) == (name, file, line)][0]
+    r = b.eval("(function(){var r=document.getElementById('flame').getBoundingClientRect();"
+               "return [r.left, r.top];})()")
+    b.move(r[0] + box["x"] + box["w"] / 2, r[1] + box["depth"] * 18 + 9)
+    return b.eval("document.getElementById('tooltip').innerText")
+
+
+def test_import_system_frames_hidden_and_source_lines(browser, memtrace, real):
+    page = render(memtrace, real, "flamegraph", name="real-peak")
+    prog, mod = str(real.with_name("prog.py")), str(real.with_name("real_mod.py"))
+    browser.open(page)
+    check_clean(browser, page)
+    total = browser.eval("memtrace.data.total_bytes")
+    assert browser.eval("document.getElementById('showhidden').checked") is False
+    nodes = browser.eval(TREE_NODES)
+    assert hidden_kinds(nodes) == [] and nodes[0][4] == total
+    # the module's line right under the line that imported it
+    byloc = {(n[0], n[1], n[2]): n for n in nodes}
+    assert byloc[("<module>", prog, 3)][3] == 1 and byloc[("<module>", mod, 1)][3] == 2
+    assert byloc[("<module>", mod, 1)][4] >= 3 * 1024 * 1024
+    # the tooltips show the lines' text, as the files have it
+    tip = tooltip_of(browser, "<module>", mod, 1)
+    assert REAL_MOD.strip() in tip and mod + ":1" in tip
+    assert "import real_mod" in tooltip_of(browser, "<module>", prog, 3)
+    tip = tooltip_of(browser, "<module>", prog, 4)
+    assert "mine = bytearray(2 * 1024 * 1024)  # the script's own block" in tip
+    shot(browser, "flamegraph-real-hidden")
+
+    # the checkbox brings the import system back, with the same totals
+    toggle_hidden(browser)
+    nodes = browser.eval(TREE_NODES)
+    assert any(f.startswith("<frozen importlib._bootstrap") for f in hidden_kinds(nodes)), nodes
+    assert nodes[0][4] == total
+    byloc = {(n[0], n[1], n[2]): n for n in nodes}
+    assert byloc[("<module>", mod, 1)][3] > 2
+    assert "_find_and_load" in [n[0] for n in nodes]
+    shot(browser, "flamegraph-real-shown")
+    # inverted, hidden again: still none, same total
+    browser.eval("document.getElementById('invert').click()")
+    toggle_hidden(browser)
+    nodes = browser.eval(TREE_NODES)
+    assert hidden_kinds(nodes) == [] and nodes[0][4] == total
+    check_clean(browser, page)
+
+
+def test_memtrace_frames_hidden(browser, memtrace, real):
+    # the Tracker's __exit__ allocates a little, freed at once: temporary
+    page = render(memtrace, real, "flamegraph", "--temporary-allocations", name="real-temp")
+    browser.open(page)
+    check_clean(browser, page)
+    total = browser.eval("memtrace.data.total_bytes")
+    nodes = browser.eval(TREE_NODES)
+    assert hidden_kinds(nodes) == [] and nodes[0][4] == total
+    toggle_hidden(browser)
+    shown = browser.eval(TREE_NODES)
+    assert shown[0][4] == total
+    exits = [n for n in shown if n[1].endswith("/memtrace/tracker.py")]
+    assert exits and all(n[0] == "Tracker.__exit__" for n in exits), shown
+    # shown, its text is memtrace's own source line
+    assert "Tracker.__exit__" in [b["name"] for b in drawn(browser)]
+    toggle_hidden(browser)
+    assert hidden_kinds(browser.eval(TREE_NODES)) == []
+    # started with them shown
+    page = render(memtrace, real, "flamegraph", "--temporary-allocations", "--show-hidden-frames",
+                  name="real-temp-shown")
+    browser.open(page)
+    assert browser.eval("document.getElementById('showhidden').checked") is True
+    assert [n for n in browser.eval(TREE_NODES) if n[1].endswith("/memtrace/tracker.py")]
+    check_clean(browser, page)
+
+
+def test_table_source_column_and_hidden_frames(browser, memtrace, real):
+    page = render(memtrace, real, "table", name="real-table")
+    browser.open(page)
+    check_clean(browser, page)
+    rows = browser.eval("Array.from(document.querySelectorAll('#rows tr')).map("
+                        "tr => Array.from(tr.children).map(td => td.textContent))")
+    srcs = {r[1]: r[2] for r in rows}
+    mod = str(real.with_name("real_mod.py"))
+    assert srcs[mod + ":1"] == REAL_MOD.strip()
+    assert not any(loc.startswith("<frozen") or "/memtrace/" in loc for loc in srcs), srcs
+    notes = browser.eval("Array.from(document.querySelectorAll('#notes .note')).map(e => e.textContent)")
+    assert any("import system and of memtrace are hidden" in n for n in notes), notes
+    # the filter finds a row by its source text
+    browser.eval("var f=document.getElementById('filter'); f.value='held by the module';"
+                 "f.dispatchEvent(new Event('input'))")
+    locs = browser.eval("Array.from(document.querySelectorAll('#rows tr')).map("
+                        "tr => tr.children[1].textContent)")
+    assert locs and set(locs) == {mod + ":1"}, locs  # one row per allocator
+    shot(browser, "table-real")

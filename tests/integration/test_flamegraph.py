@@ -41,7 +41,8 @@ def test_flamegraph_peak_golden(memtrace, tmp_path):
     assert d["nodes"] == {"parent": [0, 0, 1, 1], "fn": [-1, 0, 2, 3], "file": [-1, 1, 1, 1],
                           "line": [0, 1, 5, 9], "thread": [0, 0, 0, 0],
                           "bytes": [0, 0, 10 * MB, 3 * MB], "count": [0, 0, 1, 1],
-                          "native": [0, 0, 0, 0], "merged": []}
+                          "native": [0, 0, 0, 0], "hidden": [0, 0, 0, 0],
+                          "src": [-1, -1, -1, -1], "merged": []}
     assert d["merge"] == {"nodes": 0, "below_bytes": 0}
     assert d["memory"] == {"time_us": [1000], "rss": [40 * MB], "heap": [13 * MB],
                            "peak": {"time_us": 0, "heap": 13 * MB}}

@@ -353,3 +353,44 @@ def test_current_thread_only_and_marker_arguments(tmp_path):
     }, p.stdout
     assert "takes a limit and current_thread_only, not per_thread" in \
         messages["test_unknown_keyword"], messages
+
+
+HIDDEN_SUITE = """\
+import pytest
+
+
+@pytest.mark.limit_leaks("1 KB")
+def test_imports():
+    import leaky_mod
+
+
+def test_nothing():
+    pass
+"""
+
+
+def test_messages_hide_import_system_and_memtrace_frames(tmp_path):
+    """As the reports: a leak made while importing names the module's line,
+    then the test's, with no importlib frame between; memtrace's own
+    Tracker.__exit__ is never named, its allocations being "<hidden
+    frames>"."""
+    (tmp_path / "leaky_mod.py").write_text("KEPT = bytearray(50_000)  # LEAK\n")
+    suite = tmp_path / "test_hidden.py"
+    suite.write_text(HIDDEN_SUITE)
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD, PYTHONMALLOC="malloc")
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
+                        "no:cacheprovider", "-q", "--memtrace", "--memtrace-stacks", "5",
+                        "--most-allocations", "0", str(suite)],
+                       cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, timeout=120)
+    assert p.returncode == 1, p.stdout
+    out = p.stdout
+    assert ("from:\n        <module> at leaky_mod.py:1\n        test_imports at test_hidden.py:6\n"
+            in out), out
+    assert "frozen" not in out and "_bootstrap" not in out, out
+    assert "tracker.py" not in out and "__exit__" not in out, out
+    report = out.split("memtrace: tests with the highest peak memory", 1)[1]
+    nothing = report.split("test_hidden.py::test_nothing", 1)[1]
+    # what the empty test allocated is memtrace's own, leaving the block
+    assert "<hidden frames>" in nothing.split("test_hidden.py::", 1)[0], report
