@@ -88,24 +88,114 @@ static int cmp_site_thread(const void *a, const void *b, void *arg)
 	return i < j ? -1 : i > j;
 }
 
+/* What finding a stack's node keeps between stacks: each trie node's
+ * tree node for the thread being walked (stamped with that thread + 1). */
+struct walker {
+	struct builder b;
+	const struct mt_snapshot *s;
+	uint32_t max;
+	uint32_t *memo, *stamp, *chain;
+	size_t chain_cap;
+	int hide;
+};
+
+static int walker_init(struct walker *w, struct mt_ctree *t, const struct mt_snapshot *s, int hide)
+{
+	memset(w, 0, sizeof(*w));
+	w->b = (struct builder){ t, 1024, NULL, 0 };
+	w->s = s;
+	w->hide = hide;
+	w->max = mt_snapshot_max_stack(s);
+	w->memo = calloc((size_t)w->max + 1, sizeof(*w->memo));
+	w->stamp = calloc((size_t)w->max + 1, sizeof(*w->stamp));
+	memset(t, 0, sizeof(*t));
+	t->v = calloc(w->b.cap, sizeof(*t->v));
+	if (!t->v || !w->memo || !w->stamp)
+		return -ENOMEM;
+	t->n = 1; /* the root */
+	return 0;
+}
+
+static void walker_release(struct walker *w)
+{
+	free(w->b.slots);
+	free(w->memo);
+	free(w->stamp);
+	free(w->chain);
+}
+
+/* The node of stack @stack for @thread, made with its ancestors if new;
+ * -1 when out of memory. */
+static int64_t path_node(struct walker *w, uint32_t stack, uint32_t thread)
+{
+	struct mt_ctree *t = w->b.t;
+	uint32_t mark = thread + 1, max = w->max;
+	int64_t node;
+
+	if (stack == 0) {
+		struct mt_frame f = { no_frames, "", 0, 0 };
+		return child(&w->b, 0, &f, thread);
+	}
+	/* up to the first resolved ancestor, then back down */
+	size_t depth = 0;
+	uint32_t id = stack;
+	while (id && !(id <= max && w->stamp[id] == mark) && depth <= (size_t)max) {
+		if (depth == w->chain_cap) {
+			size_t n = w->chain_cap ? w->chain_cap * 2 : 256;
+			uint32_t *nc = realloc(w->chain, n * sizeof(*nc));
+			if (!nc)
+				return -1;
+			w->chain = nc;
+			w->chain_cap = n;
+		}
+		w->chain[depth++] = id;
+		id = mt_snapshot_stack_parent(w->s, id);
+	}
+	node = id && id <= max && w->stamp[id] == mark ? w->memo[id] : 0;
+	while (depth--) {
+		struct mt_frame f;
+		uint32_t at = w->chain[depth];
+		mt_snapshot_stack_frame(w->s, at, &f);
+		if (w->hide && mt_frame_kind(f.function, f.file, f.native) != MT_FRAME_SHOWN)
+			t->n_hidden++; /* its callees join its caller */
+		else if ((node = child(&w->b, (uint32_t)node, &f, thread)) < 0)
+			return -1;
+		if (at <= max) {
+			w->memo[at] = (uint32_t)node;
+			w->stamp[at] = mark;
+		}
+	}
+	if (node == 0) { /* hidden frames alone */
+		struct mt_frame f = { hidden_frames, "", 0, 0 };
+		node = child(&w->b, 0, &f, thread);
+	}
+	return node;
+}
+
+/* Every node's totals from the own figures, leaves up. */
+static void sum_totals(struct mt_ctree *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		t->v[i].total_bytes = t->v[i].own_bytes;
+		t->v[i].total_count = t->v[i].own_count;
+	}
+	for (size_t i = t->n; i-- > 1;) {
+		struct mt_ctree_node *p = &t->v[t->v[i].parent];
+		p->total_bytes += t->v[i].total_bytes;
+		p->total_count += t->v[i].total_count;
+	}
+}
+
 int mt_ctree_build(struct mt_ctree *t, const struct mt_snapshot *s, enum mt_view view,
 		   int split_threads, int hide)
 {
-	struct builder b = { t, 1024, NULL, 0 };
 	const struct mt_site *sites;
 	size_t n_sites = mt_snapshot_sites(s, &sites);
-	uint32_t max = mt_snapshot_max_stack(s);
-	uint32_t *memo = calloc((size_t)max + 1, sizeof(*memo));
-	uint32_t *stamp = calloc((size_t)max + 1, sizeof(*stamp));
-	uint32_t *chain = NULL;
-	size_t chain_cap = 0;
+	uint32_t *order = NULL;
+	struct walker w;
 	int err = -ENOMEM;
 
-	uint32_t *order = NULL;
-
-	memset(t, 0, sizeof(*t));
-	t->v = calloc(b.cap, sizeof(*t->v));
-	if (!t->v || !memo || !stamp)
+	if (walker_init(&w, t, s, hide) < 0)
 		goto out;
 	/* With threads apart, the memo holds one thread's nodes at a time:
 	 * take each thread's sites together, or alternating threads would
@@ -118,76 +208,48 @@ int mt_ctree_build(struct mt_ctree *t, const struct mt_snapshot *s, enum mt_view
 			order[i] = (uint32_t)i;
 		qsort_r(order, n_sites, sizeof(*order), cmp_site_thread, (void *)sites);
 	}
-	t->n = 1; /* the root */
 	for (size_t k = 0; k < n_sites; k++) {
 		size_t i = order ? order[k] : k;
 		uint64_t bytes, count;
 		mt_usage_view(&sites[i].usage, view, &bytes, &count);
 		if (!bytes && !count)
 			continue;
-		uint32_t thread = split_threads ? sites[i].thread : 0;
-		uint32_t mark = thread + 1;
-		int64_t node;
-		if (sites[i].stack == 0) {
-			struct mt_frame f = { no_frames, "", 0, 0 };
-			node = child(&b, 0, &f, thread);
-			if (node < 0)
-				goto out;
-		} else {
-			/* up to the first resolved ancestor, then back down */
-			size_t depth = 0;
-			uint32_t id = sites[i].stack;
-			while (id && !(id <= max && stamp[id] == mark) && depth <= (size_t)max) {
-				if (depth == chain_cap) {
-					size_t n = chain_cap ? chain_cap * 2 : 256;
-					uint32_t *nc = realloc(chain, n * sizeof(*nc));
-					if (!nc)
-						goto out;
-					chain = nc;
-					chain_cap = n;
-				}
-				chain[depth++] = id;
-				id = mt_snapshot_stack_parent(s, id);
-			}
-			node = id && id <= max && stamp[id] == mark ? memo[id] : 0;
-			while (depth--) {
-				struct mt_frame f;
-				mt_snapshot_stack_frame(s, chain[depth], &f);
-				if (hide && mt_frame_kind(f.function, f.file, f.native) != MT_FRAME_SHOWN)
-					t->n_hidden++; /* its callees join its caller */
-				else if ((node = child(&b, (uint32_t)node, &f, thread)) < 0)
-					goto out;
-				if (chain[depth] <= max) {
-					memo[chain[depth]] = (uint32_t)node;
-					stamp[chain[depth]] = mark;
-				}
-			}
-			if (node == 0) { /* hidden frames alone */
-				struct mt_frame f = { hidden_frames, "", 0, 0 };
-				node = child(&b, 0, &f, thread);
-				if (node < 0)
-					goto out;
-			}
-		}
+		int64_t node = path_node(&w, sites[i].stack, split_threads ? sites[i].thread : 0);
+		if (node < 0)
+			goto out;
 		t->v[node].own_bytes += bytes;
 		t->v[node].own_count += count;
 	}
-	for (size_t i = 0; i < t->n; i++) {
-		t->v[i].total_bytes = t->v[i].own_bytes;
-		t->v[i].total_count = t->v[i].own_count;
-	}
-	for (size_t i = t->n; i-- > 1;) {
-		struct mt_ctree_node *p = &t->v[t->v[i].parent];
-		p->total_bytes += t->v[i].total_bytes;
-		p->total_count += t->v[i].total_count;
-	}
+	sum_totals(t);
 	err = 0;
 out:
 	free(order);
-	free(b.slots);
-	free(memo);
-	free(stamp);
-	free(chain);
+	walker_release(&w);
+	if (err)
+		mt_ctree_release(t);
+	return err;
+}
+
+int mt_ctree_build_paths(struct mt_ctree *t, const struct mt_snapshot *s, const uint32_t *stacks,
+			 const uint64_t *bytes, const uint64_t *counts, size_t n, uint32_t *node_of)
+{
+	struct walker w;
+	int err = -ENOMEM;
+
+	if (walker_init(&w, t, s, 0) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		int64_t node = path_node(&w, stacks[i], 0);
+		if (node < 0)
+			goto out;
+		t->v[node].own_bytes += bytes[i];
+		t->v[node].own_count += counts[i];
+		node_of[i] = (uint32_t)node;
+	}
+	sum_totals(t);
+	err = 0;
+out:
+	walker_release(&w);
 	if (err)
 		mt_ctree_release(t);
 	return err;
@@ -208,11 +270,19 @@ static int cmp_keep(const void *a, const void *b, void *arg)
 
 int mt_ctree_prune(struct mt_ctree *t, double min_fraction, size_t max_nodes)
 {
+	return mt_ctree_prune_map(t, min_fraction, max_nodes, NULL);
+}
+
+int mt_ctree_prune_map(struct mt_ctree *t, double min_fraction, size_t max_nodes, uint32_t *remap)
+{
 	uint64_t root = t->n ? t->v[0].total_bytes : 0;
 	uint64_t cut = (uint64_t)(min_fraction * (double)root);
 
-	if (t->n <= 1)
+	if (t->n <= 1) {
+		for (size_t i = 0; remap && i < t->n; i++)
+			remap[i] = (uint32_t)i;
 		return 0;
+	}
 	if (max_nodes < 2)
 		max_nodes = 2;
 	if (cut == 0)
@@ -290,6 +360,17 @@ int mt_ctree_prune(struct mt_ctree *t, double min_fraction, size_t max_nodes)
 		nv[m].own_count += c->total_count;
 		nv[m].total_bytes += c->total_bytes;
 		nv[m].total_count += c->total_count;
+	}
+	/* each old node to its new one: itself if kept, else the merged node
+	 * its topmost dropped ancestor went to (parents come first) */
+	for (size_t i = 0; remap && i < t->n; i++) {
+		const struct mt_ctree_node *c = &t->v[i];
+		if (map[i])
+			remap[i] = map[i] - 1;
+		else if (map[c->parent])
+			remap[i] = merged_of[map[c->parent] - 1] - 1;
+		else
+			remap[i] = remap[c->parent];
 	}
 	free(map);
 	free(merged_of);

@@ -50,11 +50,23 @@ struct mt_ctree {
 int mt_ctree_build(struct mt_ctree *t, const struct mt_snapshot *s, enum mt_view view,
 		   int split_threads, int hide);
 
+/* mt_ctree_build_paths() - the tree of the @n stacks @stacks (one thread,
+ * no frame left out), stack @stacks[i] with own @bytes[i] and @counts[i]
+ * (a stack may come more than once), its node into @node_of[i]. Returns
+ * 0 or -ENOMEM (then @t is empty). */
+int mt_ctree_build_paths(struct mt_ctree *t, const struct mt_snapshot *s, const uint32_t *stacks,
+			 const uint64_t *bytes, const uint64_t *counts, size_t n, uint32_t *node_of);
+
 /* mt_ctree_prune() - keep the root and the nodes whose total bytes are at
  * least @min_fraction of the root's and among the @max_nodes largest;
  * the rest of each kept node's children become one merged child. Returns
  * 0 or -ENOMEM (then @t is unchanged). */
 int mt_ctree_prune(struct mt_ctree *t, double min_fraction, size_t max_nodes);
+
+/* mt_ctree_prune_map() - mt_ctree_prune(), saying in @remap (one entry
+ * per node before, or NULL) which node each became: itself, or the
+ * merged node that stands for it. */
+int mt_ctree_prune_map(struct mt_ctree *t, double min_fraction, size_t max_nodes, uint32_t *remap);
 
 void mt_ctree_release(struct mt_ctree *t);
 
