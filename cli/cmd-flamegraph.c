@@ -2,13 +2,14 @@
 /* memtrace flamegraph: one self-contained HTML page of a view. */
 #include "cli/cmd.h"
 #include "reader/report.h"
+#include "util/error.h"
 
 #include <getopt.h> /* struct option */
 
 static const char usage[] =
 	"usage: memtrace flamegraph [-o OUT.html] [-f] [--leaks | --temporary-allocations\n"
 	"                           [--temporary-allocation-threshold N]] [--python-only] [--inverted]\n"
-	"                           [--split-threads] [--show-hidden-frames] [-q] CAPTURE\n"
+	"                           [--split-threads] [--temporal] [--show-hidden-frames] [-q] CAPTURE\n"
 	"\n"
 	"  -o, --output OUT     the page to write (default memtrace-flamegraph-<capture\n"
 	"                       name>.html beside the capture; - for standard output)\n"
@@ -21,6 +22,9 @@ static const char usage[] =
 	"  --python-only        with native stacks: the Python frames alone\n"
 	"  --inverted           start with callers below the allocating functions\n"
 	"  --split-threads      a thread filter in the page\n"
+	"  --temporal           choose a range of time on the page's memory plot: the graph\n"
+	"                       shows what was allocated in it and still live at its end\n"
+	"                       (or at the heap's highest point in it, or never freed)\n"
 	"  --show-hidden-frames start with the frames of the import system and of memtrace\n"
 	"                       shown (the page has a checkbox for them)\n"
 	"  -q, --quiet          no progress line on the terminal while the capture is read\n";
@@ -33,6 +37,7 @@ int cmd_flamegraph(int argc, char **argv)
 	const struct option own[] = {
 		{ "inverted", no_argument, &a.o.inverted, 1 },
 		{ "split-threads", no_argument, &a.o.split_threads, 1 },
+		{ "temporal", no_argument, &a.o.temporal, 1 },
 		{ NULL, 0, NULL, 0 },
 	};
 	const struct mt_report_cmd cmd = {
@@ -44,5 +49,12 @@ int cmd_flamegraph(int argc, char **argv)
 	};
 	int rc = mt_cli_report_args(argc, argv, &cmd, &a);
 
-	return rc >= 0 ? rc : mt_cli_report_write(&cmd, &a);
+	if (rc >= 0)
+		return rc;
+	if (a.o.temporal && (a.o.view == MT_VIEW_TEMPORARY || a.o.split_threads)) {
+		mt_error(0, "flamegraph: --temporal does not go with %s",
+			 a.o.split_threads ? "--split-threads" : "--temporary-allocations");
+		return 2;
+	}
+	return mt_cli_report_write(&cmd, &a);
 }

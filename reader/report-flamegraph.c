@@ -13,6 +13,7 @@
 #include "reader/calltree.h"
 #include "reader/report.h"
 #include "reader/srclines.h"
+#include "reader/temporal.h"
 #include "util/json.h"
 #include "util/strbuf.h"
 
@@ -51,8 +52,104 @@ static void json_memory(struct mt_json *j, const struct mt_snapshot *s)
 	mt_json_end(j);
 }
 
+/* ------------------------------------------------------------------------
+ * Temporal: the tree of the call paths with intervals (reader/temporal.h),
+ * pruned by the bytes of their intervals, and the intervals by node, for
+ * the page to sum over the range of time chosen on its memory plot.
+ * ---------------------------------------------------------------------- */
+struct temporal {
+	struct mt_interval *iv;
+	size_t n;
+	uint32_t *node; /* by interval */
+};
+
+static int temporal_tree(struct mt_ctree *t, const struct mt_snapshot *s,
+			 const struct mt_report_opts *o, struct temporal *tp)
+{
+	const struct mt_temporal *T = mt_snapshot_temporal(s);
+	uint32_t *keys = NULL, *remap = NULL;
+	uint64_t *bytes = NULL, *counts = NULL;
+	int err = -ENOMEM;
+
+	long n = mt_temporal_intervals(T, &tp->iv);
+	if (n < 0)
+		return (int)n;
+	tp->n = (size_t)n;
+	keys = malloc((tp->n + 1) * sizeof(*keys));
+	bytes = malloc((tp->n + 1) * sizeof(*bytes));
+	counts = malloc((tp->n + 1) * sizeof(*counts));
+	tp->node = malloc((tp->n + 1) * sizeof(*tp->node));
+	if (!keys || !bytes || !counts || !tp->node)
+		goto out;
+	for (size_t i = 0; i < tp->n; i++) {
+		keys[i] = tp->iv[i].key;
+		bytes[i] = tp->iv[i].bytes;
+		counts[i] = tp->iv[i].count;
+	}
+	err = mt_ctree_build_paths(t, s, keys, bytes, counts, tp->n, tp->node);
+	if (err < 0)
+		goto out;
+	err = -ENOMEM;
+	if (!(remap = malloc(t->n * sizeof(*remap))))
+		goto out;
+	err = mt_ctree_prune_map(t, o->min_fraction > 0 ? o->min_fraction : DEFAULT_MIN_FRACTION,
+				 o->max_nodes ? o->max_nodes : DEFAULT_MAX_NODES, remap);
+	if (err < 0)
+		goto out;
+	for (size_t i = 0; i < tp->n; i++)
+		tp->node[i] = remap[tp->node[i]];
+	err = 0;
+out:
+	free(keys);
+	free(bytes);
+	free(counts);
+	free(remap);
+	return err;
+}
+
+/* the boundaries (their times and tracked heap) and the intervals */
+static void json_temporal(struct mt_json *j, const struct mt_snapshot *s, const struct temporal *tp)
+{
+	const struct mt_temporal *T = mt_snapshot_temporal(s);
+	uint32_t nb = mt_temporal_boundaries(T);
+
+	mt_json_begin_object(j, "temporal");
+	for (int col = 0; col < 2; col++) {
+		mt_json_begin_array(j, col ? "heap" : "time_us");
+		for (uint32_t b = 0; b < nb; b++) {
+			uint64_t i = (uint64_t)b << T->shift;
+			int end = b + 1 == nb || i >= s->n_samples;
+			if (col)
+				mt_json_u64(j, NULL, end ? s->heap_end : s->samples[i].heap);
+			else
+				mt_json_u64(j, NULL, end ? s->end_time_us : s->samples[i].time_us);
+		}
+		mt_json_end(j);
+	}
+	mt_json_u64(j, "samples_per_boundary", 1ull << T->shift);
+	mt_json_begin_object(j, "intervals");
+	for (int col = 0; col < 5; col++) {
+		static const char *const names[] = { "node", "a", "f", "bytes", "count" };
+		mt_json_begin_array(j, names[col]);
+		for (size_t i = 0; i < tp->n; i++) {
+			const struct mt_interval *e = &tp->iv[i];
+			switch (col) {
+			case 0: mt_json_u64(j, NULL, tp->node[i]); break;
+			case 1: mt_json_u64(j, NULL, e->a); break;
+			case 2: mt_json_i64(j, NULL, e->f == MT_TEMPORAL_LIVE ? -1 : (int64_t)e->f); break;
+			case 3: mt_json_u64(j, NULL, e->bytes); break;
+			default: mt_json_u64(j, NULL, e->count); break;
+			}
+		}
+		mt_json_end(j);
+	}
+	mt_json_end(j);
+	mt_json_end(j);
+}
+
 int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o)
 {
+	struct temporal tp = { 0 };
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt__strtab strs = { 0 };
 	struct mt_srclines src = { 0 };
@@ -61,14 +158,25 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	int64_t *fn = NULL, *file = NULL, *text = NULL;
 	int err;
 
-	err = mt_ctree_build(&t, s, o->view, o->split_threads, 0);
-	if (err < 0)
-		return err;
-	uint64_t total_bytes = t.v[0].total_bytes, total_count = t.v[0].total_count;
-	err = mt_ctree_prune(&t, o->min_fraction > 0 ? o->min_fraction : DEFAULT_MIN_FRACTION,
-			     o->max_nodes ? o->max_nodes : DEFAULT_MAX_NODES);
-	if (err < 0)
-		goto out;
+	if (o->temporal && mt_snapshot_temporal(s)) {
+		err = temporal_tree(&t, s, o, &tp);
+		if (err < 0) {
+			free(tp.iv);
+			free(tp.node);
+			return err;
+		}
+	} else {
+		err = mt_ctree_build(&t, s, o->view, o->split_threads, 0);
+		if (err < 0)
+			return err;
+		err = mt_ctree_prune(&t, o->min_fraction > 0 ? o->min_fraction : DEFAULT_MIN_FRACTION,
+				     o->max_nodes ? o->max_nodes : DEFAULT_MAX_NODES);
+		if (err < 0)
+			goto out;
+	}
+	/* the temporal page's totals are the range's, computed in the page */
+	uint64_t total_bytes = tp.iv ? s->heap_end : t.v[0].total_bytes;
+	uint64_t total_count = tp.iv ? s->leak_count : t.v[0].total_count;
 	err = -ENOMEM;
 	fn = malloc(t.n * sizeof(*fn));
 	file = malloc(t.n * sizeof(*file));
@@ -139,9 +247,13 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	mt_json_end(&j);
 	mt_json_end(&j);
 	json_memory(&j, s);
+	if (tp.iv)
+		json_temporal(&j, s, &tp);
 	mt_json_end(&j);
 	err = mt__html_write(out, MT__HTML_FLAMEGRAPH, &sb);
 out:
+	free(tp.iv);
+	free(tp.node);
 	free(fn);
 	free(file);
 	free(text);

@@ -84,7 +84,8 @@ int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 		   void (*warn)(void *ctx, const char *msg), void *ctx, char *msg, size_t len)
 {
 	struct mt_snapshot_opts so = { .temp_threshold = o->temp_threshold,
-				       .python_only = o->python_only, .growth = o->growth };
+				       .python_only = o->python_only, .growth = o->growth,
+				       .temporal = o->temporal };
 	struct load_ctx l = { NULL, warn, ctx };
 	int err = mt_capture_open_flags(o->path, o->open_flags, &l.cap);
 
@@ -99,10 +100,10 @@ int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 		mt_capture_close(l.cap);
 		return -EINVAL;
 	}
-	if ((mt_capture_header(l.cap)->flags & MT_HDR_AGGREGATED) && o->growth) {
-		snprintf(msg, len, "cannot follow growth in '%s': it is an aggregated capture, which "
-				   "keeps no history of the allocations (capture without --aggregate)",
-			 o->path);
+	if ((mt_capture_header(l.cap)->flags & MT_HDR_AGGREGATED) && (o->growth || o->temporal)) {
+		snprintf(msg, len, "cannot %s '%s': it is an aggregated capture, which keeps no "
+				   "history of the allocations (capture without --aggregate)",
+			 o->growth ? "follow growth in" : "show the temporal flame graph of", o->path);
 		mt_capture_close(l.cap);
 		return -EINVAL;
 	}

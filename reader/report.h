@@ -28,6 +28,7 @@ struct mt_report_opts {
 	int open_flags;      /* mt_capture_open_flags()'s, for mt_report_load() */
 	int python_only;     /* native stacks: show the Python frames only */
 	int growth;          /* follow each stack's live bytes (mt_report_growth()) */
+	int temporal;        /* flamegraph: when each path's memory was live, a range chosen in the page */
 	int html;            /* growth: an HTML page rather than text */
 	/* for mt_report_load(): how far the read of the capture has got
 	 * (mt_capture_set_progress()); NULL for nothing */

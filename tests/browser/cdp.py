@@ -220,6 +220,17 @@ class Browser:
         for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
+    def drag(self, x0, y0, x1, y1, steps=5):
+        """Press the left button at (x0, y0), move to (x1, y1), release."""
+        self.call("Input.dispatchMouseEvent", type="mouseMoved", x=x0, y=y0)
+        self.call("Input.dispatchMouseEvent", type="mousePressed", x=x0, y=y0, button="left",
+                  clickCount=1)
+        for i in range(1, steps + 1):
+            self.call("Input.dispatchMouseEvent", type="mouseMoved", x=x0 + (x1 - x0) * i / steps,
+                      y=y0 + (y1 - y0) * i / steps, button="left", buttons=1)
+        self.call("Input.dispatchMouseEvent", type="mouseReleased", x=x1, y=y1, button="left",
+                  clickCount=1)
+
     def move(self, x, y):
         self.call("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
 

@@ -235,3 +235,4 @@ def test_stacks_that_print_alike_are_one_row(memtrace, tmp_path):
     assert [r["stack"][0]["function"] for r in g["rows"]] == ["keep"]
     assert g["rows"][0]["plot"] == [1000 * (i + 1) for i in range(6)]
     assert g["rows"][0]["steady"] == 1.0 and g["rows"][0]["r"] == pytest.approx(1.0)
+

@@ -1,0 +1,105 @@
+"""memtrace flamegraph --temporal in headless Chromium: a drag on the memory
+plot selects a range of time and the graph shows what was allocated in it
+and still live at its end, at the heap's highest point in it, or never
+freed; numbers checked exactly against a hand-made capture."""
+
+import json
+import os
+
+import pytest
+
+from conftest import ARTIFACTS, run
+from test_reports import MB, Capture
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    """Samples at 1, 2, 3 and 4 ms, the end at 5 ms. f: 1 MB before the
+    first sample, freed after the third; g: 2 MB after the first, kept; h:
+    4 MB after the second, freed after the fourth; k: 8 MB after the third,
+    freed before the fourth (never live at a sample)."""
+    c = Capture()
+    c.thread(0, 100, "MainThread")
+    c.code(1, "/app/t.py", "<module>", 1)
+    for i, name in enumerate("fghk"):
+        c.code(2 + i, "/app/t.py", name, 10 * (i + 1))
+    c.stack(1, 0, 1).stack(2, 1, 2).stack(3, 1, 3).stack(4, 1, 4).stack(5, 1, 5)
+    c.alloc(0x100000, 1 * MB, stack=2).flush().sample(1000, 50 * MB)
+    c.alloc(0x1000000, 2 * MB, stack=3).flush().sample(2000, 50 * MB)
+    c.alloc(0x2000000, 4 * MB, stack=4).flush().sample(3000, 50 * MB)
+    c.free(0x100000).alloc(0x4000000, 8 * MB, stack=5).free(0x4000000).flush().sample(4000, 50 * MB)
+    c.free(0x2000000).flush()
+    return c.trailer(5000, 9, 0).save(tmp_path_factory.mktemp("temporal") / "t.bin")
+
+
+def page_data(path):
+    html = open(path).read()
+    return json.loads(html.split('<script id="mt-data" type="application/json">')[1]
+                      .split("</script>")[0])
+
+
+def leaves(b):
+    """the frames drawn under <module>, by name: their bytes"""
+    return {x["name"]: x["bytes"] for x in b.eval("memtrace.drawn()") if x["depth"] == 2}
+
+
+def test_data(memtrace, capture, tmp_path):
+    out = tmp_path / "t.html"
+    run(memtrace, "flamegraph", "--temporal", "-o", out, capture)
+    T = page_data(out)["temporal"]
+    assert T["time_us"] == [1000, 2000, 3000, 4000, 5000]
+    assert T["heap"] == [1 * MB, 3 * MB, 7 * MB, 6 * MB, 2 * MB]
+    iv = T["intervals"]
+    got = sorted(zip(iv["a"], iv["f"], iv["bytes"], iv["count"]))
+    # k's block is never live at a boundary: not there
+    assert got == [(0, 3, 1 * MB, 1), (1, -1, 2 * MB, 1), (2, 4, 4 * MB, 1)]
+
+
+def test_drag_selects_a_range(browser, memtrace, capture, tmp_path):
+    out = str(tmp_path / "t.html")
+    run(memtrace, "flamegraph", "--temporal", "-o", out, capture)
+    browser.open(out)
+    assert browser.problems() == []
+    assert browser.requests() == ["file://" + os.path.abspath(out)]
+    # the whole run: what is still live at the end
+    assert leaves(browser) == {"g": 2 * MB}
+    assert browser.eval("document.getElementById('range').textContent") == \
+        "allocated from 0.000 s to 0.005 s, live at 0.005 s"
+    # a drag over the plot from 1.5 ms to 3.5 ms: boundaries 2 and 3 ms
+    # (allocated after 1 ms, up to 3 ms, live at 3 ms: g and h)
+    P = browser.eval("(function () { var r = document.getElementById('memplot').getBoundingClientRect();"
+                     " var p = memtrace.state.plot; return {left: r.left, top: r.top, L: p.L, R: p.R, W: p.W,"
+                     " tmax: p.tmax}; })()")
+    x = lambda t: P["left"] + P["L"] + (P["W"] - P["L"] - P["R"]) * t / P["tmax"]
+    y = P["top"] + 60
+    browser.drag(x(1500), y, x(3500), y)
+    assert browser.eval("memtrace.state.range") == [1, 2]
+    assert leaves(browser) == {"g": 2 * MB, "h": 4 * MB}
+    browser.screenshot(os.path.join(ARTIFACTS, "temporal-range.png"))
+    # the heap's highest point in the whole run (7 MB at 3 ms): f, g and h
+    browser.eval("memtrace.select(0, 5000)")
+    browser.eval("document.querySelector('input[value=hwm]').click()")
+    assert leaves(browser) == {"f": 1 * MB, "g": 2 * MB, "h": 4 * MB}
+    assert "live at 0.003 s (heap 7.00 MiB)" in browser.eval("document.getElementById('range').textContent")
+    # never freed, of what was allocated up to 2 ms
+    browser.eval("document.querySelector('input[value=leaks]').click()")
+    browser.eval("memtrace.select(0, 2000)")
+    assert leaves(browser) == {"g": 2 * MB}
+    browser.eval("memtrace.select(2500, 3200)")
+    assert leaves(browser) == {}
+    browser.eval("document.getElementById('wholerun').click()")
+    assert browser.eval("memtrace.state.range") == [0, 4]
+    assert browser.problems() == []
+
+
+def test_refusals(memtrace, capture, script, tmp_path):
+    for args, word in ((["--temporary-allocations"], "--temporary-allocations"),
+                       (["--split-threads"], "--split-threads")):
+        p = run(memtrace, "flamegraph", "--temporal", *args, "-o", tmp_path / "x.html", capture,
+                check=False)
+        assert p.returncode == 2 and p.stderr == "memtrace: flamegraph: --temporal does not go with %s\n" % word
+    agg = tmp_path / "agg.bin"
+    run(memtrace, "run", "-q", "--aggregate", "-o", agg, script("x = [bytes(1000) for _ in range(10)]\n"))
+    p = run(memtrace, "flamegraph", "--temporal", "-o", tmp_path / "y.html", agg, check=False)
+    assert p.returncode == 1 and "cannot show the temporal flame graph of" in p.stderr
+    assert p.stderr.count("\n") == 1 and not (tmp_path / "y.html").exists()
