@@ -7,6 +7,7 @@
  * or exits.
  */
 #include "reader/pyapi.h"
+#include "reader/temporal.h"
 #include "format/error.h"
 #include "reader/capture.h"
 #include "reader/report.h"
@@ -432,6 +433,50 @@ ssize_t mt_py_view(struct mt_py_reader *r, int view, int merge_threads, uint64_t
 	ret = groups(r, &tmp, views[view], merge_threads != 0, out);
 	mt_snapshot_release(&tmp);
 	return ret;
+}
+
+ssize_t mt_py_temporal(struct mt_py_reader *r, struct mt_py_interval **out)
+{
+	struct mt_snapshot_opts o = { .temp_threshold = r->snap.temp_threshold, .temporal = 1,
+				      .temporal_budget = SIZE_MAX, .temporal_by_site = 1 };
+	const struct mt_site *sites;
+	struct mt_interval *iv = NULL;
+	struct mt_py_interval *v = NULL;
+	struct mt_snapshot tmp;
+	long n;
+	int e = mt_snapshot_build_opts(&tmp, r->cap, &o);
+
+	if (e < 0)
+		return e;
+	size_t n_sites = mt_snapshot_sites(&tmp, &sites);
+	n = mt_temporal_intervals(mt_snapshot_temporal(&tmp), &iv);
+	if (n < 0 || !(v = malloc(((size_t)n + 1) * sizeof(*v)))) {
+		free(iv);
+		mt_snapshot_release(&tmp);
+		return n < 0 ? n : -ENOMEM;
+	}
+	size_t m = 0;
+	for (long i = 0; i < n; i++) {
+		const struct mt_interval *e2 = &iv[i];
+		if (e2->key >= n_sites)
+			continue;
+		const struct mt_site *x = &sites[e2->key];
+		v[m++] = (struct mt_py_interval){
+			.rec = { .tid = thread_tid(r, x->thread),
+				 .address = x->first_addr,
+				 .size = e2->bytes,
+				 .n_allocations = e2->count,
+				 .allocator = x->allocator,
+				 .stack = x->stack,
+				 .thread = x->thread },
+			.a = e2->a,
+			.f = e2->f == MT_TEMPORAL_LIVE ? UINT64_MAX : e2->f,
+		};
+	}
+	free(iv);
+	mt_snapshot_release(&tmp);
+	*out = v;
+	return (ssize_t)m;
 }
 
 /* ------------------------------------------------------------------------

@@ -24,7 +24,7 @@
 struct mt_py_reader;
 
 /* Layout version of the structs below; bump on any change. */
-#define MT_PY_ABI 3
+#define MT_PY_ABI 4
 
 /* What a capture says about itself. Every field is 64 bits wide. */
 struct mt_py_meta {
@@ -151,6 +151,20 @@ size_t mt_py_native_stack(const struct mt_py_reader *r, uint32_t id, struct mt_p
 /* mt_py_thread() - kernel tid and name (borrowed, "" if unnamed) of
  * thread index @index. Returns 0, or -ENOENT for an index never seen. */
 int mt_py_thread(const struct mt_py_reader *r, uint32_t index, uint64_t *tid, const char **name);
+
+/* One interval of a site's memory (reader/temporal.h): @rec says whose
+ * (tid, first address, allocator, stack, thread as mt_py_view() without
+ * merging; size and n_allocations the interval's), allocated after @a
+ * memory samples and freed after @f (UINT64_MAX: never). */
+struct mt_py_interval {
+	struct mt_py_record rec;
+	uint64_t a, f;
+};
+
+/* mt_py_temporal() - every interval of every site, at the grain of the
+ * samples (one more pass over the capture), into a malloc'ed array *@out
+ * (mt_py_free()). Returns how many, or a negative error. */
+ssize_t mt_py_temporal(struct mt_py_reader *r, struct mt_py_interval **out);
 
 /* mt_py_samples() - the memory samples, borrowed; *@n is their count. */
 const struct mt_py_sample *mt_py_samples(const struct mt_py_reader *r, size_t *n);

@@ -97,6 +97,7 @@ struct mt__snapshot_state {
 	struct mt_growth *growth; /* mt_snapshot_opts.growth: each stack's series */
 	struct mt_stackkeys gkeys; /* ... kept per printed call path (and temporal's) */
 	struct mt_temporal *temporal; /* mt_snapshot_opts.temporal: when blocks were live */
+	int temporal_by_site;         /* ... keyed by site, not by call path */
 	struct mt_livemap tlive;      /* ... the malloc family's: size holds the sample count */
 	struct mt__tmap *tmaps;       /* ... mappings': their site values index this */
 	size_t n_tmaps, tmaps_cap;

@@ -150,6 +150,8 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
  * ---------------------------------------------------------------------- */
 static inline uint32_t path_key(struct mt__snapshot_state *st, uint32_t site)
 {
+	if (st->temporal_by_site)
+		return site;
 	return mt_stackkeys_get(&st->gkeys, &st->stk, st->site_keys[site].stack, &st->oom);
 }
 
@@ -690,8 +692,10 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		mt_snapshot_release(s);
 		return -ENOMEM;
 	}
-	if (st->temporal)
+	if (st->temporal) {
 		st->temporal->budget = o->temporal_budget;
+		st->temporal_by_site = o->temporal_by_site;
+	}
 	err = mt_capture_read(cap, &ops, s);
 	if (err < 0 || st->oom || (st->temporal && st->temporal->oom)) {
 		mt_snapshot_release(s);

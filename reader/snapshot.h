@@ -119,6 +119,8 @@ struct mt_snapshot_opts {
 	 * this many intervals (0: its default). */
 	int temporal;
 	size_t temporal_budget;
+	/* ... keyed by site (struct mt_site's index) rather than by call path */
+	int temporal_by_site;
 };
 
 /* mt_snapshot_build_opts() - mt_snapshot_build() with options. */
@@ -157,7 +159,7 @@ const struct mt_growth *mt_snapshot_growth(const struct mt_snapshot *s);
 
 /* mt_snapshot_temporal() - with mt_snapshot_opts.temporal, the intervals
  * of the capture (reader/temporal.h); NULL otherwise. Their keys are
- * stack ids of the snapshot. */
+ * stack ids of the snapshot, or site indexes (temporal_by_site). */
 struct mt_temporal;
 const struct mt_temporal *mt_snapshot_temporal(const struct mt_snapshot *s);
 

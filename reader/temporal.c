@@ -6,6 +6,7 @@
 #include "reader/temporal.h"
 
 #include <errno.h>  /* ENOMEM */
+#include <stdint.h> /* SIZE_MAX */
 #include <stdlib.h> /* calloc */
 #include <string.h> /* memset */
 
@@ -87,7 +88,7 @@ static void coarsen(struct mt_temporal *t)
 static struct mt_interval *get(struct mt_temporal *t, uint32_t key, uint32_t a, uint32_t f)
 {
 	size_t budget = t->budget ? t->budget : MT_TEMPORAL_BUDGET;
-	if (t->n + 1 > budget && mt_temporal_boundaries(t) > 2) {
+	if (t->n + 1 > budget && budget != SIZE_MAX && mt_temporal_boundaries(t) > 2) {
 		unsigned shift = t->shift;
 		coarsen(t);
 		if (t->shift != shift)
@@ -127,7 +128,7 @@ static struct mt_interval *at(struct mt_temporal *t, uint32_t key, uint64_t a, u
 void mt_temporal_sample(struct mt_temporal *t)
 {
 	t->k++;
-	if (mt_temporal_boundaries(t) > MT_TEMPORAL_BOUNDARIES + 1)
+	if (t->budget != SIZE_MAX && mt_temporal_boundaries(t) > MT_TEMPORAL_BOUNDARIES + 1)
 		coarsen(t);
 }
 

@@ -39,7 +39,8 @@ struct mt_interval {
 struct mt_temporal {
 	struct mt_interval *v; /* open addressing */
 	size_t cap, n;
-	size_t budget;    /* intervals kept at most (0: MT_TEMPORAL_BUDGET) */
+	size_t budget;    /* intervals kept at most (0: MT_TEMPORAL_BUDGET; SIZE_MAX:
+			   * no bound, nor on the boundaries: every sample one) */
 	uint64_t k;       /* samples so far */
 	unsigned shift;   /* boundary J is sample J << shift */
 	int oom;

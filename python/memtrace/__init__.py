@@ -16,13 +16,14 @@ memray's, so that scripts written for it port by changing the import.
 
 __version__ = "0.1.0"
 
-from .reader import (AllocationRecord, AllocatorType, FileReader, MemorySnapshot,  # noqa: E402
-                     Metadata, dump_all_records)
+from .reader import (AllocationRecord, AllocatorType, FileReader, Interval,  # noqa: E402
+                     MemorySnapshot, Metadata, TemporalAllocationRecord, dump_all_records)
 from .tracker import (Destination, FileDestination, FileFormat, SocketDestination,  # noqa: E402
                       Tracker, set_log_level, start_thread_trace)
 
 __all__ = [
     "AllocationRecord", "AllocatorType", "Destination", "FileDestination", "FileFormat",
-    "FileReader", "MemorySnapshot", "Metadata", "SocketDestination", "Tracker",
+    "FileReader", "Interval", "MemorySnapshot", "Metadata", "SocketDestination",
+    "TemporalAllocationRecord", "Tracker",
     "dump_all_records", "set_log_level", "start_thread_trace",
 ]

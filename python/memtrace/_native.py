@@ -103,7 +103,7 @@ def payload():
 # ---------------------------------------------------------------------------
 # The reader's ctypes interface (reader/pyapi.h).
 # ---------------------------------------------------------------------------
-ABI = 3
+ABI = 4
 _u64 = ctypes.c_uint64
 
 
@@ -127,6 +127,10 @@ class Record(ctypes.Structure):
         ("thread", ctypes.c_uint32),
         ("reserved", ctypes.c_uint32),
     ]
+
+
+class Interval(ctypes.Structure):
+    _fields_ = [("rec", Record), ("a", _u64), ("f", _u64)]
 
 
 class Frame(ctypes.Structure):
@@ -168,6 +172,7 @@ def reader():
             "mt_py_events_close": ([vp], None),
             "mt_py_view": ([vp, ctypes.c_int, ctypes.c_int, _u64,
                             ctypes.POINTER(ctypes.POINTER(Record))], ssz),
+            "mt_py_temporal": ([vp, ctypes.POINTER(ctypes.POINTER(Interval))], ssz),
             "mt_py_free": ([vp], None),
             "mt_py_stack": ([vp, ctypes.c_uint32, ctypes.POINTER(Frame), sz], sz),
             "mt_py_native_stack": ([vp, ctypes.c_uint32, ctypes.POINTER(Frame), sz,

@@ -16,8 +16,8 @@ import warnings
 
 from . import _native
 
-__all__ = ["AllocatorType", "AllocationRecord", "FileReader", "MemorySnapshot", "Metadata",
-           "dump_all_records"]
+__all__ = ["AllocatorType", "AllocationRecord", "FileReader", "Interval", "MemorySnapshot",
+           "Metadata", "TemporalAllocationRecord", "dump_all_records"]
 
 
 class AllocatorType(enum.IntEnum):
@@ -181,6 +181,60 @@ class AllocationRecord:
         alloc = self.allocator.name if isinstance(self.allocator, AllocatorType) else self.allocator
         return ("AllocationRecord(tid=%#x, address=%#x, size=%d, allocator=%s, n_allocations=%d)"
                 % (self.tid, self.address, self.size, alloc, self.n_allocations))
+
+
+class Interval:
+    """A run of memory samples during which blocks of one stack were live,
+    as memray's: allocated after `allocated_before_snapshot` snapshots (the
+    index of the first snapshot that saw them), freed after
+    `deallocated_before_snapshot` (None: never freed). Blocks freed before
+    the next snapshot are in no interval."""
+
+    __slots__ = ("allocated_before_snapshot", "deallocated_before_snapshot", "n_allocations",
+                 "n_bytes")
+
+    def __init__(self, allocated_before_snapshot, deallocated_before_snapshot, n_allocations,
+                 n_bytes):
+        self.allocated_before_snapshot = allocated_before_snapshot
+        self.deallocated_before_snapshot = deallocated_before_snapshot
+        self.n_allocations = n_allocations
+        self.n_bytes = n_bytes
+
+    def _key(self):
+        return (self.allocated_before_snapshot, self.deallocated_before_snapshot,
+                self.n_allocations, self.n_bytes)
+
+    def __eq__(self, other):
+        if type(other) is not Interval:
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None
+
+    def __repr__(self):
+        return ("Interval(allocated_before_snapshot=%d, deallocated_before_snapshot=%r, "
+                "n_allocations=%d, n_bytes=%d)" % self._key())
+
+
+class TemporalAllocationRecord(AllocationRecord):
+    """The blocks of one stack and allocator (and thread, unless threads are
+    merged) with the intervals of snapshots during which they were live
+    (get_temporal_allocation_records); size and n_allocations are the sums
+    over the intervals."""
+
+    __slots__ = ("intervals",)
+
+    def __init__(self, reader, rec, thread_name, intervals):
+        super().__init__(reader, rec, thread_name)
+        self.intervals = intervals
+
+    def __eq__(self, other):
+        if type(other) is not TemporalAllocationRecord:
+            return NotImplemented
+        return self._key() == other._key() and self.intervals == other.intervals
+
+    def __hash__(self):
+        return hash(self._key())
 
 
 def _err_buf():
@@ -421,15 +475,66 @@ class FileReader:
                 "Can't find temporary allocations using a pre-aggregated capture file.")
         return self._records(self._lib.mt_py_view, 2, int(bool(merge_threads)), threshold)
 
+    def _snapshot_step(self, count):
+        """Every how many memory samples one snapshot is kept: all of them
+        up to max_memory_records, then evenly spaced ones."""
+        if self._max_memory_records and count > self._max_memory_records:
+            return -(-count // self._max_memory_records)
+        return 1
+
+    def get_temporal_allocation_records(self, merge_threads=True):
+        """Per stack and allocator (and thread, unless merge_threads), the
+        intervals of snapshots (get_memory_snapshots()'s indexes) during
+        which its blocks were live, as memray's."""
+        self._h()
+        if self._aggregated():
+            raise NotImplementedError(
+                "Can't get allocation history using a pre-aggregated capture file.")
+        lib = self._lib
+        out = ctypes.POINTER(_native.Interval)()
+        n = self._checked(lib.mt_py_temporal(self._h(), ctypes.byref(out)))
+        try:
+            ivs = (_native.Interval * n).from_buffer_copy(
+                ctypes.cast(out, ctypes.POINTER(_native.Interval * n)).contents) if n else []
+        finally:
+            lib.mt_py_free(out)
+        count = ctypes.c_size_t()
+        lib.mt_py_samples(self._h(), ctypes.byref(count))
+        step = self._snapshot_step(count.value)
+        groups = {}
+        never = (1 << 64) - 1
+        for iv in ivs:
+            r = iv.rec
+            key = (r.stack, r.allocator) + (() if merge_threads else (r.thread,))
+            a = -(-iv.a // step)
+            f = None if iv.f == never else -(-iv.f // step)
+            if f is not None and f <= a:
+                continue  # live at no snapshot kept
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = [r, {}]
+            runs = g[1]
+            c, b = runs.get((a, f), (0, 0))
+            runs[(a, f)] = (c + r.n_allocations, b + r.size)
+        names = self._thread_name
+        out = []
+        for key, (r, runs) in sorted(groups.items(), key=lambda kv: kv[0]):  # by stack id
+            rec = _native.Record(0 if merge_threads else r.tid, r.address,
+                                 sum(b for _, b in runs.values()),
+                                 sum(c for c, _ in runs.values()), r.allocator, r.stack,
+                                 0xFFFFFFFF if merge_threads else r.thread, 0)
+            intervals = [Interval(a, f, c, b) for (a, f), (c, b) in
+                         sorted(runs.items(), key=lambda x: (x[0][0], x[0][1] is None, x[0][1] or 0))]
+            out.append(TemporalAllocationRecord(self, rec, names(rec.thread), intervals))
+        return iter(out)
+
     def get_memory_snapshots(self):
         """RSS and tracked heap over time, as MemorySnapshot tuples."""
         n = ctypes.c_size_t()
         p = self._lib.mt_py_samples(self._h(), ctypes.byref(n))
         start_ms = self._metadata.start_time.timestamp() * 1000.0
         count = n.value
-        step = 1
-        if self._max_memory_records and count > self._max_memory_records:
-            step = -(-count // self._max_memory_records)
+        step = self._snapshot_step(count)
         out = []
         for i in range(0, count, step):
             s = p[i]

@@ -9,27 +9,13 @@ import os
 import pytest
 
 from conftest import ARTIFACTS, run
-from test_reports import MB, Capture
+from test_reports import MB
+from test_temporal import temporal_capture
 
 
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory):
-    """Samples at 1, 2, 3 and 4 ms, the end at 5 ms. f: 1 MB before the
-    first sample, freed after the third; g: 2 MB after the first, kept; h:
-    4 MB after the second, freed after the fourth; k: 8 MB after the third,
-    freed before the fourth (never live at a sample)."""
-    c = Capture()
-    c.thread(0, 100, "MainThread")
-    c.code(1, "/app/t.py", "<module>", 1)
-    for i, name in enumerate("fghk"):
-        c.code(2 + i, "/app/t.py", name, 10 * (i + 1))
-    c.stack(1, 0, 1).stack(2, 1, 2).stack(3, 1, 3).stack(4, 1, 4).stack(5, 1, 5)
-    c.alloc(0x100000, 1 * MB, stack=2).flush().sample(1000, 50 * MB)
-    c.alloc(0x1000000, 2 * MB, stack=3).flush().sample(2000, 50 * MB)
-    c.alloc(0x2000000, 4 * MB, stack=4).flush().sample(3000, 50 * MB)
-    c.free(0x100000).alloc(0x4000000, 8 * MB, stack=5).free(0x4000000).flush().sample(4000, 50 * MB)
-    c.free(0x2000000).flush()
-    return c.trailer(5000, 9, 0).save(tmp_path_factory.mktemp("temporal") / "t.bin")
+    return temporal_capture(tmp_path_factory.mktemp("temporal") / "t.bin")
 
 
 def page_data(path):
