@@ -7,6 +7,7 @@
  * or exits.
  */
 #include "reader/pyapi.h"
+#include "reader/hwmtime.h"
 #include "reader/temporal.h"
 #include "format/error.h"
 #include "reader/capture.h"
@@ -477,6 +478,55 @@ ssize_t mt_py_temporal(struct mt_py_reader *r, struct mt_py_interval **out)
 	mt_snapshot_release(&tmp);
 	*out = v;
 	return (ssize_t)m;
+}
+
+ssize_t mt_py_temporal_hwm(struct mt_py_reader *r, uint64_t stride, struct mt_py_hwm_run **out,
+			   uint64_t **marks, size_t *n_marks)
+{
+	struct mt_snapshot_opts o = { .temp_threshold = r->snap.temp_threshold,
+				      .hwm_stride = stride ? stride : 1 };
+	const struct mt_site *sites;
+	struct mt_snapshot tmp;
+	int e = mt_snapshot_build_opts(&tmp, r->cap, &o);
+
+	if (e < 0)
+		return e;
+	const struct mt_hwmtime *h = mt_snapshot_hwmtime(&tmp);
+	size_t n_sites = mt_snapshot_sites(&tmp, &sites), n = 0, k;
+	for (size_t i = 0; i < n_sites; i++) {
+		mt_hwmtime_runs(h, (uint32_t)i, &k);
+		n += k;
+	}
+	struct mt_py_hwm_run *v = malloc((n + 1) * sizeof(*v));
+	uint64_t *m = malloc(((size_t)h->k + 1) * sizeof(*m));
+	if (!v || !m) {
+		free(v);
+		free(m);
+		mt_snapshot_release(&tmp);
+		return -ENOMEM;
+	}
+	n = 0;
+	for (size_t i = 0; i < n_sites; i++) {
+		const struct mt_site *x = &sites[i];
+		const struct mt_hwm_run *runs = mt_hwmtime_runs(h, (uint32_t)i, &k);
+		for (size_t j = 0; j < k; j++)
+			v[n++] = (struct mt_py_hwm_run){
+				.rec = { .tid = thread_tid(r, x->thread),
+					 .address = x->first_addr,
+					 .size = runs[j].bytes,
+					 .n_allocations = runs[j].count,
+					 .allocator = x->allocator,
+					 .stack = x->stack,
+					 .thread = x->thread },
+				.as_of = runs[j].as_of,
+			};
+	}
+	memcpy(m, h->final_heap, ((size_t)h->k + 1) * sizeof(*m));
+	*n_marks = (size_t)h->k + 1;
+	mt_snapshot_release(&tmp);
+	*out = v;
+	*marks = m;
+	return (ssize_t)n;
 }
 
 /* ------------------------------------------------------------------------

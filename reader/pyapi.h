@@ -166,6 +166,22 @@ struct mt_py_interval {
  * (mt_py_free()). Returns how many, or a negative error. */
 ssize_t mt_py_temporal(struct mt_py_reader *r, struct mt_py_interval **out);
 
+/* One run of a site's share of the high-water marks (reader/hwmtime.h):
+ * @rec says whose (as in struct mt_py_interval; size and n_allocations the
+ * share), from stretch @as_of on. */
+struct mt_py_hwm_run {
+	struct mt_py_record rec;
+	uint64_t as_of;
+};
+
+/* mt_py_temporal_hwm() - every site's runs, one memory sample in @stride
+ * (> 0) a snapshot (one more pass over the capture), into *@out, and the
+ * high-water mark of each stretch into *@marks (*@n_marks of them: the
+ * snapshots + 1); both malloc'ed (mt_py_free()). Returns the runs' count,
+ * or a negative error. */
+ssize_t mt_py_temporal_hwm(struct mt_py_reader *r, uint64_t stride, struct mt_py_hwm_run **out,
+			   uint64_t **marks, size_t *n_marks);
+
 /* mt_py_samples() - the memory samples, borrowed; *@n is their count. */
 const struct mt_py_sample *mt_py_samples(const struct mt_py_reader *r, size_t *n);
 

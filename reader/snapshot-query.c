@@ -82,3 +82,8 @@ const struct mt_temporal *mt_snapshot_temporal(const struct mt_snapshot *s)
 {
 	return s->st->temporal;
 }
+
+const struct mt_hwmtime *mt_snapshot_hwmtime(const struct mt_snapshot *s)
+{
+	return s->st->hwm;
+}

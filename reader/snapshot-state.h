@@ -11,6 +11,7 @@
 #include <stdint.h> /* uint64_t */
 
 #include "reader/growth.h"
+#include "reader/hwmtime.h"
 #include "reader/native.h"
 #include "reader/snapshot.h"
 #include "reader/stackkeys.h"
@@ -101,6 +102,8 @@ struct mt__snapshot_state {
 	struct mt_livemap tlive;      /* ... the malloc family's: size holds the sample count */
 	struct mt__tmap *tmaps;       /* ... mappings': their site values index this */
 	size_t n_tmaps, tmaps_cap;
+	struct mt_hwmtime *hwm;      /* mt_snapshot_opts.hwm_stride: shares of each stretch's mark */
+	uint64_t hwm_stride, hwm_samples;
 	int oom;                  /* a feed that cannot return an error ran out of memory */
 };
 

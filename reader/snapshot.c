@@ -28,6 +28,8 @@ static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int6
 	a->last = st->t;
 	a->cur_bytes += (uint64_t)dbytes; /* sizes wrap, as they do in the heap total */
 	a->cur_count += (uint64_t)dcount;
+	if (st->hwm)
+		mt_hwmtime_change(st->hwm, (uint32_t)(a - st->sites), dbytes, dcount);
 	if (st->growth && dbytes) {
 		/* one series per printed call path (stackkeys.h) */
 		uint32_t stack = st->site_keys[a - st->sites].stack;
@@ -514,6 +516,8 @@ static int on_sample(void *ctx, const struct mt_record *r)
 		mt_growth_sample(st->growth, r->sample.time_us);
 	if (st->temporal)
 		mt_temporal_sample(st->temporal);
+	if (st->hwm && st->hwm_samples++ % st->hwm_stride == 0)
+		mt_hwmtime_snapshot(st->hwm);
 	if (!s->have_trailer && r->sample.time_us > s->end_time_us)
 		s->end_time_us = r->sample.time_us;
 	return 0;
@@ -696,8 +700,15 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		st->temporal->budget = o->temporal_budget;
 		st->temporal_by_site = o->temporal_by_site;
 	}
+	if (o->hwm_stride && !(st->hwm = calloc(1, sizeof(*st->hwm)))) {
+		mt_snapshot_release(s);
+		return -ENOMEM;
+	}
+	st->hwm_stride = o->hwm_stride;
 	err = mt_capture_read(cap, &ops, s);
-	if (err < 0 || st->oom || (st->temporal && st->temporal->oom)) {
+	if (st->hwm)
+		mt_hwmtime_finish(st->hwm);
+	if (err < 0 || st->oom || (st->temporal && st->temporal->oom) || (st->hwm && st->hwm->oom)) {
 		mt_snapshot_release(s);
 		return err < 0 ? err : -ENOMEM;
 	}
@@ -769,6 +780,9 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		free(st->temporal);
 		mt_livemap_release(&st->tlive);
 		free(st->tmaps);
+		if (st->hwm)
+			mt_hwmtime_release(st->hwm);
+		free(st->hwm);
 		free(st->growth);
 		free(st);
 	}

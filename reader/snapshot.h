@@ -121,6 +121,9 @@ struct mt_snapshot_opts {
 	size_t temporal_budget;
 	/* ... keyed by site (struct mt_site's index) rather than by call path */
 	int temporal_by_site;
+	/* Each site's share of the high-water mark between two snapshots, one
+	 * memory sample in this many a snapshot (hwmtime.h); 0: not kept. */
+	uint64_t hwm_stride;
 };
 
 /* mt_snapshot_build_opts() - mt_snapshot_build() with options. */
@@ -162,6 +165,12 @@ const struct mt_growth *mt_snapshot_growth(const struct mt_snapshot *s);
  * stack ids of the snapshot, or site indexes (temporal_by_site). */
 struct mt_temporal;
 const struct mt_temporal *mt_snapshot_temporal(const struct mt_snapshot *s);
+
+/* mt_snapshot_hwmtime() - with mt_snapshot_opts.hwm_stride, the sites'
+ * shares of each stretch's high-water mark (reader/hwmtime.h), finished;
+ * NULL otherwise. */
+struct mt_hwmtime;
+const struct mt_hwmtime *mt_snapshot_hwmtime(const struct mt_snapshot *s);
 
 /* mt_snapshot_small_hidden() - whether a report of live blocks (the leaks)
  * may miss small Python objects: the interpreter's allocator kept them in

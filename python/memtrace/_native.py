@@ -133,6 +133,10 @@ class Interval(ctypes.Structure):
     _fields_ = [("rec", Record), ("a", _u64), ("f", _u64)]
 
 
+class HwmRun(ctypes.Structure):
+    _fields_ = [("rec", Record), ("as_of", _u64)]
+
+
 class Frame(ctypes.Structure):
     _fields_ = [
         ("function", ctypes.c_char_p),
@@ -173,6 +177,8 @@ def reader():
             "mt_py_view": ([vp, ctypes.c_int, ctypes.c_int, _u64,
                             ctypes.POINTER(ctypes.POINTER(Record))], ssz),
             "mt_py_temporal": ([vp, ctypes.POINTER(ctypes.POINTER(Interval))], ssz),
+            "mt_py_temporal_hwm": ([vp, _u64, ctypes.POINTER(ctypes.POINTER(HwmRun)),
+                                    ctypes.POINTER(ctypes.POINTER(_u64)), ctypes.POINTER(sz)], ssz),
             "mt_py_free": ([vp], None),
             "mt_py_stack": ([vp, ctypes.c_uint32, ctypes.POINTER(Frame), sz], sz),
             "mt_py_native_stack": ([vp, ctypes.c_uint32, ctypes.POINTER(Frame), sz,

@@ -528,6 +528,72 @@ class FileReader:
             out.append(TemporalAllocationRecord(self, rec, names(rec.thread), intervals))
         return iter(out)
 
+    def get_temporal_high_water_mark_allocation_records(self, merge_threads=True):
+        """memray's: per stack and allocator (and thread, unless merge_threads),
+        Interval runs of its share (bytes and blocks) of the high-water mark
+        of each stretch between two snapshots, and the list of those marks:
+        one per snapshot and one for the stretch after the last. An interval
+        from the stretch after that (one past the last mark) on is what was
+        still live at the end."""
+        self._h()
+        if self._aggregated():
+            raise NotImplementedError(
+                "Can't get allocation history using a pre-aggregated capture file.")
+        lib = self._lib
+        count = ctypes.c_size_t()
+        lib.mt_py_samples(self._h(), ctypes.byref(count))
+        out = ctypes.POINTER(_native.HwmRun)()
+        marks = ctypes.POINTER(ctypes.c_uint64)()
+        n_marks = ctypes.c_size_t()
+        n = self._checked(lib.mt_py_temporal_hwm(self._h(), self._snapshot_step(count.value),
+                                                 ctypes.byref(out), ctypes.byref(marks),
+                                                 ctypes.byref(n_marks)))
+        try:
+            runs = (_native.HwmRun * n).from_buffer_copy(
+                ctypes.cast(out, ctypes.POINTER(_native.HwmRun * n)).contents) if n else []
+            hwm = [marks[i] for i in range(n_marks.value)]
+        finally:
+            lib.mt_py_free(out)
+            lib.mt_py_free(marks)
+        # the runs of each site (stack, allocator, thread), grouped
+        groups = {}
+        for run in runs:
+            r = run.rec
+            key = (r.stack, r.allocator) + (() if merge_threads else (r.thread,))
+            g = groups.setdefault(key, [r, {}])
+            g[1].setdefault(r.thread, []).append((run.as_of, r.size, r.n_allocations))
+        names = self._thread_name
+        records = []
+        for key, (r, members) in sorted(groups.items(), key=lambda kv: kv[0]):
+            # the group's share at each point where one of its sites' changes
+            points = sorted({p for m in members.values() for p, _, _ in m})
+            merged, last = [], (0, 0)
+            at = {t: 0 for t in members}
+            for p in points:
+                for t, m in members.items():
+                    while at[t] < len(m) and m[at[t]][0] <= p:
+                        at[t] += 1
+                value = (0, 0)
+                for t, m in members.items():
+                    if at[t]:
+                        value = (value[0] + m[at[t] - 1][1], value[1] + m[at[t] - 1][2])
+                if value != last:
+                    merged.append((p, value))
+                    last = value
+            intervals = []
+            for i, (p, (b, c)) in enumerate(merged):
+                if b or c:
+                    end = merged[i + 1][0] if i + 1 < len(merged) else None
+                    intervals.append(Interval(p, end, c, b))
+            if not intervals:
+                continue
+            rec = _native.Record(0 if merge_threads else r.tid, r.address,
+                                 max(i.n_bytes for i in intervals),
+                                 max(i.n_allocations for i in intervals), r.allocator, r.stack,
+                                 0xFFFFFFFF if merge_threads else r.thread, 0)
+            records.append(TemporalAllocationRecord(self, rec, names(rec.thread), intervals))
+        return records, hwm
+
     def get_memory_snapshots(self):
         """RSS and tracked heap over time, as MemorySnapshot tuples."""
         n = ctypes.c_size_t()

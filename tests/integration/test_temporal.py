@@ -117,7 +117,9 @@ def test_more_samples_than_boundaries(memtrace, script, tmp_path):
 @pytest.mark.parametrize("python", python_params())
 def test_temporal_records_add_up_to_the_snapshots(memtrace, tmp_path, python):
     """A Tracker's capture on every interpreter: at each snapshot, the
-    intervals live there add up to its heap; aggregated captures refuse."""
+    intervals live there add up to its heap, and the high-water-mark
+    shares to each stretch's mark (and at the end to the leaks);
+    aggregated captures refuse."""
     prog = tmp_path / "prog.py"
     prog.write_text("import time, memtrace\n"
                     "keep = []\n"
@@ -136,13 +138,133 @@ def test_temporal_records_add_up_to_the_snapshots(memtrace, tmp_path, python):
                     "               (i.deallocated_before_snapshot is None or i.deallocated_before_snapshot > j))\n"
                     "    assert live == h, (j, live, h)\n"
                     "print('snapshots', len(heap) > 10, 'records', len(recs) > 0)\n"
+                    "hrecs, marks = r.get_temporal_high_water_mark_allocation_records()\n"
+                    "assert len(marks) == len(heap) + 1\n"
+                    "for k, m in enumerate(marks + [None]):\n"
+                    "    share = sum(i.n_bytes for x in hrecs for i in x.intervals\n"
+                    "                if i.allocated_before_snapshot <= k and\n"
+                    "                (i.deallocated_before_snapshot is None or i.deallocated_before_snapshot > k))\n"
+                    "    assert share == (m if m is not None else sum(\n"
+                    "        x.size for x in r.get_leaked_allocation_records())), (k, share, m)\n"
+                    "    assert m is None or m >= (heap[k] if k < len(heap) else 0), (k, m)\n"
                     "with memtrace.Tracker('a.bin', file_format=memtrace.FileFormat.AGGREGATED_ALLOCATIONS):\n"
                     "    x = bytearray(1000)\n"
-                    "try:\n"
-                    "    memtrace.FileReader('a.bin').get_temporal_allocation_records()\n"
-                    "except NotImplementedError as e:\n"
-                    "    print(e)\n")
+                    "for f in ('get_temporal_allocation_records',\n"
+                    "          'get_temporal_high_water_mark_allocation_records'):\n"
+                    "    try:\n"
+                    "        getattr(memtrace.FileReader('a.bin'), f)()\n"
+                    "    except NotImplementedError as e:\n"
+                    "        print(e)\n")
     p = run(python, prog, cwd=tmp_path, env=py_env())
     assert p.stdout.splitlines() == [
-        "snapshots True records True",
-        "Can't get allocation history using a pre-aggregated capture file."], p.stdout
+        "snapshots True records True"] + [
+        "Can't get allocation history using a pre-aggregated capture file."] * 2, p.stdout
+
+
+READ_HWM = """
+import json, sys, memtrace
+r = memtrace.FileReader(sys.argv[1], max_memory_records=int(sys.argv[2]))
+recs, hwm = r.get_temporal_high_water_mark_allocation_records(merge_threads=sys.argv[3] == "1")
+print(json.dumps({"hwm": hwm, "recs": [[rec.stack_id, rec.tid,
+    [[i.allocated_before_snapshot, i.deallocated_before_snapshot, i.n_allocations, i.n_bytes]
+     for i in rec.intervals]] for rec in recs]}))
+"""
+
+
+def expected_hwm(events, n_samples, stride, merge):
+    """memray's definition, by brute force: the stretches between kept
+    snapshots, the latest moment of each one's highest heap (its start
+    included), each (stack, thread)'s live bytes and blocks there."""
+    live, heap, states = {}, 0, []  # states: (heap, {key: (bytes, count)}) after each step
+    stretches, current, seen = [], [], 0
+
+    def state():
+        per = {}
+        for key, size in live.values():
+            b, c = per.get(key, (0, 0))
+            per[key] = (b + size, c + 1)
+        return (heap, per)
+
+    current.append(state())
+    for ev in events:
+        if ev[0] == "sample":
+            seen += 1
+            if (seen - 1) % stride == 0:
+                stretches.append(current)
+                current = [state()]
+            continue
+        if ev[0] == "alloc":
+            _, addr, size, stack, thread = ev
+            live[addr] = ((stack, 0 if merge else thread), size)
+            heap += size
+        else:
+            key, size = live.pop(ev[1])
+            heap -= size
+        current.append(state())
+    stretches.append(current)
+    marks, shares = [], []
+    for st in stretches:
+        best = max(range(len(st)), key=lambda i: (st[i][0], i))
+        marks.append(st[best][0])
+        shares.append(st[best][1])
+    shares.append(state()[1])  # the end
+    runs = {}
+    for k, per in enumerate(shares):
+        for key in set(per) | set(runs):
+            v = per.get(key, (0, 0))
+            r = runs.setdefault(key, [])
+            if (r[-1][1] if r else (0, 0)) != v:
+                r.append((k, v))
+    out = {}
+    for key, r in runs.items():
+        iv = [[p, r[i + 1][0] if i + 1 < len(r) else None, c, b]
+              for i, (p, (b, c)) in enumerate(r) if b or c]
+        if iv:
+            out[key] = iv
+    return marks, out
+
+
+@pytest.mark.parametrize("seed", list(range(4)) + ["ties"])
+def test_temporal_high_water_marks_by_brute_force(memtrace, tmp_path, seed):
+    """Random events (every block of one size for "ties": a stretch's mark
+    is then the latest of equal heights) against expected_hwm()."""
+    import random
+    rnd = random.Random(seed)
+    c = Capture()
+    c.thread(0, 100, "MainThread").thread(1, 101, "worker")
+    c.code(1, "/app/t.py", "<module>", 1)
+    for s in range(2, 6):
+        c.code(s, "/app/t.py", "f%d" % s, s).stack(1, 0, 1).stack(s, 1, s)
+    events, live, addr, t = [], [], 0x100000, 0
+    for _ in range(400):
+        x = rnd.random()
+        if x < 0.45 or not live:
+            addr += 0x1000
+            size = 1000 if seed == "ties" else rnd.randrange(1, 5000)
+            ev = ("alloc", addr, size, rnd.randrange(2, 6), rnd.randrange(2))
+            c.alloc(addr, ev[2], stack=ev[3], thread=ev[4])
+            live.append(addr)
+        elif x < 0.85:
+            a = live.pop(rnd.randrange(len(live)))
+            ev = ("free", a)
+            c.free(a)
+        else:
+            t += 1000
+            ev = ("sample",)
+            c.flush().sample(t, 1 << 24)
+        events.append(ev)
+    c.flush()
+    cap = c.trailer(t + 1000, 0, 0).save(tmp_path / "r.bin")
+    n_samples = sum(1 for e in events if e[0] == "sample")
+    prog = tmp_path / "read.py"
+    prog.write_text(READ_HWM)
+    for max_records, merge in ((10000, True), (10000, False), (max(1, n_samples // 3), True)):
+        stride = -(-n_samples // max_records) if n_samples > max_records else 1
+        got = json.loads(run("/usr/bin/python3", prog, cap, max_records, int(merge),
+                             env=py_env()).stdout)
+        marks, want = expected_hwm(events, n_samples, stride, merge)
+        assert got["hwm"] == marks
+        tid = {0: 100, 1: 101}
+        got_runs = {(stack, 0 if merge else [k for k, v in tid.items() if v == t][0]): iv
+                    for stack, t, iv in got["recs"]}
+        assert got_runs == {k: [list(x) for x in v] for k, v in want.items()}, (max_records, merge)
