@@ -3,7 +3,8 @@
 #define MT_READER_SNAPSHOT_STATE_H
 /*
  * The snapshot's private state, shared by its files: snapshot.c (the
- * record pass, build and release), snapshot-agg.c (an aggregated
+ * record pass, build and release), snapshot-defs.c (its definition
+ * records), snapshot-agg.c (an aggregated
  * capture's figures) and snapshot-query.c (the queries). Nothing outside
  * reader/snapshot*.c includes it.
  */
@@ -122,6 +123,22 @@ static inline int mt__snap_believed(const struct mt__snapshot_state *st, uint32_
  * or -1 without memory. */
 int64_t mt__snap_site(struct mt__snapshot_state *st, uint32_t stack, uint32_t thread,
 		      unsigned kind, uint64_t addr);
+
+/* mt__snap_stack_room() / mt__snap_thread_room() - room for stack id @id
+ * (thread index @idx) in the per-id arrays: 0 or -ENOMEM (snapshot.c). */
+int mt__snap_stack_room(struct mt__snapshot_state *st, uint32_t id);
+int mt__snap_thread_room(struct mt__snapshot_state *st, uint32_t idx);
+
+/* snapshot-defs.c: the definition records (@ctx is the struct mt_snapshot) */
+int mt__snap_on_thread(void *ctx, const struct mt_record *r);
+int mt__snap_on_name(void *ctx, const struct mt_record *r);
+int mt__snap_on_code(void *ctx, const struct mt_record *r);
+int mt__snap_on_stack(void *ctx, const struct mt_record *r);
+int mt__snap_on_native(void *ctx, const struct mt_record *r);
+int mt__snap_on_hybrid(void *ctx, const struct mt_record *r);
+int mt__snap_on_module(void *ctx, const struct mt_record *r);
+int mt__snap_on_diag(void *ctx, const struct mt_record *r);
+int mt__snap_on_trailer(void *ctx, const struct mt_record *r);
 
 /* snapshot-agg.c: an aggregated capture's SITE and TOTALS records */
 int mt__snap_on_site(void *ctx, const struct mt_record *r);

@@ -11,7 +11,6 @@
 #include "util/slots.h"
 
 #include <errno.h>  /* ENOMEM */
-#include <stdio.h>  /* sscanf */
 #include <stdlib.h> /* malloc */
 #include <string.h> /* memcpy */
 
@@ -51,7 +50,7 @@ static inline uint64_t acc_peak_count(const struct mt__snapshot_state *st, const
 }
 
 /* Room for stack id @id in the per-stack arrays. */
-static int stack_room(struct mt__snapshot_state *st, uint32_t id)
+int mt__snap_stack_room(struct mt__snapshot_state *st, uint32_t id)
 {
 	if (id >= st->stacks_cap &&
 	    mt_grow((void **)&st->stack_site, &st->stacks_cap, id, sizeof(uint32_t)) < 0)
@@ -77,7 +76,7 @@ static int thread_grow(struct mt__snapshot_state *st, uint32_t idx)
 }
 
 /* Room for thread index @idx (< MAX_THREAD) in the per-thread arrays. */
-static int thread_room(struct mt__snapshot_state *st, uint32_t idx)
+int mt__snap_thread_room(struct mt__snapshot_state *st, uint32_t idx)
 {
 	if (idx >= st->thr_cap && thread_grow(st, idx) < 0)
 		return -ENOMEM;
@@ -228,7 +227,7 @@ static inline int64_t site_for(struct mt__snapshot_state *st, uint32_t stack, ui
 			       unsigned kind, uint64_t addr)
 {
 	if ((stack >= st->stacks_cap || thread >= st->thr_cap) &&
-	    (stack_room(st, stack) < 0 || thread_room(st, thread) < 0))
+	    (mt__snap_stack_room(st, stack) < 0 || mt__snap_thread_room(st, thread) < 0))
 		return -1;
 	if (stack > st->max_stack)
 		st->max_stack = stack;
@@ -369,128 +368,6 @@ static int on_free(void *ctx, const struct mt_record *r)
 	return 0;
 }
 
-static char *copy_str(const struct mt_bytes *b)
-{
-	char *c = malloc(b->len + 1);
-	if (!c)
-		return NULL;
-	for (uint32_t i = 0; i < b->len; i++)
-		c[i] = b->p[i] ? (char)b->p[i] : ' ';
-	c[b->len] = '\0';
-	return c;
-}
-
-static int on_thread(void *ctx, const struct mt_record *r)
-{
-	struct mt_snapshot *s = ctx;
-	struct mt__snapshot_state *st = s->st;
-	char *name;
-
-	uint32_t i = mt__snap_believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
-	/* the program's name for it if it gave one, else the OS name */
-	const char *given = mt_tnames_get(&st->names, r->thread.tid);
-	if (thread_room(st, i) < 0 || !(name = given ? strdup(given) : copy_str(&r->thread.name)))
-		return -ENOMEM;
-	st->thr_tid[i] = r->thread.tid;
-	if (!st->thr_name[i])
-		st->n_def[DEF_THREAD]++;
-	free(st->thr_name[i]);
-	st->thr_name[i] = name;
-	return 0;
-}
-
-/* The program named a thread: the one of that tid registered last, and
- * any registered later. */
-static int on_name(void *ctx, const struct mt_record *r)
-{
-	struct mt_snapshot *s = ctx;
-	struct mt__snapshot_state *st = s->st;
-	uint32_t n = r->name.name.len < MT_NAME_MAX ? r->name.name.len : MT_NAME_MAX;
-
-	if (mt_tnames_set(&st->names, r->name.tid, r->name.name.p, n) < 0)
-		return -ENOMEM;
-	for (uint32_t i = st->thr_cap; i-- > 0;) {
-		if (st->thr_name[i] && st->thr_tid[i] == r->name.tid) {
-			char *name = strdup(mt_tnames_get(&st->names, r->name.tid));
-			if (!name)
-				return -ENOMEM;
-			free(st->thr_name[i]);
-			st->thr_name[i] = name;
-			break;
-		}
-	}
-	return 0;
-}
-
-static int on_code(void *ctx, const struct mt_record *r)
-{
-	struct mt_snapshot *s = ctx;
-	struct mt__snapshot_state *st = s->st;
-
-	if (!mt__snap_believed(st, r->code.id, DEF_CODE))
-		return 0;
-	int fresh = mt_stacks_define_code(&st->stk, &r->code);
-	if (fresh < 0)
-		return fresh;
-	st->n_def[DEF_CODE] += (uint32_t)fresh;
-	return 0;
-}
-
-static int on_stack(void *ctx, const struct mt_record *r)
-{
-	struct mt_snapshot *s = ctx;
-	struct mt__snapshot_state *st = s->st;
-	const struct mt_rec_stack *k = &r->stack;
-
-	if (!mt__snap_believed(st, k->id, DEF_STACK))
-		return 0;
-	int fresh = mt_stacks_define_stack(&st->stk, k);
-	if (fresh < 0)
-		return fresh;
-	st->n_def[DEF_STACK] += (uint32_t)fresh;
-	if (k->id > st->max_stack && stack_room(st, k->id) < 0)
-		return -ENOMEM;
-	return 0;
-}
-
-/* NATIVE and HYBRID ids are stack ids too (an allocation names a HYBRID
- * one): they count as STACK definitions. */
-static int on_native(void *ctx, const struct mt_record *r)
-{
-	struct mt_snapshot *s = ctx;
-	struct mt__snapshot_state *st = s->st;
-
-	if (!mt__snap_believed(st, r->native.id, DEF_STACK))
-		return 0;
-	int fresh = mt_native_node(&st->nat, &r->native);
-	if (fresh < 0)
-		return fresh;
-	st->n_def[DEF_STACK] += (uint32_t)fresh;
-	return 0;
-}
-
-static int on_hybrid(void *ctx, const struct mt_record *r)
-{
-	struct mt_snapshot *s = ctx;
-	struct mt__snapshot_state *st = s->st;
-
-	if (!mt__snap_believed(st, r->hybrid.id, DEF_STACK))
-		return 0;
-	int fresh = mt_native_hybrid(&st->nat, &r->hybrid);
-	if (fresh < 0)
-		return fresh;
-	st->n_def[DEF_STACK] += (uint32_t)fresh;
-	if (r->hybrid.id > st->max_stack && stack_room(st, r->hybrid.id) < 0)
-		return -ENOMEM;
-	return 0;
-}
-
-static int on_module(void *ctx, const struct mt_record *r)
-{
-	struct mt_snapshot *s = ctx;
-	return mt_native_module(&s->st->nat, &r->module);
-}
-
 static int on_sample(void *ctx, const struct mt_record *r)
 {
 	struct mt_snapshot *s = ctx;
@@ -520,58 +397,6 @@ static int on_sample(void *ctx, const struct mt_record *r)
 		mt_hwmtime_snapshot(st->hwm);
 	if (!s->have_trailer && r->sample.time_us > s->end_time_us)
 		s->end_time_us = r->sample.time_us;
-	return 0;
-}
-
-static int on_diag(void *ctx, const struct mt_record *r)
-{
-	struct mt_snapshot *s = ctx;
-	struct mt__snapshot_state *st = s->st;
-
-	if (r->diag.code == MT_DIAG_TRACKER_ROOT) { /* where a Tracker's stacks start */
-		char text[64];
-		unsigned depth;
-		unsigned long long hash;
-		size_t n = r->diag.msg.len < sizeof(text) - 1 ? r->diag.msg.len : sizeof(text) - 1;
-		memcpy(text, r->diag.msg.p, n);
-		text[n] = '\0';
-		if (sscanf(text, "%u %llx", &depth, &hash) == 2 && depth) {
-			st->root_depth = depth;
-			st->root_hash = hash;
-		}
-		return 0;
-	}
-	if (r->diag.code == MT_DIAG_PYTHON_ALLOCATOR) { /* metadata, not a message */
-		size_t n = r->diag.msg.len < sizeof(s->python_allocator) - 1
-				   ? r->diag.msg.len
-				   : sizeof(s->python_allocator) - 1;
-		memcpy(s->python_allocator, r->diag.msg.p, n);
-		s->python_allocator[n] = '\0';
-		return 0;
-	}
-	if (s->n_diags == st->diags_cap) {
-		size_t n = st->diags_cap ? st->diags_cap * 2 : 16;
-		struct mt_diag *nv = realloc(s->diags, n * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		s->diags = nv;
-		st->diags_cap = n;
-	}
-	char *m = copy_str(&r->diag.msg);
-	if (!m)
-		return -ENOMEM;
-	s->diags[s->n_diags++] = (struct mt_diag){ r->diag.code, m };
-	return 0;
-}
-
-static int on_trailer(void *ctx, const struct mt_record *r)
-{
-	struct mt_snapshot *s = ctx;
-
-	s->have_trailer = 1;
-	s->end_time_us = r->trailer.time_us;
-	s->trailer_events = r->trailer.n_events;
-	s->n_dropped = r->trailer.n_dropped;
 	return 0;
 }
 
@@ -649,18 +474,18 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 	struct mt_record_ops ops = {
 		.alloc = on_alloc,
 		.free = on_free,
-		.thread = on_thread,
-		.code = on_code,
-		.stack = on_stack,
+		.thread = mt__snap_on_thread,
+		.code = mt__snap_on_code,
+		.stack = mt__snap_on_stack,
 		.sample = on_sample,
-		.diag = on_diag,
-		.trailer = on_trailer,
-		.native = on_native,
-		.hybrid = on_hybrid,
-		.module = on_module,
+		.diag = mt__snap_on_diag,
+		.trailer = mt__snap_on_trailer,
+		.native = mt__snap_on_native,
+		.hybrid = mt__snap_on_hybrid,
+		.module = mt__snap_on_module,
 		.site = mt__snap_on_site,
 		.totals = mt__snap_on_totals,
-		.name = on_name,
+		.name = mt__snap_on_name,
 	};
 	const struct mt_header *h = mt_capture_header(cap);
 	struct mt__snapshot_state *st;
@@ -686,7 +511,7 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 	st->temp_threshold = o->temp_threshold;
 	s->temp_threshold = st->temp_threshold;
 	st->page_mask = h->page_size && !(h->page_size & (h->page_size - 1)) ? h->page_size - 1 : 0;
-	if (mt_livemap_reserve(&st->live) < 0 || stack_room(st, 0) < 0 || thread_room(st, 0) < 0 ||
+	if (mt_livemap_reserve(&st->live) < 0 || mt__snap_stack_room(st, 0) < 0 || mt__snap_thread_room(st, 0) < 0 ||
 	    site_slots_grow(st) < 0) {
 		mt_snapshot_release(s);
 		return -ENOMEM;
@@ -721,7 +546,7 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		/* hybrid stacks become frames of the trie, with new ids */
 		err = mt_native_resolve(&st->nat, &st->stk, o->python_only);
 		if (err < 0 || (st->stk.next_free > st->max_stack + 1 &&
-				stack_room(st, st->stk.next_free - 1) < 0)) {
+				mt__snap_stack_room(st, st->stk.next_free - 1) < 0)) {
 			mt_snapshot_release(s);
 			return -ENOMEM;
 		}
