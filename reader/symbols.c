@@ -6,6 +6,7 @@
  * strings. Reader only; it never runs in the target.
  */
 #include "reader/symbols.h"
+#include "reader/demangle.h"
 #include "reader/dwarf-scopes.h"
 #include "util/slots.h"
 
@@ -177,7 +178,9 @@ static int push(struct mt_symbols *s, const char *fn, const char *file, uint32_t
 	if (file && file[0] != '/' && s->comp_dir && s->comp_dir[0] == '/' &&
 	    (size_t)snprintf(joined, sizeof(joined), "%s/%s", s->comp_dir, file) < sizeof(joined))
 		file = mt_path_tidy(joined);
-	f->function = intern(s, fn);
+	char *plain = mt_demangle(fn);
+	f->function = intern(s, plain ? plain : fn);
+	free(plain);
 	f->file = file ? intern(s, file) : NULL;
 	if (!f->function || (file && !f->file))
 		return -ENOMEM;
@@ -477,6 +480,19 @@ static const char *symbol_at(const struct module *m, Dwarf_Addr pc)
 	return m->syms[lo - 1].name;
 }
 
+/* The name of function DIE @d: its linkage name where it has one (a C++
+ * function's, mangled: qualified and with its parameters once
+ * demangled), else DW_AT_name, through abstract origins. */
+static const char *die_name(Dwarf_Die *d)
+{
+	Dwarf_Attribute attr;
+	const char *name = NULL;
+	if (dwarf_attr_integrate(d, DW_AT_linkage_name, &attr) ||
+	    dwarf_attr_integrate(d, DW_AT_MIPS_linkage_name, &attr))
+		name = dwarf_formstring(&attr);
+	return name ? name : dwarf_diename(d);
+}
+
 /* Frames from the concrete DIE nesting at @pc: each inlined instance,
  * innermost first, then the DW_TAG_subprogram holding them, named from
  * DWARF (through abstract origins) or else by @sym. *@file and *@line
@@ -498,12 +514,14 @@ static int push_scopes(struct mt_symbols *s, struct module *m, uint64_t offset, 
 		}
 		if (tag != DW_TAG_inlined_subroutine)
 			continue; /* lexical blocks and the like */
-		const char *name = dwarf_diename(&sc[i]);
+		const char *name = die_name(&sc[i]);
 		if (name ? push(s, name, file, line, 1) < 0 : push_offset(s, m->base, offset, 1) < 0)
 			return -ENOMEM;
 		mt_dwarf_call_site(&sc[i], &file, &line);
 	}
-	const char *name = n ? dwarf_diename(&sc[phys]) : NULL;
+	/* the symbol's name where it is a C++ one: static functions have no
+	 * linkage name in DWARF, and their symbol says their parameters */
+	const char *name = sym && sym[0] == '_' && sym[1] == 'Z' ? sym : n ? die_name(&sc[phys]) : NULL;
 	if (!name)
 		name = sym;
 	if (name)

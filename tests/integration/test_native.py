@@ -479,3 +479,51 @@ def test_native_with_python_allocators_and_forks(memtrace, tmp_path, python):
 
 def memtrace_alloc(name):
     return getattr(memtrace.AllocatorType, name)
+
+
+CPP_SRC = r'''
+#include <cstdlib>
+namespace ns {
+template <typename T> struct Pool {
+	__attribute__((noinline)) static void *grow(std::size_t n) { return std::malloc(n * sizeof(T)); }
+};
+}
+__attribute__((noinline)) static void *make(std::size_t n) { return ns::Pool<int>::grow(n); }
+extern "C" void *cpp_alloc(std::size_t n) { return make(n); }
+'''
+
+CPP_PROG = r'''
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.cpp_alloc.restype = ctypes.c_void_p
+lib.cpp_alloc.argtypes = [ctypes.c_size_t]
+keep = lib.cpp_alloc(123457)
+'''
+
+
+@pytest.mark.parametrize("debug", [True, False], ids=["dwarf", "symtab"])
+def test_cpp_frames_are_demangled(memtrace, tmp_path, debug):
+    """C++ frames read as a debugger shows them, qualified and with their
+    parameters, from debug information (its linkage names) or from the
+    symbol table alone."""
+    import shutil
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        pytest.skip("no C++ compiler")
+    src = tmp_path / "pool.cpp"
+    src.write_text(CPP_SRC)
+    lib = tmp_path / "libpool.so"
+    run(cxx, "-shared", "-fPIC", "-O1", *(["-g"] if debug else []), "-o", lib, src)
+    prog = tmp_path / "prog.py"
+    prog.write_text(CPP_PROG)
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-q", "--native", "-o", cap, "--python", "/usr/bin/python3", prog, lib)
+    with reader(cap) as r:
+        recs = [x for x in r.get_allocation_records() if x.size == 123457 * 4]
+        assert len(recs) == 1, recs
+        names = [f[0] for f in recs[0].hybrid_stack_trace()]
+    assert "ns::Pool<int>::grow(unsigned long)" in names, names[:6]
+    assert "make(unsigned long)" in names and "cpp_alloc" in names, names[:6]
+    assert not any(n.startswith("_Z") for n in names), names
+    tree = run(memtrace, "tree", "--leaks", cap).stdout
+    assert "ns::Pool<int>::grow(unsigned long)" in tree, tree
