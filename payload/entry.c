@@ -250,6 +250,7 @@ static void finish_at_end(enum mt_hooks_end how)
 		if (how == MT_HOOKS_END_EXEC)
 			mt_writer_diag(MT_DIAG_INFO,
 				       "the program called exec: the capture ends there");
+		mt_writer_no_final_count();
 		stop_locked(NULL, 0);
 		if (own)
 			mt_guard_leave();

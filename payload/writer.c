@@ -12,6 +12,7 @@
 #include "payload/fault.h"
 #include "payload/fd-id.h"
 #include "payload/aggregate.h"
+#include "payload/allocstat.h"
 #include "payload/merge.h"
 #include "payload/sink.h"
 #include "payload/tbuf.h"
@@ -53,6 +54,7 @@ static struct {
 	long page;
 	uint64_t start_mono;
 	int aggregate;     /* MT_HDR_AGGREGATED: figures, not events */
+	_Atomic int final_count; /* the last sample may take the allocator's count */
 	int agg_said;      /* its running out of memory is in the capture */
 	uint64_t next_agg; /* when the figures are written next */
 	struct {
@@ -87,7 +89,12 @@ static void on_stall(void)
 				     "second: events were dropped until it could");
 }
 
-static void sample(void)
+/* A memory sample: RSS, an aggregated capture's heap, and the C
+ * allocator's count when its time has come (@last: the end's sample,
+ * which takes it whenever it may). Not while a signal is ending the
+ * capture: its handler may have interrupted malloc with an arena's lock
+ * held, and waits for this thread (allocstat.h). */
+static void sample(int last)
 {
 	char buf[128];
 	ssize_t n = mt_fd_id_is(w.statm_fd, &w.statm_id)
@@ -110,6 +117,10 @@ static void sample(void)
 		r.sample.heap = mt_agg_heap() + 1;
 		mt_agg_sampled(r.sample.time_us);
 	}
+	uint64_t in_use;
+	if (atomic_load(&w.ending) != END_SIGNAL && (!last || atomic_load(&w.final_count)) &&
+	    mt_allocstat_take(mt_mono_ns(), last, &in_use))
+		r.sample.in_use = in_use + 1;
 	mt_merge_append(&r);
 }
 
@@ -247,7 +258,7 @@ static void writer_loop(void)
 		append_diag();
 		uint64_t now = mt_mono_ns();
 		if (now >= next_sample) {
-			sample();
+			sample(0);
 			void (*tick)(uint64_t) = atomic_load(&w.tick);
 			if (tick)
 				tick(now);
@@ -316,6 +327,8 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	w.start_mono = mt_mono_ns();
 	w.aggregate = (h->flags & MT_HDR_AGGREGATED) != 0;
 	w.agg_said = 0;
+	mt_allocstat_init();
+	atomic_store(&w.final_count, 1);
 	w.next_agg = w.start_mono + AGG_NS;
 	const char *crash = getenv("MEMTRACE_TEST_WRITER_CRASH");
 	mt_merge_begin(&w.sink, on_error, crash && (*crash == '1' || *crash == '2') ? *crash - '0' : 0,
@@ -380,7 +393,7 @@ static void finish(const char *diag)
 		mt_writer_diag(MT_DIAG_TRACKING_DISABLED, diag);
 		append_diag();
 	}
-	sample();
+	sample(1);
 	if (w.aggregate) {
 		write_figures();
 		mt_agg_release();
@@ -501,6 +514,11 @@ int mt_writer_ok(void)
 uint64_t mt_writer_dropped(void)
 {
 	return mt_tbuf_dropped();
+}
+
+void mt_writer_no_final_count(void)
+{
+	atomic_store(&w.final_count, 0);
 }
 
 void mt_writer_on_tick(void (*fn)(uint64_t now_ns))
