@@ -5,6 +5,8 @@ tracked; a library that calls malloc where memtrace cannot see; another
 malloc preloaded) and on hand-made captures with and without the count."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -95,6 +97,42 @@ def test_a_library_malloc_memtrace_cannot_see_is_the_gap(memtrace, script, cc, t
     assert len(warn) == 1, lines
     assert "MiB" in warn[0] and "before tracking started" in warn[0]
     assert "is not in the capture" in warn[0]
+
+
+ATTACH_TARGET = """\
+import sys
+before = [bytes(1000) for _ in range(30_000)]
+print("ready", flush=True)
+after = []
+for line in sys.stdin:
+    if line.strip() == "alloc":
+        after = [bytes(1000) for _ in range(10_000)]
+    print("done", flush=True)
+"""
+
+
+def test_memory_from_before_an_attach_is_the_gap(memtrace, script, tmp_path):
+    prog = script(ATTACH_TARGET)
+    cap = tmp_path / "attach.cap"
+    p = subprocess.Popen([sys.executable, str(prog)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, universal_newlines=True, bufsize=1)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        run(memtrace, "attach", "-o", cap, p.pid, timeout=60)
+        p.stdin.write("alloc\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "done"
+        run(memtrace, "detach", p.pid, timeout=60)
+    finally:
+        p.stdin.close()
+        p.wait(timeout=60)
+    text, a = stats(memtrace, cap)
+    end = a["end"]
+    # 30 MB allocated before the attach: held, and not in the capture
+    assert end["in_use"] >= 40_000 * 1000
+    assert 10_000 * 1000 <= end["tracked_bytes"] < 15 * MB, end
+    assert end["unaccounted"] >= 28 * MB and end["warning"], end
+    assert any(line.startswith("  warning:") for line in allocator_lines(text))
 
 
 SHIM_LIB = r"""
