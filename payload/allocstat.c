@@ -44,7 +44,11 @@ int mt_allocstat_take(uint64_t now_ns, int force, uint64_t *bytes)
 	uint64_t t0 = mt_mono_ns();
 	struct glibc_mallinfo2 mi = as.mallinfo2();
 	uint64_t took = mt_mono_ns() - t0;
-	uint64_t gap = took * 100 > MT_ALLOCSTAT_MIN_NS ? took * 100 : MT_ALLOCSTAT_MIN_NS;
+	uint64_t gap = took * 100;
+	if (gap < MT_ALLOCSTAT_MIN_NS)
+		gap = MT_ALLOCSTAT_MIN_NS;
+	if (gap > MT_ALLOCSTAT_MAX_NS)
+		gap = MT_ALLOCSTAT_MAX_NS;
 	as.next_ns = now_ns + gap;
 	*bytes = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
 	return 1;

@@ -13,15 +13,19 @@
  * mallinfo2() takes every arena's lock in turn and walks its free lists
  * with the lock held, so it is taken on the writer thread only, never in
  * an allocation hook, and at most every MT_ALLOCSTAT_MIN_NS, or less
- * often when a call takes long (the time between calls is at least 100
- * times the last call's). It waits for a thread inside malloc: the
- * caller must know that no thread that holds an arena's lock waits for
- * it (a signal handler that interrupted malloc and waits for the writer;
- * a thread stopping the capture from inside an _exit hook).
+ * often when a call takes long: 100 times the last call's time apart, up
+ * to MT_ALLOCSTAT_MAX_NS (13 us a call with four threads allocating; 4
+ * ms, up to 20, on a heap of 200,000 free chunks, or when the writer
+ * thread is preempted during the call). It waits for a thread inside
+ * malloc: the caller must know that no thread that holds an arena's lock
+ * waits for it (a signal handler that interrupted malloc and waits for
+ * the writer; a thread stopping the capture from inside an _exit hook).
+ * A fork waits for it, as glibc's fork takes every arena's lock.
  */
 #include <stdint.h> /* uint64_t */
 
 #define MT_ALLOCSTAT_MIN_NS (100ull * 1000 * 1000)
+#define MT_ALLOCSTAT_MAX_NS (1000ull * 1000 * 1000)
 
 /* mt_allocstat_init() - find mallinfo2() and check that the program's
  * malloc is glibc's. Control paths (it looks up symbols). Returns 1 if

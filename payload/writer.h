@@ -63,6 +63,13 @@ int mt_writer_ok(void);
  * stopped capture. */
 uint64_t mt_writer_dropped(void);
 
+/* mt_writer_sample_now() - have the writer thread take a memory sample
+ * with the C allocator's count now (allocstat.h), and wait until it is in
+ * the capture's order, at most @timeout_ns: records made after it come
+ * after it. For the moment tracking starts. Not in a hook, nor with a
+ * lock the writer thread takes. */
+void mt_writer_sample_now(uint64_t timeout_ns);
+
 /* mt_writer_no_final_count() - the capture is about to be stopped by a
  * thread that may hold the C allocator's locks (the _exit and exec
  * hooks): its last sample leaves out the allocator's count (allocstat.h),

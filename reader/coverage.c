@@ -34,7 +34,7 @@ int mt_coverage(const struct mt_snapshot *s, enum mt_coverage_when when, struct 
 		const struct mt_sample *p = &s->samples[i];
 		if (p->in_use == MT_SAMPLE_UNKNOWN || (!agg && p->malloc_chunks == MT_SAMPLE_UNKNOWN))
 			continue;
-		if (when == MT_COVERAGE_END || !at || p->heap > at->heap)
+		if (when == MT_COVERAGE_END || !at || p->heap >= at->heap)
 			at = p;
 	}
 	if (!at)
@@ -50,7 +50,11 @@ int mt_coverage(const struct mt_snapshot *s, enum mt_coverage_when when, struct 
 	c->accounted = c->chunks < c->in_use ? c->chunks : c->in_use;
 	c->unaccounted = c->in_use - c->accounted;
 	c->share = c->in_use ? (double)c->accounted / (double)c->in_use : 1.0;
-	c->warn = c->unaccounted > MT_COVERAGE_WARN_BYTES &&
-		  (double)c->unaccounted > MT_COVERAGE_WARN_SHARE * (double)c->in_use;
+	c->start = s->in_use_start;
+	if (c->start != MT_SAMPLE_UNKNOWN && !(s->header.flags & MT_HDR_ATTACHED))
+		c->excused = c->start < c->unaccounted ? c->start : c->unaccounted;
+	uint64_t rest = c->unaccounted - c->excused;
+	c->warn = rest > MT_COVERAGE_WARN_BYTES &&
+		  (double)rest > MT_COVERAGE_WARN_SHARE * (double)c->in_use;
 	return 1;
 }

@@ -15,6 +15,13 @@
  * calling glibc's internal entry points, the C library's and the
  * loader's own allocations).
  *
+ * What the allocator held as tracking started (the count of the last
+ * sample before the first event; `memtrace run` takes one just then) is
+ * the interpreter's own start-up, which a capture leaves out by design,
+ * as memray's: up to that much of the rest is excused from the warning.
+ * Not in an attached capture, where it is the program's memory from
+ * before the attach, which the user is told of.
+ *
  * An aggregated capture keeps no tracked blocks per sample: it is
  * compared at the end only, its live blocks of the malloc family by the
  * site figures, with 16 bytes of chunk overhead a block.
@@ -23,8 +30,8 @@
 
 struct mt_snapshot;
 
-/* Warn when the rest is more than this share of the count and more than
- * MT_COVERAGE_WARN_BYTES. */
+/* Warn when the rest, less what is excused, is more than this share of
+ * the count and more than MT_COVERAGE_WARN_BYTES. */
 #define MT_COVERAGE_WARN_SHARE 0.10
 #define MT_COVERAGE_WARN_BYTES (1ull << 20)
 
@@ -36,12 +43,14 @@ struct mt_coverage {
 	uint64_t accounted;   /* chunks, at most in_use */
 	uint64_t unaccounted; /* in_use - accounted */
 	double share;         /* accounted / in_use; 1 when in_use is 0 */
-	int warn;             /* the rest is large (MT_COVERAGE_WARN_*) */
+	uint64_t start;       /* the count as tracking started, MT_SAMPLE_UNKNOWN */
+	uint64_t excused;     /* of the rest, put down to the start (not attached) */
+	int warn;             /* the rest less excused is large (MT_COVERAGE_WARN_*) */
 };
 
 enum mt_coverage_when {
 	MT_COVERAGE_END,  /* the last sample with the allocator's count */
-	MT_COVERAGE_PEAK, /* of those, the one of the highest tracked heap */
+	MT_COVERAGE_PEAK, /* of those, the last of the highest tracked heap */
 };
 
 /* mt_coverage() - the comparison at the sample @when into *@c. Returns 1,

@@ -348,15 +348,22 @@ static void print_coverage(FILE *out, const struct mt_snapshot *s)
 			mt__report_seconds(t, sizeof(t), c[i].time_us),
 			mt__report_bytes(b, c[i].accounted), 100.0 * c[i].share);
 	}
+	if (c[0].start != MT_SAMPLE_UNKNOWN)
+		fprintf(out, "                      %s was in use as tracking started%s\n",
+			mt__report_bytes(a, c[0].start),
+			s->header.flags & MT_HDR_ATTACHED ? " (the program's, before the attach)"
+							  : " (the interpreter's own start-up)");
 	for (int i = 0; i < 2; i++) {
 		if (!known[i] || !c[i].warn || (i == 1 && c[0].warn))
 			continue;
 		fprintf(out, "  warning: %s (%.1f%%) of what glibc's malloc holds %s is not in the "
-			     "capture: memory allocated before tracking started, or by a path "
+			     "capture%s: memory allocated before tracking started, or by a path "
 			     "memtrace does not see (a library calling glibc's internal entry "
 			     "points, one whose calls to malloc were not patched, the C library's "
 			     "and the loader's own allocations)\n",
-			mt__report_bytes(a, c[i].unaccounted), 100.0 * (1.0 - c[i].share), when[i]);
+			mt__report_bytes(a, c[i].unaccounted - c[i].excused),
+			100.0 * (double)(c[i].unaccounted - c[i].excused) / (double)c[i].in_use, when[i],
+			c[i].excused ? " (besides what was in use as tracking started)" : "");
 	}
 }
 
@@ -508,6 +515,10 @@ static void json_coverage(struct mt_json *j, const struct mt_snapshot *s)
 	}
 	mt_json_begin_object(j, "allocator");
 	mt_json_str(j, "name", "glibc malloc");
+	if (s->in_use_start != MT_SAMPLE_UNKNOWN)
+		mt_json_u64(j, "in_use_at_start", s->in_use_start);
+	else
+		mt_json_null(j, "in_use_at_start");
 	for (int i = 0; i < 2; i++) {
 		if (!mt_coverage(s, i == 0 ? MT_COVERAGE_END : MT_COVERAGE_PEAK, &c)) {
 			mt_json_null(j, i == 0 ? "end" : "peak");
@@ -521,6 +532,7 @@ static void json_coverage(struct mt_json *j, const struct mt_snapshot *s)
 		mt_json_u64(j, "accounted", c.accounted);
 		mt_json_u64(j, "unaccounted", c.unaccounted);
 		mt_json_double(j, "share", c.share);
+		mt_json_u64(j, "excused", c.excused);
 		mt_json_bool(j, "warning", c.warn);
 		mt_json_end(j);
 	}

@@ -476,6 +476,8 @@ static int on_sample(void *ctx, const struct mt_record *r)
 	/* an aggregated capture's samples say what the heap was */
 	uint64_t heap = r->sample.heap ? r->sample.heap - 1 : st->heap;
 	int agg = (s->header.flags & MT_HDR_AGGREGATED) != 0;
+	if (!agg && !s->n_events && r->sample.in_use)
+		s->in_use_start = r->sample.in_use - 1;
 	s->samples[s->n_samples++] = (struct mt_sample){
 		.time_us = r->sample.time_us,
 		.rss = r->sample.rss,
@@ -644,6 +646,7 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 	if (!st)
 		return -ENOMEM;
 	s->st = st;
+	s->in_use_start = MT_SAMPLE_UNKNOWN;
 	s->header = *h;
 	s->header.cmdline.p = NULL;
 	if (h->cmdline.len) {

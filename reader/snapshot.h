@@ -91,6 +91,10 @@ struct mt_snapshot {
 	uint64_t peak_time_us;    /* time of the last sample before the peak */
 	uint64_t leak_count;      /* allocations live at the end */
 	uint64_t peak_rss, peak_rss_time_us;
+	/* the C allocator's count at the last sample before the first event
+	 * (what it held as tracking started), MT_SAMPLE_UNKNOWN if none or
+	 * an aggregated capture */
+	uint64_t in_use_start;
 
 	struct mt_sample *samples;
 	size_t n_samples;

@@ -52,9 +52,26 @@ def test_a_fully_tracked_program_is_accounted_for(memtrace, script, tmp_path):
     assert end["tracked_bytes"] >= 100_000 * 1000
     assert end["accounted"] + end["unaccounted"] == end["in_use"]
     assert end["share"] > 0.9 and not end["warning"], end
+    # run takes a sample as tracking starts: the interpreter's own start-up
+    assert 0 < a["in_use_at_start"] < 16 * MB
     lines = allocator_lines(text)
     assert "glibc malloc holds" in lines[0] and "the capture accounts for" in lines[0]
+    assert any(line.endswith("was in use as tracking started (the interpreter's own start-up)")
+               for line in lines), lines
     assert not any("warning" in line for line in lines), lines
+
+
+def test_a_small_program_does_not_warn(memtrace, script, tmp_path):
+    """The interpreter's start-up is most of what glibc holds: not in the
+    capture, by design, and excused."""
+    prog = script("x = 1\n")
+    cap = tmp_path / "small.cap"
+    run(memtrace, "run", "-q", "-o", cap, prog)
+    text, a = stats(memtrace, cap)
+    end = a["end"]
+    assert end["unaccounted"] > 0 and end["excused"] > 0, end
+    assert not end["warning"], end
+    assert "warning" not in text
 
 
 HIDDEN_LIB = r"""
@@ -96,7 +113,8 @@ def test_a_library_malloc_memtrace_cannot_see_is_the_gap(memtrace, script, cc, t
     warn = [line for line in lines if line.startswith("  warning:")]
     assert len(warn) == 1, lines
     assert "MiB" in warn[0] and "before tracking started" in warn[0]
-    assert "is not in the capture" in warn[0]
+    assert "is not in the capture (besides what was in use as tracking started)" in warn[0]
+    assert 0 < end["excused"] < 16 * MB
 
 
 ATTACH_TARGET = """\
@@ -132,6 +150,11 @@ def test_memory_from_before_an_attach_is_the_gap(memtrace, script, tmp_path):
     assert end["in_use"] >= 40_000 * 1000
     assert 10_000 * 1000 <= end["tracked_bytes"] < 15 * MB, end
     assert end["unaccounted"] >= 28 * MB and end["warning"], end
+    # what was held before the attach is the program's: never excused
+    assert end["excused"] == 0
+    if a["in_use_at_start"] is not None:
+        assert a["in_use_at_start"] >= 30_000 * 1000
+        assert "(the program's, before the attach)" in text
     assert any(line.startswith("  warning:") for line in allocator_lines(text))
 
 
@@ -232,6 +255,39 @@ def test_hand_made_capture_with_the_count(memtrace, tmp_path):
     assert lines[2].startswith("  warning: %.2f MiB (%.1f%%) of what glibc's malloc holds"
                                % (rest / MB, 100.0 * rest / (3 * MB))), lines
     assert "at the peak is not in the capture" in lines[2]
+
+
+@pytest.mark.parametrize("attached", [False, True])
+def test_hand_made_capture_counted_as_tracking_started(memtrace, tmp_path, attached):
+    """A sample before the first event says what the allocator held as
+    tracking started: up to that much of the rest is excused from the
+    warning, unless the capture was attached."""
+    c = Capture(flags=1 if attached else 0)
+    c.thread(0, 4242, "MainThread")
+    c.sample(0, 10 * MB, in_use=2 * MB)
+    for i in range(1000):
+        c.alloc(0x1000000 + i * 0x1000, 1000)
+    c.flush()
+    in_use = 2 * MB + 1000 * chunk(1000) + MB // 2
+    c.sample(1000, 20 * MB, in_use=in_use)
+    c.trailer(2000, 1000, 0)
+    cap = c.save(tmp_path / "c.bin")
+    text, a = stats(memtrace, cap)
+    end = a["end"]
+    assert a["in_use_at_start"] == 2 * MB
+    assert end["unaccounted"] == 2 * MB + MB // 2
+    lines = allocator_lines(text)
+    assert lines[1] == ("                      2.00 MiB was in use as tracking started "
+                        + ("(the program's, before the attach)" if attached
+                           else "(the interpreter's own start-up)"))
+    if attached:
+        # 2.5 MiB of 3.46 not in the capture: told
+        assert end["excused"] == 0 and end["warning"]
+        assert lines[2].startswith("  warning: 2.50 MiB (%.1f%%)" % (250.0 * MB / in_use))
+    else:
+        # 0.5 MiB left once the start-up is excused: below 1 MiB
+        assert end["excused"] == 2 * MB and not end["warning"]
+        assert len(lines) == 2, lines
 
 
 def test_hand_made_capture_without_the_count(memtrace, tmp_path):
