@@ -326,7 +326,7 @@ static int stats_json(FILE *out, const struct mt_snapshot *s, const struct mt_re
 static void print_coverage(FILE *out, const struct mt_snapshot *s)
 {
 	static const char *const when[] = { "at the end", "at the peak" };
-	char a[32], b[32], t[32];
+	char a[32], b[32], d[32], t[32];
 	struct mt_coverage c[2];
 	int known[2];
 
@@ -343,10 +343,11 @@ static void print_coverage(FILE *out, const struct mt_snapshot *s)
 		if (!known[i] || (i == 1 && c[1].time_us == c[0].time_us))
 			continue;
 		fprintf(out, "%sglibc malloc holds %s in use %s (%s); the capture accounts for %s "
-			     "of it (%.1f%%)\n",
+			     "of it (%.1f%%: %s of blocks, with glibc's chunk headers)\n",
 			i ? "                      " : "", mt__report_bytes(a, c[i].in_use), when[i],
 			mt__report_seconds(t, sizeof(t), c[i].time_us),
-			mt__report_bytes(b, c[i].accounted), 100.0 * c[i].share);
+			mt__report_bytes(b, c[i].accounted), 100.0 * c[i].share,
+			mt__report_bytes(d, c[i].bytes));
 	}
 	if (c[0].start != MT_SAMPLE_UNKNOWN)
 		fprintf(out, "                      %s was in use as tracking started%s\n",

@@ -249,7 +249,8 @@ def test_hand_made_capture_with_the_count(memtrace, tmp_path):
     assert end["share"] == 1.0 and not end["warning"]
     lines = allocator_lines(text)
     assert lines[0] == ("  allocator:          glibc malloc holds 488.28 KiB in use at the end "
-                        "(0.002 s); the capture accounts for 488.28 KiB of it (100.0%)"), lines
+                        "(0.002 s); the capture accounts for 488.28 KiB of it (100.0%%: %.2f KiB of "
+                        "blocks, with glibc's chunk headers)" % ((500 * 1000 + 24 + 600) / 1024)), lines
     assert lines[1].strip().startswith("glibc malloc holds 3.00 MiB in use at the peak (0.001 s)")
     rest = 3 * MB - full
     assert lines[2].startswith("  warning: %.2f MiB (%.1f%%) of what glibc's malloc holds"
