@@ -135,8 +135,10 @@ static void body_encode(struct wbuf *w, const struct mt_record *r)
 	case MT_REC_SAMPLE:
 		w_varint(w, r->sample.time_us);
 		w_varint(w, r->sample.rss);
-		if (r->sample.heap)
+		if (r->sample.heap || r->sample.in_use)
 			w_varint(w, r->sample.heap);
+		if (r->sample.in_use)
+			w_varint(w, r->sample.in_use);
 		break;
 	case MT_REC_NAME:
 		w_varint(w, r->name.tid);
@@ -333,6 +335,7 @@ static int body_decode(struct rbuf *b, struct mt_record *r)
 		r->sample.time_us = r_varint(b);
 		r->sample.rss = r_varint(b);
 		r->sample.heap = b->p < b->end ? r_varint(b) : 0;
+		r->sample.in_use = b->p < b->end ? r_varint(b) : 0;
 		break;
 	case MT_REC_NAME:
 		r->name.tid = r_varint(b);

@@ -161,6 +161,10 @@ struct mt_rec_sample {
 	uint64_t rss;     /* bytes */
 	uint64_t heap;    /* tracked heap + 1 at that time, 0 = not given (only
 			   * aggregated captures give it: a trailing field) */
+	uint64_t in_use;  /* the C allocator's own count of the bytes it holds
+			   * in use + 1 (glibc's mallinfo2(): uordblks + hblkhd),
+			   * 0 = not taken; a trailing field after heap, which
+			   * is then written as 0 if not given */
 };
 
 /* A thread's name in the program (Python's threading.Thread.name), given

@@ -213,6 +213,9 @@ static int audit_hook(const char *event, void *args, void *data)
 		/* the program's first line is next, unless the capture has
 		 * already failed (tracking then stays off) */
 		if (mt_writer_ok()) {
+			/* what the allocator holds as tracking starts: the
+			 * interpreter's own, which the capture leaves out */
+			mt_writer_sample_now(100ull * 1000 * 1000);
 			mt_tracking = 1;
 			/* after Python read the dispositions (signal.getsignal()) */
 			mt_fatal_arm();
@@ -250,6 +253,7 @@ static void finish_at_end(enum mt_hooks_end how)
 		if (how == MT_HOOKS_END_EXEC)
 			mt_writer_diag(MT_DIAG_INFO,
 				       "the program called exec: the capture ends there");
+		mt_writer_no_final_count();
 		stop_locked(NULL, 0);
 		if (own)
 			mt_guard_leave();

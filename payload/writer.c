@@ -12,6 +12,7 @@
 #include "payload/fault.h"
 #include "payload/fd-id.h"
 #include "payload/aggregate.h"
+#include "payload/allocstat.h"
 #include "payload/merge.h"
 #include "payload/sink.h"
 #include "payload/tbuf.h"
@@ -53,6 +54,8 @@ static struct {
 	long page;
 	uint64_t start_mono;
 	int aggregate;     /* MT_HDR_AGGREGATED: figures, not events */
+	_Atomic int final_count; /* the last sample may take the allocator's count */
+	_Atomic uint32_t asked, given; /* mt_writer_sample_now(): asks, answers */
 	int agg_said;      /* its running out of memory is in the capture */
 	uint64_t next_agg; /* when the figures are written next */
 	struct {
@@ -87,7 +90,15 @@ static void on_stall(void)
 				     "second: events were dropped until it could");
 }
 
-static void sample(void)
+enum { SAMPLE_TICK, SAMPLE_ASKED, SAMPLE_LAST };
+
+/* A memory sample: RSS, an aggregated capture's heap, and the C
+ * allocator's count when its time has come, or whenever it may for one
+ * asked for (mt_writer_sample_now()) and for the end's (unless the thread
+ * ending the capture may hold the allocator's locks). Never while a
+ * signal is ending the capture: its handler may have interrupted malloc
+ * with an arena's lock held, and waits for this thread (allocstat.h). */
+static void sample(int why)
 {
 	char buf[128];
 	ssize_t n = mt_fd_id_is(w.statm_fd, &w.statm_id)
@@ -110,6 +121,11 @@ static void sample(void)
 		r.sample.heap = mt_agg_heap() + 1;
 		mt_agg_sampled(r.sample.time_us);
 	}
+	uint64_t in_use;
+	if (atomic_load(&w.ending) != END_SIGNAL &&
+	    (why != SAMPLE_LAST || atomic_load(&w.final_count)) &&
+	    mt_allocstat_take(mt_mono_ns(), why != SAMPLE_TICK, &in_use))
+		r.sample.in_use = in_use + 1;
 	mt_merge_append(&r);
 }
 
@@ -246,8 +262,14 @@ static void writer_loop(void)
 		mt_merge_drain(0);
 		append_diag();
 		uint64_t now = mt_mono_ns();
+		uint32_t asked = atomic_load(&w.asked);
+		if (asked != atomic_load(&w.given)) {
+			sample(SAMPLE_ASKED);
+			atomic_store(&w.given, asked);
+			mt_futex_wake(&w.given, INT_MAX);
+		}
 		if (now >= next_sample) {
-			sample();
+			sample(SAMPLE_TICK);
 			void (*tick)(uint64_t) = atomic_load(&w.tick);
 			if (tick)
 				tick(now);
@@ -316,6 +338,10 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	w.start_mono = mt_mono_ns();
 	w.aggregate = (h->flags & MT_HDR_AGGREGATED) != 0;
 	w.agg_said = 0;
+	mt_allocstat_init();
+	atomic_store(&w.final_count, 1);
+	atomic_store(&w.asked, 0);
+	atomic_store(&w.given, 0);
 	w.next_agg = w.start_mono + AGG_NS;
 	const char *crash = getenv("MEMTRACE_TEST_WRITER_CRASH");
 	mt_merge_begin(&w.sink, on_error, crash && (*crash == '1' || *crash == '2') ? *crash - '0' : 0,
@@ -380,7 +406,7 @@ static void finish(const char *diag)
 		mt_writer_diag(MT_DIAG_TRACKING_DISABLED, diag);
 		append_diag();
 	}
-	sample();
+	sample(SAMPLE_LAST);
 	if (w.aggregate) {
 		write_figures();
 		mt_agg_release();
@@ -501,6 +527,25 @@ int mt_writer_ok(void)
 uint64_t mt_writer_dropped(void)
 {
 	return mt_tbuf_dropped();
+}
+
+void mt_writer_sample_now(uint64_t timeout_ns)
+{
+	uint32_t want = atomic_fetch_add(&w.asked, 1) + 1;
+	uint64_t deadline = mt_mono_ns() + timeout_ns;
+	mt_tbuf_kick();
+	for (;;) {
+		uint32_t given = atomic_load(&w.given);
+		uint64_t now = mt_mono_ns();
+		if ((int32_t)(given - want) >= 0 || now >= deadline || !mt_writer_ok())
+			return;
+		mt_futex_wait(&w.given, given, deadline - now);
+	}
+}
+
+void mt_writer_no_final_count(void)
+{
+	atomic_store(&w.final_count, 0);
 }
 
 void mt_writer_on_tick(void (*fn)(uint64_t now_ns))

@@ -6,7 +6,8 @@
  *
  * mt_writer_start() writes the capture's header to its sink (sink.h) and
  * starts the writer thread, which merges the per-thread buffers (tbuf.h)
- * into coded chunks (merge.h), writes them, samples RSS every interval and
+ * into coded chunks (merge.h), writes them, samples RSS (and the C
+ * allocator's own count, allocstat.h) every interval and
  * writes the diagnostics queued with mt_writer_diag(). A capture ends in
  * one of four ways: mt_writer_stop() (the trailer written, the sink
  * closed), mt_writer_end_now() (a fatal signal's handler has the writer
@@ -61,6 +62,19 @@ int mt_writer_ok(void);
 /* mt_writer_dropped() - events dropped in the running or the last
  * stopped capture. */
 uint64_t mt_writer_dropped(void);
+
+/* mt_writer_sample_now() - have the writer thread take a memory sample
+ * with the C allocator's count now (allocstat.h), and wait until it is in
+ * the capture's order, at most @timeout_ns: records made after it come
+ * after it. For the moment tracking starts. Not in a hook, nor with a
+ * lock the writer thread takes. */
+void mt_writer_sample_now(uint64_t timeout_ns);
+
+/* mt_writer_no_final_count() - the capture is about to be stopped by a
+ * thread that may hold the C allocator's locks (the _exit and exec
+ * hooks): its last sample leaves out the allocator's count (allocstat.h),
+ * which would wait for them. */
+void mt_writer_no_final_count(void);
 
 /* mt_writer_on_tick() - have the writer thread call @fn (NULL: nothing)
  * at each RSS sample, with the monotonic time. Any thread. */

@@ -79,6 +79,8 @@ struct mt_py_sample {
 	uint64_t time_us; /* since tracking start */
 	uint64_t rss;
 	uint64_t heap;    /* tracked heap when the sample was read */
+	uint64_t in_use;  /* the C allocator's own count, UINT64_MAX = unknown */
+	uint64_t malloc_bytes, malloc_chunks; /* reader/snapshot.h */
 };
 
 enum mt_py_view {

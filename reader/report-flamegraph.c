@@ -3,7 +3,8 @@
  * The flamegraph report: the view's call tree, pruned to a node budget so
  * that the page stays small whatever the capture, as columns of numbers
  * in one JSON value, plus the memory samples (thinned to a bounded
- * number of points, keeping each stretch's highest values) inside the
+ * number of points, keeping each stretch's highest values; RSS, the
+ * tracked heap and the C allocator's own count) inside the
  * page template of reader/html/flamegraph.html, which draws it. Frames
  * that reader/frames.h hides are marked, not left out: the page leaves
  * them out unless its checkbox is ticked. Each frame of the pruned tree
@@ -23,6 +24,32 @@
 #define DEFAULT_MIN_FRACTION 0.0001 /* 0.01 % of the total */
 #define DEFAULT_MAX_NODES 40000
 #define MAX_POINTS 1500
+
+/* The C allocator's own count by plot point, null where no sample of the
+ * point's stretch has it; no array when none has. */
+static void json_in_use(struct mt_json *j, const struct mt_snapshot *s, size_t step)
+{
+	size_t n = s->n_samples, i;
+
+	for (i = 0; i < n && s->samples[i].in_use == MT_SAMPLE_UNKNOWN; i++)
+		;
+	if (i == n)
+		return;
+	mt_json_begin_array(j, "in_use");
+	for (i = 0; i < n; i += step) {
+		uint64_t v = MT_SAMPLE_UNKNOWN;
+		for (size_t k = i; k < i + step && k < n; k++) {
+			uint64_t x = s->samples[k].in_use;
+			if (x != MT_SAMPLE_UNKNOWN && (v == MT_SAMPLE_UNKNOWN || x > v))
+				v = x;
+		}
+		if (v == MT_SAMPLE_UNKNOWN)
+			mt_json_null(j, NULL);
+		else
+			mt_json_u64(j, NULL, v);
+	}
+	mt_json_end(j);
+}
 
 static void json_memory(struct mt_json *j, const struct mt_snapshot *s)
 {
@@ -45,6 +72,7 @@ static void json_memory(struct mt_json *j, const struct mt_snapshot *s)
 		}
 		mt_json_end(j);
 	}
+	json_in_use(j, s, step);
 	mt_json_begin_object(j, "peak");
 	mt_json_u64(j, "time_us", s->peak_time_us);
 	mt_json_u64(j, "heap", s->peak_heap);

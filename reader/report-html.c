@@ -8,6 +8,7 @@
  * inert inside its <script type="application/json"> element; the page's
  * code shows it with textContent and canvas text only.
  */
+#include "reader/coverage.h"
 #include "reader/report.h"
 #include "util/json.h"
 #include "util/slots.h"
@@ -151,6 +152,23 @@ char *mt_report_leak_note(char *buf, size_t len, const struct mt_snapshot *s, en
 	return buf;
 }
 
+/* A note when much of what glibc's malloc holds at the end is not in the
+ * capture (coverage.h): the page shows less than the program holds. */
+static void coverage_note(struct mt_json *j, const struct mt_snapshot *s)
+{
+	struct mt_coverage c;
+	char a[32], b[32], note[256];
+
+	if (!mt_coverage(s, MT_COVERAGE_END, &c) || !c.warn)
+		return;
+	snprintf(note, sizeof(note),
+		 "glibc's malloc holds %s in use at the end; the capture accounts for %s of it "
+		 "(%.1f%%): the rest was allocated before tracking started, or by a path memtrace "
+		 "does not see",
+		 mt__report_bytes(a, c.in_use), mt__report_bytes(b, c.accounted), 100.0 * c.share);
+	mt_json_str(j, NULL, note);
+}
+
 void mt__html_describe(struct mt_json *j, const struct mt_snapshot *s, const struct mt_report_opts *o,
 		       uint64_t total_bytes, uint64_t total_count)
 {
@@ -179,6 +197,7 @@ void mt__html_describe(struct mt_json *j, const struct mt_snapshot *s, const str
 	char note[256];
 	if (mt_report_leak_note(note, sizeof(note), s, o->view))
 		mt_json_str(j, NULL, note);
+	coverage_note(j, s);
 	mt_json_end(j);
 	mt_json_begin_array(j, "threads");
 	for (size_t i = 0; i < s->n_threads; i++) {

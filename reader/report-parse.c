@@ -120,7 +120,12 @@ static int on_module(void *ctx, const struct mt_record *r)
 static int on_sample(void *ctx, const struct mt_record *r)
 {
 	struct parse_ctx *p = ctx;
-	fprintf(p->out, "sample time_us=%" PRIu64 " rss=%" PRIu64 "\n", r->sample.time_us, r->sample.rss);
+	fprintf(p->out, "sample time_us=%" PRIu64 " rss=%" PRIu64, r->sample.time_us, r->sample.rss);
+	if (r->sample.heap)
+		fprintf(p->out, " heap=%" PRIu64, r->sample.heap - 1);
+	if (r->sample.in_use)
+		fprintf(p->out, " in_use=%" PRIu64, r->sample.in_use - 1);
+	fputc('\n', p->out);
 	return 0;
 }
 

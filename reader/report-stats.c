@@ -4,6 +4,7 @@
  * locations, peaks, dropped events, diagnostics) and the helpers every
  * text report shares: loading a capture and formatting sizes and places.
  */
+#include "reader/coverage.h"
 #include "reader/native.h"
 #include "reader/report.h"
 #include "format/error.h"
@@ -321,6 +322,53 @@ static const char *diag_name(uint32_t code)
 
 static int stats_json(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 
+/* What the C allocator holds and how much of it the capture accounts for
+ * (coverage.h), at the end and at the peak; a warning when much is not. */
+static void print_coverage(FILE *out, const struct mt_snapshot *s)
+{
+	static const char *const when[] = { "at the end", "at the peak" };
+	char a[32], b[32], d[32], t[32];
+	struct mt_coverage c[2];
+	int known[2];
+
+	for (int i = 0; i < 2; i++)
+		known[i] = mt_coverage(s, i == 0 ? MT_COVERAGE_END : MT_COVERAGE_PEAK, &c[i]);
+	fprintf(out, "  allocator:          ");
+	if (!known[0]) {
+		fprintf(out, "unknown (no memory sample has the C allocator's own count: a capture "
+			     "of an older memtrace, a malloc other than glibc's, or a glibc before "
+			     "2.33)\n");
+		return;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (!known[i] || (i == 1 && c[1].time_us == c[0].time_us))
+			continue;
+		fprintf(out, "%sglibc malloc holds %s in use %s (%s); the capture accounts for %s "
+			     "of it (%.1f%%: %s of blocks, with glibc's chunk headers)\n",
+			i ? "                      " : "", mt__report_bytes(a, c[i].in_use), when[i],
+			mt__report_seconds(t, sizeof(t), c[i].time_us),
+			mt__report_bytes(b, c[i].accounted), 100.0 * c[i].share,
+			mt__report_bytes(d, c[i].bytes));
+	}
+	if (c[0].start != MT_SAMPLE_UNKNOWN)
+		fprintf(out, "                      %s was in use as tracking started%s\n",
+			mt__report_bytes(a, c[0].start),
+			s->header.flags & MT_HDR_ATTACHED ? " (the program's, before the attach)"
+							  : " (the interpreter's own start-up)");
+	for (int i = 0; i < 2; i++) {
+		if (!known[i] || !c[i].warn || (i == 1 && c[0].warn))
+			continue;
+		fprintf(out, "  warning: %s (%.1f%%) of what glibc's malloc holds %s is not in the "
+			     "capture%s: memory allocated before tracking started, or by a path "
+			     "memtrace does not see (a library calling glibc's internal entry "
+			     "points, one whose calls to malloc were not patched, the C library's "
+			     "and the loader's own allocations)\n",
+			mt__report_bytes(a, c[i].unaccounted - c[i].excused),
+			100.0 * (double)(c[i].unaccounted - c[i].excused) / (double)c[i].in_use, when[i],
+			c[i].excused ? " (besides what was in use as tracking started)" : "");
+	}
+}
+
 int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o)
 {
 	char a[32], b[32], t[32];
@@ -361,6 +409,7 @@ int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 		fprintf(out, "%llu\n", (unsigned long long)s->n_dropped);
 	else
 		fprintf(out, "unknown (capture is truncated)\n");
+	print_coverage(out, s);
 
 	print_histogram(out, s);
 	print_allocators(out, s);
@@ -456,6 +505,42 @@ static void json_locations(struct mt_json *j, const char *key, const struct mt_l
 	mt_json_end(j);
 }
 
+/* "allocator": the C allocator's count and the capture's share of it at
+ * the end and at the peak (coverage.h); null when not known. */
+static void json_coverage(struct mt_json *j, const struct mt_snapshot *s)
+{
+	struct mt_coverage c;
+
+	if (!mt_coverage(s, MT_COVERAGE_END, &c)) {
+		mt_json_null(j, "allocator");
+		return;
+	}
+	mt_json_begin_object(j, "allocator");
+	mt_json_str(j, "name", "glibc malloc");
+	if (s->in_use_start != MT_SAMPLE_UNKNOWN)
+		mt_json_u64(j, "in_use_at_start", s->in_use_start);
+	else
+		mt_json_null(j, "in_use_at_start");
+	for (int i = 0; i < 2; i++) {
+		if (!mt_coverage(s, i == 0 ? MT_COVERAGE_END : MT_COVERAGE_PEAK, &c)) {
+			mt_json_null(j, i == 0 ? "end" : "peak");
+			continue;
+		}
+		mt_json_begin_object(j, i == 0 ? "end" : "peak");
+		mt_json_u64(j, "time_us", c.time_us);
+		mt_json_u64(j, "in_use", c.in_use);
+		mt_json_u64(j, "tracked_bytes", c.bytes);
+		mt_json_u64(j, "tracked_chunks", c.chunks);
+		mt_json_u64(j, "accounted", c.accounted);
+		mt_json_u64(j, "unaccounted", c.unaccounted);
+		mt_json_double(j, "share", c.share);
+		mt_json_u64(j, "excused", c.excused);
+		mt_json_bool(j, "warning", c.warn);
+		mt_json_end(j);
+	}
+	mt_json_end(j);
+}
+
 static int stats_json(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o)
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT;
@@ -502,6 +587,7 @@ static int stats_json(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	else
 		mt_json_null(&j, "dropped");
 	mt_json_end(&j);
+	json_coverage(&j, s);
 
 	mt_json_begin_array(&j, "size_histogram");
 	for (int i = 0; i < MT_HIST_BUCKETS; i++) {

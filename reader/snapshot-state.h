@@ -89,6 +89,7 @@ struct mt__snapshot_state {
 	struct mt_native nat; /* native and hybrid stacks, their frames */
 
 	uint64_t t, peak_event, heap;
+	uint64_t malloc_bytes, malloc_chunks; /* now: struct mt_sample */
 	uint32_t root_depth; /* a Tracker's: its stacks start below this depth */
 	uint64_t root_hash;
 	/* stack ids, code ids and thread indexes defined by their records */

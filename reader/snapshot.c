@@ -250,6 +250,40 @@ static inline unsigned size_bucket(uint64_t size)
 	return size ? 64 - (unsigned)__builtin_clzll(size) : 0;
 }
 
+/* Whether a block of @kind and @size is one of glibc's malloc: the malloc
+ * family, and pymalloc's blocks above its 512 bytes, which it gets from
+ * malloc (unless Python's object allocator is mimalloc). */
+static int in_malloc(const struct mt_snapshot *s, unsigned kind, uint64_t size)
+{
+	if (kind >= MT_ALLOC_PYMALLOC_MALLOC && kind <= MT_ALLOC_PYMALLOC_REALLOC)
+		return size > 512 && strncmp(s->python_allocator, "mimalloc", 8) != 0;
+	return kind != MT_ALLOC_MMAP;
+}
+
+/* The size of glibc's chunk for a block of @size (64-bit): an 8-byte
+ * header, 16-byte alignment, 32 bytes at least; from 128 KiB, its first
+ * mmap threshold, a mapping of its own in whole pages. */
+static uint64_t malloc_chunk(const struct mt__snapshot_state *st, uint64_t size)
+{
+	if (size > UINT64_MAX / 2)
+		return size;
+	uint64_t c = size + 8 + 15 < 32 ? 32 : (size + 8 + 15) & ~15ull;
+	if (size >= (128u << 10))
+		c = (c + 8 + st->page_mask) & ~st->page_mask;
+	return c;
+}
+
+/* A live block of @kind and @size comes (@sign 1) or goes (-1). */
+static void malloc_count(struct mt_snapshot *s, unsigned kind, uint64_t size, int sign)
+{
+	struct mt__snapshot_state *st = s->st;
+	if (!in_malloc(s, kind, size))
+		return;
+	uint64_t c = malloc_chunk(st, size);
+	st->malloc_bytes += sign > 0 ? size : 0 - size;
+	st->malloc_chunks += sign > 0 ? c : 0 - c;
+}
+
 static int on_alloc(void *ctx, const struct mt_record *r)
 {
 	struct mt_snapshot *s = ctx;
@@ -298,6 +332,7 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 				temporal_free(st, addr, e->size);
 			acc_change(st, &st->sites[e->site], (int64_t)(0 - e->size), -1);
 			st->heap -= e->size;
+			malloc_count(s, st->site_keys[e->site].thread_kind & 15, e->size, -1);
 			s->leak_count--;
 		} else {
 			st->live.n++;
@@ -308,6 +343,7 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		e->seq = seq;
 		if (st->temporal)
 			temporal_alloc(st, (uint32_t)si, addr, size);
+		malloc_count(s, kind, size, 1);
 	}
 	acc_change(st, sa, (int64_t)size, 1);
 	s->leak_count++;
@@ -360,6 +396,7 @@ static int on_free(void *ctx, const struct mt_record *r)
 		a->tmp_count++;
 	}
 	st->heap -= e->size;
+	malloc_count(s, st->site_keys[e->site].thread_kind & 15, e->size, -1);
 	s->bytes_freed += e->size;
 	s->leak_count--;
 	if (st->temporal)
@@ -383,7 +420,17 @@ static int on_sample(void *ctx, const struct mt_record *r)
 	}
 	/* an aggregated capture's samples say what the heap was */
 	uint64_t heap = r->sample.heap ? r->sample.heap - 1 : st->heap;
-	s->samples[s->n_samples++] = (struct mt_sample){ r->sample.time_us, r->sample.rss, heap };
+	int agg = (s->header.flags & MT_HDR_AGGREGATED) != 0;
+	if (!agg && !s->n_events && r->sample.in_use)
+		s->in_use_start = r->sample.in_use - 1;
+	s->samples[s->n_samples++] = (struct mt_sample){
+		.time_us = r->sample.time_us,
+		.rss = r->sample.rss,
+		.heap = heap,
+		.in_use = r->sample.in_use ? r->sample.in_use - 1 : MT_SAMPLE_UNKNOWN,
+		.malloc_bytes = agg ? MT_SAMPLE_UNKNOWN : st->malloc_bytes,
+		.malloc_chunks = agg ? MT_SAMPLE_UNKNOWN : st->malloc_chunks,
+	};
 	if (r->sample.rss > s->peak_rss) {
 		s->peak_rss = r->sample.rss;
 		s->peak_rss_time_us = r->sample.time_us;
@@ -496,6 +543,7 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 	if (!st)
 		return -ENOMEM;
 	s->st = st;
+	s->in_use_start = MT_SAMPLE_UNKNOWN;
 	s->header = *h;
 	s->header.cmdline.p = NULL;
 	if (h->cmdline.len) {

@@ -45,10 +45,19 @@ struct mt_site {
 	struct mt_usage usage;
 };
 
+/* A memory sample. The C allocator's own count and the tracked blocks it
+ * is compared with (reader/coverage.h) may be unknown: MT_SAMPLE_UNKNOWN. */
+#define MT_SAMPLE_UNKNOWN UINT64_MAX
 struct mt_sample {
 	uint64_t time_us;
 	uint64_t rss;  /* from the SAMPLE record */
 	uint64_t heap; /* tracked heap when the sample was read */
+	uint64_t in_use; /* the C allocator's count of bytes in use (SAMPLE in_use) */
+	/* The tracked blocks that glibc's malloc holds (the malloc family,
+	 * and pymalloc's blocks above 512 bytes, which it passes on to
+	 * malloc): their bytes, and their sizes as glibc's chunks (header
+	 * and rounding); unknown in an aggregated capture. */
+	uint64_t malloc_bytes, malloc_chunks;
 };
 
 struct mt_diag {
@@ -82,6 +91,10 @@ struct mt_snapshot {
 	uint64_t peak_time_us;    /* time of the last sample before the peak */
 	uint64_t leak_count;      /* allocations live at the end */
 	uint64_t peak_rss, peak_rss_time_us;
+	/* the C allocator's count at the last sample before the first event
+	 * (what it held as tracking started), MT_SAMPLE_UNKNOWN if none or
+	 * an aggregated capture */
+	uint64_t in_use_start;
 
 	struct mt_sample *samples;
 	size_t n_samples;

@@ -147,7 +147,8 @@ class Frame(ctypes.Structure):
 
 
 class Sample(ctypes.Structure):
-    _fields_ = [("time_us", _u64), ("rss", _u64), ("heap", _u64)]
+    _fields_ = [("time_us", _u64), ("rss", _u64), ("heap", _u64), ("in_use", _u64),
+                ("malloc_bytes", _u64), ("malloc_chunks", _u64)]
 
 
 WRITE_FN = ctypes.CFUNCTYPE(ctypes.c_ssize_t, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char),

@@ -557,8 +557,16 @@ class Capture:
         return self._long(STACK, varint(sid) + varint(zigzag(sid - parent)) + varint(code)
                           + varint(offset))
 
-    def sample(self, time_us, rss):
-        return self._long(SAMPLE, varint(time_us) + varint(rss))
+    def sample(self, time_us, rss, heap=None, in_use=None):
+        """A SAMPLE: heap (aggregated captures) and in_use (the allocator's
+        own count of bytes in use) are trailing fields, each written plus 1;
+        heap is written as 0 (not given) when only in_use is."""
+        body = varint(time_us) + varint(rss)
+        if heap is not None or in_use is not None:
+            body += varint(0 if heap is None else heap + 1)
+        if in_use is not None:
+            body += varint(in_use + 1)
+        return self._long(SAMPLE, body)
 
     def diag(self, code, msg):
         return self._long(DIAG, varint(code) + blob(msg))

@@ -65,7 +65,8 @@ static struct mt_record sample_record(unsigned type, int variant)
 	case MT_REC_SAMPLE:
 		r.sample = (struct mt_rec_sample){ .time_us = variant ? UINT64_MAX : 10000,
 						   .rss = 1ull << 33,
-						   .heap = variant ? UINT64_MAX : 0 };
+						   .heap = variant ? UINT64_MAX : 0,
+						   .in_use = variant ? UINT64_MAX : 0 };
 		break;
 	case MT_REC_SITE:
 		r.site = (struct mt_rec_site){ .stack = variant ? UINT32_MAX : 9,
@@ -173,6 +174,7 @@ static void assert_record_eq(const struct mt_record *a, const struct mt_record *
 		ck_assert_uint_eq(a->sample.time_us, b->sample.time_us);
 		ck_assert_uint_eq(a->sample.rss, b->sample.rss);
 		ck_assert_uint_eq(a->sample.heap, b->sample.heap);
+		ck_assert_uint_eq(a->sample.in_use, b->sample.in_use);
 		break;
 	case MT_REC_SITE:
 		ck_assert_uint_eq(a->site.stack, b->site.stack);
@@ -356,6 +358,44 @@ START_TEST(test_record_unknown_type_skipped)
 	ck_assert_uint_eq(r.type, 15);
 	ck_assert_int_eq(mt_rec_decode(buf + 5, (size_t)n, &r, get_delta, &dec), n);
 	assert_record_eq(&s, &r);
+}
+END_TEST
+
+/* The allocator's count is a trailing field after heap: a full capture
+ * writes heap as 0 before it; bodies of two or three fields (older
+ * captures, aggregated ones) read as not taken; a field cut by the body's
+ * end is corrupt. */
+START_TEST(test_record_sample_in_use)
+{
+	struct mt_record in = { .type = MT_REC_SAMPLE }, out;
+	struct deltas dec;
+	uint8_t buf[64];
+
+	in.sample = (struct mt_rec_sample){ .time_us = 5, .rss = 7, .in_use = 300 + 1 };
+	memset(&dec, 0, sizeof(dec));
+	ssize_t n = mt_rec_encode(buf, sizeof(buf), &in, NULL);
+	static const uint8_t want[] = { 0x06, 0x05, 0x05, 0x07, 0x00, 0xad, 0x02 };
+	ck_assert_int_eq(n, sizeof(want));
+	ck_assert(memcmp(buf, want, sizeof(want)) == 0);
+	ck_assert_int_eq(mt_rec_decode(buf, (size_t)n, &out, get_delta, &dec), n);
+	ck_assert_uint_eq(out.sample.heap, 0);
+	ck_assert_uint_eq(out.sample.in_use, 301);
+
+	static const uint8_t two[] = { 0x06, 0x02, 0x05, 0x07 };
+	memset(&out, 0xa5, sizeof(out));
+	ck_assert_int_eq(mt_rec_decode(two, sizeof(two), &out, get_delta, &dec), 4);
+	ck_assert_uint_eq(out.sample.heap, 0);
+	ck_assert_uint_eq(out.sample.in_use, 0);
+
+	static const uint8_t three[] = { 0x06, 0x03, 0x05, 0x07, 0x09 };
+	memset(&out, 0xa5, sizeof(out));
+	ck_assert_int_eq(mt_rec_decode(three, sizeof(three), &out, get_delta, &dec), 5);
+	ck_assert_uint_eq(out.sample.heap, 9);
+	ck_assert_uint_eq(out.sample.in_use, 0);
+
+	/* the body ends inside in_use's varint */
+	static const uint8_t cut[] = { 0x06, 0x04, 0x05, 0x07, 0x00, 0xad, 0x02 };
+	ck_assert_int_eq(mt_rec_decode(cut, sizeof(cut), &out, get_delta, &dec), -MT_ECORRUPT);
 }
 END_TEST
 
@@ -1077,6 +1117,7 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, test_record_reuse);
 	tcase_add_test(tc, test_record_unknown_type_skipped);
 	tcase_add_test(tc, test_record_malformed);
+	tcase_add_test(tc, test_record_sample_in_use);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("framing");
