@@ -7,8 +7,13 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-$SRC/build-fuzz}
 CC=${CC:-clang}
 mkdir -p "$OUT"
-/usr/bin/python3 "$SRC/scripts/embed.py" "$OUT/html-templates.c" \
-	mt_html_flamegraph="$SRC/reader/html/flamegraph.html" mt_html_table="$SRC/reader/html/table.html"
+# every page template, named as reader/meson.build names them: mt_html_<page>
+PAGES=
+for f in "$SRC"/reader/html/*.html; do
+	PAGES="$PAGES mt_html_$(basename "$f" .html)=$f"
+done
+# shellcheck disable=SC2086 # one argument per page
+/usr/bin/python3 "$SRC/scripts/embed.py" "$OUT/html-templates.c" $PAGES
 LIB="$SRC/format/*.c $SRC/util/*.c $SRC/reader/*.c $OUT/html-templates.c"
 FLAGS="-g -O1 -std=gnu11 -D_GNU_SOURCE -I$SRC -I$SRC/tests/fuzz -fno-omit-frame-pointer"
 LZ4=$(pkg-config --libs liblz4 2>/dev/null || echo -llz4)
@@ -17,7 +22,7 @@ DW=$(pkg-config --libs libdw 2>/dev/null || echo "-ldw -lelf")
 for t in fuzz_capture_file fuzz_chunk_data; do
 	# shellcheck disable=SC2086 # the source lists are globs
 	$CC $FLAGS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-o "$OUT/$t" "$SRC/tests/fuzz/$t.c" $LIB $LZ4 $DW
+		-o "$OUT/$t" "$SRC/tests/fuzz/$t.c" $LIB $LZ4 $DW -lm -ldl -lpthread
 done
 for t in mkseeds mkcap; do
 	# shellcheck disable=SC2086
