@@ -423,24 +423,28 @@ class _Manager:
                 lines.append("        " + _where(f, self.rootdir))
         return lines
 
-    def _xdist_records(self, tid):
+    def _xdist_records(self, reader, tid):
         """On an xdist worker, whether a record is execnet's: its thread
         receives the controller's messages while tests run, and what it
         allocates is not the test's (another thread, through execnet's
-        code). Elsewhere, nothing is."""
+        code); and how many of the capture's allocations are. Elsewhere,
+        no record is, and none."""
         execnet = sys.modules.get("execnet") if self.worker else None
         if execnet is None or tid is None:
-            return _nothing
+            return _nothing, 0
         where = os.path.dirname(execnet.__file__) + os.sep
         seen = {}
 
-        def xdist(r):
-            if r.tid == tid:
+        def theirs(thread, stack_id):
+            if thread == tid:
                 return False
-            if r.stack_id not in seen:
-                seen[r.stack_id] = any(f[1].startswith(where) for f in r._qualified_stack())
-            return seen[r.stack_id]
-        return xdist
+            if stack_id not in seen:
+                seen[stack_id] = any(f[1].startswith(where) for f in reader._stack(stack_id))
+            return seen[stack_id]
+
+        count = sum(n for (thread, stack_id), n in reader._allocations_by_stack(tid).items()
+                    if theirs(thread, stack_id))
+        return (lambda r: theirs(r.tid, r.stack_id)), count
 
     def _analyse(self, item, path):
         memory, leaks = _markers(item)
@@ -453,17 +457,14 @@ class _Manager:
             return [r for r in records if r.tid == tid]
 
         headlines = []
-        xdist = self._xdist_records(tid)
         with FileReader(path) as reader:
+            xdist, not_mine = self._xdist_records(reader, tid)
             peak_records = [r for r in reader.get_high_watermark_allocation_records(
                 merge_threads=False) if not xdist(r)]
             peak = sum(r.size for r in peak_records)
             top = self._top(peak_records, 5)
-            allocations = reader.metadata.total_allocations
-            if xdist is not _nothing:
-                allocations -= sum(1 for r in reader.get_allocation_records()
-                                   if not r.allocator.is_deallocator and xdist(r))
-            self.results.append(_Result(item.nodeid, peak, allocations, top,
+            self.results.append(_Result(item.nodeid, peak,
+                                        reader.metadata.total_allocations - not_mine, top,
                                         path if self.keep else None))
             problems = []
             if memory is not None:

@@ -294,3 +294,36 @@ def test_xdist_saves_the_workers_baselines(tmp_path):
     after = cached(tmp_path)
     assert after["test_runs.py::test_grows"] == base["test_runs.py::test_grows"]
     assert after["test_runs.py::test_breaks"] < MiB, after  # passed with less: moved
+
+
+def test_allocations_by_stack_counts_as_the_events_do(tmp_path):
+    """The plugin's count of another thread's allocations (the reader's
+    pass that makes no record per event) agrees with the events, over a
+    capture of several chunks and two threads, whichever thread is left
+    out."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import collections, threading, memtrace\n"
+        "with memtrace.Tracker('cap.bin', trace_python_allocators=True):\n"
+        "    keep = [bytearray(100) for _ in range(100_000)]\n"
+        "    t = threading.Thread(target=lambda: [bytearray(50) for _ in range(3_000)])\n"
+        "    t.start(); t.join(); other = t.native_id\n"
+        "r = memtrace.FileReader('cap.bin')\n"
+        "events = collections.Counter((e.tid, e.stack_id) for e in r.get_allocation_records()\n"
+        "                             if not e.allocator.is_deallocator)\n"
+        "for skip in (threading.get_native_id(), other, 0):\n"
+        "    want = {k: n for k, n in events.items() if k[0] != skip}\n"
+        "    got = dict(r._allocations_by_stack(skip))\n"
+        "    print(got == want, sum(got.values()), sum(want.values()))\n"
+        "print(sum(events.values()) == r.metadata.total_allocations)\n")
+    p = subprocess.run([PYTHON, str(prog)], cwd=str(tmp_path), universal_newlines=True,
+                       env=dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    lines = p.stdout.split("\n")
+    assert p.returncode == 0 and len(lines) == 5, (p.stdout, p.stderr)
+    for line in lines[:3]:
+        same, got, want = line.split()
+        assert same == "True" and int(got) > 0, p.stdout
+    skip_main, skip_other, skip_none = (int(line.split()[1]) for line in lines[:3])
+    assert skip_main >= 3000 and skip_other >= 100_000 and skip_none == skip_main + skip_other
+    assert lines[3] == "True", p.stdout
