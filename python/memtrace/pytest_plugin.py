@@ -17,16 +17,27 @@ GB, TB or PB, counted in powers of 1024 (KiB, MiB... are accepted too).
 Without --memtrace the markers are not checked, with a warning per test.
 Peak and leaks are computed by the C reader (memtrace.FileReader) from
 each test's capture. pytest-memray's option names are aliases (--memray,
---stacks, ...), and every option has an ini key.
+--stacks, --fail-on-increase, ...), and every option has an ini key.
+
+With --memtrace-fail-on-increase (--fail-on-increase) a limit_memory test
+also fails when its peak is higher, by any number of bytes, than at its
+last passing run under that option; each test that passes moves its own
+baseline (up or down), a failing one keeps it. The baselines live in
+pytest's cache (key memtrace/baselines), or with the cache plugin disabled
+in the file the cache would use, or in --memtrace-baselines FILE. Under
+pytest-xdist each worker sends its results and baselines to the controller,
+which prints the one report and saves the baselines.
 """
 
 import collections
 import functools
 import hashlib
 import inspect
+import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 
@@ -147,6 +158,14 @@ _OPTIONS = [
         action="store_true", default=None,
         help="record every Python object allocation, not only pymalloc's arenas (limit_leaks "
              "tests always do)")),
+    ("--memtrace-fail-on-increase", "--fail-on-increase", dict(
+        action="store_true", default=None,
+        help="fail a limit_memory test whose peak is higher than at its last passing run "
+             "with this option (the baselines are kept in pytest's cache)")),
+    ("--memtrace-baselines", None, dict(
+        metavar="FILE", default=None,
+        help="keep the --memtrace-fail-on-increase baselines in FILE (JSON) instead of "
+             "pytest's cache")),
 ]
 _DEFAULTS = {"most_allocations": 5, "memtrace_stacks": 1}
 
@@ -230,6 +249,19 @@ class _Result:
         self.top = top
         self.path = path
 
+    def to_wire(self):
+        """What execnet carries from an xdist worker: plain values."""
+        return (self.nodeid, int(self.peak), int(self.allocations),
+                [(int(size), int(count), [(str(f[0]), str(f[1]), int(f[2])) for f in frames])
+                 for size, count, frames in self.top], self.path)
+
+    @classmethod
+    def from_wire(cls, data):
+        nodeid, peak, allocations, top, path = data
+        return cls(nodeid, peak, allocations,
+                   [(size, count, [tuple(f) for f in frames]) for size, count, frames in top],
+                   path)
+
 
 def _markers(item):
     memory = item.get_closest_marker("limit_memory")
@@ -284,6 +316,11 @@ class _Manager:
         self.captures = {}  # nodeid -> capture path of the current run
         self.test_tid = {}  # nodeid -> the thread that ran its body
         self.results = []
+        self.worker = hasattr(config, "workerinput")  # a pytest-xdist worker
+        self.baselines = None
+        if _option(config, "--memtrace-fail-on-increase"):
+            self.baselines = _Baselines(config, _option(config, "--memtrace-baselines"))
+        self.measured = {}  # nodeid -> its limit_memory figure, until its report is out
 
     # -- naming ---------------------------------------------------------
     def _capture_path(self, nodeid):
@@ -367,6 +404,9 @@ class _Manager:
         if problem and report.passed:
             report.outcome = "failed"
             report.longrepr = problem
+            if self.worker and isinstance(problem, _LimitFailure):
+                # xdist sends the longrepr as text: the headline goes too
+                report.memtrace_headline = problem.reprcrash.message
 
     def _top(self, records, n):
         groups = sorted(_per_stack(records, self.native), key=lambda g: g[0], reverse=True)
@@ -383,6 +423,29 @@ class _Manager:
                 lines.append("        " + _where(f, self.rootdir))
         return lines
 
+    def _xdist_records(self, reader, tid):
+        """On an xdist worker, whether a record is execnet's: its thread
+        receives the controller's messages while tests run, and what it
+        allocates is not the test's (another thread, through execnet's
+        code); and how many of the capture's allocations are. Elsewhere,
+        no record is, and none."""
+        execnet = sys.modules.get("execnet") if self.worker else None
+        if execnet is None or tid is None:
+            return _nothing, 0
+        where = os.path.dirname(execnet.__file__) + os.sep
+        seen = {}
+
+        def theirs(thread, stack_id):
+            if thread == tid:
+                return False
+            if stack_id not in seen:
+                seen[stack_id] = any(f[1].startswith(where) for f in reader._stack(stack_id))
+            return seen[stack_id]
+
+        count = sum(n for (thread, stack_id), n in reader._allocations_by_stack(tid).items()
+                    if theirs(thread, stack_id))
+        return (lambda r: theirs(r.tid, r.stack_id)), count
+
     def _analyse(self, item, path):
         memory, leaks = _markers(item)
         tid = self.test_tid.pop(item.nodeid, None)
@@ -395,31 +458,46 @@ class _Manager:
 
         headlines = []
         with FileReader(path) as reader:
-            peak_records = list(reader.get_high_watermark_allocation_records(merge_threads=False))
+            xdist, not_mine = self._xdist_records(reader, tid)
+            peak_records = [r for r in reader.get_high_watermark_allocation_records(
+                merge_threads=False) if not xdist(r)]
             peak = sum(r.size for r in peak_records)
             top = self._top(peak_records, 5)
-            self.results.append(_Result(item.nodeid, peak, reader.metadata.total_allocations,
-                                        top, path if self.keep else None))
+            self.results.append(_Result(item.nodeid, peak,
+                                        reader.metadata.total_allocations - not_mine, top,
+                                        path if self.keep else None))
             problems = []
             if memory is not None:
                 limit, kw = _marker_limit(memory)
                 records = mine(peak_records, kw)
                 used = sum(r.size for r in records)
+                own = " (its own thread)" if kw.get("current_thread_only") else ""
                 if used > limit:
                     problems.append("Test was limited to %s but its body%s used %s at its peak"
-                                    % (format_size(limit),
-                                       " (its own thread)" if kw.get("current_thread_only") else "",
-                                       format_size(used)))
-                    problems.append("Largest allocations live at the peak:")
-                    problems.extend(self._describe(self._top(records, 5)))
+                                    % (format_size(limit), own, format_size(used)))
                     headlines.append("limit_memory: %s > %s" % (format_size(used),
                                                                 format_size(limit)))
+                before = None
+                if self.baselines is not None:
+                    self.measured[item.nodeid] = used
+                    before = self.baselines.get(item.nodeid)
+                if before is not None and used > before:
+                    now, then = _sizes(used, before)
+                    problems.append("Test's body%s used %s at its peak, %s more than the %s of "
+                                    "its last passing run" % (own, now, format_size(used - before),
+                                                              then))
+                    headlines.append("fail-on-increase: %s > %s (+%s)" % (
+                        format_size(used), format_size(before), format_size(used - before)))
+                if problems:
+                    problems.append("Largest allocations live at the peak:")
+                    problems.extend(self._describe(self._top(records, 5)))
             if leaks is not None:
                 limit, kw = _marker_limit(leaks)
                 filter_fn = kw.get("filter_fn")
                 bad = []
                 for size, count, frames in _per_stack(mine(
-                        list(reader.get_leaked_allocation_records(merge_threads=False)), kw)):
+                        [r for r in reader.get_leaked_allocation_records(merge_threads=False)
+                         if not xdist(r)], kw)):
                     if size <= limit:
                         continue
                     if filter_fn is not None and not filter_fn(
@@ -439,6 +517,45 @@ class _Manager:
         if problems and self.keep:
             problems.append("capture: %s" % path)
         return _LimitFailure(problems, "; ".join(headlines)) if problems else None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report):
+        """A limit_memory test's figure becomes its baseline if the test
+        passed, checks and all. On an xdist controller, a worker's limit
+        failure gets its short summary reason back."""
+        if report.when != "call":
+            return
+        headline = getattr(report, "memtrace_headline", None)
+        if headline and isinstance(report.longrepr, str):
+            report.longrepr = _LimitFailure(report.longrepr.splitlines(), headline)
+        used = self.measured.pop(report.nodeid, None)
+        if used is not None and report.passed:
+            self.baselines.passed[report.nodeid] = used
+
+    # -- pytest-xdist: the workers' results go to the controller ---------
+    def pytest_sessionfinish(self, session):
+        if self.worker:
+            self.config.workeroutput["memtrace"] = {
+                "results": [r.to_wire() for r in self.results],
+                "baselines": dict(self.baselines.passed) if self.baselines else {},
+            }
+        elif self.baselines is not None:
+            try:
+                self.baselines.save()
+            except OSError as e:
+                sys.stderr.write("memtrace: cannot save the baselines in %s: %s\n"
+                                 % (self.baselines.where, e.strerror or e))
+                if session.exitstatus == 0:
+                    session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        sent = getattr(node, "workeroutput", {}).get("memtrace")
+        if not sent:  # a worker that crashed sends nothing
+            return
+        self.results.extend(_Result.from_wire(r) for r in sent["results"])
+        if self.baselines is not None:
+            self.baselines.passed.update(sent["baselines"])
 
     # -- reporting ------------------------------------------------------
     def pytest_terminal_summary(self, terminalreporter):
@@ -463,6 +580,98 @@ class _Manager:
     def pytest_unconfigure(self, config):
         if not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _sizes(a, b):
+    """@a and @b formatted, with their bytes when they read the same."""
+    if format_size(a) != format_size(b):
+        return format_size(a), format_size(b)
+    return "%s (%d B)" % (format_size(a), a), "%s (%d B)" % (format_size(b), b)
+
+
+class _Baselines:
+    """Each limit_memory test's peak at its last passing run under
+    --memtrace-fail-on-increase, by node id: {nodeid: bytes}, read once at
+    the start. Kept in @path if given (JSON), else in pytest's cache under
+    KEY, else (cache plugin disabled) in the file the cache would keep KEY
+    in, so both ways share the baselines. Only the tests that passed are
+    written back, over the old values; the others keep theirs."""
+
+    KEY = "memtrace/baselines"
+
+    def __init__(self, config, path):
+        self.cache = getattr(config, "cache", None) if path is None else None
+        self.cache_dir = None  # pytest's, when this plugin may have to make it
+        if path is not None:
+            self.file = os.path.abspath(path)
+        elif self.cache is None:
+            try:
+                cache_dir = config.getini("cache_dir") or ".pytest_cache"
+            except ValueError:  # the cache plugin registers the key
+                cache_dir = ".pytest_cache"
+            root = str(config.rootpath) if hasattr(config, "rootpath") else str(config.rootdir)
+            self.cache_dir = os.path.join(root, os.path.expanduser(cache_dir))
+            self.file = os.path.join(self.cache_dir, "v", *self.KEY.split("/"))
+        else:
+            self.file = None
+        self.where = self.file or "pytest's cache (%s)" % self.KEY
+        self.old = self._load()
+        self.passed = {}  # nodeid -> figure, of this run's passing tests
+
+    def _load(self):
+        if self.cache is not None:
+            data = self.cache.get(self.KEY, None)  # what does not parse reads as absent
+        else:
+            try:
+                with open(self.file, encoding="utf-8") as f:
+                    data = json.load(f)
+            except FileNotFoundError:
+                data = None
+            except OSError as e:
+                raise pytest.UsageError("memtrace: cannot read the baselines in %s: %s"
+                                        % (self.file, e.strerror or e)) from None
+            except ValueError as e:
+                raise pytest.UsageError("memtrace: the baselines in %s are not JSON (%s); "
+                                        "delete the file to start again" % (self.file, e)) from None
+        if data is None:
+            return {}
+        if not isinstance(data, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in data.values()):
+            raise pytest.UsageError("memtrace: the baselines in %s are not {test id: bytes}; "
+                                    "delete them to start again" % self.where)
+        return data
+
+    def get(self, nodeid):
+        return self.old.get(nodeid)
+
+    def save(self):
+        if not self.passed:
+            return
+        data = dict(self.old)
+        data.update(self.passed)
+        if self.cache is not None:
+            self.cache.set(self.KEY, data)
+            return
+        if self.cache_dir is not None and not os.path.isdir(self.cache_dir):
+            os.makedirs(self.cache_dir)  # kept out of git, as pytest's cache does
+            with open(os.path.join(self.cache_dir, ".gitignore"), "w") as f:
+                f.write("# Created by memtrace's pytest plugin.\n*\n")
+        os.makedirs(os.path.dirname(self.file), exist_ok=True)
+        tmp = self.file + ".tmp%d" % os.getpid()
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=2, sort_keys=True)
+                f.write("\n")
+            os.replace(tmp, self.file)
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _nothing(record):
+    return False
 
 
 class _Crash:

@@ -454,6 +454,37 @@ class FileReader:
         finally:
             lib.mt_py_events_close(cursor)
 
+    def _allocations_by_stack(self, skip_tid):
+        """{(tid, stack id): allocations} of every thread but @skip_tid's,
+        over the whole capture: a pass over the events that makes no object
+        per event, for the pytest plugin's accounting under pytest-xdist."""
+        lib, rec = self._lib, _native.Record
+        size = ctypes.sizeof(rec)
+        tid_at, step64 = rec.tid.offset // 8, size // 8
+        alloc_at, stack_at, step32 = rec.allocator.offset // 4, rec.stack.offset // 4, size // 4
+        frees = {int(a) for a in AllocatorType if a.is_deallocator}
+        counts = collections.Counter()
+        cursor = ctypes.c_void_p()
+        self._checked(lib.mt_py_events_open(self._h(), ctypes.byref(cursor)))
+        try:
+            out = ctypes.POINTER(rec)()
+            while True:
+                n = self._checked(lib.mt_py_events_next(self._h(), cursor, ctypes.byref(out)))
+                if n == 0:
+                    return counts
+                raw = memoryview(ctypes.string_at(out, n * size))
+                tids = raw.cast("Q")[tid_at::step64].tolist()
+                if tids.count(skip_tid) == n:
+                    continue
+                words = raw.cast("I")
+                allocators = words[alloc_at::step32].tolist()
+                stacks = words[stack_at::step32].tolist()
+                for tid, allocator, stack in zip(tids, allocators, stacks):
+                    if tid != skip_tid and allocator not in frees:
+                        counts[(tid, stack)] += 1
+        finally:
+            lib.mt_py_events_close(cursor)
+
     def get_high_watermark_allocation_records(self, merge_threads=True):
         """What was allocated at the moment the tracked heap was highest,
         one record per stack and allocator (and thread, unless merge_threads)."""
