@@ -66,6 +66,16 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 /* mt_report_table() - an HTML page of @o->view by location, thread and
  * allocator, sortable and filterable. */
 int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+/* mt_report_transform_csv() - @o->view (peak, leaks or temporary) as
+ * memray's transform csv: a header row, then one row per site (stack,
+ * thread, allocator) with memory in it, in order of first use.
+ * mt_report_transform_gprof2dot() - the same sites as the JSON gprof2dot
+ * reads ("-f json"), sites without frames left out. Every frame is
+ * written (none hidden), Python ones by their co_name
+ * (reader/report-transform.c). */
+int mt_report_transform_csv(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+int mt_report_transform_gprof2dot(FILE *out, const struct mt_snapshot *s,
+				  const struct mt_report_opts *o);
 /* mt_report_tree() - the @o->top_n biggest call paths of @o->view as an
  * indented tree of text (or JSON). */
 int mt_report_tree(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
