@@ -39,7 +39,8 @@ int cmd_transform(int argc, char **argv)
 	struct mt_report_cmd cmd = {
 		.name = "transform",
 		.usage = usage,
-		.args = MT_RA_VIEWS | MT_RA_ALL_FRAMES | MT_RA_OUTPUT | MT_RA_FORMAT,
+		.args = MT_RA_VIEWS | MT_RA_ALL_FRAMES | MT_RA_OUTPUT | MT_RA_OUTPUT_BY_CALLER |
+			MT_RA_FORMAT,
 	};
 	struct mt_report_args a = {
 		.o = { .view = MT_VIEW_PEAK, .temp_threshold = 1 },

@@ -51,10 +51,11 @@ enum {
 	MT_RA_OUTPUT = 1 << 5,      /* -o, --output OUT and -f, --force: a page
 				     * written to OUT, by default beside the
 				     * capture as memtrace-<name>-<stem>.html */
-	MT_RA_FORMAT = 1 << 6,      /* a FORMAT operand before CAPTURE (a->format);
-				     * the caller names the default output */
+	MT_RA_FORMAT = 1 << 6,      /* a FORMAT operand before CAPTURE (a->format) */
 	MT_RA_ALL_FRAMES = 1 << 7,  /* MT_RA_VIEWS without --python-only and
 				     * --show-hidden-frames: every frame, always */
+	MT_RA_OUTPUT_BY_CALLER = 1 << 8, /* MT_RA_OUTPUT without a default: a->output
+					  * stays NULL unless -o was given */
 };
 
 #define MT_REPORT_OWN_MAX 6

@@ -230,7 +230,7 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		return 2;
 	}
 	a->o.path = argv[optind];
-	if ((has & MT_RA_OUTPUT) && !(has & MT_RA_FORMAT) && !a->output) {
+	if ((has & MT_RA_OUTPUT) && !(has & MT_RA_OUTPUT_BY_CALLER) && !a->output) {
 		mt_cli_page_name(a->defout, sizeof(a->defout), c->name, a->o.path);
 		a->output = a->defout;
 	}

@@ -34,6 +34,9 @@ struct mt_report_opts {
 	 * (mt_capture_set_progress()); NULL for nothing */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
 	void *progress_ctx;
+	int memray_stats;    /* stats: memray's JSON layout (mt_report_stats_memray());
+			      * for mt_report_load(): count exact sizes, refuse an
+			      * aggregated capture */
 	int show_hidden;     /* summary, tree, flamegraph, table: the frames that
 			      * reader/frames.h hides too (the flamegraph's
 			      * checkbox starts ticked) */
@@ -60,6 +63,11 @@ int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 char *mt_report_describe_open_error(char *buf, size_t len, const char *path, int err);
 
 int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+/* mt_report_stats_memray() - the stats as memray's stats --json writes
+ * them (reader/report-stats-memray.c), of a snapshot loaded with
+ * @o->memray_stats (exact sizes) and @o->python_only (locations are the
+ * innermost Python frames); @o->top_n rows per top list (0 = all). */
+int mt_report_stats_memray(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 /* mt_report_flamegraph() - one self-contained HTML page (no network) of
  * @o->view as a flame graph, with a memory-over-time plot. */
 int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);

@@ -3,9 +3,11 @@ hand-made captures, CSV read back with Python's csv module (names with
 commas, quotes and newlines), the JSON gprof2dot reads, a real program
 against FileReader, default file names, and every bad input."""
 
+import collections
 import csv
 import io
 import json
+import math
 import os
 
 import pytest
@@ -297,3 +299,171 @@ def test_aggregated_capture(memtrace, tmp_path):
     # single allocations are not: temporary ones cannot be found
     err = fails(memtrace, "csv", "--temporary-allocations", "-f", cap, status=1)
     assert err.count("\n") == 1 and "aggregated capture" in err
+
+
+# ---------------------------------------------------------------------------
+# stats -o: memray's stats --json layout
+# ---------------------------------------------------------------------------
+def memray_histogram(sizes):
+    """The size histogram memray's stats --json writes, from allocations
+    counted by exact size: ten bins evenly spaced in log(size) between the
+    smallest nonzero size and the largest (the low end halved when they are
+    equal), bounds truncated to integers, the last one inclusive."""
+    low = math.log(min(s for s in sizes if s))
+    high = math.log(max(sizes))
+    if low == high:
+        low /= 2
+    step = (high - low) / 10
+    bounds = [int(math.exp(low + step * (i + 1))) for i in range(10)]
+    counts = [0] * 10
+    for size, n in sizes.items():
+        counts[min(int((math.log(size) - low) // step), 9) if size else 0] += n
+    out, start = [], 0
+    for i in range(10):
+        out.append({"min_bytes": start, "max_bytes": bounds[i] - (1 if i < 9 else 0),
+                    "count": counts[i]})
+        start = bounds[i]
+    return out
+
+
+MEMRAY_KEYS = ["total_num_allocations", "total_bytes_allocated", "allocation_size_histogram",
+               "allocator_type_distribution", "top_allocations_by_size",
+               "top_allocations_by_count", "top_modules_by_allocation_size",
+               "top_modules_by_allocation_count", "metadata"]
+METADATA_KEYS = ["start_time", "end_time", "total_allocations", "total_frames", "peak_memory",
+                 "command_line", "pid", "main_thread_id", "python_allocator",
+                 "has_native_traces", "trace_python_allocators", "file_format"]
+
+
+def test_stats_output_memray_layout(memtrace, tmp_path):
+    cap = program().save(tmp_path / "p.bin")
+    out = tmp_path / "s.json"
+    env = dict(os.environ, TZ="IST-5:30")
+    p = run(memtrace, "stats", "-o", out, cap, env=env)
+    assert p.stdout.startswith("wrote %s (" % out) and p.stderr == ""
+    s = json.loads(out.read_text())
+    assert list(s) == MEMRAY_KEYS and list(s["metadata"]) == METADATA_KEYS
+    assert s["total_num_allocations"] == 4
+    assert s["total_bytes_allocated"] == 14 * MB + 16 * 4096
+    assert s["allocation_size_histogram"] == memray_histogram(
+        {10 * MB: 1, 3 * MB: 1, MB: 1, 16 * 4096: 1})
+    assert list(s["allocator_type_distribution"].items()) == [("MALLOC", 2), ("CALLOC", 1),
+                                                               ("MMAP", 1)]
+    assert s["top_allocations_by_size"] == [
+        {"location": "f:/app/prog.py:5", "size": 10 * MB},
+        {"location": "g:/app/prog.py:9", "size": 3 * MB + 16 * 4096},
+        {"location": "<stack trace unavailable>", "size": MB}]
+    assert s["top_allocations_by_count"] == [
+        {"location": "g:/app/prog.py:9", "count": 2},
+        {"location": "<stack trace unavailable>", "count": 1},
+        {"location": "f:/app/prog.py:5", "count": 1}]
+    assert s["top_modules_by_allocation_size"] == s["top_modules_by_allocation_count"] == []
+    assert s["metadata"] == {
+        # 1700000000 s is 2023-11-14 22:13:20 UTC; the trailer is 2 ms later
+        "start_time": "2023-11-15 03:43:20+05:30", "end_time": "2023-11-15 03:43:20.002000+05:30",
+        "total_allocations": 7,  # memray counts every record, frees too
+        "total_frames": 3, "peak_memory": 13 * MB, "command_line": "python3 prog.py",
+        "pid": 4242, "main_thread_id": 4242, "python_allocator": "unknown",
+        "has_native_traces": False, "trace_python_allocators": False, "file_format": 0}
+    # -n: the rows of the top lists; --json with -o is memray's spelling
+    run(memtrace, "stats", "--json", "-n", "1", "-f", "-o", out, cap)
+    s = json.loads(out.read_text())
+    assert len(s["top_allocations_by_size"]) == len(s["top_allocations_by_count"]) == 1
+    # -o -: to standard output
+    assert json.loads(run(memtrace, "stats", "-o", "-", cap).stdout)["total_num_allocations"] == 4
+    # --json alone is memtrace's own layout, on standard output, as before
+    assert "totals" in json.loads(run(memtrace, "stats", "--json", cap).stdout)
+
+
+def sized(sizes):
+    c = Capture()
+    c.thread(0, 1, "MainThread")
+    for i, size in enumerate(sizes):
+        c.alloc(0x1000 * (i + 1), size, stack=1)
+    c.stack(1, 0, 1).code(1, "/app/x.py", "x", 1)
+    c.trailer(10, len(sizes), 0)
+    return c
+
+
+@pytest.mark.parametrize("sizes", [
+    [100] * 5,                            # one size: the low end is halved
+    [0, 0, 7, 7, 8, 1000, 999, 1001, 4096, 1 << 30],  # size 0 in the first bin
+    [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987, 1597],
+    list(range(1, 2000, 7)),
+])
+def test_stats_output_histogram(memtrace, tmp_path, sizes):
+    cap = sized(sizes).save(tmp_path / "h.bin")
+    s = json.loads(run(memtrace, "stats", "-o", "-", cap).stdout)
+    want = collections.Counter(sizes)
+    assert s["allocation_size_histogram"] == memray_histogram(want)
+    assert sum(b["count"] for b in s["allocation_size_histogram"]) == len(sizes)
+
+
+def test_stats_output_histogram_edges(memtrace, tmp_path):
+    # memray fails on these; memtrace writes what can be said
+    s = json.loads(run(memtrace, "stats", "-o", "-", sized([]).save(tmp_path / "e.bin")).stdout)
+    assert s["allocation_size_histogram"] == [] and s["total_num_allocations"] == 0
+    s = json.loads(run(memtrace, "stats", "-o", "-", sized([0, 1, 1]).save(tmp_path / "o.bin"))
+                   .stdout)
+    assert [b["count"] for b in s["allocation_size_histogram"]] == [3] + [0] * 9
+
+
+def test_stats_output_real_program(memtrace, tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import random\n"
+        "random.seed(5)\n"
+        "def work():\n"
+        "    return [bytearray(random.randrange(1, 300_000)) for _ in range(300)]\n"
+        "keep = work()\n")
+    cap = tmp_path / "cap.bin"
+    run(memtrace, "run", "-q", "-o", cap, script, cwd=tmp_path)
+    run(memtrace, "stats", "-o", tmp_path / "s.json", cap)
+    s = json.loads((tmp_path / "s.json").read_text())
+    # the exact sizes, from every record FileReader gives
+    code = (
+        "import json, sys, memtrace\n"
+        "r = memtrace.FileReader(sys.argv[1])\n"
+        "out = []\n"
+        "for rec in r.get_allocation_records():\n"
+        "    if not rec.allocator.is_deallocator:\n"
+        "        top = rec.stack_trace()[:1]\n"
+        "        out.append([rec.size, rec.allocator.name, '%s:%s:%d' % top[0] if top else None])\n"
+        "json.dump(out, sys.stdout)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), MEMTRACE_BUILD_DIR=BUILD)
+    recs = json.loads(run("/usr/bin/python3", "-c", code, cap, env=env).stdout)
+    assert s["total_num_allocations"] == len(recs)
+    assert s["total_bytes_allocated"] == sum(r[0] for r in recs)
+    assert s["allocation_size_histogram"] == memray_histogram(
+        collections.Counter(r[0] for r in recs))
+    assert s["allocator_type_distribution"] == dict(collections.Counter(r[1] for r in recs))
+    by_place = collections.Counter()
+    for size, _, place in recs:
+        by_place[place or "<stack trace unavailable>"] += size
+    top = s["top_allocations_by_size"][0]
+    assert top["location"] == "%s:%s:4" % ("<listcomp>" if "<listcomp>" in top["location"]
+                                          else "work", script)
+    assert top["size"] == by_place[top["location"]] >= 300 * 1
+    assert [t["size"] for t in s["top_allocations_by_size"]] == sorted(by_place.values(),
+                                                                       reverse=True)[:5]
+
+
+def test_stats_output_bad_input(memtrace, tmp_path):
+    cap = program().save(tmp_path / "p.bin")
+    out = tmp_path / "s.json"
+    out.write_text("mine\n")
+    p = run(memtrace, "stats", "-o", out, cap, check=False)
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr == "memtrace: stats file '%s' exists (use -f to overwrite it)\n" % out
+    assert out.read_text() == "mine\n"
+    p = run(memtrace, "stats", "-o", out, tmp_path / "missing.bin", check=False)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "missing.bin" in p.stderr
+    script = tmp_path / "prog.py"
+    script.write_text("keep = bytearray(5_000_000)\n")
+    agg = tmp_path / "agg.bin"
+    run(memtrace, "run", "-q", "--aggregate", "-o", agg, script, cwd=tmp_path)
+    p = run(memtrace, "stats", "-f", "-o", out, agg, check=False)
+    assert p.returncode == 1 and p.stdout == "" and p.stderr.count("\n") == 1
+    assert "aggregated capture" in p.stderr and out.read_text() == "mine\n"
+    # memtrace's own stats still read it
+    assert run(memtrace, "stats", agg).returncode == 0
