@@ -15,9 +15,11 @@ static const char usage[] =
 	"  csv         one row per stack, thread and allocator: allocator,\n"
 	"              num_allocations, size, tid, thread_name, stack_trace\n"
 	"  gprof2dot   JSON for 'gprof2dot -f json'\n"
+	"  speedscope  a speedscope profile of bytes and of allocations\n"
 	"\n"
 	"  -o, --output OUT  the file to write (\"-\": standard output); by default\n"
-	"                memtrace-FORMAT-<capture name>.csv or .json beside the capture\n"
+	"                memtrace-FORMAT-<capture name>.csv, .json or .speedscope.json\n"
+	"                beside the capture\n"
 	"  -f, --force   replace OUT if it exists\n"
 	"  --leaks       memory still live at the end of the capture, not at the peak\n"
 	"  --temporary-allocations\n"
@@ -32,6 +34,7 @@ static const struct {
 } formats[] = {
 	{ "csv", ".csv", "csv file", mt_report_transform_csv },
 	{ "gprof2dot", ".json", "gprof2dot file", mt_report_transform_gprof2dot },
+	{ "speedscope", ".speedscope.json", "speedscope file", mt_report_transform_speedscope },
 };
 
 int cmd_transform(int argc, char **argv)
@@ -53,7 +56,8 @@ int cmd_transform(int argc, char **argv)
 	while (k < n && strcasecmp(a.format, formats[k].name))
 		k++;
 	if (k == n) {
-		mt_error(0, "transform: unknown format '%s' (csv or gprof2dot)", a.format);
+		mt_error(0, "transform: unknown format '%s' (csv, gprof2dot or speedscope)",
+			 a.format);
 		return 2;
 	}
 	cmd.write = formats[k].write;

@@ -256,6 +256,17 @@ static void json_top(struct mt_json *j, const char *key, const char *what, struc
 /* ------------------------------------------------------------------------
  * Metadata
  * ---------------------------------------------------------------------- */
+void mt__report_cmdline(struct mt_strbuf *sb, const struct mt_bytes *c)
+{
+	/* each argument ended by a NUL (the last one may not be) */
+	uint32_t len = c->len;
+
+	if (len && !c->p[len - 1])
+		len--;
+	for (uint32_t i = 0; i < len; i++)
+		mt_strbuf_addch(sb, c->p[i] ? c->p[i] : ' ');
+}
+
 /* A time in milliseconds since the epoch as memray's metadata shows one:
  * str() of a local datetime with its offset,
  * "2024-05-01 12:00:00.250000+02:00" (no fraction for a whole second). */
@@ -287,13 +298,7 @@ static void json_metadata(struct mt_json *j, const struct mt_snapshot *s)
 	uint64_t start_ms = h->start_ns / 1000000;
 	struct mt_strbuf cmd = MT_STRBUF_INIT;
 
-	/* the arguments, each ended by a NUL (the last one may not be),
-	 * joined by spaces */
-	uint32_t len = h->cmdline.len;
-	if (len && !h->cmdline.p[len - 1])
-		len--;
-	for (uint32_t i = 0; i < len; i++)
-		mt_strbuf_addch(&cmd, h->cmdline.p[i] ? h->cmdline.p[i] : ' ');
+	mt__report_cmdline(&cmd, &h->cmdline);
 	mt_json_begin_object(j, "metadata");
 	json_time(j, "start_time", start_ms);
 	json_time(j, "end_time", start_ms + s->end_time_us / 1000);

@@ -10,7 +10,11 @@
  * are every frame of the stack, none hidden, Python ones named by their
  * code object's name (co_name) as memray names them; a native capture's
  * stacks are hybrid, native frames under the Python one that called them.
+ * speedscope: speedscope's file format, two sampled profiles (bytes and
+ * allocations) of the sites' stacks (root first), sites whose frames
+ * read the same merged into one sample.
  */
+#include "mt-config.h" /* MT_VERSION */
 #include "reader/report.h"
 #include "util/json.h"
 #include "util/strbuf.h"
@@ -173,17 +177,18 @@ int mt_report_transform_csv(FILE *out, const struct mt_snapshot *s, const struct
 /* ------------------------------------------------------------------------
  * gprof2dot
  * ---------------------------------------------------------------------- */
-/* (function, file) -> index in the functions' list, by their text */
+/* (function, file, line) -> index in a list of functions or frames, by
+ * their text; gprof2dot's functions give line 0 to all */
 struct fn_table {
-	struct fn { const char *name, *file; } *v;
+	struct fn { const char *name, *file; int line; } *v;
 	size_t n, cap;
 	uint32_t *slots; /* index + 1; 0 = empty */
 	size_t nslots;
 };
 
-static uint64_t fn_hash(const char *name, const char *file)
+static uint64_t fn_hash(const char *name, const char *file, int line)
 {
-	uint64_t h = 1469598103934665603ull;
+	uint64_t h = (1469598103934665603ull ^ (unsigned)line) * 1099511628211ull;
 
 	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
 		h = (h ^ *p) * 1099511628211ull;
@@ -201,7 +206,7 @@ static int fn_grow(struct fn_table *t)
 	if (!slots)
 		return -ENOMEM;
 	for (size_t i = 0; i < t->n; i++) {
-		size_t k = fn_hash(t->v[i].name, t->v[i].file) & (n - 1);
+		size_t k = fn_hash(t->v[i].name, t->v[i].file, t->v[i].line) & (n - 1);
 		while (slots[k])
 			k = (k + 1) & (n - 1);
 		slots[k] = (uint32_t)i + 1;
@@ -212,15 +217,15 @@ static int fn_grow(struct fn_table *t)
 	return 0;
 }
 
-/* The index of (@name, @file), added if new; -ENOMEM. */
-static int64_t fn_get(struct fn_table *t, const char *name, const char *file)
+/* The index of (@name, @file, @line), added if new; -ENOMEM. */
+static int64_t fn_get(struct fn_table *t, const char *name, const char *file, int line)
 {
 	if ((t->n + 1) * 2 > t->nslots && fn_grow(t) < 0)
 		return -ENOMEM;
-	size_t k = fn_hash(name, file) & (t->nslots - 1);
+	size_t k = fn_hash(name, file, line) & (t->nslots - 1);
 	for (; t->slots[k]; k = (k + 1) & (t->nslots - 1)) {
 		const struct fn *f = &t->v[t->slots[k] - 1];
-		if (!strcmp(f->name, name) && !strcmp(f->file, file))
+		if (f->line == line && !strcmp(f->name, name) && !strcmp(f->file, file))
 			return t->slots[k] - 1;
 	}
 	if (t->n == t->cap) {
@@ -231,7 +236,7 @@ static int64_t fn_get(struct fn_table *t, const char *name, const char *file)
 		t->v = v;
 		t->cap = cap;
 	}
-	t->v[t->n] = (struct fn){ name, file };
+	t->v[t->n] = (struct fn){ name, file, line };
 	t->slots[k] = (uint32_t)++t->n;
 	return (int64_t)t->n - 1;
 }
@@ -272,7 +277,7 @@ int mt_report_transform_gprof2dot(FILE *out, const struct mt_snapshot *s,
 		mt_json_begin_array(&j, "callchain");
 		for (ssize_t k = 0; k < depth; k++) {
 			int64_t idx = fn_get(&fns, frame_name(&fr.v[k]),
-					     fr.v[k].file ? fr.v[k].file : "");
+					     fr.v[k].file ? fr.v[k].file : "", 0);
 			if (idx < 0) {
 				err = (int)idx;
 				break;
@@ -299,6 +304,211 @@ int mt_report_transform_gprof2dot(FILE *out, const struct mt_snapshot *s,
 	free(fr.v);
 	free(fns.v);
 	free(fns.slots);
+	if (err) {
+		mt_strbuf_release(&sb);
+		return err;
+	}
+	return mt_strbuf_write_release(&sb, out);
+}
+
+/* ------------------------------------------------------------------------
+ * speedscope
+ * ---------------------------------------------------------------------- */
+/* Samples: sequences of frame indexes (root first), each with the bytes
+ * and allocations of the sites whose stacks read the same, in order of
+ * first use. */
+struct samples {
+	uint32_t *idx; /* every sample's frames, one after the other */
+	size_t nidx, capidx;
+	struct sample {
+		size_t off, len;
+		uint64_t bytes, count, hash;
+	} *v;
+	size_t n, cap;
+	uint32_t *slots; /* index + 1; 0 = empty */
+	size_t nslots;
+};
+
+static uint64_t seq_hash(const uint32_t *v, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ v[i]) * 1099511628211ull;
+	return h;
+}
+
+static int samples_grow(struct samples *t)
+{
+	size_t n = t->nslots ? t->nslots * 2 : 256;
+	uint32_t *slots = calloc(n, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->n; i++) {
+		size_t k = t->v[i].hash & (n - 1);
+		while (slots[k])
+			k = (k + 1) & (n - 1);
+		slots[k] = (uint32_t)i + 1;
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->nslots = n;
+	return 0;
+}
+
+/* Add @bytes and @count to the sample of the @len frames at the end of
+ * t->idx (taken back if the sample exists). Returns 0 or -ENOMEM. */
+static int samples_add(struct samples *t, size_t len, uint64_t bytes, uint64_t count)
+{
+	const uint32_t *seq = t->idx + t->nidx - len;
+	uint64_t h = seq_hash(seq, len);
+
+	if ((t->n + 1) * 2 > t->nslots && samples_grow(t) < 0)
+		return -ENOMEM;
+	size_t k = h & (t->nslots - 1);
+	for (; t->slots[k]; k = (k + 1) & (t->nslots - 1)) {
+		struct sample *x = &t->v[t->slots[k] - 1];
+		if (x->hash == h && x->len == len && !memcmp(t->idx + x->off, seq, len * sizeof(*seq))) {
+			x->bytes += bytes;
+			x->count += count;
+			t->nidx -= len;
+			return 0;
+		}
+	}
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 256;
+		struct sample *v = realloc(t->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		t->v = v;
+		t->cap = cap;
+	}
+	t->v[t->n] = (struct sample){ t->nidx - len, len, bytes, count, h };
+	t->slots[k] = (uint32_t)++t->n;
+	return 0;
+}
+
+static int samples_room(struct samples *t, size_t more)
+{
+	if (t->nidx + more <= t->capidx)
+		return 0;
+	size_t cap = t->capidx ? t->capidx : 1024;
+	while (cap < t->nidx + more)
+		cap *= 2;
+	uint32_t *v = realloc(t->idx, cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	t->idx = v;
+	t->capidx = cap;
+	return 0;
+}
+
+/* One sampled profile: the samples whose weight (bytes, or allocations
+ * with @by_count) is above 0, and their weights. */
+static void speedscope_profile(struct mt_json *j, const struct samples *t, const char *name,
+			       const char *unit, int by_count)
+{
+	uint64_t end = 0;
+
+	for (size_t i = 0; i < t->n; i++)
+		end += by_count ? t->v[i].count : t->v[i].bytes;
+	mt_json_begin_object(j, NULL);
+	mt_json_str(j, "type", "sampled");
+	mt_json_str(j, "name", name);
+	mt_json_str(j, "unit", unit);
+	mt_json_u64(j, "startValue", 0);
+	mt_json_u64(j, "endValue", end);
+	mt_json_begin_array(j, "samples");
+	for (size_t i = 0; i < t->n; i++) {
+		if (!(by_count ? t->v[i].count : t->v[i].bytes))
+			continue;
+		mt_json_begin_array(j, NULL);
+		for (size_t k = 0; k < t->v[i].len; k++)
+			mt_json_u64(j, NULL, t->idx[t->v[i].off + k]);
+		mt_json_end(j);
+	}
+	mt_json_end(j);
+	mt_json_begin_array(j, "weights");
+	for (size_t i = 0; i < t->n; i++)
+		if (by_count ? t->v[i].count : t->v[i].bytes)
+			mt_json_u64(j, NULL, by_count ? t->v[i].count : t->v[i].bytes);
+	mt_json_end(j);
+	mt_json_end(j);
+}
+
+int mt_report_transform_speedscope(FILE *out, const struct mt_snapshot *s,
+				   const struct mt_report_opts *o)
+{
+	struct mt_strbuf sb = MT_STRBUF_INIT, name = MT_STRBUF_INIT;
+	struct fn_table frames = { 0 };
+	struct samples t = { 0 };
+	struct frames fr = { NULL, 0 };
+	const struct mt_site *sites;
+	size_t nsites = mt_snapshot_sites(s, &sites);
+	struct mt_json j;
+	int err = 0;
+
+	for (size_t i = 0; i < nsites && !err; i++) {
+		uint64_t bytes, count;
+
+		mt_usage_view(&sites[i].usage, o->view, &bytes, &count);
+		if (!count)
+			continue;
+		ssize_t depth = stack_of(s, sites[i].stack, &fr);
+		if (depth <= 0) { /* no frames: no sample, as memray does */
+			err = (int)depth;
+			continue;
+		}
+		if ((err = samples_room(&t, (size_t)depth)) < 0)
+			break;
+		for (ssize_t k = depth - 1; k >= 0 && !err; k--) {
+			const struct mt_frame *f = &fr.v[k];
+			int64_t idx = fn_get(&frames, frame_name(f), f->file ? f->file : "",
+					     f->line);
+			if (idx < 0)
+				err = (int)idx;
+			else
+				t.idx[t.nidx++] = (uint32_t)idx;
+		}
+		if (!err)
+			err = samples_add(&t, (size_t)depth, bytes, count);
+	}
+	mt_json_init(&j, &sb, 0);
+	mt_json_begin_object(&j, NULL);
+	mt_json_str(&j, "$schema", "https://www.speedscope.app/file-format-schema.json");
+	mt_json_begin_object(&j, "shared");
+	mt_json_begin_array(&j, "frames");
+	for (size_t i = 0; i < frames.n; i++) {
+		mt_json_begin_object(&j, NULL);
+		mt_json_str(&j, "name", frames.v[i].name);
+		if (frames.v[i].file[0])
+			mt_json_str(&j, "file", frames.v[i].file);
+		if (frames.v[i].line > 0)
+			mt_json_i64(&j, "line", frames.v[i].line);
+		mt_json_end(&j);
+	}
+	mt_json_end(&j);
+	mt_json_end(&j);
+	mt_json_begin_array(&j, "profiles");
+	speedscope_profile(&j, &t, "Memory", "bytes", 0);
+	speedscope_profile(&j, &t, "Allocations", "none", 1);
+	mt_json_end(&j);
+	mt__report_cmdline(&name, &s->header.cmdline);
+	mt_json_strn(&j, "name", name.buf, name.len);
+	mt_json_u64(&j, "activeProfileIndex", 0);
+	mt_json_str(&j, "exporter", "memtrace@" MT_VERSION);
+	mt_json_end(&j);
+	mt_strbuf_addch(&sb, '\n');
+	if (name.err && !err)
+		err = name.err;
+	mt_strbuf_release(&name);
+	free(fr.v);
+	free(frames.v);
+	free(frames.slots);
+	free(t.idx);
+	free(t.v);
+	free(t.slots);
 	if (err) {
 		mt_strbuf_release(&sb);
 		return err;

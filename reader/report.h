@@ -84,6 +84,11 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 int mt_report_transform_csv(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 int mt_report_transform_gprof2dot(FILE *out, const struct mt_snapshot *s,
 				  const struct mt_report_opts *o);
+/* mt_report_transform_speedscope() - the same sites in speedscope's file
+ * format: a bytes and an allocations profile, one sample per distinct
+ * stack (root first). */
+int mt_report_transform_speedscope(FILE *out, const struct mt_snapshot *s,
+				   const struct mt_report_opts *o);
 /* mt_report_tree() - the @o->top_n biggest call paths of @o->view as an
  * indented tree of text (or JSON). */
 int mt_report_tree(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
@@ -147,6 +152,10 @@ char *mt__report_change(char *buf, int64_t change);
  * lines. */
 void mt__report_text(struct mt_strbuf *sb, const char *text);
 void mt__report_location(struct mt_strbuf *sb, const char *function, const char *file, int line);
+/* the command line's arguments joined by spaces, as memray's metadata
+ * gives it (reader/report-stats-memray.c) */
+struct mt_bytes;
+void mt__report_cmdline(struct mt_strbuf *sb, const struct mt_bytes *c);
 /* "12.345 s" */
 char *mt__report_seconds(char *buf, size_t len, unsigned long long us);
 

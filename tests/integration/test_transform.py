@@ -1,7 +1,8 @@
-"""memtrace transform csv|gprof2dot, memray's transform: exact rows of
-hand-made captures, CSV read back with Python's csv module (names with
-commas, quotes and newlines), the JSON gprof2dot reads, a real program
-against FileReader, default file names, and every bad input."""
+"""memtrace transform csv|gprof2dot|speedscope, memray's transform: exact
+rows of hand-made captures, CSV read back with Python's csv module (names
+with commas, quotes and newlines), the JSON gprof2dot reads, speedscope's
+profiles, a real program against FileReader, default file names, and every
+bad input; and stats -o, memray's stats --json layout."""
 
 import collections
 import csv
@@ -196,6 +197,64 @@ def test_gprof2dot_awkward_names(memtrace, tmp_path):
     assert g["functions"][0]["name"] == AWKWARD_FN
 
 
+def expected_speedscope(rows, command_line):
+    """What memray's speedscope writer makes of the CSV's rows: frames by
+    (name, file, line) in order of first use, root first; rows whose
+    frames read the same are one sample; samples of weight 0 left out of
+    a profile."""
+    index, frames, weights = {}, [], {}
+    for r in rows:
+        if not r[5]:
+            continue
+        sample = []
+        for frame in reversed(r[5].split("|")):
+            name, file, line = frame.rsplit(";", 2)
+            key = (name, file, int(line))
+            if key not in index:
+                index[key] = len(frames)
+                f = {"name": name}
+                if file:
+                    f["file"] = file
+                if int(line) > 0:
+                    f["line"] = int(line)
+                frames.append(f)
+            sample.append(index[key])
+        w = weights.setdefault(tuple(sample), [0, 0])
+        w[0] += int(r[2])
+        w[1] += int(r[1])
+
+    def profile(name, unit, k):
+        kept = [(list(smp), w[k]) for smp, w in weights.items() if w[k] > 0]
+        return {"type": "sampled", "name": name, "unit": unit, "startValue": 0,
+                "endValue": sum(w for _, w in kept), "samples": [smp for smp, _ in kept],
+                "weights": [w for _, w in kept]}
+    return {"$schema": "https://www.speedscope.app/file-format-schema.json",
+            "shared": {"frames": frames},
+            "profiles": [profile("Memory", "bytes", 0), profile("Allocations", "none", 1)],
+            "name": command_line, "activeProfileIndex": 0}
+
+
+def test_speedscope(memtrace, tmp_path):
+    c = awkward()
+    # a second stack whose frames read the same as stack 3's (another
+    # bytecode offset on the same line), and a block of 0 bytes elsewhere
+    c.alloc(0x4000, 5, stack=4).alloc(0x5000, 0, stack=5)
+    c.stack(4, 2, 3, 2).stack(5, 1, 4).code(4, "/app/z.py", "zero", 2)
+    cap = c.save(tmp_path / "a.bin")
+    run(memtrace, "transform", "csv", cap)
+    rows = rows_of(tmp_path / "memtrace-csv-a.csv")
+    assert len(rows) == 4
+    p = run(memtrace, "transform", "speedscope", cap)
+    out = tmp_path / "memtrace-speedscope-a.speedscope.json"
+    assert p.stdout.startswith("wrote %s (" % out)
+    got = json.loads(out.read_text())
+    assert got.pop("exporter").startswith("memtrace@")
+    assert got == expected_speedscope(rows, "python3 prog.py")
+    assert got["profiles"][0]["weights"] == [100, 62]      # 50 + 7 + 5 bytes merged
+    assert got["profiles"][1]["weights"] == [1, 3, 1]      # ... and the block of 0 bytes counted
+    assert len(got["shared"]["frames"]) == 4
+
+
 def test_output_to_stdout(memtrace, tmp_path):
     cap = program().save(tmp_path / "p.bin")
     p = run(memtrace, "transform", "gprof2dot", "-o", "-", cap)
@@ -203,16 +262,18 @@ def test_output_to_stdout(memtrace, tmp_path):
     assert not list(tmp_path.glob("memtrace-*"))
 
 
-@pytest.mark.parametrize("capture, name", [
-    ("p.bin", "memtrace-csv-p.csv"),
-    ("memtrace-prog.123.bin", "memtrace-csv-prog.123.csv"),  # run's default name
-    ("noext", "memtrace-csv-noext.csv"),
+@pytest.mark.parametrize("fmt, capture, name", [
+    ("CSV", "p.bin", "memtrace-csv-p.csv"),  # the format's case does not matter, as in memray
+    ("csv", "memtrace-prog.123.bin", "memtrace-csv-prog.123.csv"),  # run's default name
+    ("csv", "noext", "memtrace-csv-noext.csv"),
+    ("gprof2dot", "p.bin", "memtrace-gprof2dot-p.json"),
+    ("speedscope", "p.bin", "memtrace-speedscope-p.speedscope.json"),
 ])
-def test_default_names(memtrace, tmp_path, capture, name):
+def test_default_names(memtrace, tmp_path, fmt, capture, name):
     sub = tmp_path / "d"
     sub.mkdir()
     cap = program().save(sub / capture)
-    run(memtrace, "transform", "CSV", cap)  # the format's case does not matter, as in memray
+    run(memtrace, "transform", fmt, cap)
     assert sorted(os.listdir(sub)) == sorted([capture, name])
 
 
@@ -253,6 +314,11 @@ def test_real_program_against_filereader(memtrace, tmp_path):
     run(memtrace, "transform", "gprof2dot", cap)
     g = gprof2dot_of(tmp_path / "memtrace-gprof2dot-cap.json")
     assert (g["functions"], g["events"]) == expected_gprof2dot(rows)
+    run(memtrace, "transform", "speedscope", cap)
+    got = json.loads((tmp_path / "memtrace-speedscope-cap.speedscope.json").read_text())
+    got.pop("exporter")
+    assert got == expected_speedscope(rows, got["name"])
+    assert got["name"].endswith(" %s" % script)
 
 
 def fails(memtrace, *args, status=None):
@@ -271,7 +337,7 @@ def test_bad_input(memtrace, tmp_path):
     err = fails(memtrace, "csv", junk, status=1)
     assert err == "memtrace: cannot read '%s': not a memtrace capture\n" % junk
     err = fails(memtrace, "xml", cap, status=2)
-    assert err == "memtrace: transform: unknown format 'xml' (csv or gprof2dot)\n"
+    assert err == "memtrace: transform: unknown format 'xml' (csv, gprof2dot or speedscope)\n"
     out = tmp_path / "memtrace-csv-p.csv"
     out.write_text("mine\n")
     err = fails(memtrace, "csv", cap, status=1)
