@@ -11,7 +11,7 @@ static const char usage[] =
 	"  --temporary-allocation-threshold N\n"
 	"                count as temporary what its thread freed with at most N of\n"
 	"                its allocations in between (default 1)\n"
-	"  --json        one JSON object on standard output\n"
+	"  --json        one JSON object on standard output, memtrace's layout\n"
 	"  -o, --output OUT  the stats in memray's JSON layout (as its stats --json\n"
 	"                writes them) to OUT (\"-\": standard output), with or\n"
 	"                without --json\n"
