@@ -30,6 +30,7 @@ int cmd_tree(int argc, char **argv);     /* cli/cmd-tree.c */
 int cmd_live(int argc, char **argv);     /* cli/cmd-live.c */
 int cmd_growth(int argc, char **argv);   /* cli/cmd-growth.c */
 int cmd_diff(int argc, char **argv);     /* cli/cmd-diff.c */
+int cmd_transform(int argc, char **argv); /* cli/cmd-transform.c */
 
 /*
  * The report commands (cli/report-args.c). A command names the options it
@@ -50,6 +51,11 @@ enum {
 	MT_RA_OUTPUT = 1 << 5,      /* -o, --output OUT and -f, --force: a page
 				     * written to OUT, by default beside the
 				     * capture as memtrace-<name>-<stem>.html */
+	MT_RA_FORMAT = 1 << 6,      /* a FORMAT operand before CAPTURE (a->format) */
+	MT_RA_ALL_FRAMES = 1 << 7,  /* MT_RA_VIEWS without --python-only and
+				     * --show-hidden-frames: every frame, always */
+	MT_RA_OUTPUT_BY_CALLER = 1 << 8, /* MT_RA_OUTPUT without a default: a->output
+					  * stays NULL unless -o was given */
 };
 
 #define MT_REPORT_OWN_MAX 6
@@ -67,6 +73,8 @@ struct mt_report_cmd {
 	 * tree's -b/--biggest-allocs */
 	const char *top_alias;
 	char top_alias_short;
+	/* what MT_RA_OUTPUT writes, in messages ("csv file"); NULL: "<name> page" */
+	const char *output_what;
 	/* the report (MT_RA_OUTPUT: to the page, else to standard output) */
 	int (*write)(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 };
@@ -74,6 +82,7 @@ struct mt_report_cmd {
 struct mt_report_args {
 	struct mt_report_opts o; /* defaults in, options out; o.path: the capture */
 	const char *output;      /* MT_RA_OUTPUT: the page to write */
+	const char *format;      /* MT_RA_FORMAT: the FORMAT operand */
 	int force;               /* -f */
 	int top_given;           /* -n was given */
 	int quiet;               /* -q: no progress line */
@@ -92,12 +101,18 @@ int mt_cli_report_write(const struct mt_report_cmd *c, const struct mt_report_ar
 /* mt_cli_page_name() - "DIR/memtrace-<kind>-<stem>.html" beside
  * @capture, the default name of a page. */
 void mt_cli_page_name(char *buf, size_t len, const char *kind, const char *capture);
+/* mt_cli_output_name() - the same with @suffix (".csv") for ".html". */
+void mt_cli_output_name(char *buf, size_t len, const char *kind, const char *capture,
+			const char *suffix);
 /* mt_cli_open_page() - @path for writing ("-": standard output), a new
  * file (mt_cli_create_file()) replacing one only with @force; NULL after
  * printing why. mt_cli_close_page() - close it, say "wrote PATH (size)"
  * on standard output, or print the error @err (or closing's) and remove
  * the file; returns the exit status. @cmd names the command. */
 FILE *mt_cli_open_page(const char *path, int force, const char *cmd);
+/* mt_cli_open_output() - mt_cli_open_page() with @what ("csv file") naming
+ * the file in messages. */
+FILE *mt_cli_open_output(const char *path, int force, const char *what, const char *cmd);
 int mt_cli_close_page(FILE *f, const char *path, int err, const char *cmd);
 /*
  * The progress line of a report's read of its capture (cli/progress.c):

@@ -23,6 +23,7 @@ static const struct mt_cmd commands[] = {
 	{ "table", cmd_table, "an HTML table of memory by location, thread and allocator" },
 	{ "tree", cmd_tree, "the biggest allocating call paths as a tree" },
 	{ "diff", cmd_diff, "what changed between two captures, by location, and a page of it" },
+	{ "transform", cmd_transform, "a view of a capture as csv, or JSON for gprof2dot or speedscope" },
 	{ "growth", cmd_growth, "the stacks whose live bytes rose across the run, steadiest first" },
 	{ "live", cmd_live, "follow a capture as it is written: what holds memory now" },
 	{ "parse", cmd_parse, "every record of a capture as a line of text" },

@@ -25,6 +25,12 @@
  * twice: memtrace-flamegraph-<script>.<pid>.html. */
 void mt_cli_page_name(char *buf, size_t len, const char *kind, const char *capture)
 {
+	mt_cli_output_name(buf, len, kind, capture, ".html");
+}
+
+void mt_cli_output_name(char *buf, size_t len, const char *kind, const char *capture,
+			const char *suffix)
+{
 	static const char prefix[] = "memtrace-";
 	const char *base = strrchr(capture, '/');
 	size_t dir = base ? (size_t)(base - capture) + 1 : 0;
@@ -35,7 +41,8 @@ void mt_cli_page_name(char *buf, size_t len, const char *kind, const char *captu
 		base += sizeof(prefix) - 1;
 	const char *dot = strrchr(base, '.');
 	size_t stem = dot && dot != base ? (size_t)(dot - base) : strlen(base);
-	snprintf(buf, len, "%.*smemtrace-%s-%.*s.html", (int)dir, capture, kind, (int)stem, base);
+	snprintf(buf, len, "%.*smemtrace-%s-%.*s%s", (int)dir, capture, kind, (int)stem, base,
+		 suffix);
 }
 
 /* @path for writing ("-": stdout): a new file (mt_cli_create_file()),
@@ -44,9 +51,17 @@ void mt_cli_page_name(char *buf, size_t len, const char *kind, const char *captu
 FILE *mt_cli_open_page(const char *path, int force, const char *cmd)
 {
 	char what[64];
+
+	snprintf(what, sizeof(what), "%s page", cmd);
+	return mt_cli_open_output(path, force, what, cmd);
+}
+
+FILE *mt_cli_open_output(const char *path, int force, const char *what_, const char *cmd)
+{
+	char what[80];
 	if (!strcmp(path, "-"))
 		return stdout;
-	snprintf(what, sizeof(what), "%s page ", cmd);
+	snprintf(what, sizeof(what), "%s ", what_);
 	int fd = mt_cli_create_file(path, force, 0644, what, NULL, 0);
 	if (fd < 0)
 		return NULL;
@@ -131,7 +146,8 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 	snprintf(short_opts, sizeof(short_opts), "%s%s%sqh", has & MT_RA_OUTPUT ? "o:f" : "",
 		 has & MT_RA_TOP ? "n:" : "", alias);
 	for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
-		if (has & shared[i].with)
+		if ((has & shared[i].with) &&
+		    !((has & MT_RA_ALL_FRAMES) && strchr("PH", shared[i].opt.val)))
 			opts[n++] = shared[i].opt;
 	if (alias[0])
 		opts[n++] = (struct option){ c->top_alias, required_argument, NULL, 'n' };
@@ -195,10 +211,12 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 			return 2;
 		}
 	}
-	if (argc - optind != 1) {
+	if (argc - optind != ((has & MT_RA_FORMAT) ? 2 : 1)) {
 		fputs(c->usage, stderr);
 		return 2;
 	}
+	if (has & MT_RA_FORMAT)
+		a->format = argv[optind++];
 	/* the threshold alone asks for the temporary view, as in memray */
 	if ((has & MT_RA_VIEWS) && threshold_given && views == 0) {
 		views = 1;
@@ -212,7 +230,7 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		return 2;
 	}
 	a->o.path = argv[optind];
-	if ((has & MT_RA_OUTPUT) && !a->output) {
+	if ((has & MT_RA_OUTPUT) && !(has & MT_RA_OUTPUT_BY_CALLER) && !a->output) {
 		mt_cli_page_name(a->defout, sizeof(a->defout), c->name, a->o.path);
 		a->output = a->defout;
 	}
@@ -250,7 +268,9 @@ int mt_cli_report_write(const struct mt_report_cmd *c, const struct mt_report_ar
 	mt_cli_progress_clear(&p);
 	if (mt_report_leak_note(note, sizeof(note), &s, o.view))
 		fprintf(stderr, "memtrace: note: %s\n", note);
-	if ((c->args & MT_RA_OUTPUT) && !(f = mt_cli_open_page(a->output, a->force, c->name))) {
+	if ((c->args & MT_RA_OUTPUT) &&
+	    !(f = c->output_what ? mt_cli_open_output(a->output, a->force, c->output_what, c->name)
+				 : mt_cli_open_page(a->output, a->force, c->name))) {
 		mt_snapshot_release(&s);
 		return 1;
 	}

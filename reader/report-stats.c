@@ -86,7 +86,7 @@ int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 {
 	struct mt_snapshot_opts so = { .temp_threshold = o->temp_threshold,
 				       .python_only = o->python_only, .growth = o->growth,
-				       .temporal = o->temporal };
+				       .temporal = o->temporal, .exact_sizes = o->memray_stats };
 	struct load_ctx l = { NULL, warn, ctx };
 	int err = mt_capture_open_flags(o->path, o->open_flags, &l.cap);
 
@@ -98,6 +98,13 @@ int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 		snprintf(msg, len, "cannot show temporary allocations of '%s': it is an aggregated "
 				   "capture, which keeps no single allocations (capture without "
 				   "--aggregate)", o->path);
+		mt_capture_close(l.cap);
+		return -EINVAL;
+	}
+	if ((mt_capture_header(l.cap)->flags & MT_HDR_AGGREGATED) && o->memray_stats) {
+		snprintf(msg, len, "cannot write memray's stats of '%s': it is an aggregated capture, "
+				   "which keeps no single allocations to count by size (capture "
+				   "without --aggregate)", o->path);
 		mt_capture_close(l.cap);
 		return -EINVAL;
 	}

@@ -34,6 +34,9 @@ struct mt_report_opts {
 	 * (mt_capture_set_progress()); NULL for nothing */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
 	void *progress_ctx;
+	int memray_stats;    /* stats: memray's JSON layout (mt_report_stats_memray());
+			      * for mt_report_load(): count exact sizes, refuse an
+			      * aggregated capture */
 	int show_hidden;     /* summary, tree, flamegraph, table: the frames that
 			      * reader/frames.h hides too (the flamegraph's
 			      * checkbox starts ticked) */
@@ -60,12 +63,32 @@ int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 char *mt_report_describe_open_error(char *buf, size_t len, const char *path, int err);
 
 int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+/* mt_report_stats_memray() - the stats as memray's stats --json writes
+ * them (reader/report-stats-memray.c), of a snapshot loaded with
+ * @o->memray_stats (exact sizes) and @o->python_only (locations are the
+ * innermost Python frames); @o->top_n rows per top list (0 = all). */
+int mt_report_stats_memray(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 /* mt_report_flamegraph() - one self-contained HTML page (no network) of
  * @o->view as a flame graph, with a memory-over-time plot. */
 int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 /* mt_report_table() - an HTML page of @o->view by location, thread and
  * allocator, sortable and filterable. */
 int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+/* mt_report_transform_csv() - @o->view (peak, leaks or temporary) as
+ * memray's transform csv: a header row, then one row per site (stack,
+ * thread, allocator) with memory in it, in order of first use.
+ * mt_report_transform_gprof2dot() - the same sites as the JSON gprof2dot
+ * reads ("-f json"), sites without frames left out. Every frame is
+ * written (none hidden), Python ones by their co_name
+ * (reader/report-transform.c). */
+int mt_report_transform_csv(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
+int mt_report_transform_gprof2dot(FILE *out, const struct mt_snapshot *s,
+				  const struct mt_report_opts *o);
+/* mt_report_transform_speedscope() - the same sites in speedscope's file
+ * format: a bytes and an allocations profile, one sample per distinct
+ * stack (root first). */
+int mt_report_transform_speedscope(FILE *out, const struct mt_snapshot *s,
+				   const struct mt_report_opts *o);
 /* mt_report_tree() - the @o->top_n biggest call paths of @o->view as an
  * indented tree of text (or JSON). */
 int mt_report_tree(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
@@ -129,6 +152,10 @@ char *mt__report_change(char *buf, int64_t change);
  * lines. */
 void mt__report_text(struct mt_strbuf *sb, const char *text);
 void mt__report_location(struct mt_strbuf *sb, const char *function, const char *file, int line);
+/* the command line's arguments joined by spaces, as memray's metadata
+ * gives it (reader/report-stats-memray.c) */
+struct mt_bytes;
+void mt__report_cmdline(struct mt_strbuf *sb, const struct mt_bytes *c);
 /* "12.345 s" */
 char *mt__report_seconds(char *buf, size_t len, unsigned long long us);
 

@@ -87,3 +87,8 @@ const struct mt_hwmtime *mt_snapshot_hwmtime(const struct mt_snapshot *s)
 {
 	return s->st->hwm;
 }
+
+const struct mt_sizes *mt_snapshot_sizes(const struct mt_snapshot *s)
+{
+	return s->st->sizes;
+}

@@ -14,6 +14,7 @@
 #include "reader/growth.h"
 #include "reader/hwmtime.h"
 #include "reader/native.h"
+#include "reader/sizes.h"
 #include "reader/snapshot.h"
 #include "reader/stackkeys.h"
 #include "reader/stacks.h"
@@ -105,6 +106,7 @@ struct mt__snapshot_state {
 	struct mt__tmap *tmaps;       /* ... mappings': their site values index this */
 	size_t n_tmaps, tmaps_cap;
 	struct mt_hwmtime *hwm;      /* mt_snapshot_opts.hwm_stride: shares of each stretch's mark */
+	struct mt_sizes *sizes;      /* mt_snapshot_opts.exact_sizes: allocations by size */
 	uint64_t hwm_stride, hwm_samples;
 	int oom;                  /* a feed that cannot return an error ran out of memory */
 };

@@ -300,6 +300,8 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 	s->by_allocator_count[kind]++;
 	s->by_allocator_bytes[kind] += size;
 	s->size_hist[size_bucket(size)]++;
+	if (st->sizes && mt_sizes_add(st->sizes, size) < 0)
+		return -ENOMEM;
 	int64_t si = site_for(st, stack, thread, kind, addr);
 	if (si < 0)
 		return -ENOMEM;
@@ -578,6 +580,10 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		return -ENOMEM;
 	}
 	st->hwm_stride = o->hwm_stride;
+	if (o->exact_sizes && !(st->sizes = calloc(1, sizeof(*st->sizes)))) {
+		mt_snapshot_release(s);
+		return -ENOMEM;
+	}
 	err = mt_capture_read(cap, &ops, s);
 	if (st->hwm)
 		mt_hwmtime_finish(st->hwm);
@@ -656,6 +662,9 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		if (st->hwm)
 			mt_hwmtime_release(st->hwm);
 		free(st->hwm);
+		if (st->sizes)
+			mt_sizes_release(st->sizes);
+		free(st->sizes);
 		free(st->growth);
 		free(st);
 	}

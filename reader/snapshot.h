@@ -137,6 +137,9 @@ struct mt_snapshot_opts {
 	/* Each site's share of the high-water mark between two snapshots, one
 	 * memory sample in this many a snapshot (hwmtime.h); 0: not kept. */
 	uint64_t hwm_stride;
+	/* Count the allocations of each exact size (sizes.h); an aggregated
+	 * capture has none to count. */
+	int exact_sizes;
 };
 
 /* mt_snapshot_build_opts() - mt_snapshot_build() with options. */
@@ -184,6 +187,11 @@ const struct mt_temporal *mt_snapshot_temporal(const struct mt_snapshot *s);
  * NULL otherwise. */
 struct mt_hwmtime;
 const struct mt_hwmtime *mt_snapshot_hwmtime(const struct mt_snapshot *s);
+
+/* mt_snapshot_sizes() - with mt_snapshot_opts.exact_sizes, the
+ * allocations by exact size (reader/sizes.h); NULL otherwise. */
+struct mt_sizes;
+const struct mt_sizes *mt_snapshot_sizes(const struct mt_snapshot *s);
 
 /* mt_snapshot_small_hidden() - whether a report of live blocks (the leaks)
  * may miss small Python objects: the interpreter's allocator kept them in
