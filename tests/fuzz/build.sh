@@ -14,8 +14,11 @@ for f in "$SRC"/reader/html/*.html; do
 done
 # shellcheck disable=SC2086 # one argument per page
 /usr/bin/python3 "$SRC/scripts/embed.py" "$OUT/html-templates.c" $PAGES
+# what meson's configure_file() makes: only the version is read by the reader
+VERSION=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" "$SRC/meson.build" | head -n 1)
+printf '#pragma once\n#define MT_VERSION "%s"\n' "${VERSION:-0}" > "$OUT/mt-config.h"
 LIB="$SRC/format/*.c $SRC/util/*.c $SRC/reader/*.c $OUT/html-templates.c"
-FLAGS="-g -O1 -std=gnu11 -D_GNU_SOURCE -I$SRC -I$SRC/tests/fuzz -fno-omit-frame-pointer"
+FLAGS="-g -O1 -std=gnu11 -D_GNU_SOURCE -I$SRC -I$SRC/tests/fuzz -I$OUT -fno-omit-frame-pointer"
 LZ4=$(pkg-config --libs liblz4 2>/dev/null || echo -llz4)
 # the native symbolizer (reader/symbols.c) links elfutils
 DW=$(pkg-config --libs libdw 2>/dev/null || echo "-ldw -lelf")
