@@ -82,8 +82,8 @@ static int parse_size(const char *arg, uint64_t *out)
 	return 0;
 }
 
-/* Warnings of a capture being loaded: the first is kept, for the error
- * that a truncated capture gets. */
+/* Warnings of a capture being loaded: the first is kept, and said once
+ * the capture is read. */
 struct load_note {
 	char first[300];
 };
@@ -106,14 +106,12 @@ static int load(struct mt_snapshot *s, const char *path)
 		mt_error(0, "diff: %s", msg);
 		return 1;
 	}
-	if (s->status.truncated) {
-		mt_error(0, "diff: cannot compare '%s': %s (a diff needs whole captures)", path,
-			 note.first[0] ? note.first : "capture is truncated");
-		mt_snapshot_release(s);
-		return 1;
-	}
+	/* a capture cut short (a service killed for its memory, say) is
+	 * compared as far as it goes, as every report reads it, with a warning */
 	if (note.first[0])
-		mt_warning("%s", note.first);
+		mt_warning("diff: '%s': %s", path, note.first);
+	else if (s->status.truncated)
+		mt_warning("diff: '%s': capture is truncated: the figures are those it reached", path);
 	return 0;
 }
 
