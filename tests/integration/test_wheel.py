@@ -19,7 +19,7 @@ import zipfile
 
 import pytest
 
-from conftest import BUILD, ROOT, run
+from conftest import BUILD, ROOT, SUPPORTED, _pyenv_python, run
 
 PY = "/usr/bin/python3"
 
@@ -297,3 +297,30 @@ def test_meson_install_still_serves_a_system_install(tmp_path):
     (work / "api.py").write_text(api)
     run(PY, "api.py", os.path.dirname(os.path.dirname(pkg[0])), cwd=str(work),
         env=_clean_env(PYTHONPATH=os.path.dirname(pkg[0])))
+
+
+def test_one_wheel_serves_another_python(wheel, tmp_path):
+    """The wheel is py3-none: installed into a venv of another CPython (a
+    plain one, without Debian's packages), its command finds the payload
+    under that version's site-packages and its package tracks and reads."""
+    here = "%d.%d" % tuple(int(x) for x in subprocess.check_output(
+        [PY, "-c", "import sys; print(sys.version_info[0], sys.version_info[1])"]).split())
+    others = [p for p in (_pyenv_python(m) for m in reversed(SUPPORTED) if m != here) if p]
+    if not others:
+        pytest.skip("no pyenv CPython other than %s on this machine" % here)
+    d = tmp_path / "env"
+    run(others[0], "-m", "venv", d, env=_clean_env())
+    run(d / "bin" / "python", "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel,
+        env=_clean_env(), timeout=300)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "script.py").write_text(SCRIPT)
+    p = run(d / "bin" / "memtrace", "run", "-q", "-o", "cap.bin", "script.py", cwd=str(work),
+            env=_venv_env(d))
+    assert p.stdout.split("payload: ", 1)[1].split()[0] == os.path.join(
+        _site(d), "memtrace", "libmemtrace-payload.so")
+    stats = json.loads(run(d / "bin" / "memtrace", "stats", "--json", "cap.bin",
+                           cwd=str(work), env=_venv_env(d)).stdout)
+    assert stats["header"]["python"].startswith(os.path.basename(others[0])[6:]), stats["header"]
+    (work / "api.py").write_text(API)
+    run(d / "bin" / "python", "api.py", _site(d), cwd=str(work), env=_venv_env(d))
