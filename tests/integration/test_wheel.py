@@ -23,13 +23,15 @@ from conftest import BUILD, ROOT, SUPPORTED, _pyenv_python, run
 
 PY = "/usr/bin/python3"
 
-# What would let a command find the source or build tree instead of the venv.
+# What would let a command find the source or build tree instead of the venv
+# (and the outer pytest's settings, PYTEST_*).
 _LEAKY = ("MEMTRACE_BUILD_DIR", "MEMTRACE_PAYLOAD", "MEMTRACE_READER_LIB", "MEMTRACE_BIN",
           "MEMTRACE_SCRIPTS", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
 
 
 def _clean_env(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+    env = {k: v for k, v in os.environ.items()
+           if k not in _LEAKY and not k.startswith("PYTEST_")}
     env.update(extra)
     return env
 
