@@ -281,7 +281,7 @@ static int inject(const struct mt_target *t, enum mt_inject_method method,
 	}
 	if (rc == MT_INJECT_NO_SAFE_POINT) {
 		rc = mt_inject_debugger(t, method == MT_METHOD_LLDB ? MT_METHOD_LLDB : MT_METHOD_GDB,
-					there, cfg, verbose);
+					there, payload, cfg, verbose);
 		if (rc == MT_INJECT_NO_SAFE_POINT && method == MT_METHOD_AUTO)
 			mt_error(0, "no thread of pid %d reached a safe point (by ptrace nor by gdb): "
 				 "each was in a signal handler, the loader, the allocator, or a call "

@@ -177,8 +177,10 @@ int mt_cli_live_accept(int port, char *where, size_t len);
 const char *mt_self_dir(void);
 
 /* mt_find_payload() - absolute path of this memtrace's payload .so:
- * MEMTRACE_PAYLOAD, else installed beside the executable, else the build
- * tree. Returns 0 or a negative error (printed). (cli/payload-path.c) */
+ * MEMTRACE_PAYLOAD, else installed beside the executable (<libdir>/memtrace),
+ * else the build tree, else a wheel's (the memtrace package in
+ * ../lib/python3.X/site-packages). Returns 0 or a negative error
+ * (printed). (cli/payload-path.c) */
 int mt_find_payload(char *out, size_t cap);
 
 /* mt_detach_pid() - ask the payload in @nspid (pid @pid here) to stop and

@@ -25,8 +25,9 @@
 #endif
 
 /* scripts/ of the source tree for a build tree, <prefix>/share/memtrace
- * for an installed memtrace; MEMTRACE_SCRIPTS overrides both. */
-static int find_script(const char *name, char *out, size_t cap)
+ * for an installed memtrace, the payload's directory for a wheel (the
+ * memtrace package in site-packages); MEMTRACE_SCRIPTS overrides them. */
+static int find_script(const char *name, const char *payload, char *out, size_t cap)
 {
 	char self[PATH_MAX];
 	const char *env = getenv("MEMTRACE_SCRIPTS");
@@ -35,11 +36,17 @@ static int find_script(const char *name, char *out, size_t cap)
 	char *slash = strrchr(self, '/');
 	if (slash)
 		*slash = '\0';
-	const char *dirs[3] = { env, NULL, MT_SOURCE_SCRIPTS };
-	char share[PATH_MAX + 32];
+	const char *dirs[4] = { env, NULL, NULL, MT_SOURCE_SCRIPTS };
+	char share[PATH_MAX + 32], beside[PATH_MAX];
 	snprintf(share, sizeof(share), "%s/../share/memtrace", self);
 	dirs[1] = self[0] ? share : NULL;
-	for (int i = 0; i < 3; i++) {
+	snprintf(beside, sizeof(beside), "%s", payload);
+	slash = strrchr(beside, '/');
+	if (slash) {
+		*slash = '\0';
+		dirs[2] = beside;
+	}
+	for (int i = 0; i < 4; i++) {
 		if (!dirs[i] || !dirs[i][0])
 			continue;
 		int len = snprintf(out, cap, "%s/%s", dirs[i], name);
@@ -89,7 +96,8 @@ static void lldb_python_path(void)
 }
 
 int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
-		       const char *payload, const struct memtrace_config *cfg, int verbose)
+		       const char *payload, const char *payload_here,
+		       const struct memtrace_config *cfg, int verbose)
 {
 	int gdb = method != MT_METHOD_LLDB;
 	const char *prog = gdb ? "gdb" : "lldb";
@@ -99,7 +107,8 @@ int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
 
 	if (!on_path(prog))
 		return mt_error(-ENOENT, "%s is not installed (needed for --method %s)", prog, prog);
-	if (find_script(gdb ? "attach-gdb.py" : "attach_lldb.py", script, sizeof(script)) < 0)
+	if (find_script(gdb ? "attach-gdb.py" : "attach_lldb.py", payload_here, script,
+			sizeof(script)) < 0)
 		return -ENOENT;
 	snprintf(spec, sizeof(spec), "%u %u %s", cfg->flags, cfg->interval_ms, cfg->path);
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)t->pid);

@@ -80,11 +80,13 @@ int mt_inject_ptrace(const struct mt_target *t, const char *payload, const char 
 		     const struct memtrace_config *cfg, int verbose);
 
 /* mt_inject_debugger() - the same through gdb or lldb running
- * scripts/attach-gdb.py or scripts/attach_lldb.py. Returns 0, MT_INJECT_NO_SAFE_POINT (not
- * printed: the main thread ran no bytecode within the script's time), or
- * another negative error (printed). */
+ * scripts/attach-gdb.py or scripts/attach_lldb.py (looked for beside
+ * @payload_here too, the payload as this process found it). Returns 0,
+ * MT_INJECT_NO_SAFE_POINT (not printed: the main thread ran no bytecode
+ * within the script's time), or another negative error (printed). */
 int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
-		       const char *payload, const struct memtrace_config *cfg, int verbose);
+		       const char *payload, const char *payload_here,
+		       const struct memtrace_config *cfg, int verbose);
 
 /* Returned by the control client when the target is in another network
  * namespace and we may not enter it (no CAP_SYS_ADMIN). */

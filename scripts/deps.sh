@@ -5,16 +5,18 @@
 #   sh scripts/deps.sh test    that, and what the tests use (Check, pytest,
 #                              numpy, Python headers, gdb, lldb, chromium,
 #                              clang, libc's debug information for native
-#                              stacks, pandas and pytest-xdist without their
-#                              recommends): what scripts/test.sh needs; the
-#                              default
+#                              stacks, venv; pandas, pytest-xdist, and
+#                              meson-python and pip for the wheel's test,
+#                              without their recommends): what
+#                              scripts/test.sh needs; the default
 # The test packages are kept out of the demo: on a fresh machine they pull
 # in upgrades of much of the system (systemd, perl).
 set -e
 build="meson ninja-build pkg-config gcc liblz4-dev libunwind-dev libelf-dev libdw-dev python3"
 test="check python3-dev python3-pytest python3-numpy gdb lldb python3-lldb-14 chromium
-clang libclang-rt-14-dev libc6-dbg"
-lean="python3-pandas python3-pytest-xdist" # installed without the packages they recommend
+clang libclang-rt-14-dev libc6-dbg python3-venv"
+# installed without the packages they recommend
+lean="python3-pandas python3-pytest-xdist python3-mesonpy python3-pip"
 case "${1:-test}" in
 build) packages="$build" ;;
 test) packages="$build $test $lean" ;;

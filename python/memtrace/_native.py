@@ -9,9 +9,10 @@ command uses; FileReader calls it. Both are looked for, in order:
 2. for the payload, a copy already mapped into this process (under
    `memtrace run` or after an attach), so that one process never holds
    two payloads;
-3. the installed layout: <libdir>/memtrace/lib*.so, with this package at
+3. a wheel's layout (pip install): lib*.so inside this package's directory;
+4. the installed layout: <libdir>/memtrace/lib*.so, with this package at
    <libdir>/memtrace/python/memtrace/;
-4. a build directory: MEMTRACE_BUILD_DIR, a directory next to a payload
+5. a build directory: MEMTRACE_BUILD_DIR, a directory next to a payload
    named by MEMTRACE_PAYLOAD, or build/ at the top of a source tree.
 """
 
@@ -46,6 +47,8 @@ def _candidates(name, subdir, env):
     out = []
     if os.environ.get(env):
         return [os.environ[env]]
+    # a wheel: site-packages/memtrace/ holds the libraries
+    out.append(os.path.join(_HERE, name))
     # installed: <libdir>/memtrace/python/memtrace/ -> <libdir>/memtrace/
     out.append(os.path.join(_HERE, os.pardir, os.pardir, name))
     build = os.environ.get("MEMTRACE_BUILD_DIR")
