@@ -89,6 +89,16 @@ static void lldb_python_path(void)
 	if (!cut)
 		return;
 	*cut = '\0';
+	/* lldb's Python is the system's (/usr/lib/llvm-N/lib/python3.X):
+	 * with another python3.X first on PATH (pyenv's, a venv's) it takes
+	 * that one's prefix and cannot import its own modules. Its home is
+	 * /usr, unless the user says otherwise. */
+	const char *ver = strstr(dir, "/python3.");
+	char stdlib[PATH_MAX + 32];
+	if (ver && (size_t)snprintf(stdlib, sizeof(stdlib), "/usr/lib%.*s/os.py",
+				    (int)strcspn(ver + 1, "/") + 1, ver) < sizeof(stdlib) &&
+	    access(stdlib, R_OK) == 0)
+		setenv("PYTHONHOME", "/usr", 0);
 	const char *old = getenv("PYTHONPATH");
 	char val[2 * PATH_MAX + 32];
 	snprintf(val, sizeof(val), "%s%s%s", dir, old && *old ? ":" : "", old ? old : "");

@@ -1100,6 +1100,30 @@ def test_lldb_method(memtrace, target_script, targets, tmp_path):
     assert 2_990_000 <= own_bytes(leak_rows(memtrace, cap), "leak_here") < 4_000_000
 
 
+def test_lldb_method_with_another_python_first_on_path(memtrace, target_script, targets,
+                                                        tmp_path):
+    """lldb's Python is the system's: another python3.X first on PATH (a
+    pyenv build, a venv) must not become its home."""
+    if not shutil.which("lldb"):
+        pytest.skip("lldb is not installed")
+    others = [p.values[0] for p in python_params()[1:] if p.values[0]]
+    if not others:
+        pytest.skip("no python3 other than /usr/bin/python3 on this machine to put first on PATH")
+    # the same minor version as the system's first: the case that broke
+    system = "python%d.%d" % sys.version_info[:2] if sys.executable == "/usr/bin/python3" else ""
+    other = next((o for o in others if os.path.basename(o) == system), others[0])
+    t = Target("/usr/bin/python3", target_script, "cpu")
+    targets.append(t)
+    cap = tmp_path / "cap.bin"
+    env = dict(os.environ, PATH=os.path.dirname(other) + os.pathsep + os.environ["PATH"])
+    env.pop("PYTHONHOME", None)
+    run(memtrace, "attach", "-o", cap, "--method", "lldb", t.pid, timeout=60, env=env)
+    t.cmd("alloc 3000017")
+    detach(memtrace, t.pid)
+    t.finish()
+    assert 2_990_000 <= own_bytes(leak_rows(memtrace, cap), "leak_here") < 4_000_000
+
+
 def test_latency(memtrace, target_script, targets, tmp_path):
     """Median attach and detach times over 10 cycles (printed with -s)."""
     t = Target("/usr/bin/python3", target_script, "threads")
