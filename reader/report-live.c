@@ -3,10 +3,12 @@
  * One frame of the live view: what a capture being written says about
  * memory now (the tracked heap and RSS of the last sample, the peak so
  * far) and the locations holding the most memory live at its end, the
- * biggest own first, or those that grew most since an earlier moment. `memtrace live` draws frames one after the other
- * (cli/cmd-live.c).
+ * biggest own first, or those that grew most since an earlier moment,
+ * and what the refresh read. `memtrace live` draws frames one after the
+ * other (cli/cmd-live.c).
  */
 #include "reader/report.h"
+#include "util/plural.h"
 #include "util/strbuf.h"
 
 #include <errno.h>  /* EIO */
@@ -194,6 +196,13 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 	mt_strbuf_addf(&sb, "live blocks %llu   events %llu   dropped %llu",
 		       (unsigned long long)s->leak_count, (unsigned long long)s->n_events,
 		       (unsigned long long)s->n_dropped);
+	line(out, &sb, f->width);
+	/* a refresh reads what the capture gained since the last one */
+	mt_strbuf_addf(&sb, "read %llu %s, %llu %s %s", (unsigned long long)f->read_chunks,
+		       mt_plural(f->read_chunks, "chunk", "chunks"),
+		       (unsigned long long)f->read_events,
+		       mt_plural(f->read_events, "event", "events"),
+		       f->read_from_start ? "from the start" : "since the last refresh");
 	line(out, &sb, f->width);
 
 	fputc('\n', out);

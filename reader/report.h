@@ -106,6 +106,9 @@ struct mt_live_frame {
 	unsigned width;    /* columns every line is cut to; 0 = no limit */
 	const struct mt_live_base *base; /* a Growth column since then, or NULL */
 	int by_growth;     /* with @base: the locations that grew most first */
+	/* what this refresh read (reader/follow.h): a line says it */
+	uint64_t read_chunks, read_events;
+	int read_from_start;
 };
 
 /* mt_report_live() - one frame of the live view: memory now, and the

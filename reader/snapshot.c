@@ -624,6 +624,11 @@ int mt_snapshot_feed(struct mt_snapshot *s, struct mt_capture *cap)
 	return 0;
 }
 
+int mt_snapshot_closed(const struct mt_snapshot *s)
+{
+	return s->st->closed;
+}
+
 int mt_snapshot_view(struct mt_snapshot *s)
 {
 	struct mt__snapshot_state *st = s->st;

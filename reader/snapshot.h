@@ -174,6 +174,8 @@ int mt_snapshot_begin(struct mt_snapshot *s, struct mt_capture *cap,
  * the -errno of a failed read, or -EBUSY after the end or a view of
  * native stacks; after an error only mt_snapshot_release() is left. */
 int mt_snapshot_feed(struct mt_snapshot *s, struct mt_capture *cap);
+/* mt_snapshot_closed() - whether feeds are refused now (-EBUSY). */
+int mt_snapshot_closed(const struct mt_snapshot *s);
 /* mt_snapshot_view() - the figures of what has been fed. 0 or -ENOMEM. */
 int mt_snapshot_view(struct mt_snapshot *s);
 /* mt_snapshot_end() - the last view: no feed after it; growth finished. */
