@@ -3,6 +3,7 @@ since the last one (the frame says what it read): hand-made captures
 written in parts while the view follows them."""
 
 import os
+import re
 import struct
 import subprocess
 import time
@@ -46,6 +47,14 @@ def read_line(frame):
             words = line.split()
             return int(words[1]), int(words[3].rstrip(",")), " ".join(words[5:])
     raise AssertionError("no read line in %r" % frame)
+
+
+def rows(frame):
+    """(own live, total live, own blocks, location) of the frame's rows,
+    without the Growth column of a view that has one."""
+    table = frame.split("\n\n", 1)[1].strip().splitlines()[1:]
+    return [re.match(r"\s*(\S+ \S+)\s+(\S+ \S+)(?:\s+[-+]?\S+ \S+)?\s+(\d+)  (.*)$",
+                     line).groups() for line in table]
 
 
 def test_refresh_reads_only_new_chunks(memtrace, tmp_path):
@@ -154,5 +163,40 @@ def test_corruption_after_a_refresh(memtrace, tmp_path):
         assert live.wait(timeout=30) == 1
         err = live.stderr.read().decode()
         assert err.count("\n") == 1 and "corrupt" in err and "checksum" in err, err
+    finally:
+        stop(live)
+
+
+def test_native_capture_read_again_as_it_grows(memtrace, script, tmp_path):
+    """A capture with native stacks resolves them at each view, after which
+    its snapshot takes no more chunks: a refresh that finds more reads it
+    from the start, and ends with the figures of the whole capture."""
+    prog = script("x = []\nfor i in range(100000):\n    x.append(bytearray(100 + i % 50))\n")
+    whole = tmp_path / "whole.bin"
+    run(memtrace, "run", "-q", "--native", "--trace-python-allocators", "-o", whole, prog)
+    once = run(memtrace, "live", "--once", "-n", "5", whole).stdout
+    data = bytearray(whole.read_bytes())
+    data[16:20] = struct.pack("<I", os.getpid())
+    data[24:32] = struct.pack("<Q", time.time_ns())
+    # the first part ends inside the chunk after the first whole one
+    hlen = struct.unpack_from("<H", data, 10)[0]
+    assert data[hlen:hlen + 4] == b"MTCK"
+    cut = hlen + 16 + struct.unpack_from("<I", data, hlen + 8)[0] + 7
+    cap = tmp_path / "c.bin"
+    cap.write_bytes(data[:cut])
+    live = subprocess.Popen([memtrace, "live", "--interval", "0.05", "-n", "5", cap],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        frames = Frames(live)
+        f = frames.next()
+        chunks, events, how = read_line(f)
+        assert how == "from the start" and 0 < chunks < read_line(once)[0], f
+        f = frames.next()
+        assert read_line(f) == (0, 0, "since the last refresh"), f
+        append(cap, data[cut:])
+        f = frames.until(lambda f: "tracking ended" in f)
+        assert read_line(f) == read_line(once), (f, once)
+        assert rows(f) == rows(once) and "[C] PyByteArray_Resize at" in f, (f, once)
+        assert live.wait(timeout=30) == 0
     finally:
         stop(live)
