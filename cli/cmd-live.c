@@ -492,11 +492,14 @@ int cmd_live(int argc, char **argv)
 
 /* Read what the capture gained since the last refresh into @rd (added to
  * what it holds: a frame may take two refreshes). */
-static int refresh(struct mt_follow *fol, struct mt_follow_read *rd, char *msg, size_t len)
+static int refresh(struct mt_follow *fol, struct mt_follow_read *rd, uint64_t *us, char *msg,
+		   size_t len)
 {
+	int64_t t0 = mt_now_us();
 	int err = mt_follow_refresh(fol, msg, len);
 	struct mt_follow_read r = mt_follow_last(fol);
 
+	*us += (uint64_t)(mt_now_us() - t0);
 	rd->chunks += r.chunks;
 	rd->events += r.events;
 	rd->from_start |= r.from_start;
@@ -583,6 +586,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		const struct mt_snapshot *sp = NULL;
 		struct mt_live_frame f = { .state = "tracking" };
 		struct mt_follow_read rd = { 0 };
+		uint64_t read_us = 0;
 		char msg[600];
 
 		if (suspend)
@@ -598,15 +602,15 @@ int mt_cli_live(struct mt_live_opts *lo)
 				snprintf(msg, sizeof(msg), "cannot keep what %s sends: %s", remote,
 					 strerror(-err));
 			else
-				err = refresh(fol, &rd, msg, sizeof(msg));
+				err = refresh(fol, &rd, &read_us, msg, sizeof(msg));
 			pending = !gone && header_pending(o.path, err);
 		} else {
-			err = refresh(fol, &rd, msg, sizeof(msg));
+			err = refresh(fol, &rd, &read_us, msg, sizeof(msg));
 			if (err == 0) {
 				sp = mt_follow_snapshot(fol);
 				gone = !sp->have_trailer && writer_gone(&sp->header);
 				if (gone) /* read again: the last chunks may have come */
-					err = refresh(fol, &rd, msg, sizeof(msg));
+					err = refresh(fol, &rd, &read_us, msg, sizeof(msg));
 			}
 			pending = header_pending(o.path, err);
 		}
@@ -646,6 +650,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		f.read_chunks = rd.chunks;
 		f.read_events = rd.events;
 		f.read_from_start = rd.from_start;
+		f.read_us = read_us;
 
 		int done = once;
 		if (sp->have_trailer) {

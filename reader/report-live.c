@@ -198,11 +198,12 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 		       (unsigned long long)s->n_dropped);
 	line(out, &sb, f->width);
 	/* a refresh reads what the capture gained since the last one */
-	mt_strbuf_addf(&sb, "read %llu %s, %llu %s %s", (unsigned long long)f->read_chunks,
+	mt_strbuf_addf(&sb, "read %llu %s, %llu %s %s (%.1f ms)", (unsigned long long)f->read_chunks,
 		       mt_plural(f->read_chunks, "chunk", "chunks"),
 		       (unsigned long long)f->read_events,
 		       mt_plural(f->read_events, "event", "events"),
-		       f->read_from_start ? "from the start" : "since the last refresh");
+		       f->read_from_start ? "from the start" : "since the last refresh",
+		       (double)f->read_us / 1000);
 	line(out, &sb, f->width);
 
 	fputc('\n', out);

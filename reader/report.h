@@ -108,6 +108,7 @@ struct mt_live_frame {
 	int by_growth;     /* with @base: the locations that grew most first */
 	/* what this refresh read (reader/follow.h): a line says it */
 	uint64_t read_chunks, read_events;
+	uint64_t read_us;  /* how long reading them and making the figures took */
 	int read_from_start;
 };
 

@@ -41,11 +41,12 @@ def append(path, data):
 
 
 def read_line(frame):
-    """(chunks, events, 'from the start' or 'since the last refresh')."""
+    """(chunks, events, 'from the start' or 'since the last refresh') of
+    the line 'read C chunks, E events from the start (T ms)'."""
     for line in frame.splitlines():
-        if line.startswith("read "):
-            words = line.split()
-            return int(words[1]), int(words[3].rstrip(",")), " ".join(words[5:])
+        m = re.match(r"read (\d+) chunks?, (\d+) events? (.*) \(\d+\.\d ms\)$", line)
+        if m:
+            return int(m.group(1)), int(m.group(2)), m.group(3)
     raise AssertionError("no read line in %r" % frame)
 
 
