@@ -239,7 +239,7 @@ def main():
 
     workdir = a.keep or tempfile.mkdtemp(prefix="mt-report-speed-")
     os.makedirs(workdir, exist_ok=True)
-    results, live = [], None
+    results, live = [], []
     try:
         churn = a.churn_capture or os.path.join(workdir, "churn.bin")
         if not a.churn_capture:
@@ -252,12 +252,17 @@ def main():
         results.append(measure(a.memtrace, churn, a.rounds, workdir, "churn"))
         if a.live_chunks:
             print("following churn with memtrace live ...", flush=True)
-            live = measure_live(a.memtrace, churn, workdir, a.live_chunks, a.idle_frames)
+            live.append(("churn", measure_live(a.memtrace, churn, workdir, a.live_chunks,
+                                               a.idle_frames)))
         if a.wide_stacks:
             wide = os.path.join(workdir, "wide.bin")
             print("writing a capture with %d distinct call paths ..." % a.wide_stacks, flush=True)
             write_wide(wide, a.wide_stacks)
             results.append(measure(a.memtrace, wide, a.rounds, workdir, "wide"))
+            if a.live_chunks:
+                print("following wide with memtrace live ...", flush=True)
+                live.append(("wide", measure_live(a.memtrace, wide, workdir, a.live_chunks,
+                                                  a.idle_frames)))
     finally:
         if not a.keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -273,18 +278,22 @@ def main():
                             m["peak_rss"] / 2**20,
                             "%.2f MB" % (r["html_bytes"] / 1e6) if report == "flamegraph" else "-"))
     if live:
-        lines += ["", "| memtrace live on churn | value |", "|---|---:|",
-                  "| chunks in the capture | %d |" % live["chunks"],
-                  "| first refresh: chunks, events read from the start | %d, %s |"
-                  % (live["first_chunks"], format(live["first_events"], ",")),
-                  "| first refresh: read and figures | %.1f ms |" % live["first_ms"],
-                  "| refresh with nothing new: read and figures (median) | %.2f ms |"
-                  % live["idle_read_ms"],
-                  "| refresh with nothing new: CPU of the view per refresh, drawing included "
-                  "| %.2f ms |" % live["idle_cpu_ms"],
-                  "| refresh of %d new chunks (%s events): read and figures | %.1f ms |"
-                  % (live["new_chunks"], format(live["new_events"], ","), live["new_ms"]),
-                  "| peak RSS of the view | %.1f MiB |" % (live["peak_rss"] / 2**20)]
+        rows = (("chunks in the capture", lambda m: "%d" % m["chunks"]),
+                ("first refresh: chunks, events read from the start",
+                 lambda m: "%d, %s" % (m["first_chunks"], format(m["first_events"], ","))),
+                ("first refresh: read and figures", lambda m: "%.1f ms" % m["first_ms"]),
+                ("refresh with nothing new: read and figures (median)",
+                 lambda m: "%.2f ms" % m["idle_read_ms"]),
+                ("refresh with nothing new: CPU of the view per refresh, drawing included",
+                 lambda m: "%.2f ms" % m["idle_cpu_ms"]),
+                ("refresh of the last chunks: chunks, events",
+                 lambda m: "%d, %s" % (m["new_chunks"], format(m["new_events"], ","))),
+                ("refresh of the last chunks: read and figures", lambda m: "%.1f ms" % m["new_ms"]),
+                ("peak RSS of the view", lambda m: "%.1f MiB" % (m["peak_rss"] / 2**20)))
+        lines += ["", "| memtrace live | " + " | ".join(name for name, _ in live) + " |",
+                  "|---|" + "---:|" * len(live)]
+        for label, fmt in rows:
+            lines.append("| %s | %s |" % (label, " | ".join(fmt(m) for _, m in live)))
     print("\n".join(lines))
     if a.markdown:
         with open(a.markdown, "a") as f:

@@ -575,6 +575,8 @@ int mt_cli_live(struct mt_live_opts *lo)
 	struct mt_live_base *base = NULL;
 	struct mt_snapshot_opts so = { .temp_threshold = o.temp_threshold };
 	struct mt_follow *fol = mt_follow_new(o.path, &so);
+	struct mt_location *locs = NULL; /* the last frame's, while nothing new is read */
+	ssize_t n_locs = 0;
 
 	if (!fol) {
 		mt_error(-ENOMEM, "live");
@@ -620,6 +622,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 			free(frame);
 			mt_live_base_free(base);
 			mt_follow_free(fol);
+	free(locs);
 			return 1;
 		}
 		if (err < 0) {
@@ -643,10 +646,26 @@ int mt_cli_live(struct mt_live_opts *lo)
 			free(frame);
 			mt_live_base_free(base);
 			mt_follow_free(fol);
+	free(locs);
 			stream_stop();
 			return 1;
 		}
 		sp = mt_follow_snapshot(fol);
+		if (rd.chunks || rd.from_start || !locs) {
+			free(locs);
+			locs = NULL;
+			if ((n_locs = mt_live_locations(sp, &locs)) < 0) {
+				term_leave();
+				mt_error((int)n_locs, "live: cannot draw the view");
+				free(frame);
+				mt_live_base_free(base);
+				mt_follow_free(fol);
+				stream_stop();
+				return 1;
+			}
+		}
+		f.locs = locs;
+		f.n_locs = (size_t)n_locs;
 		f.read_chunks = rd.chunks;
 		f.read_events = rd.events;
 		f.read_from_start = rd.from_start;
@@ -705,6 +724,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 			free(frame);
 			mt_live_base_free(base);
 			mt_follow_free(fol);
+	free(locs);
 			stream_stop();
 			return 1;
 		}
@@ -724,6 +744,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 	free(frame);
 	mt_live_base_free(base);
 	mt_follow_free(fol);
+	free(locs);
 	stream_stop();
 	lo->stopped_by = stop_sig;
 	lo->stopped_by_kernel = stop_kernel;

@@ -129,6 +129,9 @@ int mt_follow_refresh(struct mt_follow *f, char *msg, size_t len)
 	}
 	f->last.chunks = f->s.status.n_chunks - chunks;
 	f->last.events = f->s.n_events - events;
+	/* nothing read: the last view's figures stand */
+	if (f->viewed && !f->last.chunks && !f->last.from_start)
+		return 0;
 	err = mt_snapshot_view(&f->s);
 	if (err < 0) {
 		snprintf(msg, len, "cannot read '%s': %s", f->path, mt_strerror(err));

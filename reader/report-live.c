@@ -148,6 +148,15 @@ static char *signed_bytes(char *buf, int64_t d)
 	return buf;
 }
 
+ssize_t mt_live_locations(const struct mt_snapshot *s, struct mt_location **out)
+{
+	ssize_t n = mt_snapshot_locations(s, MT_VIEW_LEAKS, out);
+
+	if (n > 1)
+		qsort(*out, (size_t)n, sizeof(**out), mt_location_cmp_own);
+	return n;
+}
+
 int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o,
 		   const struct mt_live_frame *f)
 {
@@ -157,11 +166,14 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 	char a[32], b[32], c[40], t[32];
 	ssize_t n;
 
-	n = mt_snapshot_locations(s, MT_VIEW_LEAKS, &locs);
-	if (n < 0)
+	if (f->locs) {
+		n = (ssize_t)f->n_locs;
+		if (!(locs = malloc(((size_t)n + 1) * sizeof(*locs))))
+			return -ENOMEM;
+		memcpy(locs, f->locs, (size_t)n * sizeof(*locs));
+	} else if ((n = mt_live_locations(s, &locs)) < 0) {
 		return (int)n;
-	if (n > 1)
-		qsort(locs, (size_t)n, sizeof(*locs), mt_location_cmp_own);
+	}
 	/* in the order shown: by own live bytes, or by growth */
 	struct grown *g = malloc(((size_t)n + 1) * sizeof(*g));
 	if (!g) {
