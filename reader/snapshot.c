@@ -465,28 +465,47 @@ static void usage_add(struct mt_usage *u, const struct mt__snapshot_state *st, c
 }
 
 /* Per-stack, per-thread and per-site figures from the site counters, made
- * again at every view: O(sites + stacks + threads), whatever was read. */
+ * again at every view: O(sites + threads), whatever was read. A stack's
+ * figures are non-zero only if it has sites: only theirs are cleared. */
 static int finish(struct mt_snapshot *s)
 {
 	static char no_name[1];
 	struct mt__snapshot_state *st = s->st;
 	struct mt_usage *tu;
 
-	free(st->stack_usage);
-	free(st->site_out);
 	free(s->threads);
 	s->threads = NULL;
 	s->n_threads = 0;
 	s->temp_bytes = s->temp_count = 0;
-	st->stack_usage = calloc((size_t)st->max_stack + 1, sizeof(*st->stack_usage));
-	if (st->stack_usage)
-		mt_grow_huge(st->stack_usage, ((size_t)st->max_stack + 1) * sizeof(*st->stack_usage));
-	st->site_out = calloc(st->n_sites ? st->n_sites : 1, sizeof(*st->site_out));
+	if (!st->stack_usage) {
+		/* the one view of most snapshots: as many as there are, zero
+		 * pages not touched until used */
+		st->usage_cap = st->max_stack + 1;
+		st->stack_usage = calloc(st->usage_cap, sizeof(*st->stack_usage));
+		if (!st->stack_usage)
+			return -ENOMEM;
+		mt_grow_huge(st->stack_usage, (size_t)st->usage_cap * sizeof(*st->stack_usage));
+	} else if (st->max_stack >= st->usage_cap &&
+		   mt_grow((void **)&st->stack_usage, &st->usage_cap, st->max_stack,
+			   sizeof(*st->stack_usage)) < 0) {
+		return -ENOMEM;
+	}
+	if (st->n_sites > st->site_out_cap) {
+		struct mt_site *v = realloc(st->site_out, (size_t)st->n_sites * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		st->site_out = v;
+		st->site_out_cap = st->n_sites;
+	}
 	tu = calloc(st->max_thread ? st->max_thread : 1, sizeof(*tu));
 	s->threads = calloc(st->max_thread ? st->max_thread : 1, sizeof(*s->threads));
-	if (!st->stack_usage || !st->site_out || !tu || !s->threads) {
+	if (!tu || !s->threads) {
 		free(tu);
 		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < st->n_sites; i++) {
+		memset(&st->site_out[i], 0, sizeof(st->site_out[i]));
+		st->stack_usage[st->site_keys[i].stack] = (struct mt_usage){ 0 };
 	}
 	for (uint32_t i = 0; i < st->n_sites; i++) {
 		const struct site_key *k = &st->site_keys[i];

@@ -141,8 +141,13 @@ static void same_snapshot(const struct mt_snapshot *a, const struct mt_snapshot 
 	const struct mt_site *sa, *sb;
 	size_t na = mt_snapshot_sites(a, &sa), nb = mt_snapshot_sites(b, &sb);
 	ck_assert_uint_eq(na, nb);
-	if (na)
-		ck_assert_mem_eq(sa, sb, na * sizeof(*sa));
+	for (size_t i = 0; i < na; i++) {
+		ck_assert_uint_eq(sa[i].stack, sb[i].stack);
+		ck_assert_uint_eq(sa[i].thread, sb[i].thread);
+		ck_assert_uint_eq(sa[i].allocator, sb[i].allocator);
+		ck_assert_uint_eq(sa[i].first_addr, sb[i].first_addr);
+		same_usage(&sa[i].usage, &sb[i].usage);
+	}
 	ck_assert_uint_eq(mt_snapshot_max_stack(a), mt_snapshot_max_stack(b));
 	for (uint32_t id = 0; id <= mt_snapshot_max_stack(a); id++) {
 		struct mt_usage ua = mt_snapshot_stack_usage(a, id), ub = mt_snapshot_stack_usage(b, id);
