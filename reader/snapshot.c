@@ -485,10 +485,16 @@ static int finish(struct mt_snapshot *s)
 		if (!st->stack_usage)
 			return -ENOMEM;
 		mt_grow_huge(st->stack_usage, (size_t)st->usage_cap * sizeof(*st->stack_usage));
-	} else if (st->max_stack >= st->usage_cap &&
-		   mt_grow((void **)&st->stack_usage, &st->usage_cap, st->max_stack,
-			   sizeof(*st->stack_usage)) < 0) {
-		return -ENOMEM;
+	} else if (st->max_stack >= st->usage_cap) {
+		/* as many as there are (realloc moves pages; doubling would
+		 * zero as many again) */
+		size_t n = (size_t)st->max_stack + 1;
+		struct mt_usage *v = realloc(st->stack_usage, n * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		memset(v + st->usage_cap, 0, (n - st->usage_cap) * sizeof(*v));
+		st->stack_usage = v;
+		st->usage_cap = (uint32_t)n;
 	}
 	if (st->n_sites > st->site_out_cap) {
 		struct mt_site *v = realloc(st->site_out, (size_t)st->n_sites * sizeof(*v));
