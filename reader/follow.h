@@ -7,14 +7,15 @@
  * chunks the file gained since the last one (mt_capture_follow()), so
  * that a refresh costs the new events and a view of the figures, not a
  * read of the whole history. A last chunk not yet whole is left for the
- * next refresh; a refresh that reads nothing keeps the last figures. The file is read again from its start when that cannot
- * be: it was replaced (another capture written over it, or another file
- * at its path), or its native stacks were resolved by the last view
+ * next refresh; a refresh that reads nothing keeps the last figures.
+ * The file is read again from its start when that cannot be: it was
+ * replaced (another capture written over it, or another file at its
+ * path), or its native stacks were resolved by the last view
  * (snapshot.h: a capture with native stacks is read whole at every
  * refresh in which it grew).
  *
  * Nothing here prints. Ownership: the snapshot is borrowed, valid until
- * the next refresh or mt_follow_close().
+ * the next refresh or mt_follow_free().
  */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint64_t */

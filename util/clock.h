@@ -3,7 +3,8 @@
 #define MT_UTIL_CLOCK_H
 /*
  * Milliseconds on the monotonic clock, for deadlines and pauses in the
- * reader, the injector and the CLI, and microseconds for timing a step (the payload has its own clocks).
+ * reader, the injector and the CLI, and microseconds for timing a step
+ * (the payload has its own clocks).
  * Async-signal-safe; no errors (CLOCK_MONOTONIC always exists on Linux).
  */
 #include <stdint.h> /* int64_t */
