@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""How fast `memtrace flamegraph` turns a capture into a page, and how big
-the page is. A benchmark, not a test; standard library only.
+"""How fast `memtrace flamegraph` and `stats` turn a capture into a page,
+with how big the page is and the reader's peak RSS, and how long a
+refresh of `memtrace live` takes on a long capture. A benchmark, not a
+test; standard library only.
 
 Two captures:
   churn  bench/workloads/churn.py under `memtrace run
@@ -12,17 +14,29 @@ Two captures:
          the size bound, not speed.
 
 For each: events, capture size, best-of-N wall and CPU time of
-`memtrace flamegraph`, events per second (CPU), and the HTML size.
+`memtrace flamegraph` and of `memtrace stats`, events per second (CPU),
+the HTML size, and the peak RSS of each (/usr/bin/time's %M).
+
+With --live-chunks N, the churn capture is also followed by `memtrace
+live` as if it were still written: all but its last N chunks first (the
+first refresh reads them from the start), then --idle-frames refreshes
+that find nothing new (each frame's own read time, and the process's CPU
+time per refresh, drawing included), then the last N chunks appended (the
+time of the refresh that reads them); and the peak RSS of the view.
 
   /usr/bin/python3 bench/report_speed.py [--memtrace build/cli/memtrace]
       [--events 10000000] [--rounds 3] [--keep DIR] [--markdown FILE]
+      [--churn-capture FILE] [--live-chunks N] [--idle-frames 20]
 """
 
 import argparse
 import json
 import os
+import re
 import resource
+import select
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -92,19 +106,120 @@ def timed(cmd):
     return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
+def timed_rss(cmd, workdir):
+    """(wall s, CPU s, peak RSS bytes) of @cmd, from /usr/bin/time."""
+    out = os.path.join(workdir, "time.txt")
+    subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", out] + cmd, check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        wall, user, sys_, rss = f.read().split()[-4:]
+    return float(wall), float(user) + float(sys_), int(rss) * 1024
+
+
 def measure(memtrace, cap, rounds, workdir, name):
     stats = json.loads(subprocess.run([memtrace, "stats", "--json", cap], check=True,
                                       stdout=subprocess.PIPE).stdout)
     events = stats["totals"]["events"]
     out = os.path.join(workdir, name + ".html")
-    best = None
-    for _ in range(rounds):
-        wall, cpu = timed([memtrace, "flamegraph", "-f", "-o", out, cap])
-        if best is None or cpu < best[1]:
-            best = (wall, cpu)
-    return {"capture": name, "events": events, "capture_bytes": os.path.getsize(cap),
-            "wall_s": best[0], "cpu_s": best[1], "events_per_s": events / best[1] if best[1] else 0,
-            "html_bytes": os.path.getsize(out)}
+    r = {"capture": name, "events": events, "capture_bytes": os.path.getsize(cap)}
+    for report, cmd in (("flamegraph", [memtrace, "flamegraph", "-q", "-f", "-o", out, cap]),
+                        ("stats", [memtrace, "stats", "-q", cap])):
+        best = None
+        for _ in range(rounds):
+            t = timed_rss(cmd, workdir)
+            if best is None or t[1] < best[1]:
+                best = t
+        r[report] = {"wall_s": best[0], "cpu_s": best[1],
+                     "events_per_s": events / best[1] if best[1] else 0, "peak_rss": best[2]}
+    r["html_bytes"] = os.path.getsize(out)
+    return r
+
+
+def chunk_offsets(data):
+    """Where each chunk of a capture starts, and its end (docs/format.md)."""
+    off = struct.unpack_from("<H", data, 10)[0]
+    offs = []
+    while off + 16 <= len(data) and data[off:off + 4] == b"MTCK":
+        offs.append(off)
+        off += 16 + struct.unpack_from("<I", data, off + 8)[0]
+    return offs + [off]
+
+
+class LiveFrames:
+    """Frames of `memtrace live` on a pipe, and their read lines."""
+
+    READ = re.compile(r"^read (\d+) chunks?, (\d+) events? (.*) \(([\d.]+) ms\)$", re.M)
+
+    def __init__(self, proc):
+        self.proc, self.buf = proc, b""
+
+    def next(self, timeout=600):
+        deadline = time.monotonic() + timeout
+        while self.buf.count(b"\n\n") < 2:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None and not select.select(
+                    [self.proc.stdout], [], [], 0)[0]:
+                raise RuntimeError("no frame from memtrace live: %r" % self.buf[-300:])
+            if select.select([self.proc.stdout], [], [], left)[0]:
+                self.buf += os.read(self.proc.stdout.fileno(), 1 << 16)
+        parts = self.buf.split(b"\n\n")
+        frame = (parts[0] + b"\n\n" + parts[1]).decode()
+        self.buf = b"\n\n".join(parts[2:])
+        m = self.READ.search(frame)
+        return frame, (int(m.group(1)), int(m.group(2)), m.group(3), float(m.group(4)))
+
+
+def cpu_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime
+
+
+def measure_live(memtrace, cap, workdir, n_new, idle_frames):
+    """`memtrace live` following @cap as if written: see the module's doc."""
+    data = bytearray(open(cap, "rb").read())
+    offs = chunk_offsets(data)
+    n_new = min(n_new, len(offs) - 2)
+    cut = offs[-1 - n_new]
+    # a writer that is running (this process), started now: live waits for more
+    data[16:20] = struct.pack("<I", os.getpid())
+    data[24:32] = struct.pack("<Q", time.time_ns())
+    follow = os.path.join(workdir, "follow.bin")
+    with open(follow, "wb") as f:
+        f.write(data[:cut])
+    rss_out = os.path.join(workdir, "live-time.txt")
+    proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss_out, memtrace, "live",
+                             "--interval", "0.05", "-n", "20", follow], stdout=subprocess.PIPE)
+    try:
+        frames = LiveFrames(proc)
+        _, first = frames.next()
+        with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
+            live_pid = int(f.read().split()[0])
+        t0, c0 = time.monotonic(), cpu_ticks(live_pid)
+        idle = [frames.next()[1] for _ in range(idle_frames)]
+        t1, c1 = time.monotonic(), cpu_ticks(live_pid)
+        assert all(r[0] == 0 for r in idle), idle
+        with open(follow, "ab") as f:
+            f.write(data[cut:])
+        new_chunks, new_events, new_ms = 0, 0, 0.0
+        while True:
+            frame, r = frames.next()
+            new_chunks, new_events, new_ms = new_chunks + r[0], new_events + r[1], new_ms + r[3]
+            if "tracking ended" in frame:
+                break
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with open(rss_out) as f:
+        rss = int(f.read().split()[-1]) * 1024
+    hz = os.sysconf("SC_CLK_TCK")
+    return {"chunks": len(offs) - 1, "first_chunks": first[0], "first_events": first[1],
+            "first_ms": first[3], "idle_read_ms": statistics.median(r[3] for r in idle),
+            "idle_cpu_ms": (c1 - c0) * 1000 / hz / idle_frames,
+            "idle_wall_ms": (t1 - t0) * 1000 / idle_frames, "new_chunks": new_chunks,
+            "new_events": new_events, "new_ms": new_ms, "peak_rss": rss}
 
 
 def main():
@@ -116,34 +231,69 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", help="leave captures and pages in this directory")
     ap.add_argument("--markdown", help="append the results as a Markdown table to this file")
+    ap.add_argument("--churn-capture", help="measure this capture rather than record churn.py")
+    ap.add_argument("--live-chunks", type=int, default=0,
+                    help="follow churn with memtrace live, then append its last N chunks")
+    ap.add_argument("--idle-frames", type=int, default=20)
     a = ap.parse_args()
 
     workdir = a.keep or tempfile.mkdtemp(prefix="mt-report-speed-")
     os.makedirs(workdir, exist_ok=True)
-    results = []
+    results, live = [], []
     try:
-        churn = os.path.join(workdir, "churn.bin")
-        n = int(a.events / EVENTS_PER_CHURN_ITERATION) + 1
-        print("recording churn.py %d under memtrace run --trace-python-allocators ..." % n, flush=True)
-        subprocess.run([a.memtrace, "run", "-f", "--trace-python-allocators", "--python", a.python,
-                        "-o", churn, os.path.join(HERE, "workloads", "churn.py"), str(n)],
-                       check=True, stdout=subprocess.DEVNULL)
+        churn = a.churn_capture or os.path.join(workdir, "churn.bin")
+        if not a.churn_capture:
+            n = int(a.events / EVENTS_PER_CHURN_ITERATION) + 1
+            print("recording churn.py %d under memtrace run --trace-python-allocators ..." % n,
+                  flush=True)
+            subprocess.run([a.memtrace, "run", "-q", "-f", "--trace-python-allocators", "--python",
+                            a.python, "-o", churn, os.path.join(HERE, "workloads", "churn.py"),
+                            str(n)], check=True, stdout=subprocess.DEVNULL)
         results.append(measure(a.memtrace, churn, a.rounds, workdir, "churn"))
+        if a.live_chunks:
+            print("following churn with memtrace live ...", flush=True)
+            live.append(("churn", measure_live(a.memtrace, churn, workdir, a.live_chunks,
+                                               a.idle_frames)))
         if a.wide_stacks:
             wide = os.path.join(workdir, "wide.bin")
             print("writing a capture with %d distinct call paths ..." % a.wide_stacks, flush=True)
             write_wide(wide, a.wide_stacks)
             results.append(measure(a.memtrace, wide, a.rounds, workdir, "wide"))
+            if a.live_chunks:
+                print("following wide with memtrace live ...", flush=True)
+                live.append(("wide", measure_live(a.memtrace, wide, workdir, a.live_chunks,
+                                                  a.idle_frames)))
     finally:
         if not a.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    lines = ["| capture | events | capture size | flamegraph wall s | CPU s | events/s (CPU) | HTML size |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| capture | events | capture size | report | wall s | CPU s | events/s (CPU) "
+             "| peak RSS | HTML size |", "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
     for r in results:
-        lines.append("| %s | %s | %.1f MB | %.3f | %.3f | %.1fM | %.2f MB |"
-                     % (r["capture"], format(r["events"], ","), r["capture_bytes"] / 1e6, r["wall_s"],
-                        r["cpu_s"], r["events_per_s"] / 1e6, r["html_bytes"] / 1e6))
+        for report in ("flamegraph", "stats"):
+            m = r[report]
+            lines.append("| %s | %s | %.1f MB | %s | %.3f | %.3f | %.1fM | %.1f MiB | %s |"
+                         % (r["capture"], format(r["events"], ","), r["capture_bytes"] / 1e6,
+                            report, m["wall_s"], m["cpu_s"], m["events_per_s"] / 1e6,
+                            m["peak_rss"] / 2**20,
+                            "%.2f MB" % (r["html_bytes"] / 1e6) if report == "flamegraph" else "-"))
+    if live:
+        rows = (("chunks in the capture", lambda m: "%d" % m["chunks"]),
+                ("first refresh: chunks, events read from the start",
+                 lambda m: "%d, %s" % (m["first_chunks"], format(m["first_events"], ","))),
+                ("first refresh: read and figures", lambda m: "%.1f ms" % m["first_ms"]),
+                ("refresh with nothing new: read and figures (median)",
+                 lambda m: "%.2f ms" % m["idle_read_ms"]),
+                ("refresh with nothing new: CPU of the view per refresh, drawing included",
+                 lambda m: "%.2f ms" % m["idle_cpu_ms"]),
+                ("refresh of the last chunks: chunks, events",
+                 lambda m: "%d, %s" % (m["new_chunks"], format(m["new_events"], ","))),
+                ("refresh of the last chunks: read and figures", lambda m: "%.1f ms" % m["new_ms"]),
+                ("peak RSS of the view", lambda m: "%.1f MiB" % (m["peak_rss"] / 2**20)))
+        lines += ["", "| memtrace live | " + " | ".join(name for name, _ in live) + " |",
+                  "|---|" + "---:|" * len(live)]
+        for label, fmt in rows:
+            lines.append("| %s | %s |" % (label, " | ".join(fmt(m) for _, m in live)))
     print("\n".join(lines))
     if a.markdown:
         with open(a.markdown, "a") as f:

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * memtrace live: follow a capture while it is written and show what holds
- * memory now, refreshed until tracking ends. Each refresh reads the
- * capture afresh (its complete chunks: the one being written is not there
- * yet) and draws a frame of reader/report-live.c: in place on a terminal,
- * one after the other otherwise.
+ * memory now, refreshed until tracking ends. Each refresh reads the chunks
+ * the capture gained since the last one (reader/follow.h: the one being
+ * written is read once it is whole) and draws a frame of
+ * reader/report-live.c: in place on a terminal, one after the other
+ * otherwise.
  */
 #include "cli/cmd.h"
 #include "format/error.h"
 #include "format/peer.h"
+#include "reader/follow.h"
 #include "reader/report.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -488,6 +490,22 @@ int cmd_live(int argc, char **argv)
 	return mt_cli_live(&lo);
 }
 
+/* Read what the capture gained since the last refresh into @rd (added to
+ * what it holds: a frame may take two refreshes). */
+static int refresh(struct mt_follow *fol, struct mt_follow_read *rd, uint64_t *us, char *msg,
+		   size_t len)
+{
+	int64_t t0 = mt_now_us();
+	int err = mt_follow_refresh(fol, msg, len);
+	struct mt_follow_read r = mt_follow_last(fol);
+
+	*us += (uint64_t)(mt_now_us() - t0);
+	rd->chunks += r.chunks;
+	rd->events += r.events;
+	rd->from_start |= r.from_start;
+	return err;
+}
+
 /* Has our child @pid (run --live) ended? Not reaped: run waits for it. */
 static int child_ended(pid_t pid)
 {
@@ -504,8 +522,6 @@ int mt_cli_live(struct mt_live_opts *lo)
 
 	o.path = lo->path;
 	o.top_n = lo->top_n;
-	/* read, not mapped: the file may be cut short or rewritten under us */
-	o.open_flags = MT_CAPTURE_COPY;
 	stop_sig = stop_kernel = suspend = 0;
 
 	char remote[32];
@@ -557,11 +573,22 @@ int mt_cli_live(struct mt_live_opts *lo)
 	char *frame = NULL, hint[64];
 	size_t len = 0;
 	struct mt_live_base *base = NULL;
+	struct mt_snapshot_opts so = { .temp_threshold = o.temp_threshold };
+	struct mt_follow *fol = mt_follow_new(o.path, &so);
+	struct mt_location *locs = NULL; /* the last frame's, while nothing new is read */
+	ssize_t n_locs = 0;
 
+	if (!fol) {
+		mt_error(-ENOMEM, "live");
+		stream_stop();
+		return 1;
+	}
 	term_enter();
 	for (;;) {
-		struct mt_snapshot s;
+		const struct mt_snapshot *sp = NULL;
 		struct mt_live_frame f = { .state = "tracking" };
+		struct mt_follow_read rd = { 0 };
+		uint64_t read_us = 0;
 		char msg[600];
 
 		if (suspend)
@@ -577,16 +604,15 @@ int mt_cli_live(struct mt_live_opts *lo)
 				snprintf(msg, sizeof(msg), "cannot keep what %s sends: %s", remote,
 					 strerror(-err));
 			else
-				err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
+				err = refresh(fol, &rd, &read_us, msg, sizeof(msg));
 			pending = !gone && header_pending(o.path, err);
 		} else {
-			err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
+			err = refresh(fol, &rd, &read_us, msg, sizeof(msg));
 			if (err == 0) {
-				gone = !s.have_trailer && writer_gone(&s.header);
-				if (gone) { /* read again: the last chunks may have come */
-					mt_snapshot_release(&s);
-					err = mt_report_load(&s, &o, NULL, NULL, msg, sizeof(msg));
-				}
+				sp = mt_follow_snapshot(fol);
+				gone = !sp->have_trailer && writer_gone(&sp->header);
+				if (gone) /* read again: the last chunks may have come */
+					err = refresh(fol, &rd, &read_us, msg, sizeof(msg));
 			}
 			pending = header_pending(o.path, err);
 		}
@@ -595,6 +621,8 @@ int mt_cli_live(struct mt_live_opts *lo)
 			term_leave();
 			free(frame);
 			mt_live_base_free(base);
+			mt_follow_free(fol);
+	free(locs);
 			return 1;
 		}
 		if (err < 0) {
@@ -617,12 +645,34 @@ int mt_cli_live(struct mt_live_opts *lo)
 				mt_error(0, "live: %s", msg);
 			free(frame);
 			mt_live_base_free(base);
+			mt_follow_free(fol);
+	free(locs);
 			stream_stop();
 			return 1;
 		}
+		sp = mt_follow_snapshot(fol);
+		if (rd.chunks || rd.from_start || !locs) {
+			free(locs);
+			locs = NULL;
+			if ((n_locs = mt_live_locations(sp, &locs)) < 0) {
+				term_leave();
+				mt_error((int)n_locs, "live: cannot draw the view");
+				free(frame);
+				mt_live_base_free(base);
+				mt_follow_free(fol);
+				stream_stop();
+				return 1;
+			}
+		}
+		f.locs = locs;
+		f.n_locs = (size_t)n_locs;
+		f.read_chunks = rd.chunks;
+		f.read_events = rd.events;
+		f.read_from_start = rd.from_start;
+		f.read_us = read_us;
 
 		int done = once;
-		if (s.have_trailer) {
+		if (sp->have_trailer) {
 			f.state = "tracking ended";
 			done = 1;
 		} else if (gone) {
@@ -637,13 +687,13 @@ int mt_cli_live(struct mt_live_opts *lo)
 			f.hint = hint;
 		}
 		/* another capture in the same file: growth starts again */
-		if (base && (s.header.pid != seen.pid || s.header.start_ns != seen.start_ns)) {
+		if (base && (sp->header.pid != seen.pid || sp->header.start_ns != seen.start_ns)) {
 			mt_live_base_free(base);
 			base = NULL;
 		}
-		seen = s.header;
+		seen = sp->header;
 		if (!base && !once)
-			base = mt_live_base_new(&s); /* growth since the view started */
+			base = mt_live_base_new(sp); /* growth since the view started */
 		f.base = base;
 		f.by_growth = by_growth;
 		if (term.screen) {
@@ -651,7 +701,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 			if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row) {
 				f.width = ws.ws_col;
 				if (!top_given)
-					o.top_n = ws.ws_row > 8 ? ws.ws_row - 7u : 1u;
+					o.top_n = ws.ws_row > 9 ? ws.ws_row - 8u : 1u;
 			} else if (!top_given) {
 				o.top_n = 20; /* a terminal of no known size */
 			}
@@ -665,15 +715,16 @@ int mt_cli_live(struct mt_live_opts *lo)
 		struct mt_report_opts shown = o;
 		if (stream.fd >= 0)
 			shown.path = remote;
-		err = mem ? mt_report_live(mem, &s, &shown, &f) : -errno;
+		err = mem ? mt_report_live(mem, sp, &shown, &f) : -errno;
 		if (mem && fclose(mem) != 0 && err == 0)
 			err = -ENOMEM;
-		mt_snapshot_release(&s);
 		if (err < 0) {
 			term_leave();
 			mt_error(err, "live: cannot draw the view");
 			free(frame);
 			mt_live_base_free(base);
+			mt_follow_free(fol);
+	free(locs);
 			stream_stop();
 			return 1;
 		}
@@ -692,6 +743,8 @@ int mt_cli_live(struct mt_live_opts *lo)
 	}
 	free(frame);
 	mt_live_base_free(base);
+	mt_follow_free(fol);
+	free(locs);
 	stream_stop();
 	lo->stopped_by = stop_sig;
 	lo->stopped_by_kernel = stop_kernel;

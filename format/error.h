@@ -16,7 +16,8 @@
 	X(EPAYLOAD, "payload failed")                                  \
 	X(ECRASH, "memtrace's writer thread crashed")                 \
 	X(EFDLOST, "the program closed the capture's file descriptor") \
-	X(ENOTREG, "not a regular file")
+	X(ENOTREG, "not a regular file")                              \
+	X(EREPLACED, "capture file was replaced while it was followed")
 
 enum mt_error {
 	MT_E__BASE = 4096, /* above any errno */

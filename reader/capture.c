@@ -721,6 +721,36 @@ int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops, void 
 	return more;
 }
 
+int mt_capture_follow(struct mt_capture *c)
+{
+	struct stat sb;
+
+	if (c->data || c->fd < 0)
+		return -EINVAL;
+	if (fstat(c->fd, &sb) < 0)
+		return -errno;
+	if ((uint64_t)sb.st_size < c->size)
+		return -MT_EREPLACED;
+	/* the window is read afresh anyway: bytes past the old end may have
+	 * been read as a zero fill */
+	c->win_len = 0;
+	if (grow_buf(&c->win, &c->win_cap, c->hdr_size) < 0)
+		return -ENOMEM;
+	ssize_t n = pread_full(c->fd, c->win, c->hdr_size, 0);
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n != c->hdr_size || memcmp(c->win, c->hdr_bytes, c->hdr_size) != 0)
+		return -MT_EREPLACED;
+	int grew = (uint64_t)sb.st_size > c->size;
+	c->size = (size_t)sb.st_size;
+	c->st.file_size = c->size;
+	if (c->ended && !c->stop && !c->st.stopped) {
+		c->ended = 0;
+		c->st.truncated = 0;
+	}
+	return grew;
+}
+
 int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx)
 {
 	int rc;

@@ -130,6 +130,20 @@ int mt_capture_read(struct mt_capture *c, const struct mt_record_ops *ops, void 
 void mt_capture_rewind(struct mt_capture *c);
 int mt_capture_step(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx, int *rc);
 
+/* mt_capture_follow() - a capture read from its file (mt_capture_open(),
+ * not a copy) that is still written: take in what was appended since it
+ * was opened or last followed. Its size becomes the file's size now, and
+ * a pass that ended at the end of what it had, cleanly or at a last chunk
+ * not yet whole (truncation), goes on from its last whole chunk at the
+ * next mt_capture_step(), with the delta state and the status's counts
+ * of the chunks read so far; a pass stopped by corruption or by a
+ * callback stays ended. Returns 1 if the file grew, 0 if not, or
+ * -MT_EREPLACED when the file is no longer the capture read so far (it
+ * is shorter, or its header changed: another capture was written over
+ * it), -EINVAL for a capture in memory, or the -errno of fstat() or
+ * pread(). */
+int mt_capture_follow(struct mt_capture *c);
+
 /* mt_capture_bytes() - the whole capture file of a capture in memory
  * (mt_capture_open_mem(), MT_CAPTURE_COPY), borrowed, valid until
  * mt_capture_close(): another struct mt_capture can read it on its own

@@ -3,10 +3,12 @@
  * One frame of the live view: what a capture being written says about
  * memory now (the tracked heap and RSS of the last sample, the peak so
  * far) and the locations holding the most memory live at its end, the
- * biggest own first, or those that grew most since an earlier moment. `memtrace live` draws frames one after the other
- * (cli/cmd-live.c).
+ * biggest own first, or those that grew most since an earlier moment,
+ * and what the refresh read. `memtrace live` draws frames one after the
+ * other (cli/cmd-live.c).
  */
 #include "reader/report.h"
+#include "util/plural.h"
 #include "util/strbuf.h"
 
 #include <errno.h>  /* EIO */
@@ -146,6 +148,15 @@ static char *signed_bytes(char *buf, int64_t d)
 	return buf;
 }
 
+ssize_t mt_live_locations(const struct mt_snapshot *s, struct mt_location **out)
+{
+	ssize_t n = mt_snapshot_locations(s, MT_VIEW_LEAKS, out);
+
+	if (n > 1)
+		qsort(*out, (size_t)n, sizeof(**out), mt_location_cmp_own);
+	return n;
+}
+
 int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o,
 		   const struct mt_live_frame *f)
 {
@@ -155,11 +166,14 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 	char a[32], b[32], c[40], t[32];
 	ssize_t n;
 
-	n = mt_snapshot_locations(s, MT_VIEW_LEAKS, &locs);
-	if (n < 0)
+	if (f->locs) {
+		n = (ssize_t)f->n_locs;
+		if (!(locs = malloc(((size_t)n + 1) * sizeof(*locs))))
+			return -ENOMEM;
+		memcpy(locs, f->locs, (size_t)n * sizeof(*locs));
+	} else if ((n = mt_live_locations(s, &locs)) < 0) {
 		return (int)n;
-	if (n > 1)
-		qsort(locs, (size_t)n, sizeof(*locs), mt_location_cmp_own);
+	}
 	/* in the order shown: by own live bytes, or by growth */
 	struct grown *g = malloc(((size_t)n + 1) * sizeof(*g));
 	if (!g) {
@@ -194,6 +208,14 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 	mt_strbuf_addf(&sb, "live blocks %llu   events %llu   dropped %llu",
 		       (unsigned long long)s->leak_count, (unsigned long long)s->n_events,
 		       (unsigned long long)s->n_dropped);
+	line(out, &sb, f->width);
+	/* a refresh reads what the capture gained since the last one */
+	mt_strbuf_addf(&sb, "read %llu %s, %llu %s %s (%.1f ms)", (unsigned long long)f->read_chunks,
+		       mt_plural(f->read_chunks, "chunk", "chunks"),
+		       (unsigned long long)f->read_events,
+		       mt_plural(f->read_events, "event", "events"),
+		       f->read_from_start ? "from the start" : "since the last refresh",
+		       (double)f->read_us / 1000);
 	line(out, &sb, f->width);
 
 	fputc('\n', out);

@@ -106,7 +106,22 @@ struct mt_live_frame {
 	unsigned width;    /* columns every line is cut to; 0 = no limit */
 	const struct mt_live_base *base; /* a Growth column since then, or NULL */
 	int by_growth;     /* with @base: the locations that grew most first */
+	/* what this refresh read (reader/follow.h): a line says it */
+	uint64_t read_chunks, read_events;
+	uint64_t read_us;  /* how long reading them and making the figures took */
+	int read_from_start;
+	/* the locations of an earlier frame (mt_live_locations()) when nothing
+	 * was read since, or NULL: made from the snapshot */
+	const struct mt_location *locs;
+	size_t n_locs;
 };
+
+/* mt_live_locations() - the locations a frame of @s shows (live at its
+ * end, the biggest own first), for the frames after it while nothing new
+ * is read: their cost is then that of the locations, not of the stacks.
+ * *@out is malloc'ed (free() it; its strings are the snapshot's). Returns
+ * how many, or -ENOMEM. */
+ssize_t mt_live_locations(const struct mt_snapshot *s, struct mt_location **out);
 
 /* mt_report_live() - one frame of the live view: memory now, and the
  * @o->top_n (0 = all) locations with the most memory of their own live at

@@ -75,7 +75,8 @@ size_t mt_snapshot_native_stack(const struct mt_snapshot *s, uint32_t id, struct
 
 const struct mt_growth *mt_snapshot_growth(const struct mt_snapshot *s)
 {
-	return s->st->growth;
+	const struct mt_growth *g = s->st->growth;
+	return g && g->finished ? g : NULL;
 }
 
 const struct mt_temporal *mt_snapshot_temporal(const struct mt_snapshot *s)
@@ -85,7 +86,8 @@ const struct mt_temporal *mt_snapshot_temporal(const struct mt_snapshot *s)
 
 const struct mt_hwmtime *mt_snapshot_hwmtime(const struct mt_snapshot *s)
 {
-	return s->st->hwm;
+	const struct mt_hwmtime *h = s->st->hwm;
+	return h && h->finished ? h : NULL;
 }
 
 const struct mt_sizes *mt_snapshot_sizes(const struct mt_snapshot *s)

@@ -82,8 +82,10 @@ struct mt__snapshot_state {
 	uint64_t *thr_tid;
 	char **thr_name;
 	struct mt_tnames names; /* the program's, by tid (NAME records) */
-	struct mt_usage *stack_usage; /* by stack id, made at the end */
-	struct mt_site *site_out;     /* made at the end */
+	struct mt_usage *stack_usage; /* by stack id, made at each view */
+	uint32_t usage_cap;
+	struct mt_site *site_out;     /* made at each view */
+	uint32_t site_out_cap;
 	uint64_t temp_threshold;
 
 	struct mt_stacks stk; /* stack trie and code objects */
@@ -109,6 +111,9 @@ struct mt__snapshot_state {
 	struct mt_sizes *sizes;      /* mt_snapshot_opts.exact_sizes: allocations by size */
 	uint64_t hwm_stride, hwm_samples;
 	int oom;                  /* a feed that cannot return an error ran out of memory */
+	int python_only;          /* mt_snapshot_opts.python_only */
+	int closed;               /* no more feeds: ended, or hybrid stacks resolved */
+	int resolved;             /* hybrid stacks resolved (mt_native_resolve()) */
 };
 
 enum { DEF_STACK, DEF_CODE, DEF_THREAD };

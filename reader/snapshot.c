@@ -464,21 +464,54 @@ static void usage_add(struct mt_usage *u, const struct mt__snapshot_state *st, c
 	u->temp_count += a->tmp_count;
 }
 
-/* Per-stack, per-thread and per-site figures from the site counters. */
+/* Per-stack, per-thread and per-site figures from the site counters, made
+ * again at every view: O(sites + threads), whatever was read. A stack's
+ * figures are non-zero only if it has sites: only theirs are cleared. */
 static int finish(struct mt_snapshot *s)
 {
+	static char no_name[1];
 	struct mt__snapshot_state *st = s->st;
 	struct mt_usage *tu;
 
-	st->stack_usage = calloc((size_t)st->max_stack + 1, sizeof(*st->stack_usage));
-	if (st->stack_usage)
-		mt_grow_huge(st->stack_usage, ((size_t)st->max_stack + 1) * sizeof(*st->stack_usage));
-	st->site_out = calloc(st->n_sites ? st->n_sites : 1, sizeof(*st->site_out));
+	free(s->threads);
+	s->threads = NULL;
+	s->n_threads = 0;
+	s->temp_bytes = s->temp_count = 0;
+	if (!st->stack_usage) {
+		/* the one view of most snapshots: as many as there are, zero
+		 * pages not touched until used */
+		st->usage_cap = st->max_stack + 1;
+		st->stack_usage = calloc(st->usage_cap, sizeof(*st->stack_usage));
+		if (!st->stack_usage)
+			return -ENOMEM;
+		mt_grow_huge(st->stack_usage, (size_t)st->usage_cap * sizeof(*st->stack_usage));
+	} else if (st->max_stack >= st->usage_cap) {
+		/* as many as there are (realloc moves pages; doubling would
+		 * zero as many again) */
+		size_t n = (size_t)st->max_stack + 1;
+		struct mt_usage *v = realloc(st->stack_usage, n * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		memset(v + st->usage_cap, 0, (n - st->usage_cap) * sizeof(*v));
+		st->stack_usage = v;
+		st->usage_cap = (uint32_t)n;
+	}
+	if (st->n_sites > st->site_out_cap) {
+		struct mt_site *v = realloc(st->site_out, (size_t)st->n_sites * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		st->site_out = v;
+		st->site_out_cap = st->n_sites;
+	}
 	tu = calloc(st->max_thread ? st->max_thread : 1, sizeof(*tu));
 	s->threads = calloc(st->max_thread ? st->max_thread : 1, sizeof(*s->threads));
-	if (!st->stack_usage || !st->site_out || !tu || !s->threads) {
+	if (!tu || !s->threads) {
 		free(tu);
 		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < st->n_sites; i++) {
+		memset(&st->site_out[i], 0, sizeof(st->site_out[i]));
+		st->stack_usage[st->site_keys[i].stack] = (struct mt_usage){ 0 };
 	}
 	for (uint32_t i = 0; i < st->n_sites; i++) {
 		const struct site_key *k = &st->site_keys[i];
@@ -499,17 +532,29 @@ static int finish(struct mt_snapshot *s)
 		struct mt_thread_info *t = &s->threads[s->n_threads++];
 		t->index = i;
 		t->tid = st->thr_tid[i];
-		t->name = st->thr_name[i];
-		st->thr_name[i] = NULL;
+		t->name = st->thr_name[i] ? st->thr_name[i] : no_name; /* borrowed */
 		t->usage = tu[i];
-		if (!t->name && !(t->name = calloc(1, 1))) {
-			free(tu);
-			return -ENOMEM;
-		}
 	}
 	free(tu);
 	return 0;
 }
+
+static const struct mt_record_ops snapshot_ops = {
+	.alloc = on_alloc,
+	.free = on_free,
+	.thread = mt__snap_on_thread,
+	.code = mt__snap_on_code,
+	.stack = mt__snap_on_stack,
+	.sample = on_sample,
+	.diag = mt__snap_on_diag,
+	.trailer = mt__snap_on_trailer,
+	.native = mt__snap_on_native,
+	.hybrid = mt__snap_on_hybrid,
+	.module = mt__snap_on_module,
+	.site = mt__snap_on_site,
+	.totals = mt__snap_on_totals,
+	.name = mt__snap_on_name,
+};
 
 int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap)
 {
@@ -520,25 +565,20 @@ int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap)
 int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 			   const struct mt_snapshot_opts *o)
 {
-	struct mt_record_ops ops = {
-		.alloc = on_alloc,
-		.free = on_free,
-		.thread = mt__snap_on_thread,
-		.code = mt__snap_on_code,
-		.stack = mt__snap_on_stack,
-		.sample = on_sample,
-		.diag = mt__snap_on_diag,
-		.trailer = mt__snap_on_trailer,
-		.native = mt__snap_on_native,
-		.hybrid = mt__snap_on_hybrid,
-		.module = mt__snap_on_module,
-		.site = mt__snap_on_site,
-		.totals = mt__snap_on_totals,
-		.name = mt__snap_on_name,
-	};
+	int err = mt_snapshot_begin(s, cap, o);
+
+	if (err < 0)
+		return err;
+	if ((err = mt_snapshot_feed(s, cap)) < 0 || (err = mt_snapshot_end(s)) < 0)
+		mt_snapshot_release(s);
+	return err;
+}
+
+int mt_snapshot_begin(struct mt_snapshot *s, struct mt_capture *cap,
+		      const struct mt_snapshot_opts *o)
+{
 	const struct mt_header *h = mt_capture_header(cap);
 	struct mt__snapshot_state *st;
-	int err;
 
 	memset(s, 0, sizeof(*s));
 	st = calloc(1, sizeof(*st));
@@ -559,10 +599,11 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 	}
 	st->stk.python_hex = h->python_hex;
 	st->temp_threshold = o->temp_threshold;
+	st->python_only = o->python_only;
 	s->temp_threshold = st->temp_threshold;
 	st->page_mask = h->page_size && !(h->page_size & (h->page_size - 1)) ? h->page_size - 1 : 0;
-	if (mt_livemap_reserve(&st->live) < 0 || mt__snap_stack_room(st, 0) < 0 || mt__snap_thread_room(st, 0) < 0 ||
-	    site_slots_grow(st) < 0) {
+	if (mt_livemap_reserve(&st->live) < 0 || mt__snap_stack_room(st, 0) < 0 ||
+	    mt__snap_thread_room(st, 0) < 0 || site_slots_grow(st) < 0) {
 		mt_snapshot_release(s);
 		return -ENOMEM;
 	}
@@ -584,34 +625,66 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 		mt_snapshot_release(s);
 		return -ENOMEM;
 	}
-	err = mt_capture_read(cap, &ops, s);
-	if (st->hwm)
-		mt_hwmtime_finish(st->hwm);
-	if (err < 0 || st->oom || (st->temporal && st->temporal->oom) || (st->hwm && st->hwm->oom)) {
-		mt_snapshot_release(s);
-		return err < 0 ? err : -ENOMEM;
-	}
-	if (st->growth)
-		mt_growth_finish(st->growth, s->end_time_us);
+	mt_capture_rewind(cap);
+	return 0;
+}
+
+int mt_snapshot_feed(struct mt_snapshot *s, struct mt_capture *cap)
+{
+	struct mt__snapshot_state *st = s->st;
+	int rc;
+
+	if (st->closed)
+		return -EBUSY;
+	/* the records are read against the trie as the capture defines it
+	 * (growth's keys walk it): a view's cut comes again at the next view */
+	mt_stacks_uncut(&st->stk);
+	while (mt_capture_step(cap, &snapshot_ops, s, &rc))
+		;
 	s->status = *mt_capture_status(cap);
 	s->heap_end = st->heap;
 	s->peak_event = st->peak_event;
-	if (st->nat.n_hyb) {
-		/* hybrid stacks become frames of the trie, with new ids */
-		err = mt_native_resolve(&st->nat, &st->stk, o->python_only);
-		if (err < 0 || (st->stk.next_free > st->max_stack + 1 &&
-				mt__snap_stack_room(st, st->stk.next_free - 1) < 0)) {
-			mt_snapshot_release(s);
-			return -ENOMEM;
-		}
-	}
-
-	if ((st->root_depth && mt_stacks_cut(&st->stk, st->root_depth, st->root_hash) < 0) ||
-	    finish(s) < 0) {
-		mt_snapshot_release(s);
-		return -ENOMEM;
-	}
+	if (rc < 0 || st->oom || (st->temporal && st->temporal->oom) || (st->hwm && st->hwm->oom))
+		return rc < 0 ? rc : -ENOMEM;
 	return 0;
+}
+
+int mt_snapshot_closed(const struct mt_snapshot *s)
+{
+	return s->st->closed;
+}
+
+int mt_snapshot_view(struct mt_snapshot *s)
+{
+	struct mt__snapshot_state *st = s->st;
+
+	if (st->nat.n_hyb && !st->resolved) {
+		/* hybrid stacks become frames of the trie, with new ids above
+		 * those of the capture: nothing more may be read after */
+		st->resolved = st->closed = 1;
+		if (mt_native_resolve(&st->nat, &st->stk, st->python_only) < 0 ||
+		    (st->stk.next_free > st->max_stack + 1 &&
+		     mt__snap_stack_room(st, st->stk.next_free - 1) < 0))
+			return -ENOMEM;
+	}
+	if (st->root_depth && mt_stacks_cut(&st->stk, st->root_depth, st->root_hash) < 0)
+		return -ENOMEM;
+	return finish(s);
+}
+
+int mt_snapshot_end(struct mt_snapshot *s)
+{
+	struct mt__snapshot_state *st = s->st;
+
+	st->closed = 1;
+	if (st->hwm && !st->hwm->finished) {
+		mt_hwmtime_finish(st->hwm);
+		if (st->hwm->oom)
+			return -ENOMEM;
+	}
+	if (st->growth && !st->growth->finished)
+		mt_growth_finish(st->growth, s->end_time_us);
+	return mt_snapshot_view(s);
 }
 
 int mt_snapshot_small_hidden(const struct mt_snapshot *s)
@@ -630,8 +703,6 @@ void mt_snapshot_release(struct mt_snapshot *s)
 	for (size_t i = 0; i < s->n_diags; i++)
 		free(s->diags[i].msg);
 	free(s->diags);
-	for (size_t i = 0; i < s->n_threads; i++)
-		free(s->threads[i].name);
 	free(s->threads);
 	if (st) {
 		mt_livemap_release(&st->live);

@@ -142,9 +142,44 @@ struct mt_snapshot_opts {
 	int exact_sizes;
 };
 
-/* mt_snapshot_build_opts() - mt_snapshot_build() with options. */
+/* mt_snapshot_build_opts() - mt_snapshot_build() with options:
+ * mt_snapshot_begin(), mt_snapshot_feed() and mt_snapshot_end(). */
 int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 			   const struct mt_snapshot_opts *o);
+
+/*
+ * A capture read a part at a time, as it is written (mt_capture_follow()):
+ * begin, then feed and view as often as wanted, then end. A feed reads
+ * the chunks that @cap has gained since the last one, so that its cost is
+ * that of the new events; a view makes the per-stack, per-thread and
+ * per-site figures (and s->threads) of everything read so far, from the
+ * site counters, at a cost that does not grow with the events read. The
+ * figures of a snapshot fed in parts are those of one built at once from
+ * the same bytes. What a view gave (sites, threads, stack usage) is valid
+ * until the next feed or view. s->status is the capture's after the last
+ * feed: truncated while the last chunk is not whole yet.
+ *
+ * A capture with native stacks takes no more feeds after its first view
+ * (its hybrid stacks are then resolved into frames with new ids): feed
+ * returns -EBUSY; read it again from the start to see more. Growth
+ * (mt_snapshot_growth()) and the high-water marks (mt_snapshot_hwmtime())
+ * are there after mt_snapshot_end() only; the temporal intervals
+ * (mt_snapshot_temporal()) after every feed.
+ */
+/* mt_snapshot_begin() - @s (uninitialised) set up for @cap, whose pass
+ * it rewinds. Returns 0 or -ENOMEM (@s released). */
+int mt_snapshot_begin(struct mt_snapshot *s, struct mt_capture *cap,
+		      const struct mt_snapshot_opts *o);
+/* mt_snapshot_feed() - read the rest of @cap's pass. Returns 0, -ENOMEM,
+ * the -errno of a failed read, or -EBUSY after the end or a view of
+ * native stacks; after an error only mt_snapshot_release() is left. */
+int mt_snapshot_feed(struct mt_snapshot *s, struct mt_capture *cap);
+/* mt_snapshot_closed() - whether feeds are refused now (-EBUSY). */
+int mt_snapshot_closed(const struct mt_snapshot *s);
+/* mt_snapshot_view() - the figures of what has been fed. 0 or -ENOMEM. */
+int mt_snapshot_view(struct mt_snapshot *s);
+/* mt_snapshot_end() - the last view: no feed after it; growth finished. */
+int mt_snapshot_end(struct mt_snapshot *s);
 void mt_snapshot_release(struct mt_snapshot *s);
 
 /* mt_snapshot_stack_usage() - counters of stack @id (0 = no Python

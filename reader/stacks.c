@@ -226,6 +226,17 @@ static uint32_t crc32(const char *s)
 	return c ^ 0xFFFFFFFFu;
 }
 
+void mt_stacks_uncut(struct mt_stacks *k)
+{
+	/* a node defined again since keeps its new parent */
+	for (uint32_t i = 0; i < k->n_cut; i++) {
+		struct mt_stack_node *n = &k->nodes[k->cut[2 * i]];
+		if (n->parent == 0)
+			n->parent = k->cut[2 * i + 1];
+	}
+	k->n_cut = 0;
+}
+
 int mt_stacks_cut(struct mt_stacks *k, uint32_t depth, uint64_t hash)
 {
 	uint64_t *h = calloc(k->nodes_cap ? k->nodes_cap : 1, sizeof(*h));
@@ -235,6 +246,7 @@ int mt_stacks_cut(struct mt_stacks *k, uint32_t depth, uint64_t hash)
 		free(d);
 		return -ENOMEM;
 	}
+	mt_stacks_uncut(k);
 	/* parents come before their children: one pass, from the root down;
 	 * d[] = 0 for a node that is not a Python frame under Python frames */
 	for (uint32_t id = 1; id < k->nodes_cap; id++) {
@@ -243,6 +255,14 @@ int mt_stacks_cut(struct mt_stacks *k, uint32_t depth, uint64_t hash)
 		if (!n->defined || n->code == MT_CODE_FRAME || p >= id || (p && !d[p]))
 			continue;
 		if (p && d[p] == depth && h[p] == hash) {
+			if (k->n_cut == k->cut_cap &&
+			    mt_grow((void **)&k->cut, &k->cut_cap, k->n_cut, 2 * sizeof(uint32_t)) < 0) {
+				free(h);
+				free(d);
+				return -ENOMEM;
+			}
+			k->cut[2 * k->n_cut] = id;
+			k->cut[2 * k->n_cut++ + 1] = p;
 			n->parent = 0; /* the frame that entered the Tracker: outermost */
 			continue;
 		}
@@ -269,6 +289,9 @@ void mt_stacks_release(struct mt_stacks *k)
 	free(k->strs);
 	free(k->fmap);
 	k->fmap = NULL;
+	free(k->cut);
+	k->cut = NULL;
+	k->n_cut = k->cut_cap = 0;
 	k->fmap_cap = k->fmap_n = k->next_free = 0;
 	k->nodes = NULL;
 	k->codes = NULL;

@@ -58,6 +58,8 @@ struct mt_stacks {
 	uint32_t fmap_cap, fmap_n;
 	uint32_t next_free;          /* ids from here on are free for frame nodes: above
 				      * every id defined (raise it for ids kept elsewhere) */
+	uint32_t *cut;               /* mt_stacks_cut()'s: (node, parent it had) pairs */
+	uint32_t n_cut, cut_cap;
 };
 
 /* mt_stacks_define_code() - code object @c->id defined by @c (names cut
@@ -120,8 +122,13 @@ size_t mt_stacks_walk(const struct mt_stacks *k, uint32_t id, struct mt_frame *o
  * whose (file, line) chain, outermost first, hashes to @hash becomes
  * outermost itself. The hash of a chain: h = 0, then for each frame
  * h = h * 1000003 ^ crc32(file) ^ line * 0x9E3779B1 (mod 2^64), as
- * python/memtrace/tracker.py computes it. Returns 0 or -ENOMEM. */
+ * python/memtrace/tracker.py computes it. It may be called again after
+ * more definitions (a capture read a part at a time): the nodes it cut
+ * before get their parents back first, so that the trie is cut as if
+ * all of it had been there the first time. Returns 0 or -ENOMEM. */
 int mt_stacks_cut(struct mt_stacks *k, uint32_t depth, uint64_t hash);
+/* mt_stacks_uncut() - the parents mt_stacks_cut() changed, given back. */
+void mt_stacks_uncut(struct mt_stacks *k);
 
 void mt_stacks_release(struct mt_stacks *k);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Milliseconds on the monotonic clock (util/clock.h).
+ * The monotonic clock in milliseconds and microseconds (util/clock.h).
  */
 #include "util/clock.h"
 
@@ -11,4 +11,11 @@ int64_t mt_now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t mt_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }

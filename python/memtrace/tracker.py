@@ -34,6 +34,7 @@ _MT_ERRORS = (
     "memtrace's writer thread crashed",
     "the program closed the capture's file descriptor",
     "not a regular file",
+    "capture file was replaced while it was followed",
 )
 
 
