@@ -17,6 +17,7 @@
 #include "mt-config.h" /* MT_VERSION */
 #include "reader/report.h"
 #include "util/json.h"
+#include "util/slots.h"
 #include "util/strbuf.h"
 
 #include <ctype.h>  /* toupper */
@@ -198,23 +199,15 @@ static uint64_t fn_hash(const char *name, const char *file, int line)
 	return h;
 }
 
+static uint64_t fn_hash_at(const void *ctx, size_t i)
+{
+	const struct fn *f = &((const struct fn_table *)ctx)->v[i];
+	return fn_hash(f->name, f->file, f->line);
+}
+
 static int fn_grow(struct fn_table *t)
 {
-	size_t n = t->nslots ? t->nslots * 2 : 256;
-	uint32_t *slots = calloc(n, sizeof(*slots));
-
-	if (!slots)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->n; i++) {
-		size_t k = fn_hash(t->v[i].name, t->v[i].file, t->v[i].line) & (n - 1);
-		while (slots[k])
-			k = (k + 1) & (n - 1);
-		slots[k] = (uint32_t)i + 1;
-	}
-	free(t->slots);
-	t->slots = slots;
-	t->nslots = n;
-	return 0;
+	return mt_slots_grow(&t->slots, &t->nslots, 256, 0, t->n, fn_hash_at, t);
 }
 
 /* The index of (@name, @file, @line), added if new; -ENOMEM. */
@@ -338,23 +331,14 @@ static uint64_t seq_hash(const uint32_t *v, size_t n)
 	return h;
 }
 
+static uint64_t sample_hash_at(const void *ctx, size_t i)
+{
+	return ((const struct samples *)ctx)->v[i].hash;
+}
+
 static int samples_grow(struct samples *t)
 {
-	size_t n = t->nslots ? t->nslots * 2 : 256;
-	uint32_t *slots = calloc(n, sizeof(*slots));
-
-	if (!slots)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->n; i++) {
-		size_t k = t->v[i].hash & (n - 1);
-		while (slots[k])
-			k = (k + 1) & (n - 1);
-		slots[k] = (uint32_t)i + 1;
-	}
-	free(t->slots);
-	t->slots = slots;
-	t->nslots = n;
-	return 0;
+	return mt_slots_grow(&t->slots, &t->nslots, 256, 0, t->n, sample_hash_at, t);
 }
 
 /* Add @bytes and @count to the sample of the @len frames at the end of
