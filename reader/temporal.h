@@ -27,7 +27,7 @@
 
 #define MT_TEMPORAL_LIVE UINT32_MAX
 #define MT_TEMPORAL_BOUNDARIES 2048
-#define MT_TEMPORAL_BUDGET 200000 /* intervals, by default */
+#define MT_TEMPORAL_BUDGET 120000 /* intervals, by default: about 3 MB of page */
 
 struct mt_interval {
 	uint32_t key;  /* call path (stackkeys.h) */
