@@ -19,7 +19,7 @@ import zipfile
 
 import pytest
 
-from conftest import BUILD, ROOT, SUPPORTED, _pyenv_python, run
+from conftest import BUILD, ROOT, SUPPORTED, pyenv_python, run
 
 PY = "/usr/bin/python3"
 
@@ -307,7 +307,7 @@ def test_one_wheel_serves_another_python(wheel, tmp_path):
     under that version's site-packages and its package tracks and reads."""
     here = "%d.%d" % tuple(int(x) for x in subprocess.check_output(
         [PY, "-c", "import sys; print(sys.version_info[0], sys.version_info[1])"]).split())
-    others = [p for p in (_pyenv_python(m) for m in reversed(SUPPORTED) if m != here) if p]
+    others = [p for p in (pyenv_python(m) for m in reversed(SUPPORTED) if m != here) if p]
     if not others:
         pytest.skip("no pyenv CPython other than %s on this machine" % here)
     d = tmp_path / "env"
