@@ -159,6 +159,7 @@ int mt__snap_on_diag(void *ctx, const struct mt_record *r)
 				   : sizeof(s->python_allocator) - 1;
 		memcpy(s->python_allocator, r->diag.msg.p, n);
 		s->python_allocator[n] = '\0';
+		st->mimalloc = strncmp(s->python_allocator, "mimalloc", 8) == 0;
 		return 0;
 	}
 	if (s->n_diags == st->diags_cap) {

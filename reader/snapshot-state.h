@@ -111,6 +111,8 @@ struct mt__snapshot_state {
 	struct mt_sizes *sizes;      /* mt_snapshot_opts.exact_sizes: allocations by size */
 	uint64_t hwm_stride, hwm_samples;
 	int oom;                  /* a feed that cannot return an error ran out of memory */
+	int mimalloc;             /* the capture says Python's allocator is mimalloc (its
+				   * big blocks are not glibc's malloc's) */
 	int python_only;          /* mt_snapshot_opts.python_only */
 	int closed;               /* no more feeds: ended, or hybrid stacks resolved */
 	int resolved;             /* hybrid stacks resolved (mt_native_resolve()) */

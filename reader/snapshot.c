@@ -253,10 +253,10 @@ static inline unsigned size_bucket(uint64_t size)
 /* Whether a block of @kind and @size is one of glibc's malloc: the malloc
  * family, and pymalloc's blocks above its 512 bytes, which it gets from
  * malloc (unless Python's object allocator is mimalloc). */
-static int in_malloc(const struct mt_snapshot *s, unsigned kind, uint64_t size)
+static inline int in_malloc(const struct mt__snapshot_state *st, unsigned kind, uint64_t size)
 {
 	if (kind >= MT_ALLOC_PYMALLOC_MALLOC && kind <= MT_ALLOC_PYMALLOC_REALLOC)
-		return size > 512 && strncmp(s->python_allocator, "mimalloc", 8) != 0;
+		return size > 512 && !st->mimalloc;
 	return kind != MT_ALLOC_MMAP;
 }
 
@@ -277,7 +277,7 @@ static uint64_t malloc_chunk(const struct mt__snapshot_state *st, uint64_t size)
 static void malloc_count(struct mt_snapshot *s, unsigned kind, uint64_t size, int sign)
 {
 	struct mt__snapshot_state *st = s->st;
-	if (!in_malloc(s, kind, size))
+	if (!in_malloc(st, kind, size))
 		return;
 	uint64_t c = malloc_chunk(st, size);
 	st->malloc_bytes += sign > 0 ? size : 0 - size;
