@@ -8,6 +8,7 @@
  * otherwise.
  */
 #include "cli/cmd.h"
+#include "cli/live-term.h"
 #include "format/error.h"
 #include "format/peer.h"
 #include "reader/follow.h"
@@ -20,19 +21,16 @@
 #include <errno.h>     /* errno */
 #include <fcntl.h>     /* O_CLOEXEC */
 #include <getopt.h>    /* getopt_long */
-#include <poll.h>      /* poll */
 #include <pthread.h>   /* pthread_create */
 #include <stdatomic.h> /* atomic_int */
-#include <signal.h>    /* sigaction, kill */
+#include <signal.h>    /* kill */
 #include <stdio.h>     /* open_memstream */
 #include <stdlib.h>    /* strtod */
 #include <string.h>    /* strcmp */
 #include <netinet/in.h> /* sockaddr_in */
-#include <sys/ioctl.h> /* TIOCGWINSZ */
 #include <sys/socket.h> /* socket */
 #include <sys/stat.h>  /* stat */
 #include <sys/wait.h>  /* waitid */
-#include <termios.h>   /* tcgetattr */
 #include <time.h>      /* nanosleep */
 #include <unistd.h>    /* isatty */
 
@@ -58,72 +56,6 @@ static const char usage[] =
 #define HEADER_WAIT_MS 30000
 /* How long `live PORT` tries a port where nothing listens yet. */
 #define CONNECT_WAIT_MS 10000
-
-static volatile sig_atomic_t stop_sig, stop_kernel, suspend;
-
-static void on_stop(int sig, siginfo_t *si, void *uc)
-{
-	(void)uc;
-	stop_kernel = si && si->si_code == SI_KERNEL;
-	stop_sig = sig;
-}
-
-static void on_tstp(int sig)
-{
-	(void)sig; /* Ctrl-Z: the loop gives the terminal back, then stops */
-	suspend = 1;
-}
-
-static void on_winch(int sig)
-{
-	(void)sig; /* ends the wait: the next frame fits the new size */
-}
-
-static struct {
-	int screen;            /* standard output is a terminal: draw in place */
-	int keys;              /* standard input is a terminal we set raw */
-	struct termios saved;
-} term;
-
-static void term_enter(void)
-{
-	struct sigaction sa = { .sa_flags = SA_RESTART }; /* poll() ends on a signal all the same */
-
-	sa.sa_sigaction = on_stop;
-	sa.sa_flags |= SA_SIGINFO;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGQUIT, &sa, NULL);
-	sa.sa_flags &= ~SA_SIGINFO;
-	term.screen = isatty(STDOUT_FILENO);
-	if (!term.screen)
-		return;
-	sa.sa_handler = on_winch;
-	sigaction(SIGWINCH, &sa, NULL);
-	sa.sa_handler = on_tstp;
-	sigaction(SIGTSTP, &sa, NULL);
-	if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &term.saved) == 0) {
-		struct termios raw = term.saved;
-		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
-		raw.c_cc[VMIN] = 0;
-		raw.c_cc[VTIME] = 0;
-		term.keys = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
-	}
-	fputs("\x1b[?1049h\x1b[?25l", stdout); /* the alternate screen, no cursor */
-	fflush(stdout);
-}
-
-static void term_leave(void)
-{
-	if (!term.screen)
-		return;
-	fputs("\x1b[?25h\x1b[?1049l", stdout);
-	fflush(stdout);
-	if (term.keys)
-		tcsetattr(STDIN_FILENO, TCSANOW, &term.saved);
-	term.screen = term.keys = 0;
-}
 
 /* A capture sent to us (memtrace run --live-remote, a Tracker's
  * SocketDestination): a thread of ours takes it as it comes, into a
@@ -200,34 +132,17 @@ static void stream_stop(void)
 }
 
 /* Wait @ms, or less if a key, a signal or the end of a stream comes.
- * Returns 1 if the user asked to quit (q, or SIGINT, SIGTERM, SIGHUP,
- * SIGQUIT). */
+ * Returns 1 if the user asked to quit; g and o choose the sort. */
 static int wait_or_quit(int ms, int *by_growth)
 {
-	struct pollfd p[2];
-	int n = 0, keys = -1;
+	int wake = stream.wake[0] >= 0 && !atomic_load(&stream.eof) ? stream.wake[0] : -1;
+	char key = 0;
 
-	if (stop_sig)
+	if (mt_live_term_wait(ms, wake, "go", &key))
 		return 1;
-	if (suspend)
-		return 0;
-	if (term.keys) {
-		keys = n;
-		p[n++] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
-	}
-	if (stream.wake[0] >= 0 && !atomic_load(&stream.eof))
-		p[n++] = (struct pollfd){ .fd = stream.wake[0], .events = POLLIN };
-	if (poll(p, (nfds_t)n, ms) > 0 && keys >= 0 && (p[keys].revents & POLLIN)) {
-		char c[16];
-		ssize_t k = read(STDIN_FILENO, c, sizeof(c));
-		for (ssize_t i = 0; i < k; i++) {
-			if (c[i] == 'q' || c[i] == 'Q')
-				return 1;
-			if (c[i] == 'g' || c[i] == 'o')
-				*by_growth = c[i] == 'g';
-		}
-	}
-	return stop_sig != 0;
+	if (key)
+		*by_growth = key == 'g';
+	return 0;
 }
 
 /* PORT rather than a capture's name: digits, and no such file. */
@@ -318,39 +233,6 @@ int mt_cli_live_accept(int port, char *where, size_t len)
 		mt_error(-errno, "cannot take a live client on %s", where);
 	close(fd);
 	return c;
-}
-
-static void draw(const char *frame, size_t len)
-{
-	if (!term.screen) {
-		fwrite(frame, 1, len, stdout);
-		fputc('\n', stdout);
-		fflush(stdout);
-		return;
-	}
-	/* home, each line then erase to its end, then erase below */
-	fputs("\x1b[H", stdout);
-	for (const char *p = frame, *end = frame + len; p < end;) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		fwrite(p, 1, n, stdout);
-		fputs("\x1b[K\r\n", stdout);
-		p += n + 1;
-	}
-	fputs("\x1b[J", stdout);
-	fflush(stdout);
-}
-
-/* Ctrl-Z: the terminal as it was, stop, and draw again once continued. */
-static void suspend_now(void)
-{
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
-
-	suspend = 0;
-	term_leave();
-	sigaction(SIGTSTP, &dfl, NULL);
-	raise(SIGTSTP); /* stopped here until SIGCONT */
-	term_enter();
 }
 
 /* Is the process that writes the capture gone? kill(pid, 0) alone would
@@ -522,7 +404,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 
 	o.path = lo->path;
 	o.top_n = lo->top_n;
-	stop_sig = stop_kernel = suspend = 0;
+	mt_live_term_reset();
 
 	char remote[32];
 	int port = port_of(lo->path);
@@ -551,7 +433,8 @@ int mt_cli_live(struct mt_live_opts *lo)
 			e = -errno;
 			close(stream.fd);
 			stream.fd = -1;
-			if (e != -ECONNREFUSED || once || mt_now_ms() >= give_up || stop_sig)
+			if (e != -ECONNREFUSED || once || mt_now_ms() >= give_up ||
+			    mt_live_term_stopped(NULL))
 				break;
 			struct timespec ts = { 0, 100 * 1000 * 1000 };
 			nanosleep(&ts, NULL);
@@ -583,7 +466,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		stream_stop();
 		return 1;
 	}
-	term_enter();
+	mt_live_term_enter();
 	for (;;) {
 		const struct mt_snapshot *sp = NULL;
 		struct mt_live_frame f = { .state = "tracking" };
@@ -591,8 +474,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		uint64_t read_us = 0;
 		char msg[600];
 
-		if (suspend)
-			suspend_now();
+		mt_live_term_suspend();
 		/* If the process is gone without a trailer, what is read after
 		 * finding that out is all there will be. */
 		int gone = 0, err, pending;
@@ -618,11 +500,11 @@ int mt_cli_live(struct mt_live_opts *lo)
 		}
 		if (err < 0 && pending && child_ended(lo->writer)) {
 			/* run --live: the program ended without a capture; run says why */
-			term_leave();
+			mt_live_term_leave();
 			free(frame);
 			mt_live_base_free(base);
 			mt_follow_free(fol);
-	free(locs);
+			free(locs);
 			return 1;
 		}
 		if (err < 0) {
@@ -631,7 +513,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 					break;
 				continue;
 			}
-			term_leave();
+			mt_live_term_leave();
 			if (stream.fd >= 0 && (pending || header_pending(o.path, err)))
 				mt_error(0, "live: %s sent no capture header%s", remote,
 					 gone ? " before it closed the connection" : " in 30 s");
@@ -646,7 +528,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 			free(frame);
 			mt_live_base_free(base);
 			mt_follow_free(fol);
-	free(locs);
+			free(locs);
 			stream_stop();
 			return 1;
 		}
@@ -655,7 +537,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 			free(locs);
 			locs = NULL;
 			if ((n_locs = mt_live_locations(sp, &locs)) < 0) {
-				term_leave();
+				mt_live_term_leave();
 				mt_error((int)n_locs, "live: cannot draw the view");
 				free(frame);
 				mt_live_base_free(base);
@@ -683,7 +565,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		}
 		if (!done) {
 			snprintf(hint, sizeof(hint), "every %g s%s", interval,
-				 term.keys ? "; q quits, g/o sorts by growth/own" : "");
+				 mt_live_term_keys() ? "; q quits, g/o sorts by growth/own" : "");
 			f.hint = hint;
 		}
 		/* another capture in the same file: growth starts again */
@@ -696,12 +578,12 @@ int mt_cli_live(struct mt_live_opts *lo)
 			base = mt_live_base_new(sp); /* growth since the view started */
 		f.base = base;
 		f.by_growth = by_growth;
-		if (term.screen) {
-			struct winsize ws;
-			if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row) {
-				f.width = ws.ws_col;
+		unsigned cols, lines;
+		if (mt_live_term_screen()) {
+			if (mt_live_term_size(&cols, &lines) == 0) {
+				f.width = cols;
 				if (!top_given)
-					o.top_n = ws.ws_row > 9 ? ws.ws_row - 8u : 1u;
+					o.top_n = lines > 9 ? lines - 8u : 1u;
 			} else if (!top_given) {
 				o.top_n = 20; /* a terminal of no known size */
 			}
@@ -719,16 +601,16 @@ int mt_cli_live(struct mt_live_opts *lo)
 		if (mem && fclose(mem) != 0 && err == 0)
 			err = -ENOMEM;
 		if (err < 0) {
-			term_leave();
+			mt_live_term_leave();
 			mt_error(err, "live: cannot draw the view");
 			free(frame);
 			mt_live_base_free(base);
 			mt_follow_free(fol);
-	free(locs);
+			free(locs);
 			stream_stop();
 			return 1;
 		}
-		draw(frame, len);
+		mt_live_term_draw(frame, len);
 		/* A big capture takes a while to read: at most half the time
 		 * goes to reading it. */
 		int64_t took = mt_now_ms() - began;
@@ -736,8 +618,8 @@ int mt_cli_live(struct mt_live_opts *lo)
 		if (done || wait_or_quit(wait, &by_growth))
 			break;
 	}
-	if (term.screen) {
-		term_leave();
+	if (mt_live_term_screen()) {
+		mt_live_term_leave();
 		if (frame) /* the last frame stays in the terminal */
 			fwrite(frame, 1, len, stdout);
 	}
@@ -746,7 +628,6 @@ int mt_cli_live(struct mt_live_opts *lo)
 	mt_follow_free(fol);
 	free(locs);
 	stream_stop();
-	lo->stopped_by = stop_sig;
-	lo->stopped_by_kernel = stop_kernel;
+	lo->stopped_by = mt_live_term_stopped(&lo->stopped_by_kernel);
 	return 0;
 }
