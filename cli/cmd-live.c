@@ -35,21 +35,30 @@
 #include <unistd.h>    /* isatty */
 
 static const char usage[] =
-	"usage: memtrace live [--interval SECONDS] [-n N] [--sort own|growth] [--once] CAPTURE\n"
-	"       memtrace live [--interval SECONDS] [-n N] [--sort own|growth] PORT\n"
+	"usage: memtrace live [--interval SECONDS] [-n N] [--sort own|growth|steady] [--once]\n"
+	"                     CAPTURE\n"
+	"       memtrace live [--interval SECONDS] [-n N] [--sort own|growth|steady] PORT\n"
 	"\n"
 	"Follows a capture while it is written (by memtrace run, attach or a Tracker),\n"
 	"or as `memtrace run --live-remote` or a Tracker's SocketDestination sends it\n"
 	"to PORT on 127.0.0.1, and shows what holds memory now, and how much more than\n"
 	"when the view started, until tracking ends. On a terminal the view is redrawn\n"
-	"in place (q quits, g sorts by growth, o by own live memory); otherwise a frame\n"
-	"is printed at every refresh.\n"
+	"in place (q quits; o sorts by own live memory, g by growth, s by steady rise);\n"
+	"otherwise a frame is printed at every refresh.\n"
 	"\n"
 	"  --interval S  seconds between refreshes (default 1; 0.05 to 3600)\n"
 	"  -n, --top N   locations to show (default: what the terminal has room for, or 20)\n"
 	"  --sort K      own: the most memory live first (default); growth: the most\n"
-	"                growth since the view started first\n"
+	"                growth since the view started first; steady: the call paths\n"
+	"                whose live bytes rose most steadily across the capture so far\n"
+	"                first, as `memtrace growth` ranks them, with their rise, its\n"
+	"                rate per hour, how steady it was (100%: never went down) and r\n"
 	"  --once        show one frame of a CAPTURE and exit (not with --sort growth)\n";
+
+/* --sort's names and the keys that choose them, by enum mt_live_sort */
+static const char *const sort_names[] = { "own", "growth", "steady" };
+static const char sort_keys[] = "ogs";
+#define N_SORTS ((int)(sizeof(sort_names) / sizeof(sort_names[0])))
 
 /* How long a capture may stay without its header (attach writes it once
  * the payload runs in the target). */
@@ -132,16 +141,16 @@ static void stream_stop(void)
 }
 
 /* Wait @ms, or less if a key, a signal or the end of a stream comes.
- * Returns 1 if the user asked to quit; g and o choose the sort. */
-static int wait_or_quit(int ms, int *by_growth)
+ * Returns 1 if the user asked to quit; o, g and s choose the sort. */
+static int wait_or_quit(int ms, int *sort)
 {
 	int wake = stream.wake[0] >= 0 && !atomic_load(&stream.eof) ? stream.wake[0] : -1;
 	char key = 0;
 
-	if (mt_live_term_wait(ms, wake, "go", &key))
+	if (mt_live_term_wait(ms, wake, sort_keys, &key))
 		return 1;
 	if (key)
-		*by_growth = key == 'g';
+		*sort = (int)(strchr(sort_keys, key) - sort_keys);
 	return 0;
 }
 
@@ -314,7 +323,7 @@ int cmd_live(int argc, char **argv)
 	};
 	struct mt_report_opts o = { .view = MT_VIEW_LEAKS, .temp_threshold = 1 };
 	double interval = 1.0;
-	int once = 0, top_given = 0, by_growth = 0, c;
+	int once = 0, top_given = 0, sort = MT_LIVE_SORT_OWN, c;
 	char *end;
 
 	optind = 1;
@@ -340,11 +349,12 @@ int cmd_live(int argc, char **argv)
 			once = 1;
 			break;
 		case 's':
-			if (strcmp(optarg, "own") && strcmp(optarg, "growth")) {
-				mt_error(0, "live: --sort wants own or growth, not '%s'", optarg);
+			for (sort = 0; sort < N_SORTS && strcmp(optarg, sort_names[sort]); sort++)
+				;
+			if (sort == N_SORTS) {
+				mt_error(0, "live: --sort wants own, growth or steady, not '%s'", optarg);
 				return 2;
 			}
-			by_growth = !strcmp(optarg, "growth");
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -358,7 +368,7 @@ int cmd_live(int argc, char **argv)
 		fputs(usage, stderr);
 		return 2;
 	}
-	if (once && by_growth) {
+	if (once && sort == MT_LIVE_SORT_GROWTH) {
 		mt_error(0, "live: --sort growth compares frames: not with --once");
 		return 2;
 	}
@@ -368,7 +378,7 @@ int cmd_live(int argc, char **argv)
 		return 2;
 	}
 	struct mt_live_opts lo = { .path = argv[optind], .interval = interval, .top_n = o.top_n,
-				   .top_given = top_given, .by_growth = by_growth, .once = once };
+				   .top_given = top_given, .sort = sort, .once = once };
 	return mt_cli_live(&lo);
 }
 
@@ -400,7 +410,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 {
 	struct mt_report_opts o = { .view = MT_VIEW_LEAKS, .temp_threshold = 1 };
 	double interval = lo->interval;
-	int once = lo->once, top_given = lo->top_given, by_growth = lo->by_growth;
+	int once = lo->once, top_given = lo->top_given, sort = lo->sort;
 
 	o.path = lo->path;
 	o.top_n = lo->top_n;
@@ -456,17 +466,26 @@ int mt_cli_live(struct mt_live_opts *lo)
 	char *frame = NULL, hint[64];
 	size_t len = 0;
 	struct mt_live_base *base = NULL;
-	struct mt_snapshot_opts so = { .temp_threshold = o.temp_threshold };
-	struct mt_follow *fol = mt_follow_new(o.path, &so);
-	struct mt_location *locs = NULL; /* the last frame's, while nothing new is read */
-	ssize_t n_locs = 0;
+	/* the last frame's rows, while nothing new is read */
+	struct mt_location *locs = NULL;
+	ssize_t n_locs = -1;
+	struct mt_growth_row *steady = NULL;
+	ssize_t n_steady = -1;
+	int err = 0;
 
+	mt_live_term_enter();
+	/* each call path's series across the samples, when the steady sort
+	 * is asked for or a key may choose it: it costs a little at every
+	 * event, from the first */
+	struct mt_snapshot_opts so = { .temp_threshold = o.temp_threshold,
+				       .growth = sort == MT_LIVE_SORT_STEADY || mt_live_term_keys() };
+	struct mt_follow *fol = mt_follow_new(o.path, &so);
 	if (!fol) {
+		mt_live_term_leave();
 		mt_error(-ENOMEM, "live");
 		stream_stop();
 		return 1;
 	}
-	mt_live_term_enter();
 	for (;;) {
 		const struct mt_snapshot *sp = NULL;
 		struct mt_live_frame f = { .state = "tracking" };
@@ -477,7 +496,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		mt_live_term_suspend();
 		/* If the process is gone without a trailer, what is read after
 		 * finding that out is all there will be. */
-		int gone = 0, err, pending;
+		int gone = 0, pending;
 		int64_t began = mt_now_ms();
 		if (stream.fd >= 0) {
 			gone = atomic_load(&stream.eof); /* then the file holds it all */
@@ -501,15 +520,11 @@ int mt_cli_live(struct mt_live_opts *lo)
 		if (err < 0 && pending && child_ended(lo->writer)) {
 			/* run --live: the program ended without a capture; run says why */
 			mt_live_term_leave();
-			free(frame);
-			mt_live_base_free(base);
-			mt_follow_free(fol);
-			free(locs);
-			return 1;
+			goto fail;
 		}
 		if (err < 0) {
 			if (pending && !once && mt_now_ms() - first_try < HEADER_WAIT_MS) {
-				if (wait_or_quit(ms < 200 ? ms : 200, &by_growth))
+				if (wait_or_quit(ms < 200 ? ms : 200, &sort))
 					break;
 				continue;
 			}
@@ -525,29 +540,27 @@ int mt_cli_live(struct mt_live_opts *lo)
 					 once ? "" : " after 30 s");
 			else
 				mt_error(0, "live: %s", msg);
-			free(frame);
-			mt_live_base_free(base);
-			mt_follow_free(fol);
-			free(locs);
-			stream_stop();
-			return 1;
+			goto fail;
 		}
 		sp = mt_follow_snapshot(fol);
-		if (rd.chunks || rd.from_start || !locs) {
+		if (rd.chunks || rd.from_start) {
 			free(locs);
+			free(steady);
 			locs = NULL;
-			if ((n_locs = mt_live_locations(sp, &locs)) < 0) {
-				mt_live_term_leave();
-				mt_error((int)n_locs, "live: cannot draw the view");
-				free(frame);
-				mt_live_base_free(base);
-				mt_follow_free(fol);
-				stream_stop();
-				return 1;
-			}
+			steady = NULL;
+			n_locs = n_steady = -1;
 		}
-		f.locs = locs;
-		f.n_locs = (size_t)n_locs;
+		if (sort != MT_LIVE_SORT_STEADY && n_locs < 0 &&
+		    (err = (int)(n_locs = mt_live_locations(sp, &locs))) < 0)
+			goto fail_draw;
+		if (sort == MT_LIVE_SORT_STEADY && n_steady < 0 &&
+		    (err = (int)(n_steady = mt_live_steady(sp, &steady))) < 0)
+			goto fail_draw;
+		f.locs = n_locs >= 0 ? locs : NULL;
+		f.n_locs = n_locs >= 0 ? (size_t)n_locs : 0;
+		f.by_steady = sort == MT_LIVE_SORT_STEADY;
+		f.steady = steady;
+		f.n_steady = n_steady >= 0 ? (size_t)n_steady : 0;
 		f.read_chunks = rd.chunks;
 		f.read_events = rd.events;
 		f.read_from_start = rd.from_start;
@@ -565,7 +578,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		}
 		if (!done) {
 			snprintf(hint, sizeof(hint), "every %g s%s", interval,
-				 mt_live_term_keys() ? "; q quits, g/o sorts by growth/own" : "");
+				 mt_live_term_keys() ? "; q quits, o/g/s sorts by own/growth/steady" : "");
 			f.hint = hint;
 		}
 		/* another capture in the same file: growth starts again */
@@ -577,7 +590,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		if (!base && !once)
 			base = mt_live_base_new(sp); /* growth since the view started */
 		f.base = base;
-		f.by_growth = by_growth;
+		f.by_growth = sort == MT_LIVE_SORT_GROWTH;
 		unsigned cols, lines;
 		if (mt_live_term_screen()) {
 			if (mt_live_term_size(&cols, &lines) == 0) {
@@ -600,22 +613,14 @@ int mt_cli_live(struct mt_live_opts *lo)
 		err = mem ? mt_report_live(mem, sp, &shown, &f) : -errno;
 		if (mem && fclose(mem) != 0 && err == 0)
 			err = -ENOMEM;
-		if (err < 0) {
-			mt_live_term_leave();
-			mt_error(err, "live: cannot draw the view");
-			free(frame);
-			mt_live_base_free(base);
-			mt_follow_free(fol);
-			free(locs);
-			stream_stop();
-			return 1;
-		}
+		if (err < 0)
+			goto fail_draw;
 		mt_live_term_draw(frame, len);
 		/* A big capture takes a while to read: at most half the time
 		 * goes to reading it. */
 		int64_t took = mt_now_ms() - began;
 		int wait = took > (int64_t)ms ? (int)(took < 3600000 ? took : 3600000) : ms;
-		if (done || wait_or_quit(wait, &by_growth))
+		if (done || wait_or_quit(wait, &sort))
 			break;
 	}
 	if (mt_live_term_screen()) {
@@ -627,7 +632,20 @@ int mt_cli_live(struct mt_live_opts *lo)
 	mt_live_base_free(base);
 	mt_follow_free(fol);
 	free(locs);
+	free(steady);
 	stream_stop();
 	lo->stopped_by = mt_live_term_stopped(&lo->stopped_by_kernel);
 	return 0;
+
+fail_draw:
+	mt_live_term_leave();
+	mt_error(err, "live: cannot draw the view");
+fail:
+	free(frame);
+	mt_live_base_free(base);
+	mt_follow_free(fol);
+	free(locs);
+	free(steady);
+	stream_stop();
+	return 1;
 }

@@ -145,6 +145,14 @@ static struct span span_at(const struct mt_growth *g, uint64_t end_us)
 	return p;
 }
 
+uint64_t mt_growth_points_at(const struct mt_growth *g, uint64_t end_us, uint64_t *span_us)
+{
+	struct span p = span_at(g, end_us);
+
+	*span_us = p.last_us - p.first_us;
+	return p.k;
+}
+
 /* Stack @stack's record with the run it holds folded up to the end of
  * @p, into @out: @g is left as it is. 0 for a stack never seen. */
 static int stack_at(const struct mt_growth *g, const struct span *p, uint32_t stack,

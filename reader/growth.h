@@ -94,6 +94,9 @@ void mt_growth_row_of(const struct mt_growth *g, uint32_t stack, struct mt_growt
  * time, leaving @g as it is (once finished, @end_us is not used). The
  * ranking costs O(stacks), a row O(1). */
 long mt_growth_rank_at(const struct mt_growth *g, uint64_t end_us, struct mt_growth_row **out);
+/* mt_growth_points_at() - the points those figures stand on, and the
+ * microseconds from the first to the last into *@span_us. */
+uint64_t mt_growth_points_at(const struct mt_growth *g, uint64_t end_us, uint64_t *span_us);
 void mt_growth_row_at(const struct mt_growth *g, uint64_t end_us, uint32_t stack,
 		      struct mt_growth_row *row);
 
