@@ -473,19 +473,17 @@ int mt_cli_live(struct mt_live_opts *lo)
 	ssize_t n_steady = -1;
 	int err = 0;
 
-	mt_live_term_enter();
-	/* each call path's series across the samples, when the steady sort
-	 * is asked for or a key may choose it: it costs a little at every
-	 * event, from the first */
+	/* each call path's series across the samples, for the steady sort
+	 * only: it adds to the cost of every event read */
 	struct mt_snapshot_opts so = { .temp_threshold = o.temp_threshold,
-				       .growth = sort == MT_LIVE_SORT_STEADY || mt_live_term_keys() };
+				       .growth = sort == MT_LIVE_SORT_STEADY };
 	struct mt_follow *fol = mt_follow_new(o.path, &so);
 	if (!fol) {
-		mt_live_term_leave();
 		mt_error(-ENOMEM, "live");
 		stream_stop();
 		return 1;
 	}
+	mt_live_term_enter();
 	for (;;) {
 		const struct mt_snapshot *sp = NULL;
 		struct mt_live_frame f = { .state = "tracking" };
@@ -494,6 +492,11 @@ int mt_cli_live(struct mt_live_opts *lo)
 		char msg[600];
 
 		mt_live_term_suspend();
+		if (sort == MT_LIVE_SORT_STEADY && !so.growth) {
+			/* s pressed: the capture read again, its series from the start */
+			so.growth = 1;
+			mt_follow_set_opts(fol, &so);
+		}
 		/* If the process is gone without a trailer, what is read after
 		 * finding that out is all there will be. */
 		int gone = 0, pending;

@@ -179,7 +179,8 @@ def test_bad_sort(memtrace, tmp_path):
 
 
 def test_key_s_on_a_terminal(memtrace, script, tmp_path):
-    """On a terminal s sorts by steady rise, o by own memory again."""
+    """On a terminal s sorts by steady rise (reading the capture again from
+    its start, to follow each path's series), o by own memory again."""
     prog = script(PROG)
     cap = tmp_path / "c.bin"
     target = subprocess.Popen([memtrace, "run", "-o", str(cap), "--python", "/usr/bin/python3",
@@ -205,8 +206,11 @@ def test_key_s_on_a_terminal(memtrace, script, tmp_path):
             os.execv(memtrace, [memtrace, "live", "--interval", "0.1", str(cap)])
         read_until(b"jump at")
         assert b"o/g/s sorts by own/growth/steady" in out and b"Steady*" not in out
-        os.write(master, b"s")
+        os.write(master, b"s")  # the capture read again, with each path's series
+        mark = len(out)
         read_until(b"Steady*")
+        assert b"events from the start" in out[mark:], out[mark:]
+        read_until(b"jump at")
         os.write(master, b"o")
         read_until(b"Own blocks")
         os.write(master, b"q")
