@@ -32,7 +32,7 @@
 #include <sys/stat.h>  /* stat */
 #include <sys/wait.h>  /* waitid */
 #include <time.h>      /* nanosleep */
-#include <unistd.h>    /* isatty */
+#include <unistd.h>    /* close */
 
 static const char usage[] =
 	"usage: memtrace live [--interval SECONDS] [-n N] [--sort own|growth|steady] [--once]\n"
