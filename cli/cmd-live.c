@@ -8,6 +8,7 @@
  * otherwise.
  */
 #include "cli/cmd.h"
+#include "cli/live-term.h"
 #include "format/error.h"
 #include "format/peer.h"
 #include "reader/follow.h"
@@ -20,110 +21,50 @@
 #include <errno.h>     /* errno */
 #include <fcntl.h>     /* O_CLOEXEC */
 #include <getopt.h>    /* getopt_long */
-#include <poll.h>      /* poll */
 #include <pthread.h>   /* pthread_create */
 #include <stdatomic.h> /* atomic_int */
-#include <signal.h>    /* sigaction, kill */
+#include <signal.h>    /* kill */
 #include <stdio.h>     /* open_memstream */
 #include <stdlib.h>    /* strtod */
 #include <string.h>    /* strcmp */
 #include <netinet/in.h> /* sockaddr_in */
-#include <sys/ioctl.h> /* TIOCGWINSZ */
 #include <sys/socket.h> /* socket */
 #include <sys/stat.h>  /* stat */
 #include <sys/wait.h>  /* waitid */
-#include <termios.h>   /* tcgetattr */
 #include <time.h>      /* nanosleep */
-#include <unistd.h>    /* isatty */
+#include <unistd.h>    /* close */
 
 static const char usage[] =
-	"usage: memtrace live [--interval SECONDS] [-n N] [--sort own|growth] [--once] CAPTURE\n"
-	"       memtrace live [--interval SECONDS] [-n N] [--sort own|growth] PORT\n"
+	"usage: memtrace live [--interval SECONDS] [-n N] [--sort own|growth|steady] [--once]\n"
+	"                     CAPTURE\n"
+	"       memtrace live [--interval SECONDS] [-n N] [--sort own|growth|steady] PORT\n"
 	"\n"
 	"Follows a capture while it is written (by memtrace run, attach or a Tracker),\n"
 	"or as `memtrace run --live-remote` or a Tracker's SocketDestination sends it\n"
 	"to PORT on 127.0.0.1, and shows what holds memory now, and how much more than\n"
 	"when the view started, until tracking ends. On a terminal the view is redrawn\n"
-	"in place (q quits, g sorts by growth, o by own live memory); otherwise a frame\n"
-	"is printed at every refresh.\n"
+	"in place (q quits; o sorts by own live memory, g by growth, s by steady rise);\n"
+	"otherwise a frame is printed at every refresh.\n"
 	"\n"
 	"  --interval S  seconds between refreshes (default 1; 0.05 to 3600)\n"
 	"  -n, --top N   locations to show (default: what the terminal has room for, or 20)\n"
 	"  --sort K      own: the most memory live first (default); growth: the most\n"
-	"                growth since the view started first\n"
+	"                growth since the view started first; steady: the call paths\n"
+	"                whose live bytes rose most steadily across the capture so far\n"
+	"                first, as `memtrace growth` ranks them, with their rise, its\n"
+	"                rate per hour, how steady it was (100%: never went down) and r\n"
 	"  --once        show one frame of a CAPTURE and exit (not with --sort growth)\n";
+
+/* --sort's names and the keys that choose them, by enum mt_live_sort */
+static const char *const sort_names[] = { "own", "growth", "steady" };
+static const char sort_keys[] = "ogs";
+#define N_SORTS ((int)(sizeof(sort_names) / sizeof(sort_names[0])))
 
 /* How long a capture may stay without its header (attach writes it once
  * the payload runs in the target). */
 #define HEADER_WAIT_MS 30000
 /* How long `live PORT` tries a port where nothing listens yet. */
 #define CONNECT_WAIT_MS 10000
-
-static volatile sig_atomic_t stop_sig, stop_kernel, suspend;
-
-static void on_stop(int sig, siginfo_t *si, void *uc)
-{
-	(void)uc;
-	stop_kernel = si && si->si_code == SI_KERNEL;
-	stop_sig = sig;
-}
-
-static void on_tstp(int sig)
-{
-	(void)sig; /* Ctrl-Z: the loop gives the terminal back, then stops */
-	suspend = 1;
-}
-
-static void on_winch(int sig)
-{
-	(void)sig; /* ends the wait: the next frame fits the new size */
-}
-
-static struct {
-	int screen;            /* standard output is a terminal: draw in place */
-	int keys;              /* standard input is a terminal we set raw */
-	struct termios saved;
-} term;
-
-static void term_enter(void)
-{
-	struct sigaction sa = { .sa_flags = SA_RESTART }; /* poll() ends on a signal all the same */
-
-	sa.sa_sigaction = on_stop;
-	sa.sa_flags |= SA_SIGINFO;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGQUIT, &sa, NULL);
-	sa.sa_flags &= ~SA_SIGINFO;
-	term.screen = isatty(STDOUT_FILENO);
-	if (!term.screen)
-		return;
-	sa.sa_handler = on_winch;
-	sigaction(SIGWINCH, &sa, NULL);
-	sa.sa_handler = on_tstp;
-	sigaction(SIGTSTP, &sa, NULL);
-	if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &term.saved) == 0) {
-		struct termios raw = term.saved;
-		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
-		raw.c_cc[VMIN] = 0;
-		raw.c_cc[VTIME] = 0;
-		term.keys = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
-	}
-	fputs("\x1b[?1049h\x1b[?25l", stdout); /* the alternate screen, no cursor */
-	fflush(stdout);
-}
-
-static void term_leave(void)
-{
-	if (!term.screen)
-		return;
-	fputs("\x1b[?25h\x1b[?1049l", stdout);
-	fflush(stdout);
-	if (term.keys)
-		tcsetattr(STDIN_FILENO, TCSANOW, &term.saved);
-	term.screen = term.keys = 0;
-}
 
 /* A capture sent to us (memtrace run --live-remote, a Tracker's
  * SocketDestination): a thread of ours takes it as it comes, into a
@@ -200,34 +141,17 @@ static void stream_stop(void)
 }
 
 /* Wait @ms, or less if a key, a signal or the end of a stream comes.
- * Returns 1 if the user asked to quit (q, or SIGINT, SIGTERM, SIGHUP,
- * SIGQUIT). */
-static int wait_or_quit(int ms, int *by_growth)
+ * Returns 1 if the user asked to quit; o, g and s choose the sort. */
+static int wait_or_quit(int ms, int *sort)
 {
-	struct pollfd p[2];
-	int n = 0, keys = -1;
+	int wake = stream.wake[0] >= 0 && !atomic_load(&stream.eof) ? stream.wake[0] : -1;
+	char key = 0;
 
-	if (stop_sig)
+	if (mt_live_term_wait(ms, wake, sort_keys, &key))
 		return 1;
-	if (suspend)
-		return 0;
-	if (term.keys) {
-		keys = n;
-		p[n++] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
-	}
-	if (stream.wake[0] >= 0 && !atomic_load(&stream.eof))
-		p[n++] = (struct pollfd){ .fd = stream.wake[0], .events = POLLIN };
-	if (poll(p, (nfds_t)n, ms) > 0 && keys >= 0 && (p[keys].revents & POLLIN)) {
-		char c[16];
-		ssize_t k = read(STDIN_FILENO, c, sizeof(c));
-		for (ssize_t i = 0; i < k; i++) {
-			if (c[i] == 'q' || c[i] == 'Q')
-				return 1;
-			if (c[i] == 'g' || c[i] == 'o')
-				*by_growth = c[i] == 'g';
-		}
-	}
-	return stop_sig != 0;
+	if (key)
+		*sort = (int)(strchr(sort_keys, key) - sort_keys);
+	return 0;
 }
 
 /* PORT rather than a capture's name: digits, and no such file. */
@@ -320,39 +244,6 @@ int mt_cli_live_accept(int port, char *where, size_t len)
 	return c;
 }
 
-static void draw(const char *frame, size_t len)
-{
-	if (!term.screen) {
-		fwrite(frame, 1, len, stdout);
-		fputc('\n', stdout);
-		fflush(stdout);
-		return;
-	}
-	/* home, each line then erase to its end, then erase below */
-	fputs("\x1b[H", stdout);
-	for (const char *p = frame, *end = frame + len; p < end;) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		fwrite(p, 1, n, stdout);
-		fputs("\x1b[K\r\n", stdout);
-		p += n + 1;
-	}
-	fputs("\x1b[J", stdout);
-	fflush(stdout);
-}
-
-/* Ctrl-Z: the terminal as it was, stop, and draw again once continued. */
-static void suspend_now(void)
-{
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
-
-	suspend = 0;
-	term_leave();
-	sigaction(SIGTSTP, &dfl, NULL);
-	raise(SIGTSTP); /* stopped here until SIGCONT */
-	term_enter();
-}
-
 /* Is the process that writes the capture gone? kill(pid, 0) alone would
  * take a zombie, or a later process that got the same pid, for it. */
 static int writer_gone(const struct mt_header *h)
@@ -432,7 +323,7 @@ int cmd_live(int argc, char **argv)
 	};
 	struct mt_report_opts o = { .view = MT_VIEW_LEAKS, .temp_threshold = 1 };
 	double interval = 1.0;
-	int once = 0, top_given = 0, by_growth = 0, c;
+	int once = 0, top_given = 0, sort = MT_LIVE_SORT_OWN, c;
 	char *end;
 
 	optind = 1;
@@ -458,11 +349,12 @@ int cmd_live(int argc, char **argv)
 			once = 1;
 			break;
 		case 's':
-			if (strcmp(optarg, "own") && strcmp(optarg, "growth")) {
-				mt_error(0, "live: --sort wants own or growth, not '%s'", optarg);
+			for (sort = 0; sort < N_SORTS && strcmp(optarg, sort_names[sort]); sort++)
+				;
+			if (sort == N_SORTS) {
+				mt_error(0, "live: --sort wants own, growth or steady, not '%s'", optarg);
 				return 2;
 			}
-			by_growth = !strcmp(optarg, "growth");
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -476,7 +368,7 @@ int cmd_live(int argc, char **argv)
 		fputs(usage, stderr);
 		return 2;
 	}
-	if (once && by_growth) {
+	if (once && sort == MT_LIVE_SORT_GROWTH) {
 		mt_error(0, "live: --sort growth compares frames: not with --once");
 		return 2;
 	}
@@ -486,7 +378,7 @@ int cmd_live(int argc, char **argv)
 		return 2;
 	}
 	struct mt_live_opts lo = { .path = argv[optind], .interval = interval, .top_n = o.top_n,
-				   .top_given = top_given, .by_growth = by_growth, .once = once };
+				   .top_given = top_given, .sort = sort, .once = once };
 	return mt_cli_live(&lo);
 }
 
@@ -518,11 +410,11 @@ int mt_cli_live(struct mt_live_opts *lo)
 {
 	struct mt_report_opts o = { .view = MT_VIEW_LEAKS, .temp_threshold = 1 };
 	double interval = lo->interval;
-	int once = lo->once, top_given = lo->top_given, by_growth = lo->by_growth;
+	int once = lo->once, top_given = lo->top_given, sort = lo->sort;
 
 	o.path = lo->path;
 	o.top_n = lo->top_n;
-	stop_sig = stop_kernel = suspend = 0;
+	mt_live_term_reset();
 
 	char remote[32];
 	int port = port_of(lo->path);
@@ -551,7 +443,8 @@ int mt_cli_live(struct mt_live_opts *lo)
 			e = -errno;
 			close(stream.fd);
 			stream.fd = -1;
-			if (e != -ECONNREFUSED || once || mt_now_ms() >= give_up || stop_sig)
+			if (e != -ECONNREFUSED || once || mt_now_ms() >= give_up ||
+			    mt_live_term_stopped(NULL))
 				break;
 			struct timespec ts = { 0, 100 * 1000 * 1000 };
 			nanosleep(&ts, NULL);
@@ -573,17 +466,24 @@ int mt_cli_live(struct mt_live_opts *lo)
 	char *frame = NULL, hint[64];
 	size_t len = 0;
 	struct mt_live_base *base = NULL;
-	struct mt_snapshot_opts so = { .temp_threshold = o.temp_threshold };
-	struct mt_follow *fol = mt_follow_new(o.path, &so);
-	struct mt_location *locs = NULL; /* the last frame's, while nothing new is read */
-	ssize_t n_locs = 0;
+	/* the last frame's rows, while nothing new is read */
+	struct mt_location *locs = NULL;
+	ssize_t n_locs = -1;
+	struct mt_growth_row *steady = NULL;
+	ssize_t n_steady = -1;
+	int err = 0;
 
+	/* each call path's series across the samples, for the steady sort
+	 * only: it adds to the cost of every event read */
+	struct mt_snapshot_opts so = { .temp_threshold = o.temp_threshold,
+				       .growth = sort == MT_LIVE_SORT_STEADY };
+	struct mt_follow *fol = mt_follow_new(o.path, &so);
 	if (!fol) {
 		mt_error(-ENOMEM, "live");
 		stream_stop();
 		return 1;
 	}
-	term_enter();
+	mt_live_term_enter();
 	for (;;) {
 		const struct mt_snapshot *sp = NULL;
 		struct mt_live_frame f = { .state = "tracking" };
@@ -591,11 +491,15 @@ int mt_cli_live(struct mt_live_opts *lo)
 		uint64_t read_us = 0;
 		char msg[600];
 
-		if (suspend)
-			suspend_now();
+		mt_live_term_suspend();
+		if (sort == MT_LIVE_SORT_STEADY && !so.growth) {
+			/* s pressed: the capture read again, its series from the start */
+			so.growth = 1;
+			mt_follow_set_opts(fol, &so);
+		}
 		/* If the process is gone without a trailer, what is read after
 		 * finding that out is all there will be. */
-		int gone = 0, err, pending;
+		int gone = 0, pending;
 		int64_t began = mt_now_ms();
 		if (stream.fd >= 0) {
 			gone = atomic_load(&stream.eof); /* then the file holds it all */
@@ -618,20 +522,16 @@ int mt_cli_live(struct mt_live_opts *lo)
 		}
 		if (err < 0 && pending && child_ended(lo->writer)) {
 			/* run --live: the program ended without a capture; run says why */
-			term_leave();
-			free(frame);
-			mt_live_base_free(base);
-			mt_follow_free(fol);
-	free(locs);
-			return 1;
+			mt_live_term_leave();
+			goto fail;
 		}
 		if (err < 0) {
 			if (pending && !once && mt_now_ms() - first_try < HEADER_WAIT_MS) {
-				if (wait_or_quit(ms < 200 ? ms : 200, &by_growth))
+				if (wait_or_quit(ms < 200 ? ms : 200, &sort))
 					break;
 				continue;
 			}
-			term_leave();
+			mt_live_term_leave();
 			if (stream.fd >= 0 && (pending || header_pending(o.path, err)))
 				mt_error(0, "live: %s sent no capture header%s", remote,
 					 gone ? " before it closed the connection" : " in 30 s");
@@ -643,29 +543,27 @@ int mt_cli_live(struct mt_live_opts *lo)
 					 once ? "" : " after 30 s");
 			else
 				mt_error(0, "live: %s", msg);
-			free(frame);
-			mt_live_base_free(base);
-			mt_follow_free(fol);
-	free(locs);
-			stream_stop();
-			return 1;
+			goto fail;
 		}
 		sp = mt_follow_snapshot(fol);
-		if (rd.chunks || rd.from_start || !locs) {
+		if (rd.chunks || rd.from_start) {
 			free(locs);
+			free(steady);
 			locs = NULL;
-			if ((n_locs = mt_live_locations(sp, &locs)) < 0) {
-				term_leave();
-				mt_error((int)n_locs, "live: cannot draw the view");
-				free(frame);
-				mt_live_base_free(base);
-				mt_follow_free(fol);
-				stream_stop();
-				return 1;
-			}
+			steady = NULL;
+			n_locs = n_steady = -1;
 		}
-		f.locs = locs;
-		f.n_locs = (size_t)n_locs;
+		if (sort != MT_LIVE_SORT_STEADY && n_locs < 0 &&
+		    (err = (int)(n_locs = mt_live_locations(sp, &locs))) < 0)
+			goto fail_draw;
+		if (sort == MT_LIVE_SORT_STEADY && n_steady < 0 &&
+		    (err = (int)(n_steady = mt_live_steady(sp, &steady))) < 0)
+			goto fail_draw;
+		f.locs = n_locs >= 0 ? locs : NULL;
+		f.n_locs = n_locs >= 0 ? (size_t)n_locs : 0;
+		f.by_steady = sort == MT_LIVE_SORT_STEADY;
+		f.steady = steady;
+		f.n_steady = n_steady >= 0 ? (size_t)n_steady : 0;
 		f.read_chunks = rd.chunks;
 		f.read_events = rd.events;
 		f.read_from_start = rd.from_start;
@@ -683,7 +581,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		}
 		if (!done) {
 			snprintf(hint, sizeof(hint), "every %g s%s", interval,
-				 term.keys ? "; q quits, g/o sorts by growth/own" : "");
+				 mt_live_term_keys() ? "; q quits, o/g/s sorts by own/growth/steady" : "");
 			f.hint = hint;
 		}
 		/* another capture in the same file: growth starts again */
@@ -695,13 +593,13 @@ int mt_cli_live(struct mt_live_opts *lo)
 		if (!base && !once)
 			base = mt_live_base_new(sp); /* growth since the view started */
 		f.base = base;
-		f.by_growth = by_growth;
-		if (term.screen) {
-			struct winsize ws;
-			if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row) {
-				f.width = ws.ws_col;
+		f.by_growth = sort == MT_LIVE_SORT_GROWTH;
+		unsigned cols, lines;
+		if (mt_live_term_screen()) {
+			if (mt_live_term_size(&cols, &lines) == 0) {
+				f.width = cols;
 				if (!top_given)
-					o.top_n = ws.ws_row > 9 ? ws.ws_row - 8u : 1u;
+					o.top_n = lines > 9 ? lines - 8u : 1u;
 			} else if (!top_given) {
 				o.top_n = 20; /* a terminal of no known size */
 			}
@@ -718,26 +616,18 @@ int mt_cli_live(struct mt_live_opts *lo)
 		err = mem ? mt_report_live(mem, sp, &shown, &f) : -errno;
 		if (mem && fclose(mem) != 0 && err == 0)
 			err = -ENOMEM;
-		if (err < 0) {
-			term_leave();
-			mt_error(err, "live: cannot draw the view");
-			free(frame);
-			mt_live_base_free(base);
-			mt_follow_free(fol);
-	free(locs);
-			stream_stop();
-			return 1;
-		}
-		draw(frame, len);
+		if (err < 0)
+			goto fail_draw;
+		mt_live_term_draw(frame, len);
 		/* A big capture takes a while to read: at most half the time
 		 * goes to reading it. */
 		int64_t took = mt_now_ms() - began;
 		int wait = took > (int64_t)ms ? (int)(took < 3600000 ? took : 3600000) : ms;
-		if (done || wait_or_quit(wait, &by_growth))
+		if (done || wait_or_quit(wait, &sort))
 			break;
 	}
-	if (term.screen) {
-		term_leave();
+	if (mt_live_term_screen()) {
+		mt_live_term_leave();
 		if (frame) /* the last frame stays in the terminal */
 			fwrite(frame, 1, len, stdout);
 	}
@@ -745,8 +635,20 @@ int mt_cli_live(struct mt_live_opts *lo)
 	mt_live_base_free(base);
 	mt_follow_free(fol);
 	free(locs);
+	free(steady);
 	stream_stop();
-	lo->stopped_by = stop_sig;
-	lo->stopped_by_kernel = stop_kernel;
+	lo->stopped_by = mt_live_term_stopped(&lo->stopped_by_kernel);
 	return 0;
+
+fail_draw:
+	mt_live_term_leave();
+	mt_error(err, "live: cannot draw the view");
+fail:
+	free(frame);
+	mt_live_base_free(base);
+	mt_follow_free(fol);
+	free(locs);
+	free(steady);
+	stream_stop();
+	return 1;
 }

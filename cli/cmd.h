@@ -149,6 +149,14 @@ void mt_cli_progress_resume(struct mt_cli_progress *p);
 /* mt_cli_progress_end() - erase the line, for good. */
 void mt_cli_progress_end(struct mt_cli_progress *p);
 
+/* The order of the live view's rows. */
+enum mt_live_sort {
+	MT_LIVE_SORT_OWN,    /* the most memory of their own live first */
+	MT_LIVE_SORT_GROWTH, /* the most growth since the view started first */
+	MT_LIVE_SORT_STEADY, /* the steadiest and biggest rise across the capture
+			      * so far first (reader/growth.h) */
+};
+
 /* mt_cli_live() - the live view of capture @path until tracking ends or
  * the user quits; prints what failed. Returns the exit status.
  * (cli/cmd-live.c) */
@@ -157,7 +165,7 @@ struct mt_live_opts {
 	double interval;  /* seconds between refreshes */
 	unsigned top_n;   /* rows, if top_given */
 	int top_given;
-	int by_growth;    /* sorted by growth since the view started */
+	int sort;         /* enum mt_live_sort */
 	int once;         /* one frame */
 	pid_t writer;     /* the process writing the capture, if ours (run --live):
 			   * no header to wait for once it has ended */

@@ -142,6 +142,12 @@ int mt_follow_refresh(struct mt_follow *f, char *msg, size_t len)
 	return 0;
 }
 
+void mt_follow_set_opts(struct mt_follow *f, const struct mt_snapshot_opts *o)
+{
+	f->opts = *o;
+	drop(f);
+}
+
 const struct mt_snapshot *mt_follow_snapshot(const struct mt_follow *f)
 {
 	return f->viewed ? &f->s : NULL;

@@ -44,6 +44,10 @@ struct mt_follow *mt_follow_new(const char *path, const struct mt_snapshot_opts 
  * the capture from its start. */
 int mt_follow_refresh(struct mt_follow *f, char *msg, size_t len);
 
+/* mt_follow_set_opts() - follow with options @o from now on: the next
+ * refresh reads the capture again from its start. */
+void mt_follow_set_opts(struct mt_follow *f, const struct mt_snapshot_opts *o);
+
 /* mt_follow_snapshot() - the figures of everything read, after a refresh
  * that returned 0; NULL otherwise. */
 const struct mt_snapshot *mt_follow_snapshot(const struct mt_follow *f);

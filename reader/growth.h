@@ -25,6 +25,12 @@
  * as 0 when negative): a stack that rises by as much in a sawtooth, or
  * in one step at start-up, ranks below one that rises all the time.
  *
+ * A capture still being read can be ranked as it stands (mt_growth_rank_at(),
+ * for `memtrace live`): the figures mt_growth_finish() would give if the
+ * capture ended now, made from copies of the records with their pending
+ * runs folded in, so that @g goes on as before; the cost is that of the
+ * stacks, not of the events read.
+ *
  * Stack ids are the snapshot's (below 2^24). Nothing here prints.
  */
 #include <stddef.h> /* size_t */
@@ -75,13 +81,24 @@ static inline uint64_t mt_growth_points(const struct mt_growth *g)
 
 /* mt_growth_rank() - the stacks whose fitted rise is above 0, the highest
  * score first (ties: the bigger rise, then the lower id), into a malloc'ed
- * array *@out (caller frees). Only after mt_growth_finish(). Returns the
- * number of rows, or -ENOMEM. */
+ * array *@out (caller frees). After mt_growth_finish() (before it: the
+ * points up to the last sample). Returns the number of rows, or -ENOMEM. */
 long mt_growth_rank(const struct mt_growth *g, struct mt_growth_row **out);
 
 /* mt_growth_row_of() - the figures of stack @stack (zero for one never
- * seen). Only after mt_growth_finish(). */
+ * seen), as mt_growth_rank() makes them. */
 void mt_growth_row_of(const struct mt_growth *g, uint32_t stack, struct mt_growth_row *row);
+
+/* mt_growth_rank_at(), mt_growth_row_at() - as mt_growth_rank() and
+ * mt_growth_row_of() would say after mt_growth_finish(@g, @end_us), at any
+ * time, leaving @g as it is (once finished, @end_us is not used). The
+ * ranking costs O(stacks), a row O(1). */
+long mt_growth_rank_at(const struct mt_growth *g, uint64_t end_us, struct mt_growth_row **out);
+/* mt_growth_points_at() - the points those figures stand on, and the
+ * microseconds from the first to the last into *@span_us. */
+uint64_t mt_growth_points_at(const struct mt_growth *g, uint64_t end_us, uint64_t *span_us);
+void mt_growth_row_at(const struct mt_growth *g, uint64_t end_us, uint32_t stack,
+		      struct mt_growth_row *row);
 
 void mt_growth_release(struct mt_growth *g);
 

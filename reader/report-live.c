@@ -4,9 +4,11 @@
  * memory now (the tracked heap and RSS of the last sample, the peak so
  * far) and the locations holding the most memory live at its end, the
  * biggest own first, or those that grew most since an earlier moment,
- * and what the refresh read. `memtrace live` draws frames one after the
+ * or the call paths whose live bytes rose most steadily across the
+ * capture so far (reader/growth.h), and what the refresh read. `memtrace live` draws frames one after the
  * other (cli/cmd-live.c).
  */
+#include "reader/growth.h"
 #include "reader/report.h"
 #include "util/plural.h"
 #include "util/strbuf.h"
@@ -157,16 +159,68 @@ ssize_t mt_live_locations(const struct mt_snapshot *s, struct mt_location **out)
 	return n;
 }
 
+ssize_t mt_live_steady(const struct mt_snapshot *s, struct mt_growth_row **out)
+{
+	const struct mt_growth *g = mt_snapshot_growth_sofar(s);
+
+	*out = NULL;
+	if (!g)
+		return -EINVAL;
+	return mt_growth_rank_at(g, s->end_time_us, out);
+}
+
+/* The table of the call paths that rose, the steadiest and biggest rise
+ * first: each by its innermost frame. Returns the rows shown. */
+static size_t steady_table(FILE *out, struct mt_strbuf *sb, const struct mt_snapshot *s,
+			   const struct mt_report_opts *o, const struct mt_live_frame *f)
+{
+	const struct mt_growth *g = mt_snapshot_growth_sofar(s);
+	char a[32], b[40], c[40], t[32];
+	size_t rows = 0;
+
+	/* what the ranking stands on: the samples so far, and the end */
+	uint64_t span = 0, k = g ? mt_growth_points_at(g, s->end_time_us, &span) : 0;
+	mt_strbuf_addf(sb, "rise fitted over %llu %s in %s", (unsigned long long)k,
+		       mt_plural(k, "point", "points"), mt__report_seconds(t, sizeof(t), span));
+	line(out, sb, f->width);
+	fputc('\n', out);
+	mt_strbuf_addf(sb, "%12s %12s %12s %8s %5s  %s", "Live", "Rise", "Per hour", "Steady*",
+		       "r", "Location");
+	line(out, sb, f->width);
+	for (size_t i = 0; i < f->n_steady && (!o->top_n || rows < o->top_n); i++) {
+		const struct mt_growth_row *r = &f->steady[i];
+		struct mt_frame fr;
+		mt_strbuf_addf(sb, "%12s %12s %12s %7.0f%% %5.2f  ",
+			       mt__report_bytes(a, r->end_bytes),
+			       signed_bytes(b, (int64_t)(r->rise < 0 ? r->rise - 0.5 : r->rise + 0.5)),
+			       signed_bytes(c, (int64_t)(r->slope * 3600 + 0.5)), r->steady * 100,
+			       r->r);
+		if (!r->stack) {
+			mt_strbuf_addstr(sb, "<no Python frames>");
+		} else {
+			mt_snapshot_stack_frame(s, r->stack, &fr);
+			if (fr.native)
+				mt_strbuf_addstr(sb, "[C] ");
+			mt__report_location(sb, fr.function, fr.file, fr.line);
+		}
+		line(out, sb, f->width);
+		rows++;
+	}
+	return rows;
+}
+
 int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o,
 		   const struct mt_live_frame *f)
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	const struct mt_header *h = &s->header;
-	struct mt_location *locs;
+	struct mt_location *locs = NULL;
 	char a[32], b[32], c[40], t[32];
-	ssize_t n;
+	ssize_t n = 0;
 
-	if (f->locs) {
+	if (f->by_steady) {
+		/* call paths, not locations */
+	} else if (f->locs) {
 		n = (ssize_t)f->n_locs;
 		if (!(locs = malloc(((size_t)n + 1) * sizeof(*locs))))
 			return -ENOMEM;
@@ -218,6 +272,14 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 		       (double)f->read_us / 1000);
 	line(out, &sb, f->width);
 
+	if (f->by_steady) {
+		if (!steady_table(out, &sb, s, o, f))
+			fprintf(out, "%12s\n", "(nothing rose)");
+		mt_strbuf_release(&sb);
+		free(g);
+		free(locs);
+		return ferror(out) ? -EIO : 0;
+	}
 	fputc('\n', out);
 	if (f->base)
 		mt_strbuf_addf(&sb, "%12s %12s %12s %10s  %s", "Own live", "Total live",

@@ -114,6 +114,12 @@ struct mt_live_frame {
 	 * was read since, or NULL: made from the snapshot */
 	const struct mt_location *locs;
 	size_t n_locs;
+	/* rows of call paths rather than locations: those whose live bytes
+	 * rose across the capture so far, the steadiest and biggest rise
+	 * first (mt_live_steady()) */
+	int by_steady;
+	const struct mt_growth_row *steady;
+	size_t n_steady;
 };
 
 /* mt_live_locations() - the locations a frame of @s shows (live at its
@@ -123,9 +129,17 @@ struct mt_live_frame {
  * how many, or -ENOMEM. */
 ssize_t mt_live_locations(const struct mt_snapshot *s, struct mt_location **out);
 
+/* mt_live_steady() - the call paths whose live bytes rose across what @s
+ * has read, ranked by reader/growth.h as if the capture ended there (a
+ * snapshot followed with mt_snapshot_opts.growth): *@out is malloc'ed
+ * (free() it). Returns how many, -ENOMEM, or -EINVAL without growth. */
+struct mt_growth_row;
+ssize_t mt_live_steady(const struct mt_snapshot *s, struct mt_growth_row **out);
+
 /* mt_report_live() - one frame of the live view: memory now, and the
  * @o->top_n (0 = all) locations with the most memory of their own live at
- * the end of what @s has read. */
+ * the end of what @s has read (or that grew most, or the call paths that
+ * rose most steadily: @f). */
 int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o,
 		   const struct mt_live_frame *f);
 

@@ -79,6 +79,11 @@ const struct mt_growth *mt_snapshot_growth(const struct mt_snapshot *s)
 	return g && g->finished ? g : NULL;
 }
 
+const struct mt_growth *mt_snapshot_growth_sofar(const struct mt_snapshot *s)
+{
+	return s->st->growth;
+}
+
 const struct mt_temporal *mt_snapshot_temporal(const struct mt_snapshot *s)
 {
 	return s->st->temporal;

@@ -163,7 +163,8 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
  * (its hybrid stacks are then resolved into frames with new ids): feed
  * returns -EBUSY; read it again from the start to see more. Growth
  * (mt_snapshot_growth()) and the high-water marks (mt_snapshot_hwmtime())
- * are there after mt_snapshot_end() only; the temporal intervals
+ * are there after mt_snapshot_end() only (growth so far after a view:
+ * mt_snapshot_growth_sofar()); the temporal intervals
  * (mt_snapshot_temporal()) after every feed.
  */
 /* mt_snapshot_begin() - @s (uninitialised) set up for @cap, whose pass
@@ -210,6 +211,10 @@ uint32_t mt_snapshot_stack_parent(const struct mt_snapshot *s, uint32_t id);
  * series across the capture (reader/growth.h), finished; NULL otherwise. */
 struct mt_growth;
 const struct mt_growth *mt_snapshot_growth(const struct mt_snapshot *s);
+/* mt_snapshot_growth_sofar() - the same, as far as it has been fed: not
+ * finished before mt_snapshot_end(); rank it with mt_growth_rank_at(g,
+ * s->end_time_us). Its stack ids are valid after a view. */
+const struct mt_growth *mt_snapshot_growth_sofar(const struct mt_snapshot *s);
 
 /* mt_snapshot_temporal() - with mt_snapshot_opts.temporal, the intervals
  * of the capture (reader/temporal.h); NULL otherwise. Their keys are

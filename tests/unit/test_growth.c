@@ -148,6 +148,91 @@ START_TEST(test_growth_against_the_whole_series)
 }
 END_TEST
 
+/* The figures of every stack now, as if the capture ended at @end_us
+ * with @k points: rows and ranking. */
+static void check_now(const struct mt_growth *g, uint64_t end_us, uint64_t k, double secs)
+{
+	for (int j = 0; j < NSTACKS; j++) {
+		struct mt_growth_row row;
+		mt_growth_row_at(g, end_us, (uint32_t)j, &row);
+		if (seen[j])
+			check_row(j, k, secs, &row);
+		else
+			ck_assert(row.rise == 0 && row.end_bytes == 0);
+	}
+	struct mt_growth_row *rows;
+	long n = mt_growth_rank_at(g, end_us, &rows);
+	ck_assert_int_ge(n, 0);
+	for (long i = 0; i < n; i++) {
+		struct mt_growth_row row;
+		mt_growth_row_at(g, end_us, rows[i].stack, &row);
+		ck_assert(rows[i].rise > 0 && rows[i].score == row.score);
+		if (i)
+			ck_assert(rows[i - 1].score >= rows[i].score);
+	}
+	free(rows);
+}
+
+/* Ranked in the middle of the stream, at a sample and with an end after
+ * it, as often as wanted: each time the figures of the points so far,
+ * and the end of the stream as if it had never been asked. */
+START_TEST(test_growth_ranked_as_it_goes)
+{
+	static const uint64_t at[] = { 2, 3, 17, 31, 32, 33, 63, 64, 65, 127, 128, 500, 1999 };
+	struct mt_growth g = { 0 };
+	double val[NSTACKS] = { 0 };
+	uint64_t k = 0, t = 1000000, first = 0;
+	size_t next_at = 0;
+
+	memset(seen, 0, sizeof(seen));
+	while (k < 2000) {
+		unsigned n = (unsigned)(next() % 4);
+		for (unsigned e = 0; e < n; e++) {
+			int j = (int)(next() % NSTACKS);
+			int64_t d = (int64_t)(next() % 1000) - 500 + 100 * (j - 2);
+			if (val[j] + (double)d < 0)
+				d = -(int64_t)val[j];
+			if (j == 5 && k < 1000)
+				continue;
+			ck_assert_int_eq(mt_growth_change(&g, (uint32_t)j, d), 0);
+			val[j] += (double)d;
+			seen[j] = 1;
+		}
+		t += 10000 + next() % 100;
+		if (!k)
+			first = t;
+		mt_growth_sample(&g, t);
+		for (int j = 0; j < NSTACKS; j++)
+			series[j][k] = val[j];
+		k++;
+		if (next_at < sizeof(at) / sizeof(at[0]) && k == at[next_at]) {
+			next_at++;
+			/* at the last sample: its points */
+			check_now(&g, t, k, (double)(t - first) / 1e6);
+			check_now(&g, t - 1, k, (double)(t - first) / 1e6);
+			/* changed since: the end is a point more */
+			ck_assert_int_eq(mt_growth_change(&g, 1, 777), 0);
+			val[1] += 777;
+			seen[1] = 1;
+			for (int j = 0; j < NSTACKS; j++)
+				series[j][k] = val[j];
+			check_now(&g, t + 5000, k + 1, (double)(t + 5000 - first) / 1e6);
+			ck_assert_uint_eq(mt_growth_points(&g), k);
+		}
+	}
+	mt_growth_finish(&g, t);
+	ck_assert_uint_eq(mt_growth_points(&g), k);
+	check_now(&g, 0, k, (double)(t - first) / 1e6);
+	for (int j = 0; j < NSTACKS; j++) {
+		struct mt_growth_row row;
+		mt_growth_row_of(&g, (uint32_t)j, &row);
+		if (seen[j])
+			check_row(j, k, (double)(t - first) / 1e6, &row);
+	}
+	mt_growth_release(&g);
+}
+END_TEST
+
 /* A steady rise ranks above a bigger step at start-up and a sawtooth. */
 START_TEST(test_growth_ranking)
 {
@@ -181,6 +266,7 @@ int main(void)
 	TCase *tc = tcase_create("growth");
 	tcase_add_test(tc, test_growth_against_the_whole_series);
 	tcase_add_test(tc, test_growth_ranking);
+	tcase_add_test(tc, test_growth_ranked_as_it_goes);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The terminal of `memtrace live` (live-term.h): frames drawn in place,
+ * keys, and the signals that end, suspend or resize the view.
+ */
+#include "cli/live-term.h"
+
+#include <poll.h>      /* poll */
+#include <signal.h>    /* sigaction, raise */
+#include <stdio.h>     /* fputs */
+#include <string.h>    /* memchr, strchr */
+#include <sys/ioctl.h> /* TIOCGWINSZ */
+#include <termios.h>   /* tcgetattr */
+#include <unistd.h>    /* isatty */
+
+static volatile sig_atomic_t stop_sig, stop_kernel, suspend;
+
+static void on_stop(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	stop_kernel = si && si->si_code == SI_KERNEL;
+	stop_sig = sig;
+}
+
+static void on_tstp(int sig)
+{
+	(void)sig; /* Ctrl-Z: the loop gives the terminal back, then stops */
+	suspend = 1;
+}
+
+static void on_winch(int sig)
+{
+	(void)sig; /* ends the wait: the next frame fits the new size */
+}
+
+static struct {
+	int screen;            /* standard output is a terminal: draw in place */
+	int keys;              /* standard input is a terminal we set raw */
+	struct termios saved;
+} term;
+
+void mt_live_term_enter(void)
+{
+	struct sigaction sa = { .sa_flags = SA_RESTART }; /* poll() ends on a signal all the same */
+
+	sa.sa_sigaction = on_stop;
+	sa.sa_flags |= SA_SIGINFO;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGQUIT, &sa, NULL);
+	sa.sa_flags &= ~SA_SIGINFO;
+	term.screen = isatty(STDOUT_FILENO);
+	if (!term.screen)
+		return;
+	sa.sa_handler = on_winch;
+	sigaction(SIGWINCH, &sa, NULL);
+	sa.sa_handler = on_tstp;
+	sigaction(SIGTSTP, &sa, NULL);
+	if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &term.saved) == 0) {
+		struct termios raw = term.saved;
+		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		raw.c_cc[VMIN] = 0;
+		raw.c_cc[VTIME] = 0;
+		term.keys = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+	}
+	fputs("\x1b[?1049h\x1b[?25l", stdout); /* the alternate screen, no cursor */
+	fflush(stdout);
+}
+
+void mt_live_term_leave(void)
+{
+	if (!term.screen)
+		return;
+	fputs("\x1b[?25h\x1b[?1049l", stdout);
+	fflush(stdout);
+	if (term.keys)
+		tcsetattr(STDIN_FILENO, TCSANOW, &term.saved);
+	term.screen = term.keys = 0;
+}
+
+int mt_live_term_screen(void)
+{
+	return term.screen;
+}
+
+int mt_live_term_keys(void)
+{
+	return term.keys;
+}
+
+int mt_live_term_size(unsigned *cols, unsigned *rows)
+{
+	struct winsize ws;
+
+	if (!term.screen || ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 || !ws.ws_col || !ws.ws_row)
+		return -1;
+	*cols = ws.ws_col;
+	*rows = ws.ws_row;
+	return 0;
+}
+
+void mt_live_term_draw(const char *frame, size_t len)
+{
+	if (!term.screen) {
+		fwrite(frame, 1, len, stdout);
+		fputc('\n', stdout);
+		fflush(stdout);
+		return;
+	}
+	/* home, each line then erase to its end, then erase below */
+	fputs("\x1b[H", stdout);
+	for (const char *p = frame, *end = frame + len; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		fwrite(p, 1, n, stdout);
+		fputs("\x1b[K\r\n", stdout);
+		p += n + 1;
+	}
+	fputs("\x1b[J", stdout);
+	fflush(stdout);
+}
+
+void mt_live_term_suspend(void)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+
+	if (!suspend)
+		return;
+	suspend = 0;
+	mt_live_term_leave();
+	sigaction(SIGTSTP, &dfl, NULL);
+	raise(SIGTSTP); /* stopped here until SIGCONT */
+	mt_live_term_enter();
+}
+
+int mt_live_term_wait(int ms, int wake, const char *sort_keys, char *key)
+{
+	struct pollfd p[2];
+	int n = 0, keys = -1;
+
+	if (stop_sig)
+		return 1;
+	if (suspend)
+		return 0;
+	if (term.keys) {
+		keys = n;
+		p[n++] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
+	}
+	if (wake >= 0)
+		p[n++] = (struct pollfd){ .fd = wake, .events = POLLIN };
+	if (poll(p, (nfds_t)n, ms) > 0 && keys >= 0 && (p[keys].revents & POLLIN)) {
+		char c[16];
+		ssize_t k = read(STDIN_FILENO, c, sizeof(c));
+		for (ssize_t i = 0; i < k; i++) {
+			if (c[i] == 'q' || c[i] == 'Q')
+				return 1;
+			if (c[i] && strchr(sort_keys, c[i]))
+				*key = c[i];
+		}
+	}
+	return stop_sig != 0;
+}
+
+int mt_live_term_stopped(int *by_kernel)
+{
+	if (by_kernel)
+		*by_kernel = stop_kernel;
+	return stop_sig;
+}
+
+void mt_live_term_reset(void)
+{
+	stop_sig = stop_kernel = suspend = 0;
+}
