@@ -7,6 +7,7 @@
  */
 #include "reader/calltree.h"
 #include "reader/frames.h"
+#include "util/grow.h"
 #include "util/slots.h"
 
 #include <errno.h>  /* ENOMEM */
@@ -99,6 +100,19 @@ struct walker {
 	int hide;
 };
 
+/* @n zeroed elements of @elem bytes, zeroed by writing: a page of
+ * calloc's read before it is written faults twice, and these are read
+ * first, at random. */
+static void *zeroed(size_t n, size_t elem)
+{
+	void *v = malloc(n * elem);
+	if (v) {
+		mt_grow_huge(v, n * elem);
+		memset(v, 0, n * elem);
+	}
+	return v;
+}
+
 static int walker_init(struct walker *w, struct mt_ctree *t, const struct mt_snapshot *s, int hide)
 {
 	memset(w, 0, sizeof(*w));
@@ -106,8 +120,8 @@ static int walker_init(struct walker *w, struct mt_ctree *t, const struct mt_sna
 	w->s = s;
 	w->hide = hide;
 	w->max = mt_snapshot_max_stack(s);
-	w->memo = calloc((size_t)w->max + 1, sizeof(*w->memo));
-	w->stamp = calloc((size_t)w->max + 1, sizeof(*w->stamp));
+	w->memo = zeroed((size_t)w->max + 1, sizeof(*w->memo));
+	w->stamp = zeroed((size_t)w->max + 1, sizeof(*w->stamp));
 	memset(t, 0, sizeof(*t));
 	t->v = calloc(w->b.cap, sizeof(*t->v));
 	if (!t->v || !w->memo || !w->stamp)

@@ -381,63 +381,95 @@ static int python_runs(const struct mt_stacks *k, uint32_t **runs, uint32_t *cap
 
 /* (Python stack, native node) -> the trie node of that Python stack
  * with the native frames from the node's innermost evaluation loop
- * (exclusive) to the node: what hybrid stacks that share a caller share. */
-struct memo {
-	uint64_t *keys; /* python << 32 | native; 0: empty */
-	uint32_t *vals;
-	size_t mask, used;
+ * (exclusive) to the node: what hybrid stacks that share a caller share.
+ * Kept only for the nodes that two walks may reach (shared[], see
+ * shared_nodes()) and for evaluation loops: a node with one way in is
+ * reached again only through the node below it. A miss costs a longer
+ * walk, never a different node, as the trie adds each frame once. */
+struct memo_slot {
+	uint32_t py, nat, val; /* nat 0: empty */
 };
 
-static size_t memo_slot(const struct memo *m, uint64_t key)
+struct memo {
+	struct memo_slot *s;
+	size_t mask, used;
+	uint8_t *shared; /* by native node: 1 if memoized */
+};
+
+static size_t memo_hash(const struct memo *m, uint32_t py, uint32_t nat)
 {
-	uint64_t v = key * 0x9e3779b97f4a7c15ull;
+	uint64_t v = ((uint64_t)py << 32 | nat) * 0x9e3779b97f4a7c15ull;
 	return (size_t)(v ^ v >> 29) & m->mask;
 }
 
 static uint32_t memo_get(const struct memo *m, uint32_t py, uint32_t nat)
 {
-	uint64_t key = (uint64_t)py << 32 | nat;
-	if (!m->keys)
+	if (!m->s)
 		return 0;
-	for (size_t j = memo_slot(m, key);; j = (j + 1) & m->mask) {
-		if (m->keys[j] == key)
-			return m->vals[j];
-		if (!m->keys[j])
+	for (size_t j = memo_hash(m, py, nat);; j = (j + 1) & m->mask) {
+		const struct memo_slot *e = &m->s[j];
+		if (e->nat == nat && e->py == py)
+			return e->val;
+		if (!e->nat)
 			return 0;
 	}
+}
+
+/* A table of @cap slots, zeroed by writing (not calloc: a page read
+ * before it is written faults twice). */
+static struct memo_slot *memo_table(size_t cap)
+{
+	struct memo_slot *s = malloc(cap * sizeof(*s));
+	if (s) {
+		mt_grow_huge(s, cap * sizeof(*s));
+		memset(s, 0, cap * sizeof(*s));
+	}
+	return s;
 }
 
 static int memo_put(struct memo *m, uint32_t py, uint32_t nat, uint32_t val)
 {
 	if ((m->used + 1) * 2 > m->mask) {
-		size_t cap = m->keys ? (m->mask + 1) * 2 : 4096;
-		struct memo g = { calloc(cap, sizeof(*g.keys)), malloc(cap * sizeof(*g.vals)),
-				  cap - 1, m->used };
-		if (!g.keys || !g.vals) {
-			free(g.keys);
-			free(g.vals);
+		size_t cap = m->s ? (m->mask + 1) * 4 : 4096;
+		struct memo g = { memo_table(cap), cap - 1, m->used, m->shared };
+		if (!g.s)
 			return -ENOMEM;
-		}
-		for (size_t i = 0; m->keys && i <= m->mask; i++) {
-			if (!m->keys[i])
+		for (size_t i = 0; m->s && i <= m->mask; i++) {
+			const struct memo_slot *e = &m->s[i];
+			if (!e->nat)
 				continue;
-			size_t j = memo_slot(&g, m->keys[i]);
-			while (g.keys[j])
+			size_t j = memo_hash(&g, e->py, e->nat);
+			while (g.s[j].nat)
 				j = (j + 1) & g.mask;
-			g.keys[j] = m->keys[i];
-			g.vals[j] = m->vals[i];
+			g.s[j] = *e;
 		}
-		free(m->keys);
-		free(m->vals);
+		free(m->s);
 		*m = g;
 	}
-	uint64_t key = (uint64_t)py << 32 | nat;
-	size_t j = memo_slot(m, key);
-	while (m->keys[j] && m->keys[j] != key)
+	size_t j = memo_hash(m, py, nat);
+	while (m->s[j].nat && !(m->s[j].nat == nat && m->s[j].py == py))
 		j = (j + 1) & m->mask;
-	m->used += !m->keys[j];
-	m->keys[j] = key;
-	m->vals[j] = val;
+	m->used += !m->s[j].nat;
+	m->s[j] = (struct memo_slot){ py, nat, val };
+	return 0;
+}
+
+/* The native nodes that more than one walk from a hybrid stack's leaf
+ * may reach: those with two or more ways in (children, hybrid stacks
+ * whose leaf they are). Returns 0 or -ENOMEM. */
+static int shared_nodes(const struct mt_native *n, struct memo *m)
+{
+	m->shared = calloc(n->cap_nodes ? n->cap_nodes : 1, 1);
+	if (!m->shared)
+		return -ENOMEM;
+	for (uint32_t i = 1; i < n->cap_nodes; i++) {
+		const struct mt_nnode *d = &n->nodes[i];
+		uint32_t p = d->parent;
+		if (d->defined && p && p < n->cap_nodes && m->shared[p] < 2)
+			m->shared[p]++;
+	}
+	for (uint32_t i = 0; i < n->cap_nodes; i++)
+		m->shared[i] = m->shared[i] > 1;
 	return 0;
 }
 
@@ -458,7 +490,7 @@ static int64_t hybrid_leaf(struct mt_native *n, struct mt_stacks *k, struct memo
 	w->depth = 0;
 	for (; x && x < n->cap_nodes && n->nodes[x].defined && !n->nodes[x].hybrid;
 	     x = n->nodes[x].parent) {
-		uint32_t v = memo_get(m, py, x);
+		uint32_t v = m->shared[x] || n->nodes[x].eval ? memo_get(m, py, x) : 0;
 		if (v) {
 			base = v;
 			found = 1;
@@ -501,7 +533,7 @@ static int64_t hybrid_leaf(struct mt_native *n, struct mt_stacks *k, struct memo
 			if (!base)
 				return -ENOMEM;
 		}
-		if (memo_put(m, py, w->chain[i], base) < 0)
+		if (m->shared[w->chain[i]] && memo_put(m, py, w->chain[i], base) < 0)
 			return -ENOMEM;
 	}
 	return base;
@@ -526,7 +558,7 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 				return -ENOMEM;
 		return 0;
 	}
-	if (!(paired = calloc(n->n_hyb ? n->n_hyb : 1, 1)))
+	if (!(paired = calloc(n->n_hyb ? n->n_hyb : 1, 1)) || shared_nodes(n, &m) < 0)
 		goto out;
 	/* first every frame (the pool then stays put: the trie points into
 	 * it), then the stacks; a hybrid stack pairs up when its chain has
@@ -566,8 +598,8 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 out:
 	work_free(&w);
 	work_free(&outer);
-	free(m.keys);
-	free(m.vals);
+	free(m.s);
+	free(m.shared);
 	free(runs);
 	free(paired);
 	return err;

@@ -136,36 +136,52 @@ static int same_frame(const struct mt_frame *a, const struct mt_frame *b)
 	       a->native == b->native;
 }
 
+/* A frame node table of @n slots, zeroed by writing: a page of calloc's
+ * read before it is written faults twice. */
+static uint64_t *fmap_table(uint32_t n)
+{
+	uint64_t *v = malloc((size_t)n * sizeof(*v));
+	if (v) {
+		mt_grow_huge(v, (size_t)n * sizeof(*v));
+		memset(v, 0, (size_t)n * sizeof(*v));
+	}
+	return v;
+}
+
 uint32_t mt_stacks_add_frame(struct mt_stacks *k, uint32_t parent, const struct mt_frame *f)
 {
 	if ((k->fmap_n + 1) * 2 > k->fmap_cap) {
 		uint32_t n = k->fmap_cap ? k->fmap_cap * 2 : 1024;
-		uint32_t *nv = calloc(n, sizeof(*nv));
+		uint64_t *nv = fmap_table(n);
 		if (!nv)
 			return 0;
 		for (uint32_t i = 0; i < k->fmap_cap; i++) {
-			uint32_t id = k->fmap[i];
-			if (!id)
+			uint64_t e = k->fmap[i];
+			if (!e)
 				continue;
-			uint32_t j = fhash(k->nodes[id].parent, k->nodes[id].frame) & (n - 1);
+			uint32_t j = (uint32_t)(e >> 32) & (n - 1);
 			while (nv[j])
 				j = (j + 1) & (n - 1);
-			nv[j] = id;
+			nv[j] = e;
 		}
 		free(k->fmap);
 		k->fmap = nv;
 		k->fmap_cap = n;
 	}
-	uint32_t j = fhash(parent, f) & (k->fmap_cap - 1);
+	uint32_t h = fhash(parent, f);
+	uint32_t j = h & (k->fmap_cap - 1);
 	for (; k->fmap[j]; j = (j + 1) & (k->fmap_cap - 1)) {
-		const struct mt_stack_node *n = &k->nodes[k->fmap[j]];
-		if (n->parent == parent && same_frame(n->frame, f))
-			return k->fmap[j];
+		uint64_t e = k->fmap[j];
+		if ((uint32_t)(e >> 32) != h)
+			continue;
+		const struct mt_stack_node *n = &k->nodes[(uint32_t)e];
+		if (n->parent == parent && (n->frame == f || same_frame(n->frame, f)))
+			return (uint32_t)e;
 	}
 	uint32_t id = k->next_free ? k->next_free : 1;
 	if (mt_stacks_set_frame(k, id, parent, f) < 0)
 		return 0;
-	k->fmap[j] = id;
+	k->fmap[j] = (uint64_t)h << 32 | id;
 	k->fmap_n++;
 	return id;
 }

@@ -54,7 +54,8 @@ struct mt_stacks {
 	char **strs;                 /* intern set: open addressing */
 	size_t strs_cap, strs_n;
 	uint32_t python_hex;
-	uint32_t *fmap;              /* frame nodes by (parent, frame): open addressing */
+	uint64_t *fmap;              /* frame nodes by (parent, frame): open addressing,
+				      * each its hash << 32 | its id */
 	uint32_t fmap_cap, fmap_n;
 	uint32_t next_free;          /* ids from here on are free for frame nodes: above
 				      * every id defined (raise it for ids kept elsewhere) */
