@@ -66,10 +66,11 @@ static void fail(int err)
 		m.on_error(err);
 }
 
-/* The chunk being built: no records. */
+/* The chunk being built: no records. Its native nodes are coded in the
+ * node column (the header's MT_HDR_NATIVE_NODES, writer.c). */
 static void chunk_begin(void)
 {
-	mt_cols_begin(&m.chunk, m.cols, m.split, CHUNK_MAX);
+	mt_cols_begin(&m.chunk, m.cols, m.split, CHUNK_MAX, MT_NODES_NATIVE);
 	m.chunk_start = mt_mono_ns();
 	m.chunk_half = 0;
 }

@@ -318,7 +318,10 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	e = mt_merge_init();
 	if (e < 0)
 		return e;
-	n = mt_header_encode(hdr, sizeof(hdr), h);
+	/* the chunks' columns code native nodes (merge.c) */
+	struct mt_header coded = *h;
+	coded.flags |= MT_HDR_NATIVE_NODES;
+	n = mt_header_encode(hdr, sizeof(hdr), &coded);
 	if (n < 0)
 		return (int)n;
 	e = mt_sink_open(&w.sink, fd);
