@@ -8,10 +8,12 @@ program made."""
 
 import os
 import re
+import struct
 import sys
 
 import pytest
 
+from capture_writer import HDR_NATIVE, HDR_NATIVE_NODES, Capture, mt32
 from conftest import BUILD, ROOT, python_params, run
 
 sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -108,3 +110,90 @@ def test_coded_native_nodes_read_as_their_plain_form(memtrace, tmp_path, python)
     for size in arrays:
         assert coded[size] == plain[size], size
         assert any("numpy" in f[1] for f in coded[size][1]), coded[size][1][:8]
+
+
+def hand_built(tmp_path, flags):
+    """NATIVE and HYBRID records in every coding of section 2.2 over two
+    chunks (the state starts afresh in the second), written by the
+    independent encoder of docs/format.md with and without the flag."""
+    A, B, C, D = 0x7F0000401234, 0x7F0000402345, 0x555500001000, 0x7F0000409876
+    c = Capture(flags=flags)
+    c.code(1, "f.py", "f", 1)
+    c.stack(1, 0, 1, 2)
+    c.native(2, 0, A)            # child of 0, a new address
+    c.native(3, 2, B)            # child, a new address
+    c.native(4, 3, A)            # child, a recent address
+    c.native(5, 4, B)            # child, the address that followed A
+    c.hybrid(6, 1, 5)            # the last stack and chain
+    c.stack(7, 1, 1, 6)
+    c.native(8, 3, C)            # far
+    c.native(9, 8, 2**64 - 16)   # child, a delta past 2^63
+    c.hybrid(10, 7, 5)           # the last stack, the previous hybrid's chain
+    c.hybrid(12, 1, 3)           # an id further on, both far
+    c.native(13, 8, B, extra=b"\x2a")  # a trailing field: stored as it is
+    c.native(14, 8, D)           # sibling
+    c.native(15, 14, 0)          # address 0
+    c.alloc(0x10000, 100, stack=12)
+    c.flush()
+    c.native(16, 5, A)           # the second chunk: all afresh
+    c.hybrid(17, 7, 16)
+    c.alloc(0x10100, 200, stack=17)
+    c.trailer(1000, 2, 0)
+    return c.save(tmp_path / ("hand-%x.bin" % flags))
+
+
+def test_hand_built_native_nodes_read_as_written(memtrace, tmp_path):
+    recs = {}
+    for flags in (HDR_NATIVE, HDR_NATIVE | HDR_NATIVE_NODES):
+        out = run(memtrace, "parse", hand_built(tmp_path, flags)).stdout.splitlines()
+        assert out[0].startswith("header ")
+        recs[flags] = [l for l in out[1:] if not l.startswith("chunk ")]
+    plain, coded = recs[HDR_NATIVE], recs[HDR_NATIVE | HDR_NATIVE_NODES]
+    assert coded == plain
+    natives = [l for l in coded if l.startswith(("native ", "hybrid "))]
+    assert natives == [
+        "native id=2 parent=0 ip=0x7f0000401234", "native id=3 parent=2 ip=0x7f0000402345",
+        "native id=4 parent=3 ip=0x7f0000401234", "native id=5 parent=4 ip=0x7f0000402345",
+        "hybrid id=6 python=1 native=5", "native id=8 parent=3 ip=0x555500001000",
+        "native id=9 parent=8 ip=0xfffffffffffffff0", "hybrid id=10 python=7 native=5",
+        "hybrid id=12 python=1 native=3", "native id=13 parent=8 ip=0x7f0000402345",
+        "native id=14 parent=8 ip=0x7f0000409876", "native id=15 parent=14 ip=0x0",
+        "native id=16 parent=5 ip=0x7f0000401234", "hybrid id=17 python=7 native=16"], natives
+    assert os.path.getsize(tmp_path / ("hand-%x.bin" % (HDR_NATIVE | HDR_NATIVE_NODES))) < \
+        os.path.getsize(tmp_path / ("hand-%x.bin" % HDR_NATIVE))
+
+
+def test_node_segment_that_does_not_decode_is_corrupt(memtrace, tmp_path):
+    """A NATIVE record's segment of address mode 3: one error line, exit 1."""
+    path = hand_built(tmp_path, HDR_NATIVE | HDR_NATIVE_NODES)
+    data = bytearray(path.read_bytes())
+    # the first chunk is stored raw (no packer): its node column's first
+    # byte is the STACK's, the second the first NATIVE's flag
+    hsize = int.from_bytes(data[10:12], "little")
+    body = hsize + 16
+    i, lens = body, []
+    for _ in range(5):
+        v, shift = 0, 0
+        while True:
+            b = data[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        lens.append(v)
+    node = i + sum(lens[:4])
+    # the STACK's segment: its flag (next id, sibling), the code's delta
+    # and the offset, one byte each
+    assert data[node] == 0x04, hex(data[node])
+    seg = node + 3
+    assert data[seg] & 0x18 == 0x10, hex(data[seg])  # the first NATIVE: a delta
+    data[seg] |= 0x18
+    # the chunk's checksum over its data again
+    raw_len, stored_len = struct.unpack_from("<II", data, hsize + 4)
+    struct.pack_into("<I", data, hsize + 12, mt32(bytes(data[body:body + stored_len])))
+    path.write_bytes(bytes(data))
+    cp = run(memtrace, "parse", path, check=False)
+    assert cp.returncode == 1
+    err = cp.stderr.strip().splitlines()
+    assert len(err) == 1 and "capture is corrupt: chunk 0" in err[0], cp.stderr
