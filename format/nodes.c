@@ -26,8 +26,10 @@
  * difference from the previous NATIVE's.
  * HYBRID: the native chain per the low two bits, REF_LAST (the previous
  * NATIVE), REF_PREV (the previous HYBRID's) or REF_FAR (a zigzag varint
- * of id - native follows); the Python stack per bits 3-4, the same with
- * the previous STACK, after the chain's varint. */
+ * of id - native follows), or with HYBRID_CHAIN (the low bits 0) a varint
+ * index in the chains of the HYBRID records met last; the Python stack
+ * per bits 3-4, the same with the previous STACK, after the chain's
+ * varint. */
 enum {
 	NODE_SIBLING = 0,
 	NODE_CHILD = 1,
@@ -43,6 +45,7 @@ enum {
 	REF_FAR = 2,
 };
 #define FIELD2(flag) (((flag) >> 3) & 3u)
+#define HYBRID_CHAIN (1u << 5) /* the native chain is a varint index in chains */
 
 void mt_nodes_begin(struct mt_nodes *s, unsigned opts)
 {
@@ -248,12 +251,42 @@ static size_t put_ref(uint8_t *p, unsigned *ref, uint32_t v, uint32_t last, uint
 	return put_zigzag(p, (int64_t)id - (int64_t)v);
 }
 
+/* The index of @native among the chains of the HYBRID records met last,
+ * or -1. */
+static int chain_index(const struct mt_nodes *s, uint32_t native)
+{
+	for (uint32_t i = 0; i < s->nchains; i++)
+		if (s->chains[i] == native)
+			return (int)i;
+	return -1;
+}
+
+/* The HYBRID record @v is the previous one now. */
+static void hybrid_done(struct mt_nodes *s, const struct mt_rec_hybrid *v)
+{
+	int i = chain_index(s, v->native);
+	uint32_t n = i >= 0 ? (uint32_t)i : (s->nchains < MT_NODES_CHAINS ? s->nchains++ :
+					    MT_NODES_CHAINS - 1);
+	memmove(s->chains + 1, s->chains, n * sizeof(*s->chains));
+	s->chains[0] = v->native;
+	s->hybrid.python = v->python;
+	s->hybrid.native = v->native;
+	s->last = v->id;
+}
+
 static size_t pack_hybrid(struct mt_nodes *s, uint8_t *seg, const struct mt_rec_hybrid *v)
 {
 	unsigned flag = 0, native, python;
 	size_t n = 1;
+	int k;
 	n += put_id(seg + n, &flag, v->id, s->last);
-	n += put_ref(seg + n, &native, v->native, s->native.id, s->hybrid.native, v->id);
+	if (v->native != s->native.id && v->native != s->hybrid.native &&
+	    (k = chain_index(s, v->native)) >= 0) {
+		native = HYBRID_CHAIN;
+		n += mt_varint_put(seg + n, (uint64_t)k);
+	} else {
+		n += put_ref(seg + n, &native, v->native, s->native.id, s->hybrid.native, v->id);
+	}
 	n += put_ref(seg + n, &python, v->python, s->stack.id, s->hybrid.python, v->id);
 	seg[0] = (uint8_t)(flag | native | python << 3);
 	return n;
@@ -293,9 +326,7 @@ size_t mt_node_pack(struct mt_nodes *s, uint8_t *p, const uint8_t *rec, size_t l
 		native_done(s, &r.native);
 		break;
 	default:
-		s->hybrid.python = r.hybrid.python;
-		s->hybrid.native = r.hybrid.native;
-		s->last = r.hybrid.id;
+		hybrid_done(s, &r.hybrid);
 		break;
 	}
 	return n;
@@ -399,14 +430,20 @@ static int get_ref(const uint8_t **q, const uint8_t *end, unsigned ref, uint32_t
 static int unpack_hybrid(struct mt_nodes *s, struct mt_rec_hybrid *v, unsigned flag,
 			 const uint8_t **q, const uint8_t *end)
 {
-	if (flag >> 5 || get_id(q, end, flag, s->last, &v->id) < 0 ||
-	    get_ref(q, end, flag & NODE_PARENT, s->native.id, s->hybrid.native, v->id,
-		    &v->native) < 0 ||
-	    get_ref(q, end, FIELD2(flag), s->stack.id, s->hybrid.python, v->id, &v->python) < 0)
+	uint64_t k;
+	if (flag >> 6 || get_id(q, end, flag, s->last, &v->id) < 0)
 		return -1;
-	s->hybrid.python = v->python;
-	s->hybrid.native = v->native;
-	s->last = v->id;
+	if (flag & HYBRID_CHAIN) {
+		if (flag & NODE_PARENT || mt_varint_get(q, end, &k) < 0 || k >= s->nchains)
+			return -1;
+		v->native = s->chains[k];
+	} else if (get_ref(q, end, flag & NODE_PARENT, s->native.id, s->hybrid.native, v->id,
+			   &v->native) < 0) {
+		return -1;
+	}
+	if (get_ref(q, end, FIELD2(flag), s->stack.id, s->hybrid.python, v->id, &v->python) < 0)
+		return -1;
+	hybrid_done(s, v);
 	return 0;
 }
 

@@ -28,6 +28,7 @@
 
 #define MT_NODES_RECENT 16   /* the native addresses met last */
 #define MT_NODES_SUCC 1024   /* addresses that followed an address */
+#define MT_NODES_CHAINS 1024  /* the native chains of the HYBRID records met last */
 #define MT_NODE_SEG_MAX 32   /* a node segment never takes more */
 #define MT_NODE_REC_MAX 32   /* nor a record rebuilt from one */
 #define MT_NODE_VERBATIM 3   /* the segment of a record stored as it is */
@@ -45,6 +46,8 @@ struct mt_nodes {
 	uint32_t nrecent;
 	uint64_t recent[MT_NODES_RECENT]; /* most recent first */
 	struct { uint64_t key, ip; } succ[MT_NODES_SUCC];
+	uint32_t nchains;
+	uint32_t chains[MT_NODES_CHAINS]; /* most recent first */
 };
 
 /* mt_nodes_begin() - the state at the start of a chunk. */

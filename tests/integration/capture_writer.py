@@ -272,6 +272,7 @@ def _node(segment, prev):
 # native node coding (docs/format.md 2.2, "Native nodes")
 IP_SUCC, IP_RECENT, IP_DELTA = 0, 1, 2
 REF_LAST, REF_PREV, REF_FAR = 0, 1, 2
+HYBRID_CHAIN = 1 << 5
 
 
 class NativeNodes:
@@ -283,6 +284,7 @@ class NativeNodes:
         self.hpython, self.hnative = 0, 0
         self.recent = []
         self.succ = {}  # slot -> (key, ip)
+        self.chains = []  # the HYBRID records' native chains, latest first
 
     def parent_ip(self, parent):
         if parent == 0:
@@ -364,8 +366,13 @@ class NativeNodes:
                 or hid >= 2**32:
             return None
         flag, out = self.put_id(hid)
-        for shift, v, last, prev in ((0, native, self.nid, self.hnative),
-                                     (3, python, last_stack, self.hpython)):
+        refs = [(3, python, last_stack, self.hpython)]
+        if native not in (self.nid, self.hnative) and native in self.chains:
+            flag |= HYBRID_CHAIN
+            out += varint(self.chains.index(native))
+        else:
+            refs.insert(0, (0, native, self.nid, self.hnative))
+        for shift, v, last, prev in refs:
             if v == last:
                 flag |= REF_LAST << shift
             elif v == prev:
@@ -376,6 +383,9 @@ class NativeNodes:
         if 1 + len(out) > len(segment) + 1:
             return None
         self.hpython, self.hnative = python, native
+        if native in self.chains:
+            self.chains.remove(native)
+        self.chains = [native] + self.chains[:1023]
         self.last = hid
         return bytes([flag]) + out
 

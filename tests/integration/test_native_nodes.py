@@ -133,6 +133,8 @@ def hand_built(tmp_path, flags):
     c.native(13, 8, B, extra=b"\x2a")  # a trailing field: stored as it is
     c.native(14, 8, D)           # sibling
     c.native(15, 14, 0)          # address 0
+    c.hybrid(18, 7, 9)           # the chain of an earlier HYBRID: none has 9
+    c.hybrid(19, 1, 5)           # ... 5 has: an index in their list
     c.alloc(0x10000, 100, stack=12)
     c.flush()
     c.native(16, 5, A)           # the second chunk: all afresh
@@ -158,6 +160,7 @@ def test_hand_built_native_nodes_read_as_written(memtrace, tmp_path):
         "native id=9 parent=8 ip=0xfffffffffffffff0", "hybrid id=10 python=7 native=5",
         "hybrid id=12 python=1 native=3", "native id=13 parent=8 ip=0x7f0000402345",
         "native id=14 parent=8 ip=0x7f0000409876", "native id=15 parent=14 ip=0x0",
+        "hybrid id=18 python=7 native=9", "hybrid id=19 python=1 native=5",
         "native id=16 parent=5 ip=0x7f0000401234", "hybrid id=17 python=7 native=16"], natives
     assert os.path.getsize(tmp_path / ("hand-%x.bin" % (HDR_NATIVE | HDR_NATIVE_NODES))) < \
         os.path.getsize(tmp_path / ("hand-%x.bin" % HDR_NATIVE))

@@ -167,6 +167,8 @@ START_TEST(test_nodes_corrupt)
 		{ "\x01\x00\x00\x00\x01\xb0\x1c", 7 },     /* HYBRID: Python stack mode 3 */
 		{ "\x01\x00\x00\x00\x01\xb0\x06", 7 },     /* HYBRID: distance cut short */
 		{ "\x01\x00\x00\x00\x01\xb0\x44", 7 },     /* HYBRID: reserved bit 6 */
+		{ "\x01\x00\x00\x00\x02\xb0\x24\x00", 8 }, /* HYBRID: chain 0 of none */
+		{ "\x01\x00\x00\x00\x02\xb0\x25\x00", 8 }, /* HYBRID: a chain and a reference */
 		{ "\x01\x00\x00\x00\x00\xb0", 6 },         /* HYBRID: no segment */
 	};
 	uint8_t back[256];
