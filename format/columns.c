@@ -6,6 +6,7 @@
  */
 #include "format/columns.h"
 #include "format/error.h"
+#include "format/nodes.h"
 
 #include <errno.h>  /* ENOSPC */
 #include <string.h> /* memcpy, memcmp, memset */
@@ -16,156 +17,6 @@
 #define COL_STACK MT_COL_STACK
 #define COL_NODE MT_COL_NODE
 #define COL_BODY MT_COL_BODY
-
-/* A STACK record in the node column: a flag byte, then the fields it does
- * not imply. The flag's low two bits say where the parent is: NODE_SIBLING
- * (the previous STACK's parent), NODE_CHILD (the previous STACK itself),
- * NODE_FAR (a zigzag varint of id - parent follows) or NODE_VERBATIM (the
- * record is stored as it is, its body in the body column, and leaves the
- * coding state alone); NODE_NEXT_ID: the id is the previous one plus 1,
- * else a zigzag varint of the difference follows; NODE_SAME_CODE: the
- * code is the previous one's and the offset is a zigzag varint of the
- * difference from its offset, else a zigzag varint of the code's
- * difference comes before a plain offset varint. "Previous" is the
- * chunk's previous STACK record not stored verbatim, all zero at the
- * start of a chunk. */
-enum {
-	NODE_SIBLING = 0,
-	NODE_CHILD = 1,
-	NODE_FAR = 2,
-	NODE_VERBATIM = 3,
-	NODE_PARENT = 3, /* mask */
-	NODE_NEXT_ID = 1 << 2,
-	NODE_SAME_CODE = 1 << 3,
-};
-#define NODE_REC_MAX 32 /* room mt_rec_encode() needs for a STACK record */
-
-
-/* The STACK record of @v as mt_rec_encode() writes it, into @p. Returns
- * its length. */
-static size_t node_record(uint8_t p[NODE_REC_MAX], const struct mt_node_state *v)
-{
-	struct mt_record r = { .type = MT_REC_STACK };
-	r.stack = (struct mt_rec_stack){ v->id, v->parent, v->code, v->offset };
-	ssize_t n = mt_rec_encode(p, NODE_REC_MAX, &r, NULL);
-	return n > 0 ? (size_t)n : 0;
-}
-
-static inline size_t put_zigzag(uint8_t *p, int64_t v)
-{
-	return mt_varint_put(p, mt_zigzag(v));
-}
-
-/* The node-column segment of the STACK record [@rec, @rec+@len) (head
- * byte 5): into @p (room for @len bytes), returns its length, or 0 if the
- * record is to be stored verbatim: it does not decode, it is not in the
- * shortest form mt_rec_encode() writes (a later revision's extra fields,
- * say), or coding it would take more room than storing it. */
-static size_t node_pack(uint8_t *p, struct mt_node_state *st, const uint8_t *rec, size_t len)
-{
-	struct mt_record r;
-	uint8_t canon[NODE_REC_MAX];
-	if (mt_rec_decode(rec, len, &r, NULL, NULL) != (ssize_t)len)
-		return 0;
-	struct mt_node_state v = { r.stack.id, r.stack.parent, r.stack.code, r.stack.offset };
-	if (node_record(canon, &v) != len || memcmp(canon, rec, len) != 0)
-		return 0;
-
-	uint8_t seg[NODE_REC_MAX];
-	unsigned flag = 0;
-	size_t n = 1;
-	if (v.id == st->id + 1u)
-		flag |= NODE_NEXT_ID;
-	else
-		n += put_zigzag(seg + n, (int64_t)v.id - ((int64_t)st->id + 1));
-	if (v.parent == st->parent) {
-		flag |= NODE_SIBLING;
-	} else if (v.parent == st->id) {
-		flag |= NODE_CHILD;
-	} else {
-		flag |= NODE_FAR;
-		n += put_zigzag(seg + n, (int64_t)v.id - (int64_t)v.parent);
-	}
-	if (v.code == st->code) {
-		flag |= NODE_SAME_CODE;
-		n += put_zigzag(seg + n, (int64_t)v.offset - (int64_t)st->offset);
-	} else {
-		n += put_zigzag(seg + n, (int64_t)v.code - (int64_t)st->code);
-		n += mt_varint_put(seg + n, v.offset);
-	}
-	if (n > len) /* the verbatim form: a flag byte and the body segment */
-		return 0;
-	seg[0] = (uint8_t)flag;
-	memcpy(p, seg, n);
-	*st = v;
-	return n;
-}
-
-/* A zigzag varint from [*@q, @end) added to @base: the result, which
- * must be a u32, in *@out. Returns 0 or -1. */
-static inline int get_u32_delta(const uint8_t **q, const uint8_t *end, int64_t base,
-				uint32_t *out)
-{
-	uint64_t z;
-	if (mt_varint_get(q, end, &z) < 0)
-		return -1;
-	int64_t d = mt_unzigzag(z);
-	if (d < -(int64_t)UINT32_MAX - 1 || d > (int64_t)UINT32_MAX)
-		return -1;
-	int64_t v = base + d;
-	if (v < 0 || v > UINT32_MAX)
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
-}
-
-/* Undoes node_pack(): the node-column segment at *@q (before @end) after
- * its flag @flag (not NODE_VERBATIM), the STACK record into @p. Returns
- * the record's length, or 0 if the segment does not decode. */
-static size_t node_unpack(uint8_t p[NODE_REC_MAX], struct mt_node_state *st, unsigned flag,
-			  const uint8_t **q, const uint8_t *end)
-{
-	struct mt_node_state v;
-	uint64_t off;
-	if (flag & ~(unsigned)(NODE_PARENT | NODE_NEXT_ID | NODE_SAME_CODE))
-		return 0;
-	if (flag & NODE_NEXT_ID) {
-		if (st->id == UINT32_MAX)
-			return 0;
-		v.id = st->id + 1;
-	} else if (get_u32_delta(q, end, (int64_t)st->id + 1, &v.id) < 0) {
-		return 0;
-	}
-	switch (flag & NODE_PARENT) {
-	case NODE_SIBLING:
-		v.parent = st->parent;
-		break;
-	case NODE_CHILD:
-		v.parent = st->id;
-		break;
-	default: { /* NODE_FAR: id - parent */
-		uint64_t z;
-		if (mt_varint_get(q, end, &z) < 0 || z >> 34)
-			return 0;
-		int64_t parent = (int64_t)v.id - mt_unzigzag(z);
-		if (parent < 0 || parent > UINT32_MAX)
-			return 0;
-		v.parent = (uint32_t)parent;
-	}
-	}
-	if (flag & NODE_SAME_CODE) {
-		v.code = st->code;
-		if (get_u32_delta(q, end, st->offset, &v.offset) < 0)
-			return 0;
-	} else {
-		if (get_u32_delta(q, end, st->code, &v.code) < 0 ||
-		    mt_varint_get(q, end, &off) < 0 || off > UINT32_MAX)
-			return 0;
-		v.offset = (uint32_t)off;
-	}
-	*st = v;
-	return node_record(p, &v);
-}
 
 /* Bytes of the varint at [p, p+avail), or 0 if it does not end in time. */
 static inline size_t varint_len(const uint8_t *p, size_t avail)
@@ -259,7 +110,7 @@ static inline int is_plain_hot(uint8_t head)
 	return is_hot(head) && head < 0xf0;
 }
 
-void mt_cols_begin(struct mt_cols *c, uint8_t *dst, uint8_t *scratch, size_t cap)
+void mt_cols_begin(struct mt_cols *c, uint8_t *dst, uint8_t *scratch, size_t cap, unsigned opts)
 {
 	/* Each column is written where it has room whatever the others
 	 * hold: the first after the room for the directory, the others in
@@ -270,6 +121,7 @@ void mt_cols_begin(struct mt_cols *c, uint8_t *dst, uint8_t *scratch, size_t cap
 	for (int i = 1; i < MT_COLUMNS; i++)
 		c->base[i] = scratch + (size_t)(i - 1) * cap;
 	memcpy(c->out, c->base, sizeof(c->out));
+	mt_nodes_begin(&c->node, opts);
 }
 
 /* The control segment (docs/format.md section 2.1) of the record at @p,
@@ -322,15 +174,15 @@ ssize_t mt_cols_add(struct mt_cols *c, const uint8_t *p, size_t left)
 	if (rec_segments(p, left, n, &nhead) < 0)
 		return -MT_ECORRUPT;
 	c->events += is_hot(p[0]);
-	if (p[0] == MT_REC_STACK) {
-		size_t k = node_pack(out[COL_NODE], &c->node, p, 1 + n[COL_BODY]);
+	if (mt_nodes_coded(&c->node, p[0])) {
+		size_t k = mt_node_pack(&c->node, out[COL_NODE], p, 1 + n[COL_BODY]);
 		if (k) {
-			*out[COL_CTL]++ = MT_REC_STACK << 4;
+			*out[COL_CTL]++ = (uint8_t)(p[0] << 4);
 			out[COL_NODE] += k;
 			c->len += 1 + n[COL_BODY];
 			return (ssize_t)(1 + n[COL_BODY]);
 		}
-		*out[COL_NODE]++ = NODE_VERBATIM;
+		*out[COL_NODE]++ = MT_NODE_VERBATIM;
 	}
 	out[COL_CTL] += ctl_from_row(out[COL_CTL], &c->thread, p, nhead);
 	p += n[COL_CTL];
@@ -362,12 +214,12 @@ size_t mt_cols_finish(struct mt_cols *c)
 }
 
 ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
-		       uint64_t *events)
+		       uint64_t *events, unsigned opts)
 {
 	struct mt_cols c;
 	const uint8_t *p = src, *end = src + len;
 
-	mt_cols_begin(&c, dst, scratch, len);
+	mt_cols_begin(&c, dst, scratch, len, opts);
 	while (p < end) {
 		ssize_t n = mt_cols_add(&c, p, (size_t)(end - p));
 		if (n < 0)
@@ -427,13 +279,16 @@ static size_t ctl_to_row(uint8_t *o, uint64_t *thread_now, const uint8_t **p, co
 	return n;
 }
 
-ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined)
+ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined,
+		      unsigned opts)
 {
 	const uint8_t *p[MT_COLUMNS], *q = src, *end[MT_COLUMNS];
 	size_t left[MT_COLUMNS];
 	uint8_t *o = dst, *o_end = dst + cap;
-	struct mt_node_state node = { 0 };
+	struct mt_nodes node;
 	uint64_t thread_now = 0;
+
+	mt_nodes_begin(&node, opts);
 
 	*joined = 0;
 	for (int i = 0; i < MT_COLUMNS - 1; i++) {
@@ -482,13 +337,14 @@ ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, 
 			*joined = (size_t)(o - dst);
 			continue;
 		}
-		if (w[0] == MT_REC_STACK) {
+		if (mt_nodes_coded(&node, w[0])) {
 			if (p[COL_NODE] == end[COL_NODE])
 				return -MT_ECORRUPT;
 			unsigned flag = *p[COL_NODE]++;
-			if (flag != NODE_VERBATIM) {
-				uint8_t rec[NODE_REC_MAX];
-				size_t k = node_unpack(rec, &node, flag, &p[COL_NODE], end[COL_NODE]);
+			if (flag != MT_NODE_VERBATIM) {
+				uint8_t rec[MT_NODE_REC_MAX];
+				size_t k = mt_node_unpack(&node, rec, w[0], flag, &p[COL_NODE],
+							  end[COL_NODE]);
 				if (!k)
 					return -MT_ECORRUPT;
 				if (k > (size_t)(o_end - o))

@@ -7,11 +7,11 @@
  * all records, then all address deltas, sizes, stack deltas, STACK
  * definitions and the other length-prefixed records' bodies. Every record
  * is the concatenation of one segment per column, in column order, and the
- * control column tells which segments a record has. A STACK record is
- * stored as its fields coded against the chunk's previous STACK record
- * (a new frame is mostly a sibling or a child of the one made before it);
- * that coding starts afresh in every chunk, so a chunk's columns still
- * split and join on their own.
+ * control column tells which segments a record has. A STACK record (and,
+ * with MT_NODES_NATIVE, a NATIVE or HYBRID record) is stored as its fields
+ * coded against the chunk's records before it (format/nodes.h); that
+ * coding starts afresh in every chunk, so a chunk's columns still split
+ * and join on their own.
  * The chunk data (raw_len bytes) are: the byte lengths of columns 0..4 as
  * varints, then the six columns (docs/format.md section 2.1).
  *
@@ -28,6 +28,7 @@
 #include <stdint.h>    /* uint64_t */
 #include <sys/types.h> /* ssize_t */
 
+#include "format/nodes.h"  /* struct mt_nodes, MT_NODES_NATIVE */
 #include "format/record.h" /* struct mt_delta, mt__code_alloc */
 #include "format/varint.h" /* mt_varint_put */
 
@@ -41,11 +42,12 @@
  * -MT_ECORRUPT if @src does not parse as records (@dst then holds nothing
  * useful). A record's segments are at most one byte longer than the
  * record (a control segment that starts with 0, or the node segment of a
- * STACK record stored as it is), and a record is at least two bytes. */
+ * node record stored as it is), and a record is at least two bytes.
+ * @opts: MT_NODES_NATIVE or 0 (format/nodes.h). */
 #define MT_SPLIT_MAX(len) ((size_t)(len) + (size_t)(len) / 2 + MT_COLUMNS_DIR_MAX)
 #define MT_SPLIT_SCRATCH(len) ((size_t)(MT_COLUMNS - 1) * (len))
 ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
-		       uint64_t *events);
+		       uint64_t *events, unsigned opts);
 
 /* Chunk columns built a record at a time, as mt_chunk_split() builds them
  * (the payload's writer codes its events straight into them). The caller
@@ -54,14 +56,10 @@ ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_
  * (MT_REC_HOT_MAX for an event) fits. */
 enum { MT_COL_CTL, MT_COL_ADDR, MT_COL_SIZE, MT_COL_STACK, MT_COL_NODE, MT_COL_BODY };
 
-struct mt_node_state {
-	uint32_t id, parent, code, offset;
-};
-
 struct mt_cols {
 	uint8_t *dst;
 	uint8_t *base[MT_COLUMNS], *out[MT_COLUMNS];
-	struct mt_node_state node; /* the previous node (docs/format.md section 2.2) */
+	struct mt_nodes node; /* the node column's state (docs/format.md section 2.2) */
 	uint64_t thread;  /* the thread index of the chunk's last hot record */
 	size_t len;       /* the records' length as a row */
 	uint64_t events;  /* ALLOC and FREE records */
@@ -69,8 +67,9 @@ struct mt_cols {
 
 /* mt_cols_begin() - no records yet, for at most @cap bytes of them; the
  * chunk data will be in @dst (>= MT_SPLIT_MAX(@cap) bytes), and @scratch
- * (>= MT_SPLIT_SCRATCH(@cap) bytes) holds columns meanwhile. */
-void mt_cols_begin(struct mt_cols *c, uint8_t *dst, uint8_t *scratch, size_t cap);
+ * (>= MT_SPLIT_SCRATCH(@cap) bytes) holds columns meanwhile. @opts as
+ * for mt_chunk_split(). */
+void mt_cols_begin(struct mt_cols *c, uint8_t *dst, uint8_t *scratch, size_t cap, unsigned opts);
 
 /* mt_cols_add() - the whole record at @p (@left bytes from there on).
  * Returns its length, or -MT_ECORRUPT if no record starts there. */
@@ -150,13 +149,15 @@ static inline void mt_cols_free(struct mt_cols *c, struct mt_delta *d, uint32_t 
 		c->len += k;
 	}
 }
-/* mt_chunk_join() - the records of chunk data [@src, @src+@len) into @dst
- * (@cap bytes; MT_JOIN_MAX(@len) always suffice: a control byte becomes
- * at most a head and km of seven bytes). Returns their length,
- * -ENOSPC if @cap is too small, or -MT_ECORRUPT if the columns do not fit
- * together; *@joined is then the length of the whole records in @dst
- * before the problem. */
-#define MT_JOIN_MAX(len) ((size_t)(len) * 8)
-ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined);
+/* mt_chunk_join() - the records of chunk data [@src, @src+@len), split
+ * with the same @opts, into @dst (@cap bytes; MT_JOIN_MAX(@len) always
+ * suffice: a control byte becomes at most a head and km of seven bytes,
+ * and a control byte and a node segment's flag byte a node record of at
+ * most MT_NODE_REC_MAX). Returns their length, -ENOSPC if @cap is too
+ * small, or -MT_ECORRUPT if the columns do not fit together; *@joined is
+ * then the length of the whole records in @dst before the problem. */
+#define MT_JOIN_MAX(len) ((size_t)(len) * (MT_NODE_REC_MAX / 2))
+ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined,
+		      unsigned opts);
 
 #endif /* MT_FORMAT_COLUMNS_H */

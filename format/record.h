@@ -583,6 +583,7 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 #define MT_HDR_FOLLOW_FORK (1u << 3) /* children of fork() get captures of their own */
 #define MT_HDR_FORKED (1u << 4)    /* started in the child of a fork, at the fork */
 #define MT_HDR_AGGREGATED (1u << 5) /* SITE and TOTALS records, no ALLOC or FREE */
+#define MT_HDR_NATIVE_NODES (1u << 6) /* NATIVE and HYBRID records in the node column */
 #define MT_HDR_FIXED 52            /* bytes before the command line */
 #define MT_CMDLINE_MAX 4096
 

@@ -49,6 +49,7 @@ static struct {
 	struct mt_reuse reuse; /* the coding state the threads share */
 	uint64_t events; /* ALLOC and FREE records in the chunks so far */
 	int aggregate;   /* events counted (aggregate.h), not coded */
+	unsigned node_opts; /* the node column's options (format/nodes.h) */
 	uint64_t agg_events;
 	uint64_t last_flush;
 	int test_crash;      /* MEMTRACE_TEST_WRITER_CRASH: fault at the first chunk, */
@@ -69,7 +70,7 @@ static void fail(int err)
 /* The chunk being built: no records. */
 static void chunk_begin(void)
 {
-	mt_cols_begin(&m.chunk, m.cols, m.split, CHUNK_MAX);
+	mt_cols_begin(&m.chunk, m.cols, m.split, CHUNK_MAX, m.node_opts);
 	m.chunk_start = mt_mono_ns();
 	m.chunk_half = 0;
 }
@@ -376,9 +377,10 @@ int mt_merge_init(void)
 }
 
 void mt_merge_begin(struct mt_sink *sink, void (*on_error)(int err), int test_crash, uint64_t now,
-		    int aggregate)
+		    int aggregate, unsigned node_opts)
 {
 	m.aggregate = aggregate;
+	m.node_opts = node_opts;
 	m.agg_events = 0;
 	if (aggregate)
 		mt_agg_begin();

@@ -35,9 +35,10 @@ int mt_merge_init(void);
  * that met it. @test_crash (MEMTRACE_TEST_WRITER_CRASH): 0, or fault at
  * the first chunk before (1) or after (2) coding it. @aggregate: raw
  * events are counted (aggregate.h), not coded; the writer writes the
- * figures. */
+ * figures. @node_opts: the options of the chunks' node column
+ * (format/nodes.h), as the capture's header says. */
 void mt_merge_begin(struct mt_sink *sink, void (*on_error)(int err), int test_crash,
-		    uint64_t now, int aggregate);
+		    uint64_t now, int aggregate, unsigned node_opts);
 
 /* mt_merge_drain() - take what the buffers hold into the chunk, in epoch
  * order: a few passes, or (@final) until they are empty. */

@@ -8,6 +8,7 @@
  */
 #include "payload/writer.h"
 #include "format/error.h"
+#include "format/nodes.h"
 #include "format/record.h"
 #include "payload/fault.h"
 #include "payload/fd-id.h"
@@ -318,7 +319,13 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	e = mt_merge_init();
 	if (e < 0)
 		return e;
-	n = mt_header_encode(hdr, sizeof(hdr), h);
+	/* native nodes coded in the node column, unless a test wants the
+	 * plain form (MEMTRACE_TEST_PLAIN_NODES=1) to compare with */
+	const char *plain = getenv("MEMTRACE_TEST_PLAIN_NODES");
+	struct mt_header coded = *h;
+	if (!plain || *plain != '1')
+		coded.flags |= MT_HDR_NATIVE_NODES;
+	n = mt_header_encode(hdr, sizeof(hdr), &coded);
 	if (n < 0)
 		return (int)n;
 	e = mt_sink_open(&w.sink, fd);
@@ -345,7 +352,8 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	w.next_agg = w.start_mono + AGG_NS;
 	const char *crash = getenv("MEMTRACE_TEST_WRITER_CRASH");
 	mt_merge_begin(&w.sink, on_error, crash && (*crash == '1' || *crash == '2') ? *crash - '0' : 0,
-		       w.start_mono, w.aggregate);
+		       w.start_mono, w.aggregate,
+		       coded.flags & MT_HDR_NATIVE_NODES ? MT_NODES_NATIVE : 0);
 	atomic_store(&w.stop, 0);
 	diag_forget();
 	atomic_store(&w.crashed, 0);

@@ -667,10 +667,11 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 		 * before a bad join is reported */
 		size_t joined;
 		ssize_t n;
+		unsigned opts = c->hdr.flags & MT_HDR_NATIVE_NODES ? MT_NODES_NATIVE : 0;
 		/* room for a chunk of stacks too, mostly (section 2.2) */
 		if (grow_buf(&c->recs, &c->recs_cap, 2 * (size_t)raw_len) < 0)
 			return stop_pass(c, -ENOMEM);
-		while ((n = mt_chunk_join(c->recs, c->recs_cap, data, raw_len, &joined)) ==
+		while ((n = mt_chunk_join(c->recs, c->recs_cap, data, raw_len, &joined, opts)) ==
 		       -ENOSPC) {
 			/* STACK records grow back from their coded form */
 			if (c->recs_cap >= MT_JOIN_MAX(raw_len)) {

@@ -43,15 +43,15 @@ static void emit(const char *dir, const char *tag, uint8_t b0, uint8_t b1, const
 	uint8_t *out = malloc(2 * MT_SPLIT_MAX(nrec) + 64), *scratch = malloc(MT_SPLIT_SCRATCH(nrec) + 64);
 	size_t len = 0, c1 = 0;
 	if (split && split < nrec) {
-		ssize_t a = mt_chunk_split(out, scratch, recs, split, NULL);
-		ssize_t b = mt_chunk_split(out + a, scratch, recs + split, nrec - split, NULL);
+		ssize_t a = mt_chunk_split(out, scratch, recs, split, NULL, 0);
+		ssize_t b = mt_chunk_split(out + a, scratch, recs + split, nrec - split, NULL, 0);
 		if (a < 0 || b < 0)
 			goto done;
 		len = (size_t)(a + b);
 		c1 = (size_t)a;
 		b1 |= 2;
 	} else {
-		ssize_t a = mt_chunk_split(out, scratch, recs, nrec, NULL);
+		ssize_t a = mt_chunk_split(out, scratch, recs, nrec, NULL, 0);
 		if (a < 0)
 			goto done;
 		len = (size_t)a;
@@ -102,7 +102,7 @@ int main(int argc, char **argv)
 			while (rl + c.raw_len > cap)
 				recs = realloc(recs, cap *= 2);
 			size_t joined;
-			ssize_t j = mt_chunk_join(recs + rl, cap - rl, d, c.raw_len, &joined);
+			ssize_t j = mt_chunk_join(recs + rl, cap - rl, d, c.raw_len, &joined, 0);
 			if (j < 0)
 				break;
 			rl += (size_t)j;

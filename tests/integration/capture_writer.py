@@ -8,6 +8,8 @@ import heapq
 import struct
 
 HOT_ALLOC, HOT_FREE, THREAD, CODE, STACK, SAMPLE, DIAG, TRAILER = range(1, 9)
+NATIVE, HYBRID = 9, 11
+HDR_NATIVE, HDR_NATIVE_NODES = 1 << 2, 1 << 6
 MALLOC, FREE, CALLOC, MMAP, MUNMAP = 1, 2, 3, 10, 11
 
 
@@ -267,6 +269,127 @@ def _node(segment, prev):
     return bytes([flag]) + out
 
 
+# native node coding (docs/format.md 2.2, "Native nodes")
+IP_SUCC, IP_RECENT, IP_DELTA = 0, 1, 2
+REF_LAST, REF_PREV, REF_FAR = 0, 1, 2
+HYBRID_CHAIN = 1 << 5
+
+
+class NativeNodes:
+    """The state of section 2.2's native nodes, for one chunk."""
+
+    def __init__(self):
+        self.last = 0
+        self.nid, self.nparent, self.nip, self.npip = 0, 0, 0, None  # npip None: not known
+        self.hpython, self.hnative = 0, 0
+        self.recent = []
+        self.succ = {}  # slot -> (key, ip)
+        self.chains = []  # the HYBRID records' native chains, latest first
+
+    def parent_ip(self, parent):
+        if parent == 0:
+            return 0
+        if parent == self.nid:
+            return self.nip
+        if parent == self.nparent:
+            return self.npip
+        return None
+
+    @staticmethod
+    def slot(a):
+        return ((a * 0x9E3779B97F4A7C15) % 2**64) >> 54
+
+    def successor(self, a):
+        key, ip = self.succ.get(self.slot(a), (0, 0))
+        return ip if key == a and ip else None
+
+    def put_id(self, nid):
+        if nid == self.last + 1:
+            return NEXT_ID, b""
+        return 0, varint(zigzag(nid - self.last - 1))
+
+    def native(self, segment):
+        try:
+            length, i = _varint_at(segment, 0)
+            start = i
+            nid, i = _varint_at(segment, i)
+            dist, i = _varint_at(segment, i)
+            ip, i = _varint_at(segment, i)
+        except IndexError:
+            return None
+        parent = nid - _unzigzag(dist)
+        body = varint(nid) + varint(zigzag(nid - parent)) + varint(ip)
+        if i != len(segment) or length != len(segment) - start or varint(len(body)) + body \
+                != bytes(segment) or not 0 <= parent < 2**32 or nid >= 2**32 or ip >= 2**64:
+            return None
+        flag, out = self.put_id(nid)
+        if parent == self.nparent:
+            flag |= SIBLING
+        elif parent == self.nid:
+            flag |= CHILD
+        else:
+            flag |= FAR
+            out += varint(zigzag(nid - parent))
+        pip = self.parent_ip(parent)
+        if pip is not None and self.successor(pip) == ip:
+            flag |= IP_SUCC << 3
+        elif ip in self.recent:
+            flag |= IP_RECENT << 3
+            out += varint(self.recent.index(ip))
+        else:
+            flag |= IP_DELTA << 3
+            out += varint(zigzag((ip - self.nip + 2**63) % 2**64 - 2**63))
+        if 1 + len(out) > len(segment) + 1:
+            return None
+        if pip is not None:
+            self.succ[self.slot(pip)] = (pip, ip)
+        if ip in self.recent:
+            self.recent.remove(ip)
+        self.recent = [ip] + self.recent[:15]
+        self.nid, self.nparent, self.nip, self.npip = nid, parent, ip, pip
+        self.last = nid
+        return bytes([flag]) + out
+
+    def hybrid(self, segment, last_stack):
+        try:
+            length, i = _varint_at(segment, 0)
+            start = i
+            hid, i = _varint_at(segment, i)
+            dpy, i = _varint_at(segment, i)
+            dnat, i = _varint_at(segment, i)
+        except IndexError:
+            return None
+        python, native = hid - _unzigzag(dpy), hid - _unzigzag(dnat)
+        body = varint(hid) + varint(zigzag(hid - python)) + varint(zigzag(hid - native))
+        if i != len(segment) or length != len(segment) - start or varint(len(body)) + body \
+                != bytes(segment) or not 0 <= python < 2**32 or not 0 <= native < 2**32 \
+                or hid >= 2**32:
+            return None
+        flag, out = self.put_id(hid)
+        refs = [(3, python, last_stack, self.hpython)]
+        if native not in (self.nid, self.hnative) and native in self.chains:
+            flag |= HYBRID_CHAIN
+            out += varint(self.chains.index(native))
+        else:
+            refs.insert(0, (0, native, self.nid, self.hnative))
+        for shift, v, last, prev in refs:
+            if v == last:
+                flag |= REF_LAST << shift
+            elif v == prev:
+                flag |= REF_PREV << shift
+            else:
+                flag |= REF_FAR << shift
+                out += varint(zigzag(hid - v))
+        if 1 + len(out) > len(segment) + 1:
+            return None
+        self.hpython, self.hnative = python, native
+        if native in self.chains:
+            self.chains.remove(native)
+        self.chains = [native] + self.chains[:1023]
+        self.last = hid
+        return bytes([flag]) + out
+
+
 FREE_KINDS = (FREE, MUNMAP, 15)
 
 
@@ -292,12 +415,15 @@ def _control(records, i, n, km, now):
     return seg + bytes([km])
 
 
-def columns(records):
+def columns(records, native_nodes=False):
     """The chunk data of whole records (docs/format.md 2.1): the lengths of
     columns 0..4 as varints, then the control, address, size, stack, node
-    and body columns, each record's segments appended to their columns."""
+    and body columns, each record's segments appended to their columns;
+    with native_nodes (the header's MT_HDR_NATIVE_NODES), NATIVE and HYBRID
+    records are node records too."""
     cols = [bytearray() for _ in range(6)]
     prev = [0, 0, 0, 0]
+    nat = NativeNodes()
     now = [0]
     i = 0
     while i < len(records):
@@ -320,8 +446,15 @@ def columns(records):
             length, j = _varint_at(records, i)
             segment = records[i:j + length]
             i = j + length
-            if head == STACK:
-                node = _node(segment, prev)
+            if head == STACK or (native_nodes and head in (NATIVE, HYBRID)):
+                if head == STACK:
+                    node = _node(segment, prev)
+                    if node is not None:
+                        nat.last = prev[0]
+                elif head == NATIVE:
+                    node = nat.native(segment)
+                else:
+                    node = nat.hybrid(segment, prev[0])
                 if node is not None:
                     cols[4] += node
                     continue
@@ -330,10 +463,10 @@ def columns(records):
     return b"".join(varint(len(c)) for c in cols[:5]) + b"".join(bytes(c) for c in cols)
 
 
-def chunk(records, packer=None):
+def chunk(records, packer=None, native_nodes=False):
     """A chunk of whole records: stored, or coded by @packer if that is
     shorter (the packer's histories take the columns either way)."""
-    data = columns(records)
+    data = columns(records, native_nodes)
     stored = packer.pack(data) if packer else data
     if len(stored) >= len(data):
         stored = data
@@ -526,6 +659,7 @@ class Capture:
         self.reuse = Reuse()
         self.plain = plain
         self.packer = packer  # a Packer: chunks coded (docs/format.md 2.3), else stored
+        self.native_nodes = bool(flags & HDR_NATIVE_NODES)
 
     def _head(self, rtype, thread=0):
         if thread < 15:
@@ -557,6 +691,13 @@ class Capture:
         return self._long(STACK, varint(sid) + varint(zigzag(sid - parent)) + varint(code)
                           + varint(offset))
 
+    def native(self, nid, parent, ip, extra=b""):
+        return self._long(NATIVE, varint(nid) + varint(zigzag(nid - parent)) + varint(ip) + extra)
+
+    def hybrid(self, hid, python, native):
+        return self._long(HYBRID, varint(hid) + varint(zigzag(hid - python))
+                          + varint(zigzag(hid - native)))
+
     def sample(self, time_us, rss, heap=None, in_use=None):
         """A SAMPLE: heap (aggregated captures) and in_use (the allocator's
         own count of bytes in use) are trailing fields, each written plus 1;
@@ -576,7 +717,7 @@ class Capture:
 
     def flush(self):
         if self.chunk:
-            self.out += chunk(self.chunk, self.packer)
+            self.out += chunk(self.chunk, self.packer, self.native_nodes)
             self.chunk = bytearray()
         return self
 

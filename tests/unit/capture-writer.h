@@ -89,7 +89,7 @@ static inline void cw_flush(struct cw *w)
 	uint8_t *split = malloc(MT_SPLIT_SCRATCH(w->raw_len));
 	if (!cols || !split)
 		abort();
-	ssize_t raw_len = mt_chunk_split(cols, split, w->raw, w->raw_len, NULL);
+	ssize_t raw_len = mt_chunk_split(cols, split, w->raw, w->raw_len, NULL, 0);
 	free(split);
 	if (raw_len < 0)
 		abort();

@@ -755,7 +755,7 @@ START_TEST(test_record_columns_built_directly)
 
 	memset(row, 0, sizeof(row));
 	memset(col, 0, sizeof(col));
-	mt_cols_begin(&c, direct, dsplit, sizeof(recs));
+	mt_cols_begin(&c, direct, dsplit, sizeof(recs), 0);
 	for (int i = 0; i < 600; i++) {
 		uint32_t thread = i % 3 ? 2 : 20; /* one-byte and escaped heads */
 		unsigned k = (unsigned)i % 2;
@@ -782,17 +782,17 @@ START_TEST(test_record_columns_built_directly)
 		ck_assert_uint_eq(c.len, len);
 	}
 	ck_assert_uint_lt(len, sizeof(recs));
-	ssize_t ncols = mt_chunk_split(cols, split, recs, len, &events);
+	ssize_t ncols = mt_chunk_split(cols, split, recs, len, &events, 0);
 	ck_assert_int_gt(ncols, 0);
 	ck_assert_uint_eq(c.events, events);
 	ck_assert_uint_eq(mt_cols_finish(&c), (size_t)ncols);
 	ck_assert(memcmp(direct, cols, (size_t)ncols) == 0);
 	size_t joined;
-	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), direct, (size_t)ncols, &joined),
+	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), direct, (size_t)ncols, &joined, 0),
 			 (ssize_t)len);
 	ck_assert(memcmp(back, recs, len) == 0);
 	/* what is not a record goes in as nothing */
-	mt_cols_begin(&c, direct, dsplit, sizeof(recs));
+	mt_cols_begin(&c, direct, dsplit, sizeof(recs), 0);
 	ck_assert_int_eq(mt_cols_add(&c, (const uint8_t *)"\x00\x01\x00", 3), -MT_ECORRUPT);
 }
 END_TEST
@@ -830,33 +830,33 @@ START_TEST(test_record_columns)
 				   addr - (uint64_t)(i % 3) * 48, 4096);
 		hot += 2;
 	}
-	ssize_t ncols = mt_chunk_split(cols, split, recs, len, &events);
+	ssize_t ncols = mt_chunk_split(cols, split, recs, len, &events, 0);
 	ck_assert_uint_eq(events, hot); /* ALLOC and FREE records, one- and two-byte heads */
 	ck_assert_uint_gt(hot, 80);
 	ck_assert_int_gt(ncols, 0);
 	ck_assert_int_le(ncols, (ssize_t)MT_SPLIT_MAX(len));
 	size_t joined;
-	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, (size_t)ncols, &joined),
+	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, (size_t)ncols, &joined, 0),
 			 (ssize_t)len);
 	ck_assert(memcmp(back, recs, len) == 0);
 	for (size_t cut = 0; cut < (size_t)ncols; cut++) {
 		uint8_t *c = malloc(cut ? cut : 1); /* ASan sees reads past cut */
 		memcpy(c, cols, cut);
-		ck_assert_int_eq(mt_chunk_join(back, sizeof(back), c, cut, &joined), -MT_ECORRUPT);
+		ck_assert_int_eq(mt_chunk_join(back, sizeof(back), c, cut, &joined, 0), -MT_ECORRUPT);
 		ck_assert_uint_le(joined, len);
 		ck_assert(memcmp(back, recs, joined) == 0);
 		free(c);
 	}
 	/* too little room is an error of its own, never an overflow */
-	ck_assert_int_eq(mt_chunk_join(back, len - 1, cols, (size_t)ncols, &joined), -ENOSPC);
+	ck_assert_int_eq(mt_chunk_join(back, len - 1, cols, (size_t)ncols, &joined, 0), -ENOSPC);
 	ck_assert_uint_lt(joined, len);
 	ck_assert(memcmp(back, recs, joined) == 0);
 	/* a record of type 0, or one cut short, does not split */
-	ck_assert_int_eq(mt_chunk_split(cols, split, (const uint8_t *)"\x00\x01\x00", 3, NULL), -MT_ECORRUPT);
-	ck_assert_int_eq(mt_chunk_split(cols, split, recs, len - 1, NULL), -MT_ECORRUPT);
+	ck_assert_int_eq(mt_chunk_split(cols, split, (const uint8_t *)"\x00\x01\x00", 3, NULL, 0), -MT_ECORRUPT);
+	ck_assert_int_eq(mt_chunk_split(cols, split, recs, len - 1, NULL, 0), -MT_ECORRUPT);
 	/* an empty chunk is six empty columns: five lengths of 0 */
-	ck_assert_int_eq(mt_chunk_split(cols, split, recs, 0, NULL), MT_COLUMNS - 1);
-	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, MT_COLUMNS - 1, &joined), 0);
+	ck_assert_int_eq(mt_chunk_split(cols, split, recs, 0, NULL, 0), MT_COLUMNS - 1);
+	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, MT_COLUMNS - 1, &joined, 0), 0);
 }
 END_TEST
 
@@ -894,12 +894,12 @@ START_TEST(test_record_columns_control)
 	uint64_t events = 0;
 	size_t joined;
 
-	ssize_t n = mt_chunk_split(cols, split, recs, sizeof(recs), &events);
+	ssize_t n = mt_chunk_split(cols, split, recs, sizeof(recs), &events, 0);
 	ck_assert_int_gt(n, 0);
 	ck_assert_uint_eq(events, 10);
 	ck_assert_uint_eq(cols[0], sizeof(ctl));
 	ck_assert(memcmp(cols + 5, ctl, sizeof(ctl)) == 0); /* five one-byte lengths */
-	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, (size_t)n, &joined),
+	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, (size_t)n, &joined, 0),
 			 (ssize_t)sizeof(recs));
 	ck_assert(memcmp(back, recs, sizeof(recs)) == 0);
 	/* a head of type 0 in any form, and a km cut off, are corrupt */
@@ -910,7 +910,7 @@ START_TEST(test_record_columns_control)
 	};
 	static const size_t bad_len[] = { 7, 6, 6 };
 	for (size_t i = 0; i < 3; i++)
-		ck_assert_int_eq(mt_chunk_join(back, sizeof(back), bad[i], bad_len[i], &joined),
+		ck_assert_int_eq(mt_chunk_join(back, sizeof(back), bad[i], bad_len[i], &joined, 0),
 				 -MT_ECORRUPT);
 }
 END_TEST
@@ -955,16 +955,16 @@ START_TEST(test_record_columns_bulk)
 		ends[nrec++] = len;
 	}
 	uint64_t events = 0;
-	ssize_t ncols = mt_chunk_split(cols, split, recs, len, &events);
+	ssize_t ncols = mt_chunk_split(cols, split, recs, len, &events, 0);
 	ck_assert_int_gt(ncols, 0);
 	ck_assert_uint_eq(events, hot);
 	size_t joined;
-	ck_assert_int_eq(mt_chunk_join(back, CAP, cols, (size_t)ncols, &joined), (ssize_t)len);
+	ck_assert_int_eq(mt_chunk_join(back, CAP, cols, (size_t)ncols, &joined, 0), (ssize_t)len);
 	ck_assert(memcmp(back, recs, len) == 0);
 	for (size_t i = 0; i < nrec; i += 1 + i / 64) {
-		ncols = mt_chunk_split(cols, split, recs, ends[i], NULL);
+		ncols = mt_chunk_split(cols, split, recs, ends[i], NULL, 0);
 		ck_assert_int_gt(ncols, 0);
-		ck_assert_int_eq(mt_chunk_join(back, CAP, cols, (size_t)ncols, &joined),
+		ck_assert_int_eq(mt_chunk_join(back, CAP, cols, (size_t)ncols, &joined, 0),
 				 (ssize_t)ends[i]);
 		ck_assert(memcmp(back, recs, ends[i]) == 0);
 	}
@@ -994,18 +994,18 @@ static size_t columns_roundtrip(const uint8_t *recs, size_t len)
 	uint8_t *cols = malloc(MT_SPLIT_MAX(len)), *split = malloc(MT_SPLIT_SCRATCH(len) + 1);
 	uint8_t *back = malloc(MT_JOIN_MAX(MT_SPLIT_MAX(len)));
 	size_t joined;
-	ssize_t ncols = mt_chunk_split(cols, split, recs, len, NULL);
+	ssize_t ncols = mt_chunk_split(cols, split, recs, len, NULL, 0);
 	ck_assert_int_gt(ncols, 0);
 	ck_assert_uint_le((size_t)ncols, MT_SPLIT_MAX(len));
-	ck_assert_int_eq(mt_chunk_join(back, len, cols, (size_t)ncols, &joined), (ssize_t)len);
+	ck_assert_int_eq(mt_chunk_join(back, len, cols, (size_t)ncols, &joined, 0), (ssize_t)len);
 	ck_assert(memcmp(back, recs, len) == 0);
 	/* one byte short of room: -ENOSPC after the records that fit */
-	ck_assert_int_eq(mt_chunk_join(back, len - 1, cols, (size_t)ncols, &joined), -ENOSPC);
+	ck_assert_int_eq(mt_chunk_join(back, len - 1, cols, (size_t)ncols, &joined, 0), -ENOSPC);
 	ck_assert(memcmp(back, recs, joined) == 0);
 	for (size_t cut = 0; cut < (size_t)ncols; cut++) {
 		uint8_t *c = malloc(cut ? cut : 1);
 		memcpy(c, cols, cut);
-		ck_assert_int_eq(mt_chunk_join(back, len, c, cut, &joined), -MT_ECORRUPT);
+		ck_assert_int_eq(mt_chunk_join(back, len, c, cut, &joined, 0), -MT_ECORRUPT);
 		ck_assert(memcmp(back, recs, joined) == 0);
 		free(c);
 	}
@@ -1092,12 +1092,12 @@ START_TEST(test_record_columns_stacks_corrupt)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(mt_chunk_join(back, sizeof(back), (const uint8_t *)bad[i].cols,
-					    bad[i].len, &joined) == -MT_ECORRUPT,
+					    bad[i].len, &joined, 0) == -MT_ECORRUPT,
 			      "case %zu", i);
 	/* and the good neighbours of the first: id 1, parent 0, code 0, offset 0 */
 	ck_assert_int_eq(mt_chunk_join(back, sizeof(back),
 				       (const uint8_t *)"\x01\x00\x00\x00\x02\x50\x0c\x00", 8,
-				       &joined),
+				       &joined, 0),
 			 6);
 	ck_assert(memcmp(back, "\x05\x04\x01\x02\x00\x00", 6) == 0);
 }
