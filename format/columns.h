@@ -89,7 +89,8 @@ static inline int mt__km_fits(unsigned type, unsigned km)
 }
 
 /* The control segment of a record whose head is @type and @thread
- * (docs/format.md section 2.1), into @p; *@thread_now is the thread index
+ * (docs/format.md section 2.1), into @p, but for the xm byte that follows
+ * a km of mode MT_ADDR_EXT; *@thread_now is the thread index
  * of the chunk's last hot record. A hot record of that thread is its km
  * byte alone (@hot: km + 1, else 0); any other record starts with its
  * head: the byte type << 4 for thread 0, else 0 and the head itself. */
@@ -117,7 +118,11 @@ static inline void mt__cols_hot(struct mt_cols *c, unsigned type, uint32_t threa
 {
 	size_t n = (thread < 15 ? 1 : 1 + mt_varint_len(thread)) + 1;
 	c->out[MT_COL_CTL] += mt__ctl_put(c->out[MT_COL_CTL], &c->thread, type, thread, h.km + 1);
-	if (h.km >> 4 >= MT_ADDR_SLOT) {
+	if (__builtin_expect(h.xm != 0, 0)) { /* a raw kind: xm follows km */
+		*c->out[MT_COL_CTL]++ = (uint8_t)h.xm;
+		n++;
+	}
+	if (mt__hot_mode(h) >= MT_ADDR_SLOT) {
 		size_t k = mt_varint_put(c->out[MT_COL_ADDR], h.zaddr);
 		c->out[MT_COL_ADDR] += k;
 		n += k;
