@@ -224,18 +224,22 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 				mt_tbuf_release(b, pos);
 				mt_merge_flush();
 			}
-			unsigned kind = head >> 4;
+			unsigned kind = head >> 4, x = 0;
+			if (__builtin_expect(kind == 0, 0)) { /* a kind past 15: in the next byte */
+				x = 1;
+				kind = b->data[(pos + 1) & MT_TBUF_MASK];
+			}
 			int is_free = MT_FREE_KINDS >> kind & 1;
-			n = !is_free ? 21 : kind == MT_ALLOC_MUNMAP ? 17 : 9;
+			n = (!is_free ? 21 : kind == MT_ALLOC_MUNMAP ? 17 : 9) + x;
 			if (n > end - pos) { /* cannot happen: the producer commits whole events */
 				fail(-EINVAL);
 				pos = end;
 				break;
 			}
-			const uint8_t *p = mt_tbuf_bytes(b, pos, n, tmp);
+			const uint8_t *p = mt_tbuf_bytes(b, pos, n, tmp) + x;
 			uint64_t addr, size = 0;
 			memcpy(&addr, p + 1, 8);
-			if (n > 9)
+			if (n - x > 9)
 				memcpy(&size, p + 9, 8);
 			if (m.aggregate) {
 				uint32_t stack;

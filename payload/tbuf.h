@@ -112,8 +112,30 @@ uint8_t *mt_tbuf_reserve_slow(struct mt_tbuf *b);
 /* A raw event: a byte whose low four bits are 0 (a coded record's head
  * never is) and whose high four are the allocator kind, the address
  * (8 bytes, host order), then for an allocation its size (8) and stack
- * id (4), for a MUNMAP its length (8). At most MT_RAW_MAX bytes. */
-#define MT_RAW_MAX 21
+ * id (4), for a MUNMAP its length (8). A kind past 15 (the PyMem RAW
+ * domain's) has the byte 0 and then the kind before the address, so
+ * that the other events stay as they are. At most MT_RAW_MAX bytes. */
+#define MT_RAW_MAX 22
+
+/* mt_raw_alloc_x() / mt_raw_free_x() - an event of a kind past 15. */
+static inline size_t mt_raw_alloc_x(uint8_t *p, unsigned kind, uint64_t addr, uint64_t size,
+				    uint32_t stack)
+{
+	p[0] = 0;
+	p[1] = (uint8_t)kind;
+	__builtin_memcpy(p + 2, &addr, 8);
+	__builtin_memcpy(p + 10, &size, 8);
+	__builtin_memcpy(p + 18, &stack, 4);
+	return 22;
+}
+
+static inline size_t mt_raw_free_x(uint8_t *p, unsigned kind, uint64_t addr)
+{
+	p[0] = 0;
+	p[1] = (uint8_t)kind;
+	__builtin_memcpy(p + 2, &addr, 8);
+	return 10;
+}
 
 static inline size_t mt_raw_alloc(uint8_t *p, unsigned kind, uint64_t addr, uint64_t size,
 				  uint32_t stack)
