@@ -118,7 +118,7 @@ static inline void mt__cols_hot(struct mt_cols *c, unsigned type, uint32_t threa
 {
 	size_t n = (thread < 15 ? 1 : 1 + mt_varint_len(thread)) + 1;
 	c->out[MT_COL_CTL] += mt__ctl_put(c->out[MT_COL_CTL], &c->thread, type, thread, h.km + 1);
-	if (__builtin_expect(h.xm != 0, 0)) { /* a raw kind: xm follows km */
+	if (h.xm) { /* a raw kind: xm follows km (0 known at compile time otherwise) */
 		*c->out[MT_COL_CTL]++ = (uint8_t)h.xm;
 		n++;
 	}
@@ -132,7 +132,8 @@ static inline void mt__cols_hot(struct mt_cols *c, unsigned type, uint32_t threa
 }
 
 /* mt_cols_alloc() / mt_cols_free() - the record mt_enc_alloc() /
- * mt_enc_free() would make, straight into the columns. */
+ * mt_enc_free() would make, straight into the columns; @kind below 16
+ * (the raw kinds: mt_cols_alloc_raw(), mt_cols_free_raw()). */
 static inline void mt_cols_alloc(struct mt_cols *c, struct mt_delta *d, uint32_t thread,
 				 unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
 {
@@ -143,6 +144,29 @@ static inline void mt_cols_alloc(struct mt_cols *c, struct mt_delta *d, uint32_t
 	size_t j = mt_varint_put(c->out[MT_COL_STACK], h.zstack);
 	c->out[MT_COL_STACK] += j;
 	c->len += k + j;
+}
+
+/* mt_cols_alloc_raw() / mt_cols_free_raw() - the same for a raw kind: the
+ * other kinds' coding is left as it is. */
+static inline void mt_cols_alloc_raw(struct mt_cols *c, struct mt_delta *d, uint32_t thread,
+				     unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
+{
+	struct mt__hot h = mt__code_alloc(d, mt_allocator_pymalloc(kind), addr, size, stack);
+	mt__hot_raw(&h, kind);
+	mt__cols_hot(c, MT_REC_ALLOC, thread, h);
+	size_t k = mt_varint_put(c->out[MT_COL_SIZE], size);
+	c->out[MT_COL_SIZE] += k;
+	size_t j = mt_varint_put(c->out[MT_COL_STACK], h.zstack);
+	c->out[MT_COL_STACK] += j;
+	c->len += k + j;
+}
+
+static inline void mt_cols_free_raw(struct mt_cols *c, struct mt_delta *d, uint32_t thread,
+				    unsigned kind, uint64_t addr)
+{
+	struct mt__hot h = mt__code_free(d, MT_ALLOC_FREE, addr);
+	mt__hot_raw(&h, kind);
+	mt__cols_hot(c, MT_REC_FREE, thread, h);
 }
 
 static inline void mt_cols_free(struct mt_cols *c, struct mt_delta *d, uint32_t thread,

@@ -460,7 +460,7 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 		 * last FREE of the kind coded as a delta; a ring entry is named
 		 * by its age. */
 		unsigned c = mt_size_class(size);
-		uint64_t *prev = is_alloc ? &d->last[c] : &d->free_addr[mt__free_base(kind)];
+		uint64_t *prev = is_alloc ? &d->last[c] : &d->free_addr[mt__free_base(mt_allocator_is_raw(kind) ? MT_ALLOC_FREE : kind)];
 		uint64_t *ring = is_alloc ? d->freed : d->live;
 		unsigned n = is_alloc ? MT_FREED_RING : MT_LIVE_RING;
 		unsigned slot = ((is_alloc ? d->freed_pos : d->live_pos) + 2 * n - 1 - mode) % n;

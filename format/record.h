@@ -443,12 +443,11 @@ static inline unsigned mt__addr_mode(unsigned mode, uint64_t prev, uint64_t addr
 	return mode;
 }
 
-/* The slot of FREE kind @kind's delta base: raw blocks are malloc's. */
+/* The slot of FREE kind @kind's delta base (a raw free uses free's:
+ * the RAW domain's blocks are malloc's; its coders pass MT_ALLOC_FREE). */
 static inline unsigned mt__free_base(unsigned kind)
 {
-	if (kind == MT_ALLOC_FREE || kind == MT_ALLOC_PYMALLOC_RAW_FREE)
-		return 0;
-	return kind == MT_ALLOC_MUNMAP ? 1 : 2;
+	return kind == MT_ALLOC_FREE ? 0 : kind == MT_ALLOC_MUNMAP ? 1 : 2;
 }
 
 /* The slot of @addr in struct mt_reuse's table: bits 4..15. */
@@ -502,17 +501,21 @@ struct mt__hot {
 	uint64_t zstack;
 };
 
-/* km and xm of a raw kind @kind with address mode @mode. */
-static inline void mt__code_ext(struct mt__hot *h, unsigned kind, unsigned mode)
+/* A record of raw kind @kind from one coded by mt__code_alloc() with its
+ * pymalloc kind, or by mt__code_free() with MT_ALLOC_FREE (whose delta
+ * base it shares): km names the pymalloc kind and mode MT_ADDR_EXT, xm
+ * the address mode. The other kinds never come here, so that their
+ * coding is what it was before the raw kinds. */
+static inline void mt__hot_raw(struct mt__hot *h, unsigned kind)
 {
+	h->xm = MT_XM_RAW << 4 | h->km >> 4;
 	h->km = (kind - MT_ALLOC_RAW_SHIFT) | MT_ADDR_EXT << 4;
-	h->xm = MT_XM_RAW << 4 | mode;
 }
 
 /* The address mode of a coded record: km's, or xm's after MT_ADDR_EXT. */
 static inline unsigned mt__hot_mode(struct mt__hot h)
 {
-	return h.km >> 4 == MT_ADDR_EXT ? h.xm & 15 : h.km >> 4;
+	return h.xm ? h.xm & 15 : h.km >> 4;
 }
 
 static inline struct mt__hot mt__code_alloc(struct mt_delta *d, unsigned kind, uint64_t addr,
@@ -533,8 +536,6 @@ static inline struct mt__hot mt__code_alloc(struct mt_delta *d, unsigned kind, u
 		mode = mt__addr_mode(mode, *last, addr, &h.zaddr);
 	h.km = kind | mode << 4;
 	h.xm = 0;
-	if (__builtin_expect(kind > 15, 0))
-		mt__code_ext(&h, kind, mode);
 	*last = addr;
 	h.zstack = mt_zigzag((int64_t)stack - (int64_t)d->stack);
 	d->stack = stack;
@@ -565,8 +566,6 @@ static inline struct mt__hot mt__code_free(struct mt_delta *d, unsigned kind, ui
 	}
 	h.km = kind | mode << 4;
 	h.xm = 0;
-	if (__builtin_expect(kind > 15, 0))
-		mt__code_ext(&h, kind, mode);
 	h.zstack = 0;
 	mt__ring_push(d->freed, d->freed_tag, MT_FREED_RING, &d->freed_pos, addr, tag);
 	if (d->reuse)
@@ -579,7 +578,10 @@ static inline size_t mt_enc_alloc(uint8_t *p, struct mt_delta *d, uint32_t threa
 				  unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
 {
 	size_t n = mt__rec_head(p, MT_REC_ALLOC, thread);
-	struct mt__hot h = mt__code_alloc(d, kind, addr, size, stack);
+	int raw = mt_allocator_is_raw(kind);
+	struct mt__hot h = mt__code_alloc(d, mt_allocator_pymalloc(kind), addr, size, stack);
+	if (raw)
+		mt__hot_raw(&h, kind);
 	p[n++] = (uint8_t)h.km;
 	if (h.xm)
 		p[n++] = (uint8_t)h.xm;
@@ -596,7 +598,10 @@ static inline size_t mt_enc_free(uint8_t *p, struct mt_delta *d, uint32_t thread
 				 unsigned kind, uint64_t addr, uint64_t size)
 {
 	size_t n = mt__rec_head(p, MT_REC_FREE, thread);
-	struct mt__hot h = mt__code_free(d, kind, addr);
+	int raw = mt_allocator_is_raw(kind);
+	struct mt__hot h = mt__code_free(d, raw ? MT_ALLOC_FREE : kind, addr);
+	if (raw)
+		mt__hot_raw(&h, kind);
 	p[n++] = (uint8_t)h.km;
 	if (h.xm)
 		p[n++] = (uint8_t)h.xm;

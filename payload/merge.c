@@ -198,6 +198,43 @@ static size_t coded_len(const struct mt_tbuf *b, uint64_t pos, uint64_t end, uin
 	return (size_t)(q - p) + (size_t)body;
 }
 
+/* The event of a raw kind (tbuf.h: the byte 0, then the kind) at @pos
+ * of @b, before @end, into the chunk, or counted. Returns its length, or
+ * 0 if it is not whole, which only a bug in memtrace could cause. Out of
+ * the way of the other events: the RAW domain's calls are few. */
+static __attribute__((noinline)) size_t consume_raw(struct mt_tbuf *b, uint64_t pos,
+						    uint64_t end)
+{
+	uint8_t tmp[MT_RAW_MAX];
+	if (end - pos < 2)
+		return 0;
+	unsigned kind = b->data[(pos + 1) & MT_TBUF_MASK];
+	int is_free = MT_FREE_KINDS >> kind & 1;
+	size_t n = is_free ? 10 : 22;
+	if (!mt_allocator_is_raw(kind) || n > end - pos)
+		return 0;
+	const uint8_t *p = mt_tbuf_bytes(b, pos, n, tmp) + 2;
+	uint64_t addr, size = 0;
+	uint32_t stack = 0;
+	memcpy(&addr, p, 8);
+	if (!is_free) {
+		memcpy(&size, p + 8, 8);
+		memcpy(&stack, p + 16, 4);
+	}
+	if (m.aggregate) {
+		if (is_free)
+			mt_agg_free(b->w_index, kind, addr, 0);
+		else
+			mt_agg_alloc(b->w_index, kind, addr, size, stack);
+		m.agg_events++;
+	} else if (is_free) {
+		mt_cols_free_raw(&m.chunk, &b->w_delta, b->w_index, kind, addr);
+	} else {
+		mt_cols_alloc_raw(&m.chunk, &b->w_delta, b->w_index, kind, addr, size, stack);
+	}
+	return n;
+}
+
 /* Take @b's records up to @end into the chunk, coding its raw events
  * straight into the chunk's columns: whole records, as the producer
  * publishes its head only after a whole record. A chunk that fills up is
@@ -224,22 +261,28 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 				mt_tbuf_release(b, pos);
 				mt_merge_flush();
 			}
-			unsigned kind = head >> 4, x = 0;
-			if (__builtin_expect(kind == 0, 0)) { /* a kind past 15: in the next byte */
-				x = 1;
-				kind = b->data[(pos + 1) & MT_TBUF_MASK];
+			unsigned kind = head >> 4;
+			if (__builtin_expect(kind == 0, 0)) { /* a raw kind's event */
+				n = consume_raw(b, pos, end);
+				if (!n) {
+					fail(-EINVAL);
+					pos = end;
+					break;
+				}
+				pos += n;
+				continue;
 			}
 			int is_free = MT_FREE_KINDS >> kind & 1;
-			n = (!is_free ? 21 : kind == MT_ALLOC_MUNMAP ? 17 : 9) + x;
+			n = !is_free ? 21 : kind == MT_ALLOC_MUNMAP ? 17 : 9;
 			if (n > end - pos) { /* cannot happen: the producer commits whole events */
 				fail(-EINVAL);
 				pos = end;
 				break;
 			}
-			const uint8_t *p = mt_tbuf_bytes(b, pos, n, tmp) + x;
+			const uint8_t *p = mt_tbuf_bytes(b, pos, n, tmp);
 			uint64_t addr, size = 0;
 			memcpy(&addr, p + 1, 8);
-			if (n - x > 9)
+			if (n > 9)
 				memcpy(&size, p + 9, 8);
 			if (m.aggregate) {
 				uint32_t stack;

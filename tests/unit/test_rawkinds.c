@@ -126,7 +126,10 @@ START_TEST(test_rawkinds_stream)
 		uint32_t stack = (uint32_t)(i * 7 % 50);
 		size_t before = len;
 		len += mt_enc_alloc(recs + len, &row[k], thread, ak, addr, size, stack);
-		mt_cols_alloc(&c, &col[k], thread, ak, addr, size, stack);
+		if (raw)
+			mt_cols_alloc_raw(&c, &col[k], thread, ak, addr, size, stack);
+		else
+			mt_cols_alloc(&c, &col[k], thread, ak, addr, size, stack);
 		if (raw)
 			modes_seen |= 1u << (recs[before + (thread < 15 ? 2 : 3)] & 15);
 		ev[nev++] = (typeof(ev[0])){ 1, thread, ak, addr, size, stack };
@@ -136,7 +139,10 @@ START_TEST(test_rawkinds_stream)
 				  : i % 2 ? MT_ALLOC_FREE : MT_ALLOC_PYMALLOC_FREE;
 		uint64_t faddr = addr - (uint64_t)(i % 2) * 32;
 		len += mt_enc_free(recs + len, &row[k], thread, fk, faddr, 0);
-		mt_cols_free(&c, &col[k], thread, fk, faddr, 0);
+		if (raw)
+			mt_cols_free_raw(&c, &col[k], thread, fk, faddr);
+		else
+			mt_cols_free(&c, &col[k], thread, fk, faddr, 0);
 		ev[nev++] = (typeof(ev[0])){ 0, thread, fk, faddr, 0, 0 };
 		ck_assert_uint_eq(c.len, len);
 	}
