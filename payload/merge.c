@@ -198,22 +198,21 @@ static size_t coded_len(const struct mt_tbuf *b, uint64_t pos, uint64_t end, uin
 	return (size_t)(q - p) + (size_t)body;
 }
 
-/* The event of a raw kind (tbuf.h: the byte 0, then the kind) at @pos
- * of @b, before @end, into the chunk, or counted. Returns its length, or
- * 0 if it is not whole, which only a bug in memtrace could cause. Out of
- * the way of the other events: the RAW domain's calls are few. */
+/* The event of a raw kind (tbuf.h: mt_raw_alloc_x()) at @pos of @b,
+ * before @end, into the chunk, or counted. Returns its length, or 0 if it
+ * is not whole, which only a bug in memtrace could cause. Out of the way
+ * of the other events (their path has no test for it: the raw events
+ * take the coded records' way in): the RAW domain's calls are few. */
 static __attribute__((noinline)) size_t consume_raw(struct mt_tbuf *b, uint64_t pos,
 						    uint64_t end)
 {
 	uint8_t tmp[MT_RAW_MAX];
-	if (end - pos < 2)
-		return 0;
-	unsigned kind = b->data[(pos + 1) & MT_TBUF_MASK];
+	unsigned kind = MT_ALLOC_PYMALLOC_RAW_MALLOC + (b->data[pos & MT_TBUF_MASK] >> 4);
 	int is_free = MT_FREE_KINDS >> kind & 1;
-	size_t n = is_free ? 10 : 22;
+	size_t n = is_free ? 9 : 21;
 	if (!mt_allocator_is_raw(kind) || n > end - pos)
 		return 0;
-	const uint8_t *p = mt_tbuf_bytes(b, pos, n, tmp) + 2;
+	const uint8_t *p = mt_tbuf_bytes(b, pos, n, tmp) + 1;
 	uint64_t addr, size = 0;
 	uint32_t stack = 0;
 	memcpy(&addr, p, 8);
@@ -262,16 +261,6 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 				mt_merge_flush();
 			}
 			unsigned kind = head >> 4;
-			if (__builtin_expect(kind == 0, 0)) { /* a raw kind's event */
-				n = consume_raw(b, pos, end);
-				if (!n) {
-					fail(-EINVAL);
-					pos = end;
-					break;
-				}
-				pos += n;
-				continue;
-			}
 			int is_free = MT_FREE_KINDS >> kind & 1;
 			n = !is_free ? 21 : kind == MT_ALLOC_MUNMAP ? 17 : 9;
 			if (n > end - pos) { /* cannot happen: the producer commits whole events */
@@ -299,6 +288,20 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 				uint32_t stack;
 				memcpy(&stack, p + 17, 4);
 				mt_cols_alloc(&m.chunk, &b->w_delta, b->w_index, kind, addr, size, stack);
+			}
+			pos += n;
+			continue;
+		}
+		if (__builtin_expect((head & 15) == MT_RAW_X, 0)) { /* a raw kind's event */
+			if (m.chunk.len + MT_REC_HOT_MAX > CHUNK_MAX) {
+				mt_tbuf_release(b, pos);
+				mt_merge_flush();
+			}
+			n = consume_raw(b, pos, end);
+			if (!n) { /* cannot happen: the producer commits whole events */
+				fail(-EINVAL);
+				pos = end;
+				break;
 			}
 			pos += n;
 			continue;
