@@ -26,6 +26,7 @@ ALIGNED, EXPLICIT = 14, 15
 # the same call (kind - 4), and a byte xm = 0x10 | address mode follows
 EXT = 13
 FORMAT_VERSION = 6
+FORMAT_VERSION_MIN = 5  # the oldest version a reader reads (no raw kinds)
 
 
 def _km(kind, mode):

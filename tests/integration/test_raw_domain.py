@@ -240,3 +240,62 @@ def test_attach_detach_restores_the_raw_domain(memtrace, tmp_path, python):
     ev2 = events(tmp_path, cap2)["events"]
     assert [e[0] for e in ev2 if e[1] == REALLOC_SIZE] == ["PYMALLOC_RAW_MALLOC"]
     assert not [e for e in ev2 if e[1] in (NOGIL_SIZE, RAW_SIZE)]
+
+
+RAW_MALLOC, RAW_CALLOC, RAW_REALLOC, RAW_FREE = 16, 17, 18, 19
+PYMALLOC_MALLOC, PYMALLOC_FREE = 12, 15
+
+
+def built(version, raw):
+    """A hand-made capture (capture_writer): a 1 MiB block freed, a 3 MiB
+    block grown to 4 MiB and kept, a 2 MiB calloc freed, each by the raw
+    domain (raw) or by pymalloc's kinds, a 5 MiB malloc kept throughout."""
+    import capture_writer as cw
+    k = (lambda r, p: r) if raw else (lambda r, p: p)
+    c = cw.Capture(flags=2, version=version)
+    c.thread(0, 4242, "MainThread")
+    c.alloc(0x9000000, 5 << 20, stack=1, kind=cw.MALLOC)
+    c.alloc(0x100000, 1 << 20, stack=1, kind=k(RAW_MALLOC, PYMALLOC_MALLOC))
+    c.free(0x100000, kind=k(RAW_FREE, PYMALLOC_FREE))
+    c.alloc(0x200000, 3 << 20, stack=2, kind=k(RAW_MALLOC, PYMALLOC_MALLOC))
+    c.free(0x200000, kind=k(RAW_FREE, PYMALLOC_FREE))
+    c.alloc(0x600000, 4 << 20, stack=2, kind=k(RAW_REALLOC, 14))
+    c.alloc(0x1000000, 2 << 20, stack=1, kind=k(RAW_CALLOC, 13)).flush()
+    c.free(0x1000000, kind=k(RAW_FREE, PYMALLOC_FREE))
+    c.stack(1, 0, 1).stack(2, 0, 2)
+    c.code(1, "/app/prog.py", "f", 5).code(2, "/app/prog.py", "g", 9)
+    c.trailer(2000, 8, 0)
+    return c
+
+
+def test_raw_kinds_in_reports(memtrace, tmp_path):
+    """Exact figures of a capture with raw kinds: named in stats, frees of
+    the raw kind matched (leaks, peak), and a version 5 capture of the same
+    events with pymalloc's kinds gives the same figures."""
+    sums = {}
+    for version, raw in ((6, True), (6, False), (5, False)):
+        cap = built(version, raw).save(tmp_path / ("v%d%s.bin" % (version, raw)))
+        s = json.loads(run(memtrace, "stats", "--json", cap).stdout)
+        t = s["totals"]
+        alloc = s["allocators"]
+        if raw:
+            assert alloc["pymalloc_raw_malloc"] == {"count": 2, "bytes": 4 << 20}, alloc
+            assert alloc["pymalloc_raw_realloc"] == {"count": 1, "bytes": 4 << 20}, alloc
+            assert alloc["pymalloc_raw_calloc"] == {"count": 1, "bytes": 2 << 20}, alloc
+            assert not [k for k in alloc if k.startswith("pymalloc_") and "raw" not in k], alloc
+            parse = run(memtrace, "parse", cap).stdout
+            assert parse.count("kind=pymalloc_raw_free") == 3, parse
+            # memray's JSON: the raw calls under the pymalloc names
+            js = tmp_path / "m.json"
+            run(memtrace, "stats", "-f", "-o", js, cap)
+            dist = json.loads(js.read_text())["allocator_type_distribution"]
+            assert dist == {"PYMALLOC_MALLOC": 2, "PYMALLOC_REALLOC": 1, "PYMALLOC_CALLOC": 1,
+                            "MALLOC": 1}, dist
+        else:
+            assert "pymalloc_malloc" in alloc and not [k for k in alloc if "raw" in k], alloc
+        leaks = json.loads(run(memtrace, "summary", "--json", "--leaks", "-n", "0", cap).stdout)
+        sums[version, raw] = (t["allocations"], t["frees"], t["unmatched_frees"], t["peak_heap"],
+                              t["live_bytes_at_end"],
+                              sorted((r["function"], r["own_bytes"]) for r in leaks["rows"]))
+    assert sums[6, True] == sums[6, False] == sums[5, False], sums
+    assert sums[6, True][:5] == (5, 3, 0, 11 << 20, 9 << 20), sums
