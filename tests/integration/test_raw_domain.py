@@ -299,3 +299,45 @@ def test_raw_kinds_in_reports(memtrace, tmp_path):
                               sorted((r["function"], r["own_bytes"]) for r in leaks["rows"]))
     assert sums[6, True] == sums[6, False] == sums[5, False], sums
     assert sums[6, True][:5] == (5, 3, 0, 11 << 20, 9 << 20), sums
+
+
+TRACKER = textwrap.dedent('''\
+    import ctypes, json, sys
+    import memtrace
+    api = ctypes.pythonapi
+    api.PyMem_RawMalloc.restype = ctypes.c_void_p
+    api.PyMem_RawMalloc.argtypes = [ctypes.c_size_t]
+    api.PyMem_RawFree.restype = None
+    api.PyMem_RawFree.argtypes = [ctypes.c_void_p]
+
+    class Allocator(ctypes.Structure):  # PyMemAllocatorEx
+        _fields_ = [(f, ctypes.c_void_p) for f in ("ctx", "malloc", "calloc", "realloc", "free")]
+
+    def raw_domain():
+        a = Allocator()
+        api.PyMem_GetAllocator(0, ctypes.byref(a))  # PYMEM_DOMAIN_RAW
+        return [getattr(a, f) for f, _ in Allocator._fields_]
+
+    before = raw_domain()
+    with memtrace.Tracker("t.bin", trace_python_allocators=True):
+        inside = raw_domain()
+        p = api.PyMem_RawMalloc(%d)
+        api.PyMem_RawFree(p)
+    after = raw_domain()
+    q = api.PyMem_RawMalloc(%d)  # after the Tracker: works, not recorded
+    api.PyMem_RawFree(q)
+    print(json.dumps([inside != before, after == before]))
+    ''') % (RAW_SIZE, NOGIL_SIZE)
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_tracker_wraps_and_restores_the_raw_domain(tmp_path, python):
+    prog = tmp_path / "t.py"
+    prog.write_text(TRACKER)
+    p = run(python, prog, cwd=tmp_path, env=py_env())
+    assert json.loads(p.stdout.splitlines()[-1]) == [True, True], p.stdout
+    ev = events(tmp_path, tmp_path / "t.bin")["events"]
+    assert [e[0] for e in ev if e[1] == RAW_SIZE] == ["PYMALLOC_RAW_MALLOC"], ev[-5:]
+    addr = [e[2] for e in ev if e[1] == RAW_SIZE][0]
+    assert [e[0] for e in ev if e[2] == addr and e[1] != RAW_SIZE] == ["PYMALLOC_RAW_FREE"]
+    assert not [e for e in ev if e[1] == NOGIL_SIZE]
