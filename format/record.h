@@ -638,7 +638,7 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
  *   u64 main_tid, u32 cmdline_len, cmdline bytes (arguments NUL-separated)
  * ---------------------------------------------------------------------- */
 #define MT_HDR_ATTACHED (1u << 0)  /* started by attach, not at process start */
-#define MT_HDR_PYALLOC (1u << 1)   /* PyMem OBJ/MEM domains traced */
+#define MT_HDR_PYALLOC (1u << 1)   /* PyMem OBJ, MEM (and from version 6 RAW) traced */
 #define MT_HDR_NATIVE (1u << 2)    /* native stacks recorded */
 #define MT_HDR_FOLLOW_FORK (1u << 3) /* children of fork() get captures of their own */
 #define MT_HDR_FORKED (1u << 4)    /* started in the child of a fork, at the fork */
