@@ -64,6 +64,13 @@ static int rec_segments(const uint8_t *p, size_t left, size_t n[MT_COLUMNS], siz
 	unsigned kind = p[k] & 0x0f, mode = p[k] >> 4;
 	n[COL_CTL] = k + 1;
 	q++;
+	if (mode == MT_ADDR_EXT) { /* xm, with the address mode */
+		if (left < k + 2)
+			return -1;
+		mode = p[k + 1] & 0x0f;
+		n[COL_CTL]++;
+		q++;
+	}
 	int fields[3] = { mode >= MT_ADDR_SLOT, type == MT_REC_ALLOC || kind == MT_ALLOC_MUNMAP,
 			  type == MT_REC_ALLOC };
 	for (int i = 0; i < 3; i++) {
@@ -158,7 +165,7 @@ ssize_t mt_cols_add(struct mt_cols *c, const uint8_t *p, size_t left)
 
 	/* A plain hot record with MT_REC_HOT_MAX bytes after it needs no
 	 * bounds checks: its segments end within 32 bytes. */
-	if (left >= MT_REC_HOT_MAX && is_plain_hot(p[0])) {
+	if (left >= MT_REC_HOT_MAX && is_plain_hot(p[0]) && p[1] >> 4 != MT_ADDR_EXT) {
 		unsigned type = p[0] & 0x0f, km = p[1];
 		out[COL_CTL] += mt__ctl_put(out[COL_CTL], &c->thread, type, p[0] >> 4, km + 1);
 		p += 2;
@@ -185,6 +192,8 @@ ssize_t mt_cols_add(struct mt_cols *c, const uint8_t *p, size_t left)
 		*out[COL_NODE]++ = MT_NODE_VERBATIM;
 	}
 	out[COL_CTL] += ctl_from_row(out[COL_CTL], &c->thread, p, nhead);
+	if (n[COL_CTL] > nhead + 1) /* the xm after km */
+		*out[COL_CTL]++ = p[nhead + 1];
 	p += n[COL_CTL];
 	for (int i = 1; i < MT_COLUMNS; i++) {
 		memcpy(out[i], p, n[i]);
@@ -232,7 +241,8 @@ ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_
 }
 
 /* The head and km of the next record from the control column at *@p
- * (before @end), as a row, into @o (room for MT_REC_HEAD_MAX + 1 bytes);
+ * (before @end), as a row, into @o (room for MT_REC_HEAD_MAX + 2 bytes:
+ * the head, km and, after a km of mode MT_ADDR_EXT, xm);
  * *@thread_now is the thread index of the chunk's last hot record.
  * Returns the row's length, or 0 if the control column does not hold a
  * record there. */
@@ -248,6 +258,11 @@ static size_t ctl_to_row(uint8_t *o, uint64_t *thread_now, const uint8_t **p, co
 		unsigned type = mt_allocator_is_free(b & 0x0f) ? MT_REC_FREE : MT_REC_ALLOC;
 		n = mt__rec_head(o, type, *thread_now);
 		o[n++] = b;
+		if (b >> 4 == MT_ADDR_EXT) { /* xm follows */
+			if (q == end)
+				return 0;
+			o[n++] = *q++;
+		}
 		*p = q;
 		return n;
 	}
@@ -273,6 +288,11 @@ static size_t ctl_to_row(uint8_t *o, uint64_t *thread_now, const uint8_t **p, co
 		if (q == end)
 			return 0;
 		o[n++] = *q++;
+		if (o[n - 1] >> 4 == MT_ADDR_EXT) { /* xm follows */
+			if (q == end)
+				return 0;
+			o[n++] = *q++;
+		}
 		*thread_now = thread;
 	}
 	*p = q;
@@ -309,7 +329,7 @@ ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, 
 	while (p[COL_CTL] < end[COL_CTL]) {
 		/* The record is put together in @tmp when @dst may not have
 		 * room for it, and copied once its length is known. */
-		uint8_t tmp[MT_REC_HEAD_MAX + 1 + 3 * MT_VARINT_MAX];
+		uint8_t tmp[MT_REC_HEAD_MAX + 2 + 3 * MT_VARINT_MAX];
 		int direct = o_end - o >= (ptrdiff_t)sizeof(tmp);
 		uint8_t *w = direct ? o : tmp;
 		size_t n = ctl_to_row(w, &thread_now, &p[COL_CTL], end[COL_CTL]);
@@ -317,8 +337,10 @@ ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, 
 			return -MT_ECORRUPT;
 		uint8_t *r = w + n;
 		if (is_hot(w[0])) {
-			unsigned type = w[0] & 0x0f, km = w[n - 1];
-			int fields[3] = { km >> 4 >= MT_ADDR_SLOT,
+			size_t nhead = w[0] >> 4 == 15 ? 1 + varint_len(w + 1, n - 1) : 1;
+			unsigned type = w[0] & 0x0f, km = w[nhead];
+			unsigned mode = km >> 4 == MT_ADDR_EXT ? w[nhead + 1] & 0x0f : km >> 4;
+			int fields[3] = { mode >= MT_ADDR_SLOT,
 					  type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP,
 					  type == MT_REC_ALLOC };
 			for (int i = 0; i < 3; i++) {

@@ -88,7 +88,8 @@ static inline int mt__km_fits(unsigned type, unsigned km)
 }
 
 /* The control segment of a record whose head is @type and @thread
- * (docs/format.md section 2.1), into @p; *@thread_now is the thread index
+ * (docs/format.md section 2.1), into @p, but for the xm byte that follows
+ * a km of mode MT_ADDR_EXT; *@thread_now is the thread index
  * of the chunk's last hot record. A hot record of that thread is its km
  * byte alone (@hot: km + 1, else 0); any other record starts with its
  * head: the byte type << 4 for thread 0, else 0 and the head itself. */
@@ -116,7 +117,11 @@ static inline void mt__cols_hot(struct mt_cols *c, unsigned type, uint32_t threa
 {
 	size_t n = (thread < 15 ? 1 : 1 + mt_varint_len(thread)) + 1;
 	c->out[MT_COL_CTL] += mt__ctl_put(c->out[MT_COL_CTL], &c->thread, type, thread, h.km + 1);
-	if (h.km >> 4 >= MT_ADDR_SLOT) {
+	if (h.xm) { /* a raw kind: xm follows km (0 known at compile time otherwise) */
+		*c->out[MT_COL_CTL]++ = (uint8_t)h.xm;
+		n++;
+	}
+	if (mt__hot_mode(h) >= MT_ADDR_SLOT) {
 		size_t k = mt_varint_put(c->out[MT_COL_ADDR], h.zaddr);
 		c->out[MT_COL_ADDR] += k;
 		n += k;
@@ -126,7 +131,8 @@ static inline void mt__cols_hot(struct mt_cols *c, unsigned type, uint32_t threa
 }
 
 /* mt_cols_alloc() / mt_cols_free() - the record mt_enc_alloc() /
- * mt_enc_free() would make, straight into the columns. */
+ * mt_enc_free() would make, straight into the columns; @kind below 16
+ * (the raw kinds: mt_cols_alloc_raw(), mt_cols_free_raw()). */
 static inline void mt_cols_alloc(struct mt_cols *c, struct mt_delta *d, uint32_t thread,
 				 unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
 {
@@ -137,6 +143,29 @@ static inline void mt_cols_alloc(struct mt_cols *c, struct mt_delta *d, uint32_t
 	size_t j = mt_varint_put(c->out[MT_COL_STACK], h.zstack);
 	c->out[MT_COL_STACK] += j;
 	c->len += k + j;
+}
+
+/* mt_cols_alloc_raw() / mt_cols_free_raw() - the same for a raw kind: the
+ * other kinds' coding is left as it is. */
+static inline void mt_cols_alloc_raw(struct mt_cols *c, struct mt_delta *d, uint32_t thread,
+				     unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
+{
+	struct mt__hot h = mt__code_alloc(d, mt_allocator_pymalloc(kind), addr, size, stack);
+	mt__hot_raw(&h, kind);
+	mt__cols_hot(c, MT_REC_ALLOC, thread, h);
+	size_t k = mt_varint_put(c->out[MT_COL_SIZE], size);
+	c->out[MT_COL_SIZE] += k;
+	size_t j = mt_varint_put(c->out[MT_COL_STACK], h.zstack);
+	c->out[MT_COL_STACK] += j;
+	c->len += k + j;
+}
+
+static inline void mt_cols_free_raw(struct mt_cols *c, struct mt_delta *d, uint32_t thread,
+				    unsigned kind, uint64_t addr)
+{
+	struct mt__hot h = mt__code_free(d, MT_ALLOC_FREE, addr);
+	mt__hot_raw(&h, kind);
+	mt__cols_hot(c, MT_REC_FREE, thread, h);
 }
 
 static inline void mt_cols_free(struct mt_cols *c, struct mt_delta *d, uint32_t thread,

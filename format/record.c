@@ -426,6 +426,16 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 			return -MT_ETRUNC;
 		kind = *b.p & 0x0f;
 		mode = *b.p++ >> 4;
+		if (mode == MT_ADDR_EXT) {
+			/* xm: a raw kind, coded as its pymalloc kind */
+			if (b.p >= b.end)
+				return -MT_ETRUNC;
+			if (*b.p >> 4 != MT_XM_RAW || kind < MT_ALLOC_PYMALLOC_MALLOC ||
+			    (*b.p & 0x0f) == MT_ADDR_EXT)
+				return -MT_ECORRUPT;
+			kind += MT_ALLOC_RAW_SHIFT;
+			mode = *b.p++ & 0x0f;
+		}
 		int is_alloc = r->type == MT_REC_ALLOC;
 		if (is_alloc ? (mt_allocator_name(kind) == NULL || mt_allocator_is_free(kind))
 			     : !mt_allocator_is_free(kind))
@@ -450,7 +460,7 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 		 * last FREE of the kind coded as a delta; a ring entry is named
 		 * by its age. */
 		unsigned c = mt_size_class(size);
-		uint64_t *prev = is_alloc ? &d->last[c] : &d->free_addr[mt__free_base(kind)];
+		uint64_t *prev = is_alloc ? &d->last[c] : &d->free_addr[mt__free_base(mt_allocator_is_raw(kind) ? MT_ALLOC_FREE : kind)];
 		uint64_t *ring = is_alloc ? d->freed : d->live;
 		unsigned n = is_alloc ? MT_FREED_RING : MT_LIVE_RING;
 		unsigned slot = ((is_alloc ? d->freed_pos : d->live_pos) + 2 * n - 1 - mode) % n;
@@ -554,7 +564,7 @@ ssize_t mt_header_decode(const uint8_t *p, size_t len, struct mt_header *h)
 		return -MT_EFORMAT;
 	uint16_t version = mt_le16_get(p + 8);
 	uint16_t size = mt_le16_get(p + 10);
-	if (version != MT_FORMAT_VERSION)
+	if (version < MT_FORMAT_VERSION_MIN || version > MT_FORMAT_VERSION)
 		return -MT_EVERSION;
 	if (size < MT_HDR_FIXED)
 		return -MT_ECORRUPT;

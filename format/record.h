@@ -16,11 +16,16 @@
 
 #define MT_MAGIC "MEMTRACE"
 #define MT_MAGIC_LEN 8
-#define MT_FORMAT_VERSION 5
+#define MT_FORMAT_VERSION 6
+#define MT_FORMAT_VERSION_MIN 5 /* the oldest version read: 5 has no raw kinds */
 
 /* ------------------------------------------------------------------------
  * Allocators. Numbering follows memray's AllocatorType so that scripts
- * written against it keep their meaning.
+ * written against it keep their meaning; memray has no kinds for the
+ * PyMem RAW domain, which come after its own (16 ..= 19). A hot record's
+ * km has four bits for the kind: the raw kinds are coded as the pymalloc
+ * kind of the same call with address mode MT_ADDR_EXT (docs/format.md
+ * section 3.1).
  * X(NAME, value, "name", is_free)
  * ---------------------------------------------------------------------- */
 #define MT_ALLOCATORS(X)                                  \
@@ -38,7 +43,11 @@
 	X(PYMALLOC_MALLOC, 12, "pymalloc_malloc", 0)      \
 	X(PYMALLOC_CALLOC, 13, "pymalloc_calloc", 0)      \
 	X(PYMALLOC_REALLOC, 14, "pymalloc_realloc", 0)    \
-	X(PYMALLOC_FREE, 15, "pymalloc_free", 1)
+	X(PYMALLOC_FREE, 15, "pymalloc_free", 1)          \
+	X(PYMALLOC_RAW_MALLOC, 16, "pymalloc_raw_malloc", 0) \
+	X(PYMALLOC_RAW_CALLOC, 17, "pymalloc_raw_calloc", 0) \
+	X(PYMALLOC_RAW_REALLOC, 18, "pymalloc_raw_realloc", 0) \
+	X(PYMALLOC_RAW_FREE, 19, "pymalloc_raw_free", 1)
 
 enum mt_allocator {
 #define MT_X(name, val, str, isfree) MT_ALLOC_##name = val,
@@ -49,10 +58,25 @@ enum mt_allocator {
 
 /* mt_allocator_name() - "malloc", ... or NULL for an unknown value. */
 const char *mt_allocator_name(unsigned kind);
-/* mt_allocator_is_free() - 1 for FREE, MUNMAP and PYMALLOC_FREE. */
+/* mt_allocator_is_free() - 1 for FREE, MUNMAP, PYMALLOC_FREE and
+ * PYMALLOC_RAW_FREE. */
 int mt_allocator_is_free(unsigned kind);
 /* The same as a mask of bits by kind, for the hot paths. */
-#define MT_FREE_KINDS (1u << MT_ALLOC_FREE | 1u << MT_ALLOC_MUNMAP | 1u << MT_ALLOC_PYMALLOC_FREE)
+#define MT_FREE_KINDS                                                                   \
+	(1u << MT_ALLOC_FREE | 1u << MT_ALLOC_MUNMAP | 1u << MT_ALLOC_PYMALLOC_FREE |   \
+	 1u << MT_ALLOC_PYMALLOC_RAW_FREE)
+/* The raw kinds: PyMem_RawMalloc & co, the pymalloc kind's value + 4. */
+#define MT_ALLOC_RAW_SHIFT 4
+static inline int mt_allocator_is_raw(unsigned kind)
+{
+	return kind >= MT_ALLOC_PYMALLOC_RAW_MALLOC && kind <= MT_ALLOC_PYMALLOC_RAW_FREE;
+}
+/* mt_allocator_pymalloc() - the pymalloc kind of the same call for a raw
+ * kind (memray's name for it), else @kind itself. */
+static inline unsigned mt_allocator_pymalloc(unsigned kind)
+{
+	return mt_allocator_is_raw(kind) ? kind - MT_ALLOC_RAW_SHIFT : kind;
+}
 
 /* ------------------------------------------------------------------------
  * Record types. X(NAME, value, member)
@@ -99,7 +123,7 @@ struct mt_rec_alloc {
 };
 
 struct mt_rec_free {
-	uint8_t kind;   /* FREE, MUNMAP or PYMALLOC_FREE */
+	uint8_t kind;   /* FREE, MUNMAP, PYMALLOC_FREE or PYMALLOC_RAW_FREE */
 	uint64_t addr;
 	uint64_t size;  /* MUNMAP only (length unmapped); 0 otherwise */
 };
@@ -190,7 +214,7 @@ struct mt_rec_site {
 	uint64_t first_addr;               /* its first allocation's address */
 };
 
-#define MT_TOTALS_KINDS 16 /* allocator kinds counted, by value */
+#define MT_TOTALS_KINDS 20 /* allocator kinds counted, by value (16 before version 6) */
 #define MT_TOTALS_BUCKETS 65 /* size histogram: [0] size 0, [k] 2^(k-1) <= size < 2^k */
 struct mt_rec_totals {
 	uint64_t n_allocs, n_frees, n_unmatched_frees;
@@ -257,6 +281,11 @@ struct mt_record {
 #define MT_ADDR_REUSED 8  /* ALLOC address mode: the block of its class freed last */
 #define MT_ADDR_NEXT 9    /* ALLOC address mode: one block past its class's last */
 #define MT_ADDR_SLOT 12   /* FREE address mode: a block in struct mt_reuse's table */
+/* Not an address mode: the byte xm follows km, the kind's extension in
+ * its high four bits (1: the raw kind of km's pymalloc kind) and the
+ * address mode in its low four. */
+#define MT_ADDR_EXT 13
+#define MT_XM_RAW 1
 /* Modes from MT_ADDR_SLOT up have a varint after them: the address column. */
 #define MT_ADDR_ALIGNED 14  /* address mode: a zigzag delta / 16 follows */
 #define MT_ADDR_EXPLICIT 15 /* address mode: a zigzag delta follows */
@@ -293,7 +322,7 @@ struct mt_delta {
 	uint64_t last[MT_SIZE_CLASSES]; /* the last ALLOC address of each size class */
 };
 
-#define MT_REC_HOT_MAX 40 /* longest ALLOC or FREE record */
+#define MT_REC_HOT_MAX 40 /* longest ALLOC or FREE record (34 bytes) */
 
 /* mt_size_class() - size class of an ALLOC of @size bytes: 16-byte steps
  * up to 512 (0 ..= 32), then one class per power of two (33 ..= 63). */
@@ -414,7 +443,8 @@ static inline unsigned mt__addr_mode(unsigned mode, uint64_t prev, uint64_t addr
 	return mode;
 }
 
-/* The slot of FREE kind @kind's delta base. */
+/* The slot of FREE kind @kind's delta base (a raw free uses free's:
+ * the RAW domain's blocks are malloc's; its coders pass MT_ALLOC_FREE). */
 static inline unsigned mt__free_base(unsigned kind)
 {
 	return kind == MT_ALLOC_FREE ? 0 : kind == MT_ALLOC_MUNMAP ? 1 : 2;
@@ -465,10 +495,28 @@ static inline void mt__reuse_free(struct mt_reuse *r, uint64_t addr)
 /* An ALLOC or FREE record's fields once coded, and the coding state moved
  * past it: what goes in each column (docs/format.md section 2.1). */
 struct mt__hot {
-	unsigned km;    /* kind | mode << 4 */
+	unsigned km;    /* kind | mode << 4 (a raw kind: its pymalloc kind | MT_ADDR_EXT << 4) */
+	unsigned xm;    /* MT_XM_RAW << 4 | mode after a km of mode MT_ADDR_EXT, else 0 */
 	uint64_t zaddr; /* the address varint, if mode >= MT_ADDR_SLOT */
 	uint64_t zstack;
 };
+
+/* A record of raw kind @kind from one coded by mt__code_alloc() with its
+ * pymalloc kind, or by mt__code_free() with MT_ALLOC_FREE (whose delta
+ * base it shares): km names the pymalloc kind and mode MT_ADDR_EXT, xm
+ * the address mode. The other kinds never come here, so that their
+ * coding is what it was before the raw kinds. */
+static inline void mt__hot_raw(struct mt__hot *h, unsigned kind)
+{
+	h->xm = MT_XM_RAW << 4 | h->km >> 4;
+	h->km = (kind - MT_ALLOC_RAW_SHIFT) | MT_ADDR_EXT << 4;
+}
+
+/* The address mode of a coded record: km's, or xm's after MT_ADDR_EXT. */
+static inline unsigned mt__hot_mode(struct mt__hot h)
+{
+	return h.xm ? h.xm & 15 : h.km >> 4;
+}
 
 static inline struct mt__hot mt__code_alloc(struct mt_delta *d, unsigned kind, uint64_t addr,
 					    uint64_t size, uint32_t stack)
@@ -487,6 +535,7 @@ static inline struct mt__hot mt__code_alloc(struct mt_delta *d, unsigned kind, u
 	if (mode >= MT_ADDR_ALIGNED)
 		mode = mt__addr_mode(mode, *last, addr, &h.zaddr);
 	h.km = kind | mode << 4;
+	h.xm = 0;
 	*last = addr;
 	h.zstack = mt_zigzag((int64_t)stack - (int64_t)d->stack);
 	d->stack = stack;
@@ -516,6 +565,7 @@ static inline struct mt__hot mt__code_free(struct mt_delta *d, unsigned kind, ui
 		*base = addr;
 	}
 	h.km = kind | mode << 4;
+	h.xm = 0;
 	h.zstack = 0;
 	mt__ring_push(d->freed, d->freed_tag, MT_FREED_RING, &d->freed_pos, addr, tag);
 	if (d->reuse)
@@ -528,9 +578,14 @@ static inline size_t mt_enc_alloc(uint8_t *p, struct mt_delta *d, uint32_t threa
 				  unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
 {
 	size_t n = mt__rec_head(p, MT_REC_ALLOC, thread);
-	struct mt__hot h = mt__code_alloc(d, kind, addr, size, stack);
+	int raw = mt_allocator_is_raw(kind);
+	struct mt__hot h = mt__code_alloc(d, mt_allocator_pymalloc(kind), addr, size, stack);
+	if (raw)
+		mt__hot_raw(&h, kind);
 	p[n++] = (uint8_t)h.km;
-	if (h.km >> 4 >= MT_ADDR_SLOT)
+	if (h.xm)
+		p[n++] = (uint8_t)h.xm;
+	if (mt__hot_mode(h) >= MT_ADDR_SLOT)
 		n += mt_varint_put(p + n, h.zaddr);
 	n += mt_varint_put(p + n, size);
 	n += mt_varint_put(p + n, h.zstack);
@@ -543,9 +598,14 @@ static inline size_t mt_enc_free(uint8_t *p, struct mt_delta *d, uint32_t thread
 				 unsigned kind, uint64_t addr, uint64_t size)
 {
 	size_t n = mt__rec_head(p, MT_REC_FREE, thread);
-	struct mt__hot h = mt__code_free(d, kind, addr);
+	int raw = mt_allocator_is_raw(kind);
+	struct mt__hot h = mt__code_free(d, raw ? MT_ALLOC_FREE : kind, addr);
+	if (raw)
+		mt__hot_raw(&h, kind);
 	p[n++] = (uint8_t)h.km;
-	if (h.km >> 4 >= MT_ADDR_SLOT)
+	if (h.xm)
+		p[n++] = (uint8_t)h.xm;
+	if (mt__hot_mode(h) >= MT_ADDR_SLOT)
 		n += mt_varint_put(p + n, h.zaddr);
 	if (kind == MT_ALLOC_MUNMAP)
 		n += mt_varint_put(p + n, size);
@@ -578,7 +638,7 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
  *   u64 main_tid, u32 cmdline_len, cmdline bytes (arguments NUL-separated)
  * ---------------------------------------------------------------------- */
 #define MT_HDR_ATTACHED (1u << 0)  /* started by attach, not at process start */
-#define MT_HDR_PYALLOC (1u << 1)   /* PyMem OBJ/MEM domains traced */
+#define MT_HDR_PYALLOC (1u << 1)   /* PyMem OBJ, MEM (and from version 6 RAW) traced */
 #define MT_HDR_NATIVE (1u << 2)    /* native stacks recorded */
 #define MT_HDR_FOLLOW_FORK (1u << 3) /* children of fork() get captures of their own */
 #define MT_HDR_FORKED (1u << 4)    /* started in the child of a fork, at the fork */

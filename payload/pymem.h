@@ -2,13 +2,15 @@
 #ifndef MT_PAYLOAD_PYMEM_H
 #define MT_PAYLOAD_PYMEM_H
 /*
- * What the tracker puts into the interpreter: the PyMem OBJ and MEM domain
- * wrappers (--trace-python-allocators), and the notice of a code object's
+ * What the tracker puts into the interpreter: the PyMem OBJ, MEM and RAW
+ * domain wrappers (--trace-python-allocators), and the notice of a code object's
  * death to the stack tables. It sits above python.c, which only reads the
  * interpreter, and track.c, and joins the two. The wrappers themselves
  * are track.c's (track.h), where the recording path and the stack walk
  * inline into them; here they are only chained in front of the
- * interpreter's allocators, through the C API python.c resolved.
+ * interpreter's allocators, through the C API python.c resolved. The RAW
+ * domain's wrappers are here: any thread calls them, GIL or not, and
+ * they record as the GOT hooks do.
  *
  * Each domain has a few wrapper instances: one that someone else wrapped
  * in turn cannot be taken out of their chain on detach and stays there as
@@ -17,8 +19,8 @@
  * on any.
  */
 
-/* mt_python_pymem_install() - wrap the PYMEM_DOMAIN_OBJ and _MEM
- * allocators (never RAW) with wrappers that report through mt_track_*,
+/* mt_python_pymem_install() - wrap the PYMEM_DOMAIN_OBJ, _MEM and _RAW
+ * allocators with wrappers that report through mt_track_*,
  * taking the GIL with PyGILState_Ensure. Control thread, interpreter
  * initialized. Returns 0, or -MT_ENOPY. Does nothing and returns 0 when
  * the current allocator is already malloc-backed (every block is seen by

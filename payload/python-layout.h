@@ -136,6 +136,7 @@ struct mt_pymem_allocator {
 };
 
 /* PyMemAllocatorDomain values */
+#define MT_PYMEM_DOMAIN_RAW 0
 #define MT_PYMEM_DOMAIN_MEM 1
 #define MT_PYMEM_DOMAIN_OBJ 2
 

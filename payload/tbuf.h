@@ -112,8 +112,31 @@ uint8_t *mt_tbuf_reserve_slow(struct mt_tbuf *b);
 /* A raw event: a byte whose low four bits are 0 (a coded record's head
  * never is) and whose high four are the allocator kind, the address
  * (8 bytes, host order), then for an allocation its size (8) and stack
- * id (4), for a MUNMAP its length (8). At most MT_RAW_MAX bytes. */
+ * id (4), for a MUNMAP its length (8). A kind past 15 (the PyMem RAW
+ * domain's) has the low four bits MT_RAW_X (no record type) and the kind
+ * - 16 in the high four, so that the writer meets it where it meets
+ * coded records, not on the other events' way. At most MT_RAW_MAX bytes. */
 #define MT_RAW_MAX 21
+#define MT_RAW_X 15
+_Static_assert(MT_REC__END <= MT_RAW_X, "no record type is MT_RAW_X");
+
+/* mt_raw_alloc_x() / mt_raw_free_x() - an event of a kind past 15. */
+static inline size_t mt_raw_alloc_x(uint8_t *p, unsigned kind, uint64_t addr, uint64_t size,
+				    uint32_t stack)
+{
+	p[0] = (uint8_t)(MT_RAW_X | (kind - 16) << 4);
+	__builtin_memcpy(p + 1, &addr, 8);
+	__builtin_memcpy(p + 9, &size, 8);
+	__builtin_memcpy(p + 17, &stack, 4);
+	return 21;
+}
+
+static inline size_t mt_raw_free_x(uint8_t *p, unsigned kind, uint64_t addr)
+{
+	p[0] = (uint8_t)(MT_RAW_X | (kind - 16) << 4);
+	__builtin_memcpy(p + 1, &addr, 8);
+	return 9;
+}
 
 static inline size_t mt_raw_alloc(uint8_t *p, unsigned kind, uint64_t addr, uint64_t size,
 				  uint32_t stack)

@@ -527,9 +527,11 @@ void mt_track_native(int on)
  * ---------------------------------------------------------------------- */
 
 /* @lo: the PyMem wrappers' layout row (they run with the GIL held), NULL
- * for the GOT hooks. */
+ * for the GOT hooks and the RAW domain's wrappers. @x: @kind is past 15
+ * (a constant at each call, so that the other events' code stays as it
+ * is). */
 static inline __attribute__((always_inline)) void
-track_alloc(unsigned kind, const void *ptr, size_t size, const struct mt_pylayout *lo)
+track_alloc_x(unsigned kind, const void *ptr, size_t size, const struct mt_pylayout *lo, int x)
 {
 	struct mt_thread *t = thread_get();
 	if (!t)
@@ -542,11 +544,18 @@ track_alloc(unsigned kind, const void *ptr, size_t size, const struct mt_pylayou
 		resync(t);
 		return;
 	}
-	mt_tbuf_commit(t->buf, mt_raw_alloc(p, kind, (uintptr_t)ptr, size, stack));
+	mt_tbuf_commit(t->buf, x ? mt_raw_alloc_x(p, kind, (uintptr_t)ptr, size, stack)
+				: mt_raw_alloc(p, kind, (uintptr_t)ptr, size, stack));
 }
 
-static inline __attribute__((always_inline)) void track_free(unsigned kind, const void *ptr,
-								   size_t size)
+static inline __attribute__((always_inline)) void
+track_alloc(unsigned kind, const void *ptr, size_t size, const struct mt_pylayout *lo)
+{
+	track_alloc_x(kind, ptr, size, lo, 0);
+}
+
+static inline __attribute__((always_inline)) void track_free_x(unsigned kind, const void *ptr,
+								     size_t size, int x)
 {
 	struct mt_thread *t = thread_get();
 	if (!t)
@@ -556,7 +565,14 @@ static inline __attribute__((always_inline)) void track_free(unsigned kind, cons
 		resync(t);
 		return;
 	}
-	mt_tbuf_commit(t->buf, mt_raw_free(p, kind, (uintptr_t)ptr, size));
+	mt_tbuf_commit(t->buf, x ? mt_raw_free_x(p, kind, (uintptr_t)ptr)
+				: mt_raw_free(p, kind, (uintptr_t)ptr, size));
+}
+
+static inline __attribute__((always_inline)) void track_free(unsigned kind, const void *ptr,
+								   size_t size)
+{
+	track_free_x(kind, ptr, size, 0);
 }
 
 void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
@@ -567,6 +583,16 @@ void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
 void mt_track_free(unsigned kind, const void *ptr, size_t size)
 {
 	track_free(kind, ptr, size);
+}
+
+void mt_track_alloc_raw(unsigned kind, const void *ptr, size_t size)
+{
+	track_alloc_x(kind, ptr, size, NULL, 1);
+}
+
+void mt_track_free_raw(unsigned kind, const void *ptr)
+{
+	track_free_x(kind, ptr, 0, 1);
 }
 
 int mt_track_init(int python)

@@ -73,6 +73,12 @@ void mt_track_after_fork(void);
 void mt_track_alloc(unsigned kind, const void *ptr, size_t size);
 void mt_track_free(unsigned kind, const void *ptr, size_t size);
 
+/* mt_track_alloc_raw() / mt_track_free_raw() - the same for a kind past
+ * 15 (the PyMem RAW domain's, which any thread may call, with or without
+ * the GIL: the stack is read as for the GOT hooks). */
+void mt_track_alloc_raw(unsigned kind, const void *ptr, size_t size);
+void mt_track_free_raw(unsigned kind, const void *ptr);
+
 /* mt_track_frame_exit() - the calling thread's Python frame @frame is
  * exiting (returning, yielding or unwinding): its stack reader, which
  * marked it, forgets it and what is above it (python.h). Called by the

@@ -15,7 +15,8 @@ static void agg_end(const struct mt_snapshot *s, uint64_t *bytes, uint64_t *chun
 	*bytes = *chunks = 0;
 	for (size_t i = 0; i < n; i++) {
 		unsigned k = v[i].allocator;
-		if (k == MT_ALLOC_MMAP || k >= MT_ALLOC_PYMALLOC_MALLOC)
+		/* the raw kinds are malloc's blocks: counted */
+		if (k == MT_ALLOC_MMAP || (k >= MT_ALLOC_PYMALLOC_MALLOC && k <= MT_ALLOC_PYMALLOC_FREE))
 			continue;
 		*bytes += v[i].usage.leak_bytes;
 		*chunks += v[i].usage.leak_bytes + 16 * v[i].usage.leak_count;

@@ -132,9 +132,15 @@ static void json_allocators(struct mt_json *j, const struct mt_snapshot *s)
 	struct kind kinds[MT_ALLOC__COUNT];
 	unsigned n = 0;
 
+	/* memray has no kinds for the PyMem RAW domain: a raw call counts
+	 * under the pymalloc kind of the same call (PYMALLOC_RAW_MALLOC as
+	 * PYMALLOC_MALLOC), as memray itself records it. */
+	uint64_t count[MT_ALLOC__COUNT] = { 0 };
 	for (unsigned k = 0; k < MT_ALLOC__COUNT; k++)
-		if (s->by_allocator_count[k] && mt_allocator_name(k))
-			kinds[n++] = (struct kind){ k, s->by_allocator_count[k] };
+		count[mt_allocator_pymalloc(k)] += s->by_allocator_count[k];
+	for (unsigned k = 0; k < MT_ALLOC__COUNT; k++)
+		if (count[k] && mt_allocator_name(k))
+			kinds[n++] = (struct kind){ k, count[k] };
 	qsort(kinds, n, sizeof(kinds[0]), cmp_kind);
 	mt_json_begin_object(j, "allocator_type_distribution");
 	for (unsigned i = 0; i < n; i++) {

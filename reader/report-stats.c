@@ -140,8 +140,9 @@ char *mt_report_describe_open_error(char *buf, size_t len, const char *path, int
 		if (n == (ssize_t)sizeof(h)) {
 			snprintf(buf, len,
 				 "cannot read '%s': capture format version %u is not supported "
-				 "(this memtrace reads version %d)",
-				 path, (unsigned)(h[8] | h[9] << 8), MT_FORMAT_VERSION);
+				 "(this memtrace reads versions %d to %d)",
+				 path, (unsigned)(h[8] | h[9] << 8), MT_FORMAT_VERSION_MIN,
+				 MT_FORMAT_VERSION);
 			return buf;
 		}
 	}
@@ -275,7 +276,7 @@ static void print_allocators(FILE *out, const struct mt_snapshot *s)
 		char b[32];
 		if (!s->by_allocator_count[k])
 			continue;
-		fprintf(out, "  %-18s %12llu  %s\n", mt_allocator_name(k),
+		fprintf(out, "  %-20s %12llu  %s\n", mt_allocator_name(k),
 			(unsigned long long)s->by_allocator_count[k],
 			mt__report_bytes(b, s->by_allocator_bytes[k]));
 	}

@@ -48,13 +48,18 @@ struct acc {
 	uint64_t tmp_bytes, tmp_count;
 };
 
+/* The allocator's bits in a site key: its kinds are below 2^5. */
+#define SITE_KIND_BITS 5
+#define SITE_KIND_MASK ((1u << SITE_KIND_BITS) - 1)
+_Static_assert(MT_ALLOC__COUNT <= 1u << SITE_KIND_BITS, "an allocator fits a site key");
+
 /* Memory is counted per site, a (stack, thread, allocator) triple; the
  * per-stack and per-thread figures are sums over sites, made once at the
  * end (every view is a sum at one moment, so sums of lazily captured
  * peaks are the peak of the sum). */
 struct site_key {
 	uint32_t stack;
-	uint32_t thread_kind; /* thread << 4 | allocator */
+	uint32_t thread_kind; /* thread << SITE_KIND_BITS | allocator */
 };
 
 /* A mapping in temporal mode: its site and the sample count at its mmap. */

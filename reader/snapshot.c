@@ -111,7 +111,7 @@ static int site_slots_grow(struct mt__snapshot_state *st)
 static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, uint32_t thread,
 			       unsigned kind, uint64_t addr)
 {
-	struct site_key k = { stack, thread << 4 | kind };
+	struct site_key k = { stack, thread << SITE_KIND_BITS | kind };
 	uint32_t c = st->stack_site[stack];
 	if (c && st->site_keys[c - 1].thread_kind == k.thread_kind)
 		return c - 1;
@@ -334,7 +334,7 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 				temporal_free(st, addr, e->size);
 			acc_change(st, &st->sites[e->site], (int64_t)(0 - e->size), -1);
 			st->heap -= e->size;
-			malloc_count(s, st->site_keys[e->site].thread_kind & 15, e->size, -1);
+			malloc_count(s, st->site_keys[e->site].thread_kind & SITE_KIND_MASK, e->size, -1);
 			s->leak_count--;
 		} else {
 			st->live.n++;
@@ -392,13 +392,13 @@ static int on_free(void *ctx, const struct mt_record *r)
 	/* temporary: freed by the allocating thread with at most
 	 * temp_threshold of its allocations in between (memray's meaning) */
 	uint32_t thread = mt__snap_believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
-	if (st->site_keys[e->site].thread_kind >> 4 == thread &&
+	if (st->site_keys[e->site].thread_kind >> SITE_KIND_BITS == thread &&
 	    (uint32_t)(st->thr_seq[thread] - e->seq) <= st->temp_threshold) {
 		a->tmp_bytes += e->size;
 		a->tmp_count++;
 	}
 	st->heap -= e->size;
-	malloc_count(s, st->site_keys[e->site].thread_kind & 15, e->size, -1);
+	malloc_count(s, st->site_keys[e->site].thread_kind & SITE_KIND_MASK, e->size, -1);
 	s->bytes_freed += e->size;
 	s->leak_count--;
 	if (st->temporal)
@@ -517,8 +517,8 @@ static int finish(struct mt_snapshot *s)
 		const struct site_key *k = &st->site_keys[i];
 		struct mt_site *o = &st->site_out[i];
 		o->stack = k->stack;
-		o->thread = k->thread_kind >> 4;
-		o->allocator = k->thread_kind & 15;
+		o->thread = k->thread_kind >> SITE_KIND_BITS;
+		o->allocator = k->thread_kind & SITE_KIND_MASK;
 		o->first_addr = st->site_first[i];
 		usage_add(&o->usage, st, &st->sites[i]);
 		usage_add(&st->stack_usage[o->stack], st, &st->sites[i]);

@@ -38,10 +38,16 @@ class AllocatorType(enum.IntEnum):
     PYMALLOC_CALLOC = 13
     PYMALLOC_REALLOC = 14
     PYMALLOC_FREE = 15
+    # The PyMem RAW domain (PyMem_RawMalloc & co): memray has no such kinds
+    # and records these calls as the PYMALLOC_* ones.
+    PYMALLOC_RAW_MALLOC = 16
+    PYMALLOC_RAW_CALLOC = 17
+    PYMALLOC_RAW_REALLOC = 18
+    PYMALLOC_RAW_FREE = 19
 
     @property
     def is_deallocator(self):
-        return self in (AllocatorType.FREE, AllocatorType.MUNMAP, AllocatorType.PYMALLOC_FREE)
+        return self in _FREES
 
 
 #: one RSS sample: time in ms since the epoch, rss and tracked heap in bytes
@@ -84,7 +90,8 @@ class Metadata:
         return "Metadata(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
 
 
-_FREES = (AllocatorType.FREE, AllocatorType.MUNMAP, AllocatorType.PYMALLOC_FREE)
+_FREES = (AllocatorType.FREE, AllocatorType.MUNMAP, AllocatorType.PYMALLOC_FREE,
+          AllocatorType.PYMALLOC_RAW_FREE)
 
 
 def _name(qualname):

@@ -24,7 +24,18 @@ def varint(v):
 
 # address mode of a hot record: an explicit delta (docs/format.md)
 ALIGNED, EXPLICIT = 14, 15
-FORMAT_VERSION = 5
+# km's address mode of a raw kind (16..19): km holds the pymalloc kind of
+# the same call (kind - 4), and a byte xm = 0x10 | address mode follows
+EXT = 13
+FORMAT_VERSION = 6
+FORMAT_VERSION_MIN = 5  # the oldest version a reader reads (no raw kinds)
+
+
+def _km(kind, mode):
+    """km, and xm for a raw kind (docs/format.md 3.1)."""
+    if kind >= 16:
+        return bytes([(kind - 4) | EXT << 4, 0x10 | mode])
+    return bytes([kind | mode << 4])
 
 
 def zigzag(v):
@@ -137,7 +148,7 @@ class HotCoder:
             else:
                 mode, tail = self._delta(addr - self.last[c])
         self.modes["alloc", mode] += 1
-        out = head + bytes([kind | mode << 4]) + tail + varint(size) + varint(zigzag(stack - self.stack))
+        out = head + _km(kind, mode) + tail + varint(size) + varint(zigzag(stack - self.stack))
         self.last[c], self.stack = addr, stack
         self.live.push(addr)
         self.reuse.alloc(c, addr)
@@ -153,10 +164,11 @@ class HotCoder:
             mode, tail = 12, varint(zigzag(d - 4096 if d >= 2048 else d))
             self.free_slot = s
         else:
-            mode, tail = self._delta(addr - self.free_addr.get(kind, 0))
-            self.free_addr[kind] = addr
+            base = FREE if kind == 19 else kind  # raw blocks share malloc's base
+            mode, tail = self._delta(addr - self.free_addr.get(base, 0))
+            self.free_addr[base] = addr
         self.modes["free", mode] += 1
-        out = head + bytes([kind | mode << 4]) + tail
+        out = head + _km(kind, mode) + tail
         if kind == MUNMAP:
             out += varint(size)
         self.freed.push(addr)
@@ -434,7 +446,12 @@ def columns(records, native_nodes=False):
             km = records[i + n]
             cols[0] += _control(records, i, n, km, now)
             i += n + 1
-            present = (km >> 4 >= 12, rtype == HOT_ALLOC or km & 0x0F == MUNMAP, rtype == HOT_ALLOC)
+            mode = km >> 4
+            if mode == EXT:  # xm follows km in the control column
+                cols[0].append(records[i])
+                mode = records[i] & 0x0F
+                i += 1
+            present = (mode >= 12, rtype == HOT_ALLOC or km & 0x0F == MUNMAP, rtype == HOT_ALLOC)
             for col, there in enumerate(present, 1):
                 if there:
                     k = _varint_len(records, i)

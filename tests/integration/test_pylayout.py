@@ -107,6 +107,7 @@ int main(void)
 	F("unicode.ascii_bit", bit_of(&a.state, sizeof(a.state)));
 	F("bytes.ob_size", offsetof(PyVarObject, ob_size));
 	F("bytes.ob_sval", offsetof(PyBytesObject, ob_sval));
+	F("pymem.domain_raw", PYMEM_DOMAIN_RAW);
 	F("pymem.domain_mem", PYMEM_DOMAIN_MEM);
 	F("pymem.domain_obj", PYMEM_DOMAIN_OBJ);
 	F("pymem.allocator_size", sizeof(PyMemAllocatorEx));

@@ -16,7 +16,7 @@ import pytest
 from conftest import run
 
 import capture_writer as cw
-from capture_writer import CALLOC, FORMAT_VERSION, MMAP, MUNMAP, Capture, mt32
+from capture_writer import CALLOC, FORMAT_VERSION, FORMAT_VERSION_MIN, MMAP, MUNMAP, Capture, mt32
 
 
 def test_mt32_reference_values():
@@ -286,8 +286,8 @@ def test_damaged_last_chunk_is_truncation(memtrace, tmp_path):
     (b"", "file is empty"),
     (os.urandom(4096), "not a memtrace capture"),
     (b"MEMTRACX" + bytes(100), "not a memtrace capture"),
-    (b"MEMTRACE" + struct.pack("<H", FORMAT_VERSION - 1) + bytes(100),
-     "capture format version %d is not supported" % (FORMAT_VERSION - 1)),
+    (b"MEMTRACE" + struct.pack("<H", FORMAT_VERSION_MIN - 1) + bytes(100),
+     "capture format version %d is not supported" % (FORMAT_VERSION_MIN - 1)),
     (b"MEMTRACE" + struct.pack("<H", FORMAT_VERSION + 1) + bytes(100),
      "capture format version %d is not supported" % (FORMAT_VERSION + 1)),
     (b"MEMTRACE" + struct.pack("<HH", FORMAT_VERSION, 52) + bytes(10), "file ends inside the capture header"),

@@ -17,6 +17,7 @@ static void mt_dump_row(const struct mt_pylayout *l)
 		printf("3.%u %s %d\n", l->minor, name, (int)l->member);
 	MT_PYLAYOUT_FIELDS(MT_X)
 #undef MT_X
+	printf("3.%u pymem.domain_raw %d\n", l->minor, MT_PYMEM_DOMAIN_RAW);
 	printf("3.%u pymem.domain_mem %d\n", l->minor, MT_PYMEM_DOMAIN_MEM);
 	printf("3.%u pymem.domain_obj %d\n", l->minor, MT_PYMEM_DOMAIN_OBJ);
 	printf("3.%u pymem.allocator_size %zu\n", l->minor, sizeof(struct mt_pymem_allocator));
