@@ -74,8 +74,8 @@ static int start(struct mt_follow *f, char *msg, size_t len)
 	return 0;
 }
 
-/* Is the capture open still the one to read? 1 (it may have grown), 0 if
- * it is to be read again from its start, or -errno (@msg). */
+/* Is the capture open still the one to read? 2 if it grew, 1 if not, 0
+ * if it is to be read again from its start, or -errno (@msg). */
 static int still_there(struct mt_follow *f, char *msg, size_t len)
 {
 	struct stat sb;
@@ -89,23 +89,22 @@ static int still_there(struct mt_follow *f, char *msg, size_t len)
 		snprintf(msg, len, "cannot read '%s': %s", f->path, mt_strerror(grew));
 		return grew;
 	}
-	/* native stacks resolved by the last view: no more feeds */
-	return grew && mt_snapshot_closed(&f->s) ? 0 : 1;
+	return grew ? 2 : 1;
 }
 
 int mt_follow_refresh(struct mt_follow *f, char *msg, size_t len)
 {
 	uint64_t chunks = 0, events = 0;
-	int err;
+	int err, grew = 2;
 
 	f->last = (struct mt_follow_read){ 0 };
 	if (f->cap) {
-		err = still_there(f, msg, len);
-		if (err < 0) {
+		grew = still_there(f, msg, len);
+		if (grew < 0) {
 			drop(f);
-			return err;
+			return grew;
 		}
-		if (err == 0)
+		if (grew == 0)
 			drop(f);
 	}
 	if (f->cap) {
@@ -113,14 +112,18 @@ int mt_follow_refresh(struct mt_follow *f, char *msg, size_t len)
 		events = f->s.n_events;
 	} else if ((err = start(f, msg, len)) < 0) {
 		return err;
+	} else {
+		grew = 2;
 	}
-	if (!mt_snapshot_closed(&f->s)) {
-		err = mt_snapshot_feed(&f->s, f->cap);
-		if (err < 0) {
-			snprintf(msg, len, "cannot read '%s': %s", f->path, mt_strerror(err));
-			drop(f);
-			return err;
-		}
+	/* the file as it was: the last view's figures stand (a feed would
+	 * take a view's hybrid stacks out of the trie: snapshot.h) */
+	if (grew == 1 && f->viewed)
+		return 0;
+	err = mt_snapshot_feed(&f->s, f->cap);
+	if (err < 0) {
+		snprintf(msg, len, "cannot read '%s': %s", f->path, mt_strerror(err));
+		drop(f);
+		return err;
 	}
 	if (mt_capture_damage(f->cap)) {
 		snprintf(msg, len, "cannot read '%s': %s", f->path, mt_capture_damage(f->cap));
@@ -129,9 +132,7 @@ int mt_follow_refresh(struct mt_follow *f, char *msg, size_t len)
 	}
 	f->last.chunks = f->s.status.n_chunks - chunks;
 	f->last.events = f->s.n_events - events;
-	/* nothing read: the last view's figures stand */
-	if (f->viewed && !f->last.chunks && !f->last.from_start)
-		return 0;
+	/* fed, if only a part of a chunk: viewed again (the same figures) */
 	err = mt_snapshot_view(&f->s);
 	if (err < 0) {
 		snprintf(msg, len, "cannot read '%s': %s", f->path, mt_strerror(err));

@@ -8,11 +8,11 @@
  * that a refresh costs the new events and a view of the figures, not a
  * read of the whole history. A last chunk not yet whole is left for the
  * next refresh; a refresh that reads nothing keeps the last figures.
- * The file is read again from its start when that cannot be: it was
+ * A capture with native stacks too: each view resolves the hybrid
+ * stacks of what was read (snapshot.h: the return addresses once, the
+ * frame nodes again). The file is read again from its start when it was
  * replaced (another capture written over it, or another file at its
- * path), or its native stacks were resolved by the last view
- * (snapshot.h: a capture with native stacks is read whole at every
- * refresh in which it grew).
+ * path).
  *
  * Nothing here prints. Ownership: the snapshot is borrowed, valid until
  * the next refresh or mt_follow_free().

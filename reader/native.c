@@ -547,11 +547,17 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 	uint8_t *paired = NULL;
 	int err = -ENOMEM;
 
-	if (!n->sym && !(n->sym = mt_symbols_new()))
-		return -ENOMEM;
-	n->interp = -1;
+	if (!n->sym) {
+		if (!(n->sym = mt_symbols_new()))
+			return -ENOMEM;
+		n->interp = -1;
+	}
+	mt_native_unresolve(n, k);
 	if (k->next_free <= n->max_id)
 		k->next_free = n->max_id + 1;
+	n->frames_from = k->next_free;
+	n->n_aliased = n->n_hyb;
+	n->in_trie = 1;
 	if (python_only) {
 		for (uint32_t h = 0; h < n->n_hyb; h++)
 			if (mt_stacks_alias(k, n->hyb[h].id, n->hyb[h].python) < 0)
@@ -560,6 +566,11 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 	}
 	if (!(paired = calloc(n->n_hyb ? n->n_hyb : 1, 1)) || shared_nodes(n, &m) < 0)
 		goto out;
+	/* the Python frames kept from a resolution before: as the stacks
+	 * read since define them */
+	for (uint32_t x = 1; x < n->cap_pyf; x++)
+		if (n->pyf[x])
+			mt_stacks_frame(k, x, &n->frames[n->pyf[x] - 1]);
 	/* first every frame (the pool then stays put: the trie points into
 	 * it), then the stacks; a hybrid stack pairs up when its chain has
 	 * as many evaluation loops as its Python stack has runs */
@@ -603,6 +614,16 @@ out:
 	free(runs);
 	free(paired);
 	return err;
+}
+
+void mt_native_unresolve(struct mt_native *n, struct mt_stacks *k)
+{
+	if (!n->in_trie)
+		return;
+	for (uint32_t h = 0; h < n->n_aliased; h++)
+		mt_stacks_undefine(k, n->hyb[h].id);
+	mt_stacks_drop_frames(k, n->frames_from);
+	n->in_trie = 0;
 }
 
 size_t mt_native_chain(const struct mt_native *n, uint32_t id, struct mt_frame *out, size_t max,

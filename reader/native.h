@@ -8,7 +8,7 @@
  * force where it was read) and hybrid stacks (HYBRID records: a native
  * chain under a Python stack), which its allocations name.
  *
- * Once the capture is read, mt_native_resolve() symbolizes every return
+ * For a view of what was read, mt_native_resolve() symbolizes every return
  * address the hybrid stacks use (symbols.h: elfutils, on this machine,
  * never in the target) and defines each hybrid stack in the stack trie
  * (stacks.h) as its Python frames followed by the native frames that the
@@ -21,6 +21,15 @@
  * A chain with no evaluation loop in it (a thread started from C) is
  * shown whole; a Python stack whose evaluation loop cannot be found (no
  * symbols for the interpreter) is shown without native frames.
+ *
+ * The stacks of a capture read a part at a time are resolved again at
+ * each view: mt_native_unresolve() takes what the last resolution put in
+ * the trie out of it (the capture's later records may define its ids),
+ * and mt_native_resolve() puts in it the stacks of everything read. The
+ * return addresses keep what they were symbolized to (each is looked up
+ * once), so that a resolution again costs the trie's frame nodes, not
+ * the symbols; the trie gets the nodes and ids that one resolution of
+ * the same records at once gives.
  *
  * Zero-initialised is empty. Ownership: the frames given to the stack
  * trie live until mt_native_release(), which must come after the trie's.
@@ -56,6 +65,9 @@ struct mt_native {
 	int interp;              /* symbols handle of the interpreter's module; -1 (set
 				  * by mt_native_resolve) until an evaluation loop is seen */
 	uint64_t unresolved;     /* return addresses in no module of their map */
+	uint32_t frames_from;    /* the first id the resolution in the trie gave a frame */
+	uint32_t n_aliased;      /* hybrid stacks (n->hyb[0..)) it defined there */
+	int in_trie;             /* the trie holds a resolution (mt_native_unresolve()) */
 };
 
 /* mt_native_module() / mt_native_node() / mt_native_hybrid() - a record
@@ -66,8 +78,16 @@ int mt_native_node(struct mt_native *n, const struct mt_rec_native *r);
 int mt_native_hybrid(struct mt_native *n, const struct mt_rec_hybrid *r);
 
 /* mt_native_resolve() - define every hybrid stack in @k (see above), or,
- * with @python_only, as its Python stack alone. Returns 0 or -ENOMEM. */
+ * with @python_only, as its Python stack alone, the last resolution
+ * taken out first. Returns 0 or -ENOMEM (@k may then hold a part: take
+ * it out with mt_native_unresolve(), or release it). */
 int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only);
+
+/* mt_native_unresolve() - what the last mt_native_resolve() defined in
+ * @k (its frame nodes, the hybrid stacks' ids) undefined again, @k as the
+ * capture's records left it, the symbolized frames kept: call it before
+ * reading more records into @k. A no-op when nothing is resolved. */
+void mt_native_unresolve(struct mt_native *n, struct mt_stacks *k);
 
 /* mt_native_chain() - the native chain of hybrid stack @id alone, its
  * frames innermost first into @out[0..max) (the interpreter's included;

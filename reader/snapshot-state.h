@@ -119,8 +119,8 @@ struct mt__snapshot_state {
 	int mimalloc;             /* the capture says Python's allocator is mimalloc (its
 				   * big blocks are not glibc's malloc's) */
 	int python_only;          /* mt_snapshot_opts.python_only */
-	int closed;               /* no more feeds: ended, or hybrid stacks resolved */
-	int resolved;             /* hybrid stacks resolved (mt_native_resolve()) */
+	int closed;               /* no more feeds: ended */
+	int resolved;             /* hybrid stacks resolved in stk, until the next feed */
 };
 
 enum { DEF_STACK, DEF_CODE, DEF_THREAD };

@@ -637,8 +637,13 @@ int mt_snapshot_feed(struct mt_snapshot *s, struct mt_capture *cap)
 	if (st->closed)
 		return -EBUSY;
 	/* the records are read against the trie as the capture defines it
-	 * (growth's keys walk it): a view's cut comes again at the next view */
+	 * (growth's keys walk it): a view's cut and hybrid stacks come again
+	 * at the next view */
 	mt_stacks_uncut(&st->stk);
+	if (st->resolved) {
+		mt_native_unresolve(&st->nat, &st->stk);
+		st->resolved = 0;
+	}
 	while (mt_capture_step(cap, &snapshot_ops, s, &rc))
 		;
 	s->status = *mt_capture_status(cap);
@@ -660,8 +665,8 @@ int mt_snapshot_view(struct mt_snapshot *s)
 
 	if (st->nat.n_hyb && !st->resolved) {
 		/* hybrid stacks become frames of the trie, with new ids above
-		 * those of the capture: nothing more may be read after */
-		st->resolved = st->closed = 1;
+		 * those of the capture, until the next feed */
+		st->resolved = 1;
 		if (mt_native_resolve(&st->nat, &st->stk, st->python_only) < 0 ||
 		    (st->stk.next_free > st->max_stack + 1 &&
 		     mt__snap_stack_room(st, st->stk.next_free - 1) < 0))

@@ -159,9 +159,15 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
  * until the next feed or view. s->status is the capture's after the last
  * feed: truncated while the last chunk is not whole yet.
  *
- * A capture with native stacks takes no more feeds after its first view
- * (its hybrid stacks are then resolved into frames with new ids): feed
- * returns -EBUSY; read it again from the start to see more. Growth
+ * A view of a capture with native stacks resolves its hybrid stacks
+ * into frames of the trie, with ids above the capture's (native.h), and
+ * the next feed takes them out again: the return addresses are
+ * symbolized once, each view rebuilds the frame nodes of all the hybrid
+ * stacks read (their cost, not the events'). The trie then holds the
+ * nodes and ids of a snapshot built at once from the same bytes: a
+ * hybrid stack keeps its id (the capture's) from view to view, the frame
+ * nodes under it do not (an id met in an earlier view's walk may name
+ * another node now: compare call paths by their frames). Growth
  * (mt_snapshot_growth()) and the high-water marks (mt_snapshot_hwmtime())
  * are there after mt_snapshot_end() only (growth so far after a view:
  * mt_snapshot_growth_sofar()); the temporal intervals
@@ -172,8 +178,8 @@ int mt_snapshot_build_opts(struct mt_snapshot *s, struct mt_capture *cap,
 int mt_snapshot_begin(struct mt_snapshot *s, struct mt_capture *cap,
 		      const struct mt_snapshot_opts *o);
 /* mt_snapshot_feed() - read the rest of @cap's pass. Returns 0, -ENOMEM,
- * the -errno of a failed read, or -EBUSY after the end or a view of
- * native stacks; after an error only mt_snapshot_release() is left. */
+ * the -errno of a failed read, or -EBUSY after the end; after an error
+ * only mt_snapshot_release() is left. */
 int mt_snapshot_feed(struct mt_snapshot *s, struct mt_capture *cap);
 /* mt_snapshot_closed() - whether feeds are refused now (-EBUSY). */
 int mt_snapshot_closed(const struct mt_snapshot *s);

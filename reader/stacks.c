@@ -186,6 +186,24 @@ uint32_t mt_stacks_add_frame(struct mt_stacks *k, uint32_t parent, const struct 
 	return id;
 }
 
+void mt_stacks_drop_frames(struct mt_stacks *k, uint32_t from)
+{
+	if (from >= k->next_free)
+		return;
+	for (uint32_t id = from; id < k->next_free && id < k->nodes_cap; id++)
+		k->nodes[id] = (struct mt_stack_node){ 0 };
+	if (k->fmap)
+		memset(k->fmap, 0, (size_t)k->fmap_cap * sizeof(*k->fmap));
+	k->fmap_n = 0;
+	k->next_free = from;
+}
+
+void mt_stacks_undefine(struct mt_stacks *k, uint32_t id)
+{
+	if (id < k->nodes_cap)
+		k->nodes[id] = (struct mt_stack_node){ 0 };
+}
+
 static const char unknown[] = "<unknown>";
 
 void mt_stacks_frame(const struct mt_stacks *k, uint32_t id, struct mt_frame *f)

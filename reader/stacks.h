@@ -74,8 +74,9 @@ int mt_stacks_define_stack(struct mt_stacks *k, const struct mt_rec_stack *r);
 
 /* mt_stacks_add_frame() - the node of frame @f called from stack
  * @parent: an existing one with the same parent and frame, or a new id
- * (above every id defined so far, and those given later by the capture
- * are not asked for: call once the capture is read). @f must outlive @k.
+ * (above every id defined so far: take the frame nodes out with
+ * mt_stacks_drop_frames() before the capture defines more). @f must
+ * outlive @k, or the node (mt_stacks_drop_frames()).
  * Returns the id, or 0 on ENOMEM. */
 uint32_t mt_stacks_add_frame(struct mt_stacks *k, uint32_t parent, const struct mt_frame *f);
 
@@ -87,6 +88,15 @@ int mt_stacks_set_frame(struct mt_stacks *k, uint32_t id, uint32_t parent,
 /* mt_stacks_alias() - define id @id as the same frame, with the same
  * parent, as node @of (0: a "<no frames>" frame). Returns 0 or -ENOMEM. */
 int mt_stacks_alias(struct mt_stacks *k, uint32_t id, uint32_t of);
+
+/* mt_stacks_drop_frames() - every node of id @from and above undefined
+ * and forgotten by mt_stacks_add_frame(), and next_free back to @from:
+ * the frame nodes added since next_free was @from taken out, so that the
+ * capture may define those ids (@from above every id it defined). */
+void mt_stacks_drop_frames(struct mt_stacks *k, uint32_t from);
+
+/* mt_stacks_undefine() - id @id undefined, as if never defined. */
+void mt_stacks_undefine(struct mt_stacks *k, uint32_t id);
 
 /* mt_stacks_offset() / mt_stacks_entry() - a Python node's bytecode
  * offset, and whether its frame is an entry frame: the first one an

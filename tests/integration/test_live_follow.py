@@ -8,8 +8,11 @@ import struct
 import subprocess
 import time
 
+import pytest
+
 from capture_writer import Capture
-from conftest import run
+from conftest import python_params, run
+from test_native import TARGET_LIB
 from test_live import Frames, row, stop
 
 MB = 1 << 20
@@ -48,6 +51,12 @@ def read_line(frame):
         if m:
             return int(m.group(1)), int(m.group(2)), m.group(3)
     raise AssertionError("no read line in %r" % frame)
+
+
+def head(frame):
+    """The lines of the frame's head that say what the capture holds."""
+    return [line for line in frame.split("\n\n", 1)[0].splitlines()
+            if line.startswith(("time ", "live blocks "))]
 
 
 def rows(frame):
@@ -171,36 +180,92 @@ def test_corruption_after_a_refresh(memtrace, tmp_path):
         stop(live)
 
 
-def test_native_capture_read_again_as_it_grows(memtrace, script, tmp_path):
-    """A capture with native stacks resolves them at each view, after which
-    its snapshot takes no more chunks: a refresh that finds more reads it
-    from the start, and ends with the figures of the whole capture."""
-    prog = script("x = []\nfor i in range(100000):\n    x.append(bytearray(100 + i % 50))\n")
+# Python -> C -> Python ... -> C's malloc, deeper as the program goes on:
+# hybrid stacks (with C frames between runs of Python frames) that later
+# chunks define, and bytearrays that make the chunks
+NATIVE_PROG = r'''
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.mt_native_a.restype = ctypes.c_void_p
+lib.mt_native_a.argtypes = [ctypes.c_size_t]
+CB = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int)
+lib.mt_native_call.restype = ctypes.c_void_p
+lib.mt_native_call.argtypes = [CB, ctypes.c_int]
+size = [0]
+
+
+def g(d):
+    if d == 0:
+        return lib.mt_native_a(size[0])
+    return lib.mt_native_call(cb, d - 1)
+
+
+cb = CB(g)
+keep, x = [], []
+for i in range(100000):
+    x.append(bytearray(100 + i % 50))
+    if i % 500 == 0:
+        size[0] = 20000 * (1 + i // 20000)
+        keep.append(g(i // 20000))
+'''
+
+
+def chunk_ends(data):
+    """The offset after each whole chunk of capture bytes @data."""
+    at, ends = struct.unpack_from("<H", data, 10)[0], []
+    while data[at:at + 4] == b"MTCK":
+        at += 16 + struct.unpack_from("<I", data, at + 8)[0]
+        ends.append(at)
+    return ends
+
+
+@pytest.mark.parametrize("python", python_params()[:1])
+def test_native_capture_followed_a_chunk_at_a_time(memtrace, tmp_path, python):
+    """A capture with native stacks is followed as any other: a refresh
+    reads the chunks it gained (hybrid stacks defined in them too), and
+    ends with the frames of the whole capture read at once."""
+    if not os.path.exists(TARGET_LIB):
+        pytest.fail("%s is not built" % TARGET_LIB)
+    prog = tmp_path / "prog.py"
+    prog.write_text(NATIVE_PROG)
     whole = tmp_path / "whole.bin"
-    run(memtrace, "run", "-q", "--native", "--trace-python-allocators", "-o", whole, prog)
-    once = run(memtrace, "live", "--once", "-n", "5", whole).stdout
+    run(memtrace, "run", "-q", "--native", "--trace-python-allocators", "-o", whole,
+        "--python", python, prog, TARGET_LIB)
+    once = run(memtrace, "live", "--once", "-n", "6", whole).stdout
     data = bytearray(whole.read_bytes())
     data[16:20] = struct.pack("<I", os.getpid())
     data[24:32] = struct.pack("<Q", time.time_ns())
+    ends = chunk_ends(data)
+    assert len(ends) >= 6 and ends[-1] == len(data), len(ends)
     # the first part ends inside the chunk after the first whole one
-    hlen = struct.unpack_from("<H", data, 10)[0]
-    assert data[hlen:hlen + 4] == b"MTCK"
-    cut = hlen + 16 + struct.unpack_from("<I", data, hlen + 8)[0] + 7
+    cut = ends[0] + 7
     cap = tmp_path / "c.bin"
     cap.write_bytes(data[:cut])
-    live = subprocess.Popen([memtrace, "live", "--interval", "0.05", "-n", "5", cap],
+    live = subprocess.Popen([memtrace, "live", "--interval", "0.05", "-n", "6", cap],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         frames = Frames(live)
         f = frames.next()
-        chunks, events, how = read_line(f)
-        assert how == "from the start" and 0 < chunks < read_line(once)[0], f
+        assert read_line(f)[::2] == (1, "from the start"), f
         f = frames.next()
         assert read_line(f) == (0, 0, "since the last refresh"), f
-        append(cap, data[cut:])
-        f = frames.until(lambda f: "tracking ended" in f)
-        assert read_line(f) == read_line(once), (f, once)
-        assert rows(f) == rows(once) and "[C] PyByteArray_Resize at" in f, (f, once)
+        # then a few chunks at a time, each read once: never from the start
+        done, at = 1, cut
+        for upto in (3, len(ends) // 2, len(ends)):
+            append(cap, data[at:ends[upto - 1]])
+            at = ends[upto - 1]
+            while done < upto:
+                f = frames.until(lambda f: read_line(f)[0] > 0)
+                chunks, _, how = read_line(f)
+                assert how == "since the last refresh", f
+                done += chunks
+            assert done == upto, f
+        assert "tracking ended" in f and read_line(once)[0] == len(ends), (f, once)
+        # as read at once: the same rows, C frames named by the C functions
+        assert rows(f) == rows(once), (f, once)
+        assert head(f) == head(once), (f, once)
+        assert "[C] mt_native_b at " in f and "[C] mt_native_a at " not in f, f
         assert live.wait(timeout=30) == 0
     finally:
         stop(live)
+    assert live.stderr.read() == b""

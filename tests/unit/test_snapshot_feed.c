@@ -3,7 +3,8 @@
  * mt_snapshot_feed(), mt_snapshot_view()): after every part, each of its
  * figures equals those of a snapshot built at once from the same bytes,
  * for parts cut anywhere (inside a chunk too: the part of a chunk is
- * waited for), and at the end its growth series too. */
+ * waited for), and at the end its growth series too; with native stacks
+ * also, resolved at every view. */
 #include "format/error.h"
 #include "reader/growth.h"
 #include "reader/snapshot.h"
@@ -45,16 +46,56 @@ static const char *code_file(uint32_t code)
 	return f[code];
 }
 
+/* Native stacks: a module (a file that is not there: frames of module
+ * and offset) and a trie of return addresses, some in no module. */
+#define NATIVE_ID 100 /* the first NATIVE id */
+#define N_NATIVE 60
+#define HYBRID_ID 1000 /* the first HYBRID id */
+#define N_HYBRID 80
+#define MOD_BASE 0x400000ull
+
+static void cw_module(struct cw *cw)
+{
+	struct mt_record r = { .type = MT_REC_MODULE };
+	r.module.gen = 1;
+	r.module.bias = MOD_BASE;
+	r.module.path = cw_str("/nonexistent/libmt-feed.so");
+	r.module.build_id = cw_str("");
+	r.module.nsegs = 1;
+	r.module.seg_vaddr[0] = 0;
+	r.module.seg_memsz[0] = 0x100000;
+	cw_rec(cw, &r);
+}
+
+static void cw_native(struct cw *cw, uint32_t id, uint32_t parent, uint64_t ip)
+{
+	struct mt_record r = { .type = MT_REC_NATIVE };
+	r.native = (struct mt_rec_native){ id, parent, ip };
+	cw_rec(cw, &r);
+}
+
+static void cw_hybrid(struct cw *cw, uint32_t id, uint32_t python, uint32_t native)
+{
+	struct mt_record r = { .type = MT_REC_HYBRID };
+	r.hybrid = (struct mt_rec_hybrid){ id, python, native };
+	cw_rec(cw, &r);
+}
+
 /* A capture of random events over a trie defined as it goes (some stacks
  * used before their definition), three threads, samples, and a Tracker
- * root at stack 1 (depth 1) whose children are cut from it. */
-static void make_capture(uint64_t seed, int events)
+ * root at stack 1 (depth 1) whose children are cut from it; with
+ * @native, native nodes and hybrid stacks defined as it goes too, which
+ * half the allocations name. */
+static void make_capture(uint64_t seed, int events, int native)
 {
-	struct mt_header h = cw_header(0);
+	struct mt_header h = cw_header(native ? MT_HDR_NATIVE : 0);
 	uint64_t live[SLOTS] = { 0 };
+	uint32_t n_native = 0, n_hybrid = 0;
 	char root[64];
 
 	cw_init(&w, &h, 300, 1);
+	if (native)
+		cw_module(&w);
 	for (uint32_t t = 0; t < 3; t++)
 		cw_thread(&w, t, 100 + t, t ? "worker" : "main");
 	for (uint32_t c = 1; c <= N_CODES; c++)
@@ -74,7 +115,19 @@ static void make_capture(uint64_t seed, int events)
 		}
 		if (ev % 50 == 0)
 			cw_sample(&w, 1000 + (uint64_t)ev * 10, (uint64_t)ev * PAGE);
+		if (native && ev % 23 == 0 && n_native < N_NATIVE) {
+			uint32_t parent = n_native ? NATIVE_ID + (uint32_t)(RND() % n_native) : 0;
+			uint64_t ip = RND() % 8 ? MOD_BASE + 1 + RND() % 0x100000 : 0x1000 + RND() % 64;
+			cw_native(&w, NATIVE_ID + n_native++, RND() % 4 ? parent : 0, ip);
+		}
+		if (native && ev % 29 == 0 && n_native && n_hybrid < N_HYBRID) {
+			uint32_t py = RND() % 3 ? 0 : (uint32_t)(RND() % (defined + 1));
+			cw_hybrid(&w, HYBRID_ID + n_hybrid++, py,
+				  NATIVE_ID + (uint32_t)(RND() % n_native));
+		}
 		uint32_t th = (uint32_t)(RND() % 3), stack = (uint32_t)(RND() % (N_STACKS + 1));
+		if (native && n_hybrid && RND() % 2)
+			stack = HYBRID_ID + (uint32_t)(RND() % (n_hybrid + 2)); /* some not yet defined */
 		int s = (int)(RND() % SLOTS), what = (int)(RND() % 10);
 		uint64_t addr = 0x100000 + (uint64_t)s * 0x10000;
 		if (what < 5 && !live[s]) {
@@ -192,15 +245,15 @@ static void build_now(struct mt_snapshot *s, int growth)
 
 static const int parts[] = { 1, 2, 3, 7, 50 };
 
-START_TEST(test_feed_equals_build)
+/* @k parts of a capture (@native: with native stacks) of seed @i */
+static void feed_equals_build(int i, int k, int native)
 {
-	int k = parts[_i % 5];
 	struct mt_snapshot_opts o = { .temp_threshold = 1, .growth = 1 };
 	struct mt_snapshot inc, once;
 	struct mt_capture *c;
 
-	snprintf(path, sizeof(path), "/tmp/mt-feed-%d-%d.bin", (int)getpid(), _i);
-	make_capture(0x9E3779B97F4A7C15ull * (uint64_t)(_i + 1), 3000);
+	snprintf(path, sizeof(path), "/tmp/mt-feed-%d-%d.bin", (int)getpid(), i);
+	make_capture(0x9E3779B97F4A7C15ull * (uint64_t)(i + 1), 3000, native);
 	ck_assert_uint_gt(w.n_chunks, 60);
 	size_t hdr = MT_HDR_FIXED + cw_header(0).cmdline.len, done = 0;
 	for (int p = 1; p <= k; p++) {
@@ -253,10 +306,36 @@ START_TEST(test_feed_equals_build)
 	 * the first view: stack 2 (a child of 1) is one frame deep */
 	struct mt_frame f[4];
 	ck_assert_uint_eq(mt_snapshot_stack(&inc, 2, f, 4), 1);
+	if (native) {
+		/* hybrid stacks with native frames and none: defined by parts
+		 * read after views, and by views (same_snapshot()) */
+		int with = 0, without = 0;
+		for (uint32_t id = HYBRID_ID; id < HYBRID_ID + N_HYBRID; id++) {
+			struct mt_usage u = mt_snapshot_stack_usage(&inc, id);
+			if (!u.alloc_count || !mt_snapshot_stack(&inc, id, f, 1))
+				continue;
+			with += f[0].native;
+			without += !f[0].native;
+		}
+		ck_assert_int_gt(with, 5);
+		ck_assert_int_gt(without, 5);
+	}
 	mt_snapshot_release(&inc);
 	mt_capture_close(c);
 	unlink(path);
 	cw_release(&w);
+}
+
+START_TEST(test_feed_equals_build)
+{
+	feed_equals_build(_i, parts[_i % 5], 0);
+}
+END_TEST
+
+/* Native stacks resolved at every view, the next feed reading more. */
+START_TEST(test_native_feed_equals_build)
+{
+	feed_equals_build(_i, parts[_i % 5], 1);
 }
 END_TEST
 
@@ -266,7 +345,7 @@ START_TEST(test_follow_replaced)
 	struct mt_capture *c;
 
 	snprintf(path, sizeof(path), "/tmp/mt-feed-%d-r.bin", (int)getpid());
-	make_capture(7, 500);
+	make_capture(7, 500, 0);
 	save_prefix(w.len);
 	ck_assert_int_eq(mt_capture_open(path, &c), 0);
 	ck_assert_int_eq(mt_capture_follow(c), 0);
@@ -295,6 +374,7 @@ static Suite *feed_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_feed_equals_build, 0, 10);
+	tcase_add_loop_test(tc, test_native_feed_equals_build, 0, 10);
 	tcase_add_test(tc, test_follow_replaced);
 	suite_add_tcase(s, tc);
 	return s;
