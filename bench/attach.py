@@ -31,7 +31,8 @@ import time
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH_DIR)
-import run as bench_run  # noqa: E402  (machine_description, median, tool_version, default_memtrace)
+import results as bench_results  # noqa: E402  (machine_description, median, tool_version)
+import run as bench_run  # noqa: E402  (default_memtrace)
 
 TARGET = os.path.join(BENCH_DIR, "attach_target.py")
 LATENCY_TARGETS = ["sleep", "pipe", "busy", "threads"]
@@ -48,7 +49,7 @@ BUSY_TARGETS = ["threads32"]
 BUSY_PYTHONS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
 KINDS = ["churn", "json"]
 SECTION = "## Attach"
-median = bench_run.median
+median = bench_results.median
 
 
 # --------------------------------------------------------------------------- processes
@@ -638,12 +639,12 @@ def main(argv=None):
         heaptrack = None
     pythons = [args.python] + ([python2] if python2 and python2 != args.python else [])
 
-    machine = bench_run.machine_description(args.python)
+    machine = bench_results.machine_description(args.python)
     tools = {"memtrace": memtrace}
     if shutil.which("gdb"):
-        tools["gdb"] = bench_run.tool_version(["gdb", "--version"])
+        tools["gdb"] = bench_results.tool_version(["gdb", "--version"])
     if heaptrack:
-        tools["heaptrack"] = bench_run.tool_version([heaptrack, "--version"]) or heaptrack
+        tools["heaptrack"] = bench_results.tool_version([heaptrack, "--version"]) or heaptrack
     labels = {p: python_label(p) for p in pythons}
     notes = []
     try:

@@ -30,3 +30,72 @@ function hitBox(canvas, drawn, row, ev) {
   }
   return null;
 }
+/* A flame chart, as the flamegraph and diff pages draw it: boxes of rows
+ * @row pixels high on @canvas, under the page's #chart. */
+/* sizes @canvas to #chart's width and @rows rows, in the device's pixels,
+ * clears it and sets the labels' font; returns its width */
+function flameCanvas(canvas, ctx, rows, row) {
+  var W = Math.max(200, document.getElementById('chart').clientWidth - 32), dpr = window.devicePixelRatio || 1;
+  canvas.style.width = W + 'px'; canvas.style.height = rows * row + 'px';
+  canvas.width = Math.round(W * dpr); canvas.height = Math.round(rows * row * dpr);
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, W, rows * row);
+  ctx.font = '12px system-ui, sans-serif';
+  ctx.textBaseline = 'middle';
+  return W;
+}
+/* @box(nd, x, w) for @f at the full width @W and, breadth first, for
+ * each node below it at least half a pixel wide: its share of @size(f) */
+function flameLayout(f, W, size, box) {
+  var scale = size(f) ? W / size(f) : 0, queue = [[f, 0]];
+  for (var q = 0; q < queue.length; q++) {
+    var nd = queue[q][0], x = queue[q][1], w = nd === f ? W : size(nd) * scale;
+    if (nd !== f && w < 0.5) continue;
+    box(nd, x, w);
+    var cx = x;
+    for (var i = 0; i < nd.children.length; i++) {
+      queue.push([nd.children[i], cx]);
+      cx += size(nd.children[i]) * scale;
+    }
+  }
+}
+/* a box @w wide at @x in row @depth, filled with @fill, and @text in @ink
+ * clipped to it where it is over 34 pixels wide; returns whether the
+ * text is drawn */
+function paintBox(ctx, depth, row, x, w, fill, text, ink) {
+  var y = depth * row;
+  ctx.fillStyle = fill;
+  ctx.fillRect(x, y, Math.max(w - 1, 0.5), row - 1);
+  if (!(w > 34)) return false;
+  ctx.fillStyle = ink;
+  ctx.save(); ctx.beginPath(); ctx.rect(x, y, w - 2, row); ctx.clip();
+  ctx.fillText(text, x + 3, y + row / 2);
+  ctx.restore();
+  return true;
+}
+/* the pointer and keys on the chart: @describe(nd, line) fills the
+ * tooltip @tip for the box under the pointer, a line(cls, text) at a
+ * time; a click zooms into a box (on the one zoomed into: out to its
+ * parent), the button #reset and Escape out to the whole tree. @state
+ * holds tree, focus and the boxes drawn; @render draws them again. */
+function flameControls(canvas, tip, state, row, describe, render) {
+  function hit(ev) { return hitBox(canvas, state.drawn, row, ev); }
+  function line(cls, text) { var e = document.createElement('div'); e.className = cls; e.textContent = text; tip.appendChild(e); }
+  canvas.addEventListener('mousemove', function (ev) {
+    var nd = hit(ev);
+    if (!nd) { tip.style.display = 'none'; return; }
+    tip.textContent = '';
+    describe(nd, line);
+    placeTip(tip, ev);
+  });
+  canvas.addEventListener('mouseleave', function () { tip.style.display = 'none'; });
+  canvas.addEventListener('click', function (ev) {
+    var nd = hit(ev);
+    if (!nd) return;
+    state.focus = nd === state.focus ? (nd.parent || state.tree) : nd;
+    render();
+  });
+  function resetZoom() { state.focus = state.tree; render(); }
+  document.getElementById('reset').addEventListener('click', resetZoom);
+  document.addEventListener('keydown', function (ev) { if (ev.key === 'Escape') resetZoom(); });
+}

@@ -80,6 +80,15 @@ def test_diff_page(browser, page):
     assert "change: +2.00 MiB (+200.0%)" in tip
     tip = tooltip(browser, shrink)
     assert "change: -3.00 MiB (-75.0%)" in tip
+    # a click zooms into grow: AFTER's width is its own, its siblings go;
+    # Escape shows the whole tree again
+    x0, y0 = canvas_origin(browser)
+    browser.click(x0 + grow["x"] + grow["w"] / 2, y0 + grow["depth"] * 18 + 9)
+    zoomed = drawn(browser, "grow")
+    assert abs(zoomed["w"] - drawn(browser, "all")["w"]) < 1 and zoomed["x"] == 0
+    assert sorted(x["name"] for x in browser.eval("memtrace.drawn()") if x["depth"] == 2) == ["grow"]
+    browser.eval("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}))")
+    assert drawn(browser, "grow")["w"] == grow["w"] and drawn(browser, "shrink")["w"] == shrink["w"]
     notes = browser.eval("document.getElementById('notes').textContent")
     assert "Only in BEFORE, so not drawn: 1 call path with 2.00 MiB (gone -2.00 MiB)" in notes
     browser.screenshot(os.path.join(ARTIFACTS, "diff-peak.png"))

@@ -191,7 +191,7 @@ def test_tracker_aggregated(script, tmp_path, python):
 def test_attach_aggregated(memtrace, tmp_path):
     """attach --aggregate: the figures of what the process did while
     attached, read after detach."""
-    from test_attach import TARGET, Target, attach, detach, leak_rows, own_bytes
+    from attach_target import TARGET, Target, attach, detach, leak_rows, own_bytes
     prog = tmp_path / "target.py"
     prog.write_text(TARGET)
     t = Target("/usr/bin/python3", prog, "sleep")

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import ROOT, control_socket, pyenv_python, run
-from test_attach import TARGET, Target, _raw_status, _setpriv, attach, detach, leak_rows, \
+from attach_target import TARGET, Target, _raw_status, _setpriv, attach, detach, leak_rows, \
     one_line_error, target_script, targets  # noqa: F401 (fixtures)
 
 

@@ -20,7 +20,7 @@ import tempfile
 import pytest
 
 from conftest import pyenv_python, run
-from test_attach import TARGET, Target, attach, detach, leak_rows, own_bytes
+from attach_target import TARGET, Target, attach, detach, leak_rows, own_bytes
 
 
 def _unshare_works(tmp):
@@ -104,7 +104,7 @@ class Chroot:
 
 
 class ChrootTarget(Target):
-    """test_attach's target, run inside a Chroot."""
+    """The attach tests' target (attach_target.py), run inside a Chroot."""
 
     def __init__(self, chroot, python, scenario):
         self.p = subprocess.Popen(chroot.command(python, "/app/target.py", scenario),

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import python_params, report_json, run
-from test_attach import Target, attach, detach
+from attach_target import Target, attach, detach
 from test_python_api import py_env
 
 # The signals whose default disposition ends the process and that
@@ -229,7 +229,7 @@ def test_attached_target_killed_and_detached_target_restored(memtrace, script, t
     disposition was the default, and no other; detached, the target's
     dispositions are back exactly. A target SIGTERM kills while attached
     leaves a complete capture."""
-    from test_attach import TARGET
+    from attach_target import TARGET
     prog = script(TARGET, name="target.py")
     t = Target(python, prog, "sleep")
     try:

@@ -310,7 +310,7 @@ def test_bad_input(memtrace, tmp_path, case):
 def test_live_view_of_an_attached_process(memtrace, tmp_path):
     """The story live is for: a running service keeps growing; attach to
     it, watch which line grows, detach, and it runs on."""
-    from test_attach import TARGET, Target, attach, detach
+    from attach_target import TARGET, Target, attach, detach
     target_script = tmp_path / "target.py"
     target_script.write_text(TARGET)
     t = Target("/usr/bin/python3", target_script, "sleep")

@@ -212,7 +212,7 @@ def test_thread_names(memtrace, script, tmp_path, python, alloc_lib):
 def test_thread_names_after_attach(memtrace, tmp_path):
     """Threads that exist when memtrace attaches are named too, and again
     after a detach and a new attach."""
-    from test_attach import TARGET, Target, attach, detach
+    from attach_target import TARGET, Target, attach, detach
     prog = tmp_path / "target.py"
     prog.write_text(TARGET)
     dump = tmp_path / "dump.py"

@@ -306,7 +306,7 @@ for line in sys.stdin:
 
 @pytest.mark.parametrize("python", python_params())
 def test_attach_detach_reattach_native(memtrace, script, tmp_path, python):
-    from test_attach import Target, attach, detach
+    from attach_target import Target, attach, detach
     prog = script(ATTACH_TARGET, name="attach_target.py")
     malloc_line, b_line = marker_line("malloc call"), marker_line("b call")
     t = Target(python, prog, TARGET_LIB)  # the library as its argument

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from conftest import ROOT, python_params
-from test_attach import Target, attach, detach
+from attach_target import Target, attach, detach
 from test_stacks import assert_stacks_match
 
 TARGET = r'''

@@ -1,0 +1,133 @@
+"""memtrace attach/detach errors: no such process, not Python, twice, never
+attached, an existing capture, another user, a signal handler in the way;
+each one line on stderr and a non-zero exit."""
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import run
+from attach_target import Target, _setpriv, attach, detach, one_line_error
+from attach_target import target_script, targets  # noqa: F401 (fixtures)
+
+
+def test_error_no_such_pid(memtrace, tmp_path):
+    p = subprocess.Popen(["true"])
+    p.wait()
+    msg = one_line_error(attach(memtrace, p.pid, tmp_path / "c.bin", check=False))
+    assert "no process with pid %d" % p.pid in msg
+    assert not (tmp_path / "c.bin").exists()
+    assert "no process" in one_line_error(detach(memtrace, p.pid, check=False))
+
+
+def test_error_not_python(memtrace, tmp_path):
+    p = subprocess.Popen(["sleep", "100"])
+    try:
+        time.sleep(0.2)
+        msg = one_line_error(attach(memtrace, p.pid, tmp_path / "c.bin", check=False))
+        assert "not a CPython process" in msg
+        assert p.poll() is None
+        assert "state:\tS" in open("/proc/%d/status" % p.pid).read().replace("State:", "state:")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_error_attach_twice_and_detach_twice(memtrace, target_script, targets, tmp_path):
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    attach(memtrace, t.pid, tmp_path / "a.bin")
+    msg = one_line_error(attach(memtrace, t.pid, tmp_path / "b.bin", check=False))
+    assert "already attached" in msg and not (tmp_path / "b.bin").exists()
+    detach(memtrace, t.pid)
+    assert "not attached" in one_line_error(detach(memtrace, t.pid, check=False))
+    t.cmd("alloc 10")
+    t.finish()
+
+
+def test_error_never_attached(memtrace, target_script, targets):
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    msg = one_line_error(detach(memtrace, t.pid, check=False))
+    assert msg == "memtrace: pid %d is not attached" % t.pid
+    t.finish()
+
+
+def test_error_capture_exists(memtrace, target_script, targets, tmp_path):
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    cap = tmp_path / "c.bin"
+    cap.write_text("precious")
+    assert "exists" in one_line_error(attach(memtrace, t.pid, cap, check=False))
+    assert cap.read_text() == "precious"
+    t.finish()
+
+
+def test_error_other_user(memtrace, target_script, tmp_path):
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run a target as another user")
+    # Both users need to reach the target script and memtrace.
+    shared = "/tmp/memtrace-attach-test-%d" % os.getpid()
+    os.makedirs(shared, exist_ok=True)
+    os.chmod(shared, 0o777)
+    prog = os.path.join(shared, "target.py")
+    shutil.copy(str(target_script), prog)
+    os.chmod(prog, 0o644)
+    d = os.path.dirname(memtrace)
+    while d != "/":
+        if not os.stat(d).st_mode & 0o001:
+            pytest.skip("%s is not searchable by other users" % d)
+        d = os.path.dirname(d)
+    p = subprocess.Popen(_setpriv(65534) + ["/usr/bin/python3", prog, "sleep"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        q = run(*(_setpriv(65533) + [memtrace, "attach", "-o", shared + "/c.bin", p.pid]),
+                check=False, cwd=shared)
+        msg = one_line_error(q)
+        assert "uid 65534" in msg and "CAP_SYS_PTRACE" in msg, msg
+        assert p.poll() is None
+    finally:
+        p.kill()
+        p.wait()
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+SIGNAL_TARGET = r"""
+import ctypes, signal, sys, time
+libc = ctypes.CDLL(None)
+HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_int)
+
+
+def handler(sig):
+    print("in handler", flush=True)
+    time.sleep(4)
+
+
+h = HANDLER(handler)
+libc.signal(signal.SIGUSR1, h)
+print("ready", flush=True)
+getattr(libc, "raise")(signal.SIGUSR1)
+print("out", flush=True)
+"""
+
+
+def test_signal_handler_rejected(memtrace, script, tmp_path):
+    """A thread inside a C signal handler is never used; with --method ptrace
+    the attach fails cleanly and the target carries on."""
+    prog = script(SIGNAL_TARGET, name="sig.py")
+    p = subprocess.Popen(["/usr/bin/python3", prog], stdout=subprocess.PIPE,
+                         universal_newlines=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        assert p.stdout.readline().strip() == "in handler"
+        q = attach(memtrace, p.pid, tmp_path / "c.bin", "--method", "ptrace", check=False)
+        assert "safe point" in one_line_error(q)
+        assert p.stdout.readline().strip() == "out"
+        assert p.wait(timeout=30) == 0
+    finally:
+        p.kill()
+        p.wait()
