@@ -539,13 +539,15 @@ track_alloc_x(unsigned kind, const void *ptr, size_t size, const struct mt_pylay
 	uint32_t stack = current_stack(t, lo);
 	if (__builtin_expect(g.native, 0))
 		stack = native_stack(t, stack);
-	uint8_t *p = mt_tbuf_reserve(t->buf);
+	struct mt_tbuf *b = t->buf;
+	uint64_t head;
+	uint8_t *p = mt_tbuf_reserve_event(b, &head);
 	if (!p) {
 		resync(t);
 		return;
 	}
-	mt_tbuf_commit(t->buf, x ? mt_raw_alloc_x(p, kind, (uintptr_t)ptr, size, stack)
-				: mt_raw_alloc(p, kind, (uintptr_t)ptr, size, stack));
+	mt_tbuf_commit_event(b, head, x ? mt_raw_alloc_x(p, kind, (uintptr_t)ptr, size, stack)
+				      : mt_raw_alloc(p, kind, (uintptr_t)ptr, size, stack));
 }
 
 static inline __attribute__((always_inline)) void
@@ -560,13 +562,15 @@ static inline __attribute__((always_inline)) void track_free_x(unsigned kind, co
 	struct mt_thread *t = thread_get();
 	if (!t)
 		return;
-	uint8_t *p = mt_tbuf_reserve(t->buf);
+	struct mt_tbuf *b = t->buf;
+	uint64_t head;
+	uint8_t *p = mt_tbuf_reserve_event(b, &head);
 	if (!p) {
 		resync(t);
 		return;
 	}
-	mt_tbuf_commit(t->buf, x ? mt_raw_free_x(p, kind, (uintptr_t)ptr)
-				: mt_raw_free(p, kind, (uintptr_t)ptr, size));
+	mt_tbuf_commit_event(b, head, x ? mt_raw_free_x(p, kind, (uintptr_t)ptr)
+				      : mt_raw_free(p, kind, (uintptr_t)ptr, size));
 }
 
 static inline __attribute__((always_inline)) void track_free(unsigned kind, const void *ptr,
