@@ -33,9 +33,12 @@ struct mt_pyapi {
 /* Set once by mt_python_init() on the control thread, then read-only;
  * mt_py_ready is stored last with release order so a hook that sees it
  * set also sees the table and API filled in. */
-extern struct mt_pyapi mt_api;
-extern int mt_py_ready;
-extern int mt_py_started; /* Py_IsInitialized() was seen true */
+/* Hidden, as the payload's symbols all are, said here too so that the
+ * hooks reach them without the GOT. */
+extern struct mt_pyapi mt_api __attribute__((visibility("hidden")));
+extern int mt_py_ready __attribute__((visibility("hidden")));
+/* Py_IsInitialized() was seen true */
+extern int mt_py_started __attribute__((visibility("hidden")));
 
 static inline const void *mt_ld_ptr(const void *base, int off)
 {

@@ -82,14 +82,14 @@ struct mt_writer_hot {
 	_Atomic uint64_t epoch;
 	_Atomic int running;
 };
-extern struct mt_writer_hot mt_whot;
+extern struct mt_writer_hot mt_whot __attribute__((visibility("hidden")));
 
 /* mt_tbuf_new() - a new buffer, registered for good (it is reused by
  * later threads, never freed). NULL if out of memory. */
 struct mt_tbuf *mt_tbuf_new(void);
 
 /* Nonzero when the CPU has a prefetch-for-write instruction. */
-extern int mt_has_prefetchw;
+extern int mt_has_prefetchw __attribute__((visibility("hidden")));
 
 /* Ask for the buffer's line MT_TBUF_AHEAD bytes past @p in exclusive
  * state: the writer read it a lap ago on another core, and a store that
