@@ -179,8 +179,12 @@ mt_chain_tokens(const struct mt_pylayout *lo, struct mt_pychain *c, size_t from)
 		} else {
 			const char *code = mt_ld_ptr(f, lo->fr_code);
 			const char *instr = mt_ld_ptr(f, lo->fr_instr);
-			if (top != -1 || instr < code + lo->co_code_adaptive +
-							 2 * mt_ld_int(code, lo->co_firsttraceable))
+			/* running: -1, or below it a token of a chain forgotten
+			 * since (forget_stacks(): a code object died), which the
+			 * frame keeps until it is suspended; a saved stack pointer
+			 * (>= 0) is left alone */
+			if (top >= 0 || instr < code + lo->co_code_adaptive +
+							2 * mt_ld_int(code, lo->co_firsttraceable))
 				continue;
 			int32_t v = -2 - (int32_t)((c->toknext >> 1) & 0x3fffffff);
 			memcpy(f + lo->fr_stacktop, &v, sizeof(v));
