@@ -207,13 +207,13 @@ static size_t coded_len(const struct mt_tbuf *b, uint64_t pos, uint64_t end, uin
 static __attribute__((noinline)) size_t consume_raw(struct mt_tbuf *b, uint64_t pos,
 						    uint64_t end)
 {
-	uint8_t tmp[MT_RAW_MAX];
 	unsigned kind = MT_ALLOC_PYMALLOC_RAW_MALLOC + (b->data[pos & MT_TBUF_MASK] >> 4);
 	int is_free = MT_FREE_KINDS >> kind & 1;
 	size_t n = is_free ? 9 : 21;
 	if (!mt_allocator_is_raw(kind) || n > end - pos)
 		return 0;
-	const uint8_t *p = mt_tbuf_bytes(b, pos, n, tmp) + 1;
+	/* whole where it starts, as every raw event (mt_tbuf_commit_event()) */
+	const uint8_t *p = b->data + (pos & MT_TBUF_MASK) + 1;
 	uint64_t addr, size = 0;
 	uint32_t stack = 0;
 	memcpy(&addr, p, 8);
@@ -243,7 +243,6 @@ static __attribute__((noinline)) size_t consume_raw(struct mt_tbuf *b, uint64_t 
 static void consume(struct mt_tbuf *b, uint64_t end)
 {
 	uint64_t pos = atomic_load_explicit(&b->tail, memory_order_relaxed);
-	uint8_t tmp[MT_RAW_MAX];
 
 	if (!m.chunk.events) { /* a chunk's time runs from its first event */
 		m.chunk_start = mt_mono_ns();
@@ -269,7 +268,9 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 				pos = end;
 				break;
 			}
-			const uint8_t *p = mt_tbuf_bytes(b, pos, n, tmp);
+			/* whole, past the ring's end into its slack if need be
+			 * (mt_tbuf_commit_event()) */
+			const uint8_t *p = b->data + (pos & MT_TBUF_MASK);
 			uint64_t addr, size = 0;
 			memcpy(&addr, p + 1, 8);
 			if (n > 9)

@@ -33,9 +33,12 @@ struct mt_pyapi {
 /* Set once by mt_python_init() on the control thread, then read-only;
  * mt_py_ready is stored last with release order so a hook that sees it
  * set also sees the table and API filled in. */
-extern struct mt_pyapi mt_api;
-extern int mt_py_ready;
-extern int mt_py_started; /* Py_IsInitialized() was seen true */
+/* Hidden, as the payload's symbols all are, said here too so that the
+ * hooks reach them without the GOT. */
+extern struct mt_pyapi mt_api __attribute__((visibility("hidden")));
+extern int mt_py_ready __attribute__((visibility("hidden")));
+/* Py_IsInitialized() was seen true */
+extern int mt_py_started __attribute__((visibility("hidden")));
 
 static inline const void *mt_ld_ptr(const void *base, int off)
 {
@@ -176,8 +179,12 @@ mt_chain_tokens(const struct mt_pylayout *lo, struct mt_pychain *c, size_t from)
 		} else {
 			const char *code = mt_ld_ptr(f, lo->fr_code);
 			const char *instr = mt_ld_ptr(f, lo->fr_instr);
-			if (top != -1 || instr < code + lo->co_code_adaptive +
-							 2 * mt_ld_int(code, lo->co_firsttraceable))
+			/* running: -1, or below it a token of a chain forgotten
+			 * since (forget_stacks(): a code object died), which the
+			 * frame keeps until it is suspended; a saved stack pointer
+			 * (>= 0) is left alone */
+			if (top >= 0 || instr < code + lo->co_code_adaptive +
+							2 * mt_ld_int(code, lo->co_firsttraceable))
 				continue;
 			int32_t v = -2 - (int32_t)((c->toknext >> 1) & 0x3fffffff);
 			memcpy(f + lo->fr_stacktop, &v, sizeof(v));
@@ -186,6 +193,14 @@ mt_chain_tokens(const struct mt_pylayout *lo, struct mt_pychain *c, size_t from)
 		c->tbelow[i] = c->ttop;
 		c->ttop = (uint32_t)(i + 1);
 	}
+}
+
+/* 1 + the index of the newest marked frame of @c; 0: none. 3.11 has no
+ * exit feed, so none is ever marked (mt_feed_gen()). */
+static inline __attribute__((always_inline)) uint32_t
+mt_chain_top(const struct mt_pylayout *lo, const struct mt_pychain *c)
+{
+	return lo->minor == 11 ? 0 : c->top;
 }
 
 /* Frames 0..k-1 of the last chain are still, unchanged, the callers of its
@@ -203,7 +218,7 @@ mt_chain_verify(const struct mt_pylayout *lo, struct mt_pychain *c, size_t k, in
 {
 	/* the newest marked frame at or below k, and the newest frame with a
 	 * token below k (1 + their indexes; 0: none) */
-	uint32_t m = c->top, t = 0;
+	uint32_t m = mt_chain_top(lo, c), t = 0;
 	while (m > k + 1)
 		m = c->below[m - 1];
 	if (lo->minor == 11 && tokens) {
@@ -363,6 +378,8 @@ mt_chain_done(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep, i
 static inline __attribute__((always_inline)) uint32_t
 mt_feed_gen(const struct mt_pylayout *lo, const void *tstate)
 {
+	if (lo->minor == 11) /* tokens instead (pyfeed.c never starts there) */
+		return 0;
 	uint32_t gen = __atomic_load_n(&mt_pyfeed_now.gen, __ATOMIC_RELAXED);
 	if (gen && lo->minor <= 11 && mt_ld_ptr(tstate, lo->ts_profilefunc) != mt_pyfeed_now.profile)
 		return 0;
@@ -382,7 +399,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 	const void *f = mt_first_frame(lo, tstate);
 	size_t nold = c->whole ? c->n : 0, j = 0, keep;
 	uint32_t gen = mt_feed_gen(lo, tstate);
-	if (c->gen != gen) {
+	if (lo->minor != 11 && c->gen != gen) {
 		/* marks of another generation mean nothing: none is marked */
 		c->gen = gen;
 		c->top = 0;
@@ -392,9 +409,8 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 	int calm = mt_ld_int(tstate, lo->ts_tracing) == 0;
 	uint32_t mark = gen && calm ? gen : MT_UNMARKED;
 	/* a newest frame left undescribed last time is only ever matched by
-	 * frame and position from now on, and described again if it moves */
-	c->lazy = 0;
-	size_t lowest = nold > MT_JOIN_SCAN ? nold - MT_JOIN_SCAN : 0;
+	 * frame and position from now on, and described again if it moves:
+	 * c->lazy is set on every way out */
 	int join = nold > 0;
 
 	if (join && f == c->frame[nold - 1]) {
@@ -407,17 +423,22 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 		if (!v) {
 			join = 0;
 		} else if (mt_frame_same(lo, f, c, nold - 1)) {
+			c->lazy = 0;
 			return nold;
 		} else {
 			c->pos[nold - 1] = mt_frame_pos(lo, f);
-			c->code[nold - 1] = mt_frame_code(lo, f);
-			if (lo->minor > 10)
+			if (lo->minor > 10) { /* code[] stays NULL from 3.11 */
 				c->lazy = 1;
-			else
+			} else {
+				c->lazy = 0;
+				c->code[nold - 1] = mt_frame_code(lo, f);
 				mt_frame_describe(lo, c, nold - 1);
+			}
 			return nold - 1;
 		}
 	}
+	c->lazy = 0;
+	size_t lowest = nold > MT_JOIN_SCAN ? nold - MT_JOIN_SCAN : 0;
 
 	while (f != NULL && j < MT_CHAIN_MAX) {
 		if (join && j < MT_JOIN_WALK) {
@@ -441,7 +462,8 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 				return mt_chain_done(lo, c, keep, calm);
 			}
 		}
-		if (c->top && f == c->frame[c->top - 1] && c->top + j <= MT_CHAIN_MAX) {
+		if (mt_chain_top(lo, c) && f == c->frame[c->top - 1] &&
+		    c->top + j <= MT_CHAIN_MAX) {
 			/* the newest marked frame: the same activation, its
 			 * callers unchanged, whatever the depth */
 			keep = c->top;
@@ -485,20 +507,22 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 /* The calling thread's state, or NULL while Python cannot be walked. */
 static inline __attribute__((always_inline)) const void *mt_walk_tstate(int gil)
 {
+	/* A thread holding the GIL (the PyMem hooks) reads its own state,
+	 * live while it runs: the current one, NULL once deleted. The hooks
+	 * are put in place only once mt_python_init() succeeded and the
+	 * interpreter was initialized (pymem.c), so neither is checked. */
+	if (gil)
+		return mt_api.gil_tstate();
 	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
 		return NULL;
 	/* Initialization happens once; finalization is checked every time
 	 * on threads that may not hold the GIL, as other threads' states are
-	 * freed from then on. A thread holding the GIL (the PyMem hooks) reads
-	 * its own state, live while it runs: the current one, NULL once
-	 * deleted. */
+	 * freed from then on. */
 	if (!mt_py_started) {
 		if (!mt_api.is_initialized())
 			return NULL;
 		mt_py_started = 1;
 	}
-	if (gil)
-		return mt_api.gil_tstate();
 	if (mt_api.is_finalizing())
 		return NULL;
 	return mt_api.this_tstate();

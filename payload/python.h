@@ -103,7 +103,7 @@ struct mt_pyfeed_state {
 	uint32_t gen;
 	const void *profile;
 };
-extern struct mt_pyfeed_state mt_pyfeed_now;
+extern struct mt_pyfeed_state mt_pyfeed_now __attribute__((visibility("hidden")));
 
 /* mt_python_feed() - the feed is on (@gen nonzero, a generation not used
  * before) or off (0). Control paths, with the GIL. */
@@ -129,7 +129,8 @@ const void *mt_python_current_frame(void);
  * wrappers, which hold it, walk through mt_python_walk() (python-walk.h).
  * Hook-safe. */
 typedef size_t (*mt_python_update_fn)(struct mt_pychain *c);
-extern mt_python_update_fn mt_python_updater; /* the running version's, or NULL */
+/* the running version's, or NULL */
+extern mt_python_update_fn mt_python_updater __attribute__((visibility("hidden")));
 static inline size_t mt_python_update(struct mt_pychain *c)
 {
 	/* set before the walker's own readiness flag, which it checks */

@@ -82,14 +82,14 @@ struct mt_writer_hot {
 	_Atomic uint64_t epoch;
 	_Atomic int running;
 };
-extern struct mt_writer_hot mt_whot;
+extern struct mt_writer_hot mt_whot __attribute__((visibility("hidden")));
 
 /* mt_tbuf_new() - a new buffer, registered for good (it is reused by
  * later threads, never freed). NULL if out of memory. */
 struct mt_tbuf *mt_tbuf_new(void);
 
 /* Nonzero when the CPU has a prefetch-for-write instruction. */
-extern int mt_has_prefetchw;
+extern int mt_has_prefetchw __attribute__((visibility("hidden")));
 
 /* Ask for the buffer's line MT_TBUF_AHEAD bytes past @p in exclusive
  * state: the writer read it a lap ago on another core, and a store that
@@ -174,6 +174,32 @@ static inline uint8_t *mt_tbuf_reserve(struct mt_tbuf *b)
 	uint8_t *p = b->data + (head & MT_TBUF_MASK);
 	mt__tbuf_prefetch(p);
 	return p;
+}
+
+/* mt_tbuf_reserve_event() / mt_tbuf_commit_event() - the same for a raw
+ * event (tbuf.h's own callers, the hooks), with the head kept between the
+ * two: one that runs past the ring's end stays whole in the slack after
+ * it, where the writer reads it (a raw event is read in one piece from
+ * where it starts; mt_tbuf_bytes() is for the other records). */
+static inline uint8_t *mt_tbuf_reserve_event(struct mt_tbuf *b, uint64_t *headp)
+{
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+	if (__builtin_expect(head > b->check_at ||
+				     atomic_load_explicit(&mt_whot.last, memory_order_relaxed) != b,
+			     0)) {
+		uint8_t *p = mt_tbuf_reserve_slow(b);
+		*headp = atomic_load_explicit(&b->head, memory_order_relaxed);
+		return p;
+	}
+	*headp = head;
+	uint8_t *p = b->data + (head & MT_TBUF_MASK);
+	mt__tbuf_prefetch(p);
+	return p;
+}
+
+static inline void mt_tbuf_commit_event(struct mt_tbuf *b, uint64_t head, size_t len)
+{
+	atomic_store_explicit(&b->head, head + len, memory_order_release);
 }
 
 static inline void mt_tbuf_commit(struct mt_tbuf *b, size_t len)

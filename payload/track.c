@@ -419,14 +419,20 @@ uint64_t mt_track_frames_checked(void)
 
 /* @lo: the layout whose walk is compiled in, for a thread holding the GIL
  * (the PyMem wrappers, one set per layout row); NULL: the running
- * version's walk, for any thread (the GOT hooks). */
+ * version's walk, for any thread (the GOT hooks). A PyMem wrapper is put
+ * in place only once mt_python_init() succeeded, so g.python is set for
+ * every capture it records in; and it runs only with Python allocators
+ * traced, where nothing reads frames_checked (pyadapt.c runs without):
+ * the GOT hooks tell what both paths checked. */
 static inline __attribute__((always_inline)) uint32_t current_stack(struct mt_thread *t,
 								     const struct mt_pylayout *lo)
 {
+	struct mt_pychain *c = &t->chain;
+	if (lo)
+		return stack_of(t, c, mt_python_walk(lo, 1, c));
 	if (!g.python)
 		return 0;
-	struct mt_pychain *c = &t->chain;
-	uint32_t id = stack_of(t, c, lo ? mt_python_walk(lo, 1, c) : mt_python_update(c));
+	uint32_t id = stack_of(t, c, mt_python_update(c));
 	if (__builtin_expect(!(++t->walks & 255), 0))
 		tell_checked(t);
 	return id;
@@ -539,13 +545,15 @@ track_alloc_x(unsigned kind, const void *ptr, size_t size, const struct mt_pylay
 	uint32_t stack = current_stack(t, lo);
 	if (__builtin_expect(g.native, 0))
 		stack = native_stack(t, stack);
-	uint8_t *p = mt_tbuf_reserve(t->buf);
+	struct mt_tbuf *b = t->buf;
+	uint64_t head;
+	uint8_t *p = mt_tbuf_reserve_event(b, &head);
 	if (!p) {
 		resync(t);
 		return;
 	}
-	mt_tbuf_commit(t->buf, x ? mt_raw_alloc_x(p, kind, (uintptr_t)ptr, size, stack)
-				: mt_raw_alloc(p, kind, (uintptr_t)ptr, size, stack));
+	mt_tbuf_commit_event(b, head, x ? mt_raw_alloc_x(p, kind, (uintptr_t)ptr, size, stack)
+				      : mt_raw_alloc(p, kind, (uintptr_t)ptr, size, stack));
 }
 
 static inline __attribute__((always_inline)) void
@@ -560,13 +568,15 @@ static inline __attribute__((always_inline)) void track_free_x(unsigned kind, co
 	struct mt_thread *t = thread_get();
 	if (!t)
 		return;
-	uint8_t *p = mt_tbuf_reserve(t->buf);
+	struct mt_tbuf *b = t->buf;
+	uint64_t head;
+	uint8_t *p = mt_tbuf_reserve_event(b, &head);
 	if (!p) {
 		resync(t);
 		return;
 	}
-	mt_tbuf_commit(t->buf, x ? mt_raw_free_x(p, kind, (uintptr_t)ptr)
-				: mt_raw_free(p, kind, (uintptr_t)ptr, size));
+	mt_tbuf_commit_event(b, head, x ? mt_raw_free_x(p, kind, (uintptr_t)ptr)
+				      : mt_raw_free(p, kind, (uintptr_t)ptr, size));
 }
 
 static inline __attribute__((always_inline)) void track_free(unsigned kind, const void *ptr,
@@ -684,8 +694,9 @@ static inline __attribute__((always_inline)) void *pymem_realloc(const struct mt
 	return p;
 }
 
-/* Out of line: its fast path needs no register the wrapper must save. */
-static __attribute__((noinline)) void pymem_record_free(void *ptr)
+/* Inline: a call and its saved registers cost more than the few more the
+ * wrapper saves for it. */
+static inline __attribute__((always_inline)) void pymem_record_free(void *ptr)
 {
 	track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
 }

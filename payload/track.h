@@ -35,7 +35,7 @@ static inline void mt_guard_leave(void)
 }
 
 /* mt_tracking - nonzero while events are being recorded. Relaxed reads. */
-extern volatile int mt_tracking;
+extern volatile int mt_tracking __attribute__((visibility("hidden")));
 
 /* mt_track_init() - reset stack and code ids and thread indexes for a new
  * capture. @python: whether mt_python_init() succeeded (stacks walked).

@@ -14,7 +14,7 @@
 #include <time.h>    /* clock_gettime, nanosleep */
 
 #define HDR 7
-enum { K_PUSH = 1, K_RESERVE = 2 };
+enum { K_PUSH = 1, K_RESERVE = 2, K_EVENT = 3 };
 
 static uint8_t pat(uint32_t seq, size_t i)
 {
@@ -57,10 +57,21 @@ static void reserve_rec(struct mt_tbuf *b, uint32_t seq)
 	mt_tbuf_commit(b, make_rec(p, K_RESERVE, seq, reserve_len(seq)));
 }
 
+/* As the hooks record a raw event: the head kept from reserve to commit,
+ * and one that runs past the ring's end left whole in its slack. */
+static void event_rec(struct mt_tbuf *b, uint32_t seq)
+{
+	uint64_t head;
+	uint8_t *p = mt_tbuf_reserve_event(b, &head);
+	ck_assert_ptr_nonnull(p);
+	mt_tbuf_commit_event(b, head, make_rec(p, K_EVENT, seq, reserve_len(seq)));
+}
+
 /* The consuming end's state: what the test has read back so far. */
 struct reader {
 	uint32_t next_seq;
-	uint64_t straddled[3]; /* records that wrapped around, by kind */
+	uint64_t straddled[4]; /* records that wrapped around, by kind */
+	int events;            /* records but every 7th and 8th are raw events (event_rec) */
 	uint64_t epoch;        /* of the last run */
 };
 
@@ -79,7 +90,11 @@ static unsigned consume(struct mt_tbuf *b, struct reader *r)
 			 * point through the forked test's pipe): one per record */
 			if (end - pos < HDR)
 				ck_abort_msg("a run ends inside a record at %lu", (unsigned long)pos);
-			const uint8_t *h = mt_tbuf_bytes(b, pos, HDR, tmp);
+			/* a raw event is read where it starts, in one piece
+			 * (merge.c), the others through mt_tbuf_bytes */
+			int ev = r->events && r->next_seq % 8 < 6;
+			const uint8_t *h = ev ? b->data + (pos & MT_TBUF_MASK)
+					      : mt_tbuf_bytes(b, pos, HDR, tmp);
 			uint16_t len;
 			uint32_t seq;
 			memcpy(&len, h, 2);
@@ -89,9 +104,10 @@ static unsigned consume(struct mt_tbuf *b, struct reader *r)
 			size_t want_len = kind == K_PUSH ? push_len(r->next_seq)
 							 : reserve_len(r->next_seq);
 			make_rec(want, kind, r->next_seq, want_len);
-			if (seq != r->next_seq || (kind != K_PUSH && kind != K_RESERVE) ||
+			int kind_ok = ev ? kind == K_EVENT : kind == K_PUSH || kind == K_RESERVE;
+			if (seq != r->next_seq || !kind_ok ||
 			    len != want_len || len > end - pos ||
-			    memcmp(mt_tbuf_bytes(b, pos, len, tmp), want, len) != 0)
+			    memcmp(ev ? h : mt_tbuf_bytes(b, pos, len, tmp), want, len) != 0)
 				ck_abort_msg("record %u (kind %u, %u bytes) at %lu: read back wrong",
 					     r->next_seq, kind, (unsigned)len, (unsigned long)pos);
 			if ((pos & MT_TBUF_MASK) + len > MT_TBUF_SIZE)
@@ -166,6 +182,34 @@ START_TEST(test_tbuf_in_order)
 	/* A record larger than a push may be is refused. */
 	static uint8_t big[MT_TBUF_PUSH_MAX + 1];
 	ck_assert_int_eq(mt_tbuf_push(b, big, sizeof(big)), -1);
+	stop();
+}
+END_TEST
+
+/* Raw events among the other records, for 16 laps: one that
+ * straddles the ring's end reads back whole where it starts (the slack
+ * past the end), and the records after it where they belong. */
+START_TEST(test_tbuf_wraps_events)
+{
+	struct mt_tbuf *b = start();
+	struct reader r = { .events = 1 };
+	uint32_t seq = 0;
+	while (atomic_load(&b->head) < 16ull * MT_TBUF_SIZE) {
+		if (seq % 8 < 6)
+			event_rec(b, seq);
+		else if (seq % 8 == 6)
+			push_rec(b, seq);
+		else
+			reserve_rec(b, seq);
+		seq++;
+		if (atomic_load(&b->head) - atomic_load(&b->tail) > MT_TBUF_SIZE / 2)
+			consume(b, &r);
+	}
+	consume(b, &r);
+	ck_assert_uint_eq(r.next_seq, seq);
+	ck_assert_uint_gt(r.straddled[K_EVENT], 0);
+	ck_assert_uint_gt(r.straddled[K_PUSH] + r.straddled[K_RESERVE], 0);
+	ck_assert_uint_eq(mt_tbuf_dropped(), 0);
 	stop();
 }
 END_TEST
@@ -426,6 +470,7 @@ static Suite *tbuf_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_tbuf_in_order);
 	tcase_add_test(tc, test_tbuf_wraps);
+	tcase_add_test(tc, test_tbuf_wraps_events);
 	tcase_add_test(tc, test_tbuf_full_drops);
 	tcase_add_test(tc, test_tbuf_two_threads);
 	tcase_add_test(tc, test_tbuf_producer_waits);
