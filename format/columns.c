@@ -299,18 +299,15 @@ static size_t ctl_to_row(uint8_t *o, uint64_t *thread_now, const uint8_t **p, co
 	return n;
 }
 
-ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined,
-		      unsigned opts)
+int mt_cols_in_begin(struct mt_cols_in *in, const uint8_t *src, size_t len, unsigned opts)
 {
-	const uint8_t *p[MT_COLUMNS], *q = src, *end[MT_COLUMNS];
+	const uint8_t *q = src;
 	size_t left[MT_COLUMNS];
-	uint8_t *o = dst, *o_end = dst + cap;
-	struct mt_nodes node;
-	uint64_t thread_now = 0;
 
-	mt_nodes_begin(&node, opts);
-
-	*joined = 0;
+	memset(in->p, 0, sizeof(in->p));
+	memset(in->end, 0, sizeof(in->end));
+	in->thread = 0;
+	mt_nodes_begin(&in->node, opts);
 	for (int i = 0; i < MT_COLUMNS - 1; i++) {
 		uint64_t v;
 		if (mt_varint_get(&q, src + len, &v) < 0)
@@ -322,79 +319,102 @@ ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, 
 			left[i] = (size_t)(src + len - q);
 		else if (left[i] > (size_t)(src + len - q))
 			return -MT_ECORRUPT;
-		p[i] = q;
+		in->p[i] = q;
 		q += left[i];
-		end[i] = q;
+		in->end[i] = q;
 	}
-	while (p[COL_CTL] < end[COL_CTL]) {
-		/* The record is put together in @tmp when @dst may not have
-		 * room for it, and copied once its length is known. */
-		uint8_t tmp[MT_REC_HEAD_MAX + 2 + 3 * MT_VARINT_MAX];
-		int direct = o_end - o >= (ptrdiff_t)sizeof(tmp);
-		uint8_t *w = direct ? o : tmp;
-		size_t n = ctl_to_row(w, &thread_now, &p[COL_CTL], end[COL_CTL]);
-		if (!n)
-			return -MT_ECORRUPT;
-		uint8_t *r = w + n;
-		if (is_hot(w[0])) {
-			size_t nhead = w[0] >> 4 == 15 ? 1 + varint_len(w + 1, n - 1) : 1;
-			unsigned type = w[0] & 0x0f, km = w[nhead];
-			unsigned mode = km >> 4 == MT_ADDR_EXT ? w[nhead + 1] & 0x0f : km >> 4;
-			int fields[3] = { mode >= MT_ADDR_SLOT,
-					  type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP,
-					  type == MT_REC_ALLOC };
-			for (int i = 0; i < 3; i++) {
-				size_t avail = (size_t)(end[COL_ADDR + i] - p[COL_ADDR + i]);
-				if (fields[i] && copy_varint(&r, &p[COL_ADDR + i],
-							     avail < MT_VARINT_MAX ? avail : MT_VARINT_MAX) < 0)
-					return -MT_ECORRUPT;
-			}
-			n = (size_t)(r - w);
-			if (!direct) {
-				if (n > (size_t)(o_end - o))
-					return -ENOSPC;
-				memcpy(o, tmp, n);
-			}
-			o += n;
-			*joined = (size_t)(o - dst);
-			continue;
-		}
-		if (mt_nodes_coded(&node, w[0])) {
-			if (p[COL_NODE] == end[COL_NODE])
+	return 0;
+}
+
+int mt_cols_in_end(const struct mt_cols_in *in)
+{
+	for (int i = 0; i < MT_COLUMNS; i++)
+		if (in->p[i] != in->end[i])
+			return 0;
+	return 1;
+}
+
+ssize_t mt_cols_in_row(struct mt_cols_in *in, uint8_t *dst, size_t cap)
+{
+	const uint8_t **p = in->p, *const *end = in->end;
+	uint8_t *o = dst, *o_end = dst + cap;
+
+	/* The record is put together in @tmp when @dst may not have room
+	 * for it, and copied once its length is known. */
+	uint8_t tmp[MT_REC_HEAD_MAX + 2 + 3 * MT_VARINT_MAX];
+	int direct = o_end - o >= (ptrdiff_t)sizeof(tmp);
+	uint8_t *w = direct ? o : tmp;
+	size_t n = ctl_to_row(w, &in->thread, &p[COL_CTL], end[COL_CTL]);
+	if (!n)
+		return -MT_ECORRUPT;
+	uint8_t *r = w + n;
+	if (is_hot(w[0])) {
+		size_t nhead = w[0] >> 4 == 15 ? 1 + varint_len(w + 1, n - 1) : 1;
+		unsigned type = w[0] & 0x0f, km = w[nhead];
+		unsigned mode = km >> 4 == MT_ADDR_EXT ? w[nhead + 1] & 0x0f : km >> 4;
+		int fields[3] = { mode >= MT_ADDR_SLOT,
+				  type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP,
+				  type == MT_REC_ALLOC };
+		for (int i = 0; i < 3; i++) {
+			size_t avail = (size_t)(end[COL_ADDR + i] - p[COL_ADDR + i]);
+			if (fields[i] && copy_varint(&r, &p[COL_ADDR + i],
+						     avail < MT_VARINT_MAX ? avail : MT_VARINT_MAX) < 0)
 				return -MT_ECORRUPT;
-			unsigned flag = *p[COL_NODE]++;
-			if (flag != MT_NODE_VERBATIM) {
-				uint8_t rec[MT_NODE_REC_MAX];
-				size_t k = mt_node_unpack(&node, rec, w[0], flag, &p[COL_NODE],
-							  end[COL_NODE]);
-				if (!k)
-					return -MT_ECORRUPT;
-				if (k > (size_t)(o_end - o))
-					return -ENOSPC;
-				memcpy(o, rec, k);
-				o += k;
-				*joined = (size_t)(o - dst);
-				continue;
-			}
 		}
-		/* A length-prefixed record: its head, then its body segment. */
-		uint64_t body;
-		const uint8_t *b = p[COL_BODY];
-		if (mt_varint_get(&b, end[COL_BODY], &body) < 0 ||
-		    body > (uint64_t)(end[COL_BODY] - b))
-			return -MT_ECORRUPT;
-		size_t nb = (size_t)(b - p[COL_BODY]) + (size_t)body;
-		if (n + nb > (size_t)(o_end - o))
-			return -ENOSPC;
-		if (!direct)
+		n = (size_t)(r - w);
+		if (!direct) {
+			if (n > (size_t)(o_end - o))
+				return -ENOSPC;
 			memcpy(o, tmp, n);
-		memcpy(o + n, p[COL_BODY], nb);
-		p[COL_BODY] += nb;
-		o += n + nb;
+		}
+		return (ssize_t)n;
+	}
+	if (mt_nodes_coded(&in->node, w[0])) {
+		if (p[COL_NODE] == end[COL_NODE])
+			return -MT_ECORRUPT;
+		unsigned flag = *p[COL_NODE]++;
+		if (flag != MT_NODE_VERBATIM) {
+			uint8_t rec[MT_NODE_REC_MAX];
+			size_t k = mt_node_unpack(&in->node, rec, w[0], flag, &p[COL_NODE],
+						  end[COL_NODE]);
+			if (!k)
+				return -MT_ECORRUPT;
+			if (k > (size_t)(o_end - o))
+				return -ENOSPC;
+			memcpy(o, rec, k);
+			return (ssize_t)k;
+		}
+	}
+	/* A length-prefixed record: its head, then its body segment. */
+	uint64_t body;
+	const uint8_t *b = p[COL_BODY];
+	if (mt_varint_get(&b, end[COL_BODY], &body) < 0 || body > (uint64_t)(end[COL_BODY] - b))
+		return -MT_ECORRUPT;
+	size_t nb = (size_t)(b - p[COL_BODY]) + (size_t)body;
+	if (n + nb > (size_t)(o_end - o))
+		return -ENOSPC;
+	if (!direct)
+		memcpy(o, tmp, n);
+	memcpy(o + n, p[COL_BODY], nb);
+	p[COL_BODY] += nb;
+	return (ssize_t)(n + nb);
+}
+
+ssize_t mt_chunk_join(uint8_t *dst, size_t cap, const uint8_t *src, size_t len, size_t *joined,
+		      unsigned opts)
+{
+	struct mt_cols_in in;
+	uint8_t *o = dst;
+
+	*joined = 0;
+	if (mt_cols_in_begin(&in, src, len, opts) < 0)
+		return -MT_ECORRUPT;
+	while (mt_cols_in_more(&in)) {
+		ssize_t n = mt_cols_in_row(&in, o, (size_t)(dst + cap - o));
+		if (n < 0)
+			return n;
+		o += n;
 		*joined = (size_t)(o - dst);
 	}
-	for (int i = 0; i < MT_COLUMNS; i++)
-		if (p[i] != end[i])
-			return -MT_ECORRUPT;
-	return (ssize_t)(o - dst);
+	return mt_cols_in_end(&in) ? (ssize_t)(o - dst) : -MT_ECORRUPT;
 }

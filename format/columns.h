@@ -28,6 +28,7 @@
 #include <stdint.h>    /* uint64_t */
 #include <sys/types.h> /* ssize_t */
 
+#include "format/error.h"  /* MT_ECORRUPT */
 #include "format/nodes.h"  /* struct mt_nodes, MT_NODES_NATIVE */
 #include "format/record.h" /* struct mt_delta, mt__code_alloc */
 #include "format/varint.h" /* mt_varint_put */
@@ -178,6 +179,132 @@ static inline void mt_cols_free(struct mt_cols *c, struct mt_delta *d, uint32_t 
 		c->len += k;
 	}
 }
+/*
+ * Chunk columns read a record at a time, the reader's way: the usual
+ * record, a hot record of the chunk's last hot record's thread, has its
+ * fields read straight from the columns (mt_cols_in_hot(), inline, for the
+ * reader's loop: format/hotdec.h decodes them); any other record is put
+ * together as a row, as mt_chunk_join() makes it (mt_cols_in_row()).
+ */
+struct mt_cols_in {
+	const uint8_t *p[MT_COLUMNS], *end[MT_COLUMNS];
+	struct mt_nodes node; /* the node column's coding state */
+	uint64_t thread; /* the thread index of the chunk's last hot record */
+};
+
+/* A hot record's fields as read from the columns. */
+struct mt_cols_hot {
+	unsigned type;
+	unsigned kind; /* a raw kind (km of mode MT_ADDR_EXT and a valid xm)
+			* as it is; MT__COLS_BAD_KIND after an xm that is
+			* not valid */
+	unsigned mode; /* the address mode, xm's after a km of MT_ADDR_EXT */
+	uint64_t zaddr, size, zstack; /* 0 where the record has none */
+	int overflow; /* a varint's value does not fit 64 bits: as a row, the
+		       * record would run past its end (-MT_ETRUNC) */
+};
+
+#define MT__COLS_BAD_KIND 31 /* no kind: neither an ALLOC's nor a FREE's */
+
+/* mt_cols_in_begin() - @in at the first record of chunk data [@src,
+ * @src+@len), split with @opts (format/nodes.h). Returns 0, or
+ * -MT_ECORRUPT if its directory does not fit. */
+int mt_cols_in_begin(struct mt_cols_in *in, const uint8_t *src, size_t len, unsigned opts);
+
+/* mt_cols_in_more() - whether records are left (the control column is not
+ * at its end). */
+static inline int mt_cols_in_more(const struct mt_cols_in *in)
+{
+	return in->p[MT_COL_CTL] < in->end[MT_COL_CTL];
+}
+
+/* mt_cols_in_end() - whether every column was read to its end: 1, or 0 if
+ * the columns do not fit together. */
+int mt_cols_in_end(const struct mt_cols_in *in);
+
+/* A hot record's field from [*@p, @end) as mt_chunk_join() copies it: a
+ * varint of at most MT_VARINT_MAX bytes that ends before @end. Returns 0,
+ * 1 if its value overflows 64 bits, or -1 if it does not end in time. */
+static inline int mt__cols_field(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	const uint8_t *q = *p;
+	if (q < end && *q < 0x80) {
+		*v = *q;
+		*p = q + 1;
+		return 0;
+	}
+	size_t max = (size_t)(end - q) < MT_VARINT_MAX ? (size_t)(end - q) : MT_VARINT_MAX;
+	uint64_t r = 0;
+	int over = 0;
+	for (size_t i = 0; i < max; i++) {
+		uint8_t b = q[i];
+		if (i == MT_VARINT_MAX - 1 && b > 1)
+			over = 1;
+		r |= (uint64_t)(b & 0x7f) << (7 * i);
+		if (!(b & 0x80)) {
+			*v = r;
+			*p = q + i + 1;
+			return over;
+		}
+	}
+	return -1;
+}
+
+/* mt_cols_in_hot() - the next record (mt_cols_in_more()) if it is a hot
+ * record of in->thread whose control segment is its km byte alone, or km
+ * and xm: its fields into @h, and 1. 0 if it is any other record (nothing
+ * read), or -MT_ECORRUPT if its xm or fields run past their columns (they
+ * do not fit together). */
+static inline int mt_cols_in_hot(struct mt_cols_in *in, struct mt_cols_hot *h)
+{
+	const uint8_t *c = in->p[MT_COL_CTL];
+	unsigned km = *c++;
+	int rc, over = 0;
+
+	if (!(km & 0x0f))
+		return 0;
+	h->type = (MT_FREE_KINDS >> (km & 0x0f) & 1) ? MT_REC_FREE : MT_REC_ALLOC;
+	h->kind = km & 0x0f;
+	h->mode = km >> 4;
+	if (h->mode == MT_ADDR_EXT) {
+		/* xm: a raw kind, coded as its pymalloc kind */
+		if (c == in->end[MT_COL_CTL])
+			return -MT_ECORRUPT;
+		unsigned xm = *c++;
+		h->mode = xm & 0x0f;
+		h->kind = xm >> 4 == MT_XM_RAW && h->kind >= MT_ALLOC_PYMALLOC_MALLOC
+				  ? h->kind + MT_ALLOC_RAW_SHIFT
+				  : MT__COLS_BAD_KIND;
+	}
+	h->zaddr = h->size = h->zstack = 0;
+	if (h->mode >= MT_ADDR_SLOT) {
+		if ((rc = mt__cols_field(&in->p[MT_COL_ADDR], in->end[MT_COL_ADDR], &h->zaddr)) < 0)
+			return -MT_ECORRUPT;
+		over |= rc;
+	}
+	if (h->type == MT_REC_ALLOC || (km & 0x0f) == MT_ALLOC_MUNMAP) {
+		if ((rc = mt__cols_field(&in->p[MT_COL_SIZE], in->end[MT_COL_SIZE], &h->size)) < 0)
+			return -MT_ECORRUPT;
+		over |= rc;
+	}
+	if (h->type == MT_REC_ALLOC) {
+		if ((rc = mt__cols_field(&in->p[MT_COL_STACK], in->end[MT_COL_STACK], &h->zstack)) < 0)
+			return -MT_ECORRUPT;
+		over |= rc;
+	}
+	h->overflow = over;
+	in->p[MT_COL_CTL] = c;
+	return 1;
+}
+
+/* mt_cols_in_row() - the next record (mt_cols_in_more()), whatever it is,
+ * as a row into @dst (@cap bytes; a chunk's raw length plus
+ * MT_ROW_SLACK always suffice). Returns its length, -ENOSPC if @cap is
+ * too small, or -MT_ECORRUPT if the columns do not fit together; @in is
+ * then of no further use. */
+#define MT_ROW_SLACK 64
+ssize_t mt_cols_in_row(struct mt_cols_in *in, uint8_t *dst, size_t cap);
+
 /* mt_chunk_join() - the records of chunk data [@src, @src+@len), split
  * with the same @opts, into @dst (@cap bytes; MT_JOIN_MAX(@len) always
  * suffice: a control byte becomes at most a head and km of seven bytes,

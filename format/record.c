@@ -5,6 +5,7 @@
  */
 #include "format/record.h"
 #include "format/error.h"
+#include "format/hotdec.h"
 
 #include <errno.h>  /* ENOSPC */
 #include <string.h> /* memcpy, memcmp */
@@ -418,105 +419,34 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 
 	if (r->type == MT_REC_ALLOC || r->type == MT_REC_FREE) {
 		struct mt_delta *d = get_delta(ctx, r->tidx);
-		uint64_t addr, size = 0, stack = 0;
-		unsigned kind, mode;
+		uint64_t zaddr = 0, size = 0, zstack = 0;
 		if (!d)
 			return -ENOMEM;
 		if (b.p >= b.end)
 			return -MT_ETRUNC;
-		kind = *b.p & 0x0f;
-		mode = *b.p++ >> 4;
+		unsigned kind = *b.p & 0x0f, mode = *b.p++ >> 4;
 		if (mode == MT_ADDR_EXT) {
 			/* xm: a raw kind, coded as its pymalloc kind */
 			if (b.p >= b.end)
 				return -MT_ETRUNC;
-			if (*b.p >> 4 != MT_XM_RAW || kind < MT_ALLOC_PYMALLOC_MALLOC ||
-			    (*b.p & 0x0f) == MT_ADDR_EXT)
+			if (*b.p >> 4 != MT_XM_RAW || kind < MT_ALLOC_PYMALLOC_MALLOC)
 				return -MT_ECORRUPT;
 			kind += MT_ALLOC_RAW_SHIFT;
 			mode = *b.p++ & 0x0f;
 		}
-		int is_alloc = r->type == MT_REC_ALLOC;
-		if (is_alloc ? (mt_allocator_name(kind) == NULL || mt_allocator_is_free(kind))
-			     : !mt_allocator_is_free(kind))
+		if (!mt__hot_km_ok(r->type, kind, mode))
 			return -MT_ECORRUPT;
-		uint64_t delta = 0;
-		if (is_alloc ? mode > MT_ADDR_NEXT && mode < MT_ADDR_ALIGNED
-			     : mode >= MT_LIVE_RING && mode != MT_ADDR_SLOT && mode < MT_ADDR_ALIGNED)
-			return -MT_ECORRUPT;
-		if (mode >= MT_ADDR_SLOT && mt_varint_get(&b.p, b.end, &delta) < 0)
+		if (mode >= MT_ADDR_SLOT && mt_varint_get(&b.p, b.end, &zaddr) < 0)
 			return -MT_ETRUNC;
-		if (is_alloc) {
+		if (r->type == MT_REC_ALLOC) {
 			if (mt_varint_get(&b.p, b.end, &size) < 0 ||
-			    mt_varint_get(&b.p, b.end, &stack) < 0)
+			    mt_varint_get(&b.p, b.end, &zstack) < 0)
 				return -MT_ETRUNC;
-			int64_t s = stack >> 34 ? -1 : (int64_t)d->stack + mt_unzigzag(stack);
-			if (s < 0 || s > UINT32_MAX)
-				return -MT_ECORRUPT;
 		} else if (kind == MT_ALLOC_MUNMAP && mt_varint_get(&b.p, b.end, &size) < 0) {
 			return -MT_ETRUNC;
 		}
-		/* A delta is from the last ALLOC of the size class, or from the
-		 * last FREE of the kind coded as a delta; a ring entry is named
-		 * by its age. */
-		unsigned c = mt_size_class(size);
-		uint64_t *prev = is_alloc ? &d->last[c] : &d->free_addr[mt__free_base(mt_allocator_is_raw(kind) ? MT_ALLOC_FREE : kind)];
-		uint64_t *ring = is_alloc ? d->freed : d->live;
-		unsigned n = is_alloc ? MT_FREED_RING : MT_LIVE_RING;
-		unsigned slot = ((is_alloc ? d->freed_pos : d->live_pos) + 2 * n - 1 - mode) % n;
-		unsigned block = 0;
-		if (mode >= MT_ADDR_ALIGNED) {
-			int64_t dv = mt_unzigzag(delta);
-			addr = *prev + (mode == MT_ADDR_ALIGNED ? (uint64_t)dv * 16 : (uint64_t)dv);
-		} else if (mode == MT_ADDR_REUSED && is_alloc) {
-			if (!d->reuse || c >= MT_SMALL_CLASSES || !d->reuse->n[c])
-				return -MT_ECORRUPT;
-			addr = mt__reused(d->reuse, c);
-		} else if (mode == MT_ADDR_NEXT && is_alloc) {
-			if (c >= MT_SMALL_CLASSES)
-				return -MT_ECORRUPT;
-			addr = *prev + 16 * c;
-		} else if (mode == MT_ADDR_SLOT) {
-			int64_t dv = mt_unzigzag(delta);
-			if (!d->reuse || dv < -MT_BLOCK_SLOTS / 2 || dv >= MT_BLOCK_SLOTS / 2)
-				return -MT_ECORRUPT;
-			block = (unsigned)((int64_t)d->free_slot + MT_BLOCK_SLOTS + dv) % MT_BLOCK_SLOTS;
-			addr = d->reuse->block[block];
-			if (!addr)
-				return -MT_ECORRUPT;
-		} else {
-			addr = ring[slot];
-			if (!addr)
-				return -MT_ECORRUPT;
-		}
-		/* The whole record is read: only now update the state, so a
-		 * failed record leaves it as it was. */
-		if (mode < n)
-			mt__ring_close(ring, NULL, n, is_alloc ? &d->freed_pos : &d->live_pos, mode);
-		if (is_alloc || mode >= MT_ADDR_ALIGNED)
-			*prev = addr;
-		if (mode == MT_ADDR_SLOT)
-			d->free_slot = (uint16_t)block;
-		if (is_alloc) {
-			d->stack = (uint32_t)((int64_t)d->stack + mt_unzigzag(stack));
-			d->live[d->live_pos] = addr;
-			d->live_pos = (uint8_t)((d->live_pos + 1) % MT_LIVE_RING);
-			if (d->reuse)
-				mt__reuse_alloc(d->reuse, c, addr);
-			r->alloc.kind = (uint8_t)kind;
-			r->alloc.addr = addr;
-			r->alloc.size = size;
-			r->alloc.stack = d->stack;
-		} else {
-			d->freed[d->freed_pos] = addr;
-			d->freed_pos = (uint8_t)((d->freed_pos + 1) % MT_FREED_RING);
-			if (d->reuse)
-				mt__reuse_free(d->reuse, addr);
-			r->free.kind = (uint8_t)kind;
-			r->free.addr = addr;
-			r->free.size = size;
-		}
-		return b.p - p;
+		int err = mt__hot_decode(d, r, r->type, kind, mode, zaddr, size, zstack);
+		return err < 0 ? err : b.p - p;
 	}
 
 	if (r->type != MT_REC_THREAD && r->tidx != 0)

@@ -7,6 +7,7 @@
 #include "reader/capture.h"
 #include "format/columns.h"
 #include "format/error.h"
+#include "format/hotdec.h"
 #include "format/pack.h"
 #include "util/clock.h"
 #include "util/plural.h"
@@ -51,7 +52,7 @@ struct mt_capture {
 	uint8_t *pack;  /* mt_chunk_unpack()'s scratch space */
 	size_t pack_cap;
 	struct mt_history hist; /* the columns' histories */
-	uint8_t *recs;  /* a chunk's records, joined from its columns */
+	uint8_t *recs;  /* a record other than the usual hot one, as a row */
 	size_t recs_cap;
 	struct mt_delta **deltas; /* by thread index, each made on first use */
 	uint32_t n_deltas;
@@ -461,29 +462,76 @@ static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_
 	}
 }
 
-/* Records of one chunk. Returns 0, a callback's value (> 0 or < 0 as it
- * chose) via *@stop, or a negative decode error. */
-static int read_records(struct mt_capture *c, const uint8_t *p, size_t len,
-			const struct mt_record_ops *ops, void *ctx, int *stop)
+/* The records of chunk data [@data, @data+@len), read from its columns:
+ * a hot record of the chunk's last hot thread, most of them, is decoded
+ * from its fields there (format/hotdec.h), any other as a row in c->recs
+ * (room for @len + MT_ROW_SLACK bytes). Returns 0, a callback's value
+ * (> 0 or < 0 as it chose) via *@stop, or a negative decode error; *@misfit
+ * is set when the columns do not fit together (the records before the
+ * misfit are read first, as mt_chunk_join() would have joined them). */
+static int read_records(struct mt_capture *c, const uint8_t *data, size_t len,
+			const struct mt_record_ops *ops, void *ctx, int *stop, int *misfit)
 {
-	const uint8_t *end = p + len;
+	struct mt_cols_in in;
 	struct mt_record r;
+	struct mt_delta *d = NULL; /* in.thread's */
+	uint64_t n_records = c->st.n_records;
+	unsigned opts = c->hdr.flags & MT_HDR_NATIVE_NODES ? MT_NODES_NATIVE : 0;
+	int rc = 0, err = 0;
 
-	while (p < end) {
-		ssize_t n = mt_rec_decode(p, (size_t)(end - p), &r, get_delta, c);
-		if (n < 0)
-			return (int)n;
-		p += n;
-		c->st.n_records++;
-		if (r.type == MT_REC_TRAILER)
-			c->st.trailer_seen = 1;
-		int rc = dispatch(ops, ctx, &r);
+	if (mt_cols_in_begin(&in, data, len, opts) < 0) {
+		*misfit = 1;
+		return 0;
+	}
+	while (mt_cols_in_more(&in)) {
+		struct mt_cols_hot h;
+		int hot = mt_cols_in_hot(&in, &h);
+		if (hot > 0) {
+			if (!mt__hot_km_ok(h.type, h.kind, h.mode)) {
+				err = -MT_ECORRUPT;
+				break;
+			}
+			if (h.overflow) {
+				err = -MT_ETRUNC;
+				break;
+			}
+			if (!d && !(d = get_delta(c, (uint32_t)in.thread))) {
+				err = -ENOMEM;
+				break;
+			}
+			r.type = (uint8_t)h.type;
+			r.tidx = (uint32_t)in.thread;
+			if ((err = mt__hot_decode(d, &r, h.type, h.kind, h.mode, h.zaddr, h.size,
+						  h.zstack)) < 0)
+				break;
+			n_records++;
+			rc = h.type == MT_REC_ALLOC ? ops->alloc(ctx, &r) : ops->free(ctx, &r);
+		} else {
+			ssize_t n = hot < 0 ? hot : mt_cols_in_row(&in, c->recs, c->recs_cap);
+			if (n < 0) {
+				*misfit = 1;
+				break;
+			}
+			ssize_t k = mt_rec_decode(c->recs, (size_t)n, &r, get_delta, c);
+			if (k < 0) {
+				err = (int)k;
+				break;
+			}
+			d = NULL; /* a hot record with its head may change in.thread */
+			n_records++;
+			if (r.type == MT_REC_TRAILER)
+				c->st.trailer_seen = 1;
+			rc = dispatch(ops, ctx, &r);
+		}
 		if (rc) {
 			*stop = rc;
-			return 0;
+			break;
 		}
 	}
-	return 0;
+	c->st.n_records = n_records;
+	if (!err && !rc && !*misfit && !mt_cols_in_end(&in))
+		*misfit = 1;
+	return err;
 }
 
 /* Are the bytes from @off to the end zeros? 1, 0, or -1 if they could
@@ -664,28 +712,11 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 		if (rc)
 			return stop_pass(c, rc);
 		/* the records of the columns that fit together are read
-		 * before a bad join is reported */
-		size_t joined;
-		ssize_t n;
-		unsigned opts = c->hdr.flags & MT_HDR_NATIVE_NODES ? MT_NODES_NATIVE : 0;
-		/* room for a chunk of stacks too, mostly (section 2.2) */
-		if (grow_buf(&c->recs, &c->recs_cap, 2 * (size_t)raw_len) < 0)
+		 * before a misfit is reported */
+		if (grow_buf(&c->recs, &c->recs_cap, (size_t)raw_len + MT_ROW_SLACK) < 0)
 			return stop_pass(c, -ENOMEM);
-		while ((n = mt_chunk_join(c->recs, c->recs_cap, data, raw_len, &joined, opts)) ==
-		       -ENOSPC) {
-			/* STACK records grow back from their coded form */
-			if (c->recs_cap >= MT_JOIN_MAX(raw_len)) {
-				n = -MT_ECORRUPT; /* the bound always holds */
-				break;
-			}
-			size_t want = c->recs_cap * 2;
-			if (grow_buf(&c->recs, &c->recs_cap,
-				     want < MT_JOIN_MAX(raw_len) ? want : MT_JOIN_MAX(raw_len)) < 0)
-				return stop_pass(c, -ENOMEM);
-		}
-		int stop = 0;
-		int err = read_records(c, c->recs, n < 0 ? joined : (size_t)n, &ops, ctx,
-				       &stop);
+		int stop = 0, misfit = 0;
+		int err = read_records(c, data, raw_len, &ops, ctx, &stop, &misfit);
 		if (stop)
 			return stop_pass(c, stop);
 		if (err == -ENOMEM && c->oom)
@@ -693,7 +724,7 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 		if (err < 0)
 			why = err == -MT_ETRUNC ? "a record runs past the chunk end"
 						: "malformed record";
-		else if (n < 0)
+		else if (misfit)
 			why = "its record columns do not fit together";
 	}
 	if (why) {

@@ -17,8 +17,13 @@
 /* ------------------------------------------------------------------------
  * Counters
  * ---------------------------------------------------------------------- */
-static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int64_t dbytes,
-			      int64_t dcount)
+/* A change of @a's live bytes and count. With @extras 0 (a constant where
+ * it is inlined) the options that follow each change are known to be off:
+ * the pass of a snapshot without them (snapshot_ops) tests none of them at
+ * every event. */
+static inline __attribute__((always_inline)) void
+acc_change_x(struct mt__snapshot_state *st, struct acc *a, int64_t dbytes, int64_t dcount,
+	     int extras)
 {
 	if (a->last <= st->peak_event) {
 		a->pk_bytes = a->cur_bytes;
@@ -27,6 +32,8 @@ static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int6
 	a->last = st->t;
 	a->cur_bytes += (uint64_t)dbytes; /* sizes wrap, as they do in the heap total */
 	a->cur_count += (uint64_t)dcount;
+	if (!extras)
+		return;
 	if (st->hwm)
 		mt_hwmtime_change(st->hwm, (uint32_t)(a - st->sites), dbytes, dcount);
 	if (st->growth && dbytes) {
@@ -38,6 +45,11 @@ static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int6
 	}
 }
 
+static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int64_t dbytes,
+			      int64_t dcount)
+{
+	acc_change_x(st, a, dbytes, dcount, 1);
+}
 
 static inline uint64_t acc_peak_bytes(const struct mt__snapshot_state *st, const struct acc *a)
 {
@@ -284,7 +296,9 @@ static void malloc_count(struct mt_snapshot *s, unsigned kind, uint64_t size, in
 	st->malloc_chunks += sign > 0 ? c : 0 - c;
 }
 
-static int on_alloc(void *ctx, const struct mt_record *r)
+/* An ALLOC record; @extras: as acc_change_x()'s. */
+static inline __attribute__((always_inline)) int alloc_x(void *ctx, const struct mt_record *r,
+							 int extras)
 {
 	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
@@ -300,7 +314,7 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 	s->by_allocator_count[kind]++;
 	s->by_allocator_bytes[kind] += size;
 	s->size_hist[size_bucket(size)]++;
-	if (st->sizes && mt_sizes_add(st->sizes, size) < 0)
+	if (extras && st->sizes && mt_sizes_add(st->sizes, size) < 0)
 		return -ENOMEM;
 	int64_t si = site_for(st, stack, thread, kind, addr);
 	if (si < 0)
@@ -330,9 +344,9 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		struct mt_live *e = mt_livemap_find(&st->live, addr);
 		if (e->addr) {
 			/* the free of the previous block was never recorded */
-			if (st->temporal)
+			if (extras && st->temporal)
 				temporal_free(st, addr, e->size);
-			acc_change(st, &st->sites[e->site], (int64_t)(0 - e->size), -1);
+			acc_change_x(st, &st->sites[e->site], (int64_t)(0 - e->size), -1, extras);
 			st->heap -= e->size;
 			malloc_count(s, st->site_keys[e->site].thread_kind & SITE_KIND_MASK, e->size, -1);
 			s->leak_count--;
@@ -343,11 +357,11 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 		e->size = size;
 		e->site = (uint32_t)si;
 		e->seq = seq;
-		if (st->temporal)
+		if (extras && st->temporal)
 			temporal_alloc(st, (uint32_t)si, addr, size);
 		malloc_count(s, kind, size, 1);
 	}
-	acc_change(st, sa, (int64_t)size, 1);
+	acc_change_x(st, sa, (int64_t)size, 1, extras);
 	s->leak_count++;
 	st->heap += size;
 	if (st->heap >= s->peak_heap) {
@@ -358,7 +372,8 @@ static int on_alloc(void *ctx, const struct mt_record *r)
 	return 0;
 }
 
-static int on_free(void *ctx, const struct mt_record *r)
+static inline __attribute__((always_inline)) int free_x(void *ctx, const struct mt_record *r,
+							int extras)
 {
 	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
@@ -388,7 +403,7 @@ static int on_free(void *ctx, const struct mt_record *r)
 		return 0;
 	}
 	struct acc *a = &st->sites[e->site];
-	acc_change(st, a, (int64_t)(0 - e->size), -1);
+	acc_change_x(st, a, (int64_t)(0 - e->size), -1, extras);
 	/* temporary: freed by the allocating thread with at most
 	 * temp_threshold of its allocations in between (memray's meaning) */
 	uint32_t thread = mt__snap_believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
@@ -401,10 +416,32 @@ static int on_free(void *ctx, const struct mt_record *r)
 	malloc_count(s, st->site_keys[e->site].thread_kind & SITE_KIND_MASK, e->size, -1);
 	s->bytes_freed += e->size;
 	s->leak_count--;
-	if (st->temporal)
+	if (extras && st->temporal)
 		temporal_free(st, addr, e->size);
 	mt_livemap_delete(&st->live, e);
 	return 0;
+}
+
+static int on_alloc(void *ctx, const struct mt_record *r)
+{
+	return alloc_x(ctx, r, 0);
+}
+
+static int on_free(void *ctx, const struct mt_record *r)
+{
+	return free_x(ctx, r, 0);
+}
+
+/* ... of a snapshot with growth, temporal intervals, high-water marks or
+ * exact sizes */
+static int on_alloc_extras(void *ctx, const struct mt_record *r)
+{
+	return alloc_x(ctx, r, 1);
+}
+
+static int on_free_extras(void *ctx, const struct mt_record *r)
+{
+	return free_x(ctx, r, 1);
 }
 
 static int on_sample(void *ctx, const struct mt_record *r)
@@ -539,22 +576,26 @@ static int finish(struct mt_snapshot *s)
 	return 0;
 }
 
-static const struct mt_record_ops snapshot_ops = {
-	.alloc = on_alloc,
-	.free = on_free,
-	.thread = mt__snap_on_thread,
-	.code = mt__snap_on_code,
-	.stack = mt__snap_on_stack,
-	.sample = on_sample,
-	.diag = mt__snap_on_diag,
-	.trailer = mt__snap_on_trailer,
-	.native = mt__snap_on_native,
-	.hybrid = mt__snap_on_hybrid,
-	.module = mt__snap_on_module,
-	.site = mt__snap_on_site,
-	.totals = mt__snap_on_totals,
-	.name = mt__snap_on_name,
-};
+#define SNAPSHOT_OPS(on_alloc, on_free)            \
+	{                                          \
+		.alloc = on_alloc,                 \
+		.free = on_free,                   \
+		.thread = mt__snap_on_thread,      \
+		.code = mt__snap_on_code,          \
+		.stack = mt__snap_on_stack,        \
+		.sample = on_sample,               \
+		.diag = mt__snap_on_diag,          \
+		.trailer = mt__snap_on_trailer,    \
+		.native = mt__snap_on_native,      \
+		.hybrid = mt__snap_on_hybrid,      \
+		.module = mt__snap_on_module,      \
+		.site = mt__snap_on_site,          \
+		.totals = mt__snap_on_totals,      \
+		.name = mt__snap_on_name,          \
+	}
+static const struct mt_record_ops snapshot_ops = SNAPSHOT_OPS(on_alloc, on_free);
+static const struct mt_record_ops snapshot_ops_extras = SNAPSHOT_OPS(on_alloc_extras,
+								     on_free_extras);
 
 int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap)
 {
@@ -644,7 +685,9 @@ int mt_snapshot_feed(struct mt_snapshot *s, struct mt_capture *cap)
 		mt_native_unresolve(&st->nat, &st->stk);
 		st->resolved = 0;
 	}
-	while (mt_capture_step(cap, &snapshot_ops, s, &rc))
+	const struct mt_record_ops *ops =
+		st->growth || st->temporal || st->hwm || st->sizes ? &snapshot_ops_extras : &snapshot_ops;
+	while (mt_capture_step(cap, ops, s, &rc))
 		;
 	s->status = *mt_capture_status(cap);
 	s->heap_end = st->heap;

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Record codec: round trips, damage, delta and address state. */
+#include "format/columns.h"
 #include "format/error.h"
+#include "format/hotdec.h"
 #include "format/record.h"
 
 #include <check.h>
@@ -507,6 +509,155 @@ START_TEST(test_record_size_classes)
 }
 END_TEST
 
+/* Columns read a record at a time, as the reader reads them: a hot record
+ * of the last hot thread from its fields (mt_cols_in_hot(), hotdec.h),
+ * raw kinds' km and xm too, any other as a row; every record is the one
+ * mt_rec_decode() reads from the rows, with every address mode (the
+ * shared state too) and with the node column coded as @opts says, and a
+ * cut of the columns stops the reading at a misfit, never at a wrong
+ * record. */
+static struct deltas dec_rows, dec_cols;
+static struct mt_reuse reuse_enc, reuse_rows, reuse_cols;
+
+static void deltas_reset(void)
+{
+	memset(&dec_rows, 0, sizeof(dec_rows));
+	memset(&dec_cols, 0, sizeof(dec_cols));
+	memset(&reuse_rows, 0, sizeof(reuse_rows));
+	memset(&reuse_cols, 0, sizeof(reuse_cols));
+	for (int i = 0; i < 512; i++) {
+		dec_rows.d[i].reuse = &reuse_rows;
+		dec_cols.d[i].reuse = &reuse_cols;
+	}
+}
+
+/* The records of columns [@cols, +@n) split with @opts, read by
+ * mt_cols_in, each checked against @want (@max of them) as it is read;
+ * *@fit: whether they fit together; *@from_fields and *@raw count the
+ * records read from their fields and the raw ones among them. Returns
+ * how many were read. */
+static size_t read_cols(const uint8_t *cols, size_t n, unsigned opts,
+			const struct mt_record *want, size_t max, int *fit, size_t *from_fields,
+			size_t *raw)
+{
+	static uint8_t row[(1 << 14) + MT_ROW_SLACK];
+	static struct mt_cols_in in;
+	struct mt_record r;
+	size_t k = 0;
+
+	*fit = 0;
+	if (mt_cols_in_begin(&in, cols, n, opts) < 0)
+		return 0;
+	while (mt_cols_in_more(&in) && k < max) {
+		struct mt_cols_hot h;
+		int hot = mt_cols_in_hot(&in, &h);
+		if (hot < 0)
+			return k;
+		if (hot) {
+			ck_assert(mt__hot_km_ok(h.type, h.kind, h.mode));
+			ck_assert(!h.overflow);
+			r.type = (uint8_t)h.type;
+			r.tidx = (uint32_t)in.thread;
+			ck_assert_int_eq(mt__hot_decode(get_delta(&dec_cols, (uint32_t)in.thread), &r,
+							h.type, h.kind, h.mode, h.zaddr, h.size,
+							h.zstack),
+					 0);
+			assert_record_eq(&r, &want[k++]);
+			(*from_fields)++;
+			*raw += mt_allocator_is_raw(h.kind);
+			continue;
+		}
+		ssize_t len = mt_cols_in_row(&in, row, sizeof(row));
+		if (len < 0)
+			return k;
+		ck_assert_int_eq(mt_rec_decode(row, (size_t)len, &r, get_delta, &dec_cols), len);
+		assert_record_eq(&r, &want[k++]);
+	}
+	*fit = mt_cols_in_end(&in);
+	return k;
+}
+
+static size_t put_rec(uint8_t *p, size_t cap, const struct mt_record *r)
+{
+	ssize_t n = mt_rec_encode(p, cap, r, NULL);
+	ck_assert_int_gt(n, 0);
+	return (size_t)n;
+}
+
+START_TEST(test_record_columns_read)
+{
+	static uint8_t recs[1 << 14], cols[MT_SPLIT_MAX(1 << 14)], split[MT_SPLIT_SCRATCH(1 << 14)];
+	static struct mt_record want[1024];
+	unsigned opts = _i ? MT_NODES_NATIVE : 0;
+	struct mt_delta enc[21];
+	size_t len = 0, n_want = 0, from_fields = 0, raw = 0;
+	int fit;
+
+	memset(enc, 0, sizeof(enc));
+	memset(&reuse_enc, 0, sizeof(reuse_enc));
+	for (int i = 0; i < 21; i++)
+		enc[i].reuse = &reuse_enc;
+	for (int t = 0; t < N_TYPES; t++) {
+		struct mt_record r = sample_record(rec_types[t], 0);
+		len += (size_t)mt_rec_encode(recs + len, sizeof(recs) - len, &r, &enc[0]);
+	}
+	for (uint32_t i = 1; i <= 12; i++) { /* node records the node column codes */
+		struct mt_record r = { .type = MT_REC_STACK };
+		r.stack = (struct mt_rec_stack){ 100 + 3 * i, 100 + 3 * (i - 1), 7, 10 + i };
+		len += put_rec(recs + len, sizeof(recs) - len, &r);
+		r = (struct mt_record){ .type = MT_REC_NATIVE };
+		r.native = (struct mt_rec_native){ 101 + 3 * i, 98 + 3 * i, 0x54d560 + 16 * (i % 3) };
+		len += put_rec(recs + len, sizeof(recs) - len, &r);
+		r = (struct mt_record){ .type = MT_REC_HYBRID };
+		r.hybrid = (struct mt_rec_hybrid){ 102 + 3 * i, 100 + 3 * i, 101 + 3 * i };
+		len += put_rec(recs + len, sizeof(recs) - len, &r);
+	}
+	for (int i = 0; i < 240; i++) { /* rings, reused and next blocks, slots, deltas */
+		uint32_t thread = i % 50 < 40 ? 2 : 20;
+		struct mt_delta *d = &enc[thread];
+		uint64_t addr = 0x7f0000000000 + (uint64_t)(i % 9) * 48 + (i % 11 == 0 ? 8 : 0);
+		int is_raw = i % 5 == 4;
+		unsigned kind = is_raw ? MT_ALLOC_PYMALLOC_RAW_MALLOC + (unsigned)(i % 3)
+			      : i % 3	? MT_ALLOC_PYMALLOC_MALLOC
+					: MT_ALLOC_MALLOC;
+		len += mt_enc_alloc(recs + len, d, thread, kind, addr, 16 + (uint64_t)(i % 4) * 16,
+				    (uint32_t)(i % 13));
+		if (i % 4 != 3)
+			len += mt_enc_free(recs + len, d, thread,
+					   is_raw	    ? MT_ALLOC_PYMALLOC_RAW_FREE
+					   : i % 17 ? (i % 3 ? MT_ALLOC_PYMALLOC_FREE : MT_ALLOC_FREE)
+						    : MT_ALLOC_MUNMAP,
+					   addr - (uint64_t)(i % 3) * 48, 4096);
+	}
+	ck_assert_uint_lt(len, sizeof(recs));
+	deltas_reset();
+	for (size_t off = 0; off < len; n_want++) {
+		ck_assert_uint_lt(n_want, 1024);
+		ssize_t n = mt_rec_decode(recs + off, len - off, &want[n_want], get_delta, &dec_rows);
+		ck_assert_int_gt(n, 0);
+		off += (size_t)n;
+	}
+	ssize_t ncols = mt_chunk_split(cols, split, recs, len, NULL, opts);
+	ck_assert_int_gt(ncols, 0);
+	ck_assert_uint_eq(read_cols(cols, (size_t)ncols, opts, want, n_want, &fit, &from_fields,
+				    &raw),
+			  n_want);
+	ck_assert(fit);
+	ck_assert_uint_gt(from_fields, n_want / 2); /* most from their fields */
+	ck_assert_uint_gt(raw, 20);                 /* raw ones among them */
+	/* a cut of the columns: whole records, then a misfit */
+	for (size_t cut = 0; cut < (size_t)ncols; cut += 7) {
+		uint8_t *c = malloc(cut ? cut : 1); /* ASan sees reads past cut */
+		memcpy(c, cols, cut);
+		deltas_reset();
+		ck_assert_uint_lt(read_cols(c, cut, opts, want, n_want, &fit, &from_fields, &raw),
+				  n_want);
+		ck_assert(!fit);
+		free(c);
+	}
+}
+END_TEST
+
 static Suite *record_suite(void)
 {
 	Suite *s = suite_create("record");
@@ -522,6 +673,7 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, test_record_unknown_type_skipped);
 	tcase_add_test(tc, test_record_malformed);
 	tcase_add_test(tc, test_record_sample_in_use);
+	tcase_add_loop_test(tc, test_record_columns_read, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
