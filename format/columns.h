@@ -131,6 +131,18 @@ static inline void mt__cols_hot(struct mt_cols *c, unsigned type, uint32_t threa
 	c->events++;
 }
 
+/* An ALLOC's control, then its size and stack columns. */
+static inline __attribute__((always_inline)) void
+mt__cols_alloc_hot(struct mt_cols *c, uint32_t thread, struct mt__hot h, uint64_t size)
+{
+	mt__cols_hot(c, MT_REC_ALLOC, thread, h);
+	size_t k = mt_varint_put(c->out[MT_COL_SIZE], size);
+	c->out[MT_COL_SIZE] += k;
+	size_t j = mt_varint_put(c->out[MT_COL_STACK], h.zstack);
+	c->out[MT_COL_STACK] += j;
+	c->len += k + j;
+}
+
 /* mt_cols_alloc() / mt_cols_free() - the record mt_enc_alloc() /
  * mt_enc_free() would make, straight into the columns; @kind below 16
  * (the raw kinds: mt_cols_alloc_raw(), mt_cols_free_raw()). */
@@ -138,12 +150,7 @@ static inline void mt_cols_alloc(struct mt_cols *c, struct mt_delta *d, uint32_t
 				 unsigned kind, uint64_t addr, uint64_t size, uint32_t stack)
 {
 	struct mt__hot h = mt__code_alloc(d, kind, addr, size, stack);
-	mt__cols_hot(c, MT_REC_ALLOC, thread, h);
-	size_t k = mt_varint_put(c->out[MT_COL_SIZE], size);
-	c->out[MT_COL_SIZE] += k;
-	size_t j = mt_varint_put(c->out[MT_COL_STACK], h.zstack);
-	c->out[MT_COL_STACK] += j;
-	c->len += k + j;
+	mt__cols_alloc_hot(c, thread, h, size);
 }
 
 /* mt_cols_alloc_raw() / mt_cols_free_raw() - the same for a raw kind: the
@@ -153,12 +160,7 @@ static inline void mt_cols_alloc_raw(struct mt_cols *c, struct mt_delta *d, uint
 {
 	struct mt__hot h = mt__code_alloc(d, mt_allocator_pymalloc(kind), addr, size, stack);
 	mt__hot_raw(&h, kind);
-	mt__cols_hot(c, MT_REC_ALLOC, thread, h);
-	size_t k = mt_varint_put(c->out[MT_COL_SIZE], size);
-	c->out[MT_COL_SIZE] += k;
-	size_t j = mt_varint_put(c->out[MT_COL_STACK], h.zstack);
-	c->out[MT_COL_STACK] += j;
-	c->len += k + j;
+	mt__cols_alloc_hot(c, thread, h, size);
 }
 
 static inline void mt_cols_free_raw(struct mt_cols *c, struct mt_delta *d, uint32_t thread,

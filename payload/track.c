@@ -537,7 +537,7 @@ void mt_track_native(int on)
  * (a constant at each call, so that the other events' code stays as it
  * is). */
 static inline __attribute__((always_inline)) void
-track_alloc_x(unsigned kind, const void *ptr, size_t size, const struct mt_pylayout *lo, int x)
+track_alloc(unsigned kind, const void *ptr, size_t size, const struct mt_pylayout *lo, int x)
 {
 	struct mt_thread *t = thread_get();
 	if (!t)
@@ -556,14 +556,8 @@ track_alloc_x(unsigned kind, const void *ptr, size_t size, const struct mt_pylay
 				      : mt_raw_alloc(p, kind, (uintptr_t)ptr, size, stack));
 }
 
-static inline __attribute__((always_inline)) void
-track_alloc(unsigned kind, const void *ptr, size_t size, const struct mt_pylayout *lo)
-{
-	track_alloc_x(kind, ptr, size, lo, 0);
-}
-
-static inline __attribute__((always_inline)) void track_free_x(unsigned kind, const void *ptr,
-								     size_t size, int x)
+static inline __attribute__((always_inline)) void track_free(unsigned kind, const void *ptr,
+								   size_t size, int x)
 {
 	struct mt_thread *t = thread_get();
 	if (!t)
@@ -579,30 +573,24 @@ static inline __attribute__((always_inline)) void track_free_x(unsigned kind, co
 				      : mt_raw_free(p, kind, (uintptr_t)ptr, size));
 }
 
-static inline __attribute__((always_inline)) void track_free(unsigned kind, const void *ptr,
-								   size_t size)
-{
-	track_free_x(kind, ptr, size, 0);
-}
-
 void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
 {
-	track_alloc(kind, ptr, size, NULL);
+	track_alloc(kind, ptr, size, NULL, 0);
 }
 
 void mt_track_free(unsigned kind, const void *ptr, size_t size)
 {
-	track_free(kind, ptr, size);
+	track_free(kind, ptr, size, 0);
 }
 
 void mt_track_alloc_raw(unsigned kind, const void *ptr, size_t size)
 {
-	track_alloc_x(kind, ptr, size, NULL, 1);
+	track_alloc(kind, ptr, size, NULL, 1);
 }
 
 void mt_track_free_raw(unsigned kind, const void *ptr)
 {
-	track_free_x(kind, ptr, 0, 1);
+	track_free(kind, ptr, 0, 1);
 }
 
 int mt_track_init(int python)
@@ -647,7 +635,7 @@ static inline __attribute__((always_inline)) void *pymem_malloc(const struct mt_
 		return o->malloc(o->ctx, size);
 	p = o->malloc(o->ctx, size);
 	if (p != NULL)
-		track_alloc(MT_ALLOC_PYMALLOC_MALLOC, p, size, lo); /* keeps errno */
+		track_alloc(MT_ALLOC_PYMALLOC_MALLOC, p, size, lo, 0); /* keeps errno */
 	mt_guard_leave();
 	return p;
 }
@@ -664,7 +652,7 @@ static inline __attribute__((always_inline)) void *pymem_calloc(const struct mt_
 		return o->calloc(o->ctx, nelem, elsize);
 	p = o->calloc(o->ctx, nelem, elsize);
 	if (p != NULL) /* no overflow here: the allocator succeeded */
-		track_alloc(MT_ALLOC_PYMALLOC_CALLOC, p, nelem * elsize, lo);
+		track_alloc(MT_ALLOC_PYMALLOC_CALLOC, p, nelem * elsize, lo, 0);
 	mt_guard_leave();
 	return p;
 }
@@ -686,10 +674,10 @@ static inline __attribute__((always_inline)) void *pymem_realloc(const struct mt
 	if (!pymem_enter(d))
 		return o->realloc(o->ctx, ptr, size);
 	if (ptr != NULL)
-		track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
+		track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0, 0);
 	p = o->realloc(o->ctx, ptr, size);
 	if (p != NULL)
-		track_alloc(MT_ALLOC_PYMALLOC_REALLOC, p, size, lo);
+		track_alloc(MT_ALLOC_PYMALLOC_REALLOC, p, size, lo, 0);
 	mt_guard_leave();
 	return p;
 }
@@ -698,7 +686,7 @@ static inline __attribute__((always_inline)) void *pymem_realloc(const struct mt
  * wrapper saves for it. */
 static inline __attribute__((always_inline)) void pymem_record_free(void *ptr)
 {
-	track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0);
+	track_free(MT_ALLOC_PYMALLOC_FREE, ptr, 0, 0);
 }
 
 void mt_pymem_free(void *ctx, void *ptr)

@@ -159,8 +159,8 @@ def test_raw_calls_are_malloc_without_python_allocators(memtrace, tmp_path, pyth
     assert [e[0] for e in ev if e[1] == PYMEM_SIZE] == ["MALLOC"]
 
 
-TARGET = textwrap.dedent('''\
-    import ctypes, sys
+# The raw domain's functions, and its allocator as PyMem_GetAllocator says.
+RAW_API = textwrap.dedent('''\
     api = ctypes.pythonapi
     api.PyMem_RawMalloc.restype = ctypes.c_void_p
     api.PyMem_RawMalloc.argtypes = [ctypes.c_size_t]
@@ -174,7 +174,11 @@ TARGET = textwrap.dedent('''\
         a = Allocator()
         api.PyMem_GetAllocator(0, ctypes.byref(a))  # PYMEM_DOMAIN_RAW
         return [getattr(a, f) for f, _ in Allocator._fields_]
+''')
 
+TARGET = textwrap.dedent('''\
+    import ctypes, sys
+''') + RAW_API + textwrap.dedent('''\
     before = raw_domain()
     kept = []
     print("ready", flush=True)
@@ -304,20 +308,7 @@ def test_raw_kinds_in_reports(memtrace, tmp_path):
 TRACKER = textwrap.dedent('''\
     import ctypes, json, sys
     import memtrace
-    api = ctypes.pythonapi
-    api.PyMem_RawMalloc.restype = ctypes.c_void_p
-    api.PyMem_RawMalloc.argtypes = [ctypes.c_size_t]
-    api.PyMem_RawFree.restype = None
-    api.PyMem_RawFree.argtypes = [ctypes.c_void_p]
-
-    class Allocator(ctypes.Structure):  # PyMemAllocatorEx
-        _fields_ = [(f, ctypes.c_void_p) for f in ("ctx", "malloc", "calloc", "realloc", "free")]
-
-    def raw_domain():
-        a = Allocator()
-        api.PyMem_GetAllocator(0, ctypes.byref(a))  # PYMEM_DOMAIN_RAW
-        return [getattr(a, f) for f, _ in Allocator._fields_]
-
+''') + RAW_API + textwrap.dedent('''\
     before = raw_domain()
     with memtrace.Tracker("t.bin", trace_python_allocators=True):
         inside = raw_domain()
