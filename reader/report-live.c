@@ -15,7 +15,7 @@
 
 #include <errno.h>  /* EIO */
 #include <stdio.h>  /* snprintf */
-#include <stdlib.h> /* qsort */
+#include <stdlib.h> /* calloc, qsort */
 #include <string.h> /* strcmp, strdup */
 
 /* @sb cut to at most @width bytes, whole UTF-8 sequences only (0: as it is) */
@@ -169,14 +169,81 @@ ssize_t mt_live_steady(const struct mt_snapshot *s, struct mt_growth_row **out)
 	return mt_growth_rank_at(g, s->end_time_us, out);
 }
 
+/* The frame @up callers above stack @id's innermost, 0 past its root. */
+static uint32_t stack_up(const struct mt_snapshot *s, uint32_t id, unsigned up)
+{
+	while (id && up--)
+		id = mt_snapshot_stack_parent(s, id);
+	return id;
+}
+
+static int frame_eq(const struct mt_snapshot *s, uint32_t a, uint32_t b)
+{
+	if (a == b)
+		return 1;
+	if (!a || !b)
+		return 0;
+	struct mt_frame x, y;
+	mt_snapshot_stack_frame(s, a, &x);
+	mt_snapshot_stack_frame(s, b, &y);
+	return x.line == y.line && x.native == y.native && !strcmp(x.function, y.function) &&
+	       !strcmp(x.file, y.file);
+}
+
+/* Rows @a and @b read the same with @up callers shown. */
+static int rows_alike(const struct mt_snapshot *s, uint32_t a, uint32_t b, unsigned up)
+{
+	for (unsigned k = 0; k <= up; k++)
+		if (!frame_eq(s, stack_up(s, a, k), stack_up(s, b, k)))
+			return 0;
+	return 1;
+}
+
+#define STEADY_CALLERS 3 /* at most, to tell apart paths that end alike */
+
+static void steady_location(struct mt_strbuf *sb, const struct mt_snapshot *s, uint32_t id,
+			    unsigned up)
+{
+	for (unsigned k = 0; k <= up && id; k++, id = mt_snapshot_stack_parent(s, id)) {
+		struct mt_frame fr;
+		mt_snapshot_stack_frame(s, id, &fr);
+		if (k)
+			mt_strbuf_addstr(sb, " <- ");
+		if (fr.native)
+			mt_strbuf_addstr(sb, "[C] ");
+		mt__report_location(sb, fr.function, fr.file, fr.line);
+	}
+}
+
 /* The table of the call paths that rose, the steadiest and biggest rise
- * first: each by its innermost frame. Returns the rows shown. */
+ * first: each by its innermost frame, and by as many of its callers as
+ * tell it apart from the other rows shown. Returns the rows shown. */
 static size_t steady_table(FILE *out, struct mt_strbuf *sb, const struct mt_snapshot *s,
 			   const struct mt_report_opts *o, const struct mt_live_frame *f)
 {
 	const struct mt_growth *g = mt_snapshot_growth_sofar(s);
 	char a[32], b[40], c[40], t[32];
-	size_t rows = 0;
+	size_t shown = f->n_steady;
+
+	if (o->top_n && shown > o->top_n)
+		shown = o->top_n;
+	unsigned *up = calloc(shown ? shown : 1, sizeof(*up)); /* NULL: no callers shown */
+	for (unsigned level = 0; up && level < STEADY_CALLERS; level++) {
+		int more = 0;
+		for (size_t i = 0; i < shown; i++) {
+			if (up[i] != level || !f->steady[i].stack)
+				continue;
+			for (size_t j = 0; j < shown; j++)
+				if (j != i && f->steady[j].stack &&
+				    rows_alike(s, f->steady[i].stack, f->steady[j].stack, level)) {
+					up[i] = level + 1;
+					more = 1;
+					break;
+				}
+		}
+		if (!more)
+			break;
+	}
 
 	/* what the ranking stands on: the samples so far, and the end */
 	uint64_t span = 0, k = g ? mt_growth_points_at(g, s->end_time_us, &span) : 0;
@@ -187,26 +254,21 @@ static size_t steady_table(FILE *out, struct mt_strbuf *sb, const struct mt_snap
 	mt_strbuf_addf(sb, "%12s %12s %12s %8s %5s  %s", "Live", "Rise", "Per hour", "Steady*",
 		       "r", "Location");
 	line(out, sb, f->width);
-	for (size_t i = 0; i < f->n_steady && (!o->top_n || rows < o->top_n); i++) {
+	for (size_t i = 0; i < shown; i++) {
 		const struct mt_growth_row *r = &f->steady[i];
-		struct mt_frame fr;
 		mt_strbuf_addf(sb, "%12s %12s %12s %7.0f%% %5.2f  ",
 			       mt__report_bytes(a, r->end_bytes),
 			       signed_bytes(b, (int64_t)(r->rise < 0 ? r->rise - 0.5 : r->rise + 0.5)),
 			       signed_bytes(c, (int64_t)(r->slope * 3600 + 0.5)), r->steady * 100,
 			       r->r);
-		if (!r->stack) {
+		if (!r->stack)
 			mt_strbuf_addstr(sb, "<no Python frames>");
-		} else {
-			mt_snapshot_stack_frame(s, r->stack, &fr);
-			if (fr.native)
-				mt_strbuf_addstr(sb, "[C] ");
-			mt__report_location(sb, fr.function, fr.file, fr.line);
-		}
+		else
+			steady_location(sb, s, r->stack, up ? up[i] : 0);
 		line(out, sb, f->width);
-		rows++;
 	}
-	return rows;
+	free(up);
+	return shown;
 }
 
 int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o,

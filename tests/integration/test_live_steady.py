@@ -227,3 +227,47 @@ def test_key_s_on_a_terminal(memtrace, script, tmp_path):
         target.stdin.flush()
         target.wait(60)
         stop(target)
+
+
+# two call paths that end in the same line, one rising twice as fast
+TWO_PATHS = r"""
+import sys
+
+kept = []
+
+
+def keep(n):
+    kept.append(bytearray(n))
+
+
+def fast():
+    keep(40_000)
+
+
+def slow():
+    keep(20_000)
+
+
+for line in sys.stdin:
+    fast()
+    slow()
+"""
+
+
+def test_paths_that_end_alike_show_their_callers(memtrace, script, tmp_path):
+    """Rows are call paths: two that end in the same line are told apart
+    by the caller where they part, and a row alone keeps one frame."""
+    prog = script(TWO_PATHS)
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-q", "-o", cap, "--python", "/usr/bin/python3", prog,
+        input="step\n" * 30)
+    once = run(memtrace, "live", "--once", "--sort", "steady", "-n", "100", cap).stdout
+    got = [r for r in rows(once) if r[0] == "keep"]
+    assert len(got) == 2, once
+    lines = [ln for ln in once.splitlines() if re.search(r"  keep at ", ln)]
+    assert len(lines) == 2, once
+    assert " <- fast at " in lines[0] and " <- slow at " in lines[1], once
+    assert size(got[0][2]) > 1.5 * size(got[1][2]), once
+    # the ranking's own rows with other leaves show no callers
+    assert all(" <- " not in ln for ln in once.splitlines() if ROW.match(ln)
+               and "  keep at " not in ln), once
