@@ -147,23 +147,23 @@ def test_every_report_reads_a_native_capture(native_capture, memtrace, tmp_path)
         run(memtrace, cmd, "-o", html, "-f", cap)
 
 
-def numpy_env(python):
-    """The environment in which @python imports numpy, or None: its own,
-    or Debian's numpy (built for Debian's Python, 3.11) on a pyenv build
-    of the same minor version (there is no PyPI here for the others)."""
+def module_env(python, module):
+    """The environment in which @python imports @module, or None: its own,
+    or Debian's build (for Debian's Python, 3.11) on a pyenv build of the
+    same minor version (there is no PyPI here for the others)."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
-    if run(python, "-c", "import numpy", check=False, env=env).returncode == 0:
+    if run(python, "-c", "import " + module, check=False, env=env).returncode == 0:
         return env
     env["PYTHONPATH"] = "/usr/lib/python3/dist-packages"
-    if run(python, "-c", "import numpy", check=False, env=env).returncode == 0:
+    if run(python, "-c", "import " + module, check=False, env=env).returncode == 0:
         return env
     return None
 
 
 @pytest.mark.parametrize("python", python_params())
 def test_numpy_buffer_under_the_python_line(memtrace, tmp_path, python):
-    env = numpy_env(python)
+    env = module_env(python, "numpy")
     if env is None:
         pytest.skip("numpy is not installed for %s, and Debian's numpy is built for "
                     "another Python version" % python)
@@ -206,19 +206,21 @@ assert str(frame["name"].dtype) == "object", frame.dtypes
 """
 
 
-def test_pandas_object_columns_under_the_read_csv_line(memtrace, tmp_path):
+@pytest.mark.parametrize("python", python_params())
+def test_pandas_object_columns_under_the_read_csv_line(memtrace, tmp_path, python):
     """read_csv of object-dtype (string) columns: the widest allocation at
     the peak is made in pandas' or numpy's C code, and the hybrid stack
     has that code under the line that called read_csv."""
-    python = "/usr/bin/python3"
-    if run(python, "-c", "import pandas", check=False).returncode != 0:
-        pytest.skip("pandas is not installed for %s (Debian: python3-pandas)" % python)
+    env = module_env(python, "pandas")
+    if env is None:
+        pytest.skip("pandas is not installed for %s (Debian: python3-pandas, built for "
+                    "Debian's Python version)" % python)
     prog = tmp_path / "pd_prog.py"
     prog.write_text(PANDAS_PROG)
     line = [i for i, t in enumerate(PANDAS_PROG.splitlines(), 1) if "the Python line" in t][0]
     cap = tmp_path / "pd.bin"
     run(memtrace, "run", "--native", "-o", cap, "--python", python, prog, tmp_path / "rows.csv",
-        200_000, timeout=300)
+        200_000, timeout=300, env=env)
     with reader(cap) as r:
         widest = max(r.get_high_watermark_allocation_records(), key=lambda x: x.size)
         hybrid = widest.hybrid_stack_trace()
