@@ -27,8 +27,9 @@ ALIGNED, EXPLICIT = 14, 15
 # km's address mode of a raw kind (16..19): km holds the pymalloc kind of
 # the same call (kind - 4), and a byte xm = 0x10 | address mode follows
 EXT = 13
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 FORMAT_VERSION_MIN = 5  # the oldest version a reader reads (no raw kinds)
+FORMAT_VERSION_COLUMNS = 7  # the first with eight columns (with native stacks)
 
 
 def _km(kind, mode):
@@ -427,13 +428,14 @@ def _control(records, i, n, km, now):
     return seg + bytes([km])
 
 
-def columns(records, native_nodes=False):
+def columns(records, native_nodes=False, eight=False):
     """The chunk data of whole records (docs/format.md 2.1): the lengths of
-    columns 0..4 as varints, then the control, address, size, stack, node
-    and body columns, each record's segments appended to their columns;
-    with native_nodes (the header's MT_HDR_NATIVE_NODES), NATIVE and HYBRID
-    records are node records too."""
-    cols = [bytearray() for _ in range(6)]
+    all columns but the last as varints, then the control, address, size,
+    stack, node and body columns, each record's segments appended to their
+    columns; with native_nodes (the header's MT_HDR_NATIVE_NODES), NATIVE
+    and HYBRID records are node records too; with @eight (version 7 with
+    native stacks), their node segments go to columns 6 and 7."""
+    cols = [bytearray() for _ in range(8 if eight else 6)]
     prev = [0, 0, 0, 0]
     nat = NativeNodes()
     now = [0]
@@ -472,18 +474,19 @@ def columns(records, native_nodes=False):
                     node = nat.native(segment)
                 else:
                     node = nat.hybrid(segment, prev[0])
+                col = {NATIVE: 6, HYBRID: 7}.get(head, 4) if eight else 4
                 if node is not None:
-                    cols[4] += node
+                    cols[col] += node
                     continue
-                cols[4].append(VERBATIM)
+                cols[col].append(VERBATIM)
             cols[5] += segment
-    return b"".join(varint(len(c)) for c in cols[:5]) + b"".join(bytes(c) for c in cols)
+    return b"".join(varint(len(c)) for c in cols[:-1]) + b"".join(bytes(c) for c in cols)
 
 
-def chunk(records, packer=None, native_nodes=False):
+def chunk(records, packer=None, native_nodes=False, eight=False):
     """A chunk of whole records: stored, or coded by @packer if that is
     shorter (the packer's histories take the columns either way)."""
-    data = columns(records, native_nodes)
+    data = columns(records, native_nodes, eight)
     stored = packer.pack(data) if packer else data
     if len(stored) >= len(data):
         stored = data
@@ -609,7 +612,8 @@ class Packer:
             ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
             ctypes.c_int]
         self.huffman, self.use_history = huffman, history
-        self.history = [b""] * 6
+        self.history = [b""] * 8
+        self.ncols = 6  # 8 for version 7 with native stacks: Capture sets it
         self.store_every, self.chunks, self.chunks_stored = store_every, 0, 0
         self.methods = collections.Counter()  # method -> columns
         self.forms = collections.Counter()  # stream form -> streams
@@ -634,7 +638,7 @@ class Packer:
         store = self.store_every and self.chunks % self.store_every == 0
         self.chunks_stored += bool(store)
         lens, i = [], 0
-        for _ in range(5):
+        for _ in range(self.ncols - 1):
             v, i = _varint_at(data, i)
             lens.append(v)
         out = bytearray(data[:i])
@@ -677,6 +681,9 @@ class Capture:
         self.plain = plain
         self.packer = packer  # a Packer: chunks coded (docs/format.md 2.3), else stored
         self.native_nodes = bool(flags & HDR_NATIVE_NODES)
+        self.eight = version >= FORMAT_VERSION_COLUMNS and bool(flags & HDR_NATIVE)
+        if packer:
+            packer.ncols = 8 if self.eight else 6
 
     def _head(self, rtype, thread=0):
         if thread < 15:
@@ -734,7 +741,7 @@ class Capture:
 
     def flush(self):
         if self.chunk:
-            self.out += chunk(self.chunk, self.packer, self.native_nodes)
+            self.out += chunk(self.chunk, self.packer, self.native_nodes, self.eight)
             self.chunk = bytearray()
         return self
 
