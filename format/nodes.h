@@ -24,9 +24,11 @@
 
 /* Options of a chunk's columns. MT_NODES_NATIVE (the capture header's
  * MT_HDR_NATIVE_NODES): NATIVE and HYBRID records are node records too.
- * MT_NODES_COLUMNS (format version 7): the chunk data have eight columns,
- * the node segments of NATIVE and HYBRID records in two of their own
- * (format/columns.h), apart from those of STACK records. */
+ * MT_NODES_COLUMNS (format version 7 with native stacks): the chunk data
+ * have eight columns, the node segments of NATIVE and HYBRID records in
+ * two of their own (format/columns.h), apart from those of STACK records;
+ * and a STACK record's id is coded against the last node record's, of any
+ * type, as theirs are. */
 #define MT_NODES_NATIVE 1u
 #define MT_NODES_COLUMNS 2u
 

@@ -238,10 +238,14 @@ def _unzigzag(z):
 SIBLING, CHILD, FAR, VERBATIM, NEXT_ID, SAME_CODE = 0, 1, 2, 3, 4, 8
 
 
-def _node(segment, prev):
+def _node(segment, prev, base=None):
     """The node-column segment of a STACK record whose body segment (length
     and body) is `segment`, coded against `prev` = [id, parent, code,
-    offset]; None when it is to be stored verbatim."""
+    offset], its id against `base` (the last node record's id, version 7
+    with native stacks) or else the previous STACK's; None when it is to
+    be stored verbatim."""
+    if base is None:
+        base = prev[0]
     try:
         length, i = _varint_at(segment, 0)
         start = i
@@ -260,10 +264,10 @@ def _node(segment, prev):
     if varint(len(body)) + body != bytes(segment):
         return None
     flag, out = 0, bytearray()
-    if sid == prev[0] + 1:
+    if sid == base + 1:
         flag |= NEXT_ID
     else:
-        out += varint(zigzag(sid - prev[0] - 1))
+        out += varint(zigzag(sid - base - 1))
     if parent == prev[1]:
         flag |= SIBLING
     elif parent == prev[0]:
@@ -434,7 +438,8 @@ def columns(records, native_nodes=False, eight=False):
     stack, node and body columns, each record's segments appended to their
     columns; with native_nodes (the header's MT_HDR_NATIVE_NODES), NATIVE
     and HYBRID records are node records too; with @eight (version 7 with
-    native stacks), their node segments go to columns 6 and 7."""
+    native stacks), their node segments go to columns 6 and 7, and a STACK
+    record's id is coded against the last node record's."""
     cols = [bytearray() for _ in range(8 if eight else 6)]
     prev = [0, 0, 0, 0]
     nat = NativeNodes()
@@ -467,7 +472,7 @@ def columns(records, native_nodes=False, eight=False):
             i = j + length
             if head == STACK or (native_nodes and head in (NATIVE, HYBRID)):
                 if head == STACK:
-                    node = _node(segment, prev)
+                    node = _node(segment, prev, nat.last if eight else None)
                     if node is not None:
                         nat.last = prev[0]
                 elif head == NATIVE:

@@ -198,7 +198,9 @@ def test_node_segment_that_does_not_decode_is_corrupt(memtrace, tmp_path, versio
     assert data[node] == 0x04, hex(data[node])
     seg = i + sum(lens[:6]) if eight else node + 3
     if eight:
-        assert lens[4] == 2 * 3  # the two STACK records' segments alone
+        # the two STACK records' segments alone, the second's id one past
+        # the HYBRID record's before it: its flag and the offset's delta
+        assert lens[4] == 3 + 2
     assert data[seg] & 0x18 == 0x10, hex(data[seg])  # the first NATIVE: a delta
     data[seg] |= 0x18
     # the chunk's checksum over its data again
