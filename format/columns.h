@@ -76,6 +76,15 @@ static inline int mt_columns(unsigned opts)
 	return opts & MT_NODES_COLUMNS ? MT_COLUMNS : MT_COLUMNS_V6;
 }
 
+/* mt_header_columns() - the options a reader splits and joins the chunks
+ * of a capture of header @h with: native nodes by its flag; from version
+ * 7, eight columns if it has native stacks. */
+static inline unsigned mt_header_columns(const struct mt_header *h)
+{
+	unsigned eight = h->version >= MT_FORMAT_VERSION_COLUMNS && (h->flags & MT_HDR_NATIVE);
+	return (h->flags & MT_HDR_NATIVE_NODES ? MT_NODES_NATIVE : 0) | (eight ? MT_NODES_COLUMNS : 0);
+}
+
 /* mt_node_column() - the column of the node segment of a record whose
  * head byte is @head (mt_nodes_coded()). */
 static inline int mt_node_column(unsigned opts, uint8_t head)

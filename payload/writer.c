@@ -7,6 +7,7 @@
  * allocations are never recorded.
  */
 #include "payload/writer.h"
+#include "format/columns.h" /* mt_header_columns */
 #include "format/error.h"
 #include "format/nodes.h"
 #include "format/record.h"
@@ -326,15 +327,10 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	const char *plain = getenv("MEMTRACE_TEST_PLAIN_NODES");
 	const char *v6 = getenv("MEMTRACE_TEST_FORMAT6");
 	struct mt_header coded = *h;
-	unsigned opts = h->flags & MT_HDR_NATIVE ? MT_NODES_COLUMNS : 0;
-	if (!plain || *plain != '1') {
+	if (!plain || *plain != '1')
 		coded.flags |= MT_HDR_NATIVE_NODES;
-		opts |= MT_NODES_NATIVE;
-	}
-	if (v6 && *v6 == '1') {
+	if (v6 && *v6 == '1')
 		coded.version = MT_FORMAT_VERSION_COLUMNS - 1;
-		opts &= ~MT_NODES_COLUMNS;
-	}
 	n = mt_header_encode(hdr, sizeof(hdr), &coded);
 	if (n < 0)
 		return (int)n;
@@ -362,7 +358,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	w.next_agg = w.start_mono + AGG_NS;
 	const char *crash = getenv("MEMTRACE_TEST_WRITER_CRASH");
 	mt_merge_begin(&w.sink, on_error, crash && (*crash == '1' || *crash == '2') ? *crash - '0' : 0,
-		       w.start_mono, w.aggregate, opts);
+		       w.start_mono, w.aggregate, mt_header_columns(&coded));
 	atomic_store(&w.stop, 0);
 	diag_forget();
 	atomic_store(&w.crashed, 0);

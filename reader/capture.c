@@ -462,17 +462,6 @@ static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_
 	}
 }
 
-/* The layout of the capture's chunks (format/nodes.h): native nodes by
- * the header's flag; from version 7, eight columns if it has native
- * stacks. */
-static unsigned column_opts(const struct mt_capture *c)
-{
-	return (c->hdr.flags & MT_HDR_NATIVE_NODES ? MT_NODES_NATIVE : 0) |
-	       (c->hdr.version >= MT_FORMAT_VERSION_COLUMNS && (c->hdr.flags & MT_HDR_NATIVE)
-			? MT_NODES_COLUMNS
-			: 0);
-}
-
 /* The records of chunk data [@data, @data+@len), read from its columns:
  * a hot record of the chunk's last hot thread, most of them, is decoded
  * from its fields there (format/hotdec.h), any other as a row in c->recs
@@ -487,7 +476,7 @@ static int read_records(struct mt_capture *c, const uint8_t *data, size_t len,
 	struct mt_record r;
 	struct mt_delta *d = NULL; /* in.thread's */
 	uint64_t n_records = c->st.n_records;
-	unsigned opts = column_opts(c);
+	unsigned opts = mt_header_columns(&c->hdr);
 	int rc = 0, err = 0;
 
 	if (mt_cols_in_begin(&in, data, len, opts) < 0) {
@@ -577,7 +566,7 @@ void mt_capture_rewind(struct mt_capture *c)
 	/* delta state runs from the first chunk to the last */
 	memset(&c->reuse, 0, sizeof(c->reuse));
 	mt_history_reset(&c->hist);
-	mt_history_layout(&c->hist, column_opts(c));
+	mt_history_layout(&c->hist, mt_header_columns(&c->hdr));
 	for (uint32_t i = 0; i < c->n_deltas; i++)
 		if (c->deltas[i]) {
 			memset(c->deltas[i], 0, sizeof(*c->deltas[i]));

@@ -88,10 +88,7 @@ int main(int argc, char **argv)
 		uint8_t *recs = malloc(cap), *raw = malloc(MT_CHUNK_LIMIT);
 		uint8_t *scratch = malloc(MT_PACK_SCRATCH(MT_CHUNK_LIMIT));
 		struct mt_history *hist = malloc(sizeof(*hist));
-		unsigned in_opts = (h.flags & MT_HDR_NATIVE_NODES ? MT_NODES_NATIVE : 0) |
-				   (h.version >= MT_FORMAT_VERSION_COLUMNS && (h.flags & MT_HDR_NATIVE)
-					    ? MT_NODES_COLUMNS
-					    : 0);
+		unsigned in_opts = mt_header_columns(&h);
 		mt_history_reset(hist);
 		mt_history_layout(hist, in_opts);
 		while ((size_t)off + MT_CHUNK_HEADER <= n) {

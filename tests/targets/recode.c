@@ -23,14 +23,6 @@ static int fail(const char *what)
 	return 1;
 }
 
-static unsigned layout(const struct mt_header *h)
-{
-	return (h->flags & MT_HDR_NATIVE_NODES ? MT_NODES_NATIVE : 0) |
-	       (h->version >= MT_FORMAT_VERSION_COLUMNS && (h->flags & MT_HDR_NATIVE)
-			? MT_NODES_COLUMNS
-			: 0);
-}
-
 int main(int argc, char **argv)
 {
 	if (argc != 4)
@@ -50,11 +42,11 @@ int main(int argc, char **argv)
 	ssize_t off = mt_header_decode(b, (size_t)n, &h);
 	if (off < 0)
 		return fail("not a capture");
-	unsigned in_opts = layout(&h);
+	unsigned in_opts = mt_header_columns(&h);
 	h.version = (uint16_t)strtoul(argv[3], NULL, 10);
 	if (h.version < MT_FORMAT_VERSION_MIN || h.version > MT_FORMAT_VERSION)
 		return fail("unsupported version");
-	unsigned out_opts = layout(&h);
+	unsigned out_opts = mt_header_columns(&h);
 	FILE *o = fopen(argv[2], "wb");
 	uint8_t hdr[MT_HDR_FIXED + MT_CMDLINE_MAX];
 	ssize_t hn = mt_header_encode(hdr, sizeof(hdr), &h);

@@ -55,10 +55,7 @@ static inline void cw_init(struct cw *w, const struct mt_header *h, size_t chunk
 	w->hist = malloc(sizeof(*w->hist));
 	if (!w->raw || !w->hist)
 		abort();
-	w->opts = (h->flags & MT_HDR_NATIVE_NODES ? MT_NODES_NATIVE : 0) |
-		  (h->version >= MT_FORMAT_VERSION_COLUMNS && (h->flags & MT_HDR_NATIVE)
-			   ? MT_NODES_COLUMNS
-			   : 0);
+	w->opts = mt_header_columns(h);
 	mt_history_reset(w->hist);
 	mt_history_layout(w->hist, w->opts);
 	cw__reserve(w, MT_HDR_FIXED + h->cmdline.len);
