@@ -182,20 +182,21 @@ ssize_t mt_cols_add(struct mt_cols *c, const uint8_t *p, size_t left)
 		return -MT_ECORRUPT;
 	c->events += is_hot(p[0]);
 	if (mt_nodes_coded(&c->node, p[0])) {
-		size_t k = mt_node_pack(&c->node, out[COL_NODE], p, 1 + n[COL_BODY]);
+		int col = mt_node_column(c->node.opts, p[0]);
+		size_t k = mt_node_pack(&c->node, out[col], p, 1 + n[COL_BODY]);
 		if (k) {
 			*out[COL_CTL]++ = (uint8_t)(p[0] << 4);
-			out[COL_NODE] += k;
+			out[col] += k;
 			c->len += 1 + n[COL_BODY];
 			return (ssize_t)(1 + n[COL_BODY]);
 		}
-		*out[COL_NODE]++ = MT_NODE_VERBATIM;
+		*out[col]++ = MT_NODE_VERBATIM;
 	}
 	out[COL_CTL] += ctl_from_row(out[COL_CTL], &c->thread, p, nhead);
 	if (n[COL_CTL] > nhead + 1) /* the xm after km */
 		*out[COL_CTL]++ = p[nhead + 1];
 	p += n[COL_CTL];
-	for (int i = 1; i < MT_COLUMNS; i++) {
+	for (int i = 1; i <= COL_BODY; i++) { /* a row's segments go no further */
 		memcpy(out[i], p, n[i]);
 		out[i] += n[i];
 		p += n[i];
@@ -209,13 +210,14 @@ size_t mt_cols_finish(struct mt_cols *c)
 	/* The directory, and the columns in place behind it. */
 	uint8_t dir[MT_COLUMNS_DIR_MAX];
 	size_t ndir = 0;
-	for (int i = 0; i < MT_COLUMNS - 1; i++)
+	int ncols = mt_columns(c->node.opts);
+	for (int i = 0; i < ncols - 1; i++)
 		ndir += mt_varint_put(dir + ndir, (uint64_t)(c->out[i] - c->base[i]));
 	uint8_t *q = c->dst + ndir;
 	memmove(q, c->base[COL_CTL], (size_t)(c->out[COL_CTL] - c->base[COL_CTL]));
 	memcpy(c->dst, dir, ndir);
 	q += c->out[COL_CTL] - c->base[COL_CTL];
-	for (int i = 1; i < MT_COLUMNS; i++) {
+	for (int i = 1; i < ncols; i++) {
 		memcpy(q, c->base[i], (size_t)(c->out[i] - c->base[i]));
 		q += c->out[i] - c->base[i];
 	}
@@ -308,14 +310,15 @@ int mt_cols_in_begin(struct mt_cols_in *in, const uint8_t *src, size_t len, unsi
 	memset(in->end, 0, sizeof(in->end));
 	in->thread = 0;
 	mt_nodes_begin(&in->node, opts);
-	for (int i = 0; i < MT_COLUMNS - 1; i++) {
+	int ncols = mt_columns(opts);
+	for (int i = 0; i < ncols - 1; i++) {
 		uint64_t v;
 		if (mt_varint_get(&q, src + len, &v) < 0)
 			return -MT_ECORRUPT;
 		left[i] = (size_t)v;
 	}
-	for (int i = 0; i < MT_COLUMNS; i++) {
-		if (i == MT_COLUMNS - 1)
+	for (int i = 0; i < ncols; i++) {
+		if (i == ncols - 1)
 			left[i] = (size_t)(src + len - q);
 		else if (left[i] > (size_t)(src + len - q))
 			return -MT_ECORRUPT;
@@ -370,13 +373,13 @@ ssize_t mt_cols_in_row(struct mt_cols_in *in, uint8_t *dst, size_t cap)
 		return (ssize_t)n;
 	}
 	if (mt_nodes_coded(&in->node, w[0])) {
-		if (p[COL_NODE] == end[COL_NODE])
+		int col = mt_node_column(in->node.opts, w[0]);
+		if (p[col] == end[col])
 			return -MT_ECORRUPT;
-		unsigned flag = *p[COL_NODE]++;
+		unsigned flag = *p[col]++;
 		if (flag != MT_NODE_VERBATIM) {
 			uint8_t rec[MT_NODE_REC_MAX];
-			size_t k = mt_node_unpack(&in->node, rec, w[0], flag, &p[COL_NODE],
-						  end[COL_NODE]);
+			size_t k = mt_node_unpack(&in->node, rec, w[0], flag, &p[col], end[col]);
 			if (!k)
 				return -MT_ECORRUPT;
 			if (k > (size_t)(o_end - o))

@@ -12,8 +12,11 @@
  * coded against the chunk's records before it (format/nodes.h); that
  * coding starts afresh in every chunk, so a chunk's columns still split
  * and join on their own.
- * The chunk data (raw_len bytes) are: the byte lengths of columns 0..4 as
- * varints, then the six columns (docs/format.md section 2.1).
+ * The chunk data (raw_len bytes) are: the byte lengths of all columns but
+ * the last as varints, then the columns (docs/format.md section 2.1): six
+ * up to format version 6; eight from version 7 (MT_NODES_COLUMNS), where
+ * the node segments of NATIVE and HYBRID records have a column each, for
+ * LZ4 finds more in three columns of one kind each than in their mix.
  *
  * Two ways in: mt_chunk_split() and mt_chunk_join() take whole buffers
  * (a row of records to columns and back), and struct mt_cols builds the
@@ -33,8 +36,9 @@
 #include "format/record.h" /* struct mt_delta, mt__code_alloc */
 #include "format/varint.h" /* mt_varint_put */
 
-#define MT_COLUMNS 6
-#define MT_COLUMNS_DIR_MAX 25 /* the directory of five varint lengths < 2^32 */
+#define MT_COLUMNS 8    /* at most: version 7's */
+#define MT_COLUMNS_V6 6 /* versions 5 and 6 */
+#define MT_COLUMNS_DIR_MAX 35 /* the directory of seven varint lengths < 2^32 */
 
 /* mt_chunk_split() - the columns of the whole records [@src, @src+@len)
  * into @dst (>= MT_SPLIT_MAX(@len) bytes), in one pass that uses @scratch
@@ -44,7 +48,7 @@
  * useful). A record's segments are at most one byte longer than the
  * record (a control segment that starts with 0, or the node segment of a
  * node record stored as it is), and a record is at least two bytes.
- * @opts: MT_NODES_NATIVE or 0 (format/nodes.h). */
+ * @opts: MT_NODES_NATIVE and MT_NODES_COLUMNS, or 0 (format/nodes.h). */
 #define MT_SPLIT_MAX(len) ((size_t)(len) + (size_t)(len) / 2 + MT_COLUMNS_DIR_MAX)
 #define MT_SPLIT_SCRATCH(len) ((size_t)(MT_COLUMNS - 1) * (len))
 ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_t len,
@@ -55,7 +59,40 @@ ssize_t mt_chunk_split(uint8_t *dst, uint8_t *scratch, const uint8_t *src, size_
  * keeps the records' length as a row (@len) within the capacity given to
  * mt_cols_begin(): a record goes in only while len plus its own length
  * (MT_REC_HOT_MAX for an event) fits. */
-enum { MT_COL_CTL, MT_COL_ADDR, MT_COL_SIZE, MT_COL_STACK, MT_COL_NODE, MT_COL_BODY };
+enum {
+	MT_COL_CTL,
+	MT_COL_ADDR,
+	MT_COL_SIZE,
+	MT_COL_STACK,
+	MT_COL_NODE, /* STACK records' node segments (all of them before version 7) */
+	MT_COL_BODY,
+	MT_COL_NATIVE, /* from version 7: NATIVE records' node segments */
+	MT_COL_HYBRID, /* and HYBRID records' */
+};
+
+/* mt_columns() - the number of columns of chunk data split with @opts. */
+static inline int mt_columns(unsigned opts)
+{
+	return opts & MT_NODES_COLUMNS ? MT_COLUMNS : MT_COLUMNS_V6;
+}
+
+/* mt_header_columns() - the options a reader splits and joins the chunks
+ * of a capture of header @h with: native nodes by its flag; from version
+ * 7, eight columns if it has native stacks. */
+static inline unsigned mt_header_columns(const struct mt_header *h)
+{
+	unsigned eight = h->version >= MT_FORMAT_VERSION_COLUMNS && (h->flags & MT_HDR_NATIVE);
+	return (h->flags & MT_HDR_NATIVE_NODES ? MT_NODES_NATIVE : 0) | (eight ? MT_NODES_COLUMNS : 0);
+}
+
+/* mt_node_column() - the column of the node segment of a record whose
+ * head byte is @head (mt_nodes_coded()). */
+static inline int mt_node_column(unsigned opts, uint8_t head)
+{
+	if (!(opts & MT_NODES_COLUMNS) || head == MT_REC_STACK)
+		return MT_COL_NODE;
+	return head == MT_REC_NATIVE ? MT_COL_NATIVE : MT_COL_HYBRID;
+}
 
 struct mt_cols {
 	uint8_t *dst;

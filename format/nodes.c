@@ -179,6 +179,15 @@ static void native_done(struct mt_nodes *s, const struct mt_rec_native *v)
 	s->last = v->id;
 }
 
+/* The id a STACK record's is one past, or a difference from one past:
+ * the previous STACK's; with MT_NODES_COLUMNS (version 7), the last node
+ * record's of any type, as for NATIVE and HYBRID records: a new Python
+ * frame comes right after the native chain and the pair before it. */
+static uint32_t stack_id_base(const struct mt_nodes *s)
+{
+	return s->opts & MT_NODES_COLUMNS ? s->last : s->stack.id;
+}
+
 /* ------------------------------------------------------------------------
  * Packing.
  * ---------------------------------------------------------------------- */
@@ -186,7 +195,7 @@ static size_t pack_stack(struct mt_nodes *s, uint8_t *seg, const struct mt_rec_s
 {
 	unsigned flag = 0;
 	size_t n = 1;
-	n += put_id(seg + n, &flag, v->id, s->stack.id);
+	n += put_id(seg + n, &flag, v->id, stack_id_base(s));
 	if (v->parent == s->stack.parent) {
 		flag |= NODE_SIBLING;
 	} else if (v->parent == s->stack.id) {
@@ -340,7 +349,7 @@ static int unpack_stack(struct mt_nodes *s, struct mt_rec_stack *v, unsigned fla
 {
 	uint64_t off;
 	if (flag & ~(unsigned)(NODE_PARENT | NODE_NEXT_ID | NODE_SAME_CODE) ||
-	    get_id(q, end, flag, s->stack.id, &v->id) < 0)
+	    get_id(q, end, flag, stack_id_base(s), &v->id) < 0)
 		return -1;
 	switch (flag & NODE_PARENT) {
 	case NODE_SIBLING:

@@ -22,9 +22,15 @@
 
 #include "format/record.h" /* MT_REC_STACK, MT_REC_NATIVE, MT_REC_HYBRID */
 
-/* Options of a chunk's columns (the capture header's MT_HDR_NATIVE_NODES):
- * NATIVE and HYBRID records are coded in the node column too. */
+/* Options of a chunk's columns. MT_NODES_NATIVE (the capture header's
+ * MT_HDR_NATIVE_NODES): NATIVE and HYBRID records are node records too.
+ * MT_NODES_COLUMNS (format version 7 with native stacks): the chunk data
+ * have eight columns, the node segments of NATIVE and HYBRID records in
+ * two of their own (format/columns.h), apart from those of STACK records;
+ * and a STACK record's id is coded against the last node record's, of any
+ * type, as theirs are. */
 #define MT_NODES_NATIVE 1u
+#define MT_NODES_COLUMNS 2u
 
 #define MT_NODES_RECENT 16   /* the native addresses met last */
 #define MT_NODES_SUCC 1024   /* addresses that followed an address */

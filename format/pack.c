@@ -16,8 +16,14 @@ enum { METHOD_STORED = 0, METHOD_LZ4 = 1 };
 
 void mt_history_reset(struct mt_history *h)
 {
+	h->opts = 0;
 	for (int i = 0; i < MT_COLUMNS; i++)
 		h->len[i] = 0;
+}
+
+void mt_history_layout(struct mt_history *h, unsigned opts)
+{
+	h->opts = opts & MT_NODES_COLUMNS;
 }
 
 static void history_push(struct mt_history *h, int i, const uint8_t *p, size_t n)
@@ -39,14 +45,17 @@ static void history_push(struct mt_history *h, int i, const uint8_t *p, size_t n
 	h->len[i] = (uint32_t)(have + n);
 }
 
-/* The column lengths of chunk data [@src, @src+@len): returns the length
- * of its directory, or -1 if it runs past the data. */
-static ssize_t directory(const uint8_t *src, size_t len, size_t col[MT_COLUMNS])
+/* The column lengths of chunk data [@src, @src+@len) of @ncols columns
+ * (the others 0): returns the length of its directory, or -1 if it runs
+ * past the data. */
+static ssize_t directory(const uint8_t *src, size_t len, size_t col[MT_COLUMNS], int ncols)
 {
 	const uint8_t *q = src, *end = src + len;
 	size_t sum = 0;
 
-	for (int i = 0; i < MT_COLUMNS - 1; i++) {
+	for (int i = 0; i < MT_COLUMNS; i++)
+		col[i] = 0;
+	for (int i = 0; i < ncols - 1; i++) {
 		uint64_t v;
 		if (mt_varint_get(&q, end, &v) < 0 || sum > (size_t)(end - q) ||
 		    v > (size_t)(end - q) - sum)
@@ -56,14 +65,14 @@ static ssize_t directory(const uint8_t *src, size_t len, size_t col[MT_COLUMNS])
 	}
 	if (sum > (size_t)(end - q))
 		return -1;
-	col[MT_COLUMNS - 1] = (size_t)(end - q) - sum;
+	col[ncols - 1] = (size_t)(end - q) - sum;
 	return q - src;
 }
 
 int mt_history_add(struct mt_history *h, const uint8_t *data, size_t len)
 {
 	size_t col[MT_COLUMNS];
-	ssize_t d = directory(data, len, col);
+	ssize_t d = directory(data, len, col, mt_columns(h->opts));
 
 	if (d < 0)
 		return -MT_ECORRUPT;
@@ -228,7 +237,7 @@ ssize_t mt_chunk_pack(uint8_t *dst, const uint8_t *src, size_t len, struct mt_hi
 		      int level, void *state, uint8_t *scratch)
 {
 	size_t col[MT_COLUMNS];
-	ssize_t d = directory(src, len, col);
+	ssize_t d = directory(src, len, col, mt_columns(h->opts));
 
 	if (d < 0)
 		return -MT_ECORRUPT;
@@ -257,10 +266,11 @@ int mt_chunk_unpack(uint8_t *dst, size_t len, const uint8_t *src, size_t n,
 		    struct mt_history *h, uint8_t *scratch)
 {
 	const uint8_t *q = src, *end = src + n;
-	size_t col[MT_COLUMNS], sum = 0;
+	size_t col[MT_COLUMNS] = { 0 }, sum = 0;
 	uint8_t *o = dst;
+	int ncols = mt_columns(h->opts);
 
-	for (int i = 0; i < MT_COLUMNS - 1; i++) {
+	for (int i = 0; i < ncols - 1; i++) {
 		uint64_t v;
 		const uint8_t *at = q;
 		if (mt_varint_get(&q, end, &v) < 0 || v > len ||
@@ -273,7 +283,7 @@ int mt_chunk_unpack(uint8_t *dst, size_t len, const uint8_t *src, size_t n,
 	}
 	if (sum > len - (size_t)(o - dst))
 		return -MT_ECORRUPT;
-	col[MT_COLUMNS - 1] = len - (size_t)(o - dst) - sum;
+	col[ncols - 1] = len - (size_t)(o - dst) - sum;
 	for (int i = 0; i < MT_COLUMNS; i++) {
 		size_t cn = col[i];
 		if (!cn)

@@ -16,17 +16,24 @@
 #include <stdint.h>    /* uint8_t */
 #include <sys/types.h> /* ssize_t */
 
-#include "format/columns.h" /* MT_COLUMNS */
+#include "format/columns.h" /* MT_COLUMNS, mt_columns() */
 
 #define MT_HISTORY (64u << 10) /* LZ4's window */
 
 struct mt_history {
+	uint32_t opts; /* the chunks' layout: MT_NODES_COLUMNS or 0 (format/nodes.h) */
 	uint32_t len[MT_COLUMNS];
 	uint8_t buf[MT_COLUMNS][MT_HISTORY];
 };
 
-/* mt_history_reset() - empty histories, as at the start of a file. */
+/* mt_history_reset() - empty histories, as at the start of a file, of
+ * chunks of six columns (versions 5 and 6), as zeroed ones are. */
 void mt_history_reset(struct mt_history *h);
+
+/* mt_history_layout() - the chunks coded against @h have mt_columns(@opts)
+ * columns (format/columns.h): eight with MT_NODES_COLUMNS (version 7).
+ * Set before the first chunk. */
+void mt_history_layout(struct mt_history *h, unsigned opts);
 
 /* The coded form of @len bytes of chunk data never takes more than this. */
 #define MT_PACK_MAX(len) ((size_t)(len) + MT_COLUMNS)

@@ -16,8 +16,9 @@
 
 #define MT_MAGIC "MEMTRACE"
 #define MT_MAGIC_LEN 8
-#define MT_FORMAT_VERSION 6
+#define MT_FORMAT_VERSION 7
 #define MT_FORMAT_VERSION_MIN 5 /* the oldest version read: 5 has no raw kinds */
+#define MT_FORMAT_VERSION_COLUMNS 7 /* the first with eight columns (MT_NODES_COLUMNS) */
 
 /* ------------------------------------------------------------------------
  * Allocators. Numbering follows memray's AllocatorType so that scripts

@@ -448,6 +448,7 @@ void mt_merge_begin(struct mt_sink *sink, void (*on_error)(int err), int test_cr
 	m.events = 0;
 	memset(&m.reuse, 0, sizeof(m.reuse));
 	mt_history_reset(m.hist);
+	mt_history_layout(m.hist, node_opts);
 	m.cur_epoch = 1;
 }
 

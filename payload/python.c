@@ -18,7 +18,8 @@
 #include <dlfcn.h>  /* dlopen, dlsym, RTLD_NOLOAD */
 #include <errno.h>  /* errno */
 #include <stdint.h> /* uintptr_t */
-#include <string.h> /* strcmp, memcpy */
+#include <stdlib.h> /* getenv */
+#include <string.h> /* strcmp, memcmp, memcpy */
 #include <sys/types.h> /* ssize_t */
 
 /* See python-walk.h. */
@@ -26,6 +27,10 @@ struct mt_pyapi mt_api;
 static const struct mt_pylayout *mt_lo;
 static uint32_t mt_py_hex;
 int mt_py_ready;
+/* CODE records keep a qualified name equal to the name, as they did
+ * before it was left out (MEMTRACE_TEST_FULL_QUALNAME=1, for tests that
+ * compare the two) */
+static int mt_full_qualname;
 
 static mt_python_update_fn mt_updater_for(size_t row);
 mt_python_update_fn mt_python_updater;
@@ -78,6 +83,8 @@ int mt_python_init(uint32_t *python_hex)
 		*python_hex = mt_py_hex;
 		return 0;
 	}
+	const char *full = getenv("MEMTRACE_TEST_FULL_QUALNAME");
+	mt_full_qualname = full && full[0] == '1' && !full[1];
 	if (!mt_dynsym_find("Py_GetVersion", path, sizeof(path)))
 		return -MT_ENOPY;
 	h = dlopen(path[0] ? path : NULL, RTLD_NOLOAD | RTLD_LAZY);
@@ -430,6 +437,11 @@ int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *
 	qualname = mt_lo->co_qualname >= 0 ? mt_ld_ptr(code, mt_lo->co_qualname)
 					   : mt_ld_ptr(code, mt_lo->co_name);
 	n = mt_copy_str(qualname, scratch + used, cap - used);
+	/* a qualified name equal to the name (a module's functions, and
+	 * every code object before 3.11) is left empty: readers use the name
+	 * then (docs/format.md section 3.2) */
+	if (!mt_full_qualname && n == out->name.len && memcmp(scratch + used, out->name.p, n) == 0)
+		n = 0;
 	out->qualname = (struct mt_bytes){ scratch + used, (uint32_t)n };
 	used += n;
 	n = mt_copy_str(mt_ld_ptr(code, mt_lo->co_filename), scratch + used, cap - used);

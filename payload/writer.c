@@ -7,6 +7,7 @@
  * allocations are never recorded.
  */
 #include "payload/writer.h"
+#include "format/columns.h" /* mt_header_columns */
 #include "format/error.h"
 #include "format/nodes.h"
 #include "format/record.h"
@@ -320,11 +321,16 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	if (e < 0)
 		return e;
 	/* native nodes coded in the node column, unless a test wants the
-	 * plain form (MEMTRACE_TEST_PLAIN_NODES=1) to compare with */
+	 * plain form (MEMTRACE_TEST_PLAIN_NODES=1) to compare with; with
+	 * native stacks, in columns of their own (version 7), unless a test
+	 * wants version 6's chunks (MEMTRACE_TEST_FORMAT6=1) */
 	const char *plain = getenv("MEMTRACE_TEST_PLAIN_NODES");
+	const char *v6 = getenv("MEMTRACE_TEST_FORMAT6");
 	struct mt_header coded = *h;
 	if (!plain || *plain != '1')
 		coded.flags |= MT_HDR_NATIVE_NODES;
+	if (v6 && *v6 == '1')
+		coded.version = MT_FORMAT_VERSION_COLUMNS - 1;
 	n = mt_header_encode(hdr, sizeof(hdr), &coded);
 	if (n < 0)
 		return (int)n;
@@ -352,8 +358,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	w.next_agg = w.start_mono + AGG_NS;
 	const char *crash = getenv("MEMTRACE_TEST_WRITER_CRASH");
 	mt_merge_begin(&w.sink, on_error, crash && (*crash == '1' || *crash == '2') ? *crash - '0' : 0,
-		       w.start_mono, w.aggregate,
-		       coded.flags & MT_HDR_NATIVE_NODES ? MT_NODES_NATIVE : 0);
+		       w.start_mono, w.aggregate, mt_header_columns(&coded));
 	atomic_store(&w.stop, 0);
 	diag_forget();
 	atomic_store(&w.crashed, 0);

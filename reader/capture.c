@@ -476,7 +476,7 @@ static int read_records(struct mt_capture *c, const uint8_t *data, size_t len,
 	struct mt_record r;
 	struct mt_delta *d = NULL; /* in.thread's */
 	uint64_t n_records = c->st.n_records;
-	unsigned opts = c->hdr.flags & MT_HDR_NATIVE_NODES ? MT_NODES_NATIVE : 0;
+	unsigned opts = mt_header_columns(&c->hdr);
 	int rc = 0, err = 0;
 
 	if (mt_cols_in_begin(&in, data, len, opts) < 0) {
@@ -566,6 +566,7 @@ void mt_capture_rewind(struct mt_capture *c)
 	/* delta state runs from the first chunk to the last */
 	memset(&c->reuse, 0, sizeof(c->reuse));
 	mt_history_reset(&c->hist);
+	mt_history_layout(&c->hist, mt_header_columns(&c->hdr));
 	for (uint32_t i = 0; i < c->n_deltas; i++)
 		if (c->deltas[i]) {
 			memset(c->deltas[i], 0, sizeof(*c->deltas[i]));

@@ -93,6 +93,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	put(hb, (size_t)hn, &len);
 	mt_history_reset(&hist);
+	/* eight columns with native stacks, as the reader takes them */
+	mt_history_layout(&hist, h.flags & MT_HDR_NATIVE ? MT_NODES_COLUMNS : 0);
 	if ((b1 & 2) && n >= 2) {
 		split = 1 + split % (n - 1); /* both chunks non-empty */
 		put_chunk(d, split, b1 & 1, &len);

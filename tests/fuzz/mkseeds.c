@@ -39,19 +39,22 @@ static int seq;
 static void emit(const char *dir, const char *tag, uint8_t b0, uint8_t b1, const uint8_t *recs,
 		 size_t nrec, size_t split)
 {
-	/* records -> chunk data, one or two chunks */
+	/* records -> chunk data, one or two chunks, in the layout the
+	 * harness's header gives them (byte 0's flags: eight columns with
+	 * MT_HDR_NATIVE, bit 7) */
+	unsigned opts = (b0 >> 5) & MT_HDR_NATIVE ? MT_NODES_COLUMNS : 0;
 	uint8_t *out = malloc(2 * MT_SPLIT_MAX(nrec) + 64), *scratch = malloc(MT_SPLIT_SCRATCH(nrec) + 64);
 	size_t len = 0, c1 = 0;
 	if (split && split < nrec) {
-		ssize_t a = mt_chunk_split(out, scratch, recs, split, NULL, 0);
-		ssize_t b = mt_chunk_split(out + a, scratch, recs + split, nrec - split, NULL, 0);
+		ssize_t a = mt_chunk_split(out, scratch, recs, split, NULL, opts);
+		ssize_t b = mt_chunk_split(out + a, scratch, recs + split, nrec - split, NULL, opts);
 		if (a < 0 || b < 0)
 			goto done;
 		len = (size_t)(a + b);
 		c1 = (size_t)a;
 		b1 |= 2;
 	} else {
-		ssize_t a = mt_chunk_split(out, scratch, recs, nrec, NULL, 0);
+		ssize_t a = mt_chunk_split(out, scratch, recs, nrec, NULL, opts);
 		if (a < 0)
 			goto done;
 		len = (size_t)a;
@@ -85,7 +88,9 @@ int main(int argc, char **argv)
 		uint8_t *recs = malloc(cap), *raw = malloc(MT_CHUNK_LIMIT);
 		uint8_t *scratch = malloc(MT_PACK_SCRATCH(MT_CHUNK_LIMIT));
 		struct mt_history *hist = malloc(sizeof(*hist));
+		unsigned in_opts = mt_header_columns(&h);
 		mt_history_reset(hist);
+		mt_history_layout(hist, in_opts);
 		while ((size_t)off + MT_CHUNK_HEADER <= n) {
 			struct mt_chunk c;
 			if (mt_chunk_header_decode(f + off, &c) < 0 ||
@@ -102,7 +107,7 @@ int main(int argc, char **argv)
 			while (rl + c.raw_len > cap)
 				recs = realloc(recs, cap *= 2);
 			size_t joined;
-			ssize_t j = mt_chunk_join(recs + rl, cap - rl, d, c.raw_len, &joined, 0);
+			ssize_t j = mt_chunk_join(recs + rl, cap - rl, d, c.raw_len, &joined, in_opts);
 			if (j < 0)
 				break;
 			rl += (size_t)j;

@@ -27,8 +27,9 @@ ALIGNED, EXPLICIT = 14, 15
 # km's address mode of a raw kind (16..19): km holds the pymalloc kind of
 # the same call (kind - 4), and a byte xm = 0x10 | address mode follows
 EXT = 13
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 FORMAT_VERSION_MIN = 5  # the oldest version a reader reads (no raw kinds)
+FORMAT_VERSION_COLUMNS = 7  # the first with eight columns (with native stacks)
 
 
 def _km(kind, mode):
@@ -237,10 +238,14 @@ def _unzigzag(z):
 SIBLING, CHILD, FAR, VERBATIM, NEXT_ID, SAME_CODE = 0, 1, 2, 3, 4, 8
 
 
-def _node(segment, prev):
+def _node(segment, prev, base=None):
     """The node-column segment of a STACK record whose body segment (length
     and body) is `segment`, coded against `prev` = [id, parent, code,
-    offset]; None when it is to be stored verbatim."""
+    offset], its id against `base` (the last node record's id, version 7
+    with native stacks) or else the previous STACK's; None when it is to
+    be stored verbatim."""
+    if base is None:
+        base = prev[0]
     try:
         length, i = _varint_at(segment, 0)
         start = i
@@ -259,10 +264,10 @@ def _node(segment, prev):
     if varint(len(body)) + body != bytes(segment):
         return None
     flag, out = 0, bytearray()
-    if sid == prev[0] + 1:
+    if sid == base + 1:
         flag |= NEXT_ID
     else:
-        out += varint(zigzag(sid - prev[0] - 1))
+        out += varint(zigzag(sid - base - 1))
     if parent == prev[1]:
         flag |= SIBLING
     elif parent == prev[0]:
@@ -427,13 +432,15 @@ def _control(records, i, n, km, now):
     return seg + bytes([km])
 
 
-def columns(records, native_nodes=False):
+def columns(records, native_nodes=False, eight=False):
     """The chunk data of whole records (docs/format.md 2.1): the lengths of
-    columns 0..4 as varints, then the control, address, size, stack, node
-    and body columns, each record's segments appended to their columns;
-    with native_nodes (the header's MT_HDR_NATIVE_NODES), NATIVE and HYBRID
-    records are node records too."""
-    cols = [bytearray() for _ in range(6)]
+    all columns but the last as varints, then the control, address, size,
+    stack, node and body columns, each record's segments appended to their
+    columns; with native_nodes (the header's MT_HDR_NATIVE_NODES), NATIVE
+    and HYBRID records are node records too; with @eight (version 7 with
+    native stacks), their node segments go to columns 6 and 7, and a STACK
+    record's id is coded against the last node record's."""
+    cols = [bytearray() for _ in range(8 if eight else 6)]
     prev = [0, 0, 0, 0]
     nat = NativeNodes()
     now = [0]
@@ -465,25 +472,26 @@ def columns(records, native_nodes=False):
             i = j + length
             if head == STACK or (native_nodes and head in (NATIVE, HYBRID)):
                 if head == STACK:
-                    node = _node(segment, prev)
+                    node = _node(segment, prev, nat.last if eight else None)
                     if node is not None:
                         nat.last = prev[0]
                 elif head == NATIVE:
                     node = nat.native(segment)
                 else:
                     node = nat.hybrid(segment, prev[0])
+                col = {NATIVE: 6, HYBRID: 7}.get(head, 4) if eight else 4
                 if node is not None:
-                    cols[4] += node
+                    cols[col] += node
                     continue
-                cols[4].append(VERBATIM)
+                cols[col].append(VERBATIM)
             cols[5] += segment
-    return b"".join(varint(len(c)) for c in cols[:5]) + b"".join(bytes(c) for c in cols)
+    return b"".join(varint(len(c)) for c in cols[:-1]) + b"".join(bytes(c) for c in cols)
 
 
-def chunk(records, packer=None, native_nodes=False):
+def chunk(records, packer=None, native_nodes=False, eight=False):
     """A chunk of whole records: stored, or coded by @packer if that is
     shorter (the packer's histories take the columns either way)."""
-    data = columns(records, native_nodes)
+    data = columns(records, native_nodes, eight)
     stored = packer.pack(data) if packer else data
     if len(stored) >= len(data):
         stored = data
@@ -609,7 +617,8 @@ class Packer:
             ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
             ctypes.c_int]
         self.huffman, self.use_history = huffman, history
-        self.history = [b""] * 6
+        self.history = [b""] * 8
+        self.ncols = 6  # 8 for version 7 with native stacks: Capture sets it
         self.store_every, self.chunks, self.chunks_stored = store_every, 0, 0
         self.methods = collections.Counter()  # method -> columns
         self.forms = collections.Counter()  # stream form -> streams
@@ -634,7 +643,7 @@ class Packer:
         store = self.store_every and self.chunks % self.store_every == 0
         self.chunks_stored += bool(store)
         lens, i = [], 0
-        for _ in range(5):
+        for _ in range(self.ncols - 1):
             v, i = _varint_at(data, i)
             lens.append(v)
         out = bytearray(data[:i])
@@ -677,6 +686,9 @@ class Capture:
         self.plain = plain
         self.packer = packer  # a Packer: chunks coded (docs/format.md 2.3), else stored
         self.native_nodes = bool(flags & HDR_NATIVE_NODES)
+        self.eight = version >= FORMAT_VERSION_COLUMNS and bool(flags & HDR_NATIVE)
+        if packer:
+            packer.ncols = 8 if self.eight else 6
 
     def _head(self, rtype, thread=0):
         if thread < 15:
@@ -734,7 +746,7 @@ class Capture:
 
     def flush(self):
         if self.chunk:
-            self.out += chunk(self.chunk, self.packer, self.native_nodes)
+            self.out += chunk(self.chunk, self.packer, self.native_nodes, self.eight)
             self.chunk = bytearray()
         return self
 

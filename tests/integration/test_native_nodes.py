@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from capture_writer import HDR_NATIVE, HDR_NATIVE_NODES, Capture, mt32
+from capture_writer import (FORMAT_VERSION, FORMAT_VERSION_COLUMNS, HDR_NATIVE, HDR_NATIVE_NODES,
+                            Capture, mt32)
 from conftest import BUILD, ROOT, python_params, run
 
 sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -112,12 +113,14 @@ def test_coded_native_nodes_read_as_their_plain_form(memtrace, tmp_path, python)
         assert any("numpy" in f[1] for f in coded[size][1]), coded[size][1][:8]
 
 
-def hand_built(tmp_path, flags):
+def hand_built(tmp_path, flags, version=FORMAT_VERSION):
     """NATIVE and HYBRID records in every coding of section 2.2 over two
     chunks (the state starts afresh in the second), written by the
-    independent encoder of docs/format.md with and without the flag."""
+    independent encoder of docs/format.md with and without the flag, in
+    the chunk layout of @version (their node segments in columns of their
+    own from version 7)."""
     A, B, C, D = 0x7F0000401234, 0x7F0000402345, 0x555500001000, 0x7F0000409876
-    c = Capture(flags=flags)
+    c = Capture(flags=flags, version=version)
     c.code(1, "f.py", "f", 1)
     c.stack(1, 0, 1, 2)
     c.native(2, 0, A)            # child of 0, a new address
@@ -141,14 +144,15 @@ def hand_built(tmp_path, flags):
     c.hybrid(17, 7, 16)
     c.alloc(0x10100, 200, stack=17)
     c.trailer(1000, 2, 0)
-    return c.save(tmp_path / ("hand-%x.bin" % flags))
+    return c.save(tmp_path / ("hand-%x-v%d.bin" % (flags, version)))
 
 
-def test_hand_built_native_nodes_read_as_written(memtrace, tmp_path):
+@pytest.mark.parametrize("version", [FORMAT_VERSION_COLUMNS - 1, FORMAT_VERSION])
+def test_hand_built_native_nodes_read_as_written(memtrace, tmp_path, version):
     recs = {}
     for flags in (HDR_NATIVE, HDR_NATIVE | HDR_NATIVE_NODES):
-        out = run(memtrace, "parse", hand_built(tmp_path, flags)).stdout.splitlines()
-        assert out[0].startswith("header ")
+        out = run(memtrace, "parse", hand_built(tmp_path, flags, version)).stdout.splitlines()
+        assert out[0].startswith("header version=%d " % version)
         recs[flags] = [l for l in out[1:] if not l.startswith("chunk ")]
     plain, coded = recs[HDR_NATIVE], recs[HDR_NATIVE | HDR_NATIVE_NODES]
     assert coded == plain
@@ -162,20 +166,23 @@ def test_hand_built_native_nodes_read_as_written(memtrace, tmp_path):
         "native id=14 parent=8 ip=0x7f0000409876", "native id=15 parent=14 ip=0x0",
         "hybrid id=18 python=7 native=9", "hybrid id=19 python=1 native=5",
         "native id=16 parent=5 ip=0x7f0000401234", "hybrid id=17 python=7 native=16"], natives
-    assert os.path.getsize(tmp_path / ("hand-%x.bin" % (HDR_NATIVE | HDR_NATIVE_NODES))) < \
-        os.path.getsize(tmp_path / ("hand-%x.bin" % HDR_NATIVE))
+    assert os.path.getsize(tmp_path / ("hand-%x-v%d.bin" % (HDR_NATIVE | HDR_NATIVE_NODES, version))) < \
+        os.path.getsize(tmp_path / ("hand-%x-v%d.bin" % (HDR_NATIVE, version)))
 
 
-def test_node_segment_that_does_not_decode_is_corrupt(memtrace, tmp_path):
+@pytest.mark.parametrize("version", [FORMAT_VERSION_COLUMNS - 1, FORMAT_VERSION])
+def test_node_segment_that_does_not_decode_is_corrupt(memtrace, tmp_path, version):
     """A NATIVE record's segment of address mode 3: one error line, exit 1."""
-    path = hand_built(tmp_path, HDR_NATIVE | HDR_NATIVE_NODES)
+    path = hand_built(tmp_path, HDR_NATIVE | HDR_NATIVE_NODES, version)
     data = bytearray(path.read_bytes())
-    # the first chunk is stored raw (no packer): its node column's first
-    # byte is the STACK's, the second the first NATIVE's flag
+    # the first chunk is stored raw (no packer): up to version 6 its node
+    # column's first byte is the STACK's, the second the first NATIVE's
+    # flag; from version 7 the NATIVE column (6) starts with that flag
+    eight = version >= FORMAT_VERSION_COLUMNS
     hsize = int.from_bytes(data[10:12], "little")
     body = hsize + 16
     i, lens = body, []
-    for _ in range(5):
+    for _ in range(7 if eight else 5):
         v, shift = 0, 0
         while True:
             b = data[i]
@@ -189,7 +196,11 @@ def test_node_segment_that_does_not_decode_is_corrupt(memtrace, tmp_path):
     # the STACK's segment: its flag (next id, sibling), the code's delta
     # and the offset, one byte each
     assert data[node] == 0x04, hex(data[node])
-    seg = node + 3
+    seg = i + sum(lens[:6]) if eight else node + 3
+    if eight:
+        # the two STACK records' segments alone, the second's id one past
+        # the HYBRID record's before it: its flag and the offset's delta
+        assert lens[4] == 3 + 2
     assert data[seg] & 0x18 == 0x10, hex(data[seg])  # the first NATIVE: a delta
     data[seg] |= 0x18
     # the chunk's checksum over its data again

@@ -29,6 +29,7 @@ struct cw {
 	size_t n_chunks;
 	struct mt_delta deltas[CW_THREADS];
 	struct mt_history *hist;
+	unsigned opts; /* the chunks' layout, as a reader takes it from the header */
 };
 
 static inline void cw__reserve(struct cw *w, size_t n)
@@ -54,7 +55,9 @@ static inline void cw_init(struct cw *w, const struct mt_header *h, size_t chunk
 	w->hist = malloc(sizeof(*w->hist));
 	if (!w->raw || !w->hist)
 		abort();
+	w->opts = mt_header_columns(h);
 	mt_history_reset(w->hist);
+	mt_history_layout(w->hist, w->opts);
 	cw__reserve(w, MT_HDR_FIXED + h->cmdline.len);
 	ssize_t n = mt_header_encode(w->buf, w->cap, h);
 	if (n < 0)
@@ -89,7 +92,7 @@ static inline void cw_flush(struct cw *w)
 	uint8_t *split = malloc(MT_SPLIT_SCRATCH(w->raw_len));
 	if (!cols || !split)
 		abort();
-	ssize_t raw_len = mt_chunk_split(cols, split, w->raw, w->raw_len, NULL, 0);
+	ssize_t raw_len = mt_chunk_split(cols, split, w->raw, w->raw_len, NULL, w->opts);
 	free(split);
 	if (raw_len < 0)
 		abort();

@@ -234,8 +234,12 @@ START_TEST(test_record_columns)
 	ck_assert_int_eq(mt_chunk_split(cols, split, (const uint8_t *)"\x00\x01\x00", 3, NULL, 0), -MT_ECORRUPT);
 	ck_assert_int_eq(mt_chunk_split(cols, split, recs, len - 1, NULL, 0), -MT_ECORRUPT);
 	/* an empty chunk is six empty columns: five lengths of 0 */
-	ck_assert_int_eq(mt_chunk_split(cols, split, recs, 0, NULL, 0), MT_COLUMNS - 1);
-	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, MT_COLUMNS - 1, &joined, 0), 0);
+	ck_assert_int_eq(mt_chunk_split(cols, split, recs, 0, NULL, 0), MT_COLUMNS_V6 - 1);
+	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, MT_COLUMNS_V6 - 1, &joined, 0), 0);
+	ck_assert_int_eq(mt_chunk_split(cols, split, recs, 0, NULL, MT_NODES_COLUMNS), MT_COLUMNS - 1);
+	ck_assert_int_eq(mt_chunk_join(back, sizeof(back), cols, MT_COLUMNS - 1, &joined,
+				       MT_NODES_COLUMNS),
+			 0);
 }
 END_TEST
 

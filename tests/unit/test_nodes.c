@@ -125,7 +125,92 @@ START_TEST(test_nodes_roundtrip)
 	size_t coded = roundtrip(recs, len, ends, n, MT_NODES_NATIVE);
 	/* the native nodes are most of the bytes, and mostly a flag byte */
 	ck_assert_uint_lt(coded, plain * 2 / 3);
+	/* in columns of their own (version 7): two more lengths in the
+	 * directory, and STACK ids one past the HYBRID record before them
+	 * rather than a distance from the STACK before */
+	size_t own = roundtrip(recs, len, ends, n, MT_NODES_NATIVE | MT_NODES_COLUMNS);
+	ck_assert_uint_lt(own, coded - coded / 50);
 	free(recs);
+}
+END_TEST
+
+/* The column lengths of chunk data [@d, @d+@n) of @ncols columns. */
+static void lengths(const uint8_t *d, size_t n, int ncols, size_t col[MT_COLUMNS])
+{
+	const uint8_t *q = d, *end = d + n;
+	size_t sum = 0;
+	memset(col, 0, MT_COLUMNS * sizeof(*col));
+	for (int i = 0; i < ncols - 1; i++) {
+		uint64_t v;
+		ck_assert_int_eq(mt_varint_get(&q, end, &v), 0);
+		col[i] = (size_t)v;
+		sum += col[i];
+	}
+	ck_assert_uint_le(sum, (size_t)(end - q));
+	col[ncols - 1] = (size_t)(end - q) - sum;
+}
+
+/* Version 7's eight columns: the STACK records' node segments stay in
+ * column 4, the NATIVE and HYBRID records' go to columns 6 and 7, all
+ * else is where it was; the columns of one layout do not join as the
+ * other's. */
+START_TEST(test_nodes_own_columns)
+{
+	uint8_t *recs = malloc(CAP), *v6 = malloc(MT_SPLIT_MAX(CAP)), *v7 = malloc(MT_SPLIT_MAX(CAP));
+	uint8_t *split = malloc(MT_SPLIT_SCRATCH(CAP)), *back = malloc(CAP);
+	size_t ends[20000], n, joined, c6[MT_COLUMNS], c7[MT_COLUMNS], stacks = 0;
+	ck_assert(recs && v6 && v7 && split && back);
+	size_t len = workload(recs, CAP, &n, ends);
+	const unsigned own = MT_NODES_NATIVE | MT_NODES_COLUMNS;
+	ssize_t k6 = mt_chunk_split(v6, split, recs, len, NULL, MT_NODES_NATIVE);
+	ssize_t k7 = mt_chunk_split(v7, split, recs, len, NULL, own);
+	ck_assert(k6 > 0 && k7 > 0);
+	lengths(v6, (size_t)k6, MT_COLUMNS_V6, c6);
+	lengths(v7, (size_t)k7, MT_COLUMNS, c7);
+	ck_assert(c7[MT_COL_NATIVE] > 0 && c7[MT_COL_HYBRID] > 0);
+	ck_assert_uint_lt(c7[MT_COL_NODE] + c7[MT_COL_NATIVE] + c7[MT_COL_HYBRID], c6[MT_COL_NODE]);
+	for (int i = 0; i <= MT_COL_BODY; i++)
+		if (i != MT_COL_NODE)
+			ck_assert_uint_eq(c7[i], c6[i]);
+	/* column 4 holds one segment per STACK record: a flag byte each, and
+	 * their varints */
+	for (size_t i = 0; i < len; i += 2 + (size_t)recs[i + 1]) { /* bodies below 128 bytes */
+		ck_assert_uint_lt(recs[i + 1], 0x80);
+		stacks += recs[i] == MT_REC_STACK;
+	}
+	ck_assert_uint_gt(stacks, 1000);
+	ck_assert_uint_ge(c7[MT_COL_NODE], stacks);
+	ck_assert_uint_lt(c7[MT_COL_NODE], c6[MT_COL_NODE] / 2);
+	ck_assert_int_eq(mt_chunk_join(back, CAP, v7, (size_t)k7, &joined, own), (ssize_t)len);
+	ck_assert(memcmp(back, recs, len) == 0);
+	ck_assert_int_eq(mt_chunk_join(back, CAP, v7, (size_t)k7, &joined, MT_NODES_NATIVE),
+			 -MT_ECORRUPT);
+	ck_assert_int_eq(mt_chunk_join(back, CAP, v6, (size_t)k6, &joined, own), -MT_ECORRUPT);
+
+	/* without STACK records, the NATIVE and HYBRID segments are those of
+	 * version 6, moved: the node column is empty */
+	size_t kept = 0;
+	for (size_t i = 0, k; i < len; i += k) {
+		k = 2 + (size_t)recs[i + 1];
+		if (recs[i] != MT_REC_STACK) {
+			memmove(recs + kept, recs + i, k);
+			kept += k;
+		}
+	}
+	k6 = mt_chunk_split(v6, split, recs, kept, NULL, MT_NODES_NATIVE);
+	k7 = mt_chunk_split(v7, split, recs, kept, NULL, own);
+	ck_assert(k6 > 0 && k7 > 0);
+	lengths(v6, (size_t)k6, MT_COLUMNS_V6, c6);
+	lengths(v7, (size_t)k7, MT_COLUMNS, c7);
+	ck_assert_uint_eq(c7[MT_COL_NODE], 0);
+	ck_assert_uint_eq(c7[MT_COL_NATIVE] + c7[MT_COL_HYBRID], c6[MT_COL_NODE]);
+	ck_assert_int_eq(mt_chunk_join(back, CAP, v7, (size_t)k7, &joined, own), (ssize_t)kept);
+	ck_assert(memcmp(back, recs, kept) == 0);
+	free(recs);
+	free(v6);
+	free(v7);
+	free(split);
+	free(back);
 }
 END_TEST
 
@@ -189,6 +274,38 @@ START_TEST(test_nodes_corrupt)
 				       7, &joined, MT_NODES_NATIVE),
 			 5);
 	ck_assert(memcmp(back, "\x0b\x03\x01\x02\x02", 5) == 0);
+
+	/* version 7: the same segments in the NATIVE and HYBRID columns */
+	const unsigned own = MT_NODES_NATIVE | MT_NODES_COLUMNS;
+	static const struct {
+		const char *cols;
+		size_t len;
+	} bad7[] = {
+		/* directory (ctl 1, 0, 0, 0, node, body, native), ctl byte,
+		 * segments; the hybrid column runs to the end */
+		{ "\x01\x00\x00\x00\x00\x00\x01\x90\x20", 9 }, /* NATIVE: reserved bit 5 */
+		{ "\x01\x00\x00\x00\x00\x00\x01\x90\x14", 9 }, /* NATIVE: delta cut short */
+		{ "\x01\x00\x00\x00\x01\x00\x00\x90\x15", 9 }, /* NATIVE: segment in the STACK column */
+		{ "\x01\x00\x00\x00\x00\x00\x00\x90\x15", 9 }, /* NATIVE: in the HYBRID column */
+		{ "\x01\x00\x00\x00\x00\x00\x00\xb0\x1c", 9 }, /* HYBRID: Python stack mode 3 */
+		{ "\x01\x00\x00\x00\x00\x00\x01\xb0\x04", 9 }, /* HYBRID: in the NATIVE column */
+		{ "\x01\x00\x00\x00\x00\x00\x00\xb0", 8 },     /* HYBRID: no segment */
+		{ "\x01\x00\x00\x00\x00\x00\x05\xb0\x04", 9 }, /* a directory past the data */
+	};
+	for (size_t i = 0; i < sizeof(bad7) / sizeof(bad7[0]); i++)
+		ck_assert_msg(mt_chunk_join(back, sizeof(back), (const uint8_t *)bad7[i].cols,
+					    bad7[i].len, &joined, own) == -MT_ECORRUPT,
+			      "version 7 case %zu", i);
+	ck_assert_int_eq(mt_chunk_join(back, sizeof(back),
+				       (const uint8_t *)"\x01\x00\x00\x00\x00\x00\x03\x90\x15\x80\x40",
+				       11, &joined, own),
+			 6);
+	ck_assert(memcmp(back, "\x09\x04\x01\x02\x80\x20", 6) == 0);
+	ck_assert_int_eq(mt_chunk_join(back, sizeof(back),
+				       (const uint8_t *)"\x01\x00\x00\x00\x00\x00\x00\xb0\x04", 9,
+				       &joined, own),
+			 5);
+	ck_assert(memcmp(back, "\x0b\x03\x01\x02\x02", 5) == 0);
 }
 END_TEST
 
@@ -198,6 +315,7 @@ static Suite *nodes_suite(void)
 	TCase *tc = tcase_create("nodes");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_nodes_roundtrip);
+	tcase_add_test(tc, test_nodes_own_columns);
 	tcase_add_test(tc, test_nodes_option_mismatch);
 	tcase_add_test(tc, test_nodes_corrupt);
 	suite_add_tcase(s, tc);

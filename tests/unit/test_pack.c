@@ -198,20 +198,20 @@ START_TEST(test_stream_malformed)
 }
 END_TEST
 
-/* Chunk data for tests: a directory and six columns of @n bytes in all,
- * made of phrases that come back from chunk to chunk. */
-static size_t chunk_data(uint8_t *d, size_t n)
+/* Chunk data for tests: a directory and @ncols columns of @n bytes in
+ * all, made of phrases that come back from chunk to chunk. */
+static size_t chunk_data(uint8_t *d, size_t n, int ncols)
 {
-	size_t col[MT_COLUMNS], left = n - 25, sum = 0;
-	for (int i = 0; i < MT_COLUMNS - 1; i++) {
-		col[i] = left / 8 + rnd() % (left / 16 + 1);
+	size_t col[MT_COLUMNS], left = n - MT_COLUMNS_DIR_MAX, sum = 0;
+	for (int i = 0; i < ncols - 1; i++) {
+		col[i] = left / (size_t)(2 * ncols) + rnd() % (left / (size_t)(4 * ncols) + 1);
 		sum += col[i];
 	}
 	uint8_t *p = d;
-	for (int i = 0; i < MT_COLUMNS - 1; i++)
+	for (int i = 0; i < ncols - 1; i++)
 		p += mt_varint_put(p, col[i]);
-	col[MT_COLUMNS - 1] = n - (size_t)(p - d) - sum;
-	for (int i = 0; i < MT_COLUMNS; i++) {
+	col[ncols - 1] = n - (size_t)(p - d) - sum;
+	for (int i = 0; i < ncols; i++) {
 		for (size_t k = 0; k < col[i];) {
 			/* a phrase of the column: same in every round */
 			unsigned ph = (unsigned)(rnd() % 64), len = 4 + ph % 29;
@@ -229,11 +229,15 @@ static void *hc_state(void)
 	return s;
 }
 
+/* Each level, with the six columns of versions 5 and 6 (_i < 4) and the
+ * eight of version 7. */
 START_TEST(test_pack_round_trips_and_histories)
 {
 	enum { N = 40000, CHUNKS = 8 };
 	static const int levels[] = { 0, MT_PACK_FAST_HISTORY, 4, 9 };
-	int level = levels[_i];
+	int level = levels[_i % 4];
+	unsigned layout = _i < 4 ? 0 : MT_NODES_COLUMNS;
+	int ncols = mt_columns(layout);
 	struct mt_history *hw = malloc(sizeof(*hw)), *hr = malloc(sizeof(*hr)),
 			  *fresh = malloc(sizeof(*fresh));
 	uint8_t *d = malloc(N), *out = malloc(MT_PACK_MAX(N)), *back = malloc(N);
@@ -243,8 +247,10 @@ START_TEST(test_pack_round_trips_and_histories)
 
 	mt_history_reset(hw);
 	mt_history_reset(hr);
+	mt_history_layout(hw, layout);
+	mt_history_layout(hr, layout);
 	for (unsigned c = 0; c < CHUNKS; c++) {
-		size_t n = chunk_data(d, N - (c % 3) * 5000);
+		size_t n = chunk_data(d, N - (c % 3) * 5000, ncols);
 		ssize_t len = mt_chunk_pack(out, d, n, hw, level, state, scratch);
 		ck_assert_int_gt(len, 0);
 		ck_assert_uint_le((size_t)len, MT_PACK_MAX(n));
@@ -259,6 +265,7 @@ START_TEST(test_pack_round_trips_and_histories)
 			/* later chunks refer back into the histories: without
 			 * them they do not decode to what was written */
 			mt_history_reset(fresh);
+			mt_history_layout(fresh, layout);
 			int r = mt_chunk_unpack(back, n, out, (size_t)len, fresh, scratch);
 			ck_assert(r < 0 || memcmp(back, d, n) != 0);
 		}
@@ -271,9 +278,14 @@ START_TEST(test_pack_round_trips_and_histories)
 		ck_assert(memcmp(hr->len, hw->len, sizeof(hr->len)) == 0);
 		for (int i = 0; i < MT_COLUMNS; i++)
 			ck_assert(memcmp(hr->buf[i], hw->buf[i], hr->len[i]) == 0);
-		/* the wrong length does not decode */
+		/* the wrong length does not decode, nor the other layout */
 		mt_history_reset(fresh);
+		mt_history_layout(fresh, layout);
 		ck_assert_int_eq(mt_chunk_unpack(back, n - 1, out, (size_t)len, fresh, scratch),
+				 -MT_ECORRUPT);
+		mt_history_reset(fresh);
+		mt_history_layout(fresh, layout ^ MT_NODES_COLUMNS);
+		ck_assert_int_eq(mt_chunk_unpack(back, n, out, (size_t)len, fresh, scratch),
 				 -MT_ECORRUPT);
 	}
 	ck_assert_uint_lt(coded_total, raw_total / 4);
@@ -297,7 +309,7 @@ START_TEST(test_pack_malformed)
 	void *state = hc_state();
 
 	mt_history_reset(hw);
-	size_t n = chunk_data(d, N);
+	size_t n = chunk_data(d, N, MT_COLUMNS_V6);
 	ssize_t len = mt_chunk_pack(out, d, n, hw, 9, state, scratch);
 	ck_assert_int_gt(len, 0);
 	/* a directory that runs past the data */
@@ -323,7 +335,7 @@ START_TEST(test_pack_malformed)
 	}
 	/* an unknown method */
 	size_t dir = 0;
-	for (int i = 0; i < MT_COLUMNS - 1; i++) {
+	for (int i = 0; i < MT_COLUMNS_V6 - 1; i++) {
 		const uint8_t *q = out + dir;
 		uint64_t v;
 		ck_assert_int_eq(mt_varint_get(&q, out + len, &v), 0);
@@ -361,7 +373,7 @@ static Suite *pack_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_stream_round_trips);
 	tcase_add_test(tc, test_stream_malformed);
-	tcase_add_loop_test(tc, test_pack_round_trips_and_histories, 0, 4);
+	tcase_add_loop_test(tc, test_pack_round_trips_and_histories, 0, 8);
 	tcase_add_test(tc, test_pack_malformed);
 	suite_add_tcase(s, tc);
 	return s;
