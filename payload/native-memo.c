@@ -11,7 +11,9 @@
 #include <unistd.h>    /* write */
 
 /* Return addresses unwound past the loop found, each checked to be the
- * last event's at its place: what a miscount would not pass. */
+ * last event's at its place: a stack that is not the one proved stops
+ * there; a loop miscounted in a stack that repeats itself (a recursion
+ * through C) may not, which is why the counts must be right. */
 #define MEMO_PAST 12
 
 static struct {
@@ -76,7 +78,8 @@ static __attribute__((noinline)) void check(const uintptr_t *nips, size_t r, uin
 	atomic_fetch_add(&g.used, 1);
 	if (!same) {
 		atomic_fetch_add(&g.wrong, 1);
-		static const char msg[] = "memtrace: a native stack taken from the last event's is not the one unwound\n";
+		static const char msg[] = "memtrace: a native stack taken from the last "
+					  "event's is not the one unwound\n";
 		(void)!write(2, msg, sizeof(msg) - 1);
 	}
 }
@@ -86,8 +89,10 @@ void mt_memo_report(void)
 	if (!g.check)
 		return;
 	char line[128];
-	int k = snprintf(line, sizeof(line), "memtrace: native stacks taken from the last event's: %llu, wrong: %llu\n",
-			 (unsigned long long)atomic_load(&g.used), (unsigned long long)atomic_load(&g.wrong));
+	int k = snprintf(line, sizeof(line),
+			 "memtrace: native stacks taken from the last event's: %llu, wrong: %llu\n",
+			 (unsigned long long)atomic_load(&g.used),
+			 (unsigned long long)atomic_load(&g.wrong));
 	if (k > 0)
 		(void)!write(2, line, (size_t)k);
 }
