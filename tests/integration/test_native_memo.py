@@ -198,13 +198,20 @@ def test_every_stack_taken_in_part_is_the_one_unwound(memtrace, tmp_path, python
 @pytest.mark.parametrize("python", python_params())
 def test_stacks_as_unwound_whole(memtrace, tmp_path, python):
     """Without Python's allocators traced, the program allocates alike in
-    every run: the hybrid stacks are those of a run that unwinds each
-    stack whole, in the main thread in order, in all as a multiset."""
-    got = {}
+    every run: the hybrid stacks are those of a run with
+    MEMTRACE_TEST_NATIVE_FULL=1 (which takes no stack in part: only 3.11
+    proves frames unchanged without the exit feed), in the main thread in
+    order, in all as a multiset."""
+    got, used = {}, {}
     for full in ("1", "0"):
-        cap, _ = run_prog(memtrace, tmp_path, python, {"MEMTRACE_TEST_NATIVE_FULL": full},
-                          name="full%s.bin" % full)
-        got[full] = stacks(cap)
+        cap, err = run_prog(memtrace, tmp_path, python, {"MEMTRACE_TEST_NATIVE_FULL": full,
+                                                         "MEMTRACE_TEST_NATIVE_CHECK": "1"},
+                            name="full%s.bin" % full)
+        m = re.search(r"native stacks taken from the last event's: (\d+), wrong: 0\n", err)
+        assert m, err[:2000]
+        got[full], used[full] = stacks(cap), int(m.group(1))
+    # the switch unwinds every stack whole
+    assert used["1"] == 0 and (used["0"] > 0) == (python_minor(python) == 11), used
     whole, memo = got["1"], got["0"]
     assert len(whole[0]) > 100, len(whole[0])
     assert len(memo[1]) == len(whole[1])
