@@ -218,3 +218,74 @@ def test_stacks_as_unwound_whole(memtrace, tmp_path, python):
     assert memo[1] == whole[1], next(
         (i, a, b) for i, (a, b) in enumerate(zip(memo[1], whole[1])) if a != b)
     assert memo[0] == whole[0], (memo[0] - whole[0], whole[0] - memo[0])
+
+
+ERRORS = r'''
+keep = []
+
+
+def unbound():
+    try:
+        keep.append(x)
+        x = 1
+    except UnboundLocalError as e:
+        keep.append(e)
+
+
+def star():
+    try:
+        keep.append(max(*1))
+    except TypeError as e:
+        keep.append(e)
+
+
+def dstar():
+    try:
+        keep.append(dict(**1))
+    except TypeError as e:
+        keep.append(e)
+
+
+def with_int():
+    try:
+        with 1:
+            pass
+    except (TypeError, AttributeError) as e:
+        keep.append(e)
+
+
+def raise_int():
+    try:
+        raise 1
+    except TypeError as e:
+        keep.append(e)
+
+
+def layer(d):
+    if d == 0:
+        for i in range(100):
+            for f in (unbound, star, dstar, with_int, raise_int):
+                f()
+        keep.clear()
+        return
+    sorted([d], key=lambda k: layer(k - 1))
+
+
+for r in range(10):
+    layer(10)
+'''
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_errors_made_in_the_loops_out_of_line_code(memtrace, tmp_path, python):
+    """The messages of errors the evaluation loop raises itself are made in
+    calls from its out-of-line part (Debian's python3 moves some 13 KiB of
+    it there): each is counted as the loop it is, or the stacks taken in
+    part would end one loop too far out."""
+    prog = tmp_path / "errors.py"
+    prog.write_text(ERRORS)
+    cp = run(memtrace, "run", "--native", "--trace-python-allocators", "-q", "-o",
+             tmp_path / "e.bin", "--python", python, prog,
+             env=dict(os.environ, MEMTRACE_TEST_NATIVE_CHECK="1"))
+    m = re.search(r"native stacks taken from the last event's: (\d+), wrong: (\d+)", cp.stderr)
+    assert m and int(m.group(1)) > 1000 and int(m.group(2)) == 0, cp.stderr[:2000]
