@@ -15,6 +15,8 @@
 #include <sys/mman.h> /* mmap */
 #include <unistd.h>  /* readlink */
 
+struct mt_native_evals mt_native_evals;
+
 static struct {
 	int (*backtrace)(void **, int);
 	uintptr_t own_lo, own_hi; /* this library's code: frames left out */
@@ -46,6 +48,85 @@ static int find_own(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
+/* ------------------------------------------------------------------------
+ * The evaluation loop's code: _PyEval_EvalFrameDefault, by its dynamic
+ * symbol, and the part of it the compiler moved out of line (".cold",
+ * a symbol of its own in .symtab, which stripped builds do not have):
+ * found as the one other unwinding region most of its jumps that leave it
+ * go to. A return address there is the loop's as much as one in its body.
+ * ---------------------------------------------------------------------- */
+#define EVAL_REGIONS 64
+#define EVAL_COLD_JUMPS 4 /* jumps into a region that make it the loop's */
+
+/* unw_proc_info_t begins with start_ip and end_ip; the rest is room */
+struct proc_info {
+	uintptr_t start_ip, end_ip;
+	uint64_t rest[30];
+};
+
+typedef int (*proc_info_fn)(void *as, uintptr_t ip, struct proc_info *pi, void *arg);
+
+static void find_eval_cold(void *h, uintptr_t lo, uintptr_t hi)
+{
+	proc_info_fn info = (proc_info_fn)dlsym(h, "_ULx86_64_get_proc_info_by_ip");
+	void **as = dlsym(h, "_ULx86_64_local_addr_space");
+	struct own_range seg = { lo, 0, 0 };
+	if (!info || !as || !dl_iterate_phdr(find_own, &seg))
+		return;
+	struct {
+		uintptr_t lo, hi;
+		unsigned jumps;
+	} reg[EVAL_REGIONS];
+	size_t nreg = 0;
+	const uint8_t *p = (const uint8_t *)lo;
+	for (uintptr_t a = lo; a + 6 <= hi; a++, p++) {
+		/* jmp rel32 (e9) and jcc rel32 (0f 80..8f), read at every
+		 * byte: what is no such instruction lands anywhere, seldom
+		 * twice in one region */
+		size_t len = p[0] == 0xe9 ? 5 : p[0] == 0x0f && (p[1] & 0xf0) == 0x80 ? 6 : 0;
+		if (!len)
+			continue;
+		int32_t rel;
+		memcpy(&rel, p + len - 4, sizeof(rel));
+		uintptr_t to = a + len + (intptr_t)rel;
+		if ((to >= lo && to < hi) || to < seg.lo || to >= seg.hi)
+			continue;
+		size_t r = 0;
+		while (r < nreg && !(to >= reg[r].lo && to < reg[r].hi))
+			r++;
+		if (r == nreg) {
+			struct proc_info pi;
+			memset(&pi, 0, sizeof(pi));
+			if (nreg == EVAL_REGIONS || info(*as, to, &pi, NULL) < 0 ||
+			    pi.start_ip > to || pi.end_ip <= to || (pi.start_ip < hi && pi.end_ip > lo))
+				continue;
+			reg[nreg++] = (typeof(reg[0])){ pi.start_ip, pi.end_ip, 0 };
+		}
+		reg[r].jumps++;
+	}
+	size_t best = nreg;
+	for (size_t r = 0; r < nreg; r++)
+		if (reg[r].jumps >= EVAL_COLD_JUMPS && (best == nreg || reg[r].jumps > reg[best].jumps))
+			best = r;
+	if (best < nreg) {
+		mt_native_evals.cold_lo = reg[best].lo;
+		mt_native_evals.cold_hi = reg[best].hi;
+	}
+}
+
+static void find_eval(void *h)
+{
+	Dl_info di;
+	const ElfW(Sym) *sym = NULL;
+	void *f = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+	if (!f || !dladdr1(f, &di, (void **)&sym, RTLD_DL_SYMENT) || !sym || !sym->st_size)
+		return;
+	uintptr_t lo = (uintptr_t)f, hi = lo + sym->st_size;
+	find_eval_cold(h, lo, hi);
+	mt_native_evals.lo = lo;
+	mt_native_evals.hi = hi;
+}
+
 int mt_native_start(void)
 {
 	if (__atomic_load_n(&n.backtrace, __ATOMIC_ACQUIRE))
@@ -72,6 +153,7 @@ int mt_native_start(void)
 	 * of the objects it crosses: here rather than in a hook */
 	void *warm[64];
 	bt(warm, 64);
+	find_eval(h);
 	__atomic_store_n(&n.backtrace, bt, __ATOMIC_RELEASE);
 	return 0;
 }

@@ -28,6 +28,22 @@
 #define MT_NATIVE_MAX 65536
 #define MT_NATIVE_SLACK 16
 
+/* The evaluation loop's code (_PyEval_EvalFrameDefault), where each of its
+ * activations on a native stack has its return address: its body and its
+ * out-of-line part (cold_lo == cold_hi when none was found). All zero when
+ * it was not found. Set by mt_native_start(), read-only after. */
+struct mt_native_evals {
+	uintptr_t lo, hi, cold_lo, cold_hi;
+};
+extern struct mt_native_evals mt_native_evals __attribute__((visibility("hidden")));
+
+/* Return address @ip is in the loop: its call is (ip - 1). */
+static inline int mt_native_is_eval(uintptr_t ip)
+{
+	const struct mt_native_evals *e = &mt_native_evals;
+	return (ip - 1 - e->lo < e->hi - e->lo) | (ip - 1 - e->cold_lo < e->cold_hi - e->cold_lo);
+}
+
 /* mt_native_start() - load libunwind and warm it up on this thread.
  * Returns 0, or -ENOENT when libunwind cannot be loaded (the reason is
  * then in mt_native_error()). Idempotent. */

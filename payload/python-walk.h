@@ -229,8 +229,10 @@ mt_chain_verify(const struct mt_pylayout *lo, struct mt_pychain *c, size_t k, in
 			 * suspended or left since (a token in a slot would need
 			 * the frame above, which the walk has not read) */
 			int top = mt_ld_int(c->frame[k], lo->fr_stacktop);
-			if (top < 0 && top == c->tokslot[k])
+			if (top < 0 && top == c->tokslot[k]) {
+				c->held = (uint32_t)k + 1;
 				return 3;
+			}
 			t = c->tbelow[k];
 		}
 	}
@@ -238,6 +240,7 @@ mt_chain_verify(const struct mt_pylayout *lo, struct mt_pychain *c, size_t k, in
 	 * done: a token's caller, the marked frame, the outermost */
 	size_t i = k, floor = m ? m - 1 : 0;
 	int same = 0;
+	uint32_t held = 0;
 	for (;;) {
 		size_t lim = t > floor ? t : floor;
 		while (i > lim) {
@@ -248,6 +251,7 @@ mt_chain_verify(const struct mt_pylayout *lo, struct mt_pychain *c, size_t k, in
 		}
 		if (i == floor) {
 			same = m ? 1 : mt_ld_ptr(c->frame[0], lo->fr_back) == NULL ? 2 : 0;
+			held = m;
 			break;
 		}
 		/* i == t: the caller below has a token; intact, its callers
@@ -261,10 +265,12 @@ mt_chain_verify(const struct mt_pylayout *lo, struct mt_pychain *c, size_t k, in
 		i--;
 		if (intact) {
 			same = 1;
+			held = (uint32_t)i + 1;
 			break;
 		}
 	}
 out:
+	c->held = same ? held : 0;
 	c->checked += k - i;
 	return same;
 }
@@ -413,6 +419,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 	 * c->lazy is set on every way out */
 	int join = nold > 0;
 
+	c->held = 0;
 	if (join && f == c->frame[nold - 1]) {
 		/* The usual case: the same newest frame, its callers unchanged. */
 		int v = mt_chain_verify(lo, c, nold - 1, calm);
@@ -447,7 +454,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 					continue;
 				int v = mt_chain_verify(lo, c, k, calm);
 				if (!v || k + j + 1 > MT_CHAIN_MAX) {
-					join = 0;
+					join = c->held = 0;
 					break;
 				}
 				if (v == 2 && mark != MT_UNMARKED)
@@ -466,7 +473,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 		    c->top + j <= MT_CHAIN_MAX) {
 			/* the newest marked frame: the same activation, its
 			 * callers unchanged, whatever the depth */
-			keep = c->top;
+			keep = c->held = c->top;
 			if (!mt_frame_same(lo, f, c, keep - 1)) {
 				keep--;
 				c->scratch[j++] = (struct mt_pyraw){ f, mt_frame_pos(lo, f),
@@ -504,6 +511,21 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 	return mt_chain_done(lo, c, keep, calm);
 }
 
+/* Whether live chain frame @i has an evaluation loop of its own, one
+ * activation of _PyEval_EvalFrameDefault on the C stack: before 3.11
+ * every frame; 3.11 an entry frame; from 3.12 the C-stack shim that each
+ * activation puts below its first frame (counted in its place, as it is
+ * in the chain whatever the frames above it are). */
+static inline __attribute__((always_inline)) int
+mt_frame_starts_eval(const struct mt_pylayout *lo, const struct mt_pychain *c, size_t i)
+{
+	if (lo->minor <= 10)
+		return 1;
+	if (lo->minor == 11)
+		return *((const char *)c->frame[i] + lo->fr_entry) != 0;
+	return *((const signed char *)c->frame[i] + lo->fr_owner) == lo->owned_by_cstack;
+}
+
 /* The calling thread's state, or NULL while Python cannot be walked. */
 static inline __attribute__((always_inline)) const void *mt_walk_tstate(int gil)
 {
@@ -534,7 +556,7 @@ mt_python_walk(const struct mt_pylayout *lo, int gil, struct mt_pychain *c)
 {
 	const void *tstate = mt_walk_tstate(gil);
 	if (tstate == NULL) {
-		c->n = c->lazy = 0;
+		c->n = c->lazy = c->held = 0;
 		return 0;
 	}
 	return mt_update_version(lo, tstate, c);

@@ -80,6 +80,12 @@ struct mt_pychain {
 	 * suspended in calls (python-walk.h): the newest frame with one
 	 * (1 + its index; 0: none); each one's token, slot and next below */
 	uint32_t ttop;
+	/* 1 + the index of the newest frame the last update proved the same
+	 * activation as at the update before, neither suspended nor left in
+	 * between (a mark, or on 3.11 a token, said so); 0: none. Its callers
+	 * are then as unchanged, and so is every evaluation loop running
+	 * them (native stacks reuse what lies below, track.c). */
+	uint32_t held;
 	uint64_t toknext; /* odd: never an object's address */
 	uint64_t checked; /* frames checked or described so far: what reading costs */
 	const void *frame[MT_CHAIN_MAX];
@@ -136,7 +142,7 @@ static inline size_t mt_python_update(struct mt_pychain *c)
 	/* set before the walker's own readiness flag, which it checks */
 	mt_python_update_fn update = __atomic_load_n(&mt_python_updater, __ATOMIC_ACQUIRE);
 	if (update == NULL) {
-		c->n = 0;
+		c->n = c->held = 0;
 		return 0;
 	}
 	return update(c);

@@ -11,6 +11,7 @@
 #include "payload/track.h"
 #include "format/record.h"
 #include "payload/intern.h"
+#include "payload/native-memo.h"
 #include "payload/native.h"
 #include "payload/python.h"
 #include "payload/python-walk.h"
@@ -75,6 +76,7 @@ struct mt_thread {
 	uintptr_t nnew[MT_NATIVE_MAX + MT_NATIVE_SLACK]; /* this event's, unwound */
 	struct xcache_entry xcache[XCACHE];
 	struct hcache_entry hcache[HCACHE];
+	struct mt_native_memo memo; /* where the loops are in nips[] and the chain */
 };
 
 static __thread struct mt_thread *self __attribute__((tls_model("initial-exec")));
@@ -196,6 +198,7 @@ static void forget_stacks(struct mt_thread *t)
 	memset(t->ncache, 0, sizeof(t->ncache));
 	memset(t->pcache, 0, sizeof(t->pcache));
 	t->nn = 0;
+	mt_memo_forget(&t->memo);
 	memset(t->xcache, 0, sizeof(t->xcache));
 	memset(t->hcache, 0, sizeof(t->hcache));
 }
@@ -424,15 +427,17 @@ uint64_t mt_track_frames_checked(void)
  * every capture it records in; and it runs only with Python allocators
  * traced, where nothing reads frames_checked (pyadapt.c runs without):
  * the GOT hooks tell what both paths checked. */
-static inline __attribute__((always_inline)) uint32_t current_stack(struct mt_thread *t,
-								     const struct mt_pylayout *lo)
+static inline __attribute__((always_inline)) uint32_t
+current_stack(struct mt_thread *t, const struct mt_pylayout *lo, size_t *keep)
 {
 	struct mt_pychain *c = &t->chain;
 	if (lo)
-		return stack_of(t, c, mt_python_walk(lo, 1, c));
-	if (!g.python)
+		return stack_of(t, c, *keep = mt_python_walk(lo, 1, c));
+	if (!g.python) {
+		*keep = MT_MEMO_NO_WALK;
 		return 0;
-	uint32_t id = stack_of(t, c, mt_python_update(c));
+	}
+	uint32_t id = stack_of(t, c, *keep = mt_python_update(c));
 	if (__builtin_expect(!(++t->walks & 255), 0))
 		tell_checked(t);
 	return id;
@@ -451,16 +456,18 @@ static size_t hcache_slot(uint32_t py, uint32_t leaf)
 }
 
 /* The hybrid node of the calling thread's native stack under its Python
- * stack @py. The native trie is shared by all Python stacks: the return
- * addresses the last event shared with this one at the outermost end
- * keep their nodes, the others are looked up in the thread's cache, or
- * interned under the shared lock on a miss; so is the pair. errno is
- * kept (the unwinder may change it). */
-static __attribute__((noinline)) uint32_t native_stack(struct mt_thread *t, uint32_t py)
+ * stack @py (its chain kept @keep frames). The native trie is shared by
+ * all Python stacks: the return addresses the last event shared with this
+ * one at the outermost end (not unwound where the chain proves them so:
+ * native-memo.h) keep their nodes, the others are looked up in the
+ * thread's cache, or interned under the shared lock on a miss; so is the
+ * pair. errno is kept (the unwinder may change it). */
+static __attribute__((noinline)) uint32_t native_stack(struct mt_thread *t, uint32_t py,
+						       size_t keep)
 {
 	int saved_errno = errno;
 	uintptr_t *ips = t->nnew; /* not on the hook's stack: threads' stacks may be small */
-	size_t n = mt_native_unwind(ips, MT_NATIVE_MAX), same = 0;
+	size_t same, n = mt_memo_unwind(&t->memo, &t->chain, keep, t->nips, t->nn, ips, &same);
 	size_t lim = n < t->nn ? n : t->nn;
 	while (same < lim && ips[n - 1 - same] == t->nips[same])
 		same++;
@@ -484,6 +491,7 @@ static __attribute__((noinline)) uint32_t native_stack(struct mt_thread *t, uint
 		t->nips[k] = ip;
 		t->nid[k] = leaf;
 	}
+	mt_memo_done(&t->memo, t->nips, same, n);
 	t->nn = (uint32_t)n;
 	uint32_t id;
 	struct hcache_entry *h = &t->hcache[hcache_slot(py, leaf)];
@@ -525,6 +533,10 @@ void mt_track_modules(int all)
 
 void mt_track_native(int on)
 {
+	if (on)
+		mt_memo_start();
+	else if (g.native)
+		mt_memo_report();
 	g.native = on;
 }
 
@@ -542,9 +554,10 @@ track_alloc(unsigned kind, const void *ptr, size_t size, const struct mt_pylayou
 	struct mt_thread *t = thread_get();
 	if (!t)
 		return;
-	uint32_t stack = current_stack(t, lo);
+	size_t keep;
+	uint32_t stack = current_stack(t, lo, &keep);
 	if (__builtin_expect(g.native, 0))
-		stack = native_stack(t, stack);
+		stack = native_stack(t, stack, keep);
 	struct mt_tbuf *b = t->buf;
 	uint64_t head;
 	uint8_t *p = mt_tbuf_reserve_event(b, &head);
