@@ -29,7 +29,8 @@
 __thread unsigned char mt_in_hook __attribute__((tls_model("initial-exec")));
 volatile int mt_tracking;
 
-#define NCACHE 256 /* per-thread (parent, code, offset) -> node, direct mapped */
+#define NCACHE_BITS 10 /* per-thread (parent, code, offset) -> node, direct mapped */
+#define NCACHE (1u << NCACHE_BITS)
 
 struct ncache_entry {
 	const void *code;
@@ -307,7 +308,7 @@ static size_t ncache_slot(uint32_t parent, const void *code, uint32_t offset)
 {
 	uint64_t v = ((uint64_t)(uintptr_t)code ^ ((uint64_t)parent << 32)) + offset;
 	v *= 0x9e3779b97f4a7c15ull;
-	return (size_t)(v >> 56) & (NCACHE - 1);
+	return (size_t)(v >> (64 - NCACHE_BITS));
 }
 
 /* The ids of chain frames @keep.. of @c: from the thread's node cache, or
