@@ -80,6 +80,9 @@ struct mt_pychain {
 	 * suspended in calls (python-walk.h): the newest frame with one
 	 * (1 + its index; 0: none); each one's token, slot and next below */
 	uint32_t ttop;
+	/* the last walk joined the chain before at its newest frame, with
+	 * new frames above it: the next one looks there first */
+	uint32_t pushed;
 	uint64_t toknext; /* odd: never an object's address */
 	uint64_t checked; /* frames checked or described so far: what reading costs */
 	const void *frame[MT_CHAIN_MAX];
