@@ -372,11 +372,12 @@ static __attribute__((noinline)) uint32_t intern_slow(struct mt_thread *t, struc
 /* The trie node of the calling thread's Python stack, once its frame
  * chain has been matched against the one at the thread's last event
  * (mt_python_update): the unchanged outermost @keep frames keep their trie
- * nodes, and only the frames above them (in a loop, the newest one: the
- * inline case here) are looked up, in the thread's own caches first and
- * under the shared lock on a miss. */
-static inline __attribute__((always_inline)) uint32_t stack_of(struct mt_thread *t,
-								struct mt_pychain *c, size_t keep)
+ * nodes, and only the frames above them are looked up, in the thread's
+ * own caches here and under the shared lock on a miss. @many: not only a
+ * single new frame here (the GOT hooks: in a chain of calls, the frames
+ * pushed since and the caller that moved; the PyMem wrappers keep less). */
+static inline __attribute__((always_inline)) uint32_t
+stack_of(struct mt_thread *t, struct mt_pychain *c, size_t keep, int many)
 {
 	size_t n = c->n;
 	if (__builtin_expect(c->lazy, 1)) {
@@ -386,7 +387,23 @@ static inline __attribute__((always_inline)) uint32_t stack_of(struct mt_thread 
 			c->kept[keep] = 1;
 			return c->id[keep] = e->id;
 		}
-	} else if (keep + 1 == n && c->kept[keep]) {
+	} else if (many && keep < n) {
+		uint32_t parent = keep ? c->id[keep - 1] : 0;
+		for (; keep < n; keep++) {
+			if (c->kept[keep]) {
+				struct mt_pyframe f = c->fr[keep];
+				struct ncache_entry *e =
+					&t->ncache[ncache_slot(parent, f.code, f.offset)];
+				if (__builtin_expect(e->code != f.code || e->parent != parent ||
+							     e->offset != f.offset, 0))
+					break;
+				parent = e->id;
+			}
+			c->id[keep] = parent;
+		}
+		if (__builtin_expect(keep == n, 1))
+			return parent;
+	} else if (!many && keep + 1 == n && c->kept[keep]) {
 		uint32_t parent = keep ? c->id[keep - 1] : 0;
 		struct mt_pyframe f = c->fr[keep];
 		struct ncache_entry *e = &t->ncache[ncache_slot(parent, f.code, f.offset)];
@@ -430,10 +447,10 @@ static inline __attribute__((always_inline)) uint32_t current_stack(struct mt_th
 {
 	struct mt_pychain *c = &t->chain;
 	if (lo)
-		return stack_of(t, c, mt_python_walk(lo, 1, c));
+		return stack_of(t, c, mt_python_walk(lo, 1, c), 0);
 	if (!g.python)
 		return 0;
-	uint32_t id = stack_of(t, c, mt_python_update(c));
+	uint32_t id = stack_of(t, c, mt_python_update(c), 1);
 	if (__builtin_expect(!(++t->walks & 255), 0))
 		tell_checked(t);
 	return id;
