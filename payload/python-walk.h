@@ -66,6 +66,7 @@ static inline int mt_ld_int(const void *base, int off)
 
 #define MT_JOIN_WALK 16 /* newest frames tried as the join with the last chain */
 #define MT_JOIN_SCAN 8  /* newest frames of the last chain each is looked for in */
+#define MT_JOIN_PUSH 4  /* new frames tried above the last chain's newest */
 
 static inline __attribute__((always_inline)) const void *
 mt_first_frame(const struct mt_pylayout *lo, const void *tstate)
@@ -378,6 +379,38 @@ mt_chain_done(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep, i
 	return keep;
 }
 
+/* The walk met live frame @f, frame @k of the last chain, with the @j
+ * frames above it in c->scratch, and mt_chain_verify() said @v: frames
+ * 0..k-1 are kept, and frame k too if it has not moved. With @pushes, one
+ * that moved with its own token intact (3.11, @v 3) keeps the token: it
+ * is the same activation, only described again. Returns how many
+ * outermost frames kept their id[]. */
+static inline __attribute__((always_inline)) size_t
+mt_chain_join(const struct mt_pylayout *lo, struct mt_pychain *c, const void *f, size_t k,
+	      size_t j, int v, uint32_t mark, int calm, int pushes)
+{
+	if (v == 2 && mark != MT_UNMARKED)
+		mt_chain_remark(c, k);
+	size_t keep = k + 1;
+	if (!mt_frame_same(lo, f, c, k)) {
+		if (pushes && lo->minor == 11 && v == 3) {
+			/* its token was just found intact: tokens from the
+			 * frame above (mt_chain_done() would check it again) */
+			c->pos[k] = mt_frame_pos(lo, f);
+			mt_frame_describe(lo, c, k);
+			mt_chain_extend(lo, c, k + 1, j, mark);
+			if (calm)
+				mt_chain_tokens(lo, c, k + 1);
+			c->checked += c->n - k;
+			return k;
+		}
+		keep = k;
+		c->scratch[j++] = (struct mt_pyraw){ f, mt_frame_pos(lo, f), mt_frame_code(lo, f) };
+	}
+	mt_chain_extend(lo, c, keep, j, mark);
+	return mt_chain_done(lo, c, keep, calm);
+}
+
 /* The generation of the exit feed for @tstate's frames: marks of it are
  * good; 0 when exits are not reported (the feed is off, or before 3.12
  * this thread's profile function is not the feed's). */
@@ -398,9 +431,13 @@ mt_feed_gen(const struct mt_pylayout *lo, const void *tstate)
  * frames below it are still the same ones at the same positions, and
  * describe only the frames above. Anything else (a long return, a chain
  * that changed below) walks the whole chain and keeps its unchanged
- * outermost part. Returns how many outermost frames kept their id[]. */
+ * outermost part. @pushes (the GOT hooks, whose events often come a call
+ * or two deeper each time; the PyMem wrappers' mostly only move the newest
+ * frame): look above the last chain's newest frame first when the last
+ * walk joined there. Returns how many outermost frames kept their id[]. */
 static inline __attribute__((always_inline)) size_t
-mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_pychain *c)
+mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_pychain *c,
+		  int pushes)
 {
 	const void *f = mt_first_frame(lo, tstate);
 	size_t nold = c->whole ? c->n : 0, j = 0, keep;
@@ -447,6 +484,35 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 	c->lazy = 0;
 	size_t lowest = nold > MT_JOIN_SCAN ? nold - MT_JOIN_SCAN : 0;
 
+	if (pushes && join && c->pushed) {
+		/* The last event's frames joined the chain before at its newest
+		 * frame, calls made since on top of it: the frames pushed since
+		 * are looked for at that frame alone, a compare a step. Found
+		 * and checked, that frame and those below it are live, so none
+		 * of the frames above it can be in the last chain: the scan
+		 * below would have joined there too. */
+		const void *top = c->frame[nold - 1], *g = f;
+		size_t i = 0;
+		while (g != NULL && g != top && i < MT_JOIN_PUSH) {
+			c->scratch[i++] = (struct mt_pyraw){ g, mt_frame_pos(lo, g),
+							     mt_frame_code(lo, g) };
+			g = mt_ld_ptr(g, lo->fr_back);
+		}
+		if (g == top && nold + i <= MT_CHAIN_MAX) {
+			int v = mt_chain_verify(lo, c, nold - 1, calm);
+			if (v)
+				return mt_chain_join(lo, c, g, nold - 1, i, v, mark, calm, 1);
+			/* the scan would have met the same frame first and
+			 * given up joining there, as here */
+			join = 0;
+			c->pushed = 0;
+			f = g;
+			j = i;
+		} else {
+			c->pushed = 0;
+		}
+	}
+
 	while (f != NULL && j < MT_CHAIN_MAX) {
 		if (join && j < MT_JOIN_WALK) {
 			for (size_t k = nold; k-- > lowest;) {
@@ -457,16 +523,9 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 					join = c->held = 0;
 					break;
 				}
-				if (v == 2 && mark != MT_UNMARKED)
-					mt_chain_remark(c, k);
-				keep = k + 1;
-				if (!mt_frame_same(lo, f, c, k)) {
-					keep = k;
-					c->scratch[j++] = (struct mt_pyraw){ f, mt_frame_pos(lo, f),
-									     mt_frame_code(lo, f) };
-				}
-				mt_chain_extend(lo, c, keep, j, mark);
-				return mt_chain_done(lo, c, keep, calm);
+				if (pushes)
+					c->pushed = j && k + 1 == nold;
+				return mt_chain_join(lo, c, f, k, j, v, mark, calm, pushes);
 			}
 		}
 		if (mt_chain_top(lo, c) && f == c->frame[c->top - 1] &&
@@ -559,7 +618,7 @@ mt_python_walk(const struct mt_pylayout *lo, int gil, struct mt_pychain *c)
 		c->n = c->lazy = c->held = 0;
 		return 0;
 	}
-	return mt_update_version(lo, tstate, c);
+	return mt_update_version(lo, tstate, c, !gil);
 }
 
 #endif /* MT_PAYLOAD_PYTHON_WALK_H */

@@ -86,6 +86,9 @@ struct mt_pychain {
 	 * are then as unchanged, and so is every evaluation loop running
 	 * them (native stacks reuse what lies below, track.c). */
 	uint32_t held;
+	/* the last walk joined the chain before at its newest frame, with
+	 * new frames above it: the next one looks there first */
+	uint32_t pushed;
 	uint64_t toknext; /* odd: never an object's address */
 	uint64_t checked; /* frames checked or described so far: what reading costs */
 	const void *frame[MT_CHAIN_MAX];

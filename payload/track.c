@@ -30,7 +30,8 @@
 __thread unsigned char mt_in_hook __attribute__((tls_model("initial-exec")));
 volatile int mt_tracking;
 
-#define NCACHE 256 /* per-thread (parent, code, offset) -> node, direct mapped */
+#define NCACHE_BITS 10 /* per-thread (parent, code, offset) -> node, direct mapped */
+#define NCACHE (1u << NCACHE_BITS)
 
 struct ncache_entry {
 	const void *code;
@@ -310,7 +311,7 @@ static size_t ncache_slot(uint32_t parent, const void *code, uint32_t offset)
 {
 	uint64_t v = ((uint64_t)(uintptr_t)code ^ ((uint64_t)parent << 32)) + offset;
 	v *= 0x9e3779b97f4a7c15ull;
-	return (size_t)(v >> 56) & (NCACHE - 1);
+	return (size_t)(v >> (64 - NCACHE_BITS));
 }
 
 /* The ids of chain frames @keep.. of @c: from the thread's node cache, or
@@ -374,11 +375,12 @@ static __attribute__((noinline)) uint32_t intern_slow(struct mt_thread *t, struc
 /* The trie node of the calling thread's Python stack, once its frame
  * chain has been matched against the one at the thread's last event
  * (mt_python_update): the unchanged outermost @keep frames keep their trie
- * nodes, and only the frames above them (in a loop, the newest one: the
- * inline case here) are looked up, in the thread's own caches first and
- * under the shared lock on a miss. */
-static inline __attribute__((always_inline)) uint32_t stack_of(struct mt_thread *t,
-								struct mt_pychain *c, size_t keep)
+ * nodes, and only the frames above them are looked up, in the thread's
+ * own caches here and under the shared lock on a miss. @many: not only a
+ * single new frame here (the GOT hooks: in a chain of calls, the frames
+ * pushed since and the caller that moved; the PyMem wrappers keep less). */
+static inline __attribute__((always_inline)) uint32_t
+stack_of(struct mt_thread *t, struct mt_pychain *c, size_t keep, int many)
 {
 	size_t n = c->n;
 	if (__builtin_expect(c->lazy, 1)) {
@@ -388,7 +390,23 @@ static inline __attribute__((always_inline)) uint32_t stack_of(struct mt_thread 
 			c->kept[keep] = 1;
 			return c->id[keep] = e->id;
 		}
-	} else if (keep + 1 == n && c->kept[keep]) {
+	} else if (many && keep < n) {
+		uint32_t parent = keep ? c->id[keep - 1] : 0;
+		for (; keep < n; keep++) {
+			if (c->kept[keep]) {
+				struct mt_pyframe f = c->fr[keep];
+				struct ncache_entry *e =
+					&t->ncache[ncache_slot(parent, f.code, f.offset)];
+				if (__builtin_expect(e->code != f.code || e->parent != parent ||
+							     e->offset != f.offset, 0))
+					break;
+				parent = e->id;
+			}
+			c->id[keep] = parent;
+		}
+		if (__builtin_expect(keep == n, 1))
+			return parent;
+	} else if (!many && keep + 1 == n && c->kept[keep]) {
 		uint32_t parent = keep ? c->id[keep - 1] : 0;
 		struct mt_pyframe f = c->fr[keep];
 		struct ncache_entry *e = &t->ncache[ncache_slot(parent, f.code, f.offset)];
@@ -432,12 +450,12 @@ current_stack(struct mt_thread *t, const struct mt_pylayout *lo, size_t *keep)
 {
 	struct mt_pychain *c = &t->chain;
 	if (lo)
-		return stack_of(t, c, *keep = mt_python_walk(lo, 1, c));
+		return stack_of(t, c, *keep = mt_python_walk(lo, 1, c), 0);
 	if (!g.python) {
 		*keep = MT_MEMO_NO_WALK;
 		return 0;
 	}
-	uint32_t id = stack_of(t, c, *keep = mt_python_update(c));
+	uint32_t id = stack_of(t, c, *keep = mt_python_update(c), 1);
 	if (__builtin_expect(!(++t->walks & 255), 0))
 		tell_checked(t);
 	return id;

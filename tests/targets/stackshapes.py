@@ -8,7 +8,8 @@ change the frame chain between two allocations in every way a stack reader
 that reuses its last walk could get wrong: deeper and shallower calls,
 another function at the same depth and address, a generator resumed from
 different callers, unwinding from an exception, __del__ run by a decref,
-Python called back from C, comprehensions and lambdas, functions made at
+Python called back from C, chains of calls through C a call or more deeper
+at each allocation, comprehensions and lambdas, functions made at
 the address of one that died, generators delegating with yield from and
 driven by send, throw and close, coroutines of interleaved asyncio tasks,
 the program's own profile and trace functions, recursion deeper than the
@@ -146,6 +147,34 @@ def callbacks():
     list(map(keyed, [1, 2]))
 
 
+class Layer:
+    """A layer of middleware: called through C (slot_tp_call), so each one
+    is an entry frame running in a call through C."""
+
+    def __init__(self, inner, allocates):
+        self.inner, self.allocates = inner, allocates
+
+    def __call__(self, d):
+        if self.allocates:
+            # noted first: no call in between runs this frame again
+            n = site(); note(n); b = bytearray(n)
+        r = self.inner(d + 1) if self.inner is not None else d
+        n = site(); b = bytearray(n); note(n)
+        return r
+
+
+def through_c():
+    # each allocation on the way down a call or more deeper than the one
+    # before (one, two, then six at once: more than the walk compares with
+    # the last newest frame alone), each on the way back up shallower,
+    # then down again through another chain
+    app = None
+    for i in range(14):
+        app = Layer(app, i not in (3, 7, 8, 9, 10, 11))
+    app(0)
+    Layer(Layer(app, True), False)(0)
+
+
 def comprehensions():
     ks = [site() for _ in range(3)]
     out = [(bytearray(k), note(k)) for k in ks]
@@ -277,6 +306,7 @@ def everything(rounds):
         unwind()
         finalizers()
         callbacks()
+        through_c()
         comprehensions()
         made_where_others_died()
         delegating()
