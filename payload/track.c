@@ -11,6 +11,7 @@
 #include "payload/track.h"
 #include "format/record.h"
 #include "payload/intern.h"
+#include "payload/hybrid.h"
 #include "payload/native-memo.h"
 #include "payload/native.h"
 #include "payload/python.h"
@@ -46,19 +47,6 @@ struct pcache_entry {
 	uint32_t parent, id;
 };
 
-/* Native frames: (parent, return address) -> node, direct mapped. */
-#define XCACHE 512
-struct xcache_entry {
-	uintptr_t ip;
-	uint32_t parent, id;
-};
-
-/* (Python stack, native leaf) -> hybrid node, direct mapped. */
-#define HCACHE 256
-struct hcache_entry {
-	uint32_t py, leaf, id;
-};
-
 struct mt_thread {
 	struct mt_tbuf *buf; /* this thread's event buffer */
 	uint64_t session;    /* g.session when it last registered or forgot its stacks */
@@ -69,15 +57,7 @@ struct mt_thread {
 	struct ncache_entry ncache[NCACHE];
 	struct pcache_entry pcache[PCACHE];
 	struct mt_pychain chain; /* the frame chain at the last event, with stack ids */
-	/* native stacks: the last event's return addresses, outermost
-	 * first, with their nodes */
-	uint32_t nn;
-	uintptr_t nips[MT_NATIVE_MAX];
-	uint32_t nid[MT_NATIVE_MAX];
-	uintptr_t nnew[MT_NATIVE_MAX + MT_NATIVE_SLACK]; /* this event's, unwound */
-	struct xcache_entry xcache[XCACHE];
-	struct hcache_entry hcache[HCACHE];
-	struct mt_native_memo memo; /* where the loops are in nips[] and the chain */
+	struct mt_hybrid native; /* native stacks, when recorded */
 };
 
 static __thread struct mt_thread *self __attribute__((tls_model("initial-exec")));
@@ -198,10 +178,7 @@ static void forget_stacks(struct mt_thread *t)
 	t->chain.toknext |= 1; /* tokens are odd: never an object's address */
 	memset(t->ncache, 0, sizeof(t->ncache));
 	memset(t->pcache, 0, sizeof(t->pcache));
-	t->nn = 0;
-	mt_memo_forget(&t->memo);
-	memset(t->xcache, 0, sizeof(t->xcache));
-	memset(t->hcache, 0, sizeof(t->hcache));
+	mt_hybrid_forget(&t->native);
 }
 
 /* The slow path of thread_get(): syscalls, so errno is kept here and the
@@ -461,69 +438,32 @@ current_stack(struct mt_thread *t, const struct mt_pylayout *lo, size_t *keep)
 	return id;
 }
 
-static size_t xcache_slot(uint32_t parent, uintptr_t ip)
-{
-	uint64_t v = ((uint64_t)ip ^ ((uint64_t)parent << 40)) * 0x9e3779b97f4a7c15ull;
-	return (size_t)(v >> 55) & (XCACHE - 1);
-}
+/* mt_hybrid_stack()'s interning: under the shared lock, taken at the
+ * first miss and released by native_stack(). */
+struct node_ctx {
+	struct mt_thread *t;
+	int locked;
+};
 
-static size_t hcache_slot(uint32_t py, uint32_t leaf)
+static uint32_t node_locked(void *arg, uint32_t parent, uint32_t code, uint32_t offset)
 {
-	uint64_t v = ((uint64_t)py << 32 | leaf) * 0x9e3779b97f4a7c15ull;
-	return (size_t)(v >> 56) & (HCACHE - 1);
+	struct node_ctx *x = arg;
+	if (!x->locked) {
+		lock();
+		x->locked = 1;
+	}
+	return node_id(x->t, parent, code, offset);
 }
 
 /* The hybrid node of the calling thread's native stack under its Python
- * stack @py (its chain kept @keep frames). The native trie is shared by
- * all Python stacks: the return addresses the last event shared with this
- * one at the outermost end (not unwound where the chain proves them so:
- * native-memo.h) keep their nodes, the others are looked up in the
- * thread's cache, or interned under the shared lock on a miss; so is the
- * pair. errno is kept (the unwinder may change it). */
+ * stack @py (its chain kept @keep frames); errno is kept. */
 static __attribute__((noinline)) uint32_t native_stack(struct mt_thread *t, uint32_t py,
 						       size_t keep)
 {
 	int saved_errno = errno;
-	uintptr_t *ips = t->nnew; /* not on the hook's stack: threads' stacks may be small */
-	size_t same, n = mt_memo_unwind(&t->memo, &t->chain, keep, t->nips, t->nn, ips, &same);
-	size_t lim = n < t->nn ? n : t->nn;
-	while (same < lim && ips[n - 1 - same] == t->nips[same])
-		same++;
-	uint32_t leaf = same ? t->nid[same - 1] : 0;
-	int locked = 0;
-	for (size_t k = same; k < n; k++) {
-		uintptr_t ip = ips[n - 1 - k];
-		struct xcache_entry *e = &t->xcache[xcache_slot(leaf, ip)];
-		if (e->ip == ip && e->parent == leaf) {
-			leaf = e->id;
-		} else {
-			if (!locked) {
-				lock();
-				locked = 1;
-			}
-			uint32_t id = node_id(t, leaf, MT_NATIVE_CODE | (uint32_t)((uint64_t)ip >> 32),
-					      (uint32_t)ip);
-			*e = (struct xcache_entry){ ip, leaf, id };
-			leaf = id;
-		}
-		t->nips[k] = ip;
-		t->nid[k] = leaf;
-	}
-	mt_memo_done(&t->memo, t->nips, same, n);
-	t->nn = (uint32_t)n;
-	uint32_t id;
-	struct hcache_entry *h = &t->hcache[hcache_slot(py, leaf)];
-	if (h->id && h->py == py && h->leaf == leaf) {
-		id = h->id;
-	} else {
-		if (!locked) {
-			lock();
-			locked = 1;
-		}
-		id = node_id(t, py, MT_HYBRID_CODE, leaf);
-		*h = (struct hcache_entry){ py, leaf, id };
-	}
-	if (locked)
+	struct node_ctx x = { t, 0 };
+	uint32_t id = mt_hybrid_stack(&t->native, &t->chain, py, keep, node_locked, &x);
+	if (x.locked)
 		unlock();
 	errno = saved_errno;
 	return id;
