@@ -10,11 +10,14 @@
 #include <stdlib.h>    /* getenv */
 #include <unistd.h>    /* write */
 
-/* Return addresses unwound past the loop found, each checked to be the
- * last event's at its place: a stack that is not the one proved stops
- * there; a loop miscounted in a stack that repeats itself (a recursion
- * through C) may not, which is why the counts must be right. */
+/* Return addresses unwound past the loop found (as many as the last
+ * event had above it, and MEMO_PAST more; never fewer than MEMO_PAST_MIN
+ * past it), each checked to be the last event's at its place: a stack
+ * that is not the one proved stops there; a loop miscounted in a stack
+ * that repeats itself (a recursion through C) may not, which is why the
+ * counts must be right. */
 #define MEMO_PAST 12
+#define MEMO_PAST_MIN 4 /* fewer checked: unwound again, further */
 
 static struct {
 	uint32_t gen;
@@ -49,6 +52,11 @@ static uint32_t chain_evals(struct mt_native_memo *m, const struct mt_pychain *c
 	if (keep > m->pyn)
 		keep = m->pyn;
 	const struct mt_pylayout *lo = &mt_pylayouts[mt_python_layout_row()];
+	/* 3.11: a frame matched by place and position only may be another
+	 * activation, entered otherwise (inline, or through C): counted again
+	 * from the newest frame proved the same */
+	if (lo->minor == 11 && keep > c->held)
+		keep = c->held;
 	uint32_t k = keep ? m->pyev[keep - 1] : 0;
 	for (size_t i = keep; i < c->n; i++) {
 		k += (uint32_t)mt_frame_starts_eval(lo, c, i);
@@ -121,15 +129,25 @@ size_t mt_memo_unwind(struct mt_native_memo *m, const struct mt_pychain *c, size
 	size_t want = nn - r + MEMO_PAST;
 	if (want + MEMO_PAST >= nn)
 		goto whole; /* little to gain */
-	size_t got = mt_native_unwind(ips, want);
-	if (got < want)
-		return got; /* all of it */
-	size_t q = 0;
-	for (uint32_t e = 0; q < got; q++)
-		if (mt_native_is_eval(ips[q]) && ++e == need)
+	size_t got, q;
+	for (int again = 0;; again = 1) {
+		got = mt_native_unwind(ips, want);
+		if (got < want)
+			return got; /* all of it */
+		q = 0;
+		for (uint32_t e = 0; q < got; q++)
+			if (mt_native_is_eval(ips[q]) && ++e == need)
+				break;
+		if (q == got || r + q + 1 > MT_NATIVE_MAX)
+			goto whole;
+		if (got - q - 1 >= MEMO_PAST_MIN)
 			break;
-	if (q == got || r + q + 1 > MT_NATIVE_MAX)
-		goto whole;
+		/* the loop found too near the end to check what lies past
+		 * it: once more, as far past it as the check needs */
+		want = q + 1 + MEMO_PAST;
+		if (again || want + MEMO_PAST >= nn)
+			goto whole;
+	}
 	for (size_t j = q + 1; j < got; j++)
 		if (j - q > r || ips[j] != nips[r - (j - q)])
 			goto whole;

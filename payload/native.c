@@ -66,13 +66,16 @@ struct proc_info {
 
 typedef int (*proc_info_fn)(void *as, uintptr_t ip, struct proc_info *pi, void *arg);
 
-static void find_eval_cold(void *h, uintptr_t lo, uintptr_t hi)
+/* Returns 0 if the code could not be looked at (then the loop is not
+ * known well enough to count: native-memo.h is not used). */
+static int find_eval_cold(void *h, uintptr_t lo, uintptr_t hi)
 {
+#if defined(__x86_64__)
 	proc_info_fn info = (proc_info_fn)dlsym(h, "_ULx86_64_get_proc_info_by_ip");
 	void **as = dlsym(h, "_ULx86_64_local_addr_space");
 	struct own_range seg = { lo, 0, 0 };
 	if (!info || !as || !dl_iterate_phdr(find_own, &seg))
-		return;
+		return 0;
 	struct {
 		uintptr_t lo, hi;
 		unsigned jumps;
@@ -112,6 +115,11 @@ static void find_eval_cold(void *h, uintptr_t lo, uintptr_t hi)
 		mt_native_evals.cold_lo = reg[best].lo;
 		mt_native_evals.cold_hi = reg[best].hi;
 	}
+	return 1;
+#else
+	(void)h, (void)lo, (void)hi; /* the scan reads x86-64 jumps only */
+	return 0;
+#endif
 }
 
 static void find_eval(void *h)
@@ -122,7 +130,8 @@ static void find_eval(void *h)
 	if (!f || !dladdr1(f, &di, (void **)&sym, RTLD_DL_SYMENT) || !sym || !sym->st_size)
 		return;
 	uintptr_t lo = (uintptr_t)f, hi = lo + sym->st_size;
-	find_eval_cold(h, lo, hi);
+	if (!find_eval_cold(h, lo, hi))
+		return;
 	mt_native_evals.lo = lo;
 	mt_native_evals.hi = hi;
 }
