@@ -56,6 +56,21 @@ def run(*args, check=True, timeout=120, **kw):
     return p
 
 
+def switch_captures(memtrace_bin, tmp_path, switch, *run_args):
+    """Two captures of `memtrace run RUN_ARGS`: without the test switch
+    @switch (an environment variable) and with it set to 1, as paths
+    (without, with)."""
+    caps = []
+    for on in (False, True):
+        env = dict(os.environ)
+        env.pop(switch, None)
+        if on:
+            env[switch] = "1"
+        caps.append(tmp_path / ("%s-%s.bin" % (switch.lower(), "on" if on else "off")))
+        run(memtrace_bin, "run", "-o", caps[-1], *run_args, env=env)
+    return caps[0], caps[1]
+
+
 def report_json(memtrace_bin, command, capture, *extra):
     """A report's --json output, parsed."""
     p = run(memtrace_bin, command, "--json", *extra, capture)

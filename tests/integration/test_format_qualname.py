@@ -3,12 +3,11 @@ section 3.2: readers use the name then): a module's function has an empty
 qualname, a method keeps its own, and the reports name both as they did
 with every qualname written (MEMTRACE_TEST_FULL_QUALNAME=1)."""
 
-import os
 import re
 
 import pytest
 
-from conftest import python_params, run
+from conftest import python_params, run, switch_captures
 
 PROG = r'''
 def f():
@@ -46,18 +45,12 @@ def top_by_size(memtrace_bin, cap):
 def test_qualname_equal_to_name_left_out(memtrace, tmp_path, python):
     prog = tmp_path / "prog.py"
     prog.write_text(PROG)
-    caps = {}
-    for form in ("short", "full"):
-        env = dict(os.environ)
-        env.pop("MEMTRACE_TEST_FULL_QUALNAME", None)
-        if form == "full":
-            env["MEMTRACE_TEST_FULL_QUALNAME"] = "1"
-        caps[form] = tmp_path / (form + ".bin")
-        run(memtrace, "run", "-q", "-o", caps[form], "--python", python, prog, env=env)
-    short, full = codes(memtrace, caps["short"]), codes(memtrace, caps["full"])
+    short_cap, full_cap = switch_captures(memtrace, tmp_path, "MEMTRACE_TEST_FULL_QUALNAME", "-q",
+                                          "--python", python, prog)
+    short, full = codes(memtrace, short_cap), codes(memtrace, full_cap)
     assert short["f"] == "" and short["<module>"] == ""
     assert short["m"] == "C.m"
     assert full["f"] == "f" and full["<module>"] == "<module>" and full["m"] == "C.m"
-    top = top_by_size(memtrace, caps["short"])
+    top = top_by_size(memtrace, short_cap)
     assert [re.sub(r" at .*", "", l).split()[-1] for l in top] == ["C.m", "f"], top
-    assert top == top_by_size(memtrace, caps["full"])
+    assert top == top_by_size(memtrace, full_cap)

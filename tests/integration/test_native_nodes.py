@@ -15,7 +15,7 @@ import pytest
 
 from capture_writer import (FORMAT_VERSION, FORMAT_VERSION_COLUMNS, HDR_NATIVE, HDR_NATIVE_NODES,
                             Capture, mt32)
-from conftest import BUILD, ROOT, python_params, run
+from conftest import BUILD, ROOT, python_params, run, switch_captures
 
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import memtrace  # noqa: E402
@@ -78,15 +78,10 @@ def test_coded_native_nodes_read_as_their_plain_form(memtrace, tmp_path, python)
         pytest.fail("%s is not built" % TARGET_LIB)
     prog = tmp_path / "prog.py"
     prog.write_text(PROG)
-    caps = {}
-    for form in ("plain", "coded"):
-        env = dict(os.environ)
-        env.pop("MEMTRACE_TEST_PLAIN_NODES", None)
-        if form == "plain":
-            env["MEMTRACE_TEST_PLAIN_NODES"] = "1"
-        caps[form] = tmp_path / (form + ".bin")
-        run(memtrace, "run", "--native", "-o", caps[form], "--python", python, prog, TARGET_LIB,
-            DEPTHS, env=env)
+    coded_cap, plain_cap = switch_captures(memtrace, tmp_path, "MEMTRACE_TEST_PLAIN_NODES",
+                                           "--native", "--python", python, prog, TARGET_LIB,
+                                           DEPTHS)
+    caps = {"plain": plain_cap, "coded": coded_cap}
     NODES = 0x40  # MT_HDR_NATIVE_NODES
     assert not header_flags(memtrace, caps["plain"]) & NODES
     assert header_flags(memtrace, caps["coded"]) & NODES
