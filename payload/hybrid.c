@@ -24,6 +24,7 @@ uint32_t mt_hybrid_stack(struct mt_hybrid *h, const struct mt_pychain *c, uint32
 {
 	uintptr_t *ips = h->nnew; /* not on the hook's stack: threads' stacks may be small */
 	size_t same, n = mt_memo_unwind(&h->memo, c, keep, h->nips, h->nn, ips, &same);
+	h->unwound += n - same;
 	size_t lim = n < h->nn ? n : h->nn;
 	while (same < lim && ips[n - 1 - same] == h->nips[same])
 		same++;

@@ -44,6 +44,7 @@ struct mt_hybrid {
 	struct mt_xcache_entry xcache[MT_XCACHE];
 	struct mt_hcache_entry hcache[MT_HCACHE];
 	struct mt_native_memo memo; /* where the loops are in nips[] and the chain */
+	uint64_t unwound; /* return addresses unwound, in all */
 };
 
 /* The node (@parent, @code, @offset) of the trie, interned; 0 if it could

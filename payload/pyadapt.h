@@ -5,7 +5,9 @@
  * The exit feed where it pays (pyfeed.h): in default mode, where events
  * are C allocations and usually far rarer than calls, the feed is not on
  * from the start. The writer thread's tick weighs what reading stacks
- * costs (frames checked, track.h, at about 0.65 ns each): past 1% of a
+ * costs (frames checked, track.h, at about 0.65 ns each; a native return
+ * address unwound counts as eight, as the feed's marks let native stacks
+ * be unwound in part: native-memo.h): past 1% of a
  * CPU, the feed is asked for: a thread of its own takes the GIL and
  * turns it on (the writer thread never waits for the GIL). Once on, what the feed costs (exits
  * reported, about 30 ns each) is weighed against what reading cost

@@ -455,6 +455,12 @@ static uint32_t node_locked(void *arg, uint32_t parent, uint32_t code, uint32_t 
 	return node_id(x->t, parent, code, offset);
 }
 
+/* A return address unwound costs about what this many frames checked by
+ * the Python walk do (some 5 ns): counted with them, so that the exit
+ * feed, whose marks let native-memo.h unwind less, is weighed against
+ * unwinding too (pyadapt.h). */
+#define NATIVE_FRAME_CHECKS 8
+
 /* The hybrid node of the calling thread's native stack under its Python
  * stack @py (its chain kept @keep frames); errno is kept. */
 static __attribute__((noinline)) uint32_t native_stack(struct mt_thread *t, uint32_t py,
@@ -462,7 +468,9 @@ static __attribute__((noinline)) uint32_t native_stack(struct mt_thread *t, uint
 {
 	int saved_errno = errno;
 	struct node_ctx x = { t, 0 };
+	uint64_t unwound = t->native.unwound;
 	uint32_t id = mt_hybrid_stack(&t->native, &t->chain, py, keep, node_locked, &x);
+	t->chain.checked += (t->native.unwound - unwound) * NATIVE_FRAME_CHECKS;
 	if (x.locked)
 		unlock();
 	errno = saved_errno;
