@@ -24,17 +24,21 @@ static int mt_lt_int(int64_t line)
  * The line of an address is the line reached by applying every pair whose
  * cumulated address is not past it; there is no "no line" marker.
  */
-static int mt_lnotab_line(const uint8_t *t, size_t len, int firstlineno, uint32_t offset)
+static int mt_lnotab_line(struct mt_linecursor *c, const uint8_t *t, size_t len, uint32_t offset)
 {
-	int64_t line = firstlineno;
-	uint64_t addr = 0;
+	size_t i = c->pos;
+	uint64_t addr = c->start;
+	int64_t line = c->line;
 
-	for (size_t i = 0; i + 1 < len; i += 2) {
-		addr += t[i];
-		if (addr > offset)
+	for (; i + 1 < len; i += 2) {
+		if (addr + t[i] > offset)
 			break;
+		addr += t[i];
 		line += (int8_t)t[i + 1];
 	}
+	/* every pair applied starts at or below @addr: a later offset at or
+	 * past it applies them too */
+	c->pos = i, c->start = addr, c->line = line;
 	return mt_lt_int(line);
 }
 
@@ -43,13 +47,15 @@ static int mt_lnotab_line(const uint8_t *t, size_t len, int firstlineno, uint32_
  * where a delta of -128 marks a range without a line. Deltas accumulate
  * even across empty ranges, which split deltas too large for one byte.
  */
-static int mt_linetable310_line(const uint8_t *t, size_t len, int firstlineno, uint32_t offset)
+static int mt_linetable310_line(struct mt_linecursor *c, const uint8_t *t, size_t len,
+				uint32_t offset)
 {
-	int64_t line = firstlineno;
-	uint64_t end = 0;
+	int64_t line = c->line;
+	uint64_t end = c->start;
 
-	for (size_t i = 0; i + 1 < len; i += 2) {
+	for (size_t i = c->pos; i + 1 < len; i += 2) {
 		uint64_t start = end;
+		int64_t before = line;
 		int8_t ldelta = (int8_t)t[i + 1];
 		int cur = -1;
 
@@ -58,8 +64,10 @@ static int mt_linetable310_line(const uint8_t *t, size_t len, int firstlineno, u
 			line += ldelta;
 			cur = mt_lt_int(line);
 		}
-		if (offset >= start && offset < end)
+		if (offset >= start && offset < end) {
+			c->pos = i, c->start = start, c->line = before;
 			return cur;
+		}
 	}
 	return -1;
 }
@@ -135,19 +143,24 @@ static int mt_loc_next(const uint8_t *t, size_t len, size_t *pos, struct mt_loc_
 	return 1;
 }
 
-static int mt_loctable_line(const uint8_t *t, size_t len, int firstlineno, uint32_t offset)
+static int mt_loctable_line(struct mt_linecursor *c, const uint8_t *t, size_t len,
+			    uint32_t offset)
 {
-	int64_t line = firstlineno;
-	uint64_t end = 0;
-	size_t pos = 0;
+	int64_t line = c->line;
+	uint64_t end = c->start;
+	size_t pos = c->pos, at = pos;
 	struct mt_loc_entry e;
 
 	while (mt_loc_next(t, len, &pos, &e) > 0) {
 		uint64_t start = end;
+		int64_t before = line;
 		end += e.bytes;
 		line += e.delta;
-		if (offset >= start && offset < end)
+		if (offset >= start && offset < end) {
+			c->pos = at, c->start = start, c->line = before;
 			return e.noline ? -1 : mt_lt_int(line);
+		}
+		at = pos;
 	}
 	return -1; /* past the end, or a corrupt entry */
 }
@@ -221,8 +234,8 @@ size_t mt_linetable_compact(uint8_t *dst, size_t cap, const uint8_t *t, size_t l
 	return o.n;
 }
 
-int mt_linetable_line(uint32_t python_hex, const uint8_t *table, size_t len, int firstlineno,
-		      uint32_t offset)
+int mt_linetable_line_from(struct mt_linecursor *c, uint32_t python_hex, const uint8_t *table,
+			   size_t len, int firstlineno, uint32_t offset)
 {
 	unsigned major = (python_hex >> 24) & 0xff;
 	unsigned minor = (python_hex >> 16) & 0xff;
@@ -233,11 +246,21 @@ int mt_linetable_line(uint32_t python_hex, const uint8_t *table, size_t len, int
 		return firstlineno;
 	if (table == NULL || len == 0 || major != 3)
 		return firstlineno;
+	if (c->table != table || c->len != len || c->firstlineno != firstlineno ||
+	    c->python_hex != python_hex || offset < c->start)
+		*c = (struct mt_linecursor){ table, len, 0, 0, firstlineno, firstlineno, python_hex };
 	if (minor >= 11)
-		return mt_loctable_line(table, len, firstlineno, offset);
+		return mt_loctable_line(c, table, len, offset);
 	if (minor == 10)
-		return mt_linetable310_line(table, len, firstlineno, offset);
+		return mt_linetable310_line(c, table, len, offset);
 	if (minor >= 6)
-		return mt_lnotab_line(table, len, firstlineno, offset);
+		return mt_lnotab_line(c, table, len, offset);
 	return firstlineno;
+}
+
+int mt_linetable_line(uint32_t python_hex, const uint8_t *table, size_t len, int firstlineno,
+		      uint32_t offset)
+{
+	struct mt_linecursor c = { 0 };
+	return mt_linetable_line_from(&c, python_hex, table, len, firstlineno, offset);
 }

@@ -21,6 +21,26 @@
 int mt_linetable_line(uint32_t python_hex, const uint8_t *table, size_t len, int firstlineno,
 		      uint32_t offset);
 
+/* A place in a line table: where the entry that held the last offset
+ * asked for starts, so that a lookup of an offset at or past it goes on
+ * from there rather than from the table's start (a module's body, met
+ * top to bottom, costs the length of its table, not its square).
+ * Zero-initialised is the start of no table. */
+struct mt_linecursor {
+	const uint8_t *table;
+	size_t len, pos;   /* the table; its entry at pos holds the offset */
+	uint64_t start;    /* the byte offset where that entry starts */
+	int64_t line;      /* the line before that entry */
+	int firstlineno;
+	uint32_t python_hex;
+};
+
+/* mt_linetable_line_from() - mt_linetable_line() that starts from @c when
+ * @c is at the same table and not past @offset, and leaves @c at the
+ * entry that holds @offset (as it was when there is none). */
+int mt_linetable_line_from(struct mt_linecursor *c, uint32_t python_hex, const uint8_t *table,
+			   size_t len, int firstlineno, uint32_t offset);
+
 /* mt_linetable_compact() - the 3.11+ location table [@loc, @loc+@len) as a
  * 3.10 co_linetable in @dst (@cap bytes): pairs of (byte length of a
  * range, signed line delta, -128 for none), giving mt_linetable_line() the

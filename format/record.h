@@ -16,9 +16,10 @@
 
 #define MT_MAGIC "MEMTRACE"
 #define MT_MAGIC_LEN 8
-#define MT_FORMAT_VERSION 7
+#define MT_FORMAT_VERSION 8
 #define MT_FORMAT_VERSION_MIN 5 /* the oldest version read: 5 has no raw kinds */
 #define MT_FORMAT_VERSION_COLUMNS 7 /* the first with eight columns (MT_NODES_COLUMNS) */
+#define MT_FORMAT_VERSION_LINES 8 /* the first with MT_HDR_LINES */
 
 /* ------------------------------------------------------------------------
  * Allocators. Numbering follows memray's AllocatorType so that scripts
@@ -134,21 +135,26 @@ struct mt_rec_thread {
 	struct mt_bytes name;
 };
 
-/* Code object metadata, sent once per code object. Line numbers are
- * computed by the reader from linetable (format given by python_hex in
- * the header: co_lnotab for 3.8/3.9, co_linetable from 3.10). */
+/* Code object metadata, sent once per code object. Without MT_HDR_LINES,
+ * line numbers are computed by the reader from linetable (format given by
+ * python_hex in the header: co_lnotab for 3.8/3.9, co_linetable from
+ * 3.10); with it, linetable is empty and STACK records carry the line. */
 struct mt_rec_code {
 	uint32_t id;
 	uint32_t firstlineno;
 	struct mt_bytes filename, name, qualname, linetable;
 };
 
-/* A node of the stack trie: frame (code, offset) called from parent. */
+/* A node of the stack trie: frame (code, offset) called from parent.
+ * With MT_HDR_LINES, offset is the frame's source line (0 if it has none)
+ * shifted left by one, the low bit telling an entry frame (always 1
+ * before 3.11), in place of the bytecode offset (whose low bit tells the
+ * same from 3.11 on). */
 struct mt_rec_stack {
 	uint32_t id;     /* >= 1 */
 	uint32_t parent; /* 0 = outermost frame */
 	uint32_t code;   /* CODE record id */
-	uint32_t offset; /* bytes into the code object's bytecode */
+	uint32_t offset; /* bytes into the code object's bytecode, or the line */
 };
 
 /* A node of the native trie: return address @ip called from @parent (a
@@ -645,6 +651,7 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 #define MT_HDR_FORKED (1u << 4)    /* started in the child of a fork, at the fork */
 #define MT_HDR_AGGREGATED (1u << 5) /* SITE and TOTALS records, no ALLOC or FREE */
 #define MT_HDR_NATIVE_NODES (1u << 6) /* NATIVE and HYBRID records in the node column */
+#define MT_HDR_LINES (1u << 7)     /* from version 8: STACK records carry lines, CODE no tables */
 #define MT_HDR_FIXED 52            /* bytes before the command line */
 #define MT_CMDLINE_MAX 4096
 
@@ -662,6 +669,13 @@ struct mt_header {
 
 /* mt_header_encode() - Returns bytes written or -ENOSPC. */
 ssize_t mt_header_encode(uint8_t *p, size_t cap, const struct mt_header *h);
+/* mt_header_lines() - whether the STACK records of a capture of header @h
+ * carry source lines rather than bytecode offsets. */
+static inline int mt_header_lines(const struct mt_header *h)
+{
+	return h->version >= MT_FORMAT_VERSION_LINES && (h->flags & MT_HDR_LINES);
+}
+
 /* mt_header_decode() - Returns header size, -MT_EFORMAT (bad magic),
  * -MT_EVERSION (newer major version) or -MT_ETRUNC. */
 ssize_t mt_header_decode(const uint8_t *p, size_t len, struct mt_header *h);

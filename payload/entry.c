@@ -359,7 +359,14 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	}
 	st.python = mt_python_init(&python_hex) == 0;
 	st.python_hex = python_hex;
-	mt_track_init(st.python);
+	/* STACK records carry source lines and CODE records no line tables,
+	 * unless a test wants the tables to compare with
+	 * (MEMTRACE_TEST_LINETABLES=1) or version 6 (MEMTRACE_TEST_FORMAT6=1,
+	 * writer.c), which has no lines */
+	const char *tables = getenv("MEMTRACE_TEST_LINETABLES");
+	const char *v6 = getenv("MEMTRACE_TEST_FORMAT6");
+	int lines = !(tables && tables[0] == '1' && !tables[1]) && !(v6 && *v6 == '1');
+	mt_track_init(st.python, lines);
 
 	fd = cfg->fd;
 	if (fd < 0) {
@@ -370,7 +377,7 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 		if (fd < 0)
 			return -errno;
 	}
-	h.flags = cfg->flags;
+	h.flags = (cfg->flags & ~MT_HDR_LINES) | (lines ? MT_HDR_LINES : 0);
 	/* native stacks need libunwind: without it, the capture says why */
 	int native_failed = (h.flags & MT_HDR_NATIVE) && mt_native_start() < 0;
 	if (native_failed)

@@ -4,6 +4,7 @@
  * addressing with linear probing, in mmap'ed tables that double.
  */
 #include "payload/intern.h"
+#include "format/linetable.h" /* struct mt_linecursor */
 #include "format/record.h"
 #include "payload/python.h"
 #include "payload/tbuf.h"
@@ -27,6 +28,8 @@ struct node_entry {
 	uint32_t parent, code, offset, id;
 };
 
+#define LINE_CURSORS 64 /* line tables met while making new nodes */
+
 static struct {
 	struct code_entry *codes;
 	size_t codes_cap, codes_used;
@@ -35,6 +38,8 @@ static struct {
 	size_t nodes_cap, nodes_used;
 	uint32_t next_node;
 	uint8_t *scratch; /* CODE record strings, then the encoded record */
+	int lines;        /* STACK records carry lines (MT_HDR_LINES) */
+	struct mt_linecursor cursor[LINE_CURSORS]; /* by the code object's address */
 } g;
 
 static void *map(size_t bytes)
@@ -80,13 +85,21 @@ static void push(struct mt_tbuf *buf, const uint8_t *rec, ssize_t n, int *lost)
 		*lost = 1;
 }
 
+/* The line-table cursor of @code: another code object may take its
+ * address, and its table that of its table. */
+static void forget_cursor(const void *code)
+{
+	g.cursor[hash_ptr(code) % LINE_CURSORS] = (struct mt_linecursor){ 0 };
+}
+
 static uint32_t new_code(const void *code, struct code_entry *e, struct mt_tbuf *buf, int *lost)
 {
 	struct mt_record r = { .type = MT_REC_CODE };
 	e->id = ++g.next_code;
+	forget_cursor(code);
 	if (!g.scratch && !(g.scratch = map(2 * CODE_SCRATCH)))
 		return e->id;
-	if (mt_python_code_describe(code, &r.code, g.scratch, CODE_FIELDS_MAX) < 0)
+	if (mt_python_code_describe(code, &r.code, g.scratch, CODE_FIELDS_MAX, !g.lines) < 0)
 		memset(&r.code, 0, sizeof(r.code));
 	r.code.id = e->id;
 	push(buf, g.scratch + CODE_SCRATCH,
@@ -133,6 +146,7 @@ int mt_intern_code_gone(const void *code)
 			return 0;
 		/* the entry stays, as a step of its probe chain */
 		e->id = 0;
+		forget_cursor(code);
 		return 1;
 	}
 	return 0;
@@ -187,8 +201,13 @@ int mt_intern_forget_native(void)
 	return g.nodes_cap ? rehash_nodes(g.nodes_cap, 1) : 0;
 }
 
-uint32_t mt_intern_node(uint32_t parent, uint32_t code, uint32_t offset, struct mt_tbuf *buf,
-			int *lost)
+void mt_intern_lines(int on)
+{
+	g.lines = on;
+}
+
+uint32_t mt_intern_node(uint32_t parent, uint32_t code, uint32_t offset, const void *pycode,
+			struct mt_tbuf *buf, int *lost)
 {
 	size_t j;
 	if ((g.nodes_used + 1) * 2 > g.nodes_cap && grow_nodes() < 0)
@@ -213,7 +232,13 @@ uint32_t mt_intern_node(uint32_t parent, uint32_t code, uint32_t offset, struct 
 		r.native = (struct mt_rec_native){ e->id, parent,
 						   (uint64_t)(code & ~MT_NATIVE_CODE) << 32 | offset };
 	} else {
-		r.stack = (struct mt_rec_stack){ e->id, parent, code, offset };
+		uint32_t where = offset;
+		if (g.lines) {
+			uint32_t entry = mt_python_code_entry(offset);
+			struct mt_linecursor *cur = &g.cursor[hash_ptr(pycode) % LINE_CURSORS];
+			where = (uint32_t)mt_python_code_line(pycode, offset, cur) << 1 | entry;
+		}
+		r.stack = (struct mt_rec_stack){ e->id, parent, code, where };
 	}
 	push(buf, rec, mt_rec_encode(rec, sizeof(rec), &r, NULL), lost);
 	return e->id;

@@ -8,11 +8,11 @@
  * the caller's lock (track.c's): every function here is called with it
  * held, and is hook-safe (tables grow with mmap, never malloc).
  *
- * A stack node is (parent, code, offset): a Python frame with code a CODE
- * id; a native frame with code NATIVE_CODE | the address's high half and
- * the low half in offset; a hybrid stack with code HYBRID_CODE, its
- * Python stack in parent and its native leaf in offset. (User-space
- * addresses keep the high half below 2^30.)
+ * A stack node is (parent, code, offset), whatever its record carries: a
+ * Python frame with code a CODE id; a native frame with code NATIVE_CODE |
+ * the address's high half and the low half in offset; a hybrid stack with
+ * code HYBRID_CODE, its Python stack in parent and its native leaf in
+ * offset. (User-space addresses keep the high half below 2^30.)
  */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint32_t */
@@ -30,9 +30,15 @@ uint32_t mt_intern_code(const void *code, struct mt_tbuf *buf, int *lost);
 
 /* mt_intern_node() - the id of node (@parent, @code, @offset), a new one
  * (its record pushed to @buf) if it is new; @parent when out of memory.
- * *@lost as above. */
-uint32_t mt_intern_node(uint32_t parent, uint32_t code, uint32_t offset, struct mt_tbuf *buf,
-			int *lost);
+ * *@lost as above. @pycode: a Python node's live code object, whose line
+ * at @offset a new node's record carries in lines mode. */
+uint32_t mt_intern_node(uint32_t parent, uint32_t code, uint32_t offset, const void *pycode,
+			struct mt_tbuf *buf, int *lost);
+
+/* mt_intern_lines() - from now on (until changed), STACK records carry
+ * source lines and CODE records no line tables (the capture header's
+ * MT_HDR_LINES), or, if !@on, bytecode offsets and line tables. */
+void mt_intern_lines(int on);
 
 /* mt_intern_forget_native() - a library was unloaded, and another may
  * take its addresses: native and hybrid nodes met from now on are new

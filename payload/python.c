@@ -419,7 +419,7 @@ static size_t mt_bytes_view(const void *b, const uint8_t **data)
 }
 
 int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *scratch,
-			    size_t cap)
+			    size_t cap, int with_table)
 {
 	const void *qualname;
 	size_t used = 0, n;
@@ -447,6 +447,9 @@ int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *
 	n = mt_copy_str(mt_ld_ptr(code, mt_lo->co_filename), scratch + used, cap - used);
 	out->filename = (struct mt_bytes){ scratch + used, (uint32_t)n };
 	used += n;
+	out->linetable = (struct mt_bytes){ NULL, 0 };
+	if (!with_table)
+		return 0;
 	const uint8_t *table = NULL;
 	n = mt_bytes_view(mt_ld_ptr(code, mt_lo->co_linetable), &table);
 	if (n && mt_linetable_capture_hex(mt_py_hex) != mt_py_hex) {
@@ -462,4 +465,23 @@ int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *
 	}
 	out->linetable = (struct mt_bytes){ scratch + used, (uint32_t)n };
 	return 0;
+}
+
+int mt_python_code_line(const void *code, uint32_t offset, struct mt_linecursor *cur)
+{
+	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE) ||
+	    !mt_is_type(code, mt_api.code_type))
+		return 0;
+	const uint8_t *table = NULL;
+	size_t n = mt_bytes_view(mt_ld_ptr(code, mt_lo->co_linetable), &table);
+	if (mt_linetable_capture_hex(mt_py_hex) != mt_py_hex)
+		offset &= ~1u; /* 3.11+: the entry bit */
+	int line = mt_linetable_line_from(cur, mt_py_hex, table, n,
+					  (int)mt_ld_int(code, mt_lo->co_firstlineno), offset);
+	return line > 0 ? line : 0;
+}
+
+uint32_t mt_python_code_entry(uint32_t offset)
+{
+	return mt_linetable_capture_hex(mt_py_hex) != mt_py_hex ? offset & 1 : 1;
 }

@@ -16,6 +16,7 @@
 #include <stdint.h> /* uint32_t */
 
 struct mt_rec_code;
+struct mt_linecursor;
 
 struct mt_pyframe {
 	const void *code; /* PyCodeObject* */
@@ -178,11 +179,23 @@ void mt_python_code_key(const void *code, struct mt_pycode_key *key);
 
 /* mt_python_code_describe() - fill @out (a CODE record, id set by the
  * caller) from the live code object: file name, name, qualified name as
- * UTF-8 and the line table (3.11+ location tables in 3.10's form,
- * mt_linetable_compact()), copied into @scratch (capacity @cap; what does
- * not fit is cut). Hook-safe. Returns 0, or -1 if
- * the object does not look like a code object. */
+ * UTF-8 and, if @table, the line table (3.11+ location tables in 3.10's
+ * form, mt_linetable_compact()), copied into @scratch (capacity @cap; what
+ * does not fit is cut). Hook-safe. Returns 0, or -1 if the object does not
+ * look like a code object. */
 int mt_python_code_describe(const void *code, struct mt_rec_code *out, uint8_t *scratch,
-			    size_t cap);
+			    size_t cap, int table);
+
+/* mt_python_code_line() - the source line of the instruction at @offset
+ * (struct mt_pyframe's, entry bit included) of the live code object
+ * @code, from its own line table, looked up from @cur
+ * (mt_linetable_line_from()); 0 when it has none or @code does not look
+ * like a code object. Hook-safe. */
+int mt_python_code_line(const void *code, uint32_t offset, struct mt_linecursor *cur);
+
+/* mt_python_code_entry() - 1 if the frame at @offset (as above) is an
+ * entry frame, the first its evaluation loop ran (every frame before
+ * 3.11), else 0. */
+uint32_t mt_python_code_entry(uint32_t offset);
 
 #endif /* MT_PAYLOAD_PYTHON_H */

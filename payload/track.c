@@ -275,10 +275,11 @@ static uint32_t code_id(struct mt_thread *t, const void *code)
 	return id;
 }
 
-static uint32_t node_id(struct mt_thread *t, uint32_t parent, uint32_t code, uint32_t offset)
+static uint32_t node_id(struct mt_thread *t, uint32_t parent, uint32_t code, uint32_t offset,
+			const void *pycode)
 {
 	int lost = 0;
-	uint32_t id = mt_intern_node(parent, code, offset, t->buf, &lost);
+	uint32_t id = mt_intern_node(parent, code, offset, pycode, t->buf, &lost);
 	if (lost)
 		lost_record(t);
 	return id;
@@ -311,7 +312,7 @@ static uint32_t intern_frames(struct mt_thread *t, struct mt_pychain *c, size_t 
 					locked = 1;
 				}
 				uint32_t cid = code_id(t, f.code);
-				uint32_t id = cid ? node_id(t, parent, cid, f.offset) : parent;
+				uint32_t id = cid ? node_id(t, parent, cid, f.offset, f.code) : parent;
 				*e = (struct ncache_entry){ f.code, parent, f.offset, id };
 				parent = id;
 			}
@@ -452,7 +453,7 @@ static uint32_t node_locked(void *arg, uint32_t parent, uint32_t code, uint32_t 
 		lock();
 		x->locked = 1;
 	}
-	return node_id(x->t, parent, code, offset);
+	return node_id(x->t, parent, code, offset, NULL);
 }
 
 /* A return address unwound costs about what this many frames checked by
@@ -572,7 +573,7 @@ void mt_track_free_raw(unsigned kind, const void *ptr)
 	track_free(kind, ptr, 0, 1);
 }
 
-int mt_track_init(int python)
+int mt_track_init(int python, int lines)
 {
 	if (!g.key_ok && pthread_key_create(&g.key, thread_exit) == 0)
 		g.key_ok = 1;
@@ -582,6 +583,7 @@ int mt_track_init(int python)
 	atomic_store(&g.next_thread, 0);
 	forget_ids();
 	mt_intern_reset();
+	mt_intern_lines(lines);
 	g.python = python;
 	unlock();
 	return 0;

@@ -38,9 +38,10 @@ static inline void mt_guard_leave(void)
 extern volatile int mt_tracking __attribute__((visibility("hidden")));
 
 /* mt_track_init() - reset stack and code ids and thread indexes for a new
- * capture. @python: whether mt_python_init() succeeded (stacks walked).
- * Control paths only. */
-int mt_track_init(int python);
+ * capture. @python: whether mt_python_init() succeeded (stacks walked);
+ * @lines: STACK records carry source lines, CODE records no line tables
+ * (the header's MT_HDR_LINES). Control paths only. */
+int mt_track_init(int python, int lines);
 
 /* mt_track_native() - record native stacks (@on) or not, from the next
  * event on: each event's stack is then its native chain (NATIVE records)

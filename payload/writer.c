@@ -329,8 +329,10 @@ int mt_writer_start(int fd, const struct mt_header *h)
 	struct mt_header coded = *h;
 	if (!plain || *plain != '1')
 		coded.flags |= MT_HDR_NATIVE_NODES;
-	if (v6 && *v6 == '1')
+	if (v6 && *v6 == '1') {
 		coded.version = MT_FORMAT_VERSION_COLUMNS - 1;
+		coded.flags &= ~MT_HDR_LINES; /* entry.c wrote no lines then */
+	}
 	n = mt_header_encode(hdr, sizeof(hdr), &coded);
 	if (n < 0)
 		return (int)n;

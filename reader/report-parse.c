@@ -13,6 +13,7 @@
 struct parse_ctx {
 	FILE *out;
 	struct mt_strbuf sb;
+	int lines; /* STACK records carry lines (mt_header_lines()) */
 };
 
 /* quoted; quotes, backslashes and non-printable bytes escaped */
@@ -80,8 +81,12 @@ static int on_code(void *ctx, const struct mt_record *r)
 static int on_stack(void *ctx, const struct mt_record *r)
 {
 	struct parse_ctx *p = ctx;
-	fprintf(p->out, "stack id=%u parent=%u code=%u offset=%u\n", r->stack.id, r->stack.parent,
-		r->stack.code, r->stack.offset);
+	if (p->lines)
+		fprintf(p->out, "stack id=%u parent=%u code=%u line=%u entry=%u\n", r->stack.id,
+			r->stack.parent, r->stack.code, r->stack.offset >> 1, r->stack.offset & 1);
+	else
+		fprintf(p->out, "stack id=%u parent=%u code=%u offset=%u\n", r->stack.id,
+			r->stack.parent, r->stack.code, r->stack.offset);
 	return 0;
 }
 
@@ -163,7 +168,7 @@ static int on_chunk(void *ctx, uint64_t index, uint64_t offset, const struct mt_
 int mt_report_parse(FILE *out, struct mt_capture *c)
 {
 	const struct mt_header *h = mt_capture_header(c);
-	struct parse_ctx p = { out, MT_STRBUF_INIT };
+	struct parse_ctx p = { out, MT_STRBUF_INIT, mt_header_lines(h) };
 	struct mt_record_ops ops = {
 		.alloc = on_alloc,
 		.free = on_free,
@@ -181,12 +186,12 @@ int mt_report_parse(FILE *out, struct mt_capture *c)
 		.chunk = on_chunk,
 	};
 
-	fprintf(out, "header version=%u flags=0x%x%s%s%s%s%s pid=%u python=0x%08x start_ns=%" PRIu64
+	fprintf(out, "header version=%u flags=0x%x%s%s%s%s%s%s pid=%u python=0x%08x start_ns=%" PRIu64
 		     " interval_ms=%u page_size=%u main_tid=%" PRIu64,
 		h->version, h->flags, h->flags & MT_HDR_ATTACHED ? ",attached" : "",
 		h->flags & MT_HDR_PYALLOC ? ",pyalloc" : "", h->flags & MT_HDR_NATIVE ? ",native" : "",
 		h->flags & MT_HDR_FOLLOW_FORK ? ",follow_fork" : "",
-		h->flags & MT_HDR_FORKED ? ",forked" : "",
+		h->flags & MT_HDR_FORKED ? ",forked" : "", mt_header_lines(h) ? ",lines" : "",
 		h->pid, h->python_hex, h->start_ns, h->interval_ms, h->page_size, h->main_tid);
 	/* arguments are NUL-separated: show them as a list */
 	fprintf(out, " cmdline=[");

@@ -639,6 +639,7 @@ int mt_snapshot_begin(struct mt_snapshot *s, struct mt_capture *cap,
 		s->header.cmdline.p = c;
 	}
 	st->stk.python_hex = h->python_hex;
+	st->stk.lines = mt_header_lines(h);
 	st->temp_threshold = o->temp_threshold;
 	st->python_only = o->python_only;
 	s->temp_threshold = st->temp_threshold;

@@ -224,6 +224,10 @@ void mt_stacks_frame(const struct mt_stacks *k, uint32_t id, struct mt_frame *f)
 	const struct mt_code_def *c = &k->codes[n->code];
 	f->function = c->function;
 	f->file = c->file;
+	if (k->lines) {
+		f->line = (int)mt_stacks_offset(k, n);
+		return;
+	}
 	int line = mt_linetable_line(mt_linetable_capture_hex(k->python_hex), c->linetable,
 				     c->lt_len, c->firstlineno, mt_stacks_offset(k, n));
 	f->line = line > 0 ? line : 0;

@@ -54,6 +54,7 @@ struct mt_stacks {
 	char **strs;                 /* intern set: open addressing */
 	size_t strs_cap, strs_n;
 	uint32_t python_hex;
+	int lines;                   /* STACK offsets are lines (mt_header_lines()) */
 	uint64_t *fmap;              /* frame nodes by (parent, frame): open addressing,
 				      * each its hash << 32 | its id */
 	uint32_t fmap_cap, fmap_n;
@@ -99,11 +100,13 @@ void mt_stacks_drop_frames(struct mt_stacks *k, uint32_t from);
 void mt_stacks_undefine(struct mt_stacks *k, uint32_t id);
 
 /* mt_stacks_offset() / mt_stacks_entry() - a Python node's bytecode
- * offset, and whether its frame is an entry frame: the first one an
- * evaluation loop ran (3.11+: the low bit of the recorded offset; before
- * 3.11 every frame is one). */
+ * offset (its line, with lines), and whether its frame is an entry frame:
+ * the first one an evaluation loop ran (3.11+: the low bit of the recorded
+ * offset or line; before 3.11 every frame is one). */
 static inline uint32_t mt_stacks_offset(const struct mt_stacks *k, const struct mt_stack_node *n)
 {
+	if (k->lines)
+		return n->offset >> 1;
 	return k->python_hex >= 0x030b0000 ? n->offset & ~1u : n->offset;
 }
 static inline int mt_stacks_entry(const struct mt_stacks *k, const struct mt_stack_node *n)

@@ -9,7 +9,7 @@ import struct
 
 HOT_ALLOC, HOT_FREE, THREAD, CODE, STACK, SAMPLE, DIAG, TRAILER = range(1, 9)
 NATIVE, HYBRID = 9, 11
-HDR_NATIVE, HDR_NATIVE_NODES = 1 << 2, 1 << 6
+HDR_NATIVE, HDR_NATIVE_NODES, HDR_LINES = 1 << 2, 1 << 6, 1 << 7
 MALLOC, FREE, CALLOC, MMAP, MUNMAP = 1, 2, 3, 10, 11
 
 
@@ -27,7 +27,7 @@ ALIGNED, EXPLICIT = 14, 15
 # km's address mode of a raw kind (16..19): km holds the pymalloc kind of
 # the same call (kind - 4), and a byte xm = 0x10 | address mode follows
 EXT = 13
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 FORMAT_VERSION_MIN = 5  # the oldest version a reader reads (no raw kinds)
 FORMAT_VERSION_COLUMNS = 7  # the first with eight columns (with native stacks)
 
@@ -719,6 +719,11 @@ class Capture:
     def stack(self, sid, parent, code, offset=0):
         return self._long(STACK, varint(sid) + varint(zigzag(sid - parent)) + varint(code)
                           + varint(offset))
+
+    def stack_line(self, sid, parent, code, line, entry=1):
+        """A STACK record of a capture with HDR_LINES (version 8): the
+        frame's line and entry bit where the offset goes."""
+        return self.stack(sid, parent, code, line << 1 | entry)
 
     def native(self, nid, parent, ip, extra=b""):
         return self._long(NATIVE, varint(nid) + varint(zigzag(nid - parent)) + varint(ip) + extra)

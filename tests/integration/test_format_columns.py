@@ -1,8 +1,10 @@
-"""Version 7's chunk layout (docs/format.md section 2.1): with native stacks
-the node segments of NATIVE and HYBRID records have a column each. A real
-numpy program's capture, written again in version 6's layout of six columns
-(tests/targets/mt-recode), reads as the same records and gives the same
-reports; the payload still writes version 6 when a test asks
+"""Version 7's chunk layout, which version 8 keeps (docs/format.md section
+2.1): with native stacks the node segments of NATIVE and HYBRID records
+have a column each. A real numpy program's capture (with line tables,
+which version 6 needs: MEMTRACE_TEST_LINETABLES=1), written again in
+version 6's layout of six columns (tests/targets/mt-recode), reads as the
+same records and gives the same reports, and one with lines cannot be
+written as version 6 or 7; the payload still writes version 6 when a test asks
 (MEMTRACE_TEST_FORMAT6=1); a node segment of the new columns that does not
 decode, and damage in the middle of a capture, give one error line and exit
 1; a capture cut short is read up to its last whole chunk."""
@@ -89,20 +91,29 @@ def recode(src, dst, version):
 def test_numpy_capture_reads_the_same_in_both_layouts(memtrace, tmp_path):
     if not os.access(RECODE, os.X_OK):
         pytest.fail("%s is not built" % RECODE)
-    v7 = capture(memtrace, tmp_path, "v7")
-    assert version_of(memtrace, v7) == 7
-    v6 = recode(v7, tmp_path / "v6" / "c.bin", 6)
+    v8 = capture(memtrace, tmp_path, "v8", {"MEMTRACE_TEST_LINETABLES": "1"})
+    assert version_of(memtrace, v8) == 8
+    v6 = recode(v8, tmp_path / "v6" / "c.bin", 6)
     assert version_of(memtrace, v6) == 6
-    recs = records(memtrace, v7)
+    recs = records(memtrace, v8)
     assert sum(l.startswith("native ") for l in recs) > 1000
     assert sum(l.startswith("hybrid ") for l in recs) > 100
     assert records(memtrace, v6) == recs
-    assert reports(memtrace, v6) == reports(memtrace, v7)
+    assert reports(memtrace, v6) == reports(memtrace, v8)
     # numpy's import makes thousands of native nodes: apart, they take less
-    assert os.path.getsize(v7) < os.path.getsize(v6)
+    assert os.path.getsize(v8) < os.path.getsize(v6)
     # and back: the same records again
     again = recode(v6, tmp_path / "again" / "c.bin", 7)
     assert records(memtrace, again) == recs
+
+    # a capture whose STACK records carry lines has no older version
+    lines = capture(memtrace, tmp_path, "lines")
+    for version in ("6", "7"):
+        p = run(RECODE, lines, tmp_path / ("lines-v%s.bin" % version), version, check=False)
+        assert p.returncode == 1 and p.stderr.strip() == \
+            "mt-recode: a capture with lines has no older version", p.stderr
+    same = recode(lines, tmp_path / "lines-v8" / "c.bin", 8)
+    assert records(memtrace, same) == records(memtrace, lines)
 
 
 @needs_numpy

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mt-recode IN OUT VERSION: the capture IN written again as OUT with the
- * chunk layout of format VERSION (6: six columns; 7: eight with native
- * stacks), record for record and chunk for chunk: each chunk's records
- * joined from its columns, split again and coded at LZ4HC's level 9
+ * chunk layout of format VERSION (6: six columns; 7 and 8: eight with
+ * native stacks; one whose STACK records carry lines only as 8), record
+ * for record and chunk for chunk: each chunk's records joined from its
+ * columns, split again and coded at LZ4HC's level 9
  * against the new histories (stored when that is not shorter). For
  * tests/integration/test_format_columns.py, which reads both and
  * compares the reports. One line on stderr and exit 1 on any problem.
@@ -46,6 +47,8 @@ int main(int argc, char **argv)
 	h.version = (uint16_t)strtoul(argv[3], NULL, 10);
 	if (h.version < MT_FORMAT_VERSION_MIN || h.version > MT_FORMAT_VERSION)
 		return fail("unsupported version");
+	if ((h.flags & MT_HDR_LINES) && h.version < MT_FORMAT_VERSION_LINES)
+		return fail("a capture with lines has no older version");
 	unsigned out_opts = mt_header_columns(&h);
 	FILE *o = fopen(argv[2], "wb");
 	uint8_t hdr[MT_HDR_FIXED + MT_CMDLINE_MAX];

@@ -553,6 +553,43 @@ START_TEST(test_linetable_past_end)
 }
 END_TEST
 
+/* A cursor kept across lookups gives what a lookup from the table's start
+ * gives: offsets in order (as a module's body is met), backwards, and at
+ * random, with the cursor moved to another table in between. */
+START_TEST(test_linetable_cursor)
+{
+	const struct mt_lt_case *c = &mt_lt_cases[_i];
+	const struct mt_lt_case *other = &mt_lt_cases[(_i + 1) % MT_N_CASES];
+	struct mt_linecursor cur = { 0 };
+	uint32_t n = (uint32_t)c->n_lines + 4; /* a few past the end */
+	uint64_t x = 0x9e3779b97f4a7c15ull + (uint64_t)_i;
+
+	for (int pass = 0; pass < 3; pass++) {
+		for (uint32_t k = 0; k < 3 * n; k++) {
+			uint32_t i = pass == 0 ? k % n : pass == 1 ? n - 1 - k % n : 0;
+			if (pass == 2) {
+				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+				i = (uint32_t)(x % n);
+			}
+			uint32_t off = 2 * i;
+			int want = mt_linetable_line(c->python_hex, c->table, c->len, c->firstlineno, off);
+			int got = mt_linetable_line_from(&cur, c->python_hex, c->table, c->len,
+							 c->firstlineno, off);
+			ck_assert_msg(got == want, "%s: pass %d offset %u: line %d, expected %d", c->what,
+				      pass, off, got, want);
+			if (k % 7 == 3) {
+				uint32_t o = (uint32_t)(k % other->n_lines) * 2;
+				ck_assert_int_eq(mt_linetable_line_from(&cur, other->python_hex,
+									other->table, other->len,
+									other->firstlineno, o),
+						 mt_linetable_line(other->python_hex, other->table,
+								   other->len, other->firstlineno, o));
+			}
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_linetable_unknown_format)
 {
 	static const uint8_t t[] = { 8, 1 };
@@ -678,6 +715,7 @@ static Suite *linetable_suite(void)
 	tcase_add_loop_test(tc, test_linetable_not_started, 0, (int)MT_N_CASES);
 	tcase_add_loop_test(tc, test_linetable_truncated, 0, (int)MT_N_CASES);
 	tcase_add_loop_test(tc, test_linetable_past_end, 0, (int)MT_N_CASES);
+	tcase_add_loop_test(tc, test_linetable_cursor, 0, (int)MT_N_CASES);
 	tcase_add_test(tc, test_linetable_unknown_format);
 	tcase_add_test(tc, test_linetable_loctable_forms);
 	tcase_add_loop_test(tc, test_linetable_compact_real_tables, 0, (int)MT_N_CASES);

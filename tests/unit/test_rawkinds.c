@@ -250,7 +250,7 @@ END_TEST
 
 /* Version 5 captures read as they are: their header is accepted, and
  * their hot records (every kind a nibble, no mode 13) decode as before;
- * versions outside 5 ..= 7 are refused. */
+ * versions outside 5 ..= 8 are refused. */
 START_TEST(test_rawkinds_old_layout)
 {
 	struct mt_header h = { .version = 5, .flags = MT_HDR_PYALLOC }, out;
@@ -259,10 +259,10 @@ START_TEST(test_rawkinds_old_layout)
 	ck_assert_int_eq(mt_header_decode(buf, (size_t)n, &out), n);
 	ck_assert_uint_eq(out.version, 5);
 	ck_assert_uint_eq(MT_FORMAT_VERSION_MIN, 5);
-	ck_assert_uint_eq(MT_FORMAT_VERSION, 7);
+	ck_assert_uint_eq(MT_FORMAT_VERSION, 8);
 	mt_le16_put(buf + 8, 4);
 	ck_assert_int_eq(mt_header_decode(buf, (size_t)n, &out), -MT_EVERSION);
-	mt_le16_put(buf + 8, 8);
+	mt_le16_put(buf + 8, 9);
 	ck_assert_int_eq(mt_header_decode(buf, (size_t)n, &out), -MT_EVERSION);
 
 	/* version 5's bytes of an ALLOC pymalloc_malloc at 0x1000 of 48
