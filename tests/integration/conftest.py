@@ -56,10 +56,15 @@ def run(*args, check=True, timeout=120, **kw):
     return p
 
 
-def switch_captures(memtrace_bin, tmp_path, switch, *run_args):
+def switch_captures(memtrace_bin, tmp_path, switch, *run_args, source=None):
     """Two captures of `memtrace run RUN_ARGS`: without the test switch
     @switch (an environment variable) and with it set to 1, as paths
-    (without, with)."""
+    (without, with). @source: a program, written as prog.py and run after
+    RUN_ARGS."""
+    if source is not None:
+        prog = tmp_path / "prog.py"
+        prog.write_text(source)
+        run_args += (prog,)
     caps = []
     for on in (False, True):
         env = dict(os.environ)

@@ -77,10 +77,8 @@ def parse_lines(memtrace_bin, cap):
 
 @pytest.mark.parametrize("python", python_params())
 def test_lines_name_what_line_tables_name(memtrace, tmp_path, python):
-    prog = tmp_path / "prog.py"
-    prog.write_text(PROG)
     lines_cap, tables_cap = switch_captures(memtrace, tmp_path, "MEMTRACE_TEST_LINETABLES", "-q",
-                                            "--python", python, prog)
+                                            "--python", python, source=PROG)
     with_lines, with_tables = parse_lines(memtrace, lines_cap), parse_lines(memtrace, tables_cap)
     assert re.match(r"header version=8 flags=0x[0-9a-f]+\S*,lines ", with_lines[0]), with_lines[0]
     assert ",lines" not in with_tables[0].split()[2], with_tables[0]
@@ -108,10 +106,9 @@ def test_lines_keep_entry_frames_with_native_stacks(memtrace, tmp_path):
     """3.11+ runs several Python frames in one evaluation loop: the low bit
     of a STACK record's line tells the frames that began one, which hybrid
     stacks need; they come out as with line tables."""
-    prog = tmp_path / "prog.py"
-    prog.write_text(PROG)
     lines_cap, tables_cap = switch_captures(memtrace, tmp_path, "MEMTRACE_TEST_LINETABLES", "-q",
-                                            "--native", "--python", "/usr/bin/python3", prog)
+                                            "--native", "--python", "/usr/bin/python3",
+                                            source=PROG)
     with_lines = parse_lines(memtrace, lines_cap)
     entries = {l.rsplit("=", 1)[1] for l in with_lines if l.startswith("stack ")}
     assert entries == {"0", "1"}, entries

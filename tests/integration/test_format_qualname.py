@@ -43,10 +43,8 @@ def top_by_size(memtrace_bin, cap):
 
 @pytest.mark.parametrize("python", python_params()[:1])
 def test_qualname_equal_to_name_left_out(memtrace, tmp_path, python):
-    prog = tmp_path / "prog.py"
-    prog.write_text(PROG)
     short_cap, full_cap = switch_captures(memtrace, tmp_path, "MEMTRACE_TEST_FULL_QUALNAME", "-q",
-                                          "--python", python, prog)
+                                          "--python", python, source=PROG)
     short, full = codes(memtrace, short_cap), codes(memtrace, full_cap)
     assert short["f"] == "" and short["<module>"] == ""
     assert short["m"] == "C.m"
