@@ -311,6 +311,55 @@ def test_errors_made_in_the_loops_out_of_line_code(memtrace, tmp_path, python):
     assert m and int(m.group(1)) > 1000 and int(m.group(2)) == 0, cp.stderr[:2000]
 
 
+SIGNALS = r'''
+import signal
+
+keep = []
+hits = [0]
+
+
+def handler(signum, frame):
+    hits[0] += 1
+    keep.append(bytearray(3000))
+    keep.append([hits[0]] * 10)
+
+
+def g(n):
+    if n:
+        return g(n - 1)
+    for i in range(2000):
+        keep.append(bytearray(1000 + i % 5))
+        keep.append([i, i])
+        if len(keep) > 100:
+            del keep[:50]
+
+
+signal.signal(signal.SIGALRM, handler)
+signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)
+rounds = 0
+while hits[0] < 200 or rounds < 20:
+    g(20)
+    rounds += 1
+signal.setitimer(signal.ITIMER_REAL, 0)
+print("signals", hits[0])
+'''
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_signal_handlers_run_between_events(memtrace, tmp_path, python):
+    """A Python signal handler runs from whichever loop the signal finds,
+    on top of its frame: at least 200 of them, allocating, between the
+    events of a recursion; every stack taken in part is the one unwound."""
+    prog = tmp_path / "signals.py"
+    prog.write_text(SIGNALS)
+    cp = run(memtrace, "run", "--native", "--trace-python-allocators", "-o",
+             tmp_path / "s.bin", "--python", python, prog,
+             env=dict(os.environ, MEMTRACE_TEST_NATIVE_CHECK="1"))
+    assert re.search(r"^signals \d{3,}$", cp.stdout, re.M), cp.stdout
+    m = re.search(r"native stacks taken from the last event's: (\d+), wrong: (\d+)", cp.stderr)
+    assert m and int(m.group(2)) == 0, cp.stderr[:2000]
+
+
 FEED_PROG = r"""
 import ctypes
 import sys
