@@ -22,13 +22,12 @@ struct code_entry {
 	const void *code;
 	struct mt_pycode_key key;
 	uint32_t id;
+	struct mt_linecursor cursor; /* where its new frames' lines were met last */
 };
 
 struct node_entry {
 	uint32_t parent, code, offset, id;
 };
-
-#define LINE_CURSORS 64 /* line tables met while making new nodes */
 
 static struct {
 	struct code_entry *codes;
@@ -39,7 +38,6 @@ static struct {
 	uint32_t next_node;
 	uint8_t *scratch; /* CODE record strings, then the encoded record */
 	int lines;        /* STACK records carry lines (MT_HDR_LINES) */
-	struct mt_linecursor cursor[LINE_CURSORS]; /* by the code object's address */
 } g;
 
 static void *map(size_t bytes)
@@ -85,18 +83,11 @@ static void push(struct mt_tbuf *buf, const uint8_t *rec, ssize_t n, int *lost)
 		*lost = 1;
 }
 
-/* The line-table cursor of @code: another code object may take its
- * address, and its table that of its table. */
-static void forget_cursor(const void *code)
-{
-	g.cursor[hash_ptr(code) % LINE_CURSORS] = (struct mt_linecursor){ 0 };
-}
-
 static uint32_t new_code(const void *code, struct code_entry *e, struct mt_tbuf *buf, int *lost)
 {
 	struct mt_record r = { .type = MT_REC_CODE };
 	e->id = ++g.next_code;
-	forget_cursor(code);
+	e->cursor = (struct mt_linecursor){ 0 };
 	if (!g.scratch && !(g.scratch = map(2 * CODE_SCRATCH)))
 		return e->id;
 	if (mt_python_code_describe(code, &r.code, g.scratch, CODE_FIELDS_MAX, !g.lines) < 0)
@@ -133,6 +124,18 @@ uint32_t mt_intern_code(const void *code, struct mt_tbuf *buf, int *lost)
 	return new_code(code, &g.codes[j], buf, lost);
 }
 
+/* The entry of live code object @code, NULL if it has none. */
+static struct code_entry *code_entry_of(const void *code)
+{
+	if (!g.codes || !code)
+		return NULL;
+	for (size_t j = hash_ptr(code) & (g.codes_cap - 1); g.codes[j].code;
+	     j = (j + 1) & (g.codes_cap - 1))
+		if (g.codes[j].code == code)
+			return g.codes[j].id ? &g.codes[j] : NULL;
+	return NULL;
+}
+
 int mt_intern_code_gone(const void *code)
 {
 	if (!g.codes)
@@ -146,7 +149,6 @@ int mt_intern_code_gone(const void *code)
 			return 0;
 		/* the entry stays, as a step of its probe chain */
 		e->id = 0;
-		forget_cursor(code);
 		return 1;
 	}
 	return 0;
@@ -234,9 +236,12 @@ uint32_t mt_intern_node(uint32_t parent, uint32_t code, uint32_t offset, const v
 	} else {
 		uint32_t where = offset;
 		if (g.lines) {
-			uint32_t entry = mt_python_code_entry(offset);
-			struct mt_linecursor *cur = &g.cursor[hash_ptr(pycode) % LINE_CURSORS];
-			where = (uint32_t)mt_python_code_line(pycode, offset, cur) << 1 | entry;
+			/* each code object's own cursor: a module's body, met
+			 * top to bottom, is read once whatever it calls */
+			struct code_entry *c = code_entry_of(pycode);
+			struct mt_linecursor fresh = { 0 };
+			int line = mt_python_code_line(pycode, offset, c ? &c->cursor : &fresh);
+			where = (uint32_t)line << 1 | mt_python_code_entry(offset);
 		}
 		r.stack = (struct mt_rec_stack){ e->id, parent, code, where };
 	}

@@ -590,6 +590,80 @@ START_TEST(test_linetable_cursor)
 }
 END_TEST
 
+/* Random tables of every format, cut at random lengths, and offsets odd and
+ * even, forwards, backwards and past the end: a cursor kept across the
+ * lookups, and moved between two tables, answers as a lookup from the
+ * start does. */
+static uint64_t rnd(uint64_t *x)
+{
+	*x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+	return *x;
+}
+
+static size_t random_table(uint64_t *x, unsigned minor, uint8_t *t, size_t cap)
+{
+	size_t len = 0;
+	while (len + 16 < cap) {
+		uint64_t r = rnd(x);
+		if (minor < 10) { /* lnotab: address and signed line increments */
+			t[len++] = (uint8_t)(r % 7 ? r % 40 : 255);
+			t[len++] = (uint8_t)(r >> 8);
+		} else if (minor == 10) { /* ranges, -128 for no line */
+			t[len++] = (uint8_t)(r % 5 ? 2 * (r % 20) : 254);
+			t[len++] = (uint8_t)(r % 9 ? (int8_t)(r >> 8) : -128);
+		} else { /* location entries of every form */
+			unsigned code = (unsigned)(r >> 16) % 16;
+			t[len++] = (uint8_t)(0x80 | code << 3 | (r >> 8) % 8);
+			if (code == 13 || code == 14) {
+				uint32_t v = (uint32_t)(r >> 24) % 300;
+				do {
+					t[len++] = (uint8_t)((v & 0x3f) | (v > 0x3f ? 0x40 : 0));
+					v >>= 6;
+				} while (v);
+				if (code == 14)
+					t[len++] = 1, t[len++] = 2, t[len++] = 3;
+			} else if (code >= 10 && code <= 12) {
+				t[len++] = 4, t[len++] = 5;
+			} else if (code < 10) {
+				t[len++] = 6;
+			}
+		}
+	}
+	return len;
+}
+
+START_TEST(test_linetable_cursor_random)
+{
+	static const uint32_t hex[] = { 0x030812f0, 0x030a0df0, 0x030c01f0 };
+	uint64_t x = 0x853c49e6748fea9bull + (uint64_t)_i;
+	for (int round = 0; round < 200; round++) {
+		uint32_t h = hex[round % 3];
+		uint8_t a[400], b[400];
+		size_t na = random_table(&x, (h >> 16) & 0xff, a, sizeof(a));
+		size_t nb = random_table(&x, (h >> 16) & 0xff, b, sizeof(b));
+		na -= rnd(&x) % 4 == 0 ? rnd(&x) % (na + 1) : 0; /* cut, maybe mid-entry */
+		struct mt_linecursor cur = { 0 };
+		uint32_t off = 0;
+		for (int k = 0; k < 300; k++) {
+			uint64_t r = rnd(&x);
+			if (r % 10 == 0)
+				off = (uint32_t)(r >> 8) % 3000; /* anywhere, past the end too */
+			else if (r % 10 == 1)
+				off = off > 40 ? off - (uint32_t)(r >> 8) % 40 : 0; /* back */
+			else
+				off += (uint32_t)(r >> 8) % 9; /* on, odd or even */
+			int fb = r % 13 == 0; /* the other table in between */
+			const uint8_t *t = fb ? b : a;
+			size_t n = fb ? nb : na;
+			int want = mt_linetable_line(h, t, n, 50, off);
+			int got = mt_linetable_line_from(&cur, h, t, n, 50, off);
+			ck_assert_msg(got == want, "round %d lookup %d (0x%x, offset %u): %d, expected %d",
+				      round, k, h, off, got, want);
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_linetable_unknown_format)
 {
 	static const uint8_t t[] = { 8, 1 };
@@ -716,6 +790,7 @@ static Suite *linetable_suite(void)
 	tcase_add_loop_test(tc, test_linetable_truncated, 0, (int)MT_N_CASES);
 	tcase_add_loop_test(tc, test_linetable_past_end, 0, (int)MT_N_CASES);
 	tcase_add_loop_test(tc, test_linetable_cursor, 0, (int)MT_N_CASES);
+	tcase_add_loop_test(tc, test_linetable_cursor_random, 0, 4);
 	tcase_add_test(tc, test_linetable_unknown_format);
 	tcase_add_test(tc, test_linetable_loctable_forms);
 	tcase_add_loop_test(tc, test_linetable_compact_real_tables, 0, (int)MT_N_CASES);
