@@ -590,19 +590,43 @@ START_TEST(test_linetable_cursor)
 }
 END_TEST
 
-/* Random tables of every format, cut at random lengths, and offsets odd and
- * even, forwards, backwards and past the end: a cursor kept across the
- * lookups, and moved between two tables, answers as a lookup from the
- * start does. */
+/* xorshift64 */
 static uint64_t rnd(uint64_t *x)
 {
 	*x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
 	return *x;
 }
 
-static size_t random_table(uint64_t *x, unsigned minor, uint8_t *t, size_t cap)
+/* One 3.11+ location entry of every form, picked by @r, into @t (at most
+ * 9 bytes): long runs of one kind, deltas beyond a byte, no-line runs.
+ * Returns its length; *@units grows by the code units it covers. */
+static size_t random_loc_entry(uint64_t r, uint8_t *t, size_t *units)
 {
 	size_t len = 0;
+	unsigned k = (unsigned)(r >> 8) % 8, code = (unsigned)(r >> 16) % 16;
+	if (r % 5 == 0)
+		code = r % 3 ? 0 : 15; /* long runs of one kind */
+	t[len++] = (uint8_t)(0x80 | code << 3 | k);
+	*units += k + 1;
+	if (code == 13 || code == 14) { /* svarint, up to +-2^11 */
+		uint32_t v = (uint32_t)(r >> 24) % (r % 4 ? 64 : 1u << 12);
+		do {
+			t[len++] = (uint8_t)((v & 0x3f) | (v > 0x3f ? 0x40 : 0));
+			v >>= 6;
+		} while (v);
+		if (code == 14) /* end line, columns */
+			t[len++] = 1, t[len++] = 2, t[len++] = 3;
+	} else if (code >= 10 && code <= 12) {
+		t[len++] = 4, t[len++] = 5;
+	} else if (code < 10) {
+		t[len++] = 6;
+	}
+	return len;
+}
+
+static size_t random_table(uint64_t *x, unsigned minor, uint8_t *t, size_t cap)
+{
+	size_t len = 0, units = 0;
 	while (len + 16 < cap) {
 		uint64_t r = rnd(x);
 		if (minor < 10) { /* lnotab: address and signed line increments */
@@ -611,27 +635,17 @@ static size_t random_table(uint64_t *x, unsigned minor, uint8_t *t, size_t cap)
 		} else if (minor == 10) { /* ranges, -128 for no line */
 			t[len++] = (uint8_t)(r % 5 ? 2 * (r % 20) : 254);
 			t[len++] = (uint8_t)(r % 9 ? (int8_t)(r >> 8) : -128);
-		} else { /* location entries of every form */
-			unsigned code = (unsigned)(r >> 16) % 16;
-			t[len++] = (uint8_t)(0x80 | code << 3 | (r >> 8) % 8);
-			if (code == 13 || code == 14) {
-				uint32_t v = (uint32_t)(r >> 24) % 300;
-				do {
-					t[len++] = (uint8_t)((v & 0x3f) | (v > 0x3f ? 0x40 : 0));
-					v >>= 6;
-				} while (v);
-				if (code == 14)
-					t[len++] = 1, t[len++] = 2, t[len++] = 3;
-			} else if (code >= 10 && code <= 12) {
-				t[len++] = 4, t[len++] = 5;
-			} else if (code < 10) {
-				t[len++] = 6;
-			}
+		} else {
+			len += random_loc_entry(r, t + len, &units);
 		}
 	}
 	return len;
 }
 
+/* Random tables of every format, cut at random lengths, and offsets odd and
+ * even, forwards, backwards and past the end: a cursor kept across the
+ * lookups, and moved between two tables, answers as a lookup from the
+ * start does. */
 START_TEST(test_linetable_cursor_random)
 {
 	static const uint32_t hex[] = { 0x030812f0, 0x030a0df0, 0x030c01f0 };
@@ -747,34 +761,15 @@ START_TEST(test_linetable_compact_real_tables)
 END_TEST
 
 /* Random location tables with every entry form, long ranges of one line,
- * deltas beyond a byte and runs without a line. */
+ * deltas beyond a byte and runs without a line (random_loc_entry()). */
 START_TEST(test_linetable_compact_random)
 {
 	uint64_t x = 0x243f6a8885a308d3ull + (uint64_t)_i;
 	for (int round = 0; round < 25; round++) {
 		uint8_t t[240];
 		size_t len = 0, units = 0;
-		while (len + 16 < sizeof(t)) {
-			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-			unsigned k = (unsigned)(x >> 8) % 8, code = (unsigned)(x >> 16) % 16;
-			if (x % 5 == 0)
-				code = x % 3 ? 0 : 15; /* long runs of one kind */
-			t[len++] = (uint8_t)(0x80 | code << 3 | k);
-			units += k + 1;
-			if (code == 13 || code == 14) { /* svarint, up to +-2^11 */
-				uint32_t v = (uint32_t)(x >> 24) % (x % 4 ? 64 : 1u << 12);
-				do {
-					t[len++] = (uint8_t)((v & 0x3f) | (v > 0x3f ? 0x40 : 0));
-					v >>= 6;
-				} while (v);
-				if (code == 14) /* end line, columns */
-					t[len++] = 1, t[len++] = 2, t[len++] = 3;
-			} else if (code >= 10 && code <= 12) {
-				t[len++] = 4, t[len++] = 5;
-			} else if (code < 10) {
-				t[len++] = 6;
-			}
-		}
+		while (len + 16 < sizeof(t))
+			len += random_loc_entry(rnd(&x), t + len, &units);
 		check_compact(0x030c00f0, t, len, 1000, units, round % 10 == 0);
 	}
 }
