@@ -3,7 +3,10 @@
 
 Runs every workload in bench/workloads/ bare and under memtrace (default mode and
 --trace-python-allocators) and heaptrack, in interleaved rounds, and reports the
-overhead of each tracker relative to the bare run of the same round.
+overhead of each tracker relative to the bare run of the same round. With
+--memray DIR (a memray the user built; never required) memray can be measured
+the same way, as the optional trackers memray, memray-pyalloc, memray-native and
+memray-native-pyalloc.
 
 This is a benchmark, not a test: it never fails on slow numbers. It exits
 non-zero only if it could not run at all (bad options, missing interpreter).
@@ -46,6 +49,13 @@ MT_ALL = (MT, MT_PY, MT_NAT, MT_NAT_PY, MT_AGG, MT_AGG_PY)
 MT_EXTRA = [MT_NAT, MT_NAT_PY, MT_AGG, MT_AGG_PY]
 HT = "heaptrack"
 TRACKERS = [MT, MT_PY, HT]
+# memray (Bloomberg's): optional, only with --memray DIR (or MEMTRACE_BENCH_MEMRAY), a
+# directory from which `python -m memray` imports it. Never installed by or for the bench.
+MR = "memray"
+MR_PY = "memray-pyalloc"
+MR_NAT = "memray-native"
+MR_NAT_PY = "memray-native-pyalloc"
+MR_ALL = (MR, MR_PY, MR_NAT, MR_NAT_PY)
 
 MIB = 1024.0 * 1024.0
 
@@ -135,7 +145,7 @@ def read_hwm(path, script):
     return best
 
 
-def run_measured(argv, timeout, script=None):
+def run_measured(argv, timeout, script=None, pythonpath=None):
     """Run argv, return its wall time, the peak RSS of the tracked python and
     the peak RSS of the biggest process in the tree.
 
@@ -164,17 +174,23 @@ def run_measured(argv, timeout, script=None):
     our direct child and the floor applies (noted in the report).
     Wall time is measured here, around the whole launch; GNU time adds the same
     ~1 ms to every configuration.
+
+    pythonpath: directories put on PYTHONPATH after the hook's (memray's, for
+    `python -m memray`); None for every other configuration.
     """
     res = RunResult()
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()
     env = None
     hwm_file = None
+    if (HOOK_DIR and script) or pythonpath:
+        env = dict(os.environ)
+        dirs = ([HOOK_DIR] if HOOK_DIR and script else []) + list(pythonpath or [])
+        env["PYTHONPATH"] = os.pathsep.join(dirs) + (os.pathsep + env["PYTHONPATH"]
+                                                     if env.get("PYTHONPATH") else "")
     if HOOK_DIR and script:
         fd, hwm_file = tempfile.mkstemp(prefix="memtrace-bench-hwm-")
         os.close(fd)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = HOOK_DIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["MEMTRACE_BENCH_HWM_FILE"] = hwm_file
     rss_file = None
     if RSS_LAUNCHER:
@@ -342,6 +358,65 @@ def _events_from_stats_json(memtrace, capture, timeout):
     return found["alloc"] + found.get("free", 0)
 
 
+def memray_env(memray_dir):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = memray_dir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def memray_version(python, memray_dir):
+    """(version, None) of `python -m memray --version` with memray_dir on PYTHONPATH,
+    or (None, why) if that fails."""
+    try:
+        cp = subprocess.run([python, "-m", "memray", "--version"], stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, errors="replace", timeout=60,
+                            env=memray_env(memray_dir))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, str(e)
+    out = cp.stdout.strip().splitlines()
+    if cp.returncode != 0 or not out:
+        err = [l for l in cp.stderr.strip().splitlines() if l.strip()]
+        return None, (err[-1].strip() if err else "exit status %d" % cp.returncode)
+    return out[-1].strip(), None
+
+
+def count_memray_events(python, memray_dir, capture, timeout):
+    """(events, why) of a memray capture, from memray's own `memray stats --json`.
+
+    events = allocation records + free records, as for memtrace: stats reads every
+    allocation record of the capture, frees included, and reports that number as
+    metadata.total_allocations (its total_num_allocations leaves the frees out).
+    events is None, with a reason, if stats fails or its JSON lacks the number.
+    """
+    fd, out = tempfile.mkstemp(prefix="memtrace-bench-memray-stats-", suffix=".json")
+    os.close(fd)
+    try:
+        try:
+            cp = subprocess.run([python, "-m", "memray", "stats", "--json", "-f", "-o", out, capture],
+                                stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+                                timeout=timeout, env=memray_env(memray_dir), start_new_session=True)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return None, "memray stats: %s" % e
+        if cp.returncode != 0:
+            err = [l for l in cp.stderr.strip().splitlines() if l.strip()]
+            return None, "memray stats failed: %s" % (err[-1].strip()[:200] if err else cp.returncode)
+        try:
+            with open(out) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            return None, "memray stats --json gave no readable JSON (%s)" % e
+    finally:
+        try:
+            os.unlink(out)
+        except OSError:
+            pass
+    records = (doc.get("metadata") or {}).get("total_allocations") if isinstance(doc, dict) else None
+    allocs = doc.get("total_num_allocations") if isinstance(doc, dict) else None
+    if not isinstance(records, int) or (isinstance(allocs, int) and records < allocs):
+        return None, "memray stats --json has no count of allocation and free records"
+    return records, None
+
+
 def count_heaptrack_events(capture, timeout):
     """Allocation ('+') plus free ('-') lines in a heaptrack capture, or None."""
     if capture.endswith(".zst"):
@@ -387,9 +462,20 @@ def _killpg_quiet(pid):
 # --------------------------------------------------------------------------- configurations
 
 def command_for(config, python, script, memtrace, heaptrack, capture_base):
-    """argv for one configuration, and the capture path (or glob) it produces."""
+    """argv for one configuration, and the capture path (or glob) it produces.
+    memray's argv needs its directory on PYTHONPATH (run_measured's pythonpath)."""
     if config == BARE:
         return [python, script], None
+    if config in MR_ALL:
+        # The same interpreter as the bare run; the script runs in memray's process.
+        # The capture is lz4-compressed when the script ends (memray's default).
+        argv = [python, "-m", "memray", "run", "-f", "-q", "-o", capture_base]
+        if config in (MR_NAT, MR_NAT_PY):
+            argv.append("--native")
+        if config in (MR_PY, MR_NAT_PY):
+            argv.append("--trace-python-allocators")
+        argv.append(script)
+        return argv, capture_base
     if config in MT_ALL:
         argv = [memtrace, "run", "-f", "-o", capture_base]
         if config in (MT_NAT, MT_NAT_PY):
@@ -454,8 +540,11 @@ def parse_args(argv):
     ap.add_argument("--heaptrack", default=None, help="heaptrack binary (default: heaptrack on PATH)")
     ap.add_argument("--python", default="/usr/bin/python3", help="interpreter (default /usr/bin/python3)")
     ap.add_argument("--trackers", default=",".join(TRACKERS),
-                    help="comma-separated subset of %s, or also %s (default: %s)"
-                         % (",".join(TRACKERS), ", ".join(MT_EXTRA), ",".join(TRACKERS)))
+                    help="comma-separated subset of %s, or also %s; with --memray also %s (default: %s)"
+                         % (",".join(TRACKERS), ", ".join(MT_EXTRA), ", ".join(MR_ALL), ",".join(TRACKERS)))
+    ap.add_argument("--memray", metavar="DIR", default=os.environ.get("MEMTRACE_BENCH_MEMRAY") or None,
+                    help="directory put on PYTHONPATH so that `PYTHON -m memray` works (a memray you "
+                         "built; default $MEMTRACE_BENCH_MEMRAY); needed for the memray trackers")
     ap.add_argument("--markdown", metavar="FILE", help="write a Markdown results table (bench/RESULTS.md)")
     ap.add_argument("--json", metavar="FILE", help="write raw per-run measurements as JSON")
     ap.add_argument("--note", action="append", default=[],
@@ -493,10 +582,29 @@ def main(argv=None):
         workloads = available
 
     trackers = [t.strip() for t in args.trackers.split(",") if t.strip()]
-    bad = [t for t in trackers if t not in TRACKERS + MT_EXTRA]
+    bad = [t for t in trackers if t not in TRACKERS + MT_EXTRA + list(MR_ALL)]
     if bad:
         print("run.py: unknown tracker(s): %s" % ", ".join(bad), file=sys.stderr)
         return 2
+
+    memray_dir = None
+    memray_ver = None
+    wants_memray = [t for t in trackers if t in MR_ALL]
+    if wants_memray:
+        if not args.memray:
+            print("run.py: tracker(s) %s need --memray DIR (or MEMTRACE_BENCH_MEMRAY): a directory from "
+                  "which `%s -m memray` imports memray" % (", ".join(wants_memray), args.python),
+                  file=sys.stderr)
+            return 2
+        memray_dir = os.path.abspath(args.memray)
+        if not os.path.isdir(memray_dir):
+            print("run.py: --memray: not a directory: %s" % memray_dir, file=sys.stderr)
+            return 2
+        memray_ver, why = memray_version(args.python, memray_dir)
+        if memray_ver is None:
+            print("run.py: `%s -m memray --version` with PYTHONPATH=%s failed: %s"
+                  % (args.python, memray_dir, why), file=sys.stderr)
+            return 2
 
     memtrace = args.memtrace or default_memtrace()
     if memtrace and os.sep not in memtrace:
@@ -530,6 +638,8 @@ def main(argv=None):
         tools["memtrace"] = memtrace
     if heaptrack and HT not in unavailable:
         tools["heaptrack"] = tool_version([heaptrack, "--version"]) or heaptrack
+    if memray_dir:
+        tools["memray"] = "memray %s (from %s)" % (memray_ver, memray_dir)
 
     try:
         if os.getloadavg()[0] > 0.5 * (machine["cores"] or 1):
@@ -590,7 +700,8 @@ def main(argv=None):
                     remove_captures(tmpdir)
                     base = os.path.join(tmpdir, "%s.%s" % (wl, c))
                     argv, cap_pattern = command_for(c, args.python, script, memtrace, heaptrack, base)
-                    res = run_measured(argv, args.timeout, script)
+                    res = run_measured(argv, args.timeout, script,
+                                       pythonpath=[memray_dir] if c in MR_ALL else None)
                     if res.ok and cap_pattern is not None:
                         cap = find_capture(cap_pattern)
                         if cap is None:
@@ -604,6 +715,12 @@ def main(argv=None):
                                     for r in rounds):
                                 if c == HT:
                                     res.capture["events"] = count_heaptrack_events(cap, args.timeout)
+                                elif c in MR_ALL:
+                                    ev, why = count_memray_events(args.python, memray_dir, cap, args.timeout)
+                                    res.capture["events"] = ev
+                                    note = "%s / %s: events and B/event left empty: %s" % (wl, c, why)
+                                    if ev is None and note not in notes:
+                                        notes.append(note)
                                 else:
                                     ev, dropped = count_memtrace_events(memtrace, cap, args.timeout)
                                     res.capture["events"] = ev
