@@ -4,6 +4,7 @@
  * loaded on first use, and the module map from dl_iterate_phdr.
  */
 #include "payload/native.h"
+#include "payload/unwind.h"
 
 #include <dlfcn.h>   /* dlopen, dlsym */
 #include <elf.h>     /* NT_GNU_BUILD_ID */
@@ -11,6 +12,7 @@
 #include <link.h>    /* dl_iterate_phdr */
 #include <pthread.h> /* pthread_mutex_t */
 #include <stdio.h>   /* snprintf */
+#include <stdlib.h>  /* getenv */
 #include <string.h>  /* memcpy, strlen */
 #include <sys/mman.h> /* mmap */
 #include <unistd.h>  /* readlink */
@@ -19,6 +21,9 @@ struct mt_native_evals mt_native_evals;
 
 static struct {
 	int (*backtrace)(void **, int);
+	int fast;                 /* unwind.h first, libunwind for what it cannot */
+	int check;                /* MEMTRACE_TEST_UNWIND_CHECK=1: check(), every stack */
+	unsigned long fell_back, checked, wrong; /* __atomic */
 	uintptr_t own_lo, own_hi; /* this library's code: frames left out */
 	char error[160];
 	pthread_mutex_t lock;     /* mt_native_modules(): its tables */
@@ -154,6 +159,9 @@ int mt_native_start(void)
 		dlclose(h);
 		return -ENOENT;
 	}
+	const char *lib = getenv("MEMTRACE_TEST_LIBUNWIND"), *chk = getenv("MEMTRACE_TEST_UNWIND_CHECK");
+	n.fast = !(lib && strcmp(lib, "1") == 0) && mt_unwind_init() == 0;
+	n.check = n.fast && chk && strcmp(chk, "1") == 0;
 	struct own_range r = { (uintptr_t)&mt_native_unwind, 0, 0 };
 	dl_iterate_phdr(find_own, &r);
 	n.own_lo = r.lo;
@@ -172,6 +180,48 @@ const char *mt_native_error(void)
 	return n.error;
 }
 
+/* Our own frames come first: the hook and what it called. Leaves the
+ * rest at the start of @ips, at most @max of them; returns how many. */
+static size_t drop_own(uintptr_t *ips, size_t total, size_t max)
+{
+	size_t i = 0;
+	while (i < total && ips[i] >= n.own_lo && ips[i] < n.own_hi)
+		i++;
+	size_t k = total - i < max ? total - i : max;
+	if (i)
+		memmove(ips, ips + i, k * sizeof(*ips));
+	return k;
+}
+
+static size_t by_libunwind(int (*bt)(void **, int), uintptr_t *ips, size_t max)
+{
+	int got = bt((void **)ips, (int)(max + MT_NATIVE_SLACK));
+	return drop_own(ips, got > 0 ? (size_t)got : 0, max);
+}
+
+/* For tests: the stack unwound here against libunwind's, counted; what
+ * differs said on stderr. The room for libunwind's is the thread's own,
+ * mapped at its first check. */
+static __attribute__((noinline)) void check(int (*bt)(void **, int), const uintptr_t *ips,
+					    size_t k, size_t max)
+{
+	static __thread uintptr_t *room;
+	if (!room) {
+		void *a = mmap(NULL, (MT_NATIVE_MAX + MT_NATIVE_SLACK) * sizeof(*room),
+			       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (a == MAP_FAILED)
+			return;
+		room = a;
+	}
+	size_t m = by_libunwind(bt, room, max);
+	__atomic_fetch_add(&n.checked, 1, __ATOMIC_RELAXED);
+	if (m == k && memcmp(room, ips, k * sizeof(*ips)) == 0)
+		return;
+	__atomic_fetch_add(&n.wrong, 1, __ATOMIC_RELAXED);
+	static const char msg[] = "memtrace: a native stack unwound differs from libunwind's\n";
+	(void)!write(2, msg, sizeof(msg) - 1);
+}
+
 size_t mt_native_unwind(uintptr_t *ips, size_t max)
 {
 	int (*bt)(void **, int) = __atomic_load_n(&n.backtrace, __ATOMIC_ACQUIRE);
@@ -179,15 +229,36 @@ size_t mt_native_unwind(uintptr_t *ips, size_t max)
 		return 0;
 	if (max > MT_NATIVE_MAX)
 		max = MT_NATIVE_MAX;
-	int got = bt((void **)ips, (int)(max + MT_NATIVE_SLACK));
-	size_t total = got > 0 ? (size_t)got : 0, i = 0;
-	/* our own frames come first: the hook and what it called */
-	while (i < total && ips[i] >= n.own_lo && ips[i] < n.own_hi)
-		i++;
-	size_t k = total - i < max ? total - i : max;
-	if (i)
-		memmove(ips, ips + i, k * sizeof(*ips));
+	long got = n.fast ? mt_unwind(ips, max + MT_NATIVE_SLACK) : -1;
+	if (got < 0) {
+		if (n.fast)
+			__atomic_fetch_add(&n.fell_back, 1, __ATOMIC_RELAXED);
+		return by_libunwind(bt, ips, max);
+	}
+	size_t k = drop_own(ips, (size_t)got, max);
+	if (__builtin_expect(n.check, 0))
+		check(bt, ips, k, max);
 	return k;
+}
+
+void mt_native_report(void)
+{
+	if (!n.check)
+		return;
+	char line[192];
+	int k = snprintf(line, sizeof(line),
+			 "memtrace: native stacks checked against libunwind: %lu, wrong: %lu, "
+			 "unwound by libunwind: %lu, return addresses learned: %lu\n",
+			 __atomic_load_n(&n.checked, __ATOMIC_RELAXED),
+			 __atomic_load_n(&n.wrong, __ATOMIC_RELAXED),
+			 __atomic_load_n(&n.fell_back, __ATOMIC_RELAXED), mt_unwind_learned());
+	if (k > 0)
+		(void)!write(2, line, (size_t)k);
+}
+
+void mt_native_unloaded(void)
+{
+	mt_unwind_forget();
 }
 
 /* ------------------------------------------------------------------------

@@ -3,9 +3,11 @@
 #define MT_PAYLOAD_NATIVE_H
 /*
  * Native stacks in the target: the calling thread's return addresses,
- * unwound with libunwind from DWARF call frame information (Debian's
- * python3 keeps no frame pointers), and the process's module map, which
- * the reader resolves them against. Symbols are never looked up here.
+ * unwound from DWARF call frame information (Debian's python3 keeps no
+ * frame pointers) by unwind.h, or by libunwind where unwind.h cannot
+ * (MEMTRACE_TEST_LIBUNWIND=1: always), and the process's module map,
+ * which the reader resolves them against. Symbols are never looked up
+ * here.
  *
  * libunwind is loaded with RTLD_LOCAL when native tracking first starts,
  * never linked: its _Unwind_* entry points must not take the place of
@@ -55,6 +57,16 @@ const char *mt_native_error(void);
  * has room for @max + MT_NATIVE_SLACK. Returns how many. Hook-safe; 0
  * before mt_native_start() succeeded. */
 size_t mt_native_unwind(uintptr_t *ips, size_t max);
+
+/* mt_native_report() - with MEMTRACE_TEST_UNWIND_CHECK=1 (every stack
+ * unwound by unwind.h is unwound by libunwind too and compared), how
+ * many were, how many differed and how many unwind.h left to libunwind,
+ * on stderr. Control path. */
+void mt_native_report(void);
+
+/* mt_native_unloaded() - code may have been unloaded: what was learned
+ * of the code at its addresses is forgotten. */
+void mt_native_unloaded(void);
 
 /* mt_native_modules() - the loaded modules as MODULE records of a new
  * generation, one call of @fn each (path and build-id borrowed for the

@@ -500,10 +500,13 @@ void mt_track_modules(int all)
 
 void mt_track_native(int on)
 {
-	if (on)
+	if (on) {
+		mt_native_unloaded(); /* what was unloaded while it was off */
 		mt_memo_start();
-	else if (g.native)
+	} else if (g.native) {
 		mt_memo_report();
+		mt_native_report();
+	}
 	g.native = on;
 }
 
@@ -735,6 +738,7 @@ void mt_track_unloaded(void)
 {
 	if (!g.native)
 		return;
+	mt_native_unloaded();
 	lock();
 	/* the threads forget the native nodes they cached, as for a code
 	 * object's death */

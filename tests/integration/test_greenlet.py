@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from test_native import unwound_as_libunwind
 from conftest import ROOT, run
 
 sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -85,7 +86,7 @@ def test_each_greenlet_allocates_under_its_own_stack(memtrace, tmp_path, mode):
     prog = tmp_path / "prog.py"
     prog.write_text(PROG)
     cap = tmp_path / "c.bin"
-    env = dict(os.environ, MEMTRACE_TEST_NATIVE_CHECK="1")
+    env = dict(os.environ, MEMTRACE_TEST_NATIVE_CHECK="1", MEMTRACE_TEST_UNWIND_CHECK="1")
     p = run(memtrace, "run", "-o", cap, *mode, "--python", PYTHON, prog, env=env)
     want = collections.Counter({(size, deep, (worker,), "deep"): 3000
                                 for size, (deep, worker) in EXPECTED.items()})
@@ -99,3 +100,6 @@ def test_each_greenlet_allocates_under_its_own_stack(memtrace, tmp_path, mode):
         m = re.search(r"native stacks taken from the last event's: (\d+), wrong: (\d+)",
                       p.stderr)
         assert m and m.group(2) == "0", p.stderr
+        # switched stacks unwound by the payload as libunwind unwinds them
+        checked, fell_back = unwound_as_libunwind(p.stderr)
+        assert checked >= 24000 and fell_back == 0, (checked, fell_back)

@@ -49,16 +49,29 @@ def reader(capture):
 
 @pytest.fixture
 def native_capture(memtrace, tmp_path):
-    def make(python, threads=4, each=5):
+    def make(python, threads=4, each=5, env=None):
         if not os.path.exists(TARGET_LIB):
             pytest.fail("%s is not built" % TARGET_LIB)
         prog = tmp_path / "prog.py"
         prog.write_text(PROG)
         cap = tmp_path / "n.bin"
-        run(memtrace, "run", "--native", "-o", cap, "--python", python, prog, TARGET_LIB,
-            threads, each)
+        cp = run(memtrace, "run", "--native", "-o", cap, "--python", python, prog, TARGET_LIB,
+                 threads, each, env=dict(os.environ, **(env or {})))
+        make.stderr = cp.stderr
         return prog, cap
     return make
+
+
+def unwound_as_libunwind(stderr):
+    """MEMTRACE_TEST_UNWIND_CHECK=1's count: how many stacks the payload's
+    unwinder gave, each compared with libunwind's, and how many it left to
+    libunwind; none may differ."""
+    m = re.search(r"native stacks checked against libunwind: (\d+), wrong: (\d+), "
+                  r"unwound by libunwind: (\d+)", stderr)
+    assert m, stderr[-2000:]
+    checked, wrong, fell_back = map(int, m.groups())
+    assert wrong == 0 and "differs from libunwind's" not in stderr, stderr[-2000:]
+    return checked, fell_back
 
 
 @pytest.mark.parametrize("python", python_params())
@@ -103,7 +116,11 @@ def test_inlined_c_frames_under_the_python_line(native_capture, python):
 @pytest.mark.parametrize("python", python_params()[:1])
 def test_threads_started_from_c_have_native_frames_only(native_capture, python):
     worker_line = marker_line("posix_memalign call")
-    prog, cap = native_capture(python, threads=100, each=100)
+    prog, cap = native_capture(python, threads=100, each=100,
+                               env={"MEMTRACE_TEST_UNWIND_CHECK": "1"})
+    # each thread's stack ends where the thread began, as libunwind has it
+    checked, fell_back = unwound_as_libunwind(native_capture.stderr)
+    assert checked >= 10000 and fell_back == 0, (checked, fell_back)
     with reader(cap) as r:
         allocs = frees = 0
         for rec in r.get_allocation_records():

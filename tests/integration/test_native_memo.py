@@ -184,11 +184,16 @@ def test_every_stack_taken_in_part_is_the_one_unwound(memtrace, tmp_path, python
     exit feed (on while Python's allocators are traced) elsewhere: there
     stacks are taken in part from the last event's, each one unwound whole
     too and compared."""
-    cap, err = run_prog(memtrace, tmp_path, python, {"MEMTRACE_TEST_NATIVE_CHECK": "1"}, pyalloc)
+    from test_native import unwound_as_libunwind
+    cap, err = run_prog(memtrace, tmp_path, python, {"MEMTRACE_TEST_NATIVE_CHECK": "1",
+                                                     "MEMTRACE_TEST_UNWIND_CHECK": "1"}, pyalloc)
     m = re.search(r"native stacks taken from the last event's: (\d+), wrong: (\d+)", err)
     assert m, err
     used, wrong = int(m.group(1)), int(m.group(2))
     assert wrong == 0 and "is not the one unwound" not in err, err[:2000]
+    # and every stack the payload unwound itself, as libunwind unwinds it
+    checked, fell_back = unwound_as_libunwind(err)
+    assert checked > 1000 and fell_back == 0, (checked, fell_back)
     if pyalloc or python_minor(python) == 11:
         assert used > 100, err
     deep = [k for k in stacks(cap)[0] if sum(f[0] == "mt_native_call" for f in k[1]) >= 3]
@@ -200,22 +205,26 @@ def test_stacks_as_unwound_whole(memtrace, tmp_path, python):
     """Without Python's allocators traced, the program allocates alike in
     every run: on 3.11 (tokens, no exit feed) the hybrid stacks are those of
     a run with MEMTRACE_TEST_NATIVE_FULL=1 (which takes no stack in part),
-    in the main thread in order, in all as a multiset."""
+    in the main thread in order, in all as a multiset; and those of a run
+    that unwinds with libunwind alone (MEMTRACE_TEST_LIBUNWIND=1)."""
     if python_minor(python) != 11:
         pytest.skip("the exit feed, which changes the interpreter's C stack, may come on in "
                     "one run and not in the other: test_every_stack_taken_in_part_is_the_one_"
                     "unwound compares within one run")
     got, used = {}, {}
-    for full in ("1", "0"):
+    for full, lib in (("1", "0"), ("0", "0"), ("1", "1")):
         cap, err = run_prog(memtrace, tmp_path, python, {"MEMTRACE_TEST_NATIVE_FULL": full,
-                                                         "MEMTRACE_TEST_NATIVE_CHECK": "1"},
-                            name="full%s.bin" % full)
+                                                         "MEMTRACE_TEST_NATIVE_CHECK": "1",
+                                                         "MEMTRACE_TEST_LIBUNWIND": lib},
+                            name="full%s-%s.bin" % (full, lib))
         m = re.search(r"native stacks taken from the last event's: (\d+), wrong: 0\n", err)
         assert m, err[:2000]
-        got[full], used[full] = stacks(cap), int(m.group(1))
+        got[full + lib], used[full + lib] = stacks(cap), int(m.group(1))
     # the switch unwinds every stack whole
-    assert used["1"] == 0 and used["0"] > 0, used
-    whole, memo = got["1"], got["0"]
+    assert used["10"] == 0 and used["00"] > 0 and used["11"] == 0, used
+    whole, memo, libunwind = got["10"], got["00"], got["11"]
+    # the payload's unwinder and libunwind's give the same stacks
+    assert libunwind == whole
     assert len(whole[0]) > 100, len(whole[0])
     assert len(memo[1]) == len(whole[1])
     assert memo[1] == whole[1], next(
