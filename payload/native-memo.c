@@ -10,14 +10,13 @@
 #include <stdlib.h>    /* getenv */
 #include <unistd.h>    /* write */
 
-/* Return addresses unwound past the loop found (as many as the last
- * event had above it, and MEMO_PAST more; never fewer than MEMO_PAST_MIN
- * past it), each checked to be the last event's at its place: a stack
- * that is not the one proved stops there; a loop miscounted in a stack
- * that repeats itself (a recursion through C) may not, which is why the
- * counts must be right. */
-#define MEMO_PAST 12
-#define MEMO_PAST_MIN 4 /* fewer checked: unwound again, further */
+/* Return addresses unwound past the loop found, each checked to be the
+ * last event's at its place: a stack that is not the one proved stops
+ * there; a loop miscounted in a stack that repeats itself (a recursion
+ * through C) may not, which is why the counts must be right. */
+#define MEMO_PAST 4
+/* A stack whose loop is this near its outermost end is unwound whole. */
+#define MEMO_GAIN 8
 
 static struct {
 	uint32_t gen;
@@ -125,29 +124,17 @@ size_t mt_memo_unwind(struct mt_native_memo *m, const struct mt_pychain *c, size
 	if (k == 0 || nn > m->nn || k > m->nev[nn - 1])
 		goto whole;
 	size_t r = m->evat[k - 1], need = evals - k + 1;
-	/* as many as the last event had above it, and some past it */
-	size_t want = nn - r + MEMO_PAST;
-	if (want + MEMO_PAST >= nn)
+	if (r <= MEMO_GAIN)
 		goto whole; /* little to gain */
-	size_t got, q;
-	for (int again = 0;; again = 1) {
-		got = mt_native_unwind(ips, want);
-		if (got < want)
-			return got; /* all of it */
-		q = 0;
-		for (uint32_t e = 0; q < got; q++)
-			if (mt_native_is_eval(ips[q]) && ++e == need)
-				break;
-		if (q == got || r + q + 1 > MT_NATIVE_MAX)
-			goto whole;
-		if (got - q - 1 >= MEMO_PAST_MIN)
+	/* down to that loop and MEMO_PAST past it, or the whole stack */
+	size_t got = mt_native_unwind_to(ips, MT_NATIVE_MAX, need, MEMO_PAST), q = 0;
+	for (uint32_t e = 0; q < got; q++)
+		if (mt_native_is_eval(ips[q]) && ++e == need)
 			break;
-		/* the loop found too near the end to check what lies past
-		 * it: once more, as far past it as the check needs */
-		want = q + 1 + MEMO_PAST;
-		if (again || want + MEMO_PAST >= nn)
-			goto whole;
-	}
+	if (q == got || got - q - 1 < MEMO_PAST)
+		return got; /* the stack ended before: all of it */
+	if (r + q + 1 > MT_NATIVE_MAX)
+		goto whole;
 	for (size_t j = q + 1; j < got; j++)
 		if (j - q > r || ips[j] != nips[r - (j - q)])
 			goto whole;

@@ -22,6 +22,7 @@
 
 #include <errno.h>  /* ENOMEM, ENOSYS */
 #include <link.h>   /* dl_iterate_phdr, PT_GNU_EH_FRAME */
+#include <stddef.h> /* offsetof */
 #include <string.h> /* memcpy */
 #include <sys/mman.h> /* mmap */
 
@@ -39,6 +40,7 @@
 
 static uint64_t *cache; /* SETS * WAYS words */
 static unsigned long learned;
+static unsigned long long subs_seen; /* dlpi_subs at the last lookup */
 
 int mt_unwind_init(void)
 {
@@ -258,11 +260,12 @@ static int parse_cie(const uint8_t *at, struct cie *ci)
 }
 
 /* The registers the rule needs, as a CFA program leaves them. */
-enum { R_SAME, R_OFFSET, R_UNDEF, R_OTHER };
+enum { R_SAME, R_OFFSET, R_UNDEF, R_OTHER, R_UNSET };
 struct row {
 	uint64_t cfa_reg;
 	int64_t cfa_off;
 	int cfa_expr;
+	int rsp_ruled;      /* rsp given a rule of its own: not the CFA */
 	int rbp, ra;        /* R_* */
 	int64_t rbp_off, ra_off;
 };
@@ -281,7 +284,7 @@ static void set_reg(struct row *r, uint64_t reg, int how, int64_t off)
 		r->ra = how;
 		r->ra_off = off;
 	} else if (reg == DW_RSP) {
-		r->cfa_expr = 1; /* rsp given a rule of its own: not the CFA */
+		r->rsp_ruled = 1;
 	}
 }
 
@@ -484,7 +487,9 @@ static uint32_t rule_in(const uint8_t *hdr, uintptr_t pc)
 			return FALLBACK;
 		f.p += zlen;
 	}
-	struct row init = { .cfa_reg = DW_RSP, .rbp = R_SAME, .ra = R_UNDEF }, r;
+	/* a return address the CIE gives no rule is not the outermost frame's
+	 * (DW_CFA_undefined says that): left to libunwind */
+	struct row init = { .cfa_reg = DW_RSP, .rbp = R_SAME, .ra = R_UNSET }, r;
 	if (run(ci.insns, &ci, ~(uintptr_t)0, pc, &init, NULL) < 0)
 		return FALLBACK;
 	r = init;
@@ -492,7 +497,7 @@ static uint32_t rule_in(const uint8_t *hdr, uintptr_t pc)
 		return FALLBACK;
 	if (r.ra == R_UNDEF)
 		return K_STOP;
-	if (r.cfa_expr || (r.cfa_reg != DW_RSP && r.cfa_reg != DW_RBP) || r.cfa_off < 8 ||
+	if (r.cfa_expr || r.rsp_ruled || (r.cfa_reg != DW_RSP && r.cfa_reg != DW_RBP) || r.cfa_off < 8 ||
 	    r.cfa_off > OFF_MAX || r.cfa_off % 8 || r.ra != R_OFFSET || r.ra_off != -8)
 		return FALLBACK;
 	uint32_t slot = 0;
@@ -509,6 +514,8 @@ static uint32_t rule_in(const uint8_t *hdr, uintptr_t pc)
 struct lookup {
 	uintptr_t pc;
 	uint32_t rule;
+	int first;
+	unsigned long long subs; /* the loader's count of objects unloaded */
 };
 
 /* Under the loader's lock: the object holding pc, and its table. */
@@ -517,7 +524,11 @@ static int lookup_in(struct dl_phdr_info *info, size_t size, void *arg)
 	struct lookup *l = arg;
 	const ElfW(Phdr) *hdr = NULL;
 	int in = 0;
-	(void)size;
+	if (l->first) {
+		l->first = 0;
+		if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+			l->subs = info->dlpi_subs;
+	}
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type == PT_LOAD && l->pc - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
@@ -533,9 +544,14 @@ static int lookup_in(struct dl_phdr_info *info, size_t size, void *arg)
 
 static __attribute__((noinline)) uint64_t learn(uint64_t *set, uintptr_t r)
 {
-	struct lookup l = { r - 1, FALLBACK };
+	struct lookup l = { r - 1, FALLBACK, 1, 0 };
 	dl_iterate_phdr(lookup_in, &l);
 	__atomic_fetch_add(&learned, 1, __ATOMIC_RELAXED);
+	/* an object unloaded where no dlclose of the program's was seen (the
+	 * C library's own, of iconv modules): forgotten at the next miss */
+	unsigned long long was = __atomic_exchange_n(&subs_seen, l.subs, __ATOMIC_RELAXED);
+	if (was != l.subs)
+		mt_unwind_forget();
 	if ((uint64_t)r < ADDR_LIMIT) {
 		uint64_t word = (uint64_t)(r >> SET_BITS) << RULE_BITS | l.rule;
 		size_t w = 0;
@@ -546,7 +562,7 @@ static __attribute__((noinline)) uint64_t learn(uint64_t *set, uintptr_t r)
 	return l.rule;
 }
 
-long mt_unwind(uintptr_t *ips, size_t max)
+long mt_unwind(uintptr_t *ips, size_t max, const struct mt_unwind_stop *stop)
 {
 #if defined(__x86_64__)
 	uint64_t *c = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
@@ -557,7 +573,7 @@ long mt_unwind(uintptr_t *ips, size_t max)
 	 * the code at ip) is cached as that of the return address ip + 1 */
 	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
 			 : "=r"(ip), "=r"(sp), "=r"(bp));
-	size_t n = 0;
+	size_t n = 0, seen = 0, need = stop ? stop->need : 0, left = (size_t)-1;
 	for (uintptr_t r = ip + 1; n < max;) {
 		uint64_t key = (uint64_t)r >> SET_BITS, rule = 0;
 		uint64_t *set = &c[((r ^ key) & (SETS - 1)) * WAYS];
@@ -585,10 +601,20 @@ long mt_unwind(uintptr_t *ips, size_t max)
 			break;
 		ips[n++] = ra;
 		r = ra;
+		if (left != (size_t)-1) {
+			if (--left == 0)
+				break;
+		} else if (need && (ra - 1 - stop->lo[0] < stop->hi[0] - stop->lo[0] ||
+				    ra - 1 - stop->lo[1] < stop->hi[1] - stop->lo[1]) &&
+			   ++seen == need) {
+			if (stop->past == 0)
+				break;
+			left = stop->past;
+		}
 	}
 	return (long)n;
 #else
-	(void)ips, (void)max;
+	(void)ips, (void)max, (void)stop;
 	return -1;
 #endif
 }

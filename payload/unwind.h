@@ -27,11 +27,20 @@
  * the unwinder does not exist. Control path; idempotent. */
 int mt_unwind_init(void);
 
+/* Where mt_unwind() may stop before the stack ends: @past return
+ * addresses after the @need-th one whose call (the address less one) is
+ * in [lo[i], hi[i]) for an i. */
+struct mt_unwind_stop {
+	uintptr_t lo[2], hi[2];
+	size_t need, past;
+};
+
 /* mt_unwind() - the calling thread's return addresses, innermost first
  * (the first one in mt_unwind()'s caller), at most @max into @ips, as
- * libunwind's unw_backtrace() gives them. Returns how many, or -1: a
- * frame of a form not handled here was met (nothing in @ips is valid). */
-long mt_unwind(uintptr_t *ips, size_t max);
+ * libunwind's unw_backtrace() gives them; with @stop (NULL: none) no more
+ * than it asks for. Returns how many, or -1: a frame of a form not handled
+ * here was met (nothing in @ips is valid). */
+long mt_unwind(uintptr_t *ips, size_t max, const struct mt_unwind_stop *stop);
 
 /* mt_unwind_forget() - drop every cached rule: code may have been
  * unloaded and other code loaded at its addresses. Safe while other

@@ -38,7 +38,7 @@ void unwind_capture(struct both *b);
 #define capture unwind_capture
 __attribute__((noinline)) void unwind_capture(struct both *b)
 {
-	b->nown = mt_unwind(b->own, DEPTH_MAX);
+	b->nown = mt_unwind(b->own, DEPTH_MAX, NULL);
 	b->nlib = unw_backtrace(b->lib, DEPTH_MAX);
 	__asm__ volatile("" ::: "memory");
 }
@@ -147,8 +147,8 @@ START_TEST(test_stops_where_libunwind_stops)
 	assert_same(b);
 	/* a short room: the innermost ones */
 	uintptr_t few[3];
-	ck_assert_int_eq(mt_unwind(few, 3), 3);
-	ck_assert_int_eq(mt_unwind(few, 0), 0);
+	ck_assert_int_eq(mt_unwind(few, 3, NULL), 3);
+	ck_assert_int_eq(mt_unwind(few, 0, NULL), 0);
 	free(b);
 }
 END_TEST
@@ -197,9 +197,19 @@ END_TEST
 
 /* Frames whose rules the cache has no room for, written out so that
  * every compiler makes them alike: a CFA too far above rsp, and a CFA
- * kept in r12. Each calls capture() with @b as it came. */
+ * kept in r12; and one whose return address has no rule. Each calls
+ * capture() (or unwind_capture_own()) with @b as it came. */
 void odd_big(struct both *b);
 void odd_reg(struct both *b);
+void odd_no_ra(struct both *b);
+void unwind_capture_own(struct both *b);
+
+/* Ours only: libunwind reads what odd_no_ra's rules do not say. */
+__attribute__((noinline)) void unwind_capture_own(struct both *b)
+{
+	b->nown = mt_unwind(b->own, DEPTH_MAX, NULL);
+	__asm__ volatile("" ::: "memory");
+}
 __asm__(".text\n"
 	".globl odd_big\n.type odd_big, @function\nodd_big:\n"
 	".cfi_startproc\n"
@@ -215,7 +225,14 @@ __asm__(".text\n"
 	"call unwind_capture\n"
 	"mov %r12, %rsp\n.cfi_def_cfa_register rsp\n"
 	"pop %r12\n.cfi_def_cfa_offset 8\n"
-	"ret\n.cfi_endproc\n.size odd_reg, .-odd_reg\n");
+	"ret\n.cfi_endproc\n.size odd_reg, .-odd_reg\n"
+	/* a CIE with no rule for the return address: not the outermost frame */
+	".globl odd_no_ra\n.type odd_no_ra, @function\nodd_no_ra:\n"
+	".cfi_startproc simple\n.cfi_def_cfa rsp, 8\n"
+	"sub $8, %rsp\n.cfi_def_cfa_offset 16\n"
+	"call unwind_capture_own\n"
+	"add $8, %rsp\n.cfi_def_cfa_offset 8\n"
+	"ret\n.cfi_endproc\n.size odd_no_ra, .-odd_no_ra\n");
 
 START_TEST(test_odd_frames_left_to_libunwind)
 {
@@ -227,6 +244,8 @@ START_TEST(test_odd_frames_left_to_libunwind)
 	odd_reg(b);
 	ck_assert_int_eq(b->nown, -1);
 	ck_assert_int_gt(b->nlib, 2);
+	odd_no_ra(b);
+	ck_assert_int_eq(b->nown, -1);
 	/* the frames around them are unwound here still */
 	uint8_t seq[4] = { 0, 1, 2, 3 };
 	next(b, seq, 4);
