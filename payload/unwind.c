@@ -33,7 +33,7 @@
 #define K_STOP 3u
 #define FALLBACK (K_STOP | 4u)
 #define OFF_MAX (((1u << (RULE_BITS - 6)) - 1) * 8)
-#define SET_BITS 12
+#define SET_BITS 14
 #define SETS (1u << SET_BITS)
 #define WAYS 4
 #define ADDR_LIMIT (1ull << 47)
