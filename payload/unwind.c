@@ -347,10 +347,6 @@ static int run(struct cur c, const struct cie *ci, uintptr_t loc, uintptr_t pc, 
 			set_reg(r, reg, op == 0x07 ? R_UNDEF : R_SAME, 0);
 			continue;
 		case 0x09: /* register */
-			if (uleb(&c, &reg) < 0 || uleb(&c, &u) < 0)
-				return -1;
-			set_reg(r, reg, R_OTHER, 0);
-			continue;
 		case 0x0a: /* remember_state */
 			if (depth == REMEMBER_MAX)
 				return -1;
@@ -404,11 +400,6 @@ static int run(struct cur c, const struct cie *ci, uintptr_t loc, uintptr_t pc, 
 			if (sleb(&c, &s) < 0)
 				return -1;
 			r->cfa_off = s * ci->data_align;
-			continue;
-		case 0x14: /* val_offset */
-			if (uleb(&c, &reg) < 0 || uleb(&c, &u) < 0)
-				return -1;
-			set_reg(r, reg, R_OTHER, 0);
 			continue;
 		case 0x15: /* val_offset_sf */
 			if (uleb(&c, &reg) < 0 || sleb(&c, &s) < 0)
