@@ -102,4 +102,4 @@ def test_each_greenlet_allocates_under_its_own_stack(memtrace, tmp_path, mode):
         assert m and m.group(2) == "0", p.stderr
         # switched stacks unwound by the payload as libunwind unwinds them
         checked, fell_back = unwound_as_libunwind(p.stderr)
-        assert checked >= 24000 and fell_back == 0, (checked, fell_back)
+        assert checked >= 6000 and fell_back == 0, (checked, fell_back)  # 2 x 3000 at least
