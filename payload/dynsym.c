@@ -4,7 +4,6 @@
  */
 #include "payload/dynsym.h"
 
-#include <dlfcn.h>    /* dladdr */
 #include <elf.h>      /* DT_*, SHN_UNDEF, STT_* */
 #include <string.h>   /* memchr, strcmp */
 #include <sys/auxv.h> /* getauxval */
@@ -199,21 +198,22 @@ int mt_dynsym_defined(const ElfW(Sym) *s)
 
 int mt_dynsym_skip(const struct dl_phdr_info *info)
 {
-	static uintptr_t self_base = 1;
-	if (self_base == 1) {
-		Dl_info di;
-		self_base = dladdr((void *)&mt_dynsym_skip, &di) ? (uintptr_t)di.dli_fbase : 0;
-	}
 	const char *n = info->dlpi_name ? info->dlpi_name : "";
 	if (strstr(n, "linux-vdso") || strstr(n, "/ld-linux") || strstr(n, "/ld-musl") ||
 	    strstr(n, "ld-linux-"))
 		return 1;
 	if (info->dlpi_addr && info->dlpi_addr == getauxval(AT_SYSINFO_EHDR))
 		return 1;
-	/* dli_fbase is the lowest mapped address; dlpi_addr the load bias,
-	 * equal for every shared object */
-	if (self_base && info->dlpi_addr == self_base)
-		return 1;
+	/* ourselves: the object whose segments hold this function. Not by
+	 * dladdr(): our callers run inside dl_iterate_phdr(), and dladdr()
+	 * would take the loader's other lock, which a dlclose() in another
+	 * thread holds while it waits for theirs. */
+	uintptr_t self = (uintptr_t)&mt_dynsym_skip;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && self - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
+			return 1;
+	}
 	return 0;
 }
 

@@ -3,12 +3,14 @@ left, the GIL held in C code, an attach that gives up, a child forked while
 tracking, an attach killed midway."""
 
 import os
+import select
 import socket
 import subprocess
 import time
 
-from conftest import control_socket, run
+from conftest import BUILD, control_socket, run
 from attach_target import Target, _raw_status, _thread_wchan, _tracer, attach, detach, leak_rows
+from attach_target import stacks
 from attach_target import target_script, targets  # noqa: F401 (fixtures)
 
 
@@ -239,3 +241,45 @@ def test_attach_killed_midway_leaves_the_target_well(memtrace, target_script, ta
             detach(memtrace, t.pid)
         status, _ = t.finish()
         assert status == 3, (i, status)
+
+
+DLCLOSE_LOOP = r"""
+import ctypes, _ctypes, sys, threading
+def unload_forever():
+    while True:
+        lib = ctypes.CDLL(sys.argv[1])
+        handle = lib._handle
+        del lib
+        _ctypes.dlclose(handle)
+threading.Thread(target=unload_forever, daemon=True).start()
+print("ready", flush=True)
+for line in sys.stdin:
+    print("echo " + line.strip(), flush=True)
+"""
+
+
+def test_first_attach_while_a_thread_unloads_libraries(memtrace, script, tmp_path):
+    """The payload's first walk of the loaded objects runs inside
+    dl_iterate_phdr(), which holds one of the loader's locks: taking the
+    other there (dladdr() does) deadlocks with a dlclose() in another
+    thread, which holds that one and waits for the first. The first attach
+    of a process is the one that walks: three fresh processes, each
+    attached at once, detached, and asked to answer."""
+    prog = script(DLCLOSE_LOOP, name="dlloop.py")
+    lib = os.path.join(BUILD, "tests", "targets", "libmt-unload-one.so")
+    for i in range(3):
+        p = subprocess.Popen(["/usr/bin/python3", str(prog), lib], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, universal_newlines=True, bufsize=1)
+        try:
+            assert p.stdout.readline() == "ready\n"
+            a = attach(memtrace, p.pid, tmp_path / ("c%d.bin" % i), "--native", check=False)
+            assert a.returncode == 0, a.stderr + stacks(p.pid)
+            detach(memtrace, p.pid)
+            p.stdin.write("still there\n")
+            p.stdin.flush()
+            ready, _, _ = select.select([p.stdout], [], [], 30)
+            assert ready, "the program does not answer; its threads:\n" + stacks(p.pid)
+            assert p.stdout.readline() == "echo still there\n"
+        finally:
+            p.kill()
+            p.wait()
