@@ -25,7 +25,7 @@ struct mt_nmodule {
 enum { NODE_NEW, NODE_RESOLVED };
 
 struct mt_nnode {
-	uint64_t ip;
+	uint64_t ip;    /* a HYBRID id's: its Python stack */
 	uint32_t parent, gen;
 	int32_t mod; /* its module's symbols handle, -1 for none */
 	uint8_t defined, state, eval;
@@ -95,7 +95,7 @@ int mt_native_hybrid(struct mt_native *n, const struct mt_rec_hybrid *r)
 	n->hyb[n->n_hyb++] = (struct mt_nhybrid){ r->id, r->python, r->native };
 	struct mt_nnode *d = &n->nodes[r->id];
 	int fresh = !d->defined;
-	*d = (struct mt_nnode){ .parent = r->native, .defined = 1, .hybrid = 1 };
+	*d = (struct mt_nnode){ .ip = r->python, .parent = r->native, .defined = 1, .hybrid = 1 };
 	return fresh;
 }
 
@@ -647,6 +647,56 @@ size_t mt_native_chain(const struct mt_native *n, uint32_t id, struct mt_frame *
 				out[k] = n->frames[d->fi + f];
 	}
 	return k;
+}
+
+/* The frames of Python stack @py alone, innermost first, from out[k]. */
+static size_t python_alone(const struct mt_stacks *k, uint32_t py, struct mt_frame *out, size_t max)
+{
+	size_t d = 0;
+	for (uint32_t x = py; x && x < k->nodes_cap && k->nodes[x].defined && d <= k->nodes_cap;
+	     x = k->nodes[x].parent, d++)
+		if (d < max)
+			mt_stacks_frame(k, x, &out[d]);
+	return d;
+}
+
+size_t mt_native_merged(const struct mt_native *n, const struct mt_stacks *k, uint32_t id,
+			struct mt_frame *out, size_t max)
+{
+	if (id >= n->cap_nodes || !n->nodes[id].hybrid)
+		return 0;
+	uint32_t py = (uint32_t)n->nodes[id].ip, p = py;
+	size_t d = 0, depth = 0;
+#define PUT(f) do { if (d < max) out[d] = (f); d++; } while (0)
+	for (uint32_t x = n->nodes[id].parent; x && x < n->cap_nodes && n->nodes[x].defined &&
+					       !n->nodes[x].hybrid && depth++ <= n->cap_nodes;
+	     x = n->nodes[x].parent) {
+		const struct mt_nnode *v = &n->nodes[x];
+		if (!v->eval || !v->fn || !py) {
+			for (uint32_t f = 0; f < v->fn; f++)
+				PUT(n->frames[v->fi + f]);
+			continue;
+		}
+		if (!p)
+			break; /* a loop of the frames cut above a Tracker: what is left is theirs */
+		for (uint32_t f = 0; f + 1 < v->fn; f++)
+			PUT(n->frames[v->fi + f]); /* inlined into the loop, inside its frames */
+		/* the loop's run: outwards up to an entry frame or the outermost */
+		for (size_t guard = 0; p && p < k->nodes_cap && k->nodes[p].defined &&
+				       guard <= k->nodes_cap; guard++) {
+			struct mt_frame f;
+			mt_stacks_frame(k, p, &f);
+			PUT(f);
+			int entry = mt_stacks_entry(k, &k->nodes[p]);
+			p = k->nodes[p].parent;
+			if (entry)
+				break;
+		}
+	}
+#undef PUT
+	if (p && p < k->nodes_cap && k->nodes[p].defined)
+		return python_alone(k, py, out, max); /* loops not found: no pairing */
+	return d;
 }
 
 void mt_native_stats(const struct mt_native *n, struct mt_native_stats *st)

@@ -97,6 +97,20 @@ void mt_native_unresolve(struct mt_native *n, struct mt_stacks *k);
 size_t mt_native_chain(const struct mt_native *n, uint32_t id, struct mt_frame *out, size_t max,
 		       uint32_t *leaf, uint32_t *gen);
 
+/* mt_native_merged() - hybrid stack @id as memray's hybrid_stack_trace()
+ * has it, innermost first into @out[0..max): every frame of its native
+ * chain, with each evaluation loop's own frame replaced by the run of
+ * Python frames (of @k) it was running, paired from the innermost out,
+ * and the frames inlined into the loop kept inside that run. The chain
+ * ends at a loop left over once the Python frames are used up (frames
+ * cut above a Tracker: those outside it are not shown); a Python stack
+ * left over once the loops are (an interpreter without symbols) is given
+ * alone; a chain with no Python stack (a thread started from C) whole.
+ * Nothing is hidden. Returns the full depth (0 if @id is no hybrid
+ * stack), which may be more than @max. */
+size_t mt_native_merged(const struct mt_native *n, const struct mt_stacks *k, uint32_t id,
+			struct mt_frame *out, size_t max);
+
 /* Symbolization figures, after mt_native_resolve(). */
 struct mt_native_stats {
 	uint64_t addresses;   /* distinct return addresses resolved */

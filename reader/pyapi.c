@@ -139,6 +139,7 @@ void mt_py_meta(const struct mt_py_reader *r, struct mt_py_meta *m)
 	m->n_threads = s->n_threads;
 	m->n_diags = s->n_diags;
 	m->cmdline_len = s->header.cmdline.len;
+	m->n_frames = mt_snapshot_max_stack(s);
 	m->cmdline = (const char *)s->header.cmdline.p;
 }
 
@@ -172,6 +173,17 @@ size_t mt_py_native_stack(const struct mt_py_reader *r, uint32_t id, struct mt_p
 	size_t depth = mt_snapshot_native_stack(&r->snap, id, f, f ? max : 0, leaf, gen);
 	for (size_t i = 0; f && i < depth && i < max; i++)
 		out[i] = (struct mt_py_frame){ f[i].function, f[i].file, f[i].line, 1 };
+	free(f);
+	return depth;
+}
+
+size_t mt_py_hybrid_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out,
+			  size_t max)
+{
+	struct mt_frame *f = max ? malloc(max * sizeof(*f)) : NULL;
+	size_t depth = mt_snapshot_merged_stack(&r->snap, id, f, f ? max : 0);
+	for (size_t i = 0; f && i < depth && i < max; i++)
+		out[i] = (struct mt_py_frame){ f[i].function, f[i].file, f[i].line, f[i].native };
 	free(f);
 	return depth;
 }

@@ -24,7 +24,7 @@
 struct mt_py_reader;
 
 /* Layout version of the structs below; bump on any change. */
-#define MT_PY_ABI 4
+#define MT_PY_ABI 5
 
 /* What a capture says about itself. Every field is 64 bits wide. */
 struct mt_py_meta {
@@ -52,6 +52,7 @@ struct mt_py_meta {
 	uint64_t n_diags;
 	uint64_t cmdline_len;  /* arguments separated by NUL bytes */
 	const char *cmdline;   /* borrowed */
+	uint64_t n_frames;     /* the largest stack id: memray's total_frames */
 };
 
 /* One event (mt_py_events()) or one group of allocations (the views). */
@@ -149,6 +150,13 @@ size_t mt_py_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame
  * *@gen (0 when @id has none). */
 size_t mt_py_native_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out,
 			  size_t max, uint32_t *leaf, uint32_t *gen);
+
+/* mt_py_hybrid_stack() - with native stacks, stack @id as memray's
+ * hybrid_stack_trace() gives it (reader/native.h, mt_native_merged()),
+ * innermost first, into @out[0..max). Returns the full depth, 0 when @id
+ * has no native chain. */
+size_t mt_py_hybrid_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out,
+			  size_t max);
 
 /* mt_py_thread() - kernel tid and name (borrowed, "" if unnamed) of
  * thread index @index. Returns 0, or -ENOENT for an index never seen. */

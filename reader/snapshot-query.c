@@ -73,6 +73,12 @@ size_t mt_snapshot_native_stack(const struct mt_snapshot *s, uint32_t id, struct
 	return mt_native_chain(&s->st->nat, id, out, max, leaf, gen);
 }
 
+size_t mt_snapshot_merged_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out,
+				size_t max)
+{
+	return mt_native_merged(&s->st->nat, &s->st->stk, id, out, max);
+}
+
 const struct mt_growth *mt_snapshot_growth(const struct mt_snapshot *s)
 {
 	const struct mt_growth *g = s->st->growth;

@@ -264,4 +264,8 @@ void mt_snapshot_native(const struct mt_snapshot *s, struct mt_native_stats *st)
 size_t mt_snapshot_native_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out,
 				size_t max, uint32_t *leaf, uint32_t *gen);
 
+/* mt_snapshot_merged_stack() - mt_native_merged() of the snapshot. */
+size_t mt_snapshot_merged_stack(const struct mt_snapshot *s, uint32_t id, struct mt_frame *out,
+				size_t max);
+
 #endif /* MT_READER_SNAPSHOT_H */

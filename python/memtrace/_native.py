@@ -106,7 +106,7 @@ def payload():
 # ---------------------------------------------------------------------------
 # The reader's ctypes interface (reader/pyapi.h).
 # ---------------------------------------------------------------------------
-ABI = 4
+ABI = 5
 _u64 = ctypes.c_uint64
 
 
@@ -116,7 +116,7 @@ class Meta(ctypes.Structure):
         "main_tid", "peak_heap", "peak_event", "n_events", "n_allocs", "n_frees",
         "heap_end", "leak_count", "n_dropped", "have_trailer", "truncated", "peak_rss",
         "n_samples", "n_threads", "n_diags", "cmdline_len")] + [
-        ("cmdline", ctypes.POINTER(ctypes.c_char))]
+        ("cmdline", ctypes.POINTER(ctypes.c_char)), ("n_frames", _u64)]
 
 
 class Record(ctypes.Structure):
@@ -188,6 +188,7 @@ def reader():
             "mt_py_native_stack": ([vp, ctypes.c_uint32, ctypes.POINTER(Frame), sz,
                                     ctypes.POINTER(ctypes.c_uint32),
                                     ctypes.POINTER(ctypes.c_uint32)], sz),
+            "mt_py_hybrid_stack": ([vp, ctypes.c_uint32, ctypes.POINTER(Frame), sz], sz),
             "mt_py_thread": ([vp, ctypes.c_uint32, ctypes.POINTER(_u64),
                               ctypes.POINTER(ctypes.c_char_p)], ctypes.c_int),
             "mt_py_samples": ([vp, ctypes.POINTER(sz)], ctypes.POINTER(Sample)),

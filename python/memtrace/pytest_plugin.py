@@ -464,7 +464,8 @@ class _Manager:
             peak = sum(r.size for r in peak_records)
             top = self._top(peak_records, 5)
             self.results.append(_Result(item.nodeid, peak,
-                                        reader.metadata.total_allocations - not_mine, top,
+                                        reader.metadata.total_allocations -
+                                        reader.metadata.total_frees - not_mine, top,
                                         path if self.keep else None))
             problems = []
             if memory is not None:

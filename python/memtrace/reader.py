@@ -8,6 +8,7 @@ it port by changing the import.
 
 import collections
 import ctypes
+import dataclasses
 import datetime
 import enum
 import os
@@ -63,19 +64,38 @@ _HDR_FORKED = 1 << 4
 _HDR_AGGREGATED = 1 << 5
 
 
+@dataclasses.dataclass
 class Metadata:
-    """What a capture says about the process and the tracking session."""
+    """What a capture says about the process and the tracking session: a
+    dataclass, memray's fields first, with memray's meanings (its times
+    aware of the local time zone; total_allocations counting every
+    allocation and free record; total_frames the capture's stack nodes),
+    then memtrace's own."""
 
-    __slots__ = ("pid", "command_line", "start_time", "end_time", "peak_memory",
-                 "total_allocations", "total_frees", "python_version", "main_thread_id",
-                 "trace_python_allocators", "has_native_traces", "attached", "follow_fork",
-                 "forked", "file_format",
-                 "memory_interval_ms", "dropped_events", "truncated", "finished", "diagnostics",
-                 "peak_rss", "python_allocator")
-
-    def __init__(self, **kw):
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k))
+    start_time: datetime.datetime = None
+    end_time: datetime.datetime = None
+    total_allocations: int = 0
+    total_frames: int = 0
+    peak_memory: int = 0
+    command_line: str = ""
+    pid: int = 0
+    main_thread_id: int = 0
+    python_allocator: str = ""
+    has_native_traces: bool = False
+    trace_python_allocators: bool = False
+    file_format: int = 0
+    # memtrace's own
+    total_frees: int = 0  # free records, also counted in total_allocations
+    python_version: str = ""
+    attached: bool = False
+    follow_fork: bool = False
+    forked: bool = False
+    memory_interval_ms: int = 0
+    dropped_events: int = 0
+    truncated: bool = False
+    finished: bool = False
+    diagnostics: list = dataclasses.field(default_factory=list)
+    peak_rss: int = 0
 
     @property
     def options(self):
@@ -86,12 +106,12 @@ class Metadata:
                 "memory_interval_ms": self.memory_interval_ms,
                 "file_format": self.file_format}
 
-    def __repr__(self):
-        return "Metadata(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
-
 
 _FREES = (AllocatorType.FREE, AllocatorType.MUNMAP, AllocatorType.PYMALLOC_FREE,
           AllocatorType.PYMALLOC_RAW_FREE)
+# the records whose stacks memray says are not captured (its pymalloc frees
+# have empty ones)
+_NO_STACKS = (AllocatorType.FREE, AllocatorType.MUNMAP)
 
 
 def _name(qualname):
@@ -124,9 +144,11 @@ class AllocationRecord:
     def stack_trace(self, max_stacks=None):
         """Python frames as (function, file, line) tuples, innermost first,
         function being the code object's name (co_name), as memray gives
-        it; the reports show qualified names (co_qualname, from 3.11)."""
-        frames = [(_name(f[0]),) + f[1:3] for f in self._reader._stack(self.stack_id) if not f[3]]
-        return frames if max_stacks is None else frames[:max_stacks]
+        it; the reports show qualified names (co_qualname, from 3.11).
+        A free or munmap has none: NotImplementedError, as in memray."""
+        self._not_dealloc()
+        frames = self._reader._python_stack(self.stack_id)
+        return list(frames if max_stacks is None else frames[:max_stacks])
 
     def _qualified_stack(self, native=False):
         """stack_trace() (hybrid_stack_trace() with @native) with the
@@ -135,7 +157,10 @@ class AllocationRecord:
 
     def native_stack_trace(self, max_stacks=None):
         """The native (C) frames alone, interpreter's included, as
-        (function, file, line) tuples, innermost first."""
+        (function, file, line) tuples, innermost first; [] where none were
+        recorded (a capture made without native stacks, a pymalloc free).
+        A free or munmap: NotImplementedError, as in memray."""
+        self._not_dealloc()
         frames = self._native()[0]
         return list(frames if max_stacks is None else frames[:max_stacks])
 
@@ -150,27 +175,28 @@ class AllocationRecord:
         return self._native()[2]
 
     def _native(self):
-        if not self._reader.metadata.has_native_traces:
-            raise NotImplementedError("memtrace: the capture has no native stacks "
-                                      "(record it with --native)")
-        self._not_free()
+        if not self._reader.metadata.has_native_traces or self.allocator in _FREES:
+            return ((), 0, 0)
         return self._reader._native_stack(self.stack_id)
 
-    def _not_free(self):
-        if self.allocator in _FREES:
-            raise NotImplementedError("memtrace: a free (%s) has no native stack"
-                                      % self.allocator.name.lower())
+    def _not_dealloc(self):
+        if self.allocator in _NO_STACKS:
+            raise NotImplementedError("Stack traces for deallocations aren't captured.")
 
     def hybrid_stack_trace(self, max_stacks=None):
-        """Python frames and, under the innermost one, the native frames it
-        called, as (function, file, line) tuples, innermost first."""
-        if not self._reader.metadata.has_native_traces:
-            raise NotImplementedError("memtrace: the capture has no native stacks "
-                                      "(record it with --native)")
-        self._not_free()
-        frames = [f[:3] if f[3] else (_name(f[0]),) + f[1:3]
-                  for f in self._reader._stack(self.stack_id)]
-        return frames if max_stacks is None else frames[:max_stacks]
+        """The native frames with each evaluation loop replaced by the
+        Python frames it ran, as memray merges them: (function, file, line)
+        tuples, innermost first, nothing hidden (the reports hide the
+        interpreter's own frames). The Python stack alone where no native
+        chain was recorded or its loops could not be found. A free or
+        munmap: NotImplementedError, as in memray."""
+        self._not_dealloc()
+        frames = None
+        if self._reader.metadata.has_native_traces and self.allocator not in _FREES:
+            frames = self._reader._hybrid_stack(self.stack_id)
+        if not frames:
+            return self.stack_trace(max_stacks)
+        return list(frames if max_stacks is None else frames[:max_stacks])
 
     def __eq__(self, other):
         if not isinstance(other, AllocationRecord):
@@ -283,6 +309,8 @@ class FileReader:
         self._handle = handle
         self._stacks = {}
         self._natives = {}
+        self._hybrids = {}
+        self._pyframes = {}
         self._threads = {}
         for line in _decode(self._lib.mt_py_warnings(handle)).splitlines():
             warnings.warn("memtrace: %s: %s" % (self.path, line), RuntimeWarning, stacklevel=2)
@@ -323,7 +351,7 @@ class FileReader:
         cmd = ctypes.string_at(m.cmdline, m.cmdline_len) if m.cmdline_len else b""
         hexv = m.python_hex
         pyver = ("%d.%d.%d" % (hexv >> 24, (hexv >> 16) & 0xff, (hexv >> 8) & 0xff)) if hexv else ""
-        start = datetime.datetime.fromtimestamp(m.start_ns / 1e9)
+        start = datetime.datetime.fromtimestamp(m.start_ns / 1e9).astimezone()
         diags = []
         for i in range(m.n_diags):
             code = ctypes.c_uint32()
@@ -336,7 +364,8 @@ class FileReader:
             start_time=start,
             end_time=start + datetime.timedelta(microseconds=m.end_time_us),
             peak_memory=m.peak_heap,
-            total_allocations=m.n_allocs,
+            total_allocations=m.n_events,  # memray's: frees too
+            total_frames=m.n_frames,
             total_frees=m.n_frees,
             python_version=pyver,
             main_thread_id=m.main_tid,
@@ -392,6 +421,32 @@ class FileReader:
         frames = tuple((_decode(f.function), _decode(f.file), int(f.line)) for f in buf[:depth])
         got = (frames, int(leaf.value), int(gen.value))
         self._natives[stack_id] = got
+        return got
+
+    def _python_stack(self, stack_id):
+        """stack_trace()'s frames of stack @stack_id, made once: the
+        records of a stack share them."""
+        got = self._pyframes.get(stack_id)
+        if got is None:
+            got = tuple((_name(f[0]),) + f[1:3] for f in self._stack(stack_id) if not f[3])
+            self._pyframes[stack_id] = got
+        return got
+
+    def _hybrid_stack(self, stack_id):
+        """hybrid_stack_trace()'s frames of stack @stack_id, made once."""
+        got = self._hybrids.get(stack_id)
+        if got is not None:
+            return got
+        h = self._h()
+        buf = (_native.Frame * 256)()
+        depth = self._lib.mt_py_hybrid_stack(h, stack_id, buf, 256)
+        if depth > 256:
+            buf = (_native.Frame * depth)()
+            depth = self._lib.mt_py_hybrid_stack(h, stack_id, buf, depth)
+        got = tuple((_decode(f.function), _decode(f.file), int(f.line)) if f.native else
+                    (_name(_decode(f.function)), _decode(f.file), int(f.line))
+                    for f in buf[:depth])
+        self._hybrids[stack_id] = got
         return got
 
     def _thread_name(self, index):

@@ -54,10 +54,10 @@ _HDR_AGGREGATED = 1 << 5
 
 class FileFormat(enum.IntEnum):
     """How allocations are written to the capture."""
-    #: every allocation and free, with its stack (the only format so far)
-    ALL_ALLOCATIONS = 1
-    #: per-stack totals kept in the process (not implemented yet)
-    AGGREGATED_ALLOCATIONS = 2
+    #: every allocation and free, with its stack (memray's numbers)
+    ALL_ALLOCATIONS = 0
+    #: per-stack totals kept in the process, written at the end
+    AGGREGATED_ALLOCATIONS = 1
 
 
 class Destination:

@@ -123,8 +123,11 @@ def test_each_allocator_is_one_record_and_one_free(tmp_path, python, alloc_lib):
         reader = memtrace.FileReader("al.bin")
         out = []
         for r in reader.get_allocation_records():
-            out.append([r.allocator.name, r.size, r.address, r.n_allocations,
-                        r.stack_trace()[:1], r.tid])
+            try:
+                stack = r.stack_trace()[:1]
+            except NotImplementedError as e:  # memray's, for a free
+                stack = str(e)
+            out.append([r.allocator.name, r.size, r.address, r.n_allocations, stack, r.tid])
         print(json.dumps({"records": out, "addrs": addrs, "sizes": sizes}))
         """ % (alloc_lib, ALLOCATORS), tmp_path)
     res = json.loads(p.stdout)
@@ -139,6 +142,8 @@ def test_each_allocator_is_one_record_and_one_free(tmp_path, python, alloc_lib):
         # its free follows it
         at = recs.index(mine[0])
         assert any(r[0] == "FREE" and r[2] == addr for r in recs[at + 1:]), (kind, recs)
+    assert all(r[4] == "Stack traces for deallocations aren't captured."
+               for r in recs if r[0] == "FREE"), recs
 
 
 @pytest.mark.parametrize("python", python_params())
@@ -190,7 +195,7 @@ def test_allocation_records_are_read_as_they_are_iterated(memtrace, tmp_path):
         import resource, sys
         import memtrace
         r = memtrace.FileReader(sys.argv[1])
-        total = r.metadata.total_allocations + r.metadata.total_frees
+        total = r.metadata.total_allocations  # memray's: frees too
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         a, b = r.get_allocation_records(), r.get_allocation_records()
         n = same = 0
@@ -289,7 +294,7 @@ def test_views_match_the_reports(memtrace, tmp_path, python):
     stats = report_json(memtrace, "stats", cap)
     tot = stats["totals"]
     assert got["meta"][0] == tot["peak_heap"] == sum(x[0] for x in got["peak"])
-    assert got["meta"][1] == tot["allocations"]
+    assert got["meta"][1] == tot["allocations"] + tot["frees"]  # memray counts frees too
     assert got["meta"][2] == stats["header"]["pid"]
     assert got["meta"][3] == stats["header"]["python"]
     assert got["meta"][4] is False and got["meta"][5] is False
