@@ -279,6 +279,7 @@ void mt_native_unloaded(void)
 
 struct mod {
 	struct mt_rec_module rec;
+	uint64_t key; /* mod_key() */
 	uint32_t path_off, path_len, id_len;
 	uint8_t build_id[BUILD_ID_MAX];
 };
@@ -287,7 +288,7 @@ static struct {
 	struct mod *mods; /* MODS_MAX, mapped once */
 	char *paths;      /* PATHS_BYTES */
 	size_t nmods, paths_used;
-	uint64_t *told;   /* MODS_MAX: keys of the modules the capture has */
+	uint64_t *told;   /* MODS_MAX: keys of the loaded modules the capture has */
 	size_t ntold;
 } t;
 
@@ -392,16 +393,28 @@ int mt_native_modules(int all, mt_native_module_fn fn, void *ctx)
 	t.nmods = t.paths_used = 0;
 	dl_iterate_phdr(collect, NULL);
 	uint32_t gen = ++n.gen;
+	for (size_t i = 0; i < t.nmods; i++)
+		t.mods[i].key = mod_key(&t.mods[i], t.paths + t.mods[i].path_off);
+	/* what was unloaded since leaves: loaded again where another object
+	 * was in the meantime, it is told again, to take that one's place */
+	size_t kept = 0;
+	for (size_t k = 0; k < t.ntold; k++) {
+		size_t i = 0;
+		while (i < t.nmods && t.mods[i].key != t.told[k])
+			i++;
+		if (i < t.nmods)
+			t.told[kept++] = t.told[k];
+	}
+	t.ntold = kept;
 	for (size_t i = 0; i < t.nmods; i++) {
 		struct mod *m = &t.mods[i];
-		uint64_t key = mod_key(m, t.paths + m->path_off);
 		size_t k = 0;
-		while (k < t.ntold && t.told[k] != key)
+		while (k < t.ntold && t.told[k] != m->key)
 			k++;
 		if (k < t.ntold)
 			continue; /* in the capture's map already */
 		if (t.ntold < MODS_MAX)
-			t.told[t.ntold++] = key;
+			t.told[t.ntold++] = m->key;
 		m->rec.gen = gen;
 		m->rec.path = (struct mt_bytes){ (const uint8_t *)t.paths + m->path_off, m->path_len };
 		m->rec.build_id = (struct mt_bytes){ m->build_id, m->id_len };

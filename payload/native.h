@@ -78,7 +78,8 @@ size_t mt_native_unwind_to(uintptr_t *ips, size_t max, size_t need, size_t past)
  * generation, one call of @fn each (path and build-id borrowed for the
  * call; the main program under its real path; the vDSO left out): @all
  * of them, at the start of a capture, else those the capture has not
- * had yet (the same file at the same place). Calls @fn outside the
+ * had yet (the same file at the same place), or not since they were last
+ * unloaded (another object may have taken their place). Calls @fn outside the
  * loader's lock. Returns the generation, or -ENOMEM. */
 typedef void (*mt_native_module_fn)(void *ctx, const struct mt_rec_module *m);
 int mt_native_modules(int all, mt_native_module_fn fn, void *ctx);

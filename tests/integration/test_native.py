@@ -282,15 +282,23 @@ two.mt_unload_two.restype = ctypes.c_void_p
 two.mt_unload_two.argtypes = [ctypes.c_size_t]
 q = two.mt_unload_two(666666)
 where_two = ctypes.cast(two.mt_unload_two, ctypes.c_void_p).value
-print("same place" if where_one == where_two else "elsewhere")
+_ctypes.dlclose(two._handle)
+# back to the first, at its place again (where the second was)
+one = ctypes.CDLL(sys.argv[1])
+one.mt_unload_one.restype = ctypes.c_void_p
+one.mt_unload_one.argtypes = [ctypes.c_size_t]
+r = one.mt_unload_one(777776)
+again = ctypes.cast(one.mt_unload_one, ctypes.c_void_p).value
+print("same place" if where_one == where_two == again else "elsewhere")
 """
 
 
 @pytest.mark.parametrize("python", python_params())
 def test_library_unloaded_and_another_loaded_where_it_was(memtrace, tmp_path, python):
     """dlclose of a library, then another of the same layout loaded at
-    its addresses: each allocation names the function of the library
-    loaded when it was made, not the first one met at that address."""
+    its addresses, then the first again: each allocation names the
+    function of the library loaded when it was made, not the first one
+    met at that address, nor the last."""
     libs = [os.path.join(BUILD, "tests", "targets", "libmt-unload-%s.so" % w) for w in ("one", "two")]
     prog = tmp_path / "unload.py"
     prog.write_text(UNLOAD_PROG)
@@ -298,8 +306,9 @@ def test_library_unloaded_and_another_loaded_where_it_was(memtrace, tmp_path, py
     out = run(memtrace, "run", "--native", "-o", cap, "--python", python, prog, *libs).stdout
     with reader(cap) as r:
         leaf = {x.size: x.hybrid_stack_trace()[0][0] for x in r.get_allocation_records()
-                if x.size in (555555, 666666)}
-    assert leaf == {555555: "mt_unload_one", 666666: "mt_unload_two"}, leaf
+                if x.size in (555555, 666666, 777776)}
+    assert leaf == {555555: "mt_unload_one", 666666: "mt_unload_two",
+                    777776: "mt_unload_one"}, leaf
     if "same place" not in out:
         pytest.skip("the loader put the second library elsewhere under %s: nothing to confuse"
                     % python)
