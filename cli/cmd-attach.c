@@ -45,6 +45,8 @@ static const char usage[] =
 	"      --aggregate              write per-stack figures (peak, leaks, totals),\n"
 	"                               not every event (see memtrace run --help)\n"
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
+	"      --compress-on-exit, --no-compress  accepted as memray takes them; they change\n"
+	"                               nothing: chunks are compressed as they are written\n"
 	"  -v, --verbose                say what the injector does (twice: more)\n";
 
 /* How long the payload may take from injection to "active": it needs the
@@ -301,7 +303,7 @@ static int inject(const struct mt_target *t, enum mt_inject_method method,
 int cmd_attach(int argc, char **argv)
 {
 	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_DURATION, OPT_METHOD, OPT_NATIVE,
-	       OPT_AGGREGATE };
+	       OPT_AGGREGATE, OPT_COMPRESS };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, 'f' },
@@ -311,6 +313,8 @@ int cmd_attach(int argc, char **argv)
 		{ "native", no_argument, NULL, OPT_NATIVE },
 		{ "aggregate", no_argument, NULL, OPT_AGGREGATE },
 		{ "memory-interval-ms", required_argument, NULL, OPT_INTERVAL },
+		{ "compress-on-exit", no_argument, NULL, OPT_COMPRESS },
+		{ "no-compress", no_argument, NULL, OPT_COMPRESS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -342,6 +346,8 @@ int cmd_attach(int argc, char **argv)
 			break;
 		case OPT_AGGREGATE:
 			flags |= MT_HDR_AGGREGATED;
+			break;
+		case OPT_COMPRESS: /* memray's: no compression pass at exit here */
 			break;
 		case OPT_INTERVAL:
 			interval = strtol(optarg, &end, 10);

@@ -50,6 +50,8 @@ static const char usage[] =
 	"                               program starts (not with -o or --follow-fork)\n"
 	"  -p, --live-port N            its port on 127.0.0.1 (default 0: any free one)\n"
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
+	"      --compress-on-exit, --no-compress  accepted as memray takes them; they change\n"
+	"                               nothing: chunks are compressed as they are written\n"
 	"  -q, --quiet                  say nothing when all went well (errors still)\n"
 	"      --python PATH            interpreter to run (default: python3 on PATH)\n";
 
@@ -156,7 +158,7 @@ static int capture_finished(const char *path)
 static int parse_options(int argc, char **argv, struct run_opts *o)
 {
 	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_PYTHON, OPT_FOLLOW_FORK, OPT_LIVE,
-	       OPT_LIVE_REMOTE, OPT_LIVE_PORT, OPT_NATIVE, OPT_AGGREGATE };
+	       OPT_LIVE_REMOTE, OPT_LIVE_PORT, OPT_NATIVE, OPT_AGGREGATE, OPT_COMPRESS };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, 'f' },
@@ -169,6 +171,8 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 		{ "live-port", required_argument, NULL, OPT_LIVE_PORT },
 		{ "memory-interval-ms", required_argument, NULL, OPT_INTERVAL },
 		{ "python", required_argument, NULL, OPT_PYTHON },
+		{ "compress-on-exit", no_argument, NULL, OPT_COMPRESS },
+		{ "no-compress", no_argument, NULL, OPT_COMPRESS },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -201,6 +205,8 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 			break;
 		case OPT_AGGREGATE:
 			o->flags |= MT_HDR_AGGREGATED;
+			break;
+		case OPT_COMPRESS: /* memray's: no compression pass at exit here */
 			break;
 		case OPT_FOLLOW_FORK:
 			o->flags |= MT_HDR_FOLLOW_FORK;

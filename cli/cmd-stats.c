@@ -7,7 +7,8 @@ static const char usage[] =
 	"usage: memtrace stats [-n N] [--temporary-allocation-threshold N] [--json]\n"
 	"                      [-o OUT [-f]] [-q] CAPTURE\n"
 	"\n"
-	"  -n, --top N   rows in the top-locations tables (default 5, 0 = all)\n"
+	"  -n, --top N   rows in the top-locations tables (default 5, 0 = all);\n"
+	"                memray's --num-largest N too\n"
 	"  --temporary-allocation-threshold N\n"
 	"                count as temporary what its thread freed with at most N of\n"
 	"                its allocations in between (default 1)\n"
@@ -25,6 +26,7 @@ int cmd_stats(int argc, char **argv)
 		.usage = usage,
 		.args = MT_RA_TOP | MT_RA_THRESHOLD | MT_RA_JSON | MT_RA_OUTPUT |
 			MT_RA_OUTPUT_BY_CALLER,
+		.top_alias = "num-largest",
 		.write = mt_report_stats,
 	};
 	/* -o: memray's layout, written to a file */

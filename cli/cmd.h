@@ -70,7 +70,7 @@ struct mt_report_cmd {
 	 * getopt_long sets itself; NULL for none */
 	const struct option *own;
 	/* memray's names for -n, or NULL and 0: summary's -r/--max-rows,
-	 * tree's -b/--biggest-allocs */
+	 * tree's -b/--biggest-allocs, stats' --num-largest (no short name) */
 	const char *top_alias;
 	char top_alias_short;
 	/* what MT_RA_OUTPUT writes, in messages ("csv file"); NULL: "<name> page" */

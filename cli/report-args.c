@@ -141,7 +141,7 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 	int ch, views = 0, threshold_given = 0;
 
 	char alias[3] = "";
-	if ((has & MT_RA_TOP) && c->top_alias)
+	if ((has & MT_RA_TOP) && c->top_alias && c->top_alias_short)
 		snprintf(alias, sizeof(alias), "%c:", c->top_alias_short);
 	snprintf(short_opts, sizeof(short_opts), "%s%s%sqh", has & MT_RA_OUTPUT ? "o:f" : "",
 		 has & MT_RA_TOP ? "n:" : "", alias);
@@ -149,7 +149,7 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		if ((has & shared[i].with) &&
 		    !((has & MT_RA_ALL_FRAMES) && strchr("PH", shared[i].opt.val)))
 			opts[n++] = shared[i].opt;
-	if (alias[0])
+	if ((has & MT_RA_TOP) && c->top_alias)
 		opts[n++] = (struct option){ c->top_alias, required_argument, NULL, 'n' };
 	for (size_t i = 0; c->own && c->own[i].name && i < MT_REPORT_OWN_MAX; i++)
 		opts[n++] = c->own[i];

@@ -55,6 +55,21 @@ def test_run_quiet(memtrace, script, tmp_path):
     assert p.returncode == -15 and p.stderr == ""
 
 
+def test_memray_options_taken(memtrace, script, tmp_path):
+    """memray's --compress-on-exit and --no-compress (run, attach) change
+    nothing here; its stats --num-largest is -n."""
+    prog = script(PROG)
+    for flag in ("--no-compress", "--compress-on-exit"):
+        p = run(memtrace, "run", flag, "-q", "-f", "-o", tmp_path / "c.bin", prog)
+        assert p.stdout == "ran\n" and p.stderr == ""
+        p = run(memtrace, "attach", flag, "999999999", check=False)
+        assert p.returncode == 1 and "999999999" in p.stderr and "option" not in p.stderr, p.stderr
+    rows = lambda out: [l for l in out.split("Top ")[1].splitlines()[1:] if l.strip()]
+    top = run(memtrace, "stats", "--num-largest", "1", tmp_path / "c.bin").stdout
+    assert "Top 1 location by size" in top and len(rows(top)) == 1, top
+    assert top == run(memtrace, "stats", "-n", "1", tmp_path / "c.bin").stdout
+
+
 @pytest.mark.parametrize("python", python_params())
 def test_python_allocator_recorded(script, tmp_path, python):
     """Metadata.python_allocator as memray names it, PYTHONMALLOC honoured."""
