@@ -693,8 +693,10 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 		return lost_pass(c);
 	int last = off + MT_CHUNK_HEADER + ch.stored_len == c->size;
 	const char *why = NULL;
+	int torn = 0;
 	if (mt_checksum(data, ch.stored_len) != ch.checksum) {
 		why = "checksum mismatch";
+		torn = 1;
 	} else if (ch.stored_len != ch.raw_len) {
 		if (grow_buf(&c->raw, &c->raw_cap, ch.raw_len) < 0 ||
 		    grow_buf(&c->pack, &c->pack_cap, MT_UNPACK_SCRATCH(ch.raw_len)) < 0)
@@ -706,7 +708,9 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 		why = "its column directory runs past its end";
 	}
 	raw_len = ch.raw_len;
-	if (why && last)
+	/* a last chunk cut while it was written fails its checksum; one that
+	 * passes it was written whole, and what does not decode is damage */
+	if (torn && last)
 		return end_pass(c, 1);
 	if (!why) {
 		int rc = ops.chunk(ctx, index, off, &ch);

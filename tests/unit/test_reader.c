@@ -435,6 +435,25 @@ START_TEST(test_reader_damaged_last_chunk_is_truncation)
 	ck_assert_uint_eq(k.n, n);
 	mt_capture_close(c);
 	free(z);
+
+	/* but a last chunk that passes its checksum was written whole: what
+	 * does not decode in it (here its column directory) is damage */
+	struct mt_chunk ch;
+	ck_assert_int_eq(mt_chunk_header_decode(w.buf + last, &ch), 0);
+	uint8_t *d = w.buf + last + MT_CHUNK_HEADER;
+	d[0] = d[1] = 0xff;
+	d[2] = 0x7f;
+	uint32_t sum32 = mt_checksum(d, ch.stored_len);
+	memcpy(w.buf + last + 12, &sum32, 4); /* little-endian, as x86-64 is */
+	memset(&k, 0, sizeof(k));
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	mt_capture_set_warn(c, on_warn, &k);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert(mt_capture_status(c)->stopped);
+	ck_assert_ptr_nonnull(mt_capture_damage(c));
+	ck_assert_msg(strstr(mt_capture_damage(c), "capture is corrupt: chunk ") != NULL, "%s",
+		      mt_capture_damage(c));
+	mt_capture_close(c);
 	cw_release(&w);
 }
 END_TEST
