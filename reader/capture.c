@@ -69,6 +69,10 @@ struct mt_capture {
 	/* the pass under way (mt_capture_rewind, mt_capture_step) */
 	size_t off;     /* the next chunk */
 	uint64_t index; /* its index */
+	uint64_t events; /* ALLOC and FREE records read */
+	uint64_t trailer_events; /* what the TRAILER says were written, with lost_events */
+	int lost_events; /* the TRAILER counts events that were not read */
+	char why[160];   /* a reason made up for the damage message */
 	int ended;
 	int stop;       /* what stopped it: a callback's value, or -ENOMEM */
 };
@@ -505,6 +509,7 @@ static int read_records(struct mt_capture *c, const uint8_t *data, size_t len,
 						  h.zstack)) < 0)
 				break;
 			n_records++;
+			c->events++;
 			rc = h.type == MT_REC_ALLOC ? ops->alloc(ctx, &r) : ops->free(ctx, &r);
 		} else {
 			ssize_t n = hot < 0 ? hot : mt_cols_in_row(&in, c->recs, c->recs_cap);
@@ -519,6 +524,17 @@ static int read_records(struct mt_capture *c, const uint8_t *data, size_t len,
 			}
 			d = NULL; /* a hot record with its head may change in.thread */
 			n_records++;
+			c->events += r.type == MT_REC_ALLOC || r.type == MT_REC_FREE;
+			/* every event written comes before the TRAILER: fewer
+			 * read means chunks went missing (an aggregated capture's
+			 * count is of the events it summed) */
+			if (r.type == MT_REC_TRAILER && !(c->hdr.flags & MT_HDR_AGGREGATED) &&
+			    r.trailer.n_events != c->events) {
+				c->lost_events = 1;
+				c->trailer_events = r.trailer.n_events;
+				err = -MT_ECORRUPT;
+				break;
+			}
 			if (r.type == MT_REC_TRAILER)
 				c->st.trailer_seen = 1;
 			rc = dispatch(ops, ctx, &r);
@@ -554,6 +570,8 @@ static int all_zero(struct mt_capture *c, size_t off)
 void mt_capture_rewind(struct mt_capture *c)
 {
 	memset(&c->st, 0, sizeof(c->st));
+	c->events = 0;
+	c->lost_events = 0;
 	c->damage[0] = '\0';
 	c->st.file_size = c->size;
 	c->st.end_offset = c->hdr_size;
@@ -726,7 +744,13 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 			return stop_pass(c, stop);
 		if (err == -ENOMEM && c->oom)
 			return stop_pass(c, -ENOMEM);
-		if (err < 0)
+		if (c->lost_events) {
+			snprintf(c->why, sizeof(c->why),
+				 "its end-of-capture record counts %llu allocations and frees where "
+				 "the chunks up to it hold %llu: chunks are missing or out of place",
+				 (unsigned long long)c->trailer_events, (unsigned long long)c->events);
+			why = c->why;
+		} else if (err < 0)
 			why = err == -MT_ETRUNC ? "a record runs past the chunk end"
 						: "malformed record";
 		else if (misfit)

@@ -682,6 +682,7 @@ class Capture:
                                                        4096, 4242, len(cmd)) + cmd)
         self.chunk = bytearray()
         self.coders = {}  # thread index -> HotCoder
+        self.events = 0  # ALLOC and FREE records written
         self.reuse = Reuse()
         self.plain = plain
         self.packer = packer  # a Packer: chunks coded (docs/format.md 2.3), else stored
@@ -700,11 +701,13 @@ class Capture:
         return self
 
     def alloc(self, addr, size, stack=0, kind=MALLOC, thread=0):
+        self.events += 1
         coder = self.coders.setdefault(thread, HotCoder(self.reuse, self.plain))
         self.chunk += coder.alloc(self._head(HOT_ALLOC, thread), kind, addr, size, stack)
         return self
 
     def free(self, addr, size=0, kind=FREE, thread=0):
+        self.events += 1
         coder = self.coders.setdefault(thread, HotCoder(self.reuse, self.plain))
         self.chunk += coder.free(self._head(HOT_FREE, thread), kind, addr, size)
         return self
@@ -746,7 +749,11 @@ class Capture:
     def diag(self, code, msg):
         return self._long(DIAG, varint(code) + blob(msg))
 
-    def trailer(self, time_us, events, dropped):
+    def trailer(self, time_us, events=None, dropped=0):
+        """@events: the ALLOC and FREE records written (None: those written
+        here), which a reader checks against those it read."""
+        if events is None:
+            events = self.events
         return self._long(TRAILER, varint(time_us) + varint(events) + varint(dropped))
 
     def flush(self):

@@ -227,7 +227,7 @@ def counted(in_use=True):
     c.sample(2000, 40 * MB, in_use=(500_000 if in_use else None))
     c.alloc(0x8000000, 2000, kind=MALLOC).flush()
     c.sample(3000, 40 * MB)  # no count: the allocator's is taken less often
-    c.trailer(4000, 1006, 0)
+    c.trailer(4000)
     return c
 
 
@@ -271,7 +271,7 @@ def test_hand_made_capture_counted_as_tracking_started(memtrace, tmp_path, attac
     c.flush()
     in_use = 2 * MB + 1000 * chunk(1000) + MB // 2
     c.sample(1000, 20 * MB, in_use=in_use)
-    c.trailer(2000, 1000, 0)
+    c.trailer(2000)
     cap = c.save(tmp_path / "c.bin")
     text, a = stats(memtrace, cap)
     end = a["end"]

@@ -30,7 +30,7 @@ def before_capture():
     c.alloc(0x2000000, 3 * MB, stack=5)
     c.alloc(0x3000000, 2 * MB, stack=4)
     c.free(0x3000000)
-    return c.trailer(1000, 5, 0)
+    return c.trailer(1000)
 
 
 def after_capture():
@@ -48,7 +48,7 @@ def after_capture():
     c.alloc(0x2800000, 2 * MB, stack=6)
     c.alloc(0x3000000, 5 * MB, stack=4)
     c.free(0x3000000)
-    return c.trailer(1000, 6, 0)
+    return c.trailer(1000)
 
 
 @pytest.fixture

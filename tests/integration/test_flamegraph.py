@@ -93,7 +93,7 @@ def test_temporary_same_thread_only(memtrace, tmp_path):
     c.alloc(0x1000, 100, stack=1).free(0x1000)                      # temporary
     c.alloc(0x2000, 200, stack=1, thread=1).free(0x2000)            # freed by another thread
     c.alloc(0x3000, 300, stack=1).alloc(0x4000, 1).free(0x3000)     # one allocation between
-    cap = c.trailer(10, 9, 0).save(tmp_path / "t.bin")
+    cap = c.trailer(10).save(tmp_path / "t.bin")
     for n, want in ((0, (100, 1)), (1, (400, 2)), (100, (400, 2))):
         s = json.loads(run(memtrace, "summary", "--json", "--temporary-allocations",
                            "--temporary-allocation-threshold", str(n), cap).stdout)
@@ -139,7 +139,7 @@ def test_tree_of_a_deep_recursion_stays_small(memtrace, tmp_path):
     for i in range(1, depth + 1):
         c.stack(i, i - 1, 1, offset=i)
     c.alloc(0x1000, 4096, stack=depth)
-    cap = c.trailer(10, 1, 0).save(tmp_path / "deep.bin")
+    cap = c.trailer(10).save(tmp_path / "deep.bin")
     out = run(memtrace, "tree", cap).stdout.splitlines()
     rows = out[out.index("") + 1:]
     assert len(rows) == depth + 1  # "all" and every frame
@@ -188,7 +188,7 @@ def hostile_capture(tmp_path):
     c.thread(0, 1, "</script><i>t</i>")
     c.code(1, "/app/<evil>.py", evil, 1).stack(1, 0, 1)
     c.alloc(0x1000, 1000, stack=1)
-    return evil, c.trailer(10, 1, 0).save(tmp_path / "evil.bin")
+    return evil, c.trailer(10).save(tmp_path / "evil.bin")
 
 
 @pytest.mark.parametrize("command", ["flamegraph", "table"])
@@ -216,7 +216,7 @@ def test_text_reports_show_control_characters_escaped(memtrace, tmp_path, comman
     c.code(1, "/app/x.py\n 99.99 MiB 100.00%  fake row", "f\x1b[31m", 3).stack(1, 0, 1)
     c.alloc(0x1000, 1000, stack=1)
     c.diag(0, "hello\x1b]0;title\x07")
-    cap = c.trailer(10, 1, 0).save(tmp_path / "esc.bin")
+    cap = c.trailer(10).save(tmp_path / "esc.bin")
     out = run(memtrace, *command, cap).stdout
     assert "\x1b" not in out and "\x07" not in out and "fake row" in out
     assert not any(line.startswith(" 99.99 MiB") for line in out.splitlines()), out
@@ -271,7 +271,7 @@ def test_pruning_keeps_the_page_small(memtrace, tmp_path):
         if i % 5000 == 4999:
             c.flush()
     c.alloc(0x7000000, 50 * MB, stack=2)
-    cap = c.trailer(10, n + 1, 0).save(tmp_path / "wide.bin")
+    cap = c.trailer(10).save(tmp_path / "wide.bin")
     d, html = flamegraph(memtrace, cap)
     total = 50 * MB + sum(100 + i % 7 for i in range(n))
     assert d["total_bytes"] == total
@@ -298,7 +298,7 @@ def test_pruning_keeps_the_biggest_paths_whatever_their_age(memtrace, tmp_path):
         c.flush()
     c.code(1000, "/app/m.py", "biggest", 500).stack(sid, 1, 1000)
     c.alloc(0x70000000, 20 * MB, stack=sid)
-    cap = c.trailer(10, chains + 1, 0).save(tmp_path / "old.bin")
+    cap = c.trailer(10).save(tmp_path / "old.bin")
     d, _ = flamegraph(memtrace, cap)
     s, n = d["strings"], d["nodes"]
     assert len(n["parent"]) <= 40000 and d["merge"]["nodes"] > 0

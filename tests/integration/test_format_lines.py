@@ -128,7 +128,7 @@ def hand_built(flags, version=8):
     c.code(1, "/app/m.py", "<module>", 1).code(2, "/app/m.py", "load", 10)
     c.stack_line(1, 0, 1, 3).stack_line(2, 1, 2, 12, entry=0)
     c.alloc(0x100000, 1 << 20, stack=2)
-    return c.trailer(1000, 1, 0)
+    return c.trailer(1000)
 
 
 def test_hand_built_capture_with_lines(memtrace, tmp_path):

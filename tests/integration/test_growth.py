@@ -51,7 +51,7 @@ def hand_made(path):
             c.alloc(0xA00000, 20000, stack=4)
         c.flush()
         c.sample(1000 + 1000 * i, 1 << 24)
-    c.trailer(10000, 0, 0)
+    c.trailer(10000)
     return c.save(path)
 
 
@@ -93,7 +93,7 @@ def test_a_capture_that_ends_after_its_last_sample(memtrace, tmp_path):
     c.alloc(0x1000, 100, stack=1).flush()
     c.sample(2000, 0)
     c.alloc(0x2000, 100, stack=1).flush()
-    c.trailer(5000, 0, 0)  # the end is a point of its own
+    c.trailer(5000)  # the end is a point of its own
     g = json.loads(run(memtrace, "growth", "--json", c.save(tmp_path / "a.bin")).stdout)
     assert g["points"] == 3 and g["last_time_us"] == 5000
     assert g["rows"][0]["plot"] == [0, 100, 200]
@@ -106,7 +106,7 @@ def test_nothing_rose(memtrace, tmp_path):
         c.alloc(0x1000, 100, stack=1).flush()
         c.sample(1000 * (i + 1), 0)
         c.free(0x1000)
-    c.trailer(5000, 0, 0)
+    c.trailer(5000)
     cap = c.save(tmp_path / "flat.bin")
     p = run(memtrace, "growth", cap)
     assert "No stack's live bytes rose across the capture." in p.stdout
@@ -230,7 +230,7 @@ def test_stacks_that_print_alike_are_one_row(memtrace, tmp_path):
     for i in range(6):
         c.alloc(0x100000 + i * 0x1000, 1000, stack=2 + i % 2).flush()
         c.sample(1000 * (i + 1), 0)
-    c.trailer(6000, 0, 0)
+    c.trailer(6000)
     g = json.loads(run(memtrace, "growth", "--json", c.save(tmp_path / "a.bin")).stdout)
     assert [r["stack"][0]["function"] for r in g["rows"]] == ["keep"]
     assert g["rows"][0]["plot"] == [1000 * (i + 1) for i in range(6)]

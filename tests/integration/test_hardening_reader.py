@@ -247,7 +247,7 @@ def one_of_each(trailer=False):
     c.free(0x200000)
     c.free(0xDEAD0)
     if trailer:
-        c.trailer(2000, 4, 0)
+        c.trailer(2000)
     return c
 
 
@@ -288,7 +288,7 @@ def test_corruption_counts_one_chunk(memtrace, tmp_path):
     c = one_of_each()
     c.flush()
     c.alloc(0x300000, 4096, stack=2).flush()
-    c.alloc(0x400000, 4096, stack=2).trailer(2000, 6, 0).flush()
+    c.alloc(0x400000, 4096, stack=2).trailer(2000).flush()
     data = bytearray(c.save(tmp_path / "x.bin").read_bytes())
     # the second chunk's checksum broken, a third after it: corruption
     hdr = 52 + len(b"python3\0prog.py\0")

@@ -43,7 +43,7 @@ def capture(tmp_path):
     c.alloc(0x4000000, 512 * KB, stack=5)
     c.alloc(0x5000000, 256 * KB, stack=6)
     c.alloc(0x6000000, 128 * KB, stack=7)
-    return c.trailer(1000, 6, 0).save(tmp_path / "h.bin")
+    return c.trailer(1000).save(tmp_path / "h.bin")
 
 
 TOTAL = 7 * MB + 896 * KB

@@ -89,7 +89,7 @@ def test_refresh_reads_only_new_chunks(memtrace, tmp_path):
         # one whole chunk (a free and an allocation) and half of the next
         c.free(0x100000).alloc(0x3000000, 5 * MB, stack=4)
         second = chunks(c)
-        c.alloc(0x4000000, 7 * MB, stack=2).trailer(2000, 5, 0)
+        c.alloc(0x4000000, 7 * MB, stack=2).trailer(2000)
         third = chunks(c)
         append(cap, second + third[:len(third) // 2])
         f = frames.until(lambda f: row(f, "h"))
@@ -130,7 +130,7 @@ def test_capture_written_over(memtrace, tmp_path):
         d = writing(start_ns=time.time_ns() + 1)
         d.alloc(0x200000, 2 * MB, stack=3).alloc(0x300000, MB, stack=3)
         data = chunks(d)
-        d.trailer(3000, 2, 0)
+        d.trailer(3000)
         data += chunks(d)
         tmp = tmp_path / "new.bin"
         tmp.write_bytes(data)
@@ -148,7 +148,7 @@ def test_once_reads_from_the_start(memtrace, tmp_path):
     c = writing(pid=1)
     c.alloc(0x100000, MB, stack=2)
     data = chunks(c)
-    c.alloc(0x200000, MB, stack=3).trailer(2000, 2, 0)
+    c.alloc(0x200000, MB, stack=3).trailer(2000)
     data += chunks(c)
     cap = tmp_path / "c.bin"
     cap.write_bytes(data)

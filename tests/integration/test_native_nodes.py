@@ -138,7 +138,7 @@ def hand_built(tmp_path, flags, version=FORMAT_VERSION):
     c.native(16, 5, A)           # the second chunk: all afresh
     c.hybrid(17, 7, 16)
     c.alloc(0x10100, 200, stack=17)
-    c.trailer(1000, 2, 0)
+    c.trailer(1000)
     return c.save(tmp_path / ("hand-%x-v%d.bin" % (flags, version)))
 
 

@@ -41,7 +41,7 @@ def capture(path, trailer=True):
             if i % 3:
                 c.free(addr)
     if trailer:
-        c.trailer(2000, CHUNKS * 800, 0)
+        c.trailer(2000)
     return c.save(path), starts
 
 

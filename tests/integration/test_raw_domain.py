@@ -60,7 +60,7 @@ READ = textwrap.dedent('''\
     r = memtrace.FileReader(sys.argv[1])
     out = []
     for rec in r.get_allocation_records():
-        top = rec.stack_trace(1)
+        top = [] if rec.allocator.name in ("FREE", "MUNMAP") else rec.stack_trace(1)
         out.append([rec.allocator.name, rec.size, rec.address, top[0][2] if top else 0])
     print(json.dumps({"pyalloc": r.metadata.trace_python_allocators, "events": out}))
     ''')
@@ -268,7 +268,7 @@ def built(version, raw):
     c.free(0x1000000, kind=k(RAW_FREE, PYMALLOC_FREE))
     c.stack(1, 0, 1).stack(2, 0, 2)
     c.code(1, "/app/prog.py", "f", 5).code(2, "/app/prog.py", "g", 9)
-    c.trailer(2000, 8, 0)
+    c.trailer(2000)
     return c
 
 

@@ -48,7 +48,7 @@ def program(trailer=True):
     c.code(3, "/app/prog.py", "g", 9)
     c.diag(0, "hello from the tracker")
     if trailer:
-        c.trailer(2000, 8, 4)
+        c.trailer(2000, dropped=4)
     return c
 
 
@@ -108,7 +108,7 @@ def test_parse_lines(memtrace, tmp_path):
     assert "alloc thread=0 kind=malloc addr=0x100000 size=10485760 stack=2" in lines
     assert "free thread=1 kind=munmap addr=0x7f0000001000 size=4096" not in lines
     assert "free thread=0 kind=munmap addr=0x7f0000001000 size=4096" in lines
-    assert lines[-1] == "trailer time_us=2000 events=8 dropped=4"
+    assert lines[-1] == "trailer time_us=2000 events=7 dropped=4"
     kinds = [l.split()[0] for l in lines[1:]]
     assert kinds.count("alloc") == 4 and kinds.count("chunk") == 3
 
@@ -175,7 +175,7 @@ def test_address_modes_follow_the_specification(memtrace, tmp_path, plain):
     the same."""
     c = Capture(plain=plain)
     want = _pymalloc_like(c, random.Random(7), 30000)
-    c.trailer(1, len(want), 0)
+    c.trailer(1)
     lines = run(memtrace, "parse", c.save(tmp_path / "m.bin")).stdout.splitlines()
     assert [l for l in lines if l.startswith(("alloc ", "free "))] == want
     modes = collections.Counter()
@@ -200,7 +200,7 @@ def test_coded_chunks_follow_the_specification(memtrace, tmp_path, huffman, hist
     packer = cw.Packer(huffman=huffman, history=history, store_every=3)
     c = Capture(packer=packer)
     want = _pymalloc_like(c, random.Random(11), 12000)
-    c.trailer(1, len(want), 0)
+    c.trailer(1)
     lines = run(memtrace, "parse", c.save(tmp_path / "m.bin")).stdout.splitlines()
     assert [l for l in lines if l.startswith(("alloc ", "free "))] == want
     assert packer.methods[1] > 10 and packer.chunks_stored >= 2, (packer.methods, packer.chunks_stored)
@@ -208,7 +208,7 @@ def test_coded_chunks_follow_the_specification(memtrace, tmp_path, huffman, hist
     # and the histories make the chunks smaller
     plain = Capture(packer=cw.Packer(huffman=huffman, history=not history, store_every=3))
     _pymalloc_like(plain, random.Random(11), 12000)
-    plain.trailer(1, len(want), 0)
+    plain.trailer(1)
     plain.flush()
     assert (len(c.out) < len(plain.out)) == history, (len(c.out), len(plain.out))
 
@@ -351,7 +351,7 @@ def _hostile(kind):
     elif kind == "huge-ids":  # ids and a thread index no capture this small could reach
         c.code(2**24 - 1, "/app/a.py", "f", 1).stack(2**24 - 1, 0, 2**24 - 1)
         c.alloc(0x1000, 100, stack=2**24 - 1).alloc(0x2000, 100, thread=2**20 - 1)
-    return c.trailer(1, 5, 0).flush()
+    return c.trailer(1).flush()
 
 
 @pytest.mark.parametrize("kind,corrupt", [("stack-cycle", True), ("line-overflow", False),

@@ -48,7 +48,7 @@ def capture(tmp_path, frames):
     for i, (file, name, line) in enumerate(frames, 1):
         c.code(i, file, name, line).stack(i, 0, i)
         c.alloc(0x100000 * i, MB + i, stack=i)
-    return c.trailer(1000, len(frames), 0).save(tmp_path / "s.bin")
+    return c.trailer(1000).save(tmp_path / "s.bin")
 
 
 def page(memtrace, cap, command):

@@ -31,7 +31,7 @@ def temporal_capture(path):
     c.alloc(0x2000000, 4 * MB, stack=4).flush().sample(3000, 50 * MB)
     c.free(0x100000).alloc(0x4000000, 8 * MB, stack=5).free(0x4000000).flush().sample(4000, 50 * MB)
     c.free(0x2000000).flush()
-    return c.trailer(5000, 9, 0).save(path)
+    return c.trailer(5000).save(path)
 
 
 READ = """
@@ -254,7 +254,7 @@ def test_temporal_high_water_marks_by_brute_force(memtrace, tmp_path, seed):
             c.flush().sample(t, 1 << 24)
         events.append(ev)
     c.flush()
-    cap = c.trailer(t + 1000, 0, 0).save(tmp_path / "r.bin")
+    cap = c.trailer(t + 1000).save(tmp_path / "r.bin")
     n_samples = sum(1 for e in events if e[0] == "sample")
     prog = tmp_path / "read.py"
     prog.write_text(READ_HWM)

@@ -38,7 +38,7 @@ def program():
     c.stack(1, 0, 1).stack(2, 1, 2).stack(3, 1, 3)
     c.code(1, "/app/prog.py", "<module>", 1).code(2, "/app/prog.py", "f", 5)
     c.code(3, "/app/prog.py", "g", 9)
-    c.trailer(2000, 8, 4)
+    c.trailer(2000, dropped=4)
     return c
 
 
@@ -104,7 +104,7 @@ def awkward():
     c.stack(1, 0, 1).stack(2, 1, 2).stack(3, 2, 3)
     c.code(1, AWKWARD_FILE, "<module>", 1).code(2, AWKWARD_FILE, AWKWARD_FN, 3)
     c.code(3, "/app/k.py", "K.meth", 12)
-    c.trailer(10, 3, 0)
+    c.trailer(10)
     return c
 
 
@@ -447,7 +447,7 @@ def sized(sizes):
     for i, size in enumerate(sizes):
         c.alloc(0x1000 * (i + 1), size, stack=1)
     c.stack(1, 0, 1).code(1, "/app/x.py", "x", 1)
-    c.trailer(10, len(sizes), 0)
+    c.trailer(10)
     return c
 
 

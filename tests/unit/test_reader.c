@@ -458,6 +458,33 @@ START_TEST(test_reader_damaged_last_chunk_is_truncation)
 }
 END_TEST
 
+/* A TRAILER that counts other than the events before it: chunks went
+ * missing (their records are not there to be told apart from others). */
+START_TEST(test_reader_trailer_counts_events)
+{
+	struct cw w;
+	struct mt_capture *c;
+	struct counts k = { 0 };
+	struct mt_header h = cw_header(0);
+
+	cw_init(&w, &h, 256, 0);
+	cw_thread(&w, 0, 100, "MainThread");
+	for (int i = 0; i < 10; i++)
+		cw_alloc(&w, 0, MT_ALLOC_MALLOC, 0x10000 + (uint64_t)i * 64, 32, 0);
+	cw_trailer(&w, 1000, 11, 0);
+	cw_finish(&w);
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	mt_capture_set_warn(c, on_warn, &k);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert(mt_capture_status(c)->stopped && !mt_capture_status(c)->trailer_seen);
+	ck_assert_ptr_nonnull(mt_capture_damage(c));
+	ck_assert_msg(strstr(mt_capture_damage(c), "counts 11 allocations and frees where the "
+				 "chunks up to it hold 10") != NULL, "%s", mt_capture_damage(c));
+	mt_capture_close(c);
+	cw_release(&w);
+}
+END_TEST
+
 START_TEST(test_reader_no_trailer)
 {
 	struct cw w;
@@ -577,6 +604,7 @@ static Suite *reader_suite(void)
 	tcase_add_loop_test(tc, test_reader_reads_everything, 0, 2);
 	tcase_add_loop_test(tc, test_reader_chunk_of_stacks, 0, 2);
 	tcase_add_test(tc, test_reader_callback_stops);
+	tcase_add_test(tc, test_reader_trailer_counts_events);
 	tcase_add_test(tc, test_reader_no_trailer);
 	tcase_add_test(tc, test_reader_bad_files);
 	tcase_add_test(tc, test_reader_progress);
