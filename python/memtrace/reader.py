@@ -390,18 +390,23 @@ class FileReader:
         return self._metadata
 
     # -- helpers --------------------------------------------------------
+    def _frames_of(self, fn, stack_id, room, *out):
+        """The frames that @fn (mt_py_stack() or one of its kind) gives of
+        @stack_id: into @room of them, then as many as it said if more."""
+        h = self._h()
+        buf = (_native.Frame * room)()
+        depth = fn(h, stack_id, buf, room, *out)
+        if depth > room:
+            buf = (_native.Frame * depth)()
+            depth = fn(h, stack_id, buf, depth, *out)
+        return buf[:depth]
+
     def _stack(self, stack_id):
         frames = self._stacks.get(stack_id)
         if frames is not None:
             return frames
-        h = self._h()
-        buf = (_native.Frame * 128)()
-        depth = self._lib.mt_py_stack(h, stack_id, buf, 128)
-        if depth > 128:
-            buf = (_native.Frame * depth)()
-            depth = self._lib.mt_py_stack(h, stack_id, buf, depth)
         frames = tuple((_decode(f.function), _decode(f.file), int(f.line), bool(f.native))
-                       for f in buf[:depth])
+                       for f in self._frames_of(self._lib.mt_py_stack, stack_id, 128))
         self._stacks[stack_id] = frames
         return frames
 
@@ -409,16 +414,10 @@ class FileReader:
         got = self._natives.get(stack_id)
         if got is not None:
             return got
-        h = self._h()
         leaf, gen = ctypes.c_uint32(), ctypes.c_uint32()
-        buf = (_native.Frame * 256)()
-        depth = self._lib.mt_py_native_stack(h, stack_id, buf, 256, ctypes.byref(leaf),
-                                             ctypes.byref(gen))
-        if depth > 256:
-            buf = (_native.Frame * depth)()
-            depth = self._lib.mt_py_native_stack(h, stack_id, buf, depth, ctypes.byref(leaf),
-                                                 ctypes.byref(gen))
-        frames = tuple((_decode(f.function), _decode(f.file), int(f.line)) for f in buf[:depth])
+        frames = tuple((_decode(f.function), _decode(f.file), int(f.line))
+                       for f in self._frames_of(self._lib.mt_py_native_stack, stack_id, 256,
+                                                ctypes.byref(leaf), ctypes.byref(gen)))
         got = (frames, int(leaf.value), int(gen.value))
         self._natives[stack_id] = got
         return got
@@ -437,15 +436,9 @@ class FileReader:
         got = self._hybrids.get(stack_id)
         if got is not None:
             return got
-        h = self._h()
-        buf = (_native.Frame * 256)()
-        depth = self._lib.mt_py_hybrid_stack(h, stack_id, buf, 256)
-        if depth > 256:
-            buf = (_native.Frame * depth)()
-            depth = self._lib.mt_py_hybrid_stack(h, stack_id, buf, depth)
         got = tuple((_decode(f.function), _decode(f.file), int(f.line)) if f.native else
                     (_name(_decode(f.function)), _decode(f.file), int(f.line))
-                    for f in buf[:depth])
+                    for f in self._frames_of(self._lib.mt_py_hybrid_stack, stack_id, 256))
         self._hybrids[stack_id] = got
         return got
 

@@ -271,24 +271,22 @@ def test_pandas_object_columns_under_the_read_csv_line(memtrace, tmp_path, pytho
 
 UNLOAD_PROG = r"""
 import ctypes, _ctypes, sys
-one = ctypes.CDLL(sys.argv[1])
-one.mt_unload_one.restype = ctypes.c_void_p
-one.mt_unload_one.argtypes = [ctypes.c_size_t]
-p = one.mt_unload_one(555555)
-where_one = ctypes.cast(one.mt_unload_one, ctypes.c_void_p).value
-_ctypes.dlclose(one._handle)
-two = ctypes.CDLL(sys.argv[2])
-two.mt_unload_two.restype = ctypes.c_void_p
-two.mt_unload_two.argtypes = [ctypes.c_size_t]
-q = two.mt_unload_two(666666)
-where_two = ctypes.cast(two.mt_unload_two, ctypes.c_void_p).value
-_ctypes.dlclose(two._handle)
+
+# @size bytes from function @name of library @path, loaded then unloaded;
+# where the function was
+def alloc_in(path, name, size):
+    lib = ctypes.CDLL(path)
+    fn = getattr(lib, name)
+    fn.restype, fn.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    fn(size)
+    where = ctypes.cast(fn, ctypes.c_void_p).value
+    _ctypes.dlclose(lib._handle)
+    return where
+
+where_one = alloc_in(sys.argv[1], "mt_unload_one", 555555)
+where_two = alloc_in(sys.argv[2], "mt_unload_two", 666666)
 # back to the first, at its place again (where the second was)
-one = ctypes.CDLL(sys.argv[1])
-one.mt_unload_one.restype = ctypes.c_void_p
-one.mt_unload_one.argtypes = [ctypes.c_size_t]
-r = one.mt_unload_one(777776)
-again = ctypes.cast(one.mt_unload_one, ctypes.c_void_p).value
+again = alloc_in(sys.argv[1], "mt_unload_one", 777776)
 print("same place" if where_one == where_two == again else "elsewhere")
 """
 
