@@ -139,7 +139,7 @@ void mt_merge_flush(void)
 	if (m.test_crash && !m.test_crash_late) /* a read of an unmapped address, as a bug would */
 		(void)*(volatile const int *)(uintptr_t)m.test_crash;
 	size_t raw_len = mt_cols_finish(&m.chunk);
-	m.events += m.chunk.events;
+	uint64_t events = m.chunk.events;
 	stored = compress_chunk(m.cols, raw_len, m.out + MT_CHUNK_HEADER);
 	if (m.test_crash) /* the histories now hold a chunk the file will not */
 		(void)*(volatile const int *)(uintptr_t)m.test_crash;
@@ -159,6 +159,8 @@ void mt_merge_flush(void)
 	int e = mt_sink_write(m.sink, m.out, MT_CHUNK_HEADER + (size_t)stored);
 	if (e < 0)
 		fail(e);
+	else
+		m.events += events; /* the TRAILER counts what the file holds */
 	chunk_begin();
 }
 

@@ -18,7 +18,7 @@ def capture(path, in_use):
     c.alloc(0x100000, 6 * MB, stack=1).sample(1000, 20 * MB)
     c.alloc(0x1000000, 2 * MB, stack=1).sample(2000, 22 * MB, in_use=9 * MB if in_use else None)
     c.sample(3000, 30 * MB, in_use=40 * MB if in_use else None)
-    return c.trailer(4000, 2, 0).save(path)
+    return c.trailer(4000).save(path)
 
 
 def test_plot_with_the_allocator_count(browser, memtrace, tmp_path):

@@ -34,7 +34,7 @@ def capture(tmp_path_factory):
     c.alloc(0x2000000, 1 * MB, stack=4)
     c.alloc(0x3000000, 5 * MB, stack=5, thread=1).free(0x3000000, thread=1)
     c.alloc(0x3000000, 4 * MB, stack=5, thread=1).sample(3000, 30 * MB)
-    return c.trailer(4000, 7, 0).save(d / "pages.bin")
+    return c.trailer(4000).save(d / "pages.bin")
 
 
 def render(memtrace, capture, *args, name):
@@ -182,7 +182,7 @@ def test_dropped_events_and_diagnostics_are_shown(browser, memtrace, tmp_path, c
     c.code(1, "/app/main.py", "<module>", 1).stack(1, 0, 1)
     c.diag(0, "the capture could not be written for a second " + EVIL)
     c.alloc(0x1000, MB, stack=1)
-    cap = c.trailer(1000, 1, 1234).save(tmp_path / "lossy.bin")
+    cap = c.trailer(1000, dropped=1234).save(tmp_path / "lossy.bin")
     page = render(memtrace, cap, command, name="lossy-" + command)
     browser.open(page)
     check_clean(browser, page)
@@ -198,7 +198,7 @@ def test_counts_of_one_are_singular(browser, memtrace, tmp_path, command):
     c = Capture()
     c.code(1, "/app/main.py", "<module>", 1).stack(1, 0, 1)
     c.alloc(0x1000, MB, stack=1)
-    cap = c.trailer(1000, 1, 1).save(tmp_path / "one.bin")
+    cap = c.trailer(1000, dropped=1).save(tmp_path / "one.bin")
     page = render(memtrace, cap, command, "--leaks", name="one-" + command)
     browser.open(page)
     check_clean(browser, page)
