@@ -127,7 +127,7 @@ size_t mt_memo_unwind(struct mt_native_memo *m, const struct mt_pychain *c, size
 	if (r <= MEMO_GAIN)
 		goto whole; /* little to gain */
 	/* down to that loop and MEMO_PAST past it, or the whole stack */
-	size_t got = mt_native_unwind_to(ips, MT_NATIVE_MAX, need, MEMO_PAST), q = 0;
+	size_t got = mt_native_unwind_to(ips, MT_NATIVE_MAX, need, MEMO_PAST, &m->local), q = 0;
 	for (uint32_t e = 0; q < got; q++)
 		if (mt_native_is_eval(ips[q]) && ++e == need)
 			break;
@@ -143,7 +143,7 @@ size_t mt_memo_unwind(struct mt_native_memo *m, const struct mt_pychain *c, size
 		check(nips, r, ips, q + 1);
 	return r + q + 1;
 whole:
-	return mt_native_unwind(ips, MT_NATIVE_MAX);
+	return mt_native_unwind_to(ips, MT_NATIVE_MAX, 0, 0, &m->local);
 }
 
 void mt_memo_done(struct mt_native_memo *m, const uintptr_t *nips, size_t from, size_t n)

@@ -28,6 +28,7 @@
  */
 #include "payload/native.h" /* MT_NATIVE_MAX */
 #include "payload/python.h" /* struct mt_pychain */
+#include "payload/unwind.h" /* struct mt_unwind_local */
 
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint32_t */
@@ -43,6 +44,7 @@ struct mt_native_memo {
 	uint32_t pyev[MT_CHAIN_MAX]; /* loops of chain frames 0..i */
 	uint32_t nev[MT_NATIVE_MAX];  /* loops among return addresses 0..k (outermost first) */
 	uint32_t evat[MT_NATIVE_MAX]; /* where the j-th loop from the outermost is */
+	struct mt_unwind_local local; /* the unwinder's rules for this thread's frames */
 };
 
 /* mt_memo_start() - read MEMTRACE_TEST_NATIVE_FULL and start a new

@@ -223,7 +223,8 @@ static __attribute__((noinline)) void check(int (*bt)(void **, int), const uintp
 	(void)!write(2, msg, sizeof(msg) - 1);
 }
 
-size_t mt_native_unwind_to(uintptr_t *ips, size_t max, size_t need, size_t past)
+size_t mt_native_unwind_to(uintptr_t *ips, size_t max, size_t need, size_t past,
+			   struct mt_unwind_local *local)
 {
 	int (*bt)(void **, int) = __atomic_load_n(&n.backtrace, __ATOMIC_ACQUIRE);
 	if (!bt || max == 0)
@@ -232,7 +233,7 @@ size_t mt_native_unwind_to(uintptr_t *ips, size_t max, size_t need, size_t past)
 		max = MT_NATIVE_MAX;
 	const struct mt_native_evals *e = &mt_native_evals;
 	struct mt_unwind_stop stop = { { e->lo, e->cold_lo }, { e->hi, e->cold_hi }, need, past };
-	long got = n.fast ? mt_unwind(ips, max + MT_NATIVE_SLACK, need ? &stop : NULL) : -1;
+	long got = n.fast ? mt_unwind(ips, max + MT_NATIVE_SLACK, need ? &stop : NULL, local) : -1;
 	if (got < 0) {
 		if (n.fast)
 			__atomic_fetch_add(&n.fell_back, 1, __ATOMIC_RELAXED);
@@ -246,7 +247,7 @@ size_t mt_native_unwind_to(uintptr_t *ips, size_t max, size_t need, size_t past)
 
 size_t mt_native_unwind(uintptr_t *ips, size_t max)
 {
-	return mt_native_unwind_to(ips, max, 0, 0);
+	return mt_native_unwind_to(ips, max, 0, 0, NULL);
 }
 
 void mt_native_report(void)

@@ -71,8 +71,11 @@ void mt_native_unloaded(void);
 /* mt_native_unwind_to() - as mt_native_unwind(), but it may stop @past
  * return addresses after the @need-th one in the evaluation loop (from
  * the innermost; 0: none), which then ends @ips. Stacks left to libunwind
- * are unwound whole (as deep as @max). */
-size_t mt_native_unwind_to(uintptr_t *ips, size_t max, size_t need, size_t past);
+ * are unwound whole (as deep as @max). @local: the calling thread's own
+ * cache of the unwinder's rules (payload/unwind.h), or NULL. */
+struct mt_unwind_local;
+size_t mt_native_unwind_to(uintptr_t *ips, size_t max, size_t need, size_t past,
+			   struct mt_unwind_local *local);
 
 /* mt_native_modules() - the loaded modules as MODULE records of a new
  * generation, one call of @fn each (path and build-id borrowed for the

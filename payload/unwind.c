@@ -17,6 +17,9 @@
  * set that r's low bits and that key pick: the word names its r exactly.
  * Return addresses at or above 2^47 are never cached (x86-64 user space
  * is below it).
+ *
+ * A thread's own cache (struct mt_unwind_local) holds words of the same
+ * form, (r >> MT_UNWIND_LOCAL_BITS) << RULE_BITS | rule, at r's low bits.
  */
 #include "payload/unwind.h"
 
@@ -37,9 +40,11 @@
 #define SETS (1u << SET_BITS)
 #define WAYS 4
 #define ADDR_LIMIT (1ull << 47)
+#define LOCAL (1u << MT_UNWIND_LOCAL_BITS)
 
 static uint64_t *cache; /* SETS * WAYS words */
 static unsigned long learned;
+static unsigned long forgets; /* mt_unwind_forget() calls: threads' own caches empty */
 static unsigned long long subs_seen; /* dlpi_subs at the last lookup */
 
 int mt_unwind_init(void)
@@ -67,6 +72,7 @@ void mt_unwind_forget(void)
 		return;
 	for (size_t i = 0; i < SETS * WAYS; i++)
 		__atomic_store_n(&c[i], 0, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&forgets, 1, __ATOMIC_RELEASE);
 }
 
 unsigned long mt_unwind_learned(void)
@@ -553,7 +559,8 @@ static __attribute__((noinline)) uint64_t learn(uint64_t *set, uintptr_t r)
 	return l.rule;
 }
 
-long mt_unwind(uintptr_t *ips, size_t max, const struct mt_unwind_stop *stop)
+long mt_unwind(uintptr_t *ips, size_t max, const struct mt_unwind_stop *stop,
+	       struct mt_unwind_local *local)
 {
 #if defined(__x86_64__)
 	uint64_t *c = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
@@ -564,19 +571,36 @@ long mt_unwind(uintptr_t *ips, size_t max, const struct mt_unwind_stop *stop)
 	 * the code at ip) is cached as that of the return address ip + 1 */
 	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
 			 : "=r"(ip), "=r"(sp), "=r"(bp));
+	if (local) {
+		unsigned long f = __atomic_load_n(&forgets, __ATOMIC_ACQUIRE);
+		if (local->forgets != f) {
+			memset(local->word, 0, sizeof(local->word));
+			local->forgets = f;
+		}
+	}
 	size_t n = 0, seen = 0, need = stop ? stop->need : 0, left = (size_t)-1;
 	for (uintptr_t r = ip + 1; n < max;) {
-		uint64_t key = (uint64_t)r >> SET_BITS, rule = 0;
-		uint64_t *set = &c[((r ^ key) & (SETS - 1)) * WAYS];
-		for (size_t w = 0; w < WAYS; w++) {
-			uint64_t e = __atomic_load_n(&set[w], __ATOMIC_RELAXED);
-			if (e >> RULE_BITS == key) {
-				rule = e & RULE_MASK;
-				break;
-			}
+		uint64_t rule = 0, *mine = NULL;
+		if (local && (uint64_t)r < ADDR_LIMIT) {
+			mine = &local->word[r & (LOCAL - 1)];
+			if (*mine >> RULE_BITS == (uint64_t)r >> MT_UNWIND_LOCAL_BITS)
+				rule = *mine & RULE_MASK;
 		}
-		if (!rule)
-			rule = learn(set, r);
+		if (!rule) {
+			uint64_t key = (uint64_t)r >> SET_BITS;
+			uint64_t *set = &c[((r ^ key) & (SETS - 1)) * WAYS];
+			for (size_t w = 0; w < WAYS; w++) {
+				uint64_t e = __atomic_load_n(&set[w], __ATOMIC_RELAXED);
+				if (e >> RULE_BITS == key) {
+					rule = e & RULE_MASK;
+					break;
+				}
+			}
+			if (!rule)
+				rule = learn(set, r);
+			if (mine)
+				*mine = (uint64_t)r >> MT_UNWIND_LOCAL_BITS << RULE_BITS | rule;
+		}
 		if ((rule & 3) == K_STOP)
 			return rule == K_STOP ? (long)n : -1;
 		uintptr_t cfa = ((rule & 3) == K_RSP ? sp : bp) + (rule >> 6) * 8;
@@ -605,7 +629,7 @@ long mt_unwind(uintptr_t *ips, size_t max, const struct mt_unwind_stop *stop)
 	}
 	return (long)n;
 #else
-	(void)ips, (void)max, (void)stop;
+	(void)ips, (void)max, (void)stop, (void)local;
 	return -1;
 #endif
 }

@@ -8,7 +8,10 @@
  * to find its caller is cached process-wide, per return address, in one
  * 64-bit word: the CFA as rsp or rbp plus an offset, the return address
  * just below the CFA, and rbp kept or saved at a slot below the CFA. A
- * frame met before costs a probe of the cache and two loads.
+ * frame met before costs a probe of the cache and two loads. A thread may
+ * keep a small cache of its own in front of it (struct mt_unwind_local),
+ * which the frames of its hot paths stay in: a load from its first-level
+ * data cache where the shared cache's sets are mostly further away.
  *
  * A frame of any other form (a signal frame, a CFA from an expression or
  * another register, a return address or rbp kept elsewhere, code with no
@@ -35,12 +38,23 @@ struct mt_unwind_stop {
 	size_t need, past;
 };
 
+/* A thread's own cache of rules, direct-mapped by the return address's
+ * low bits: zeroed, or as mt_unwind() left it. Emptied by mt_unwind()
+ * when mt_unwind_forget() was called since it was last filled. */
+#define MT_UNWIND_LOCAL_BITS 8
+struct mt_unwind_local {
+	unsigned long forgets; /* mt_unwind_forget() calls it has seen */
+	uint64_t word[1u << MT_UNWIND_LOCAL_BITS];
+};
+
 /* mt_unwind() - the calling thread's return addresses, innermost first
  * (the first one in mt_unwind()'s caller), at most @max into @ips, as
  * libunwind's unw_backtrace() gives them; with @stop (NULL: none) no more
- * than it asks for. Returns how many, or -1: a frame of a form not handled
- * here was met (nothing in @ips is valid). */
-long mt_unwind(uintptr_t *ips, size_t max, const struct mt_unwind_stop *stop);
+ * than it asks for. @local: the calling thread's own cache, or NULL.
+ * Returns how many, or -1: a frame of a form not handled here was met
+ * (nothing in @ips is valid). */
+long mt_unwind(uintptr_t *ips, size_t max, const struct mt_unwind_stop *stop,
+	       struct mt_unwind_local *local);
 
 /* mt_unwind_forget() - drop every cached rule: code may have been
  * unloaded and other code loaded at its addresses. Safe while other

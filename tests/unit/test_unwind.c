@@ -32,13 +32,17 @@ struct both {
 	int nlib;
 };
 
+/* The thread's own cache of rules, in front of the shared one, as the
+ * payload's threads have it: every test below reads through it. */
+static __thread struct mt_unwind_local mine;
+
 /* Both unwinders from the same frame: their first addresses are the two
  * calls here, the rest must be the same. */
 void unwind_capture(struct both *b);
 #define capture unwind_capture
 __attribute__((noinline)) void unwind_capture(struct both *b)
 {
-	b->nown = mt_unwind(b->own, DEPTH_MAX, NULL);
+	b->nown = mt_unwind(b->own, DEPTH_MAX, NULL, &mine);
 	b->nlib = unw_backtrace(b->lib, DEPTH_MAX);
 	__asm__ volatile("" ::: "memory");
 }
@@ -147,8 +151,8 @@ START_TEST(test_stops_where_libunwind_stops)
 	assert_same(b);
 	/* a short room: the innermost ones */
 	uintptr_t few[3];
-	ck_assert_int_eq(mt_unwind(few, 3, NULL), 3);
-	ck_assert_int_eq(mt_unwind(few, 0, NULL), 0);
+	ck_assert_int_eq(mt_unwind(few, 3, NULL, NULL), 3);
+	ck_assert_int_eq(mt_unwind(few, 0, NULL, NULL), 0);
 	free(b);
 }
 END_TEST
@@ -207,7 +211,7 @@ void unwind_capture_own(struct both *b);
 /* Ours only: libunwind reads what odd_no_ra's rules do not say. */
 __attribute__((noinline)) void unwind_capture_own(struct both *b)
 {
-	b->nown = mt_unwind(b->own, DEPTH_MAX, NULL);
+	b->nown = mt_unwind(b->own, DEPTH_MAX, NULL, &mine);
 	__asm__ volatile("" ::: "memory");
 }
 __asm__(".text\n"
