@@ -70,9 +70,7 @@ struct mt_capture {
 	size_t off;     /* the next chunk */
 	uint64_t index; /* its index */
 	uint64_t events; /* ALLOC and FREE records read */
-	uint64_t trailer_events; /* what the TRAILER says were written, with lost_events */
-	int lost_events; /* the TRAILER counts events that were not read */
-	char why[160];   /* a reason made up for the damage message */
+	char lost[160];  /* "" or why the TRAILER's count says chunks are missing */
 	int ended;
 	int stop;       /* what stopped it: a callback's value, or -ENOMEM */
 };
@@ -530,8 +528,12 @@ static int read_records(struct mt_capture *c, const uint8_t *data, size_t len,
 			 * count is of the events it summed) */
 			if (r.type == MT_REC_TRAILER && !(c->hdr.flags & MT_HDR_AGGREGATED) &&
 			    r.trailer.n_events != c->events) {
-				c->lost_events = 1;
-				c->trailer_events = r.trailer.n_events;
+				snprintf(c->lost, sizeof(c->lost),
+					 "its end-of-capture record counts %llu allocations and "
+					 "frees where the chunks up to it hold %llu: chunks are "
+					 "missing or out of place",
+					 (unsigned long long)r.trailer.n_events,
+					 (unsigned long long)c->events);
 				err = -MT_ECORRUPT;
 				break;
 			}
@@ -571,7 +573,7 @@ void mt_capture_rewind(struct mt_capture *c)
 {
 	memset(&c->st, 0, sizeof(c->st));
 	c->events = 0;
-	c->lost_events = 0;
+	c->lost[0] = '\0';
 	c->damage[0] = '\0';
 	c->st.file_size = c->size;
 	c->st.end_offset = c->hdr_size;
@@ -744,13 +746,9 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 			return stop_pass(c, stop);
 		if (err == -ENOMEM && c->oom)
 			return stop_pass(c, -ENOMEM);
-		if (c->lost_events) {
-			snprintf(c->why, sizeof(c->why),
-				 "its end-of-capture record counts %llu allocations and frees where "
-				 "the chunks up to it hold %llu: chunks are missing or out of place",
-				 (unsigned long long)c->trailer_events, (unsigned long long)c->events);
-			why = c->why;
-		} else if (err < 0)
+		if (c->lost[0])
+			why = c->lost;
+		else if (err < 0)
 			why = err == -MT_ETRUNC ? "a record runs past the chunk end"
 						: "malformed record";
 		else if (misfit)
