@@ -9,7 +9,8 @@
 static const char usage[] =
 	"usage: memtrace flamegraph [-o OUT.html] [-f] [--leaks | --temporary-allocations\n"
 	"                           [--temporary-allocation-threshold N]] [--python-only] [--inverted]\n"
-	"                           [--split-threads] [--temporal] [--show-hidden-frames] [-q] CAPTURE\n"
+	"                           [--split-threads] [--temporal] [--max-memory-records N]\n"
+	"                           [--show-hidden-frames] [-q] CAPTURE\n"
 	"\n"
 	"  -o, --output OUT     the page to write (default memtrace-flamegraph-<capture\n"
 	"                       name>.html beside the capture; - for standard output)\n"
@@ -25,6 +26,8 @@ static const char usage[] =
 	"  --temporal           choose a range of time on the page's memory plot: the graph\n"
 	"                       shows what was allocated in it and still live at its end\n"
 	"                       (or at the heap's highest point in it, or never freed)\n"
+	"  --max-memory-records N\n"
+	"                       at most N points on the memory plot (default 1500)\n"
 	"  --show-hidden-frames start with the frames of the import system and of memtrace\n"
 	"                       shown (the page has a checkbox for them)\n"
 	"  -q, --quiet          no progress line on the terminal while the capture is read\n";
@@ -43,7 +46,7 @@ int cmd_flamegraph(int argc, char **argv)
 	const struct mt_report_cmd cmd = {
 		.name = "flamegraph",
 		.usage = usage,
-		.args = MT_RA_OUTPUT | MT_RA_VIEWS,
+		.args = MT_RA_OUTPUT | MT_RA_VIEWS | MT_RA_MAX_POINTS,
 		.own = own,
 		.write = mt_report_flamegraph,
 	};

@@ -4,12 +4,15 @@
 #include "reader/report.h"
 
 static const char usage[] =
-	"usage: memtrace summary [-n N] [--leaks | --temporary-allocations\n"
+	"usage: memtrace summary [-n N] [-s COLUMN] [--leaks | --temporary-allocations\n"
 	"                        [--temporary-allocation-threshold N]] [--python-only] [--json]\n"
 	"                        [--show-hidden-frames] [-q] CAPTURE\n"
 	"\n"
 	"  -n, --top N   rows to show (default 25, or all with --json; 0 = all);\n"
 	"                memray's -r, --max-rows N too\n"
+	"  -s, --sort-column COLUMN\n"
+	"                the column to sort on, as memray numbers them: 1 or 2 total,\n"
+	"                3 or 4 own, 5 allocations (default 1)\n"
 	"  --leaks       memory still live at the end of the capture, not at the peak\n"
 	"  --temporary-allocations\n"
 	"                allocations freed soon after by the thread that made them\n"
@@ -26,7 +29,7 @@ int cmd_summary(int argc, char **argv)
 	static const struct mt_report_cmd cmd = {
 		.name = "summary",
 		.usage = usage,
-		.args = MT_RA_TOP | MT_RA_VIEWS | MT_RA_JSON,
+		.args = MT_RA_TOP | MT_RA_VIEWS | MT_RA_JSON | MT_RA_SORT,
 		.top_alias = "max-rows",
 		.top_alias_short = 'r',
 		.write = mt_report_summary,

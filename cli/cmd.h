@@ -56,6 +56,8 @@ enum {
 				     * --show-hidden-frames: every frame, always */
 	MT_RA_OUTPUT_BY_CALLER = 1 << 8, /* MT_RA_OUTPUT without a default: a->output
 					  * stays NULL unless -o was given */
+	MT_RA_SORT = 1 << 9,        /* -s, --sort-column N (memray's summary: 1 to 5) */
+	MT_RA_MAX_POINTS = 1 << 10, /* --max-memory-records N (memray's flamegraph) */
 };
 
 #define MT_REPORT_OWN_MAX 6

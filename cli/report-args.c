@@ -113,6 +113,27 @@ static int threshold_option(const char *arg, struct mt_report_opts *o, const cha
 	return 0;
 }
 
+/* an option's number from @lo to @hi into *@out: 0, or 2 after a usage
+ * error */
+static int count_option(const char *arg, unsigned long lo, unsigned long hi, unsigned *out,
+			const char *cmd, const char *name)
+{
+	char *end;
+
+	errno = 0;
+	unsigned long v = strtoul(arg, &end, 10);
+	if (*end || !*arg || errno || arg[0] == '-' || arg[0] == '+' || v < lo || v > hi) {
+		if (hi == UINT32_MAX)
+			mt_error(0, "%s: %s wants a number from %lu, not '%s'", cmd, name, lo, arg);
+		else
+			mt_error(0, "%s: %s wants a number from %lu to %lu, not '%s'", cmd, name, lo,
+				 hi, arg);
+		return 2;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
 int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		       struct mt_report_args *a)
 {
@@ -131,6 +152,8 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		{ { "json", no_argument, NULL, 'J' }, MT_RA_JSON },
 		{ { "python-only", no_argument, NULL, 'P' }, MT_RA_VIEWS },
 		{ { "show-hidden-frames", no_argument, NULL, 'H' }, MT_RA_VIEWS },
+		{ { "sort-column", required_argument, NULL, 's' }, MT_RA_SORT },
+		{ { "max-memory-records", required_argument, NULL, 'M' }, MT_RA_MAX_POINTS },
 	};
 	static const struct option help = { "help", no_argument, NULL, 'h' };
 	static const struct option quiet = { "quiet", no_argument, NULL, 'q' };
@@ -143,8 +166,8 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 	char alias[3] = "";
 	if ((has & MT_RA_TOP) && c->top_alias && c->top_alias_short)
 		snprintf(alias, sizeof(alias), "%c:", c->top_alias_short);
-	snprintf(short_opts, sizeof(short_opts), "%s%s%sqh", has & MT_RA_OUTPUT ? "o:f" : "",
-		 has & MT_RA_TOP ? "n:" : "", alias);
+	snprintf(short_opts, sizeof(short_opts), "%s%s%s%sqh", has & MT_RA_OUTPUT ? "o:f" : "",
+		 has & MT_RA_TOP ? "n:" : "", alias, has & MT_RA_SORT ? "s:" : "");
 	for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
 		if ((has & shared[i].with) &&
 		    !((has & MT_RA_ALL_FRAMES) && strchr("PH", shared[i].opt.val)))
@@ -189,6 +212,15 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		case 'N':
 			threshold_given = 1;
 			if (threshold_option(optarg, &a->o, c->name))
+				return 2;
+			break;
+		case 's':
+			if (count_option(optarg, 1, 5, &a->o.sort_column, c->name, "--sort-column"))
+				return 2;
+			break;
+		case 'M':
+			if (count_option(optarg, 1, UINT32_MAX, &a->o.max_points, c->name,
+					 "--max-memory-records"))
 				return 2;
 			break;
 		case 'J':

@@ -259,3 +259,12 @@ int mt_location_cmp_own_count(const void *pa, const void *pb)
 		c = DESC(a->own_bytes, b->own_bytes);
 	return c ? c : loc_tiebreak(a, b);
 }
+
+int mt_location_cmp_total_count(const void *pa, const void *pb)
+{
+	const struct mt_location *a = pa, *b = pb;
+	int c = DESC(a->total_count, b->total_count);
+	if (!c)
+		c = DESC(a->total_bytes, b->total_bytes);
+	return c ? c : loc_tiebreak(a, b);
+}

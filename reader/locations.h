@@ -47,5 +47,6 @@ ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view
 int mt_location_cmp_total(const void *a, const void *b);
 int mt_location_cmp_own(const void *a, const void *b);
 int mt_location_cmp_own_count(const void *a, const void *b);
+int mt_location_cmp_total_count(const void *a, const void *b);
 
 #endif /* MT_READER_LOCATIONS_H */

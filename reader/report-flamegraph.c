@@ -51,9 +51,9 @@ static void json_in_use(struct mt_json *j, const struct mt_snapshot *s, size_t s
 	mt_json_end(j);
 }
 
-static void json_memory(struct mt_json *j, const struct mt_snapshot *s)
+static void json_memory(struct mt_json *j, const struct mt_snapshot *s, size_t max_points)
 {
-	size_t n = s->n_samples, step = (n + MAX_POINTS - 1) / MAX_POINTS;
+	size_t n = s->n_samples, step = (n + max_points - 1) / max_points;
 
 	if (step < 1)
 		step = 1;
@@ -274,7 +274,7 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	}
 	mt_json_end(&j);
 	mt_json_end(&j);
-	json_memory(&j, s);
+	json_memory(&j, s, o->max_points ? o->max_points : MAX_POINTS);
 	if (tp.iv)
 		json_temporal(&j, s, &tp);
 	mt_json_end(&j);

@@ -73,8 +73,11 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	n = mt_snapshot_locations_opt(s, o->view, !o->show_hidden, &hidden, &locs);
 	if (n < 0)
 		return (int)n;
+	unsigned col = o->sort_column ? o->sort_column : 1;
 	if (n > 1)
-		qsort(locs, (size_t)n, sizeof(*locs), mt_location_cmp_total);
+		qsort(locs, (size_t)n, sizeof(*locs),
+		      col <= 2 ? mt_location_cmp_total
+		      : col <= 4 ? mt_location_cmp_own : mt_location_cmp_total_count);
 	size_t rows = o->top_n && o->top_n < (size_t)n ? o->top_n : (size_t)n;
 	if (o->json) {
 		int err = summary_json(out, s, o, locs, rows, hidden > 0);
@@ -107,7 +110,12 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 			fprintf(out, " (event %llu of %llu)\n", (unsigned long long)s->peak_event,
 				(unsigned long long)s->n_events);
 	}
-	fprintf(out, "\n%12s %7s %12s %7s %11s  %s\n", "Total", "Total%", "Own", "Own%", "Own allocs",
+	/* memray's columns, the one sorted on in <> as memray marks it */
+	static const char *const heads[] = { "Total", "Total%", "Own", "Own%", "Allocs" };
+	char head[5][16];
+	for (unsigned i = 0; i < 5; i++)
+		snprintf(head[i], sizeof(head[i]), i + 1 == col ? "<%s>" : "%s", heads[i]);
+	fprintf(out, "\n%12s %8s %12s %8s %10s  %s\n", head[0], head[1], head[2], head[3], head[4],
 		"Location");
 	for (size_t i = 0; i < rows; i++) {
 		const struct mt_location *l = &locs[i];
@@ -116,9 +124,9 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 		if (l->native)
 			mt_strbuf_addstr(&sb, "[C] "); /* a native frame */
 		mt__report_location(&sb, l->function, l->file, l->line);
-		fprintf(out, "%12s %6.2f%% %12s %6.2f%% %11llu  %s\n", mt__report_bytes(tb, l->total_bytes),
+		fprintf(out, "%12s %7.2f%% %12s %7.2f%% %10llu  %s\n", mt__report_bytes(tb, l->total_bytes),
 			pct(l->total_bytes, whole), mt__report_bytes(ob, l->own_bytes),
-			pct(l->own_bytes, whole), (unsigned long long)l->own_count, sb.buf);
+			pct(l->own_bytes, whole), (unsigned long long)l->total_count, sb.buf);
 	}
 	if (!rows)
 		fprintf(out, "%12s\n", "(none)");

@@ -37,6 +37,10 @@ struct mt_report_opts {
 	int memray_stats;    /* stats: memray's JSON layout (mt_report_stats_memray());
 			      * for mt_report_load(): count exact sizes, refuse an
 			      * aggregated capture */
+	unsigned sort_column; /* summary: memray's -s (1, 2 total bytes; 3, 4 own
+			       * bytes; 5 allocations, its callees' included); 0 = 1 */
+	unsigned max_points;  /* flamegraph: points of the memory plot at most
+			       * (memray's --max-memory-records); 0 = 1500 */
 	int show_hidden;     /* summary, tree, flamegraph, table: the frames that
 			      * reader/frames.h hides too (the flamegraph's
 			      * checkbox starts ticked) */

@@ -1,7 +1,9 @@
 """What memray's users type, carried over: `python3 -m memtrace` for
 `python3 -m memray` (run with the interpreter that ran it), `run -q`."""
 
+import json
 import os
+import re
 import textwrap
 
 import pytest
@@ -68,6 +70,92 @@ def test_memray_options_taken(memtrace, script, tmp_path):
     top = run(memtrace, "stats", "--num-largest", "1", tmp_path / "c.bin").stdout
     assert "Top 1 location by size" in top and len(rows(top)) == 1, top
     assert top == run(memtrace, "stats", "-n", "1", tmp_path / "c.bin").stdout
+
+
+SORT_PROG = """\
+def many():
+    return [bytearray(1000) for _ in range(3000)]
+
+
+def big():
+    return bytearray(5_000_000)
+
+
+def outer():
+    return [many(), big()]
+
+
+keep = outer()
+"""
+
+
+def test_summary_sort_column(memtrace, script, tmp_path):
+    """summary -s/--sort-column N sorts on memray's column N (1, 2 total;
+    3, 4 own; 5 allocations, callees' included), marks it in the header,
+    and refuses a column memray does not have."""
+    cap = tmp_path / "s.bin"
+    run(memtrace, "run", "-q", "-o", cap, script(SORT_PROG))
+    totals = {(r["function"], r["line"]): r
+              for r in json.loads(run(memtrace, "summary", "--json", cap).stdout)["rows"]}
+
+    def rows(*args):
+        out = run(memtrace, "summary", "-n", "0", *args, cap).stdout.splitlines()
+        head = next(i for i, l in enumerate(out) if l.strip().endswith("Location"))
+        body = [l for l in out[head + 1:] if l.startswith(" ")]
+        row = re.compile(r"^ *\S+ \S+ +\S+% +\S+ \S+ +\S+% +(\d+)  (.*?)(?: at .*:(\d+))?$")
+        parsed = [(m.group(2), int(m.group(3) or 0), int(m.group(1))) for m in map(row.match, body)]
+        return out[head], parsed
+
+    for args, mark, key in ((("-s", "1"), "<Total>", "total_bytes"),
+                            (("--sort-column", "2"), "<Total%>", "total_bytes"),
+                            (("-s", "3"), "<Own>", "own_bytes"),
+                            (("-s", "4"), "<Own%>", "own_bytes"),
+                            (("-s", "5"), "<Allocs>", "total_allocations")):
+        head, body = rows(*args)
+        assert head.split().count(mark) == 1 and head.count("<") == 1, head
+        values = [totals[(func, line)][key] for func, line, _ in body]
+        assert values == sorted(values, reverse=True) and len(body) == len(totals), (args, body)
+        # the fifth column is the count with the callees' allocations
+        assert all(n == totals[(func, line)]["total_allocations"] for func, line, n in body)
+    first = lambda *args: rows(*args)[1][0][0]
+    assert first("-s", "3") == "big" and first("-s", "1") != "big"
+    order = [func for func, _, _ in rows("-s", "5")[1]]
+    assert order.index("many") < order.index("big")
+    assert rows()[1] == rows("-s", "1")[1]
+    for bad in ("0", "6", "x", "-1", ""):
+        p = run(memtrace, "summary", "-s", bad, cap, check=False)
+        assert p.returncode == 2 and p.stdout == "" and p.stderr == \
+            "memtrace: summary: --sort-column wants a number from 1 to 5, not '%s'\n" % bad
+
+
+def test_flamegraph_max_memory_records(memtrace, script, tmp_path):
+    """flamegraph --max-memory-records N keeps the memory plot to N points
+    at most, the highest heap of each stretch kept."""
+    cap = tmp_path / "p.bin"
+    run(memtrace, "run", "-q", "-o", cap, script(
+        "import time\nkeep = []\nt = time.monotonic()\n"
+        "while time.monotonic() - t < 0.6:\n    keep.append(bytearray(10000))\n"
+        "    time.sleep(0.002)\n"))
+    whole, _ = page_data_of(memtrace, cap, tmp_path / "a.html")
+    few, _ = page_data_of(memtrace, cap, tmp_path / "b.html", "--max-memory-records", "5")
+    n = len(whole["memory"]["time_us"])
+    assert n > 10, whole["memory"]
+    for k in ("time_us", "rss", "heap"):
+        assert 1 <= len(few["memory"][k]) <= 5 and len(whole["memory"][k]) == n
+    assert max(few["memory"]["heap"]) == max(whole["memory"]["heap"])
+    assert few["memory"]["time_us"] == sorted(few["memory"]["time_us"])
+    for bad in ("0", "x", "-3"):
+        p = run(memtrace, "flamegraph", "--max-memory-records", bad, "-o", tmp_path / "c.html",
+                cap, check=False)
+        assert p.returncode == 2 and p.stderr == "memtrace: flamegraph: --max-memory-records " \
+            "wants a number from 1, not '%s'\n" % bad
+        assert not (tmp_path / "c.html").exists()
+
+
+def page_data_of(memtrace, cap, out, *args):
+    from test_flamegraph import page_data
+    run(memtrace, "flamegraph", "-q", "-o", out, *args, cap)
+    return page_data(out)
 
 
 @pytest.mark.parametrize("python", python_params())
