@@ -32,7 +32,8 @@ static const char usage[] =
 	"                    [--memory-interval-ms N] [--python PATH]\n"
 	"                    (script.py | -m module | -c code) [args...]\n"
 	"\n"
-	"  -o, --output FILE            capture file (default memtrace-<script>.<pid>.bin)\n"
+	"  -o, --output FILE            capture file (default memtrace-<script>.<pid>.bin\n"
+	"                               beside the script, as memray names it)\n"
 	"  -f, --force                  replace the capture file (and with --live its\n"
 	"                               .log) if it exists: by a new file\n"
 	"      --native                 record each allocation's native (C) stack too\n"
@@ -112,21 +113,19 @@ static void say_killed(int sig, const struct mt_run_status *said, const char *wh
 			name, where);
 }
 
-/* memtrace-<stem>.<pid>.bin, where stem is the script's or module's name */
+/* memray's default name, memtrace-<name>.<pid>.bin: beside the script,
+ * with the script's whole name (prog.py); in the current directory for
+ * a module (its dotted name) or -c ("string") */
 static void default_output(char *out, size_t cap, const char *kind, const char *target, pid_t pid)
 {
-	char stem[256];
 	if (!strcmp(kind, "-c")) {
-		snprintf(stem, sizeof(stem), "c");
-	} else {
-		const char *base = strrchr(target, '/');
-		base = base ? base + 1 : target;
-		snprintf(stem, sizeof(stem), "%s", base);
-		char *dot = strrchr(stem, '.');
-		if (dot && !strcmp(kind, "script") && !strcmp(dot, ".py"))
-			*dot = '\0';
+		snprintf(out, cap, "memtrace-string.%d.bin", (int)pid);
+		return;
 	}
-	snprintf(out, cap, "memtrace-%s.%d.bin", stem, (int)pid);
+	const char *base = strrchr(target, '/');
+	size_t dir = base && !strcmp(kind, "script") ? (size_t)(base - target) + 1 : 0;
+	base = base ? base + 1 : target;
+	snprintf(out, cap, "%.*smemtrace-%s.%d.bin", (int)dir, target, base, (int)pid);
 }
 
 /* With --live, the program's output goes beside the capture: its name

@@ -2,6 +2,7 @@
 numpy, exit codes, crashes and bad input."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -313,12 +314,22 @@ def test_module_and_command_forms(memtrace, tmp_path):
 
 
 def test_default_output_name(memtrace, script, tmp_path):
+    """memray's names: memtrace-prog.py.PID.bin beside the script; for -m
+    and -c, memtrace-MODULE.PID.bin and memtrace-string.PID.bin here."""
     prog = script("x = 1\n", name="named.py")
-    p = run(memtrace, "run", prog, cwd=tmp_path)
-    made = [n for n in os.listdir(tmp_path) if n.startswith("memtrace-named.") and n.endswith(".bin")]
-    assert len(made) == 1, os.listdir(tmp_path)
-    assert made[0] in p.stderr
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    p = run(memtrace, "run", prog, cwd=elsewhere)
+    made = [n for n in os.listdir(tmp_path) if re.fullmatch(r"memtrace-named\.py\.\d+\.bin", n)]
+    assert len(made) == 1 and not os.listdir(elsewhere), os.listdir(tmp_path)
+    assert p.stderr == "memtrace: capture written to %s\n" % (tmp_path / made[0])
     assert oct(os.stat(tmp_path / made[0]).st_mode & 0o777) == "0o600"
+    run(memtrace, "run", "-q", "-c", "x = 1", cwd=elsewhere)
+    run(memtrace, "run", "-q", "-m", "json.tool", "--help", cwd=elsewhere)
+    names = sorted(re.sub(r"\.\d+\.bin$", ".PID.bin", n) for n in os.listdir(elsewhere))
+    assert names == ["memtrace-json.tool.PID.bin", "memtrace-string.PID.bin"], names
+    for n in os.listdir(elsewhere):
+        assert run(memtrace, "stats", elsewhere / n).returncode == 0
 
 
 def test_refuses_to_overwrite_without_force(memtrace, script, tmp_path):

@@ -264,7 +264,7 @@ def test_output_to_stdout(memtrace, tmp_path):
 
 @pytest.mark.parametrize("fmt, capture, name", [
     ("CSV", "p.bin", "memtrace-csv-p.csv"),  # the format's case does not matter, as in memray
-    ("csv", "memtrace-prog.123.bin", "memtrace-csv-prog.123.csv"),  # run's default name
+    ("csv", "memtrace-prog.py.123.bin", "memtrace-csv-prog.py.123.csv"),  # run's default name
     ("csv", "noext", "memtrace-csv-noext.csv"),
     ("gprof2dot", "p.bin", "memtrace-gprof2dot-p.json"),
     ("speedscope", "p.bin", "memtrace-speedscope-p.speedscope.json"),
