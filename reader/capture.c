@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Capture parser: file header, chunk verification and decompression, the
- * per-thread delta state of the hot records, and dispatch to callbacks.
+ * Capture parser: the file header, then chunk by chunk verification and
+ * decompression, with the records of each chunk read by reader/records.c.
  * Never trusts the file: every length is checked before it is used.
  */
 #include "reader/capture.h"
 #include "format/columns.h"
 #include "format/error.h"
-#include "format/hotdec.h"
 #include "format/pack.h"
+#include "reader/records.h"
 #include "util/clock.h"
 #include "util/plural.h"
 
@@ -20,10 +20,6 @@
 #include <string.h>   /* memset */
 #include <sys/stat.h> /* fstat */
 #include <unistd.h>   /* close, pread */
-
-/* Thread indexes above this are treated as corruption rather than as a
- * request for gigabytes of delta state. */
-#define MAX_THREADS (1u << 20)
 
 /* A capture read from its file (not mapped: a file cut short under a
  * mapping kills the reader with SIGBUS) goes through a window of at least
@@ -52,11 +48,7 @@ struct mt_capture {
 	uint8_t *pack;  /* mt_chunk_unpack()'s scratch space */
 	size_t pack_cap;
 	struct mt_history hist; /* the columns' histories */
-	uint8_t *recs;  /* a record other than the usual hot one, as a row */
-	size_t recs_cap;
-	struct mt_delta **deltas; /* by thread index, each made on first use */
-	uint32_t n_deltas;
-	struct mt_reuse reuse;    /* the coding state the threads share */
+	struct mt_records rec;  /* the records' pass */
 	int oom;
 
 	void (*warn)(void *ctx, const char *msg);
@@ -69,52 +61,9 @@ struct mt_capture {
 	/* the pass under way (mt_capture_rewind, mt_capture_step) */
 	size_t off;     /* the next chunk */
 	uint64_t index; /* its index */
-	uint64_t events; /* ALLOC and FREE records read */
-	char lost[160];  /* "" or why the TRAILER's count says chunks are missing */
 	int ended;
 	int stop;       /* what stopped it: a callback's value, or -ENOMEM */
 };
-
-static int stub(void *ctx, const struct mt_record *r)
-{
-	(void)ctx;
-	(void)r;
-	return 0;
-}
-
-static int stub_chunk(void *ctx, uint64_t index, uint64_t offset, const struct mt_chunk *c)
-{
-	(void)ctx;
-	(void)index;
-	(void)offset;
-	(void)c;
-	return 0;
-}
-
-void mt_record_ops_init(struct mt_record_ops *ops)
-{
-#define FILL(m)              \
-	if (!ops->m)         \
-		ops->m = stub;
-	FILL(alloc);
-	FILL(free);
-	FILL(thread);
-	FILL(code);
-	FILL(stack);
-	FILL(sample);
-	FILL(diag);
-	FILL(trailer);
-	FILL(native);
-	FILL(module);
-	FILL(hybrid);
-	FILL(site);
-	FILL(totals);
-	FILL(name);
-	FILL(unknown);
-#undef FILL
-	if (!ops->chunk)
-		ops->chunk = stub_chunk;
-}
 
 /* Room for @want bytes in *@buf (of *@cap bytes). Returns 0 or -ENOMEM. */
 static int grow_buf(uint8_t **buf, size_t *cap, size_t want)
@@ -332,10 +281,7 @@ void mt_capture_close(struct mt_capture *c)
 	free(c->hdr_bytes);
 	free(c->raw);
 	free(c->pack);
-	free(c->recs);
-	for (uint32_t i = 0; i < c->n_deltas; i++)
-		free(c->deltas[i]);
-	free(c->deltas);
+	mt_records_release(&c->rec);
 	free(c);
 }
 
@@ -394,164 +340,6 @@ const char *mt_capture_damage(const struct mt_capture *c)
 	return c->st.stopped ? c->damage : NULL;
 }
 
-static struct mt_delta *get_delta(void *ctx, uint32_t thread)
-{
-	struct mt_capture *c = ctx;
-
-	if (thread < c->n_deltas && c->deltas[thread])
-		return c->deltas[thread];
-	if (thread >= MAX_THREADS)
-		return NULL;
-	/* A state is some 700 bytes: made only for the indexes in use, so
-	 * that one record with a thread index near MAX_THREADS costs a
-	 * pointer per index, not 700 MB. */
-	if (thread >= c->n_deltas) {
-		uint32_t n = c->n_deltas ? c->n_deltas : 16;
-		while (n <= thread)
-			n *= 2;
-		struct mt_delta **v = realloc(c->deltas, n * sizeof(*v));
-		if (!v) {
-			c->oom = 1;
-			return NULL;
-		}
-		memset(v + c->n_deltas, 0, (n - c->n_deltas) * sizeof(*v));
-		c->deltas = v;
-		c->n_deltas = n;
-	}
-	struct mt_delta *d = calloc(1, sizeof(*d));
-	if (!d) {
-		c->oom = 1;
-		return NULL;
-	}
-	d->reuse = &c->reuse;
-	c->deltas[thread] = d;
-	return d;
-}
-
-static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_record *r)
-{
-	switch (r->type) {
-	case MT_REC_ALLOC:
-		return ops->alloc(ctx, r);
-	case MT_REC_FREE:
-		return ops->free(ctx, r);
-	case MT_REC_THREAD:
-		return ops->thread(ctx, r);
-	case MT_REC_CODE:
-		return ops->code(ctx, r);
-	case MT_REC_STACK:
-		return ops->stack(ctx, r);
-	case MT_REC_SAMPLE:
-		return ops->sample(ctx, r);
-	case MT_REC_DIAG:
-		return ops->diag(ctx, r);
-	case MT_REC_TRAILER:
-		return ops->trailer(ctx, r);
-	case MT_REC_NATIVE:
-		return ops->native(ctx, r);
-	case MT_REC_MODULE:
-		return ops->module(ctx, r);
-	case MT_REC_HYBRID:
-		return ops->hybrid(ctx, r);
-	case MT_REC_SITE:
-		return ops->site(ctx, r);
-	case MT_REC_TOTALS:
-		return ops->totals(ctx, r);
-	case MT_REC_NAME:
-		return ops->name(ctx, r);
-	default:
-		return ops->unknown(ctx, r);
-	}
-}
-
-/* The records of chunk data [@data, @data+@len), read from its columns:
- * a hot record of the chunk's last hot thread, most of them, is decoded
- * from its fields there (format/hotdec.h), any other as a row in c->recs
- * (room for @len + MT_ROW_SLACK bytes). Returns 0, a callback's value
- * (> 0 or < 0 as it chose) via *@stop, or a negative decode error; *@misfit
- * is set when the columns do not fit together (the records before the
- * misfit are read first, as mt_chunk_join() would have joined them). */
-static int read_records(struct mt_capture *c, const uint8_t *data, size_t len,
-			const struct mt_record_ops *ops, void *ctx, int *stop, int *misfit)
-{
-	struct mt_cols_in in;
-	struct mt_record r;
-	struct mt_delta *d = NULL; /* in.thread's */
-	uint64_t n_records = c->st.n_records;
-	unsigned opts = mt_header_columns(&c->hdr);
-	int rc = 0, err = 0;
-
-	if (mt_cols_in_begin(&in, data, len, opts) < 0) {
-		*misfit = 1;
-		return 0;
-	}
-	while (mt_cols_in_more(&in)) {
-		struct mt_cols_hot h;
-		int hot = mt_cols_in_hot(&in, &h);
-		if (hot > 0) {
-			if (!mt__hot_km_ok(h.type, h.kind, h.mode)) {
-				err = -MT_ECORRUPT;
-				break;
-			}
-			if (h.overflow) {
-				err = -MT_ETRUNC;
-				break;
-			}
-			if (!d && !(d = get_delta(c, (uint32_t)in.thread))) {
-				err = -ENOMEM;
-				break;
-			}
-			r.type = (uint8_t)h.type;
-			r.tidx = (uint32_t)in.thread;
-			if ((err = mt__hot_decode(d, &r, h.type, h.kind, h.mode, h.zaddr, h.size,
-						  h.zstack)) < 0)
-				break;
-			n_records++;
-			c->events++;
-			rc = h.type == MT_REC_ALLOC ? ops->alloc(ctx, &r) : ops->free(ctx, &r);
-		} else {
-			ssize_t n = hot < 0 ? hot : mt_cols_in_row(&in, c->recs, c->recs_cap);
-			if (n < 0) {
-				*misfit = 1;
-				break;
-			}
-			ssize_t k = mt_rec_decode(c->recs, (size_t)n, &r, get_delta, c);
-			if (k < 0) {
-				err = (int)k;
-				break;
-			}
-			d = NULL; /* a hot record with its head may change in.thread */
-			n_records++;
-			c->events += r.type == MT_REC_ALLOC || r.type == MT_REC_FREE;
-			/* every event written comes before the TRAILER: fewer
-			 * read means chunks went missing (an aggregated capture's
-			 * count is of the events it summed) */
-			if (r.type == MT_REC_TRAILER && !(c->hdr.flags & MT_HDR_AGGREGATED) &&
-			    r.trailer.n_events != c->events) {
-				snprintf(c->lost, sizeof(c->lost),
-					 "its end-of-capture record counts %llu allocations and "
-					 "frees where the chunks up to it hold %llu: chunks are "
-					 "missing or out of place",
-					 (unsigned long long)r.trailer.n_events,
-					 (unsigned long long)c->events);
-				err = -MT_ECORRUPT;
-				break;
-			}
-			if (r.type == MT_REC_TRAILER)
-				c->st.trailer_seen = 1;
-			rc = dispatch(ops, ctx, &r);
-		}
-		if (rc) {
-			*stop = rc;
-			break;
-		}
-	}
-	c->st.n_records = n_records;
-	if (!err && !rc && !*misfit && !mt_cols_in_end(&in))
-		*misfit = 1;
-	return err;
-}
-
 /* Are the bytes from @off to the end zeros? 1, 0, or -1 if they could
  * not be fetched. */
 static int all_zero(struct mt_capture *c, size_t off)
@@ -572,8 +360,6 @@ static int all_zero(struct mt_capture *c, size_t off)
 void mt_capture_rewind(struct mt_capture *c)
 {
 	memset(&c->st, 0, sizeof(c->st));
-	c->events = 0;
-	c->lost[0] = '\0';
 	c->damage[0] = '\0';
 	c->st.file_size = c->size;
 	c->st.end_offset = c->hdr_size;
@@ -583,15 +369,9 @@ void mt_capture_rewind(struct mt_capture *c)
 	c->index = 0;
 	c->ended = 0;
 	c->stop = 0;
-	/* delta state runs from the first chunk to the last */
-	memset(&c->reuse, 0, sizeof(c->reuse));
 	mt_history_reset(&c->hist);
 	mt_history_layout(&c->hist, mt_header_columns(&c->hdr));
-	for (uint32_t i = 0; i < c->n_deltas; i++)
-		if (c->deltas[i]) {
-			memset(c->deltas[i], 0, sizeof(*c->deltas[i]));
-			c->deltas[i]->reuse = &c->reuse;
-		}
+	mt_records_start(&c->rec, &c->hdr);
 }
 
 void mt_capture_set_progress(struct mt_capture *c,
@@ -738,16 +518,16 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 			return stop_pass(c, rc);
 		/* the records of the columns that fit together are read
 		 * before a misfit is reported */
-		if (grow_buf(&c->recs, &c->recs_cap, (size_t)raw_len + MT_ROW_SLACK) < 0)
-			return stop_pass(c, -ENOMEM);
 		int stop = 0, misfit = 0;
-		int err = read_records(c, data, raw_len, &ops, ctx, &stop, &misfit);
+		int err = mt_records_read(&c->rec, data, raw_len, &ops, ctx, &stop, &misfit);
+		c->st.n_records = c->rec.n_records;
+		c->st.trailer_seen = c->rec.trailer_seen;
 		if (stop)
 			return stop_pass(c, stop);
-		if (err == -ENOMEM && c->oom)
+		if (err == -ENOMEM && c->rec.oom)
 			return stop_pass(c, -ENOMEM);
-		if (c->lost[0])
-			why = c->lost;
+		if (c->rec.lost[0])
+			why = c->rec.lost;
 		else if (err < 0)
 			why = err == -MT_ETRUNC ? "a record runs past the chunk end"
 						: "malformed record";

@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The record pass (reader/records.h): each chunk's records read from its
+ * columns against the coding state that runs across chunks, and handed
+ * to the callbacks.
+ */
+#include "reader/records.h"
+#include "format/columns.h"
+#include "format/error.h"
+
+#include <errno.h>  /* ENOMEM */
+#include <stdio.h>  /* snprintf */
+#include <stdlib.h> /* realloc */
+#include <string.h> /* memset */
+
+/* Thread indexes above this are treated as corruption rather than as a
+ * request for gigabytes of delta state. */
+#define MAX_THREADS (1u << 20)
+
+static int stub(void *ctx, const struct mt_record *r)
+{
+	(void)ctx;
+	(void)r;
+	return 0;
+}
+
+static int stub_chunk(void *ctx, uint64_t index, uint64_t offset, const struct mt_chunk *c)
+{
+	(void)ctx;
+	(void)index;
+	(void)offset;
+	(void)c;
+	return 0;
+}
+
+void mt_record_ops_init(struct mt_record_ops *ops)
+{
+#define FILL(m)              \
+	if (!ops->m)         \
+		ops->m = stub;
+	FILL(alloc);
+	FILL(free);
+	FILL(thread);
+	FILL(code);
+	FILL(stack);
+	FILL(sample);
+	FILL(diag);
+	FILL(trailer);
+	FILL(native);
+	FILL(module);
+	FILL(hybrid);
+	FILL(site);
+	FILL(totals);
+	FILL(name);
+	FILL(unknown);
+#undef FILL
+	if (!ops->chunk)
+		ops->chunk = stub_chunk;
+}
+
+void mt_records_start(struct mt_records *p, const struct mt_header *h)
+{
+	p->opts = mt_header_columns(h);
+	p->aggregated = !!(h->flags & MT_HDR_AGGREGATED);
+	p->oom = 0;
+	p->n_records = 0;
+	p->events = 0;
+	p->trailer_seen = 0;
+	p->lost[0] = '\0';
+	/* the coding state runs from the first chunk to the last */
+	memset(&p->reuse, 0, sizeof(p->reuse));
+	for (uint32_t i = 0; i < p->n_deltas; i++)
+		if (p->deltas[i]) {
+			memset(p->deltas[i], 0, sizeof(*p->deltas[i]));
+			p->deltas[i]->reuse = &p->reuse;
+		}
+}
+
+void mt_records_release(struct mt_records *p)
+{
+	free(p->row);
+	for (uint32_t i = 0; i < p->n_deltas; i++)
+		free(p->deltas[i]);
+	free(p->deltas);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Room for @want bytes in p->row. Returns 0 or -ENOMEM (p->oom set). */
+static int grow_row(struct mt_records *p, size_t want)
+{
+	if (want <= p->row_cap)
+		return 0;
+	size_t n = p->row_cap ? p->row_cap : 4096;
+	while (n < want)
+		n *= 2;
+	uint8_t *v = realloc(p->row, n);
+	if (!v) {
+		p->oom = 1;
+		return -ENOMEM;
+	}
+	p->row = v;
+	p->row_cap = n;
+	return 0;
+}
+
+static struct mt_delta *get_delta(void *ctx, uint32_t thread)
+{
+	struct mt_records *c = ctx;
+
+	if (thread < c->n_deltas && c->deltas[thread])
+		return c->deltas[thread];
+	if (thread >= MAX_THREADS)
+		return NULL;
+	/* A state is some 700 bytes: made only for the indexes in use, so
+	 * that one record with a thread index near MAX_THREADS costs a
+	 * pointer per index, not 700 MB. */
+	if (thread >= c->n_deltas) {
+		uint32_t n = c->n_deltas ? c->n_deltas : 16;
+		while (n <= thread)
+			n *= 2;
+		struct mt_delta **v = realloc(c->deltas, n * sizeof(*v));
+		if (!v) {
+			c->oom = 1;
+			return NULL;
+		}
+		memset(v + c->n_deltas, 0, (n - c->n_deltas) * sizeof(*v));
+		c->deltas = v;
+		c->n_deltas = n;
+	}
+	struct mt_delta *d = calloc(1, sizeof(*d));
+	if (!d) {
+		c->oom = 1;
+		return NULL;
+	}
+	d->reuse = &c->reuse;
+	c->deltas[thread] = d;
+	return d;
+}
+
+static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_record *r)
+{
+	switch (r->type) {
+	case MT_REC_ALLOC:
+		return ops->alloc(ctx, r);
+	case MT_REC_FREE:
+		return ops->free(ctx, r);
+	case MT_REC_THREAD:
+		return ops->thread(ctx, r);
+	case MT_REC_CODE:
+		return ops->code(ctx, r);
+	case MT_REC_STACK:
+		return ops->stack(ctx, r);
+	case MT_REC_SAMPLE:
+		return ops->sample(ctx, r);
+	case MT_REC_DIAG:
+		return ops->diag(ctx, r);
+	case MT_REC_TRAILER:
+		return ops->trailer(ctx, r);
+	case MT_REC_NATIVE:
+		return ops->native(ctx, r);
+	case MT_REC_MODULE:
+		return ops->module(ctx, r);
+	case MT_REC_HYBRID:
+		return ops->hybrid(ctx, r);
+	case MT_REC_SITE:
+		return ops->site(ctx, r);
+	case MT_REC_TOTALS:
+		return ops->totals(ctx, r);
+	case MT_REC_NAME:
+		return ops->name(ctx, r);
+	default:
+		return ops->unknown(ctx, r);
+	}
+}
+
+int mt_records_read(struct mt_records *c, const uint8_t *data, size_t len,
+		    const struct mt_record_ops *ops, void *ctx, int *stop, int *misfit)
+{
+	struct mt_cols_in in;
+	struct mt_record r;
+	struct mt_delta *d = NULL; /* in.thread's */
+	uint64_t n_records = c->n_records;
+	int rc = 0, err = 0;
+
+	if (grow_row(c, len + MT_ROW_SLACK) < 0)
+		return -ENOMEM;
+	if (mt_cols_in_begin(&in, data, len, c->opts) < 0) {
+		*misfit = 1;
+		return 0;
+	}
+	while (mt_cols_in_more(&in)) {
+		struct mt_cols_hot h;
+		int hot = mt_cols_in_hot(&in, &h);
+		if (hot > 0) {
+			if (!mt__hot_km_ok(h.type, h.kind, h.mode)) {
+				err = -MT_ECORRUPT;
+				break;
+			}
+			if (h.overflow) {
+				err = -MT_ETRUNC;
+				break;
+			}
+			if (!d && !(d = get_delta(c, (uint32_t)in.thread))) {
+				err = -ENOMEM;
+				break;
+			}
+			r.type = (uint8_t)h.type;
+			r.tidx = (uint32_t)in.thread;
+			if ((err = mt__hot_decode(d, &r, h.type, h.kind, h.mode, h.zaddr, h.size,
+						  h.zstack)) < 0)
+				break;
+			n_records++;
+			c->events++;
+			rc = h.type == MT_REC_ALLOC ? ops->alloc(ctx, &r) : ops->free(ctx, &r);
+		} else {
+			ssize_t n = hot < 0 ? hot : mt_cols_in_row(&in, c->row, c->row_cap);
+			if (n < 0) {
+				*misfit = 1;
+				break;
+			}
+			ssize_t k = mt_rec_decode(c->row, (size_t)n, &r, get_delta, c);
+			if (k < 0) {
+				err = (int)k;
+				break;
+			}
+			d = NULL; /* a hot record with its head may change in.thread */
+			n_records++;
+			c->events += r.type == MT_REC_ALLOC || r.type == MT_REC_FREE;
+			/* every event written comes before the TRAILER: fewer
+			 * read means chunks went missing (an aggregated capture's
+			 * count is of the events it summed) */
+			if (r.type == MT_REC_TRAILER && !c->aggregated &&
+			    r.trailer.n_events != c->events) {
+				snprintf(c->lost, sizeof(c->lost),
+					 "its end-of-capture record counts %llu allocations and "
+					 "frees where the chunks up to it hold %llu: chunks are "
+					 "missing or out of place",
+					 (unsigned long long)r.trailer.n_events,
+					 (unsigned long long)c->events);
+				err = -MT_ECORRUPT;
+				break;
+			}
+			if (r.type == MT_REC_TRAILER)
+				c->trailer_seen = 1;
+			rc = dispatch(ops, ctx, &r);
+		}
+		if (rc) {
+			*stop = rc;
+			break;
+		}
+	}
+	c->n_records = n_records;
+	if (!err && !rc && !*misfit && !mt_cols_in_end(&in))
+		*misfit = 1;
+	return err;
+}
+
