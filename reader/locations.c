@@ -78,10 +78,11 @@ static ssize_t loc_get(struct loctab *t, const char *fn, const char *file, int l
  * ids): the child lists link each node with memory and its ancestors once,
  * walking up, and subtree sums come from a pass in depth-first order. A
  * loop of parents (never in a decoded capture) is not reached from the
- * roots and counts nothing. A hidden frame (@hide) has no location: its
+ * roots and counts nothing. A frame left out (@how) has no location: its
  * node passes its nearest shown caller's location (NONE: none) to its
- * callees, and its own memory goes there or to MT_HIDDEN_FRAMES. */
-ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view, int hide,
+ * callees, and its own memory goes there, or to MT_HIDDEN_FRAMES (or the
+ * "<no Python frames>" location for a native frame). */
+ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view, unsigned how,
 				  size_t *n_hidden, struct mt_location **out)
 {
 	size_t n = (size_t)mt_snapshot_max_stack(s) + 1;
@@ -158,14 +159,17 @@ ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view
 		uint64_t own_bytes, own_count;
 		mt_usage_view(&u, view, &own_bytes, &own_count);
 		ssize_t k;
-		if (hide && mt_frame_kind(f.function, f.file, f.native) != MT_FRAME_SHOWN) {
+		int native = (how & MT_LOC_PYTHON) && f.native;
+		if (native || ((how & MT_LOC_HIDE) &&
+			       mt_frame_kind(f.function, f.file, f.native) != MT_FRAME_SHOWN)) {
 			uint32_t p = mt_snapshot_stack_parent(s, id);
 			hid[id] = 1;
-			hidden++;
+			hidden += !native;
 			li[id] = p && p < n ? li[p] : NONE;
 			if (own_bytes || own_count) {
 				int alone = li[id] == NONE;
-				k = alone ? loc_get(&t, hidden_frames, "", 0, 0) : (ssize_t)li[id];
+				k = !alone ? (ssize_t)li[id]
+				    : loc_get(&t, native ? no_frames : hidden_frames, "", 0, 0);
 				if (k < 0)
 					goto out;
 				t.v[k].own_bytes += own_bytes;

@@ -36,11 +36,16 @@ struct mt_location {
 ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,
 			      struct mt_location **out);
 
-/* mt_snapshot_locations_opt() - the same, without the frames that
- * reader/frames.h hides if @hide (their memory goes to their nearest
- * shown caller, or to an MT_HIDDEN_FRAMES location); the number of trie
- * nodes left out into *@n_hidden (may be NULL). */
-ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view, int hide,
+/* mt_snapshot_locations_opt() - the same, with some frames left out
+ * (@how): MT_LOC_HIDE, those that reader/frames.h hides (their memory
+ * goes to their nearest shown caller, or to an MT_HIDDEN_FRAMES
+ * location), the number of trie nodes left out into *@n_hidden (may be
+ * NULL); MT_LOC_PYTHON, native frames (their memory goes to their
+ * nearest Python caller, or to the "<no Python frames>" location), so
+ * that a location's own memory is that of its innermost Python frame,
+ * as memray's stats rank them. */
+enum { MT_LOC_HIDE = 1, MT_LOC_PYTHON = 2 };
+ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view, unsigned how,
 				  size_t *n_hidden, struct mt_location **out);
 
 /* qsort comparators: descending, ties by function, file, line. */

@@ -288,7 +288,7 @@ static int print_top(FILE *out, const struct mt_snapshot *s, unsigned n)
 {
 	struct mt_location *locs;
 	struct mt_strbuf sb = MT_STRBUF_INIT;
-	ssize_t nl = mt_snapshot_locations(s, MT_VIEW_ALLOCATED, &locs);
+	ssize_t nl = mt_snapshot_locations_opt(s, MT_VIEW_ALLOCATED, MT_LOC_PYTHON, NULL, &locs);
 
 	if (nl < 0)
 		return (int)nl;
@@ -554,7 +554,7 @@ static int stats_json(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt_location *locs;
 	struct mt_json j;
-	ssize_t nl = mt_snapshot_locations(s, MT_VIEW_ALLOCATED, &locs);
+	ssize_t nl = mt_snapshot_locations_opt(s, MT_VIEW_ALLOCATED, MT_LOC_PYTHON, NULL, &locs);
 
 	if (nl < 0)
 		return (int)nl;

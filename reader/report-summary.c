@@ -70,7 +70,7 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	size_t hidden = 0;
 	ssize_t n;
 
-	n = mt_snapshot_locations_opt(s, o->view, !o->show_hidden, &hidden, &locs);
+	n = mt_snapshot_locations_opt(s, o->view, o->show_hidden ? 0 : MT_LOC_HIDE, &hidden, &locs);
 	if (n < 0)
 		return (int)n;
 	unsigned col = o->sort_column ? o->sort_column : 1;

@@ -159,6 +159,18 @@ def test_every_report_reads_a_native_capture(native_capture, memtrace, tmp_path)
     prog, cap = native_capture("/usr/bin/python3")
     out = run(memtrace, "stats", cap).stdout
     assert "native stacks on" in out
+    # stats rank locations by their innermost Python frame, as memray's do:
+    # the C functions' memory is the Python line's that called them, and
+    # the threads started from C have none
+    top = out.split("Top 5 locations by size\n")[1].split("\n\n")[0].splitlines()
+    assert re.search(r"777777 B|759\.55 KiB", top[0]) and top[0].endswith(" f at %s:10" % prog), out
+    assert "<no Python frames>" in top[1] and not any("mt_native" in l for l in top), out
+    js = report_json(memtrace, "stats", cap, "-n", "0")
+    for key in ("top_by_size", "top_by_count"):
+        rows = {(r["function"], r["line"]): r for r in js[key]}
+        assert rows[("f", 10)]["bytes"] == 777777 and rows[("f", 10)]["allocations"] == 1
+        assert rows[("<no Python frames>", 0)]["allocations"] >= 20 * 1
+        assert not any(fn.startswith("mt_native") for fn, _ in rows), rows
     tree = run(memtrace, "tree", "-n", "0", cap).stdout
     assert "[C] mt_native_a at " in tree and "[C] mt_native_b at " in tree
     py_only = run(memtrace, "tree", "-n", "0", "--python-only", cap).stdout
