@@ -526,8 +526,8 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 			return stop_pass(c, stop);
 		if (err == -ENOMEM && c->rec.oom)
 			return stop_pass(c, -ENOMEM);
-		if (c->rec.lost[0])
-			why = c->rec.lost;
+		if (c->rec.why[0])
+			why = c->rec.why;
 		else if (err < 0)
 			why = err == -MT_ETRUNC ? "a record runs past the chunk end"
 						: "malformed record";

@@ -66,7 +66,7 @@ void mt_records_start(struct mt_records *p, const struct mt_header *h)
 	p->n_records = 0;
 	p->events = 0;
 	p->trailer_seen = 0;
-	p->lost[0] = '\0';
+	p->why[0] = '\0';
 	/* the coding state runs from the first chunk to the last */
 	memset(&p->reuse, 0, sizeof(p->reuse));
 	for (uint32_t i = 0; i < p->n_deltas; i++)
@@ -173,6 +173,20 @@ static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_
 	}
 }
 
+/* A record of @type that the capture's mode has none of: its events
+ * are either counted into SITE and TOTALS records or written one by one,
+ * never both. Returns -MT_ECORRUPT. */
+static int other_mode(struct mt_records *c, unsigned type)
+{
+	static const char *const names[] = { [MT_REC_ALLOC] = "an allocation",
+					     [MT_REC_FREE] = "a free",
+					     [MT_REC_SITE] = "a SITE",
+					     [MT_REC_TOTALS] = "a TOTALS" };
+	snprintf(c->why, sizeof(c->why), "%s record in %s capture", names[type],
+		 c->aggregated ? "an aggregated" : "a non-aggregated");
+	return -MT_ECORRUPT;
+}
+
 int mt_records_read(struct mt_records *c, const uint8_t *data, size_t len,
 		    const struct mt_record_ops *ops, void *ctx, int *stop, int *misfit)
 {
@@ -192,6 +206,10 @@ int mt_records_read(struct mt_records *c, const uint8_t *data, size_t len,
 		struct mt_cols_hot h;
 		int hot = mt_cols_in_hot(&in, &h);
 		if (hot > 0) {
+			if (c->aggregated) {
+				err = other_mode(c, h.type);
+				break;
+			}
 			if (!mt__hot_km_ok(h.type, h.kind, h.mode)) {
 				err = -MT_ECORRUPT;
 				break;
@@ -224,6 +242,11 @@ int mt_records_read(struct mt_records *c, const uint8_t *data, size_t len,
 				break;
 			}
 			d = NULL; /* a hot record with its head may change in.thread */
+			if ((c->aggregated && (r.type == MT_REC_ALLOC || r.type == MT_REC_FREE)) ||
+			    (!c->aggregated && (r.type == MT_REC_SITE || r.type == MT_REC_TOTALS))) {
+				err = other_mode(c, r.type);
+				break;
+			}
 			n_records++;
 			c->events += r.type == MT_REC_ALLOC || r.type == MT_REC_FREE;
 			/* every event written comes before the TRAILER: fewer
@@ -231,7 +254,7 @@ int mt_records_read(struct mt_records *c, const uint8_t *data, size_t len,
 			 * count is of the events it summed) */
 			if (r.type == MT_REC_TRAILER && !c->aggregated &&
 			    r.trailer.n_events != c->events) {
-				snprintf(c->lost, sizeof(c->lost),
+				snprintf(c->why, sizeof(c->why),
 					 "its end-of-capture record counts %llu allocations and "
 					 "frees where the chunks up to it hold %llu: chunks are "
 					 "missing or out of place",

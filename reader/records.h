@@ -33,7 +33,8 @@ struct mt_records {
 	uint64_t n_records;       /* records read */
 	uint64_t events;          /* ALLOC and FREE records read */
 	int trailer_seen;
-	char lost[160];           /* "" or why the TRAILER's count says chunks are missing */
+	char why[160];            /* "" or why records that decode are corrupt (the
+				   * TRAILER's count, a record of the other mode) */
 };
 
 /* mt_records_start() - a new pass over the capture of header @h: the
@@ -44,8 +45,10 @@ void mt_records_start(struct mt_records *p, const struct mt_header *h);
  * @ops (a hot record of the chunk's current thread from its fields, any
  * other as a row). Returns 0, a callback's value (> 0 or < 0 as it
  * chose) via *@stop, or a negative error: -ENOMEM (p->oom set), a decode
- * error, or -MT_ECORRUPT with p->lost saying why when the TRAILER's count
- * differs from the events read. *@misfit is set when the columns do not
+ * error, or -MT_ECORRUPT with p->why saying why: the TRAILER's count
+ * differs from the events read, or a record belongs to the other mode
+ * (ALLOC or FREE in an aggregated capture, SITE or TOTALS in one of
+ * events). *@misfit is set when the columns do not
  * fit together (the records before the misfit are read first, as
  * mt_chunk_join() would have joined them). */
 int mt_records_read(struct mt_records *p, const uint8_t *data, size_t len,

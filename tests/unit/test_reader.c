@@ -485,6 +485,43 @@ START_TEST(test_reader_trailer_counts_events)
 }
 END_TEST
 
+/* A capture's events are written one by one or counted into SITE and
+ * TOTALS records, never both: a record of the other mode is damage. */
+START_TEST(test_reader_records_of_the_other_mode)
+{
+	struct cw w;
+	struct mt_capture *c;
+	struct counts k = { 0 };
+	struct mt_header h = cw_header(_i ? MT_HDR_AGGREGATED : 0);
+
+	cw_init(&w, &h, 256, _i == 2);
+	cw_thread(&w, 0, 100, "MainThread");
+	if (_i) { /* aggregated: an ALLOC, hot or with its head (thread 1) */
+		cw_alloc(&w, _i == 1 ? 0 : 1, MT_ALLOC_MALLOC, 0x10000, 32, 0);
+	} else {
+		struct mt_record r = { .type = MT_REC_SITE };
+		r.site = (struct mt_rec_site){ .allocator = MT_ALLOC_MALLOC, .alloc_count = 1,
+					       .alloc_bytes = 32, .first_addr = 0x10000 };
+		cw_rec(&w, &r);
+	}
+	cw_trailer(&w, 1000, _i ? 1 : 0, 0);
+	cw_finish(&w);
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	mt_capture_set_warn(c, on_warn, &k);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert(mt_capture_status(c)->stopped && !mt_capture_status(c)->trailer_seen);
+	ck_assert_ptr_nonnull(mt_capture_damage(c));
+	const char *want = _i ? "an allocation record in an aggregated capture"
+			      : "a SITE record in a non-aggregated capture";
+	ck_assert_msg(strstr(mt_capture_damage(c), want) != NULL, "%s", mt_capture_damage(c));
+	/* the THREAD record before it, and nothing of it */
+	ck_assert_uint_eq(k.n, 1);
+	ck_assert_uint_eq(k.by_type[MT_REC_THREAD], 1);
+	mt_capture_close(c);
+	cw_release(&w);
+}
+END_TEST
+
 START_TEST(test_reader_no_trailer)
 {
 	struct cw w;
@@ -605,6 +642,7 @@ static Suite *reader_suite(void)
 	tcase_add_loop_test(tc, test_reader_chunk_of_stacks, 0, 2);
 	tcase_add_test(tc, test_reader_callback_stops);
 	tcase_add_test(tc, test_reader_trailer_counts_events);
+	tcase_add_loop_test(tc, test_reader_records_of_the_other_mode, 0, 3);
 	tcase_add_test(tc, test_reader_no_trailer);
 	tcase_add_test(tc, test_reader_bad_files);
 	tcase_add_test(tc, test_reader_progress);
