@@ -455,6 +455,54 @@ static int lost_pass(struct mt_capture *c)
 	return end_pass(c, 0);
 }
 
+/* Is there a whole chunk (a valid header, its data inside the file, its
+ * checksum right) at or after @from? A write torn by the end of the
+ * process leaves none after it, so one there means that the length of the
+ * chunk before it was damaged. 1 with its offset in *@at, 0, or -1 if the
+ * file could not be read (lost_pass()). */
+static int whole_chunk_after(struct mt_capture *c, size_t from, size_t *at)
+{
+	size_t pos = from;
+
+	while (pos < c->size && c->size - pos >= MT_CHUNK_HEADER) {
+		size_t n = c->size - pos < WINDOW ? c->size - pos : WINDOW, cand[16];
+		const uint8_t *p = fetch(c, pos, n);
+		unsigned nc = 0;
+		if (!p)
+			return -1;
+		/* the magic's places first: checking one moves the window */
+		for (size_t i = 0; nc < 16 && i + 4 <= n; i++) {
+			const uint8_t *q = memchr(p + i, MT_CHUNK_MAGIC[0], n - i);
+			if (!q)
+				break;
+			i = (size_t)(q - p);
+			if (i + 4 <= n && !memcmp(q, MT_CHUNK_MAGIC, 4))
+				cand[nc++] = pos + i;
+		}
+		for (unsigned k = 0; k < nc; k++) {
+			struct mt_chunk ch;
+			const uint8_t *h, *d;
+			if (c->size - cand[k] < MT_CHUNK_HEADER)
+				continue;
+			if (!(h = fetch(c, cand[k], MT_CHUNK_HEADER)))
+				return -1;
+			if (mt_chunk_header_decode(h, &ch) < 0 ||
+			    ch.stored_len > c->size - cand[k] - MT_CHUNK_HEADER)
+				continue;
+			if (!(d = fetch(c, cand[k] + MT_CHUNK_HEADER, ch.stored_len)))
+				return -1;
+			if (mt_checksum(d, ch.stored_len) == ch.checksum) {
+				*at = cand[k];
+				return 1;
+			}
+		}
+		/* on past the last place looked at; 3 bytes kept, for a magic
+		 * across the window's end */
+		pos = nc == 16 ? cand[15] + 1 : pos + n - 3;
+	}
+	return 0;
+}
+
 /* Read the pass's next chunk: 1, or 0 once the pass has ended. */
 static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *ctx)
 {
@@ -487,8 +535,22 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 			mt_plural(c->st.n_chunks, "chunk", "chunks"));
 		return end_pass(c, 0);
 	}
-	if (ch.stored_len > left - MT_CHUNK_HEADER)
-		return end_pass(c, 1);
+	if (ch.stored_len > left - MT_CHUNK_HEADER) {
+		size_t at;
+		int later = whole_chunk_after(c, off + MT_CHUNK_HEADER, &at);
+		if (later < 0)
+			return lost_pass(c);
+		if (!later)
+			return end_pass(c, 1);
+		c->st.n_bad_chunks = 1;
+		c->st.bad_offset = off;
+		corrupt(c, "capture is corrupt: chunk %llu at byte %llu: its length runs past the "
+			   "end of the file, but a whole chunk follows at byte %llu; read %llu %s "
+			   "before it", (unsigned long long)index, (unsigned long long)off,
+			(unsigned long long)at, (unsigned long long)c->st.n_chunks,
+			mt_plural(c->st.n_chunks, "chunk", "chunks"));
+		return end_pass(c, 0);
+	}
 	if (!(data = fetch(c, off + MT_CHUNK_HEADER, ch.stored_len)))
 		return lost_pass(c);
 	int last = off + MT_CHUNK_HEADER + ch.stored_len == c->size;

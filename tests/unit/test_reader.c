@@ -306,6 +306,24 @@ START_TEST(test_reader_corrupt_chunk_mid_file)
 	ck_assert(mt_capture_status(c)->stopped);
 	ck_assert_uint_eq(mt_capture_status(c)->n_chunks, 3);
 	mt_capture_close(c);
+
+	/* lengths that run past the end of the file, with whole chunks after
+	 * them: damage, not a torn last write */
+	w.buf[off] = 'M';
+	memcpy(w.buf + off + 4, "\0\0\0\3\0\0\0\3", 8); /* raw and stored: 48 MiB */
+	memset(&k, 0, sizeof(k));
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	mt_capture_set_warn(c, on_warn, &k);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	st = mt_capture_status(c);
+	ck_assert(st->stopped && st->truncated && !st->trailer_seen);
+	ck_assert_uint_eq(st->n_chunks, 3);
+	ck_assert_uint_eq(st->bad_offset, off);
+	ck_assert_int_eq(k.warnings, 1);
+	ck_assert_msg(strstr(k.last_warning, "its length runs past the end of the file, but a "
+					     "whole chunk follows at byte ") != NULL,
+		      "%s", k.last_warning);
+	mt_capture_close(c);
 	cw_release(&w);
 }
 END_TEST
