@@ -297,3 +297,50 @@ def test_corruption_counts_one_chunk(memtrace, tmp_path):
     (tmp_path / "bad.bin").write_bytes(bytes(data))
     p = run(memtrace, "stats", tmp_path / "bad.bin", check=False)
     assert p.returncode == 1 and p.stderr.endswith("checksum mismatch; read 1 chunk before it\n"), p.stderr
+
+
+def _chunks(data):
+    """The chunks' offsets in a capture: [start, end) of each."""
+    off = int.from_bytes(data[10:12], "little")
+    spans = []
+    while off + 16 <= len(data):
+        end = off + 16 + int.from_bytes(data[off + 8:off + 12], "little")
+        spans.append((off, end))
+        off = end
+    return spans
+
+
+@pytest.mark.parametrize("how", READERS)
+@pytest.mark.parametrize("damage", ["chunk cut out", "length past the end"])
+def test_damage_that_looked_whole_is_one_error(memtrace, tmp_path, damage, how):
+    """A chunk cut out of the middle read as a whole capture with wrong
+    figures; a middle chunk's length damaged past the end of the file read
+    as a torn last write, the chunks after it left out with exit 0."""
+    c = one_of_each()
+    c.flush()
+    c.alloc(0x300000, 4096, stack=2).flush()
+    c.alloc(0x400000, 8192, stack=2).trailer(3000).flush()  # another size class
+    data = bytearray(c.save(tmp_path / "whole.bin").read_bytes())
+    spans = _chunks(data)
+    assert len(spans) == 3 and spans[-1][1] == len(data), spans
+    (a, b) = spans[1]
+    if damage == "chunk cut out":
+        data[a:b] = b""
+        want = "counts 6 allocations and frees where the chunks up to it hold 5: chunks are " \
+               "missing or out of place"
+    else:
+        data[a + 4:a + 12] = (48 << 20).to_bytes(4, "little") * 2  # raw and stored lengths
+        want = "its length runs past the end of the file, but a whole chunk follows at " \
+               "byte %d" % b
+    path = tmp_path / "bad.bin"
+    path.write_bytes(bytes(data))
+    rc, out, err = read_with(memtrace, how, str(path), tmp_path)
+    lines = err.splitlines()
+    if how == "FileReader":  # the records before the damage, with a warning
+        assert rc == 0 and "RuntimeWarning: memtrace: " in lines[0], (rc, out, err)
+    else:
+        assert rc == 1 and len(lines) == 1 and lines[0].startswith("memtrace: "), (rc, out, err)
+    assert want in lines[0] and "capture is corrupt" in lines[0], err
+    # the whole capture reads
+    assert read_with(memtrace, how if how != "live" else "live --once", str(tmp_path / "whole.bin"),
+                     tmp_path)[0] == 0
