@@ -116,16 +116,22 @@ static void say_killed(int sig, const struct mt_run_status *said, const char *wh
 /* memray's default name, memtrace-<name>.<pid>.bin: beside the script,
  * with the script's whole name (prog.py); in the current directory for
  * a module (its dotted name) or -c ("string") */
-static void default_output(char *out, size_t cap, const char *kind, const char *target, pid_t pid)
+static int default_output(char *out, size_t cap, const char *kind, const char *target, pid_t pid)
 {
 	if (!strcmp(kind, "-c")) {
 		snprintf(out, cap, "memtrace-string.%d.bin", (int)pid);
-		return;
+		return 0;
 	}
 	const char *base = strrchr(target, '/');
 	size_t dir = base && !strcmp(kind, "script") ? (size_t)(base - target) + 1 : 0;
 	base = base ? base + 1 : target;
-	snprintf(out, cap, "%.*smemtrace-%s.%d.bin", (int)dir, target, base, (int)pid);
+	int n = snprintf(out, cap, "%.*smemtrace-%s.%d.bin", (int)dir, target, base, (int)pid);
+	if (n < 0 || (size_t)n >= cap) {
+		mt_error(0, "the capture's default name beside '%s' is too long: name it with -o",
+			 target);
+		return -1;
+	}
+	return 0;
 }
 
 /* With --live, the program's output goes beside the capture: its name
@@ -307,8 +313,8 @@ static int prepare_child(void *data, int status_fd, char *capture, size_t cap)
 	} else {
 		if (o->output)
 			snprintf(capture, cap, "%s", o->output);
-		else
-			default_output(capture, cap, o->kind, o->target, getpid());
+		else if (default_output(capture, cap, o->kind, o->target, getpid()) < 0)
+			return -1;
 		/* the payload is given the file memtrace made, open
 		 * ("fd:N:PATH", the path for messages and follow-fork
 		 * names): it never opens the capture by name */

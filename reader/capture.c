@@ -463,6 +463,8 @@ static int lost_pass(struct mt_capture *c)
 static int whole_chunk_after(struct mt_capture *c, size_t from, size_t *at)
 {
 	size_t pos = from;
+	unsigned tried = 0; /* headers that decoded: a torn write holds none, and
+			     * each costs a checksum of up to the rest of the file */
 
 	while (pos < c->size && c->size - pos >= MT_CHUNK_HEADER) {
 		size_t n = c->size - pos < WINDOW ? c->size - pos : WINDOW, cand[16];
@@ -489,6 +491,8 @@ static int whole_chunk_after(struct mt_capture *c, size_t from, size_t *at)
 			if (mt_chunk_header_decode(h, &ch) < 0 ||
 			    ch.stored_len > c->size - cand[k] - MT_CHUNK_HEADER)
 				continue;
+			if (++tried > 8)
+				return 0;
 			if (!(d = fetch(c, cand[k] + MT_CHUNK_HEADER, ch.stored_len)))
 				return -1;
 			if (mt_checksum(d, ch.stored_len) == ch.checksum) {

@@ -330,6 +330,19 @@ def test_default_output_name(memtrace, script, tmp_path):
     assert names == ["memtrace-json.tool.PID.bin", "memtrace-string.PID.bin"], names
     for n in os.listdir(elsewhere):
         assert run(memtrace, "stats", elsewhere / n).returncode == 0
+    # a script so deep that the name beside it would not fit in a path
+    deep = str(tmp_path)
+    while len(deep) + 201 < 4075:
+        deep = os.path.join(deep, "d" * 200)
+    deep = os.path.join(deep, "e" * (4088 - len(deep) - 6))
+    os.makedirs(deep)
+    prog = os.path.join(deep, "p.py")
+    with open(prog, "w") as f:
+        f.write("x = 1\n")
+    p = run(memtrace, "run", prog, cwd=elsewhere, check=False)
+    assert p.returncode == 1 and p.stderr == "memtrace: the capture's default name beside " \
+        "'%s' is too long: name it with -o\n" % prog, p.stderr
+    assert os.listdir(deep) == ["p.py"]
 
 
 def test_refuses_to_overwrite_without_force(memtrace, script, tmp_path):
