@@ -295,11 +295,21 @@ def alloc_in(path, name, size):
     _ctypes.dlclose(lib._handle)
     return where
 
-where_one = alloc_in(sys.argv[1], "mt_unload_one", 555555)
-where_two = alloc_in(sys.argv[2], "mt_unload_two", 666666)
-# back to the first, at its place again (where the second was)
-again = alloc_in(sys.argv[1], "mt_unload_one", 777776)
-print("same place" if where_one == where_two == again else "elsewhere")
+# one, two, one again, in rounds until a library has been loaded where the
+# other one was (the loader takes the highest hole: the interpreter's own
+# mappings move that from round to round); sizes tell the rounds apart
+last = {}  # where -> the library loaded there last
+confused = False
+for r in range(10):
+    for path, name, size in ((sys.argv[1], "mt_unload_one", 555555 + 16 * r),
+                             (sys.argv[2], "mt_unload_two", 666666 + 16 * r),
+                             (sys.argv[1], "mt_unload_one", 777776 + 16 * r)):
+        where = alloc_in(path, name, size)
+        confused |= last.get(where, name) != name
+        last[where] = name
+    if confused:
+        break
+print("same place" if confused else "elsewhere", "rounds", r + 1)
 """
 
 
@@ -314,11 +324,15 @@ def test_library_unloaded_and_another_loaded_where_it_was(memtrace, tmp_path, py
     prog.write_text(UNLOAD_PROG)
     cap = tmp_path / "u.bin"
     out = run(memtrace, "run", "--native", "-o", cap, "--python", python, prog, *libs).stdout
+    rounds = int(re.search(r"rounds (\d+)", out).group(1))
+    want = {}
+    for k in range(rounds):
+        want.update({555555 + 16 * k: "mt_unload_one", 666666 + 16 * k: "mt_unload_two",
+                     777776 + 16 * k: "mt_unload_one"})
     with reader(cap) as r:
         leaf = {x.size: x.hybrid_stack_trace()[0][0] for x in r.get_allocation_records()
-                if x.size in (555555, 666666, 777776)}
-    assert leaf == {555555: "mt_unload_one", 666666: "mt_unload_two",
-                    777776: "mt_unload_one"}, leaf
+                if x.size in want}
+    assert leaf == want, leaf
     if "same place" not in out:
         pytest.skip("the loader put the second library elsewhere under %s: nothing to confuse"
                     % python)
