@@ -476,12 +476,26 @@ START_TEST(test_reader_damaged_last_chunk_is_truncation)
 }
 END_TEST
 
+/* Read the capture @w holds, which is damaged where its records were
+ * written whole: the read stops, without the TRAILER, saying @want. */
+static void read_damaged(const struct cw *w, struct counts *k, const char *want)
+{
+	struct mt_capture *c;
+
+	ck_assert_int_eq(mt_capture_open_mem(w->buf, w->len, &c), 0);
+	mt_capture_set_warn(c, on_warn, k);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, k), 0);
+	ck_assert(mt_capture_status(c)->stopped && !mt_capture_status(c)->trailer_seen);
+	ck_assert_ptr_nonnull(mt_capture_damage(c));
+	ck_assert_msg(strstr(mt_capture_damage(c), want) != NULL, "%s", mt_capture_damage(c));
+	mt_capture_close(c);
+}
+
 /* A TRAILER that counts other than the events before it: chunks went
  * missing (their records are not there to be told apart from others). */
 START_TEST(test_reader_trailer_counts_events)
 {
 	struct cw w;
-	struct mt_capture *c;
 	struct counts k = { 0 };
 	struct mt_header h = cw_header(0);
 
@@ -491,14 +505,7 @@ START_TEST(test_reader_trailer_counts_events)
 		cw_alloc(&w, 0, MT_ALLOC_MALLOC, 0x10000 + (uint64_t)i * 64, 32, 0);
 	cw_trailer(&w, 1000, 11, 0);
 	cw_finish(&w);
-	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
-	mt_capture_set_warn(c, on_warn, &k);
-	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
-	ck_assert(mt_capture_status(c)->stopped && !mt_capture_status(c)->trailer_seen);
-	ck_assert_ptr_nonnull(mt_capture_damage(c));
-	ck_assert_msg(strstr(mt_capture_damage(c), "counts 11 allocations and frees where the "
-				 "chunks up to it hold 10") != NULL, "%s", mt_capture_damage(c));
-	mt_capture_close(c);
+	read_damaged(&w, &k, "counts 11 allocations and frees where the chunks up to it hold 10");
 	cw_release(&w);
 }
 END_TEST
@@ -508,7 +515,6 @@ END_TEST
 START_TEST(test_reader_records_of_the_other_mode)
 {
 	struct cw w;
-	struct mt_capture *c;
 	struct counts k = { 0 };
 	struct mt_header h = cw_header(_i ? MT_HDR_AGGREGATED : 0);
 
@@ -524,18 +530,11 @@ START_TEST(test_reader_records_of_the_other_mode)
 	}
 	cw_trailer(&w, 1000, _i ? 1 : 0, 0);
 	cw_finish(&w);
-	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
-	mt_capture_set_warn(c, on_warn, &k);
-	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
-	ck_assert(mt_capture_status(c)->stopped && !mt_capture_status(c)->trailer_seen);
-	ck_assert_ptr_nonnull(mt_capture_damage(c));
-	const char *want = _i ? "an allocation record in an aggregated capture"
-			      : "a SITE record in a non-aggregated capture";
-	ck_assert_msg(strstr(mt_capture_damage(c), want) != NULL, "%s", mt_capture_damage(c));
+	read_damaged(&w, &k, _i ? "an allocation record in an aggregated capture"
+				: "a SITE record in a non-aggregated capture");
 	/* the THREAD record before it, and nothing of it */
 	ck_assert_uint_eq(k.n, 1);
 	ck_assert_uint_eq(k.by_type[MT_REC_THREAD], 1);
-	mt_capture_close(c);
 	cw_release(&w);
 }
 END_TEST
