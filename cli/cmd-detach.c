@@ -15,7 +15,12 @@
 #include <stdlib.h> /* strtol */
 #include <string.h> /* strrchr */
 
-static const char usage[] = "usage: memtrace detach PID\n";
+static const char usage[] =
+	"usage: memtrace detach [--method M] [-v] PID\n"
+	"\n"
+	"  --method M     memray's (auto, ptrace, gdb or lldb): taken and checked, but\n"
+	"                 detach needs none, it asks the payload over its control socket\n"
+	"  -v, --verbose  say what is done\n";
 
 /* The payload flushes and closes the capture before it answers. */
 #define STOP_TIMEOUT_MS 60000
@@ -95,18 +100,33 @@ int mt_detach_pid(int pid, int nspid)
 
 int cmd_detach(int argc, char **argv)
 {
+	enum { OPT_METHOD = 256 };
 	static const struct option opts[] = {
+		{ "method", required_argument, NULL, OPT_METHOD },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (c == 'h') {
+	enum mt_inject_method method;
+	int c, verbose = 0;
+	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_METHOD:
+			if (mt_cli_parse_method(optarg, &method) < 0) {
+				mt_error(0, "invalid --method '%s' (auto, ptrace, gdb or lldb)", optarg);
+				return 2;
+			}
+			break;
+		case 'v':
+			verbose = 1;
+			break;
+		case 'h':
 			fputs(usage, stdout);
 			return 0;
+		default:
+			fputs(usage, stderr);
+			return 2;
 		}
-		fputs(usage, stderr);
-		return 2;
 	}
 	if (optind + 1 != argc) {
 		fputs(usage, stderr);
@@ -123,5 +143,8 @@ int cmd_detach(int argc, char **argv)
 		mt_error(0, "no process with pid %ld", pid);
 		return 1;
 	}
+	if (verbose)
+		fprintf(stderr, "memtrace: asking the payload of pid %ld to stop over its control "
+				"socket\n", pid);
 	return mt_detach_pid((int)pid, (int)nspid);
 }

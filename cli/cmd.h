@@ -32,6 +32,11 @@ int cmd_growth(int argc, char **argv);   /* cli/cmd-growth.c */
 int cmd_diff(int argc, char **argv);     /* cli/cmd-diff.c */
 int cmd_transform(int argc, char **argv); /* cli/cmd-transform.c */
 
+/* mt_cli_parse_method() - a --method name (auto, ptrace, gdb, lldb) into
+ * *@m: 0, or -1 for another name (cli/cmd-attach.c). */
+#include "inject/inject.h" /* enum mt_inject_method */
+int mt_cli_parse_method(const char *s, enum mt_inject_method *m);
+
 /*
  * The report commands (cli/report-args.c). A command names the options it
  * shares with the others and its own; mt_cli_report_args() parses them

@@ -42,7 +42,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: memtrace <command> [options] [args]\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\nmemtrace <command> --help shows the options of a command.\n");
+	fprintf(f, "\nmemtrace <command> --help shows the options of a command; memtrace --version\n"
+		   "(-V) shows memtrace's version.\n");
 }
 
 const char *mt_self_dir(void)
@@ -71,16 +72,36 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (!strcmp(argv[1], "--version")) {
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
 		printf("memtrace %s\n", MT_VERSION);
 		return 0;
+	}
+	/* memray's -v/--verbose before the command: attach's and detach's
+	 * own -v; the other commands say nothing more with it */
+	int verbose = 0;
+	while (argc > 1 && (!strcmp(argv[1], "-v") || !strcmp(argv[1], "--verbose"))) {
+		verbose = 1;
+		argv++;
+		argc--;
+	}
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
 	}
 	const struct mt_cmd *cmd = find_command(argv[1]);
 	if (!cmd) {
 		mt_error(0, "unknown command '%s' (see memtrace --help)", argv[1]);
 		return 2;
 	}
-	int rc = cmd->fn(argc - 1, argv + 1);
+	int rc;
+	if (verbose && (cmd->fn == cmd_attach || cmd->fn == cmd_detach)) {
+		/* the -v before the command (at argv[0] now) goes after it */
+		argv[0] = argv[1];
+		argv[1] = "-v";
+		rc = cmd->fn(argc, argv);
+	} else {
+		rc = cmd->fn(argc - 1, argv + 1);
+	}
 	/* A report cut short by a full disk or closed pipe is a failure. */
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		if (errno != EPIPE)

@@ -148,9 +148,24 @@ char *mt_report_describe_open_error(char *buf, size_t len, const char *path, int
 	}
 	if (err == -MT_EFORMAT) {
 		struct stat sb;
+		uint8_t h[6] = { 0 };
 		int empty = stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0;
-		snprintf(buf, len, "cannot read '%s': %s", path,
-			 empty ? "file is empty" : "not a memtrace capture");
+		int fd = empty ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		ssize_t n = fd >= 0 ? read(fd, h, sizeof(h)) : -1;
+		if (fd >= 0)
+			close(fd);
+		/* memray's captures, as it leaves them or compressed on exit
+		 * (an LZ4 frame): a memray user switching says so */
+		const char *what = empty ? "file is empty"
+				   : n == 6 && !memcmp(h, "memray", 6)
+					   ? "a memray capture, not a memtrace one: memtrace reads the "
+					     "captures it makes (memtrace run, attach or Tracker)"
+				   : n >= 4 && !memcmp(h, "\x04\x22\x4d\x18", 4)
+					   ? "an LZ4 frame (memray compresses its captures so), not a "
+					     "memtrace capture: memtrace reads the captures it makes "
+					     "(memtrace run, attach or Tracker)"
+					   : "not a memtrace capture";
+		snprintf(buf, len, "cannot read '%s': %s", path, what);
 		return buf;
 	}
 	if (err == -MT_ECORRUPT) {

@@ -16,13 +16,14 @@ memray's, so that scripts written for it port by changing the import.
 
 __version__ = "0.1.0"
 
-from .reader import (AllocationRecord, AllocatorType, FileReader, Interval,  # noqa: E402
-                     MemorySnapshot, Metadata, TemporalAllocationRecord, dump_all_records)
+from .reader import (AllocationRecord, AllocatorType, CaptureError, FileReader,  # noqa: E402
+                     Interval, MemorySnapshot, Metadata, TemporalAllocationRecord,
+                     dump_all_records)
 from .tracker import (Destination, FileDestination, FileFormat, SocketDestination,  # noqa: E402
                       Tracker, set_log_level, start_thread_trace)
 
 __all__ = [
-    "AllocationRecord", "AllocatorType", "Destination", "FileDestination", "FileFormat",
+    "AllocationRecord", "AllocatorType", "CaptureError", "Destination", "FileDestination", "FileFormat",
     "FileReader", "Interval", "MemorySnapshot", "Metadata", "SocketDestination",
     "TemporalAllocationRecord", "Tracker",
     "dump_all_records", "set_log_level", "start_thread_trace",

@@ -11,6 +11,7 @@ import ctypes
 import dataclasses
 import datetime
 import enum
+import errno
 import os
 import sys
 import warnings
@@ -19,6 +20,12 @@ from . import _native
 
 __all__ = ["AllocatorType", "AllocationRecord", "FileReader", "Interval", "MemorySnapshot",
            "Metadata", "TemporalAllocationRecord", "dump_all_records"]
+
+
+class CaptureError(OSError, ValueError):
+    """A file that is not a capture memtrace reads (not one, a version it
+    does not know, a damaged header): an OSError, as memray raises, and a
+    ValueError, as memtrace raised before."""
 
 
 class AllocatorType(enum.IntEnum):
@@ -292,6 +299,9 @@ class FileReader:
     """
 
     def __init__(self, file_name, *, report_progress=False, max_memory_records=10000):
+        if not isinstance(max_memory_records, int) or max_memory_records < 1:
+            raise ValueError("max_memory_records must be a whole number from 1, not %r"
+                             % (max_memory_records,))
         self._lib = _native.reader()
         self._handle = None
         self.path = os.fspath(file_name)
@@ -305,7 +315,7 @@ class FileReader:
                 raise FileNotFoundError(2, msg, self.path)
             if 0 < -rc < 4096:
                 raise OSError(-rc, msg, self.path)
-            raise ValueError(msg)
+            raise CaptureError(errno.EINVAL, msg, self.path)
         self._handle = handle
         self._stacks = {}
         self._natives = {}
@@ -722,5 +732,5 @@ def dump_all_records(file_name):
             raise FileNotFoundError(2, msg, os.fspath(file_name))
         if 0 < -rc < 4096:
             raise OSError(-rc, msg, os.fspath(file_name))
-        raise ValueError(msg)
+        raise CaptureError(errno.EINVAL, msg, os.fspath(file_name))
     out.flush()

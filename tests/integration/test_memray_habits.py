@@ -338,3 +338,35 @@ def test_thread_names_after_attach(memtrace, tmp_path):
     finally:
         t.p.kill()
         t.p.wait()
+
+
+def test_memray_command_lines_taken(memtrace, script, tmp_path):
+    """memray's -V and a -v before the command, detach's --method and -v,
+    attach's --follow-fork refused in one line; a memray capture named as
+    one."""
+    version = run(memtrace, "--version").stdout
+    assert version.startswith("memtrace ") and run(memtrace, "-V").stdout == version
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-q", "-o", cap, script(PROG))
+    assert run(memtrace, "-v", "stats", cap).stdout == run(memtrace, "stats", cap).stdout
+    # -v before detach is detach's own -v: it says what it does
+    for argv in (["-v", "detach", "999999999"], ["detach", "--method", "gdb", "-v", "999999999"],
+                 ["--verbose", "detach", "--verbose", "999999999"]):
+        p = run(memtrace, *argv, check=False)
+        assert p.returncode == 1 and p.stderr == "memtrace: no process with pid 999999999\n", p
+    p = run(memtrace, "detach", "--method", "dtrace", "1", check=False)
+    assert p.returncode == 2 and p.stderr == \
+        "memtrace: invalid --method 'dtrace' (auto, ptrace, gdb or lldb)\n"
+    p = run(memtrace, "attach", "--follow-fork", str(os.getpid()), check=False)
+    assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and \
+        "--follow-fork is not supported by attach" in p.stderr, p.stderr
+    # memray's captures, as written and as compressed on exit
+    for name, head, what in (("plain.bin", b"memray\x00\x01" + bytes(64), "a memray capture"),
+                             ("lz4.bin", b"\x04\x22\x4d\x18" + bytes(64), "an LZ4 frame")):
+        (tmp_path / name).write_bytes(head)
+        for cmd in ("stats", "summary", "flamegraph"):
+            p = run(memtrace, cmd, tmp_path / name, check=False)
+            assert p.returncode == 1 and p.stderr == "memtrace: cannot read '%s': %s" % (
+                tmp_path / name, what) + p.stderr.split(what, 1)[1], p.stderr
+            assert "memtrace reads the captures it makes" in p.stderr and \
+                len(p.stderr.splitlines()) == 1

@@ -399,6 +399,9 @@ def test_user_errors(memtrace, tmp_path, python):
         rec = next(iter(r.get_allocation_records()), None)
         expect(FileNotFoundError, lambda: memtrace.FileReader("missing.bin"))
         expect(ValueError, lambda: memtrace.FileReader("prog.py"))
+        # memray raises OSError there: it is both
+        expect(OSError, lambda: memtrace.FileReader("prog.py"))
+        expect(OSError, lambda: memtrace.dump_all_records("prog.py"))
         """, tmp_path)
     out = p.stdout
     assert "FileExistsError" in out and "exists.bin" in out
@@ -411,6 +414,7 @@ def test_user_errors(memtrace, tmp_path, python):
     assert "RuntimeError No more than one Tracker instance can be active at the same time" in out
     assert "two exists False" in out
     assert "FileNotFoundError" in out and "ValueError" in out and "not a memtrace capture" in out
+    assert out.count("OSError [Errno 22] cannot read 'prog.py': not a memtrace capture") == 2, out
     assert not [l for l in out.splitlines() if l.startswith("no ")], out
 
 

@@ -268,3 +268,20 @@ def test_temporal_high_water_marks_by_brute_force(memtrace, tmp_path, seed):
         got_runs = {(stack, 0 if merge else [k for k, v in tid.items() if v == t][0]): iv
                     for stack, t, iv in got["recs"]}
         assert got_runs == {k: [list(x) for x in v] for k, v in want.items()}, (max_records, merge)
+
+
+def test_max_memory_records_below_one_is_refused(tmp_path):
+    """memray refuses a negative bound (OverflowError); it used to give no
+    snapshots at all here."""
+    cap = temporal_capture(tmp_path / "t.bin")
+    code = ("import sys, memtrace\n"
+            "for bad in (0, -1, 1.5, '3'):\n"
+            "    try:\n"
+            "        memtrace.FileReader(sys.argv[1], max_memory_records=bad)\n"
+            "    except ValueError as e:\n"
+            "        print(e)\n"
+            "print(len(list(memtrace.FileReader(sys.argv[1], max_memory_records=1)"
+            ".get_memory_snapshots())))\n")
+    out = run("/usr/bin/python3", "-c", code, cap, env=py_env()).stdout.splitlines()
+    assert out == ["max_memory_records must be a whole number from 1, not %s" % v
+                   for v in ("0", "-1", "1.5", "'3'")] + ["1"], out
