@@ -304,6 +304,8 @@ class FileReader:
                              % (max_memory_records,))
         self._lib = _native.reader()
         self._handle = None
+        self._closed = False
+        self._gave_records = False  # close() then keeps the handle for them
         self.path = os.fspath(file_name)
         self._max_memory_records = max_memory_records
         handle = ctypes.c_void_p()
@@ -328,6 +330,14 @@ class FileReader:
 
     # -- lifetime -------------------------------------------------------
     def close(self):
+        """Close the reader: its methods fail from now on. The records it
+        gave keep their stacks, as memray's do: the capture's tables then
+        go when the last of them does."""
+        self._closed = True
+        if not self._gave_records:
+            self._release()
+
+    def _release(self):
         if self._handle is not None:
             self._lib.mt_py_close(self._handle)
             self._handle = None
@@ -341,16 +351,16 @@ class FileReader:
 
     def __del__(self):
         try:
-            self.close()
+            self._release()
         except Exception:
             pass
 
     @property
     def closed(self):
-        return self._handle is None
+        return self._closed
 
     def _h(self):
-        if self._handle is None:
+        if self._closed or self._handle is None:
             raise ValueError("Operation on a closed FileReader")  # memray's words
         return self._handle
 
@@ -403,7 +413,9 @@ class FileReader:
     def _frames_of(self, fn, stack_id, room, *out):
         """The frames that @fn (mt_py_stack() or one of its kind) gives of
         @stack_id: into @room of them, then as many as it said if more."""
-        h = self._h()
+        h = self._handle  # a record's: kept for it after close()
+        if h is None:
+            raise ValueError("Operation on a closed FileReader")
         buf = (_native.Frame * room)()
         depth = fn(h, stack_id, buf, room, *out)
         if depth > room:
@@ -485,6 +497,7 @@ class FileReader:
         finally:
             self._lib.mt_py_free(out)
         names = self._thread_name
+        self._gave_records = True
         return (AllocationRecord(self, r, names(r.thread)) for r in recs)
 
     # -- queries --------------------------------------------------------
@@ -504,6 +517,7 @@ class FileReader:
     def _events(self):
         lib = self._lib
         cursor = ctypes.c_void_p()
+        self._gave_records = True
         self._checked(lib.mt_py_events_open(self._h(), ctypes.byref(cursor)))
         try:
             out = ctypes.POINTER(_native.Record)()
@@ -622,6 +636,7 @@ class FileReader:
             intervals = [Interval(a, f, c, b) for (a, f), (c, b) in
                          sorted(runs.items(), key=lambda x: (x[0][0], x[0][1] is None, x[0][1] or 0))]
             out.append(TemporalAllocationRecord(self, rec, names(rec.thread), intervals))
+        self._gave_records = True
         return iter(out)
 
     def get_temporal_high_water_mark_allocation_records(self, merge_threads=True):
@@ -688,6 +703,7 @@ class FileReader:
                                  max(i.n_allocations for i in intervals), r.allocator, r.stack,
                                  0xFFFFFFFF if merge_threads else r.thread, 0)
             records.append(TemporalAllocationRecord(self, rec, names(rec.thread), intervals))
+        self._gave_records = True
         return records, hwm
 
     def get_memory_snapshots(self):

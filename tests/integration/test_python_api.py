@@ -182,6 +182,38 @@ def test_reader_outlives_its_file_being_rewritten(tmp_path):
     assert (p.returncode, p.stdout.split()[0]) == (0, "True"), (p.returncode, p.stdout, p.stderr)
 
 
+def test_records_outlive_their_reader(memtrace, tmp_path):
+    """memray's records keep their stacks after the reader is closed (a
+    with block ended, say); the reader's own methods fail then. A reader
+    that gave no records lets go of the capture at once."""
+    cap = tmp_path / "o.bin"
+    run(memtrace, "run", "-q", "-o", cap, "--python", "/usr/bin/python3", "-c",
+        "def keep():\n    return bytearray(765432)\nk = keep()\n", cwd=tmp_path)
+    p = run_py("/usr/bin/python3", """
+        import gc, sys
+        import memtrace
+        with memtrace.FileReader(sys.argv[1]) as r:
+            peak = [x for x in r.get_high_watermark_allocation_records()
+                    if 765432 <= x.size < 765440]
+            events = [x for x in r.get_allocation_records() if 765432 <= x.size < 765440]
+        # their stacks are first asked for now (a reader keeps those it made)
+        after = (peak[0].stack_trace(), events[0].stack_trace())
+        with memtrace.FileReader(sys.argv[1]) as again:
+            want = [x for x in again.get_allocation_records() if x.size == events[0].size]
+            want = want[0].stack_trace()
+        print(r.closed, after == (want, want), after[0][0][:1])
+        try:
+            r.get_leaked_allocation_records()
+        except ValueError as e:
+            print(e)
+        r2 = memtrace.FileReader(sys.argv[1])
+        r2.close()
+        print(r2.closed, r2._handle is None)
+        """.replace("sys.argv[1]", repr(str(cap))), tmp_path)
+    assert p.stdout.splitlines() == ["True True ('keep',)", "Operation on a closed FileReader",
+                                     "True True"], p.stdout
+
+
 def test_allocation_records_are_read_as_they_are_iterated(memtrace, tmp_path):
     """get_allocation_records() on a capture of 3M events keeps little in
     memory: it reads a chunk at a time. It used to build every record at
