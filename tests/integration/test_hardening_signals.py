@@ -282,10 +282,11 @@ def sleeping(pid):
     return stat[stat.rindex(")") + 2] == "S"
 
 
-def on_pty(argv, cwd, under_memtrace, ready=lambda out: b"ready" in out):
+def on_pty(argv, cwd, under_memtrace, ready=lambda out: b"ready\r\n" in out):
     """Run @argv as the foreground process group of a new terminal, type
     ^C once it is @ready and sleeps, and return what the terminal showed
-    and how it ended."""
+    and how it ended. Ready means its whole line was read: the ^C makes
+    the terminal drop the output not read yet (a line end, say)."""
     pid, master = pty.fork()
     if pid == 0:
         try:
