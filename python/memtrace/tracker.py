@@ -233,6 +233,7 @@ class Tracker:
         self.trace_python_allocators = bool(trace_python_allocators)
         self.file_format = file_format
         self._pid = None
+        self._used = False  # a Tracker tracks once, as memray's
         self._created = False
         self._cfg = None
 
@@ -244,6 +245,8 @@ class Tracker:
         with _active_lock:
             if _active is self:
                 raise RuntimeError("memtrace.Tracker: this Tracker is already active")
+            if self._used:
+                raise RuntimeError("Attempting to use stale output handle")  # memray's
             if _active is not None and _active._pid == os.getpid():
                 raise RuntimeError("No more than one Tracker instance can be active at the "
                                    "same time")
@@ -325,6 +328,7 @@ class Tracker:
         # Tracking starts inside this call: nothing of ours comes after it.
         rc = start(ref)
         if rc == 0:
+            self._used = True
             return self
         self._pid = None
         self._release()

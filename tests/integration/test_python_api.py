@@ -415,7 +415,9 @@ def test_user_errors(memtrace, tmp_path, python):
                 pass
 
         expect(FileExistsError, lambda: enter(memtrace.Tracker("exists.bin")))
-        enter(memtrace.Tracker(destination=memtrace.FileDestination("exists.bin", overwrite=True)))
+        once = memtrace.Tracker(destination=memtrace.FileDestination("exists.bin", overwrite=True))
+        enter(once)
+        expect(RuntimeError, lambda: enter(once))  # a Tracker tracks once, as memray's
         expect(TypeError, lambda: memtrace.Tracker())
         expect(RuntimeError, lambda: memtrace.Tracker(
             destination=memtrace.SocketDestination(12345), follow_fork=True))
@@ -444,6 +446,7 @@ def test_user_errors(memtrace, tmp_path, python):
     assert "RuntimeError follow_fork requires an output file" in out
     assert "RuntimeError AGGREGATED_ALLOCATIONS requires an output file" in out
     assert "RuntimeError No more than one Tracker instance can be active at the same time" in out
+    assert "RuntimeError Attempting to use stale output handle" in out
     assert "two exists False" in out
     assert "FileNotFoundError" in out and "ValueError" in out and "not a memtrace capture" in out
     assert out.count("OSError [Errno 22] cannot read 'prog.py': not a memtrace capture") == 2, out
