@@ -68,14 +68,6 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-		usage(stdout);
-		return 0;
-	}
-	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
-		printf("memtrace %s\n", MT_VERSION);
-		return 0;
-	}
 	/* memray's -v/--verbose before the command: attach's and detach's
 	 * own -v; the other commands say nothing more with it */
 	int verbose = 0;
@@ -87,6 +79,14 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("memtrace %s\n", MT_VERSION);
+		return 0;
 	}
 	const struct mt_cmd *cmd = find_command(argv[1]);
 	if (!cmd) {

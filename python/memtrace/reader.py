@@ -15,6 +15,7 @@ import errno
 import os
 import sys
 import warnings
+import weakref
 
 from . import _native
 
@@ -133,10 +134,12 @@ class AllocationRecord:
     one stack and allocator (and thread) taken together (the other views)."""
 
     __slots__ = ("tid", "address", "size", "allocator", "n_allocations", "stack_id",
-                 "thread_name", "_reader")
+                 "thread_name", "_reader", "_capture")
 
-    def __init__(self, reader, rec, thread_name):
+    def __init__(self, reader, rec, thread_name, capture=None):
         self._reader = reader
+        # the capture lives while the record does
+        self._capture = capture if capture is not None else reader._keep
         self.tid = rec.tid
         self.address = rec.address
         self.size = rec.size
@@ -285,6 +288,23 @@ def _decode(b):
     return b.decode("utf-8", "replace") if b is not None else ""
 
 
+class _Capture:
+    """The capture as the reader library holds it, closed when the last
+    of its holders goes: the FileReader until close(), and every record
+    it gave (their stacks are read from it)."""
+
+    __slots__ = ("lib", "handle", "__weakref__")
+
+    def __init__(self, lib, handle):
+        self.lib, self.handle = lib, handle
+
+    def __del__(self):
+        try:
+            self.lib.mt_py_close(self.handle)
+        except Exception:
+            pass
+
+
 class FileReader:
     """An open capture.
 
@@ -305,7 +325,8 @@ class FileReader:
         self._lib = _native.reader()
         self._handle = None
         self._closed = False
-        self._gave_records = False  # close() then keeps the handle for them
+        self._keep = None     # the _Capture, until close()
+        self._capture = None  # a weak reference to it: records may keep it
         self.path = os.fspath(file_name)
         self._max_memory_records = max_memory_records
         handle = ctypes.c_void_p()
@@ -318,6 +339,8 @@ class FileReader:
             if 0 < -rc < 4096:
                 raise OSError(-rc, msg, self.path)
             raise CaptureError(errno.EINVAL, msg, self.path)
+        self._keep = _Capture(self._lib, handle)
+        self._capture = weakref.ref(self._keep)
         self._handle = handle
         self._stacks = {}
         self._natives = {}
@@ -331,16 +354,11 @@ class FileReader:
     # -- lifetime -------------------------------------------------------
     def close(self):
         """Close the reader: its methods fail from now on. The records it
-        gave keep their stacks, as memray's do: the capture's tables then
-        go when the last of them does."""
+        gave keep their stacks, as memray's do: the capture's tables go
+        with the last of them (at once if none is left)."""
         self._closed = True
-        if not self._gave_records:
-            self._release()
-
-    def _release(self):
-        if self._handle is not None:
-            self._lib.mt_py_close(self._handle)
-            self._handle = None
+        self._handle = None
+        self._keep = None
 
     def __enter__(self):
         return self
@@ -349,15 +367,17 @@ class FileReader:
         self.close()
         return False
 
-    def __del__(self):
-        try:
-            self._release()
-        except Exception:
-            pass
-
     @property
     def closed(self):
         return self._closed
+
+    def _records_handle(self):
+        """The capture's handle for what records ask (their stacks, thread
+        names): there after close() while records keep the capture."""
+        capture = self._capture() if self._capture is not None else None
+        if capture is None:
+            raise ValueError("Operation on a closed FileReader")  # memray's words
+        return capture.handle
 
     def _h(self):
         if self._closed or self._handle is None:
@@ -413,9 +433,7 @@ class FileReader:
     def _frames_of(self, fn, stack_id, room, *out):
         """The frames that @fn (mt_py_stack() or one of its kind) gives of
         @stack_id: into @room of them, then as many as it said if more."""
-        h = self._handle  # a record's: kept for it after close()
-        if h is None:
-            raise ValueError("Operation on a closed FileReader")
+        h = self._records_handle()
         buf = (_native.Frame * room)()
         depth = fn(h, stack_id, buf, room, *out)
         if depth > room:
@@ -472,7 +490,8 @@ class FileReader:
             else:
                 tid = ctypes.c_uint64()
                 cname = ctypes.c_char_p()
-                rc = self._lib.mt_py_thread(self._h(), index, ctypes.byref(tid), ctypes.byref(cname))
+                rc = self._lib.mt_py_thread(self._records_handle(), index, ctypes.byref(tid),
+                                            ctypes.byref(cname))
                 name = _decode(cname.value) if rc == 0 else ""
             self._threads[index] = name
         return name
@@ -496,9 +515,14 @@ class FileReader:
             recs = self._copy(out, n)
         finally:
             self._lib.mt_py_free(out)
+        return self._each(recs, self._keep)
+
+    def _each(self, recs, capture):
+        """The records of @recs as they are asked for; the generator keeps
+        @capture, so that it goes on after close(), as memray's does."""
         names = self._thread_name
-        self._gave_records = True
-        return (AllocationRecord(self, r, names(r.thread)) for r in recs)
+        for r in recs:
+            yield AllocationRecord(self, r, names(r.thread), capture)
 
     # -- queries --------------------------------------------------------
     def get_allocation_records(self):
@@ -517,7 +541,6 @@ class FileReader:
     def _events(self):
         lib = self._lib
         cursor = ctypes.c_void_p()
-        self._gave_records = True
         self._checked(lib.mt_py_events_open(self._h(), ctypes.byref(cursor)))
         try:
             out = ctypes.POINTER(_native.Record)()
@@ -636,7 +659,6 @@ class FileReader:
             intervals = [Interval(a, f, c, b) for (a, f), (c, b) in
                          sorted(runs.items(), key=lambda x: (x[0][0], x[0][1] is None, x[0][1] or 0))]
             out.append(TemporalAllocationRecord(self, rec, names(rec.thread), intervals))
-        self._gave_records = True
         return iter(out)
 
     def get_temporal_high_water_mark_allocation_records(self, merge_threads=True):
@@ -703,7 +725,6 @@ class FileReader:
                                  max(i.n_allocations for i in intervals), r.allocator, r.stack,
                                  0xFFFFFFFF if merge_threads else r.thread, 0)
             records.append(TemporalAllocationRecord(self, rec, names(rec.thread), intervals))
-        self._gave_records = True
         return records, hwm
 
     def get_memory_snapshots(self):

@@ -346,6 +346,8 @@ def test_memray_command_lines_taken(memtrace, script, tmp_path):
     one."""
     version = run(memtrace, "--version").stdout
     assert version.startswith("memtrace ") and run(memtrace, "-V").stdout == version
+    assert run(memtrace, "-v", "-V").stdout == version
+    assert run(memtrace, "-v", "--help").stdout.startswith("usage: memtrace <command>")
     cap = tmp_path / "c.bin"
     run(memtrace, "run", "-q", "-o", cap, script(PROG))
     assert run(memtrace, "-v", "stats", cap).stdout == run(memtrace, "stats", cap).stdout

@@ -206,12 +206,27 @@ def test_records_outlive_their_reader(memtrace, tmp_path):
             r.get_leaked_allocation_records()
         except ValueError as e:
             print(e)
+        # a thread name first asked for after close()
+        with memtrace.FileReader(sys.argv[1]) as r3:
+            it = r3.get_leaked_allocation_records(merge_threads=False)
+        names = {x.thread_name for x in it}
+        # the capture goes with the reader's last holder: at close() when
+        # its records are gone, else with the last of them
         r2 = memtrace.FileReader(sys.argv[1])
+        recs = list(r2.get_leaked_allocation_records())
+        alive = r2._capture
+        del recs
         r2.close()
-        print(r2.closed, r2._handle is None)
+        print(r2.closed, alive() is None, names)
+        r4 = memtrace.FileReader(sys.argv[1])
+        recs = list(r4.get_leaked_allocation_records())
+        r4.close()
+        print(r4._capture() is not None, bool(recs[0].stack_trace() or True))
+        del recs
+        print(r4._capture() is None)
         """.replace("sys.argv[1]", repr(str(cap))), tmp_path)
     assert p.stdout.splitlines() == ["True True ('keep',)", "Operation on a closed FileReader",
-                                     "True True"], p.stdout
+                                     "True True {'MainThread'}", "True True", "True"], p.stdout
 
 
 def test_allocation_records_are_read_as_they_are_iterated(memtrace, tmp_path):
