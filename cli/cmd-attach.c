@@ -44,7 +44,6 @@ static const char usage[] =
 	"      --trace-python-allocators  record every Python object allocation\n"
 	"      --aggregate              write per-stack figures (peak, leaks, totals),\n"
 	"                               not every event (see memtrace run --help)\n"
-
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
 	"      --compress-on-exit, --no-compress  accepted as memray takes them; they change\n"
 	"                               nothing: chunks are compressed as they are written\n"
@@ -62,7 +61,7 @@ static void on_signal(int sig)
 	interrupted = sig;
 }
 
-int mt_cli_parse_method(const char *s, enum mt_inject_method *m)
+int mt_cli_method_option(const char *s, enum mt_inject_method *m)
 {
 	static const char *const names[] = { "auto", "ptrace", "gdb", "lldb" };
 	for (int i = 0; i < 4; i++) {
@@ -71,7 +70,8 @@ int mt_cli_parse_method(const char *s, enum mt_inject_method *m)
 			return 0;
 		}
 	}
-	return -1;
+	mt_error(0, "invalid --method '%s' (auto, ptrace, gdb or lldb)", s);
+	return 2;
 }
 
 /* Our capture, for what must only touch the file we made. */
@@ -372,10 +372,8 @@ int cmd_attach(int argc, char **argv)
 			}
 			break;
 		case OPT_METHOD:
-			if (mt_cli_parse_method(optarg, &method) < 0) {
-				mt_error(0, "invalid --method '%s' (auto, ptrace, gdb or lldb)", optarg);
+			if (mt_cli_method_option(optarg, &method))
 				return 2;
-			}
 			break;
 		case 'h':
 			fputs(usage, stdout);

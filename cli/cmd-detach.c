@@ -107,15 +107,13 @@ int cmd_detach(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	enum mt_inject_method method;
+	enum mt_inject_method method = MT_METHOD_AUTO; /* checked, not needed */
 	int c, verbose = 0;
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_METHOD:
-			if (mt_cli_parse_method(optarg, &method) < 0) {
-				mt_error(0, "invalid --method '%s' (auto, ptrace, gdb or lldb)", optarg);
+			if (mt_cli_method_option(optarg, &method))
 				return 2;
-			}
 			break;
 		case 'v':
 			verbose = 1;

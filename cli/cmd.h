@@ -32,10 +32,10 @@ int cmd_growth(int argc, char **argv);   /* cli/cmd-growth.c */
 int cmd_diff(int argc, char **argv);     /* cli/cmd-diff.c */
 int cmd_transform(int argc, char **argv); /* cli/cmd-transform.c */
 
-/* mt_cli_parse_method() - a --method name (auto, ptrace, gdb, lldb) into
- * *@m: 0, or -1 for another name (cli/cmd-attach.c). */
+/* mt_cli_method_option() - a --method name (auto, ptrace, gdb, lldb) into
+ * *@m: 0, or 2 after saying it is none of them (cli/cmd-attach.c). */
 #include "inject/inject.h" /* enum mt_inject_method */
-int mt_cli_parse_method(const char *s, enum mt_inject_method *m);
+int mt_cli_method_option(const char *s, enum mt_inject_method *m);
 
 /*
  * The report commands (cli/report-args.c). A command names the options it

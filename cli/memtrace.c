@@ -64,10 +64,6 @@ const char *mt_self_dir(void)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		usage(stderr);
-		return 2;
-	}
 	/* memray's -v/--verbose before the command: attach's and detach's
 	 * own -v; the other commands say nothing more with it */
 	int verbose = 0;

@@ -10,6 +10,7 @@
 #include "format/pack.h"
 #include "reader/records.h"
 #include "util/clock.h"
+#include "util/grow.h"
 #include "util/plural.h"
 
 #include <errno.h>    /* ENOMEM */
@@ -65,19 +66,6 @@ struct mt_capture {
 	int stop;       /* what stopped it: a callback's value, or -ENOMEM */
 };
 
-/* Room for @want bytes in *@buf (of *@cap bytes). Returns 0 or -ENOMEM. */
-static int grow_buf(uint8_t **buf, size_t *cap, size_t want)
-{
-	if (*cap >= want)
-		return 0;
-	uint8_t *nb = realloc(*buf, want);
-	if (!nb)
-		return -ENOMEM;
-	*buf = nb;
-	*cap = want;
-	return 0;
-}
-
 /* pread() until @len bytes or the end of the file. Returns the bytes
  * read, or -errno. */
 static ssize_t pread_full(int fd, uint8_t *buf, size_t len, size_t off)
@@ -110,7 +98,7 @@ static const uint8_t *fetch(struct mt_capture *c, size_t off, size_t want)
 	size_t n = want > WINDOW ? want : WINDOW, keep = 0;
 	if (n > c->size - off)
 		n = c->size - off;
-	if (grow_buf(&c->win, &c->win_cap, n) < 0) {
+	if (mt_grow_buf(&c->win, &c->win_cap, n) < 0) {
 		c->oom = 1;
 		return NULL;
 	}
@@ -142,7 +130,7 @@ static int open_common(struct mt_capture *c)
 		p = c->data;
 	} else {
 		/* the file may have shrunk already: what it holds is decoded */
-		if (grow_buf(&c->win, &c->win_cap, len) < 0)
+		if (mt_grow_buf(&c->win, &c->win_cap, len) < 0)
 			return -ENOMEM;
 		n = pread_full(c->fd, c->win, len, 0);
 		if (n < 0)
@@ -564,8 +552,8 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 		why = "checksum mismatch";
 		torn = 1;
 	} else if (ch.stored_len != ch.raw_len) {
-		if (grow_buf(&c->raw, &c->raw_cap, ch.raw_len) < 0 ||
-		    grow_buf(&c->pack, &c->pack_cap, MT_UNPACK_SCRATCH(ch.raw_len)) < 0)
+		if (mt_grow_buf(&c->raw, &c->raw_cap, ch.raw_len) < 0 ||
+		    mt_grow_buf(&c->pack, &c->pack_cap, MT_UNPACK_SCRATCH(ch.raw_len)) < 0)
 			return stop_pass(c, -ENOMEM);
 		if (mt_chunk_unpack(c->raw, ch.raw_len, data, ch.stored_len, &c->hist, c->pack) < 0)
 			why = "its coded columns do not decode";
@@ -639,7 +627,7 @@ int mt_capture_follow(struct mt_capture *c)
 	/* the window is read afresh anyway: bytes past the old end may have
 	 * been read as a zero fill */
 	c->win_len = 0;
-	if (grow_buf(&c->win, &c->win_cap, c->hdr_size) < 0)
+	if (mt_grow_buf(&c->win, &c->win_cap, c->hdr_size) < 0)
 		return -ENOMEM;
 	ssize_t n = pread_full(c->fd, c->win, c->hdr_size, 0);
 	if (n < 0)

@@ -7,6 +7,7 @@
 #include "reader/records.h"
 #include "format/columns.h"
 #include "format/error.h"
+#include "util/grow.h"
 
 #include <errno.h>  /* ENOMEM */
 #include <stdio.h>  /* snprintf */
@@ -85,24 +86,6 @@ void mt_records_release(struct mt_records *p)
 	memset(p, 0, sizeof(*p));
 }
 
-/* Room for @want bytes in p->row. Returns 0 or -ENOMEM (p->oom set). */
-static int grow_row(struct mt_records *p, size_t want)
-{
-	if (want <= p->row_cap)
-		return 0;
-	size_t n = p->row_cap ? p->row_cap : 4096;
-	while (n < want)
-		n *= 2;
-	uint8_t *v = realloc(p->row, n);
-	if (!v) {
-		p->oom = 1;
-		return -ENOMEM;
-	}
-	p->row = v;
-	p->row_cap = n;
-	return 0;
-}
-
 static struct mt_delta *get_delta(void *ctx, uint32_t thread)
 {
 	struct mt_records *c = ctx;
@@ -173,6 +156,11 @@ static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_
 	}
 }
 
+static int is_event(unsigned type)
+{
+	return type == MT_REC_ALLOC || type == MT_REC_FREE;
+}
+
 /* A record of @type that the capture's mode has none of: its events
  * are either counted into SITE and TOTALS records or written one by one,
  * never both. Returns -MT_ECORRUPT. */
@@ -196,8 +184,10 @@ int mt_records_read(struct mt_records *c, const uint8_t *data, size_t len,
 	uint64_t n_records = c->n_records;
 	int rc = 0, err = 0;
 
-	if (grow_row(c, len + MT_ROW_SLACK) < 0)
+	if (mt_grow_buf(&c->row, &c->row_cap, len + MT_ROW_SLACK) < 0) {
+		c->oom = 1;
 		return -ENOMEM;
+	}
 	if (mt_cols_in_begin(&in, data, len, c->opts) < 0) {
 		*misfit = 1;
 		return 0;
@@ -242,13 +232,13 @@ int mt_records_read(struct mt_records *c, const uint8_t *data, size_t len,
 				break;
 			}
 			d = NULL; /* a hot record with its head may change in.thread */
-			if ((c->aggregated && (r.type == MT_REC_ALLOC || r.type == MT_REC_FREE)) ||
-			    (!c->aggregated && (r.type == MT_REC_SITE || r.type == MT_REC_TOTALS))) {
+			if (c->aggregated ? is_event(r.type)
+					  : r.type == MT_REC_SITE || r.type == MT_REC_TOTALS) {
 				err = other_mode(c, r.type);
 				break;
 			}
 			n_records++;
-			c->events += r.type == MT_REC_ALLOC || r.type == MT_REC_FREE;
+			c->events += is_event(r.type);
 			/* every event written comes before the TRAILER: fewer
 			 * read means chunks went missing (an aggregated capture's
 			 * count is of the events it summed) */

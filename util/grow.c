@@ -17,6 +17,18 @@ void mt_grow_huge(void *p, size_t len)
 		(void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
 }
 
+int mt_grow_buf(uint8_t **buf, size_t *cap, size_t want)
+{
+	if (*cap >= want)
+		return 0;
+	uint8_t *nb = realloc(*buf, want);
+	if (!nb)
+		return -ENOMEM;
+	*buf = nb;
+	*cap = want;
+	return 0;
+}
+
 int mt_grow(void **v, uint32_t *cap, uint32_t need, size_t elem)
 {
 	uint32_t n = *cap ? *cap : 64;

@@ -7,7 +7,8 @@
  * doubling (from 64) until index @need fits, and the new elements are
  * zeroed, so that a zero element means "not seen yet". The caller bounds
  * @need (the snapshot refuses ids above 2^24). The reader's, and the
- * payload's writer thread's (aggregate.h): never a hook's.
+ * payload's writer thread's (aggregate.h): never a hook's. And the
+ * reader's byte buffers, grown to a size (mt_grow_buf()).
  */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint32_t */
@@ -15,6 +16,11 @@
 /* mt_grow() - room for index @need in *@v, an array of *@cap elements of
  * @elem bytes. Returns 0, or -ENOMEM with *@v and *@cap as they were. */
 int mt_grow(void **v, uint32_t *cap, uint32_t need, size_t elem);
+
+/* mt_grow_buf() - room for @want bytes in *@buf, of *@cap bytes (grown to
+ * exactly @want, contents kept): a reader's scratch buffer. Returns 0, or
+ * -ENOMEM with *@buf and *@cap as they were. */
+int mt_grow_buf(uint8_t **buf, size_t *cap, size_t want);
 
 /* mt_grow_huge() - huge pages, where the kernel leaves them to the
  * program (as Debian's does), for the 2 MiB-aligned part of [@p, @p +

@@ -23,8 +23,8 @@ from .tracker import (Destination, FileDestination, FileFormat, SocketDestinatio
                       Tracker, set_log_level, start_thread_trace)
 
 __all__ = [
-    "AllocationRecord", "AllocatorType", "CaptureError", "Destination", "FileDestination", "FileFormat",
-    "FileReader", "Interval", "MemorySnapshot", "Metadata", "SocketDestination",
+    "AllocationRecord", "AllocatorType", "CaptureError", "Destination", "FileDestination",
+    "FileFormat", "FileReader", "Interval", "MemorySnapshot", "Metadata", "SocketDestination",
     "TemporalAllocationRecord", "Tracker",
     "dump_all_records", "set_log_level", "start_thread_trace",
 ]

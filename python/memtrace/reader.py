@@ -19,8 +19,8 @@ import weakref
 
 from . import _native
 
-__all__ = ["AllocatorType", "AllocationRecord", "FileReader", "Interval", "MemorySnapshot",
-           "Metadata", "TemporalAllocationRecord", "dump_all_records"]
+__all__ = ["AllocatorType", "AllocationRecord", "CaptureError", "FileReader", "Interval",
+           "MemorySnapshot", "Metadata", "TemporalAllocationRecord", "dump_all_records"]
 
 
 class CaptureError(OSError, ValueError):
@@ -323,9 +323,7 @@ class FileReader:
             raise ValueError("max_memory_records must be a whole number from 1, not %r"
                              % (max_memory_records,))
         self._lib = _native.reader()
-        self._handle = None
-        self._closed = False
-        self._keep = None     # the _Capture, until close()
+        self._keep = None     # the _Capture, until close(): None once closed
         self._capture = None  # a weak reference to it: records may keep it
         self.path = os.fspath(file_name)
         self._max_memory_records = max_memory_records
@@ -341,7 +339,6 @@ class FileReader:
             raise CaptureError(errno.EINVAL, msg, self.path)
         self._keep = _Capture(self._lib, handle)
         self._capture = weakref.ref(self._keep)
-        self._handle = handle
         self._stacks = {}
         self._natives = {}
         self._hybrids = {}
@@ -356,8 +353,6 @@ class FileReader:
         """Close the reader: its methods fail from now on. The records it
         gave keep their stacks, as memray's do: the capture's tables go
         with the last of them (at once if none is left)."""
-        self._closed = True
-        self._handle = None
         self._keep = None
 
     def __enter__(self):
@@ -369,7 +364,7 @@ class FileReader:
 
     @property
     def closed(self):
-        return self._closed
+        return self._keep is None
 
     def _records_handle(self):
         """The capture's handle for what records ask (their stacks, thread
@@ -380,9 +375,9 @@ class FileReader:
         return capture.handle
 
     def _h(self):
-        if self._closed or self._handle is None:
+        if self._keep is None:
             raise ValueError("Operation on a closed FileReader")  # memray's words
-        return self._handle
+        return self._keep.handle
 
     # -- metadata -------------------------------------------------------
     def _read_metadata(self):
