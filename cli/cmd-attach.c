@@ -32,7 +32,7 @@
 static const char usage[] =
 	"usage: memtrace attach [-o FILE] [-f] [--duration SECONDS]\n"
 	"                       [--method auto|ptrace|gdb|lldb] [--native]\n"
-	"                       [--trace-python-allocators] [--aggregate]\n"
+	"                       [--trace-python-allocators] [--aggregate] [--follow-fork]\n"
 	"                       [--memory-interval-ms N] [-v] PID\n"
 	"\n"
 	"  -o, --output FILE            capture file (default memtrace-<pid>.bin)\n"
@@ -44,6 +44,8 @@ static const char usage[] =
 	"      --trace-python-allocators  record every Python object allocation\n"
 	"      --aggregate              write per-stack figures (peak, leaks, totals),\n"
 	"                               not every event (see memtrace run --help)\n"
+	"      --follow-fork            a child of fork() (without exec) from now on gets\n"
+	"                               a capture of its own, FILE.<child pid>\n"
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
 	"      --compress-on-exit, --no-compress  accepted as memray takes them; they change\n"
 	"                               nothing: chunks are compressed as they are written\n"
@@ -349,12 +351,9 @@ int cmd_attach(int argc, char **argv)
 		case OPT_AGGREGATE:
 			flags |= MT_HDR_AGGREGATED;
 			break;
-		case OPT_FOLLOW_FORK: /* memray's: a child forked after attaching would
-				       * hang in its exit (not done yet) */
-			mt_error(0, "--follow-fork is not supported by attach: a child forked after "
-				    "attaching is not tracked (memtrace run --follow-fork follows "
-				    "children from the start)");
-			return 2;
+		case OPT_FOLLOW_FORK:
+			flags |= MT_HDR_FOLLOW_FORK;
+			break;
 		case OPT_COMPRESS: /* memray's: no compression pass at exit here */
 			break;
 		case OPT_INTERVAL:

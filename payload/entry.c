@@ -20,7 +20,9 @@
 #include "payload/hooks.h"
 #include "payload/native.h"
 #include "payload/pyadapt.h"
+#include "payload/pyapi.h"
 #include "payload/pyfeed.h"
+#include "payload/pygate.h"
 #include "payload/pyhooks.h"
 #include "payload/pythreads.h"
 #include "payload/pymem.h"
@@ -56,6 +58,7 @@ static struct {
 	pid_t follow_parent;
 	int follow_pymem;
 	uint32_t python_hex;  /* of the interpreter, once bound */
+	int main_queued;      /* python_setup_main() waits for the main thread */
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* How many threads the control channel has (mt_entry_count_threads()). */
@@ -186,11 +189,43 @@ static int python_setup_locked(void)
 	return 1;
 }
 
+/* What needs threading, on Python's main thread (Py_AddPendingCall()),
+ * with the GIL: only there may threading be imported (pyapi.h). The
+ * capture may have ended meanwhile; a fork child's call is its parent's. */
+static int python_setup_main(void *unused)
+{
+	(void)unused;
+	int own = mt_guard_enter();
+	pthread_mutex_lock(&st.lock);
+	int on = st.main_queued && st.active && st.pid == getpid();
+	st.main_queued = 0;
+	pthread_mutex_unlock(&st.lock);
+	if (on && mt_pythreads_install() == 0)
+		mt_pyfeed_threading();
+	if (own)
+		mt_guard_leave();
+	return 0;
+}
+
 /* The rest of it, with the GIL but not st.lock: the fork-warning filter
  * is made by warnings.filterwarnings(), Python code. Once per process. */
 static void python_setup_unlocked(void)
 {
-	mt_pythreads_install();
+	if (mt_pythreads_install() > 0) {
+		/* an attach's thread, and the program has no threading yet */
+		pthread_mutex_lock(&st.lock);
+		int queue = !st.main_queued;
+		st.main_queued = 1;
+		pthread_mutex_unlock(&st.lock);
+		if (queue && mt_pyapi.pending(python_setup_main, NULL) < 0) {
+			pthread_mutex_lock(&st.lock);
+			st.main_queued = 0;
+			if (st.active)
+				mt_writer_diag(MT_DIAG_INFO, "threading could not be set up on the "
+							     "main thread: no thread names");
+			pthread_mutex_unlock(&st.lock);
+		}
+	}
 	if (st.python_hex >= 0x030c0000 && mt_pyhooks_fork_warning(st.python_hex) < 0)
 		mt_writer_diag(MT_DIAG_INFO, "could not register a Python fork hook: from "
 					     "3.12, forks may warn of memtrace's threads");
@@ -516,15 +551,22 @@ int mt_start_attached(const struct memtrace_config *cfg)
 int mt_start_attached_python(void)
 {
 	int own = mt_guard_enter(), gil_state = 0, done = 0;
+	/* this thread imports what the program may not have (pygate.h) */
+	mt_pygate_enter();
 	if (mt_pyhooks_gil_take(&gil_state)) {
+		int gated = mt_pygate_register() == 0;
 		pthread_mutex_lock(&st.lock);
 		if (st.active && st.pid == getpid())
 			done = python_setup_locked();
+		if (done && !gated)
+			mt_writer_diag(MT_DIAG_INFO, "could not register a Python fork hook: a "
+						     "fork while tracking starts may hang its child");
 		pthread_mutex_unlock(&st.lock);
 		if (done)
 			python_setup_unlocked();
 		mt_pyhooks_gil_give(gil_state);
 	}
+	mt_pygate_leave();
 	if (own)
 		mt_guard_leave();
 	return done;

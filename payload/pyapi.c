@@ -5,6 +5,9 @@
 #include "payload/pyapi.h"
 #include "payload/got.h"
 
+#include <sys/syscall.h> /* SYS_gettid */
+#include <unistd.h>      /* syscall, getpid */
+
 struct mt_pyapi_fns mt_pyapi;
 
 #define FIND(name) mt_got_find_definition(name)
@@ -37,11 +40,17 @@ int mt_pyapi_bind(void)
 	p->thread_next = (void *(*)(void *))FIND("PyThreadState_Next");
 	p->set_profile = (void (*)(void *, void *))FIND("PyEval_SetProfile");
 	p->set_profile_of = (int (*)(void *, void *, void *))FIND("_PyEval_SetProfile");
+	p->save_thread = (void *(*)(void))FIND("PyEval_SaveThread");
+	p->restore_thread = (void (*)(void *))FIND("PyEval_RestoreThread");
+	p->modules = (void *(*)(void))FIND("PyImport_GetModuleDict");
+	p->dict_get = (void *(*)(void *, const char *))FIND("PyDict_GetItemString");
+	p->pending = (int (*)(int (*)(void *), void *))FIND("Py_AddPendingCall");
 	p->bound = p->none && p->deprecation && p->incref && p->decref && p->clear && p->import &&
 		   p->getattr && p->newcf && p->call && p->callf && p->callm && p->item &&
 		   p->dict_new && p->dict_set && p->tuple_new && p->as_long && p->as_utf8 &&
-		   p->interp_head &&
-		   p->interp_next && p->thread_head && p->thread_next && p->set_profile;
+		   p->interp_head && p->interp_next && p->thread_head && p->thread_next &&
+		   p->set_profile && p->save_thread && p->restore_thread && p->modules &&
+		   p->dict_get && p->pending;
 	return p->bound ? 0 : -1;
 }
 
@@ -49,6 +58,17 @@ void *mt_pyapi_none(void)
 {
 	mt_pyapi.incref(mt_pyapi.none);
 	return mt_pyapi.none;
+}
+
+void *mt_pyapi_loaded(const char *name)
+{
+	void *modules = mt_pyapi.modules();
+	return modules ? mt_pyapi.dict_get(modules, name) : NULL;
+}
+
+int mt_pyapi_main_thread(void)
+{
+	return (pid_t)syscall(SYS_gettid) == getpid();
 }
 
 void mt_pyapi_release(void *const *refs, size_t n)

@@ -44,6 +44,11 @@ struct mt_pyapi_fns {
 	void *(*thread_next)(void *);
 	void (*set_profile)(void *, void *);           /* this thread's */
 	int (*set_profile_of)(void *, void *, void *); /* a thread's; 3.9+, else NULL */
+	void *(*save_thread)(void);       /* PyEval_SaveThread: the GIL let go */
+	void (*restore_thread)(void *);   /* PyEval_RestoreThread: taken again */
+	void *(*modules)(void);           /* PyImport_GetModuleDict (borrowed) */
+	void *(*dict_get)(void *, const char *); /* PyDict_GetItemString (borrowed) */
+	int (*pending)(int (*)(void *), void *); /* Py_AddPendingCall (no GIL) */
 };
 extern struct mt_pyapi_fns mt_pyapi;
 
@@ -57,6 +62,16 @@ void *mt_pyapi_none(void);
 /* mt_pyapi_release() - the references in @refs[0..n) that are set,
  * released. */
 void mt_pyapi_release(void *const *refs, size_t n);
+
+/* mt_pyapi_loaded() - @name's module if the interpreter has it, whole or
+ * being imported, as a borrowed reference; NULL if not. Never imports. */
+void *mt_pyapi_loaded(const char *name);
+
+/* mt_pyapi_main_thread() - whether the caller is the process's main
+ * thread, which is Python's. threading must be imported there first: the
+ * thread that first imports it is the one it takes for the main thread
+ * (threading.main_thread(), and current_thread() on the real one). */
+int mt_pyapi_main_thread(void);
 
 /* mt_pyapi_register() - call @module.@func(**{@keys[i]: a function of
  * @defs[i]}) for i < @n, or without @keys @module.@func(a function of

@@ -106,16 +106,20 @@ static void profile_all(void *from, void *to)
 				set_profile_of(ts, to);
 }
 
-/* threading.setprofile(@fn) if threading's hook is @expect. */
+/* threading.setprofile(@fn) if threading's hook is @expect; nothing
+ * without threading, which is not imported here (pyapi.h):
+ * mt_pyfeed_threading() once the main thread has. */
 static void threading_hook(void *expect, void *fn)
 {
-	void *mod = mt_pyapi.import("threading"), *cur = NULL, *res = NULL;
-	if (mod && (cur = mt_pyapi.getattr(mod, "_profile_hook")) && cur == expect)
+	void *mod = mt_pyapi_loaded("threading"), *cur = NULL, *res = NULL;
+	if (!mod)
+		return;
+	if ((cur = mt_pyapi.getattr(mod, "_profile_hook")) && cur == expect)
 		res = mt_pyapi.callm(mod, "setprofile", "(O)", fn);
-	if (!mod || !cur || (cur == expect && !res))
+	if (!cur || (cur == expect && !res))
 		mt_pyapi.clear();
-	void *refs[] = { res, cur, mod };
-	mt_pyapi_release(refs, 3);
+	void *refs[] = { res, cur };
+	mt_pyapi_release(refs, 2);
 }
 
 static int profile_on(void)
@@ -286,6 +290,12 @@ void mt_pyfeed_stop(void)
 	}
 	if (own)
 		mt_guard_leave();
+}
+
+void mt_pyfeed_threading(void)
+{
+	if (fd.on && fd.python_hex < 0x030c0000 && fd.bootstrap)
+		threading_hook(mt_pyapi.none, fd.bootstrap);
 }
 
 int mt_pyfeed_on(void)

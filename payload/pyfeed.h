@@ -27,13 +27,17 @@
 #include <stdint.h> /* uint32_t */
 
 /* mt_pyfeed_start() - turn the feed on for an interpreter of @python_hex
- * (on again: a new generation of marks). 0, or -1 if it could not be (no tool id free, no C API): stacks are then
- * read as without it. */
+ * (on again: a new generation of marks). 0, or -1 if it could not be
+ * (no tool id free, no C API): stacks are then read as without it. */
 int mt_pyfeed_start(uint32_t python_hex);
 
 /* mt_pyfeed_stop() - turn it off: no mark is trusted from here on, and
  * the hooks come out where they are still ours. */
 void mt_pyfeed_stop(void);
+
+/* mt_pyfeed_threading() - threading imported since the feed went on:
+ * the threads it starts from here get the profile function too. */
+void mt_pyfeed_threading(void);
 
 /* mt_pyfeed_on() - whether the feed is on. */
 int mt_pyfeed_on(void);

@@ -80,6 +80,8 @@ int mt_pythreads_install(void)
 {
 	if (mt_pyapi_bind() < 0)
 		return -1;
+	if (!mt_pyapi_main_thread() && !mt_pyapi_loaded("threading"))
+		return 1;
 	int own = mt_guard_enter(); /* what is made here is memtrace's */
 	void *builtins = NULL, *exec = NULL, *compile = NULL, *ns = NULL, *res = NULL;
 	int ok = (builtins = mt_pyapi.import("builtins")) &&

@@ -19,8 +19,10 @@
 /* mt_pythreads_install() - put the descriptor in, the first time
  * (threading is imported for it if the program has not yet, as memray's
  * does), and tell the capture the names of the threads there are now:
- * at every capture's Python setup. 0, or -1 if it could not be. Needs the
- * GIL. */
+ * at every capture's Python setup. Only the main thread may import
+ * threading (pyapi.h): called on another before the program has, it
+ * returns 1 and does nothing, to be called again on the main thread.
+ * 0, or -1 if it could not be. Needs the GIL. */
 int mt_pythreads_install(void);
 
 #endif /* MT_PAYLOAD_PYTHREADS_H */

@@ -341,9 +341,8 @@ def test_thread_names_after_attach(memtrace, tmp_path):
 
 
 def test_memray_command_lines_taken(memtrace, script, tmp_path):
-    """memray's -V and a -v before the command, detach's --method and -v,
-    attach's --follow-fork refused in one line; a memray capture named as
-    one."""
+    """memray's -V and a -v before the command, detach's --method and -v;
+    a memray capture named as one."""
     version = run(memtrace, "--version").stdout
     assert version.startswith("memtrace ") and run(memtrace, "-V").stdout == version
     assert run(memtrace, "-v", "-V").stdout == version
@@ -359,9 +358,6 @@ def test_memray_command_lines_taken(memtrace, script, tmp_path):
     p = run(memtrace, "detach", "--method", "dtrace", "1", check=False)
     assert p.returncode == 2 and p.stderr == \
         "memtrace: invalid --method 'dtrace' (auto, ptrace, gdb or lldb)\n"
-    p = run(memtrace, "attach", "--follow-fork", str(os.getpid()), check=False)
-    assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and \
-        "--follow-fork is not supported by attach" in p.stderr, p.stderr
     # memray's captures, as written and as compressed on exit
     for name, head, what in (("plain.bin", b"memray\x00\x01" + bytes(64), "a memray capture"),
                              ("lz4.bin", b"\x04\x22\x4d\x18" + bytes(64), "an LZ4 frame")):

@@ -1,0 +1,223 @@
+"""memtrace attach and the program's forks and imports: attaching imports
+what the program may not have yet, and must leave neither a lock that a
+forked child waits for forever nor a threading module that takes
+memtrace's thread for the main one; attach --follow-fork gives children
+their own captures."""
+
+import os
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import python_params, report_json, run
+from test_memray_habits import module_env
+
+# The program has not imported atexit, which attaching registers a hook
+# with. A finder holds atexit's import (and its module lock) on any thread
+# but the main one, while the main thread forks: from 3.12, where a fork
+# child keeps the other threads' states and so the lock, the child's own
+# import of atexit waits forever for a thread it does not have, unless the
+# fork waited for the import (3.8 to 3.11 free the lock with the states).
+# With --follow-fork, on any version, the child has a capture only if the
+# fork waited for the after-fork hook to be registered.
+HELD_IMPORT = """\
+import _thread, os, sys, time
+if "atexit" in sys.modules:
+    print("preloaded", flush=True)
+    sys.exit(0)
+MAIN = _thread.get_ident()
+r, w = os.pipe()
+
+
+class HoldAtexit:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "atexit" and _thread.get_ident() != MAIN:
+            os.write(w, b"x")
+            time.sleep(0.5)  # the import holds its lock this long
+        return None
+
+
+sys.meta_path.insert(0, HoldAtexit)
+print("ready", flush=True)
+os.read(r, 1)
+pid = os.fork()
+if pid == 0:
+    kept = bytearray(3_000_007)
+    import atexit
+    print("child", os.getpid(), flush=True)
+    sys.exit(0)
+_, status = os.waitpid(pid, 0)
+print("status", status, flush=True)
+sys.stdin.readline()
+"""
+
+# The program imports threading only after the attach.
+LATE_THREADING = """\
+import _thread, sys
+if "threading" in sys.modules:
+    print("preloaded", flush=True)
+    sys.exit(0)
+print("ready", flush=True)
+sys.stdin.readline()
+import threading
+print("main", threading.current_thread() is threading.main_thread(),
+      threading.main_thread().ident == _thread.get_ident(), threading.current_thread().name,
+      flush=True)
+keep = []
+t = threading.Thread(target=lambda: keep.append(bytearray(2_000_003)), name="late-worker")
+t.start()
+t.join()
+print("done", flush=True)
+sys.stdin.readline()
+"""
+
+
+class Program:
+    def __init__(self, python, prog, *args):
+        self.p = subprocess.Popen([python, "-W", "ignore::DeprecationWarning", str(prog)] +
+                                  list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, universal_newlines=True, bufsize=1)
+
+    def line(self, timeout=30):
+        ready, _, _ = select.select([self.p.stdout], [], [], timeout)
+        assert ready, "no line from the program in %s s" % timeout
+        return self.p.stdout.readline()
+
+    def say(self, text):
+        self.p.stdin.write(text + "\n")
+        self.p.stdin.flush()
+
+    def kill(self):
+        if self.p.poll() is None:
+            for child in _children(self.p.pid):
+                os.kill(child, 9)
+            self.p.kill()
+        self.p.wait()
+
+
+def _children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.parametrize("follow", [False, True], ids=["plain", "follow-fork"])
+@pytest.mark.parametrize("python", python_params())
+def test_a_fork_while_attaching_leaves_no_import_lock_held(memtrace, script, tmp_path, python,
+                                                           follow):
+    prog = script(HELD_IMPORT)
+    t = Program(python, prog)
+    try:
+        first = t.line()
+        if first == "preloaded\n":
+            pytest.skip("%s imports atexit at its start: attaching imports nothing" % python)
+        assert first == "ready\n"
+        cap = tmp_path / "c.bin"
+        run(memtrace, "attach", "-o", cap, *(["--follow-fork"] if follow else []), t.p.pid)
+        word, child = t.line().split()
+        assert word == "child"
+        # without the wait, the child hangs in its import of atexit
+        assert t.line(timeout=60) == "status 0\n"
+        d = run(memtrace, "detach", t.p.pid)
+        assert "capture written to %s" % cap in d.stderr, d.stderr
+        t.say("end")
+        assert t.p.wait(timeout=60) == 0
+        assert t.p.stderr.read() == ""
+    finally:
+        t.kill()
+    child_cap = tmp_path / ("c.bin.%s" % child)
+    assert sorted(os.listdir(tmp_path)) == sorted(["prog.py", "c.bin"] +
+                                                  ([child_cap.name] if follow else []))
+    if follow:
+        stats = report_json(memtrace, "stats", child_cap)
+        assert stats["status"]["complete"], stats["status"]
+        h = stats["header"]
+        assert (h["pid"], h["forked"], h["follow_fork"]) == (int(child), True, True), h
+        leaks = report_json(memtrace, "summary", child_cap, "--leaks")["rows"]
+        assert [r["line"] for r in leaks if r["function"] == "<module>" and
+                3_000_007 <= r["own_bytes"] < 3_100_000] == [23], leaks[:5]
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_threading_imported_after_attach_knows_its_main_thread(memtrace, script, tmp_path,
+                                                               python):
+    """threading is imported for thread names on the main thread, once it
+    runs Python again, never on memtrace's: the thread that first imports
+    threading is the one it takes for the main one. Threads started after
+    that are named in the capture."""
+    prog = script(LATE_THREADING)
+    t = Program(python, prog)
+    cap = tmp_path / "c.bin"
+    try:
+        first = t.line()
+        if first == "preloaded\n":
+            pytest.skip("%s imports threading at its start" % python)
+        assert first == "ready\n"
+        run(memtrace, "attach", "-o", cap, t.p.pid)
+        t.say("go")
+        assert t.line() == "main True True MainThread\n"
+        assert t.line() == "done\n"
+        run(memtrace, "detach", t.p.pid)
+        t.say("end")
+        assert t.p.wait(timeout=60) == 0
+        # 3.8 printed an AssertionError from threading._shutdown here
+        assert t.p.stderr.read() == ""
+    finally:
+        t.kill()
+    dump = script("import sys, memtrace\n"
+                  "r = memtrace.FileReader(sys.argv[1])\n"
+                  "print(sorted({x.thread_name for x in r.get_leaked_allocation_records("
+                  "merge_threads=False) if x.size >= 2_000_003}))\n", name="dump.py")
+    assert run(sys.executable, dump, cap, env=module_env()).stdout == "['late-worker']\n"
+
+
+def test_attach_follow_fork_children_of_children(memtrace, script, tmp_path):
+    """attach --follow-fork: a child forked after the attach gets
+    "<capture>.<pid>", and its own child "<child's capture>.<pid>"."""
+    prog = script("""\
+import os, sys
+print("ready", flush=True)
+sys.stdin.readline()
+pid = os.fork()
+if pid == 0:
+    grand = os.fork()
+    if grand == 0:
+        g = bytearray(4_000_037)
+        print("grandchild", os.getpid(), flush=True)
+        os._exit(0)
+    os.waitpid(grand, 0)
+    c = bytearray(5_000_011)
+    print("child", os.getpid(), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("parent", flush=True)
+sys.stdin.readline()
+""")
+    t = Program("/usr/bin/python3", prog)
+    cap = tmp_path / "c.bin"
+    try:
+        assert t.line() == "ready\n"
+        run(memtrace, "attach", "--follow-fork", "-o", cap, t.p.pid)
+        t.say("go")
+        got = dict(t.line().split() for _ in range(2))
+        assert t.line() == "parent\n"
+        run(memtrace, "detach", t.p.pid)
+        t.say("end")
+        assert t.p.wait(timeout=60) == 0
+    finally:
+        t.kill()
+    child_cap = tmp_path / ("c.bin.%s" % got["child"])
+    grand_cap = tmp_path / ("c.bin.%s.%s" % (got["child"], got["grandchild"]))
+    assert sorted(os.listdir(tmp_path)) == sorted(["prog.py", "c.bin", child_cap.name,
+                                                   grand_cap.name])
+    for path, size in ((child_cap, 5_000_011), (grand_cap, 4_000_037)):
+        stats = report_json(memtrace, "stats", path)
+        assert stats["status"]["complete"] and stats["header"]["forked"], stats
+        leaks = report_json(memtrace, "summary", path, "--leaks")["rows"]
+        assert any(size <= r["own_bytes"] < size + 100_000 for r in leaks), (path, leaks[:5])
