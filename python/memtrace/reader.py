@@ -196,16 +196,20 @@ class AllocationRecord:
     def hybrid_stack_trace(self, max_stacks=None):
         """The native frames with each evaluation loop replaced by the
         Python frames it ran, as memray merges them: (function, file, line)
-        tuples, innermost first, nothing hidden (the reports hide the
-        interpreter's own frames). The Python stack alone where no native
-        chain was recorded or its loops could not be found. A free or
-        munmap: NotImplementedError, as in memray."""
+        tuples, innermost first (the reports also hide the interpreter's
+        own frames between two Python ones). On the main thread the stack
+        ends at its outermost Python frame, as memray's does; other threads
+        keep the frames that started them. The Python stack alone where no
+        native chain was recorded or its loops could not be found. A free
+        or munmap: NotImplementedError, as in memray."""
         self._not_dealloc()
-        frames = None
+        frames, outermost = None, 0
         if self._reader.metadata.has_native_traces and self.allocator not in _FREES:
-            frames = self._reader._hybrid_stack(self.stack_id)
+            frames, outermost = self._reader._hybrid_stack(self.stack_id)
         if not frames:
             return self.stack_trace(max_stacks)
+        if outermost and self.tid == self._reader.metadata.main_thread_id:
+            frames = frames[:outermost]
         return list(frames if max_stacks is None else frames[:max_stacks])
 
     def __eq__(self, other):
@@ -467,14 +471,19 @@ class FileReader:
         return got
 
     def _hybrid_stack(self, stack_id):
-        """hybrid_stack_trace()'s frames of stack @stack_id, made once."""
+        """hybrid_stack_trace()'s frames of stack @stack_id, made once,
+        and how many of them end at the outermost Python frame (0: none)."""
         got = self._hybrids.get(stack_id)
         if got is not None:
             return got
-        got = tuple((_decode(f.function), _decode(f.file), int(f.line)) if f.native else
-                    (_name(_decode(f.function)), _decode(f.file), int(f.line))
-                    for f in self._frames_of(self._lib.mt_py_hybrid_stack, stack_id, 256))
-        self._hybrids[stack_id] = got
+        frames, outermost = [], 0
+        for f in self._frames_of(self._lib.mt_py_hybrid_stack, stack_id, 256):
+            if f.native:
+                frames.append((_decode(f.function), _decode(f.file), int(f.line)))
+            else:
+                frames.append((_name(_decode(f.function)), _decode(f.file), int(f.line)))
+                outermost = len(frames)
+        got = self._hybrids[stack_id] = (tuple(frames), outermost)
         return got
 
     def _thread_name(self, index):

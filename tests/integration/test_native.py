@@ -66,15 +66,20 @@ def is_loop(frame):
     return frame[0].startswith("_PyEval_EvalFrameDefault")
 
 
-def assert_merged(hybrid, py, native):
-    """memray's merge of a hybrid stack: the whole native chain, each
-    evaluation loop's frame replaced by the Python frames it ran; the
-    Python frames in their order, once each."""
+def assert_merged(hybrid, py, native, main=True):
+    """memray's merge of a hybrid stack: the native chain, each evaluation
+    loop's frame replaced by the Python frames it ran; the Python frames in
+    their order, once each. On the main thread it ends at the outermost
+    Python frame; on another thread the frames that started it stay."""
     on_py = set(py)
     assert [f for f in hybrid if f in on_py] == py, hybrid
-    assert [f for f in hybrid if f not in on_py] == [f for f in native if not is_loop(f)], \
+    outermost_loop = max(i for i, f in enumerate(native) if is_loop(f))
+    kept = native[:outermost_loop] if main else native
+    assert [f for f in hybrid if f not in on_py] == [f for f in kept if not is_loop(f)], \
         (hybrid, native)
     assert not any(is_loop(f) for f in hybrid), hybrid
+    if main:
+        assert hybrid[-1] == py[-1], hybrid[-3:]
 
 
 def unwound_as_libunwind(stderr):
@@ -116,9 +121,10 @@ def test_inlined_c_frames_under_the_python_line(native_capture, python):
         assert any(is_loop(fr) for fr in native), native
         assert not any(fr in py for fr in native)
         # merged as memray merges them: the loops replaced by the Python
-        # frames, the frames outside the outermost one kept
+        # frames, and on the main thread nothing outside the outermost one
+        assert rec.tid == r.metadata.main_thread_id
         assert_merged(hybrid, py, native)
-        assert hybrid[-1] == native[-1] and hybrid[-1] not in py, hybrid[-3:]
+        assert native[-1][0] == "_start" and hybrid[-1][0] == "<module>", hybrid[-3:]
         assert rec.hybrid_stack_trace(max_stacks=i + 1) == hybrid[:i + 1]
         assert rec.native_stack_id > 0 and rec.native_segment_generation >= 1
         assert rec.native_stack_trace(max_stacks=2) == native[:2]
@@ -129,6 +135,46 @@ def test_inlined_c_frames_under_the_python_line(native_capture, python):
             with pytest.raises(NotImplementedError, match="deallocations"):
                 how()
         assert (free.native_stack_id, free.native_segment_generation) == (0, 0)
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_hybrid_stacks_end_as_memray_ends_them(memtrace, script, tmp_path, python):
+    """hybrid_stack_trace() on the main thread ends at its outermost Python
+    frame (memray leaves out Py_RunMain ... _start); a thread started by
+    threading keeps the frames that started it, as memray's do."""
+    prog = script("""\
+import threading
+
+
+def grow(n):
+    return bytearray(n)
+
+
+keep = [grow(1_234_567)]
+t = threading.Thread(target=lambda: keep.append(grow(2_345_678)))
+t.start()
+t.join()
+""")
+    cap = tmp_path / "t.bin"
+    run(memtrace, "run", "--native", "-q", "-o", cap, "--python", python, prog)
+    with reader(cap) as r:
+        main = r.metadata.main_thread_id
+        # bytearray(n) asks for n + 1 bytes
+        got = {x.size - 1: x for x in r.get_allocation_records()
+               if x.size - 1 in (1_234_567, 2_345_678)}
+        assert sorted(got) == [1_234_567, 2_345_678], got
+        for size, on_main in ((1_234_567, True), (2_345_678, False)):
+            rec = got[size]
+            assert (rec.tid == main) == on_main
+            hybrid, py, native = rec.hybrid_stack_trace(), rec.stack_trace(), \
+                rec.native_stack_trace()
+            assert py[0][0] == "grow" and hybrid[0] not in py, hybrid[:3]
+            assert_merged(hybrid, py, native, main=on_main)
+            if on_main:
+                assert hybrid[-1][0] == "<module>" and native[-1][0] == "_start", hybrid[-3:]
+            else:
+                assert py[-1][0].endswith("_bootstrap") and hybrid[-1] == native[-1], hybrid[-3:]
+                assert any(f[0] == "start_thread" for f in hybrid[hybrid.index(py[-1]):]), hybrid
 
 
 @pytest.mark.parametrize("python", python_params()[:1])
