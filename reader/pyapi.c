@@ -7,6 +7,7 @@
  * or exits.
  */
 #include "reader/pyapi.h"
+#include "reader/groups.h"
 #include "reader/hwmtime.h"
 #include "reader/temporal.h"
 #include "format/error.h"
@@ -337,87 +338,44 @@ void mt_py_events_close(struct mt_py_events *e)
 }
 
 /* ------------------------------------------------------------------------
- * Grouped records: the snapshot's sites (stack, thread, allocator) in a
- * view, or with threads merged, their sums per (stack, allocator).
+ * Grouped records, as memray groups them (groups.h).
  * ---------------------------------------------------------------------- */
-struct group {
-	struct mt_py_record rec;
-	size_t first; /* index of its first site: sites are in order of first use */
-};
-
-static int cmp_u64(uint64_t a, uint64_t b)
-{
-	return (a > b) - (a < b);
-}
-
-static int group_cmp_first(const void *pa, const void *pb)
-{
-	const struct group *a = pa, *b = pb;
-	return cmp_u64(a->first, b->first);
-}
-
-static int group_cmp_key(const void *pa, const void *pb)
-{
-	const struct group *a = pa, *b = pb;
-	int c = cmp_u64(a->rec.stack, b->rec.stack);
-	if (!c)
-		c = cmp_u64(a->rec.allocator, b->rec.allocator);
-	return c ? c : group_cmp_first(pa, pb);
-}
-
 static ssize_t groups(const struct mt_py_reader *r, const struct mt_snapshot *s, enum mt_view view,
 		      int merge, struct mt_py_record **out)
 {
 	const struct mt_site *sites;
-	size_t n_sites = mt_snapshot_sites(s, &sites), n = 0;
-	struct group *g = malloc((n_sites ? n_sites : 1) * sizeof(*g));
-	struct mt_py_record *v;
+	size_t n_sites = mt_snapshot_sites(s, &sites);
+	struct mt_groups g;
+	int e = mt_groups_build(&g, s, view, merge);
 
-	if (!g)
+	if (e < 0)
+		return e;
+	struct mt_py_record *v = calloc(g.n ? g.n : 1, sizeof(*v));
+	if (!v) {
+		mt_groups_release(&g);
 		return -ENOMEM;
+	}
 	for (size_t i = 0; i < n_sites; i++) {
 		const struct mt_site *x = &sites[i];
+		uint32_t k = g.of_site[i];
 		uint64_t bytes, count;
 
-		mt_usage_view(&x->usage, view, &bytes, &count);
-		if (!bytes && !count)
+		if (k == MT_GROUP_NONE)
 			continue;
-		g[n++] = (struct group){
-			.rec = { .tid = merge ? 0 : thread_tid(r, x->thread),
-				 .address = x->first_addr,
-				 .size = bytes,
-				 .n_allocations = count,
-				 .allocator = x->allocator,
-				 .stack = x->stack,
-				 .thread = merge ? UINT32_MAX : x->thread },
-			.first = i,
-		};
+		mt_usage_view(&x->usage, view, &bytes, &count);
+		if (!v[k].n_allocations && !v[k].size) /* its first site */
+			v[k] = (struct mt_py_record){ .tid = merge ? 0 : thread_tid(r, x->thread),
+						      .address = x->first_addr,
+						      .allocator = x->allocator,
+						      .stack = x->stack,
+						      .thread = merge ? UINT32_MAX : x->thread };
+		v[k].size += bytes;
+		v[k].n_allocations += count;
 	}
-	if (merge && n) {
-		size_t m = 1;
-		qsort(g, n, sizeof(*g), group_cmp_key);
-		for (size_t i = 1; i < n; i++) {
-			struct group *last = &g[m - 1];
-			if (last->rec.stack == g[i].rec.stack && last->rec.allocator == g[i].rec.allocator) {
-				last->rec.size += g[i].rec.size;
-				last->rec.n_allocations += g[i].rec.n_allocations;
-			} else {
-				g[m++] = g[i];
-			}
-		}
-		n = m;
-		qsort(g, n, sizeof(*g), group_cmp_first);
-	}
-	v = malloc((n ? n : 1) * sizeof(*v));
-	if (!v) {
-		free(g);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++)
-		v[i] = g[i].rec;
-	free(g);
 	*out = v;
-	return (ssize_t)n;
+	e = (int)g.n;
+	mt_groups_release(&g);
+	return e;
 }
 
 ssize_t mt_py_view(struct mt_py_reader *r, int view, int merge_threads, uint64_t threshold,

@@ -15,6 +15,7 @@
  * read the same merged into one sample.
  */
 #include "mt-config.h" /* MT_VERSION */
+#include "reader/groups.h"
 #include "reader/report.h"
 #include "util/json.h"
 #include "util/slots.h"
@@ -119,18 +120,37 @@ int mt_report_transform_csv(FILE *out, const struct mt_snapshot *s, const struct
 	const struct mt_site *sites;
 	size_t nsites = mt_snapshot_sites(s, &sites), nthreads = 0;
 	const struct mt_thread_info **threads = thread_index(s, &nthreads);
-	int err = 0;
+	/* memray's rows are its FileReader's records (groups.h) */
+	struct mt_groups g = { NULL, 0 };
+	struct row { size_t first; uint64_t bytes, count; } *rows = NULL;
+	int err = threads ? mt_groups_build(&g, s, o->view, 0) : -ENOMEM;
 
-	if (!threads)
-		return -ENOMEM;
+	if (!err && !(rows = calloc(g.n ? g.n : 1, sizeof(*rows))))
+		err = -ENOMEM;
+	if (err) {
+		free(threads);
+		mt_groups_release(&g);
+		return err;
+	}
+	for (size_t i = nsites; i-- > 0;) {
+		uint32_t k = g.of_site[i];
+		uint64_t bytes, count;
+		if (k == MT_GROUP_NONE)
+			continue;
+		mt_usage_view(&sites[i].usage, o->view, &bytes, &count);
+		rows[k].first = i; /* going down: the lowest index is left */
+		rows[k].bytes += bytes;
+		rows[k].count += count;
+	}
+	size_t n_rows = g.n;
+	mt_groups_release(&g);
 	mt_strbuf_addstr(&sb, "allocator,num_allocations,size,tid,thread_name,stack_trace\r\n");
-	for (size_t i = 0; i < nsites && !err; i++) {
-		const struct mt_site *site = &sites[i];
+	for (size_t r = 0; r < n_rows && !err; r++) {
+		const struct mt_site *site = &sites[rows[r].first];
 		const struct mt_thread_info *t = site->thread < nthreads ? threads[site->thread] : NULL;
-		uint64_t bytes, count, tid = t ? t->tid : 0;
+		uint64_t bytes = rows[r].bytes, count = rows[r].count, tid = t ? t->tid : 0;
 		char alloc[32];
 
-		mt_usage_view(&site->usage, o->view, &bytes, &count);
 		if (!count)
 			continue;
 		ssize_t depth = stack_of(s, site->stack, &fr);
@@ -165,6 +185,7 @@ int mt_report_transform_csv(FILE *out, const struct mt_snapshot *s, const struct
 	if (field.err && !err)
 		err = field.err;
 	free(fr.v);
+	free(rows);
 	free(threads);
 	mt_strbuf_release(&field);
 	if (err) {

@@ -105,3 +105,9 @@ const struct mt_sizes *mt_snapshot_sizes(const struct mt_snapshot *s)
 {
 	return s->st->sizes;
 }
+
+uint32_t mt_snapshot_stack_key(const struct mt_snapshot *s, struct mt_stackkeys *sk, uint32_t id,
+			       int *oom)
+{
+	return mt_stackkeys_get(sk, &s->st->stk, id, oom);
+}

@@ -201,6 +201,12 @@ size_t mt_snapshot_sites(const struct mt_snapshot *s, const struct mt_site **out
 uint32_t mt_snapshot_max_stack(const struct mt_snapshot *s);
 
 /* struct mt_frame: reader/stacks.h */
+/* mt_snapshot_stack_key() - mt_stackkeys_get() of the snapshot's stacks:
+ * one key per call path as it prints, memoized in @sk. */
+struct mt_stackkeys;
+uint32_t mt_snapshot_stack_key(const struct mt_snapshot *s, struct mt_stackkeys *sk, uint32_t id,
+			       int *oom);
+
 /* mt_snapshot_stack() - frames of stack @id, innermost first, into
  * @out[0..max). Returns the full depth (0 for stack 0), which may be more
  * than @max. Undefined stacks or code give "<unknown>" frames. */

@@ -131,7 +131,9 @@ def _name(qualname):
 
 class AllocationRecord:
     """One allocation or free (get_allocation_records), or the allocations of
-    one stack and allocator (and thread) taken together (the other views)."""
+    one call path (and thread) taken together, whatever their allocators, as
+    memray groups them (the snapshot views; the temporal ones keep the
+    allocators apart, as memray's do)."""
 
     __slots__ = ("tid", "address", "size", "allocator", "n_allocations", "stack_id",
                  "thread_name", "_reader", "_capture")
@@ -593,17 +595,21 @@ class FileReader:
 
     def get_high_watermark_allocation_records(self, merge_threads=True):
         """What was allocated at the moment the tracked heap was highest,
-        one record per stack and allocator (and thread, unless merge_threads)."""
+        one record per call path as it prints (with native stacks, and its
+        native chain) and thread, unless merge_threads, whatever the
+        allocator, as memray's: the record has its first allocation's
+        allocator and address."""
         return self._records(self._lib.mt_py_view, 0, int(bool(merge_threads)), 0)
 
     def get_leaked_allocation_records(self, merge_threads=True):
-        """What was still allocated when tracking ended, one record per stack
-        and allocator (and thread, unless merge_threads)."""
+        """What was still allocated when tracking ended, grouped as
+        get_high_watermark_allocation_records() groups."""
         return self._records(self._lib.mt_py_view, 1, int(bool(merge_threads)), 0)
 
     def get_temporary_allocation_records(self, merge_threads=True, threshold=1):
         """Allocations freed by their own thread with at most `threshold`
-        other allocations of that thread in between, grouped by stack."""
+        other allocations of that thread in between, grouped as
+        get_high_watermark_allocation_records() groups."""
         if threshold < 0:
             raise ValueError("threshold must be >= 0")
         self._h()

@@ -151,20 +151,19 @@ def test_sigkilled_aggregated_run_reads(memtrace, script, tmp_path):
 def test_tracker_aggregated(script, tmp_path, python):
     prog = script(textwrap.dedent("""\
         import memtrace
-        keep = []
+        keep = [None] * 1000
         def leak_here():
-            for _ in range(1000):
-                keep.append(bytearray(2000))
+            for i in range(1000):
+                keep[i] = bytearray(2000)
         with memtrace.Tracker("agg.bin",
                               file_format=memtrace.FileFormat.AGGREGATED_ALLOCATIONS):
             leak_here()
         r = memtrace.FileReader("agg.bin")
         print("format", r.metadata.file_format.name)
-        # the bytearrays (malloc), not the list's growth (realloc) nor an
-        # arena pymalloc mapped meanwhile (mmap)
+        # the bytearrays, and an arena pymalloc may have mapped meanwhile:
+        # memray's records are per call path, whatever the allocator
         leaks = [x for x in r.get_leaked_allocation_records()
-                 if x.stack_trace() and x.stack_trace()[0][0] == "leak_here"
-                 and x.allocator == memtrace.AllocatorType.MALLOC]
+                 if x.stack_trace() and x.stack_trace()[0][0] == "leak_here"]
         print("leaked", sum(x.size for x in leaks), sum(x.n_allocations for x in leaks))
         peak = [x for x in r.get_high_watermark_allocation_records()
                 if x.stack_trace() and x.stack_trace()[0][0] == "leak_here"]
@@ -181,7 +180,10 @@ def test_tracker_aggregated(script, tmp_path, python):
     out = p.stdout.splitlines()
     assert "format AGGREGATED_ALLOCATIONS" in out
     leaked = [l for l in out if l.startswith("leaked ")][0].split()
-    assert 2_000_000 <= int(leaked[1]) < 2_100_000 and int(leaked[2]) == 1000, out
+    arena = int(leaked[2]) - 1000  # a pymalloc arena (256 KiB, 1 MiB from 3.10) mapped there
+    extra = int(leaked[1]) - 2_000_000
+    assert (arena == 0 and 0 <= extra < 100_000) or \
+        (arena == 1 and 256 << 10 <= extra < (1 << 20) + 100_000), out
     assert int([l for l in out if l.startswith("peak ")][0].split()[1]) >= 2_000_000
     assert "snapshots True" in out
     assert "refused Can't get all allocations from a pre-aggregated capture file." in out

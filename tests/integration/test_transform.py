@@ -75,12 +75,14 @@ def test_csv_leaks_and_temporary(memtrace, tmp_path):
     run(memtrace, "transform", "csv", "--leaks", "-o", out, cap)
     leaks = rows_of(out)
     stats = json.loads(run(memtrace, "stats", "--json", cap).stdout)["totals"]
-    assert [r[:2] + r[3:] for r in leaks] == [
-        ["MALLOC", "1", "4242", MAIN, G_STACK],
-        ["CALLOC", "1", "4243", "0x1093 (worker)", ""],
-        ["MMAP", leaks[2][1], "4242", MAIN, G_STACK],
+    # memray's rows: one per call path and thread, whatever the allocator,
+    # so the mapping made on g's line is in the row of its malloc
+    assert [r[:1] + r[3:] for r in leaks] == [
+        ["MALLOC", "4242", MAIN, G_STACK],
+        ["CALLOC", "4243", "0x1093 (worker)", ""],
     ]
-    assert [int(r[2]) for r in leaks] == [3 * MB, MB, 15 * 4096]
+    assert [int(r[2]) for r in leaks] == [3 * MB + 15 * 4096, MB]
+    assert int(leaks[0][1]) >= 2 and leaks[1][1] == "1"
     assert sum(int(r[1]) for r in leaks) == stats["live_allocations_at_end"]
     run(memtrace, "transform", "csv", "--temporary-allocations", "-f", "-o", out, cap)
     assert rows_of(out) == [["MALLOC", "1", str(10 * MB), "4242", MAIN, F_STACK]]
@@ -243,7 +245,8 @@ def test_speedscope(memtrace, tmp_path):
     cap = c.save(tmp_path / "a.bin")
     run(memtrace, "transform", "csv", cap)
     rows = rows_of(tmp_path / "memtrace-csv-a.csv")
-    assert len(rows) == 4
+    # memray's rows: stacks 3 and 4 print alike and are one
+    assert [r[1:3] for r in rows] == [["1", "100"], ["3", "62"], ["1", "0"]], rows
     p = run(memtrace, "transform", "speedscope", cap)
     out = tmp_path / "memtrace-speedscope-a.speedscope.json"
     assert p.stdout.startswith("wrote %s (" % out)
