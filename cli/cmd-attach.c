@@ -20,11 +20,14 @@
 #include <limits.h>      /* PATH_MAX */
 #include <poll.h>        /* poll */
 #include <signal.h>      /* sigaction */
+#include <stddef.h>      /* offsetof */
 #include <stdio.h>       /* snprintf */
 #include <stdlib.h>      /* strtol */
 #include <string.h>      /* strcmp */
 #include <sys/stat.h>    /* fstat */
+#include <sys/socket.h>  /* socket, bind */
 #include <sys/syscall.h> /* SYS_pidfd_open */
+#include <sys/un.h>      /* sockaddr_un */
 #include <sys/wait.h>    /* waitpid */
 #include <time.h>        /* nanosleep */
 #include <unistd.h>      /* unlink */
@@ -303,6 +306,45 @@ static int inject(const struct mt_target *t, enum mt_inject_method method,
 	return rc;
 }
 
+/* One attach at a time per process: an abstract socket named after it
+ * (pid and start time) stays bound while the attach runs, and goes with
+ * us. Without it, of two attaches at once, the one whose ptrace failed
+ * could not always tell why: the other may have let go of the process by
+ * the time it looked. Returns the socket, -1 (printed) if another memtrace
+ * holds it, or -2 if none could be made (no lock then). */
+static int attach_lock(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long start;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -2;
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')'); /* the name may hold anything */
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+				"%*d %*d %*d %llu", &start) != 1)
+		return -2;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int len = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "memtrace-attach.%d.%llu",
+			   (int)pid, start);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -2;
+	if (bind(s, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+							  1 + (size_t)len)) == 0)
+		return s;
+	int e = errno;
+	close(s);
+	if (e != EADDRINUSE)
+		return -2;
+	mt_error(0, "pid %d is being attached by another memtrace", (int)pid);
+	return -1;
+}
+
 int cmd_attach(int argc, char **argv)
 {
 	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_DURATION, OPT_METHOD, OPT_NATIVE,
@@ -393,6 +435,9 @@ int cmd_attach(int argc, char **argv)
 		return 2;
 	}
 
+	int lock = attach_lock((pid_t)lpid);
+	if (lock == -1)
+		return 1;
 	struct mt_target t;
 	if (mt_inject_inspect((pid_t)lpid, &t) < 0)
 		return 1;
@@ -476,6 +521,8 @@ int cmd_attach(int argc, char **argv)
 		return 1;
 	}
 	close(cap.fd);
+	if (lock >= 0)
+		close(lock); /* attached: another attach now hears so from the payload */
 	const char *abs = cap.path;
 	fprintf(stderr, "memtrace: tracking pid %d into %s\n", (int)t.pid, abs);
 	if (duration < 0)

@@ -175,10 +175,33 @@ def test_detach_of_a_process_that_exited(memtrace):
         p.wait()
 
 
+def test_an_attach_under_way_holds_off_another(memtrace, target_script, targets, tmp_path):
+    """While an attach runs it holds a lock named after the process (an
+    abstract socket, memtrace-attach.PID.STARTTIME): another attach says so
+    in one line and leaves the process and the file system alone."""
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    with open("/proc/%d/stat" % t.pid) as f:
+        start = f.read().rsplit(")", 1)[1].split()[19]
+    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        held.bind("\0memtrace-attach.%d.%s" % (t.pid, start))
+        p = run(memtrace, "attach", "-o", tmp_path / "c.bin", t.pid, check=False)
+        assert p.returncode == 1 and p.stderr == \
+            "memtrace: pid %d is being attached by another memtrace\n" % t.pid, p.stderr
+        assert not (tmp_path / "c.bin").exists()
+        assert _raw_status(t.pid) == "none"  # no payload was loaded
+    finally:
+        held.close()
+    attach(memtrace, t.pid, tmp_path / "c.bin")  # the lock went with its holder
+    detach(memtrace, t.pid)
+    t.finish()
+
+
 def test_two_attaches_at_once(memtrace, target_script, targets, tmp_path):
     """Two attaches to the same process at the same moment: one wins, the
     other says in one line that another memtrace is attaching (or has)."""
-    for i in range(4):
+    for i in range(8):
         t = Target("/usr/bin/python3", target_script, "sleep")
         targets.append(t)
         caps = [tmp_path / ("%d-%d.bin" % (i, k)) for k in range(2)]
