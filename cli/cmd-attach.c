@@ -13,6 +13,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/io.h"
+#include "util/procstat.h"
 
 #include <errno.h>       /* errno */
 #include <fcntl.h>       /* open */
@@ -314,23 +315,12 @@ static int inject(const struct mt_target *t, enum mt_inject_method method,
  * holds it, or -2 if none could be made (no lock then). */
 static int attach_lock(pid_t pid)
 {
-	char path[64], buf[1024];
-	unsigned long long start;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return -2;
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')'); /* the name may hold anything */
-	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-				"%*d %*d %*d %llu", &start) != 1)
+	struct mt_procstat ps;
+	if (mt_procstat_read(pid, &ps) < 0)
 		return -2;
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	int len = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "memtrace-attach.%d.%llu",
-			   (int)pid, start);
+			   (int)pid, ps.start);
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -2;

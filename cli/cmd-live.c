@@ -15,6 +15,7 @@
 #include "reader/report.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/procstat.h"
 
 #include <arpa/inet.h> /* htons */
 #include <ctype.h>     /* isdigit */
@@ -248,29 +249,17 @@ int mt_cli_live_accept(int port, char *where, size_t len)
  * take a zombie, or a later process that got the same pid, for it. */
 static int writer_gone(const struct mt_header *h)
 {
-	char path[64], buf[1024];
 	pid_t pid = (pid_t)h->pid;
 
 	if (pid <= 0)
 		return 0;
 	if (kill(pid, 0) < 0)
 		return errno == ESRCH;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
+	struct mt_procstat ps;
+	if (mt_procstat_read(pid, &ps) < 0)
 		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')'); /* the name may hold anything */
-	char state;
-	unsigned long long start_ticks = 0;
-	/* ") S ppid pgrp session tty tpgid flags minflt cminflt majflt
-	 * cmajflt utime stime cutime cstime priority nice threads
-	 * itrealvalue starttime" */
-	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-				"%*d %*d %*d %*d %llu", &state, &start_ticks) != 2)
-		return 0;
+	char state = ps.state;
+	unsigned long long start_ticks = ps.start;
 	if (state == 'Z' || state == 'X')
 		return 1;
 	/* a process started after the capture did is another one */

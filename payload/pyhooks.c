@@ -8,10 +8,9 @@
 #include "payload/got.h"
 #include "payload/python.h"
 #include "payload/track.h"
+#include "util/procstat.h"
 
-#include <fcntl.h>  /* open */
-#include <stdio.h>  /* sscanf */
-#include <string.h> /* strrchr */
+#include <string.h> /* strcmp */
 #include <unistd.h> /* getpid */
 
 struct fork_filter {
@@ -70,22 +69,10 @@ static struct mt_pyapi_def after_fork_def = { "memtrace_follow_fork", py_after_f
 /* Threads of this process (/proc/self/stat), or -1. */
 static long process_threads(void)
 {
-	char buf[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	long threads = -1;
-
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')'); /* the name may hold anything */
-	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-				"%*d %ld", &threads) != 1)
-		return -1;
-	return threads;
+	struct mt_procstat ps;
+	return mt_procstat_read(0, &ps) == 0 ? ps.threads : -1;
 }
+
 /* After a call that changed a filters list (@res its result, NULL if it
  * failed): tell the module, which caches what the filters decide. 0 or -1 */
 static int filters_changed(void *res)
