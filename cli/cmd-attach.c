@@ -37,11 +37,13 @@ static const char usage[] =
 	"usage: memtrace attach [-o FILE] [-f] [--duration SECONDS]\n"
 	"                       [--method auto|ptrace|gdb|lldb] [--native]\n"
 	"                       [--trace-python-allocators] [--aggregate] [--follow-fork]\n"
-	"                       [--memory-interval-ms N] [-v] PID\n"
+	"                       [--memory-interval-ms N] [--live] [-v] PID\n"
 	"\n"
 	"  -o, --output FILE            capture file (default memtrace-<pid>.bin)\n"
 	"  -f, --force                  overwrite the capture file if it exists\n"
 	"      --duration SECONDS       detach after SECONDS (or when the process exits)\n"
+	"      --live                   show the live view (memtrace live) of the capture,\n"
+	"                               and detach when it is quit (q or Ctrl-C)\n"
 	"      --method M               how to load the payload: ptrace, gdb, lldb, or auto\n"
 	"                               (ptrace, then gdb if no thread reaches a safe point)\n"
 	"      --native                 record each allocation's native (C) stack too\n"
@@ -335,10 +337,34 @@ static int attach_lock(pid_t pid)
 	return -1;
 }
 
+/* --live: the view of @capture until it is quit (q, Ctrl-C) or tracking
+ * ends; then a detach, if tracking still runs. */
+static int live_then_detach(const struct mt_target *t, const char *capture)
+{
+	static const struct mt_ctl_request status = { .kind = MT_CTL_STATUS };
+	static char line[MEMTRACE_PATH_MAX + 64];
+	struct mt_live_opts lo = { .path = capture, .interval = 1.0 };
+	struct mt_ctl_reply reply;
+
+	mt_cli_live(&lo);
+	if (mt_control_ask(t->pid, t->nspid, &status, -1, line, sizeof(line), &reply, 2000) == 0) {
+		if (reply.kind != MT_CTL_OK_ACTIVE)
+			return 0; /* detached meanwhile, by another memtrace */
+		return mt_detach_pid((int)t->pid, (int)t->nspid);
+	}
+	struct mt_procstat ps;
+	if (mt_procstat_read(t->pid, &ps) == 0 && ps.state != 'Z' && ps.state != 'X')
+		return mt_detach_pid((int)t->pid, (int)t->nspid); /* it says what is wrong */
+	char lead[64];
+	snprintf(lead, sizeof(lead), "pid %d exited, ", (int)t->pid);
+	mt_cli_say_written(lead, capture, NULL);
+	return 0;
+}
+
 int cmd_attach(int argc, char **argv)
 {
 	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_DURATION, OPT_METHOD, OPT_NATIVE,
-	       OPT_AGGREGATE, OPT_COMPRESS, OPT_FOLLOW_FORK };
+	       OPT_AGGREGATE, OPT_COMPRESS, OPT_FOLLOW_FORK, OPT_LIVE };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, 'f' },
@@ -348,6 +374,7 @@ int cmd_attach(int argc, char **argv)
 		{ "native", no_argument, NULL, OPT_NATIVE },
 		{ "aggregate", no_argument, NULL, OPT_AGGREGATE },
 		{ "follow-fork", no_argument, NULL, OPT_FOLLOW_FORK },
+		{ "live", no_argument, NULL, OPT_LIVE },
 		{ "memory-interval-ms", required_argument, NULL, OPT_INTERVAL },
 		{ "compress-on-exit", no_argument, NULL, OPT_COMPRESS },
 		{ "no-compress", no_argument, NULL, OPT_COMPRESS },
@@ -360,7 +387,7 @@ int cmd_attach(int argc, char **argv)
 	unsigned flags = MT_HDR_ATTACHED;
 	long interval = 10;
 	double duration = -1;
-	int force = 0, verbose = 0, c;
+	int force = 0, verbose = 0, live = 0, c;
 	char *end;
 
 	while ((c = getopt_long(argc, argv, "o:fvh", opts, NULL)) != -1) {
@@ -385,6 +412,9 @@ int cmd_attach(int argc, char **argv)
 			break;
 		case OPT_FOLLOW_FORK:
 			flags |= MT_HDR_FOLLOW_FORK;
+			break;
+		case OPT_LIVE:
+			live = 1;
 			break;
 		case OPT_COMPRESS: /* memray's: no compression pass at exit here */
 			break;
@@ -413,6 +443,11 @@ int cmd_attach(int argc, char **argv)
 			fputs(usage, stderr);
 			return 2;
 		}
+	}
+	if (live && (duration >= 0 || (flags & MT_HDR_AGGREGATED))) {
+		mt_error(0, "--live shows the capture until it is quit: not with %s",
+			 duration >= 0 ? "--duration" : "--aggregate (figures, not events)");
+		return 2;
 	}
 	if (optind + 1 != argc) {
 		mt_error(0, optind >= argc ? "attach: no pid given" : "attach: one pid only");
@@ -515,6 +550,8 @@ int cmd_attach(int argc, char **argv)
 		close(lock); /* attached: another attach now hears so from the payload */
 	const char *abs = cap.path;
 	fprintf(stderr, "memtrace: tracking pid %d into %s\n", (int)t.pid, abs);
+	if (live)
+		return live_then_detach(&t, abs);
 	if (duration < 0)
 		return 0;
 	if (wait_duration(t.pid, duration)) {

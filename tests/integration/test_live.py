@@ -343,6 +343,53 @@ def test_live_view_of_an_attached_process(memtrace, tmp_path):
             live.wait()
 
 
+def test_attach_live(memtrace, tmp_path):
+    """memtrace attach --live (memray's attach without -o): the live view of
+    the process from the attach on; quitting it (here Ctrl-C) detaches, and
+    the process runs on. A second attach --live to a process that exits
+    meanwhile says so when the view ends."""
+    from attach_target import TARGET, Target, leak_rows
+    target_script = tmp_path / "target.py"
+    target_script.write_text(TARGET)
+    for exits in (False, True):
+        t = Target("/usr/bin/python3", target_script, "sleep")
+        cap = tmp_path / ("cap%d.bin" % exits)
+        live = subprocess.Popen([memtrace, "attach", "--live", "-o", str(cap), str(t.pid)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            frames = Frames(live)
+            assert "pid %d " % t.pid in frames.next()
+            t.cmd("cache 300")  # 300 x 20 kB kept by an lru_cache
+            frames.until(lambda f: (row(f, "Service.lookup") or row(f, "lookup") or
+                                    (None, None, 0))[2] >= 300)
+            if exits:
+                status, _ = t.finish()
+                assert status == 3
+                frames.until(lambda f: "tracking ended" in f)
+            else:
+                live.send_signal(signal.SIGINT)
+            assert live.wait(60) == 0
+            err = live.stderr.read().decode()
+            assert err.splitlines()[-1] == ("memtrace: pid %d exited, capture written to %s"
+                                            if exits else
+                                            "memtrace: detached from pid %d, capture written "
+                                            "to %s") % (t.pid, cap), err
+            if not exits:
+                status, rest = t.finish()  # it ran on, untracked
+                assert status == 3 and rest.strip() == "bye"
+            rows = leak_rows(memtrace, cap)
+            assert sum(r["own_bytes"] for r in rows if r["function"].endswith("lookup")) \
+                >= 300 * 20_000, rows[:5]
+        finally:
+            t.kill()
+            stop(live)
+    for extra, why in ((["--duration", "5"], "--duration"),
+                       (["--aggregate"], "--aggregate (figures, not events)")):
+        p = run(memtrace, "attach", "--live", *extra, "1", check=False)
+        assert p.returncode == 2 and p.stderr == \
+            "memtrace: --live shows the capture until it is quit: not with %s\n" % why, p.stderr
+
+
 LIVE_RUN = """\
 import sys
 
