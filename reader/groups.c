@@ -8,14 +8,16 @@
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* calloc */
 
-/* (path key, thread) -> group: open addressing, a power of two slots */
+/* (path key, native leaf, thread) -> group: open addressing, a power of
+ * two slots */
 struct slot {
-	uint64_t key; /* path key << 32 | thread; the slot is empty when group is 0 */
-	uint32_t group; /* group + 1 */
+	uint32_t path, leaf, thread;
+	uint32_t group; /* group + 1; 0: the slot is empty */
 };
 
-static uint64_t mix(uint64_t k)
+static uint64_t mix(uint32_t path, uint32_t leaf, uint32_t thread)
 {
+	uint64_t k = ((uint64_t)path << 32 | leaf) ^ (uint64_t)thread * 0x9E3779B97F4A7C15ull;
 	k ^= k >> 33;
 	k *= 0xff51afd7ed558ccdull;
 	k ^= k >> 33;
@@ -43,17 +45,19 @@ int mt_groups_build(struct mt_groups *g, const struct mt_snapshot *s, enum mt_vi
 		mt_usage_view(&sites[i].usage, view, &bytes, &count);
 		if (!bytes && !count)
 			continue;
-		uint32_t path = mt_snapshot_stack_key(s, &keys, sites[i].stack, &oom);
+		/* a hybrid stack: its Python stack's path and its native chain */
+		uint32_t python = sites[i].stack, leaf = 0;
+		(void)mt_snapshot_hybrid_parts(s, sites[i].stack, &python, &leaf);
+		uint32_t path = mt_snapshot_stack_key(s, &keys, python, &oom);
+		uint32_t thread = merge_threads ? UINT32_MAX : sites[i].thread;
 		if (oom)
 			goto fail;
-		uint64_t key = (uint64_t)path << 32 | (merge_threads ? UINT32_MAX : sites[i].thread);
-		size_t at = (size_t)mix(key) & mask;
-		while (slots[at].group && slots[at].key != key)
+		size_t at = (size_t)mix(path, leaf, thread) & mask;
+		while (slots[at].group && (slots[at].path != path || slots[at].leaf != leaf ||
+					   slots[at].thread != thread))
 			at = (at + 1) & mask;
-		if (!slots[at].group) {
-			slots[at].key = key;
-			slots[at].group = ++g->n;
-		}
+		if (!slots[at].group)
+			slots[at] = (struct slot){ path, leaf, thread, ++g->n };
 		g->of_site[i] = slots[at].group - 1;
 	}
 	free(slots);

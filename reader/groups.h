@@ -4,8 +4,9 @@
 /*
  * A snapshot's records as memray groups them (groups.c), for FileReader's
  * get_*_allocation_records() and transform csv: one record per call path
- * as it prints (stackkeys.h: two calls on one line are one), native chain
- * and thread (unless the threads are merged), whatever the allocator. A
+ * as it prints (stackkeys.h: two calls on one line are one; of a hybrid
+ * stack, its Python stack's), native chain and thread (unless the threads
+ * are merged), whatever the allocator. A
  * record takes its allocator, address, thread and stack id from its first
  * site, and sums its sites' bytes and allocations. The snapshot's own
  * sites are finer: a stack id per bytecode offset, and an allocator each.

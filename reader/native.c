@@ -649,6 +649,16 @@ size_t mt_native_chain(const struct mt_native *n, uint32_t id, struct mt_frame *
 	return k;
 }
 
+int mt_native_hybrid_parts(const struct mt_native *n, uint32_t id, uint32_t *python,
+			   uint32_t *leaf)
+{
+	if (id >= n->cap_nodes || !n->nodes[id].hybrid)
+		return 0;
+	*python = (uint32_t)n->nodes[id].ip;
+	*leaf = n->nodes[id].parent;
+	return 1;
+}
+
 /* The frames of Python stack @py alone, innermost first, from out[k]. */
 static size_t python_alone(const struct mt_stacks *k, uint32_t py, struct mt_frame *out, size_t max)
 {

@@ -97,6 +97,12 @@ void mt_native_unresolve(struct mt_native *n, struct mt_stacks *k);
 size_t mt_native_chain(const struct mt_native *n, uint32_t id, struct mt_frame *out, size_t max,
 		       uint32_t *leaf, uint32_t *gen);
 
+/* mt_native_hybrid_parts() - if @id is a hybrid stack, its Python stack
+ * and its native leaf (0: no native frames) into *@python and *@leaf, and
+ * 1; else 0. */
+int mt_native_hybrid_parts(const struct mt_native *n, uint32_t id, uint32_t *python,
+			   uint32_t *leaf);
+
 /* mt_native_merged() - hybrid stack @id as memray's hybrid_stack_trace()
  * has it, innermost first into @out[0..max): every frame of its native
  * chain, with each evaluation loop's own frame replaced by the run of

@@ -111,3 +111,9 @@ uint32_t mt_snapshot_stack_key(const struct mt_snapshot *s, struct mt_stackkeys 
 {
 	return mt_stackkeys_get(sk, &s->st->stk, id, oom);
 }
+
+int mt_snapshot_hybrid_parts(const struct mt_snapshot *s, uint32_t id, uint32_t *python,
+			     uint32_t *leaf)
+{
+	return mt_native_hybrid_parts(&s->st->nat, id, python, leaf);
+}

@@ -207,6 +207,10 @@ struct mt_stackkeys;
 uint32_t mt_snapshot_stack_key(const struct mt_snapshot *s, struct mt_stackkeys *sk, uint32_t id,
 			       int *oom);
 
+/* mt_snapshot_hybrid_parts() - mt_native_hybrid_parts() of the snapshot. */
+int mt_snapshot_hybrid_parts(const struct mt_snapshot *s, uint32_t id, uint32_t *python,
+			     uint32_t *leaf);
+
 /* mt_snapshot_stack() - frames of stack @id, innermost first, into
  * @out[0..max). Returns the full depth (0 for stack 0), which may be more
  * than @max. Undefined stacks or code give "<unknown>" frames. */

@@ -177,6 +177,33 @@ t.join()
                 assert any(f[0] == "start_thread" for f in hybrid[hybrid.index(py[-1]):]), hybrid
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["python", "native"])
+def test_two_calls_on_one_line_are_one_record(memtrace, script, tmp_path, native):
+    """memray's records are one per call path as it prints (and native
+    chain): two allocations made by two calls on one line are one record,
+    with and without native stacks."""
+    prog = script("""\
+keep = []
+
+
+def f():
+    keep.append((bytearray(1_000_001), bytearray(1_000_001)))
+
+
+f()
+""")
+    cap = tmp_path / "two.bin"
+    run(memtrace, "run", "-q", "-o", cap, *(["--native"] if native else []), "--python",
+        "/usr/bin/python3", prog)
+    with reader(cap) as r:
+        recs = [x for x in r.get_leaked_allocation_records() if x.size >= 1_000_000]
+        assert [(x.size, x.n_allocations, x.stack_trace()[0]) for x in recs] == \
+            [(2_000_004, 2, ("f", str(prog), 5))], recs
+        if native:
+            assert recs[0].native_stack_id and recs[0].hybrid_stack_trace()[0] not in \
+                recs[0].stack_trace()
+
+
 @pytest.mark.parametrize("python", python_params()[:1])
 def test_threads_started_from_c_have_native_frames_only(native_capture, python):
     worker_line = marker_line("posix_memalign call")
