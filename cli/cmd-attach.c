@@ -310,11 +310,13 @@ static int inject(const struct mt_target *t, enum mt_inject_method method,
 }
 
 /* One attach at a time per process: an abstract socket named after it
- * (pid and start time) stays bound while the attach runs, and goes with
- * us. Without it, of two attaches at once, the one whose ptrace failed
- * could not always tell why: the other may have let go of the process by
- * the time it looked. Returns the socket, -1 (printed) if another memtrace
- * holds it, or -2 if none could be made (no lock then). */
+ * (pid and start time), bound and listening while the attach runs, and
+ * gone with us. Without it, of two attaches at once, the one whose ptrace
+ * failed could not always tell why: the other may have let go of the
+ * process by the time it looked. Anyone may bind such a name, so a holder
+ * counts only if it is of our user or root (SO_PEERCRED). Returns the
+ * socket, -1 (printed) if another memtrace holds it, or -2 if no lock
+ * could be had (none then: the payload's status says the rest). */
 static int attach_lock(pid_t pid)
 {
 	struct mt_procstat ps;
@@ -323,18 +325,47 @@ static int attach_lock(pid_t pid)
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	int len = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "memtrace-attach.%d.%llu",
 			   (int)pid, ps.start);
+	socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -2;
-	if (bind(s, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-							  1 + (size_t)len)) == 0)
+	if (bind(s, (struct sockaddr *)&a, alen) == 0 && listen(s, 8) == 0)
 		return s;
 	int e = errno;
 	close(s);
-	if (e != EADDRINUSE)
+	if (e != EADDRINUSE || (s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -2;
+	struct ucred peer;
+	socklen_t plen = sizeof(peer);
+	int held = connect(s, (struct sockaddr *)&a, alen) == 0 &&
+		   getsockopt(s, SOL_SOCKET, SO_PEERCRED, &peer, &plen) == 0 &&
+		   (peer.uid == geteuid() || peer.uid == 0);
+	close(s);
+	if (!held)
 		return -2;
 	mt_error(0, "pid %d is being attached by another memtrace", (int)pid);
 	return -1;
+}
+
+/* Whether the target's user may create files in @path's directory, as
+ * its mode bits say (not its supplementary groups nor ACLs). */
+static int may_create_beside(const struct mt_target *t, const char *path)
+{
+	char dir[PATH_MAX];
+	struct stat sb;
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(n ? n : 1), path);
+	if (t->uid == 0 || stat(dir, &sb) != 0)
+		return 1;
+	if (sb.st_uid == t->uid)
+		return (sb.st_mode & S_IWUSR) != 0;
+	if (sb.st_gid == t->gid)
+		return (sb.st_mode & S_IWGRP) != 0;
+	return (sb.st_mode & S_IWOTH) != 0;
 }
 
 /* --live: the view of @capture until it is quit (q, Ctrl-C) or tracking
@@ -466,6 +497,13 @@ int cmd_attach(int argc, char **argv)
 	struct mt_target t;
 	if (mt_inject_inspect((pid_t)lpid, &t) < 0)
 		return 1;
+	/* a child's capture is made by the child, at a path of its own view */
+	if ((flags & MT_HDR_FOLLOW_FORK) && (t.other_mntns || t.other_root)) {
+		mt_error(0, "--follow-fork: pid %d sees other files than we do (another mount "
+			    "namespace or root), and its children make their captures themselves",
+			 (int)t.pid);
+		return 1;
+	}
 
 	/* A payload already loaded answers on its control socket. */
 	static const struct mt_ctl_request status = { .kind = MT_CTL_STATUS };
@@ -506,6 +544,9 @@ int cmd_attach(int argc, char **argv)
 	cap.fd = mt_cli_create_capture(capture, force, cap.path, sizeof(cap.path));
 	if (cap.fd < 0)
 		return 1;
+	if ((flags & MT_HDR_FOLLOW_FORK) && !may_create_beside(&t, cap.path))
+		mt_warning("--follow-fork: pid %d runs as uid %d, which may not create its "
+			   "children's captures beside %s", (int)t.pid, (int)t.uid, cap.path);
 	if (strlen(cap.path) >= MEMTRACE_PATH_MAX) {
 		mt_error(-ENAMETOOLONG, "cannot hand capture '%s' to pid %d", cap.path, (int)t.pid);
 		drop_capture(&cap);

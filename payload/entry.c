@@ -190,18 +190,23 @@ static int python_setup_locked(void)
 }
 
 /* What needs threading, on Python's main thread (Py_AddPendingCall()),
- * with the GIL: only there may threading be imported (pyapi.h). The
- * capture may have ended meanwhile; a fork child's call is its parent's. */
+ * with the GIL: only there may threading be imported (pyapi.h), and under
+ * the import gate (pygate.h), a thread of the program may fork. Pending
+ * calls run between any two instructions, also while this thread, or
+ * another that let the GIL go, holds st.lock: so not st.lock here, but
+ * atomics (main_queued, and a benign look at active: the descriptor says
+ * nothing once tracking has ended). A fork child forgets its parent's. */
 static int python_setup_main(void *unused)
 {
 	(void)unused;
+	if (!__atomic_exchange_n(&st.main_queued, 0, __ATOMIC_ACQ_REL) ||
+	    !__atomic_load_n(&st.active, __ATOMIC_ACQUIRE))
+		return 0;
 	int own = mt_guard_enter();
-	pthread_mutex_lock(&st.lock);
-	int on = st.main_queued && st.active && st.pid == getpid();
-	st.main_queued = 0;
-	pthread_mutex_unlock(&st.lock);
-	if (on && mt_pythreads_install() == 0)
+	mt_pygate_enter_with_gil();
+	if (mt_pythreads_install() == 0)
 		mt_pyfeed_threading();
+	mt_pygate_leave();
 	if (own)
 		mt_guard_leave();
 	return 0;
@@ -211,20 +216,15 @@ static int python_setup_main(void *unused)
  * is made by warnings.filterwarnings(), Python code. Once per process. */
 static void python_setup_unlocked(void)
 {
-	if (mt_pythreads_install() > 0) {
-		/* an attach's thread, and the program has no threading yet */
+	/* an attach's thread, and the program has no threading yet */
+	if (mt_pythreads_install() > 0 && !__atomic_exchange_n(&st.main_queued, 1, __ATOMIC_ACQ_REL) &&
+	    mt_pyapi.pending(python_setup_main, NULL) < 0) {
+		__atomic_store_n(&st.main_queued, 0, __ATOMIC_RELEASE);
 		pthread_mutex_lock(&st.lock);
-		int queue = !st.main_queued;
-		st.main_queued = 1;
+		if (st.active)
+			mt_writer_diag(MT_DIAG_INFO, "threading could not be set up on the main "
+						     "thread: no thread names");
 		pthread_mutex_unlock(&st.lock);
-		if (queue && mt_pyapi.pending(python_setup_main, NULL) < 0) {
-			pthread_mutex_lock(&st.lock);
-			st.main_queued = 0;
-			if (st.active)
-				mt_writer_diag(MT_DIAG_INFO, "threading could not be set up on the "
-							     "main thread: no thread names");
-			pthread_mutex_unlock(&st.lock);
-		}
 	}
 	if (st.python_hex >= 0x030c0000 && mt_pyhooks_fork_warning(st.python_hex) < 0)
 		mt_writer_diag(MT_DIAG_INFO, "could not register a Python fork hook: from "
@@ -368,6 +368,7 @@ static void on_fork_child(void)
 	 * (py_after_fork_cb()); the wrappers pass calls through until then. */
 	st.follow_pending = follow;
 	st.follow_parent = parent;
+	st.main_queued = 0; /* the parent's pending call, if the child runs it */
 	st.follow_pymem = pymem;
 	/* the wrappers stay in the child's domains, quiet until a capture of
 	 * its own with Python allocators switches them back on */

@@ -103,6 +103,24 @@ void mt_pygate_enter(void)
 	pthread_mutex_unlock(&gate.lock);
 }
 
+void mt_pygate_enter_with_gil(void)
+{
+	pthread_mutex_lock(&gate.lock);
+	if (gate.forking) {
+		/* the GIL first, then gate.lock (py_before_fork_cb()) */
+		pthread_mutex_unlock(&gate.lock);
+		void *ts = mt_pyapi.save_thread();
+		pthread_mutex_lock(&gate.lock);
+		wait_for_zero(&gate.forking);
+		gate.importing++;
+		pthread_mutex_unlock(&gate.lock);
+		mt_pyapi.restore_thread(ts);
+		return;
+	}
+	gate.importing++;
+	pthread_mutex_unlock(&gate.lock);
+}
+
 void mt_pygate_leave(void)
 {
 	pthread_mutex_lock(&gate.lock);

@@ -10,15 +10,14 @@
  * lock held in the child by a thread the child does not have: the child's
  * next import of the module, or its exit (Py_FinalizeEx() looks threading
  * up), waits forever. Attaching imports what the program may not have
- * (threading, atexit, warnings, re) on memtrace's start thread, and the
- * program may fork at any moment.
+ * (atexit, warnings, re) on memtrace's start thread, and threading on the
+ * main thread, and the program may fork at any moment.
  *
  * So that thread imports between mt_pygate_enter() and mt_pygate_leave(),
  * and a before-fork hook (os.register_at_fork(before=...), registered by
  * mt_pygate_register()) lets a fork wait, without the GIL, until it is
  * out; a thread entering while a fork is under way waits for the fork to
- * be done (the after-fork hooks). The program's own threads do not use it:
- * their imports are the program's. Either side waits at most a few
+ * be done (the after-fork hooks). The program's own imports do not use it. Either side waits at most a few
  * seconds and then goes on, so a thread that never leaves cannot stop the
  * program.
  */
@@ -32,5 +31,10 @@ int mt_pygate_register(void);
  * memtrace's; enter without the GIL (it may wait for a fork to end). */
 void mt_pygate_enter(void);
 void mt_pygate_leave(void);
+
+/* mt_pygate_enter_with_gil() - mt_pygate_enter() for a caller that holds
+ * the GIL (a pending call on the main thread): it lets the GIL go while it
+ * waits for a fork, which needs it to end. Needs mt_pyapi_bind(). */
+void mt_pygate_enter_with_gil(void);
 
 #endif /* MT_PAYLOAD_PYGATE_H */

@@ -17,10 +17,10 @@ from test_memray_habits import module_env
 
 # The program has not imported atexit, which attaching registers a hook
 # with. A finder holds atexit's import (and its module lock) on any thread
-# but the main one, while the main thread forks: from 3.12, where a fork
-# child keeps the other threads' states and so the lock, the child's own
-# import of atexit waits forever for a thread it does not have, unless the
-# fork waited for the import (3.8 to 3.11 free the lock with the states).
+# but the main one, while the main thread forks: from 3.11, where a fork
+# child keeps the lock, the child's own import of atexit waits forever for
+# a thread it does not have, unless the fork waited for the import (3.8 to
+# 3.10 free the lock with the other threads' states).
 # With --follow-fork, on any version, the child has a capture only if the
 # fork waited for the after-fork hook to be registered.
 HELD_IMPORT = """\
@@ -55,14 +55,20 @@ print("status", status, flush=True)
 sys.stdin.readline()
 """
 
-# The program imports threading only after the attach.
+# The program imports threading only after the attach, once memtrace has:
+# it runs Python code until then (the pending call's chance), as a program
+# would, and gives up after 60 s.
 LATE_THREADING = """\
-import _thread, sys
+import _thread, sys, time
 if "threading" in sys.modules:
     print("preloaded", flush=True)
     sys.exit(0)
 print("ready", flush=True)
 sys.stdin.readline()
+deadline = time.monotonic() + 60
+while "threading" not in sys.modules and time.monotonic() < deadline:
+    time.sleep(0.01)
+print("imported", "threading" in sys.modules, flush=True)
 import threading
 print("main", threading.current_thread() is threading.main_thread(),
       threading.main_thread().ident == _thread.get_ident(), threading.current_thread().name,
@@ -161,6 +167,7 @@ def test_threading_imported_after_attach_knows_its_main_thread(memtrace, script,
         assert first == "ready\n"
         run(memtrace, "attach", "-o", cap, t.p.pid)
         t.say("go")
+        assert t.line(timeout=90) == "imported True\n"  # by memtrace, on the main thread
         assert t.line() == "main True True MainThread\n"
         assert t.line() == "done\n"
         run(memtrace, "detach", t.p.pid)
@@ -221,3 +228,36 @@ sys.stdin.readline()
         assert stats["status"]["complete"] and stats["header"]["forked"], stats
         leaks = report_json(memtrace, "summary", path, "--leaks")["rows"]
         assert any(size <= r["own_bytes"] < size + 100_000 for r in leaks), (path, leaks[:5])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a target of another user)")
+def test_attach_follow_fork_warns_where_children_cannot_write(memtrace, tmp_path):
+    """A target of another user that could not create its children's
+    captures beside the parent's (a directory only root may write to): the
+    attach goes on, with a warning that says so."""
+    import shutil
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv is not installed")
+    from attach_target import _setpriv
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    t = subprocess.Popen(_setpriv(65534) + [
+        "/usr/bin/python3", "-c", "import sys\nprint('ready', flush=True)\nsys.stdin.readline()\n"],
+        cwd="/",
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         universal_newlines=True)
+    try:
+        assert t.stdout.readline() == "ready\n"
+        cap = private / "c.bin"
+        p = run(memtrace, "attach", "--follow-fork", "-o", cap, t.pid)
+        assert p.stderr.splitlines()[0] == (
+            "memtrace: warning: --follow-fork: pid %d runs as uid 65534, which may not create "
+            "its children's captures beside %s" % (t.pid, cap)), p.stderr
+        run(memtrace, "detach", t.pid)
+        t.stdin.write("end\n")
+        t.stdin.flush()
+        assert t.wait(timeout=60) == 0
+    finally:
+        if t.poll() is None:
+            t.kill()
+            t.wait()

@@ -177,15 +177,19 @@ def test_detach_of_a_process_that_exited(memtrace):
 
 def test_an_attach_under_way_holds_off_another(memtrace, target_script, targets, tmp_path):
     """While an attach runs it holds a lock named after the process (an
-    abstract socket, memtrace-attach.PID.STARTTIME): another attach says so
-    in one line and leaves the process and the file system alone."""
+    abstract socket, memtrace-attach.PID.STARTTIME, listening): another
+    attach says so in one line and leaves the process and the file system
+    alone. A name held by another user counts for nothing: anyone may bind
+    one."""
     t = Target("/usr/bin/python3", target_script, "sleep")
     targets.append(t)
     with open("/proc/%d/stat" % t.pid) as f:
         start = f.read().rsplit(")", 1)[1].split()[19]
+    name = "\0memtrace-attach.%d.%s" % (t.pid, start)
     held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        held.bind("\0memtrace-attach.%d.%s" % (t.pid, start))
+        held.bind(name)
+        held.listen(1)
         p = run(memtrace, "attach", "-o", tmp_path / "c.bin", t.pid, check=False)
         assert p.returncode == 1 and p.stderr == \
             "memtrace: pid %d is being attached by another memtrace\n" % t.pid, p.stderr
@@ -193,7 +197,21 @@ def test_an_attach_under_way_holds_off_another(memtrace, target_script, targets,
         assert _raw_status(t.pid) == "none"  # no payload was loaded
     finally:
         held.close()
-    attach(memtrace, t.pid, tmp_path / "c.bin")  # the lock went with its holder
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        squat = subprocess.Popen(_setpriv(65534) + [
+            "/usr/bin/python3", "-c",
+            "import socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "s.bind(%r)\ns.listen(1)\nprint('bound', flush=True)\nsys.stdin.read()\n" % name],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True)
+        try:
+            assert squat.stdout.readline() == "bound\n"
+            attach(memtrace, t.pid, tmp_path / "c.bin")  # nobody's name: not a lock
+        finally:
+            squat.kill()
+            squat.wait()
+    else:
+        attach(memtrace, t.pid, tmp_path / "c.bin")  # the lock went with its holder
     detach(memtrace, t.pid)
     t.finish()
 

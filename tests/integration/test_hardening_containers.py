@@ -171,6 +171,22 @@ def test_chroot_attach_detach_reattach(memtrace, chroot, python):
     _check_leak(memtrace, cap2, 1_990_000, 3_000_000)
 
 
+def test_chroot_follow_fork_refused(memtrace, chroot, tmp_path):
+    """attach --follow-fork to a process in a chroot: its children would
+    make their captures at paths of its own view, so it is refused in one
+    line, and nothing is touched."""
+    c = chroot()
+    t = chroot.start(c, "/usr/bin/python3")
+    cap = c.capture("ff.bin")
+    p = run(memtrace, "attach", "--follow-fork", "-o", cap, t.pid, check=False)
+    assert p.returncode == 1 and p.stderr == (
+        "memtrace: --follow-fork: pid %d sees other files than we do (another mount namespace "
+        "or root), and its children make their captures themselves\n" % t.pid), p.stderr
+    assert not os.path.exists(cap)
+    status, _ = t.finish()
+    assert status == 3
+
+
 def test_chroot_gdb_method(memtrace, chroot):
     if not shutil.which("gdb"):
         pytest.skip("gdb is not installed")
