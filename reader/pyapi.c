@@ -14,6 +14,7 @@
 #include "reader/capture.h"
 #include "reader/report.h"
 #include "reader/snapshot.h"
+#include "reader/stackkeys.h"
 
 #include <errno.h>  /* ENOMEM */
 #include <stdio.h>  /* fopencookie, snprintf */
@@ -31,6 +32,7 @@ struct mt_py_reader {
 	uint64_t *tid;      /* by thread index */
 	const char **name;  /* by thread index */
 	uint32_t n_index;
+	struct mt_stackkeys keys; /* mt_py_path_key()'s */
 };
 
 int mt_py_abi(void)
@@ -104,6 +106,7 @@ void mt_py_close(struct mt_py_reader *r)
 {
 	if (!r)
 		return;
+	mt_stackkeys_release(&r->keys);
 	mt_snapshot_release(&r->snap);
 	mt_capture_close(r->cap);
 	free(r->warnings);
@@ -187,6 +190,15 @@ size_t mt_py_hybrid_stack(const struct mt_py_reader *r, uint32_t id, struct mt_p
 		out[i] = (struct mt_py_frame){ f[i].function, f[i].file, f[i].line, f[i].native };
 	free(f);
 	return depth;
+}
+
+uint64_t mt_py_path_key(struct mt_py_reader *r, uint32_t id)
+{
+	uint32_t python = id, leaf = 0;
+	int oom = 0;
+	(void)mt_snapshot_hybrid_parts(&r->snap, id, &python, &leaf);
+	uint32_t path = mt_snapshot_stack_key(&r->snap, &r->keys, python, &oom);
+	return (uint64_t)path << 32 | leaf;
 }
 
 size_t mt_py_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out, size_t max)

@@ -24,7 +24,7 @@
 struct mt_py_reader;
 
 /* Layout version of the structs below; bump on any change. */
-#define MT_PY_ABI 5
+#define MT_PY_ABI 6
 
 /* What a capture says about itself. Every field is 64 bits wide. */
 struct mt_py_meta {
@@ -157,6 +157,11 @@ size_t mt_py_native_stack(const struct mt_py_reader *r, uint32_t id, struct mt_p
  * has no native chain. */
 size_t mt_py_hybrid_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out,
 			  size_t max);
+
+/* mt_py_path_key() - one key per call path as it prints (with native
+ * stacks, and native chain) of stack @id, as the grouped records are keyed
+ * (reader/groups.h): the path's key << 32 | the native leaf. */
+uint64_t mt_py_path_key(struct mt_py_reader *r, uint32_t id);
 
 /* mt_py_thread() - kernel tid and name (borrowed, "" if unnamed) of
  * thread index @index. Returns 0, or -ENOENT for an index never seen. */

@@ -106,7 +106,7 @@ def payload():
 # ---------------------------------------------------------------------------
 # The reader's ctypes interface (reader/pyapi.h).
 # ---------------------------------------------------------------------------
-ABI = 5
+ABI = 6
 _u64 = ctypes.c_uint64
 
 
@@ -189,6 +189,7 @@ def reader():
                                     ctypes.POINTER(ctypes.c_uint32),
                                     ctypes.POINTER(ctypes.c_uint32)], sz),
             "mt_py_hybrid_stack": ([vp, ctypes.c_uint32, ctypes.POINTER(Frame), sz], sz),
+            "mt_py_path_key": ([vp, ctypes.c_uint32], ctypes.c_uint64),
             "mt_py_thread": ([vp, ctypes.c_uint32, ctypes.POINTER(_u64),
                               ctypes.POINTER(ctypes.c_char_p)], ctypes.c_int),
             "mt_py_samples": ([vp, ctypes.POINTER(sz)], ctypes.POINTER(Sample)),

@@ -200,8 +200,8 @@ class AllocationRecord:
         Python frames it ran, as memray merges them: (function, file, line)
         tuples, innermost first (the reports also hide the interpreter's
         own frames between two Python ones). On the main thread the stack
-        ends at its outermost Python frame, as memray's does; other threads
-        keep the frames that started them. The Python stack alone where no
+        ends at its outermost Python frame, as memray's does under its run
+        command; other threads keep the frames that started them. The Python stack alone where no
         native chain was recorded or its loops could not be found. A free
         or munmap: NotImplementedError, as in memray."""
         self._not_dealloc()
@@ -348,6 +348,7 @@ class FileReader:
         self._stacks = {}
         self._natives = {}
         self._hybrids = {}
+        self._path_keys = {}
         self._pyframes = {}
         self._threads = {}
         for line in _decode(self._lib.mt_py_warnings(handle)).splitlines():
@@ -470,6 +471,14 @@ class FileReader:
         if got is None:
             got = tuple((_name(f[0]),) + f[1:3] for f in self._stack(stack_id) if not f[3])
             self._pyframes[stack_id] = got
+        return got
+
+    def _path_key(self, stack_id):
+        """The key of @stack_id's call path as it prints (and native
+        chain), as memray's records are grouped; made once per stack."""
+        got = self._path_keys.get(stack_id)
+        if got is None:
+            got = self._path_keys[stack_id] = self._lib.mt_py_path_key(self._h(), stack_id)
         return got
 
     def _hybrid_stack(self, stack_id):
@@ -626,8 +635,8 @@ class FileReader:
         return 1
 
     def get_temporal_allocation_records(self, merge_threads=True):
-        """Per stack and allocator (and thread, unless merge_threads), the
-        intervals of snapshots (get_memory_snapshots()'s indexes) during
+        """Per call path as it prints and allocator (and thread, unless
+        merge_threads), the intervals of snapshots (get_memory_snapshots()'s indexes) during
         which its blocks were live, as memray's."""
         self._h()
         if self._aggregated():
@@ -646,9 +655,10 @@ class FileReader:
         step = self._snapshot_step(count.value)
         groups = {}
         never = (1 << 64) - 1
+        path = self._path_key
         for iv in ivs:
             r = iv.rec
-            key = (r.stack, r.allocator) + (() if merge_threads else (r.thread,))
+            key = (path(r.stack), r.allocator) + (() if merge_threads else (r.thread,))
             a = -(-iv.a // step)
             f = None if iv.f == never else -(-iv.f // step)
             if f is not None and f <= a:
@@ -661,7 +671,7 @@ class FileReader:
             runs[(a, f)] = (c + r.n_allocations, b + r.size)
         names = self._thread_name
         out = []
-        for key, (r, runs) in sorted(groups.items(), key=lambda kv: kv[0]):  # by stack id
+        for key, (r, runs) in sorted(groups.items(), key=lambda kv: kv[0]):  # by path
             rec = _native.Record(0 if merge_threads else r.tid, r.address,
                                  sum(b for _, b in runs.values()),
                                  sum(c for c, _ in runs.values()), r.allocator, r.stack,
@@ -672,7 +682,7 @@ class FileReader:
         return iter(out)
 
     def get_temporal_high_water_mark_allocation_records(self, merge_threads=True):
-        """memray's: per stack and allocator (and thread, unless merge_threads),
+        """memray's: per call path and allocator (and thread, unless merge_threads),
         Interval runs of its share (bytes and blocks) of the high-water mark
         of each stretch between two snapshots, and the list of those marks:
         one per snapshot and one for the stretch after the last. An interval
@@ -698,13 +708,15 @@ class FileReader:
         finally:
             lib.mt_py_free(out)
             lib.mt_py_free(marks)
-        # the runs of each site (stack, allocator, thread), grouped
+        # the runs of each site (stack, allocator, thread), grouped by call
+        # path and allocator (and thread), as memray's
         groups = {}
+        path = self._path_key
         for run in runs:
             r = run.rec
-            key = (r.stack, r.allocator) + (() if merge_threads else (r.thread,))
+            key = (path(r.stack), r.allocator) + (() if merge_threads else (r.thread,))
             g = groups.setdefault(key, [r, {}])
-            g[1].setdefault(r.thread, []).append((run.as_of, r.size, r.n_allocations))
+            g[1].setdefault((r.stack, r.thread), []).append((run.as_of, r.size, r.n_allocations))
         names = self._thread_name
         records = []
         for key, (r, members) in sorted(groups.items(), key=lambda kv: kv[0]):

@@ -202,6 +202,13 @@ f()
         if native:
             assert recs[0].native_stack_id and recs[0].hybrid_stack_trace()[0] not in \
                 recs[0].stack_trace()
+        # the temporal records too (per allocator as well, as memray's)
+        temporal = [x for x in r.get_temporal_allocation_records()
+                    if x.stack_trace() and x.stack_trace()[0] == ("f", str(prog), 5) and
+                    x.allocator.name == "MALLOC"]
+        assert len(temporal) == 1 and sum(i.n_bytes for i in temporal[0].intervals
+                                          if i.deallocated_before_snapshot is None) \
+            == 2_000_004, temporal
 
 
 @pytest.mark.parametrize("python", python_params()[:1])
