@@ -113,37 +113,59 @@ static void allocator_name(char *buf, size_t len, unsigned kind)
 	buf[i] = 0;
 }
 
-int mt_report_transform_csv(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o)
-{
-	struct mt_strbuf sb = MT_STRBUF_INIT, field = MT_STRBUF_INIT;
-	struct frames fr = { NULL, 0 };
-	const struct mt_site *sites;
-	size_t nsites = mt_snapshot_sites(s, &sites), nthreads = 0;
-	const struct mt_thread_info **threads = thread_index(s, &nthreads);
-	/* memray's rows are its FileReader's records (groups.h) */
-	struct mt_groups g = { NULL, 0 };
-	struct row { size_t first; uint64_t bytes, count; } *rows = NULL;
-	int err = threads ? mt_groups_build(&g, s, o->view, 0) : -ENOMEM;
+/* memray's records (groups.h), per thread: each with its first site and
+ * its sums in the view. 0 with *@out (free()) and *@n set, or -ENOMEM. */
+struct row {
+	size_t first;
+	uint64_t bytes, count;
+};
 
-	if (!err && !(rows = calloc(g.n ? g.n : 1, sizeof(*rows))))
-		err = -ENOMEM;
-	if (err) {
-		free(threads);
+static int grouped_rows(const struct mt_snapshot *s, enum mt_view view, struct row **out,
+			size_t *n)
+{
+	const struct mt_site *sites;
+	size_t nsites = mt_snapshot_sites(s, &sites);
+	struct mt_groups g;
+	int err = mt_groups_build(&g, s, view, 0);
+	struct row *rows = err ? NULL : calloc(g.n ? g.n : 1, sizeof(*rows));
+
+	if (!rows) {
 		mt_groups_release(&g);
-		return err;
+		return -ENOMEM;
 	}
 	for (size_t i = nsites; i-- > 0;) {
 		uint32_t k = g.of_site[i];
 		uint64_t bytes, count;
 		if (k == MT_GROUP_NONE)
 			continue;
-		mt_usage_view(&sites[i].usage, o->view, &bytes, &count);
+		mt_usage_view(&sites[i].usage, view, &bytes, &count);
 		rows[k].first = i; /* going down: the lowest index is left */
 		rows[k].bytes += bytes;
 		rows[k].count += count;
 	}
-	size_t n_rows = g.n;
+	*out = rows;
+	*n = g.n;
 	mt_groups_release(&g);
+	return 0;
+}
+
+int mt_report_transform_csv(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o)
+{
+	struct mt_strbuf sb = MT_STRBUF_INIT, field = MT_STRBUF_INIT;
+	struct frames fr = { NULL, 0 };
+	const struct mt_site *sites;
+	size_t nthreads = 0;
+	const struct mt_thread_info **threads = thread_index(s, &nthreads);
+	(void)mt_snapshot_sites(s, &sites);
+	/* memray's rows are its FileReader's records (groups.h) */
+	struct row *rows = NULL;
+	size_t n_rows = 0;
+	int err = threads ? grouped_rows(s, o->view, &rows, &n_rows) : -ENOMEM;
+
+	if (err) {
+		free(threads);
+		return err;
+	}
 	mt_strbuf_addstr(&sb, "allocator,num_allocations,size,tid,thread_name,stack_trace\r\n");
 	for (size_t r = 0; r < n_rows && !err; r++) {
 		const struct mt_site *site = &sites[rows[r].first];
@@ -262,10 +284,14 @@ int mt_report_transform_gprof2dot(FILE *out, const struct mt_snapshot *s,
 	struct fn_table fns = { 0 };
 	struct frames fr = { NULL, 0 };
 	const struct mt_site *sites;
-	size_t nsites = mt_snapshot_sites(s, &sites);
+	struct row *rows = NULL;
+	size_t n_rows = 0;
 	struct mt_json j;
-	int err = 0;
+	int err;
 
+	(void)mt_snapshot_sites(s, &sites);
+	if ((err = grouped_rows(s, o->view, &rows, &n_rows)) < 0)
+		return err;
 	mt_json_init(&j, &sb, 0);
 	mt_json_begin_object(&j, NULL);
 	mt_json_u64(&j, "version", 0);
@@ -276,13 +302,12 @@ int mt_report_transform_gprof2dot(FILE *out, const struct mt_snapshot *s,
 	mt_json_end(&j);
 	mt_json_end(&j);
 	mt_json_begin_array(&j, "events");
-	for (size_t i = 0; i < nsites && !err; i++) {
-		uint64_t bytes, count;
+	for (size_t r = 0; r < n_rows && !err; r++) {
+		uint64_t bytes = rows[r].bytes, count = rows[r].count;
 
-		mt_usage_view(&sites[i].usage, o->view, &bytes, &count);
 		if (!count)
 			continue;
-		ssize_t depth = stack_of(s, sites[i].stack, &fr);
+		ssize_t depth = stack_of(s, sites[rows[r].first].stack, &fr);
 		if (depth <= 0) { /* no frames: no call chain, left out as memray does */
 			err = (int)depth;
 			continue;
@@ -316,6 +341,7 @@ int mt_report_transform_gprof2dot(FILE *out, const struct mt_snapshot *s,
 	mt_json_end(&j);
 	mt_strbuf_addch(&sb, '\n');
 	free(fr.v);
+	free(rows);
 	free(fns.v);
 	free(fns.slots);
 	if (err) {
@@ -450,17 +476,20 @@ int mt_report_transform_speedscope(FILE *out, const struct mt_snapshot *s,
 	struct samples t = { 0 };
 	struct frames fr = { NULL, 0 };
 	const struct mt_site *sites;
-	size_t nsites = mt_snapshot_sites(s, &sites);
+	struct row *rows = NULL;
+	size_t n_rows = 0;
 	struct mt_json j;
-	int err = 0;
+	int err;
 
-	for (size_t i = 0; i < nsites && !err; i++) {
-		uint64_t bytes, count;
+	(void)mt_snapshot_sites(s, &sites);
+	if ((err = grouped_rows(s, o->view, &rows, &n_rows)) < 0)
+		return err;
+	for (size_t r = 0; r < n_rows && !err; r++) {
+		uint64_t bytes = rows[r].bytes, count = rows[r].count;
 
-		mt_usage_view(&sites[i].usage, o->view, &bytes, &count);
 		if (!count)
 			continue;
-		ssize_t depth = stack_of(s, sites[i].stack, &fr);
+		ssize_t depth = stack_of(s, sites[rows[r].first].stack, &fr);
 		if (depth <= 0) { /* no frames: no sample, as memray does */
 			err = (int)depth;
 			continue;
@@ -509,6 +538,7 @@ int mt_report_transform_speedscope(FILE *out, const struct mt_snapshot *s,
 		err = name.err;
 	mt_strbuf_release(&name);
 	free(fr.v);
+	free(rows);
 	free(frames.v);
 	free(frames.slots);
 	free(t.idx);
