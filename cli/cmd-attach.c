@@ -314,14 +314,20 @@ static int inject(const struct mt_target *t, enum mt_inject_method method,
  * gone with us. Without it, of two attaches at once, the one whose ptrace
  * failed could not always tell why: the other may have let go of the
  * process by the time it looked. Anyone may bind such a name, so a holder
- * counts only if it is of our user or root (SO_PEERCRED). Returns the
- * socket, -1 (printed) if another memtrace holds it, or -2 if no lock
- * could be had (none then: the payload's status says the rest). */
-static int attach_lock(pid_t pid)
+ * counts only if it is of our user, root, or the target's (those who may
+ * trace it). The process's start time into *@start (0 if unknown).
+ * Returns the socket, -1 (printed) if another memtrace holds it, or -2 if
+ * no lock could be had (none then: the payload's status says the rest). */
+static int attach_lock(pid_t pid, unsigned long long *start)
 {
 	struct mt_procstat ps;
-	if (mt_procstat_read(pid, &ps) < 0)
+	char proc[32];
+	struct stat pst;
+	*start = 0;
+	snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
+	if (mt_procstat_read(pid, &ps) < 0 || stat(proc, &pst) != 0)
 		return -2;
+	*start = ps.start;
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	int len = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "memtrace-attach.%d.%llu",
 			   (int)pid, ps.start);
@@ -329,17 +335,20 @@ static int attach_lock(pid_t pid)
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -2;
-	if (bind(s, (struct sockaddr *)&a, alen) == 0 && listen(s, 8) == 0)
+	if (bind(s, (struct sockaddr *)&a, alen) == 0 && listen(s, 64) == 0)
 		return s;
 	int e = errno;
 	close(s);
-	if (e != EADDRINUSE || (s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+	/* never waits: a holder whose queue is full (no one accepts) is a
+	 * holder we cannot tell about */
+	if (e != EADDRINUSE || (s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+					   0)) < 0)
 		return -2;
 	struct ucred peer;
 	socklen_t plen = sizeof(peer);
 	int held = connect(s, (struct sockaddr *)&a, alen) == 0 &&
 		   getsockopt(s, SOL_SOCKET, SO_PEERCRED, &peer, &plen) == 0 &&
-		   (peer.uid == geteuid() || peer.uid == 0);
+		   (peer.uid == geteuid() || peer.uid == 0 || peer.uid == pst.st_uid);
 	close(s);
 	if (!held)
 		return -2;
@@ -347,49 +356,93 @@ static int attach_lock(pid_t pid)
 	return -1;
 }
 
-/* Whether the target's user may create files in @path's directory, as
- * its mode bits say (not its supplementary groups nor ACLs). */
+/* Whether @uid (of group @gid) may @bit (S_IWOTH, S_IXOTH: the "other"
+ * bit, shifted for owner and group) in @path, by its mode bits alone. */
+static int may(const char *path, uid_t uid, gid_t gid, mode_t bit)
+{
+	struct stat sb;
+	if (stat(path, &sb) != 0)
+		return 0;
+	if (sb.st_uid == uid)
+		return (sb.st_mode & (bit << 6)) != 0;
+	if (sb.st_gid == gid)
+		return (sb.st_mode & (bit << 3)) != 0;
+	return (sb.st_mode & bit) != 0;
+}
+
+/* Whether the target's user may create files beside @path: search every
+ * directory above it and write in its own, as the mode bits say (not
+ * supplementary groups nor ACLs). */
 static int may_create_beside(const struct mt_target *t, const char *path)
 {
 	char dir[PATH_MAX];
-	struct stat sb;
-	const char *slash = strrchr(path, '/');
-	size_t n = slash ? (size_t)(slash - path) : 0;
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", (int)(n ? n : 1), path);
-	if (t->uid == 0 || stat(dir, &sb) != 0)
+	char proc[32];
+	struct stat pst;
+	snprintf(proc, sizeof(proc), "/proc/%d", (int)t->pid);
+	/* files are made with the effective ids, which /proc/PID is owned by */
+	uid_t uid = stat(proc, &pst) == 0 ? pst.st_uid : t->uid;
+	gid_t gid = stat(proc, &pst) == 0 ? pst.st_gid : t->gid;
+	if (uid == 0 || path[0] != '/' || strlen(path) >= sizeof(dir))
 		return 1;
-	if (sb.st_uid == t->uid)
-		return (sb.st_mode & S_IWUSR) != 0;
-	if (sb.st_gid == t->gid)
-		return (sb.st_mode & S_IWGRP) != 0;
-	return (sb.st_mode & S_IWOTH) != 0;
+	strcpy(dir, path);
+	*strrchr(dir, '/') = '\0';
+	if (!dir[0])
+		strcpy(dir, "/");
+	if (!may(dir, uid, gid, S_IWOTH) || !may(dir, uid, gid, S_IXOTH))
+		return 0;
+	for (char *slash = strrchr(dir, '/'); slash; slash = strrchr(dir, '/')) {
+		*slash = '\0';
+		if (!may(dir[0] ? dir : "/", uid, gid, S_IXOTH))
+			return 0;
+		if (!dir[0])
+			break;
+	}
+	return 1;
 }
 
-/* --live: the view of @capture until it is quit (q, Ctrl-C) or tracking
- * ends; then a detach, if tracking still runs. */
-static int live_then_detach(const struct mt_target *t, const char *capture)
+/* --live: the view of @capture until it is quit (q, Ctrl-C, a closed
+ * pipe) or tracking ends; then a detach, if tracking still runs in the
+ * process that started at @start. */
+static int live_then_detach(const struct mt_target *t, const char *capture,
+			    unsigned long long start)
 {
 	static const struct mt_ctl_request status = { .kind = MT_CTL_STATUS };
+	static const int stops[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 	static char line[MEMTRACE_PATH_MAX + 64];
 	struct mt_live_opts lo = { .path = capture, .interval = 1.0 };
+	struct sigaction ign = { .sa_handler = SIG_IGN }, dfl = { .sa_handler = SIG_DFL };
+	struct sigaction pipe_was;
 	struct mt_ctl_reply reply;
-
-	mt_cli_live(&lo);
-	if (mt_control_ask(t->pid, t->nspid, &status, -1, line, sizeof(line), &reply, 2000) == 0) {
-		if (reply.kind != MT_CTL_OK_ACTIVE)
-			return 0; /* detached meanwhile, by another memtrace */
-		return mt_detach_pid((int)t->pid, (int)t->nspid);
-	}
 	struct mt_procstat ps;
-	if (mt_procstat_read(t->pid, &ps) == 0 && ps.state != 'Z' && ps.state != 'X')
-		return mt_detach_pid((int)t->pid, (int)t->nspid); /* it says what is wrong */
-	char lead[64];
-	snprintf(lead, sizeof(lead), "pid %d exited, ", (int)t->pid);
-	mt_cli_say_written(lead, capture, NULL);
-	return 0;
+	int rc;
+
+	sigaction(SIGPIPE, &ign, &pipe_was); /* a closed pipe ends the view, not us */
+	int view = mt_cli_live(&lo);
+	sigaction(SIGPIPE, &pipe_was, NULL);
+	/* the view's handlers out: a second Ctrl-C while detaching ends us */
+	for (size_t i = 0; i < sizeof(stops) / sizeof(stops[0]); i++)
+		sigaction(stops[i], &dfl, NULL);
+	if (mt_control_ask(t->pid, t->nspid, &status, -1, line, sizeof(line), &reply, 2000) == 0) {
+		/* not active: detached meanwhile, by another memtrace */
+		rc = reply.kind == MT_CTL_OK_ACTIVE ? mt_detach_pid((int)t->pid, (int)t->nspid) : 0;
+	} else if (mt_procstat_read(t->pid, &ps) == 0 && ps.state != 'Z' && ps.state != 'X' &&
+		   (!start || ps.start == start)) {
+		rc = mt_detach_pid((int)t->pid, (int)t->nspid); /* it says what is wrong */
+	} else if (lo.cut_short) {
+		mt_error(0, "pid %d ended without finishing the capture (killed?): %s is cut short",
+			 (int)t->pid, capture);
+		rc = 1;
+	} else {
+		char lead[64];
+		snprintf(lead, sizeof(lead), "pid %d exited, ", (int)t->pid);
+		mt_cli_say_written(lead, capture, NULL);
+		rc = 0;
+	}
+	if (!rc && view)
+		rc = view;
+	if (!rc && (lo.stopped_by == SIGTERM || lo.stopped_by == SIGHUP))
+		rc = 128 + lo.stopped_by;
+	return rc;
 }
 
 int cmd_attach(int argc, char **argv)
@@ -491,7 +544,8 @@ int cmd_attach(int argc, char **argv)
 		return 2;
 	}
 
-	int lock = attach_lock((pid_t)lpid);
+	unsigned long long started;
+	int lock = attach_lock((pid_t)lpid, &started);
 	if (lock == -1)
 		return 1;
 	struct mt_target t;
@@ -592,7 +646,7 @@ int cmd_attach(int argc, char **argv)
 	const char *abs = cap.path;
 	fprintf(stderr, "memtrace: tracking pid %d into %s\n", (int)t.pid, abs);
 	if (live)
-		return live_then_detach(&t, abs);
+		return live_then_detach(&t, abs, started);
 	if (duration < 0)
 		return 0;
 	if (wait_duration(t.pid, duration)) {

@@ -608,6 +608,13 @@ int mt_cli_live(struct mt_live_opts *lo)
 		if (err < 0)
 			goto fail_draw;
 		mt_live_term_draw(frame, len);
+		if (ferror(stdout)) {
+			/* no one reads the view any more (a closed pipe): as if quit */
+			lo->output_gone = 1;
+			break;
+		}
+		if (gone && !sp->have_trailer)
+			lo->cut_short = 1;
 		/* A big capture takes a while to read: at most half the time
 		 * goes to reading it. */
 		int64_t took = mt_now_ms() - began;

@@ -179,6 +179,8 @@ struct mt_live_opts {
 	int stopped_by;   /* out: the signal that ended the view, or 0 */
 	int stopped_by_kernel; /* out: that signal was the kernel's (a terminal's
 				* to its foreground process group, say) */
+	int cut_short;    /* out: the writer went away without finishing the capture */
+	int output_gone;  /* out: the view could not be written (a closed pipe) */
 };
 int mt_cli_live(struct mt_live_opts *lo);
 /* mt_cli_live_accept() - listen on 127.0.0.1:@port (0: any free port),

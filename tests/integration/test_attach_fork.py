@@ -254,6 +254,17 @@ def test_attach_follow_fork_warns_where_children_cannot_write(memtrace, tmp_path
             "memtrace: warning: --follow-fork: pid %d runs as uid 65534, which may not create "
             "its children's captures beside %s" % (t.pid, cap)), p.stderr
         run(memtrace, "detach", t.pid)
+        # a directory it may write in, under directories it may search: no warning
+        import tempfile
+        open_dir = tempfile.mkdtemp(prefix="memtrace-ff-")
+        try:
+            os.chmod(open_dir, 0o777)
+            cap = os.path.join(open_dir, "c.bin")
+            p = run(memtrace, "attach", "--follow-fork", "-o", cap, t.pid)
+            assert p.stderr == "memtrace: tracking pid %d into %s\n" % (t.pid, cap), p.stderr
+            run(memtrace, "detach", t.pid)
+        finally:
+            shutil.rmtree(open_dir)
         t.stdin.write("end\n")
         t.stdin.flush()
         assert t.wait(timeout=60) == 0

@@ -202,7 +202,10 @@ def test_an_attach_under_way_holds_off_another(memtrace, target_script, targets,
             "/usr/bin/python3", "-c",
             "import socket, sys\n"
             "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
-            "s.bind(%r)\ns.listen(1)\nprint('bound', flush=True)\nsys.stdin.read()\n" % name],
+            "s.bind(%r)\ns.listen(0)\n"
+            # its queue full, never accepted: a probe that waited would wait for ever
+            "c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\nc.connect(%r)\n"
+            "print('bound', flush=True)\nsys.stdin.read()\n" % (name, name)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True)
         try:
             assert squat.stdout.readline() == "bound\n"

@@ -348,7 +348,7 @@ def test_attach_live(memtrace, tmp_path):
     the process from the attach on; quitting it (here Ctrl-C) detaches, and
     the process runs on. A second attach --live to a process that exits
     meanwhile says so when the view ends."""
-    from attach_target import TARGET, Target, leak_rows
+    from attach_target import TARGET, Target, _raw_status, leak_rows
     target_script = tmp_path / "target.py"
     target_script.write_text(TARGET)
     for exits in (False, True):
@@ -380,6 +380,37 @@ def test_attach_live(memtrace, tmp_path):
             rows = leak_rows(memtrace, cap)
             assert sum(r["own_bytes"] for r in rows if r["function"].endswith("lookup")) \
                 >= 300 * 20_000, rows[:5]
+        finally:
+            t.kill()
+            stop(live)
+    for end in ("closed pipe", "SIGTERM", "killed"):
+        t = Target("/usr/bin/python3", target_script, "sleep")
+        cap = tmp_path / "end.bin"
+        live = subprocess.Popen([memtrace, "attach", "--live", "-f", "-o", str(cap), str(t.pid)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            Frames(live).next()
+            if end == "closed pipe":  # `memtrace attach --live PID | head`
+                live.stdout.close()
+                t.cmd("cache 30")  # frames to write on
+                # a view cut short by a closed pipe is a failure, as any report's
+                want = (1, "memtrace: detached from pid %d, capture written to %s" % (t.pid, cap))
+            elif end == "SIGTERM":
+                live.send_signal(signal.SIGTERM)
+                want = (128 + signal.SIGTERM,
+                        "memtrace: detached from pid %d, capture written to %s" % (t.pid, cap))
+            else:
+                t.p.kill()
+                t.p.wait()
+                want = (1, "memtrace: pid %d ended without finishing the capture (killed?): "
+                           "%s is cut short" % (t.pid, cap))
+            assert live.wait(60) == want[0], live.stderr.read()
+            err = live.stderr.read().decode()
+            assert err.splitlines()[-1] == want[1], err
+            if end != "killed":
+                assert _raw_status(t.pid).startswith("ok idle"), _raw_status(t.pid)
+                status, _ = t.finish()
+                assert status == 3
         finally:
             t.kill()
             stop(live)
