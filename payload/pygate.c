@@ -29,26 +29,32 @@ static void wait_for_zero(const int *count)
 		;
 }
 
+/* With the GIL: once *@other is 0 (or GATE_WAIT_S have passed), one more
+ * in *@mine. The thread that *@other counts needs the GIL to be done; the
+ * lock order is the GIL first, so it is taken again without gate.lock. */
+static void wait_then_count(const int *other, int *mine)
+{
+	pthread_mutex_lock(&gate.lock);
+	if (!*other) {
+		++*mine;
+		pthread_mutex_unlock(&gate.lock);
+		return;
+	}
+	pthread_mutex_unlock(&gate.lock);
+	void *ts = mt_pyapi.save_thread();
+	pthread_mutex_lock(&gate.lock);
+	wait_for_zero(other);
+	++*mine;
+	pthread_mutex_unlock(&gate.lock);
+	mt_pyapi.restore_thread(ts);
+}
+
 /* os.fork()'s before hook, with the GIL: memtrace's imports end first. */
 static void *py_before_fork_cb(void *self, void *unused)
 {
 	(void)self;
 	(void)unused;
-	pthread_mutex_lock(&gate.lock);
-	if (gate.importing) {
-		/* the importing thread needs the GIL to finish; the lock order
-		 * is the GIL first, so it is taken again without gate.lock */
-		pthread_mutex_unlock(&gate.lock);
-		void *ts = mt_pyapi.save_thread();
-		pthread_mutex_lock(&gate.lock);
-		wait_for_zero(&gate.importing);
-		gate.forking++;
-		pthread_mutex_unlock(&gate.lock);
-		mt_pyapi.restore_thread(ts);
-	} else {
-		gate.forking++;
-		pthread_mutex_unlock(&gate.lock);
-	}
+	wait_then_count(&gate.importing, &gate.forking);
 	return mt_pyapi_none();
 }
 
@@ -105,20 +111,7 @@ void mt_pygate_enter(void)
 
 void mt_pygate_enter_with_gil(void)
 {
-	pthread_mutex_lock(&gate.lock);
-	if (gate.forking) {
-		/* the GIL first, then gate.lock (py_before_fork_cb()) */
-		pthread_mutex_unlock(&gate.lock);
-		void *ts = mt_pyapi.save_thread();
-		pthread_mutex_lock(&gate.lock);
-		wait_for_zero(&gate.forking);
-		gate.importing++;
-		pthread_mutex_unlock(&gate.lock);
-		mt_pyapi.restore_thread(ts);
-		return;
-	}
-	gate.importing++;
-	pthread_mutex_unlock(&gate.lock);
+	wait_then_count(&gate.forking, &gate.importing);
 }
 
 void mt_pygate_leave(void)
