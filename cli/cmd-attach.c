@@ -380,8 +380,9 @@ static int may_create_beside(const struct mt_target *t, const char *path)
 	struct stat pst;
 	snprintf(proc, sizeof(proc), "/proc/%d", (int)t->pid);
 	/* files are made with the effective ids, which /proc/PID is owned by */
-	uid_t uid = stat(proc, &pst) == 0 ? pst.st_uid : t->uid;
-	gid_t gid = stat(proc, &pst) == 0 ? pst.st_gid : t->gid;
+	int known = stat(proc, &pst) == 0;
+	uid_t uid = known ? pst.st_uid : t->uid;
+	gid_t gid = known ? pst.st_gid : t->gid;
 	if (uid == 0 || path[0] != '/' || strlen(path) >= sizeof(dir))
 		return 1;
 	strcpy(dir, path);

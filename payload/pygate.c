@@ -29,24 +29,40 @@ static void wait_for_zero(const int *count)
 		;
 }
 
-/* With the GIL: once *@other is 0 (or GATE_WAIT_S have passed), one more
- * in *@mine. The thread that *@other counts needs the GIL to be done; the
- * lock order is the GIL first, so it is taken again without gate.lock. */
+/* Once *@other is 0 (or GATE_WAIT_S have passed), one more in *@mine. */
 static void wait_then_count(const int *other, int *mine)
 {
-	pthread_mutex_lock(&gate.lock);
-	if (!*other) {
-		++*mine;
-		pthread_mutex_unlock(&gate.lock);
-		return;
-	}
-	pthread_mutex_unlock(&gate.lock);
-	void *ts = mt_pyapi.save_thread();
 	pthread_mutex_lock(&gate.lock);
 	wait_for_zero(other);
 	++*mine;
 	pthread_mutex_unlock(&gate.lock);
+}
+
+/* wait_then_count() with the GIL held: the thread that *@other counts
+ * needs the GIL to be done, so it is let go while waiting (the lock order
+ * is the GIL first, so it is taken again without gate.lock). */
+static void wait_then_count_gil(const int *other, int *mine)
+{
+	pthread_mutex_lock(&gate.lock);
+	int now = !*other;
+	if (now)
+		++*mine;
+	pthread_mutex_unlock(&gate.lock);
+	if (now)
+		return;
+	void *ts = mt_pyapi.save_thread();
+	wait_then_count(other, mine);
 	mt_pyapi.restore_thread(ts);
+}
+
+/* One fewer in *@n, and the waiters told. */
+static void uncount(int *n)
+{
+	pthread_mutex_lock(&gate.lock);
+	if (*n > 0)
+		--*n;
+	pthread_cond_broadcast(&gate.changed);
+	pthread_mutex_unlock(&gate.lock);
 }
 
 /* os.fork()'s before hook, with the GIL: memtrace's imports end first. */
@@ -54,7 +70,7 @@ static void *py_before_fork_cb(void *self, void *unused)
 {
 	(void)self;
 	(void)unused;
-	wait_then_count(&gate.importing, &gate.forking);
+	wait_then_count_gil(&gate.importing, &gate.forking);
 	return mt_pyapi_none();
 }
 
@@ -63,11 +79,7 @@ static void *py_after_fork_parent_cb(void *self, void *unused)
 {
 	(void)self;
 	(void)unused;
-	pthread_mutex_lock(&gate.lock);
-	if (gate.forking > 0)
-		gate.forking--;
-	pthread_cond_broadcast(&gate.changed);
-	pthread_mutex_unlock(&gate.lock);
+	uncount(&gate.forking);
 	return mt_pyapi_none();
 }
 
@@ -103,22 +115,15 @@ int mt_pygate_register(void)
 
 void mt_pygate_enter(void)
 {
-	pthread_mutex_lock(&gate.lock);
-	wait_for_zero(&gate.forking);
-	gate.importing++;
-	pthread_mutex_unlock(&gate.lock);
+	wait_then_count(&gate.forking, &gate.importing);
 }
 
 void mt_pygate_enter_with_gil(void)
 {
-	wait_then_count(&gate.forking, &gate.importing);
+	wait_then_count_gil(&gate.forking, &gate.importing);
 }
 
 void mt_pygate_leave(void)
 {
-	pthread_mutex_lock(&gate.lock);
-	if (gate.importing > 0)
-		gate.importing--;
-	pthread_cond_broadcast(&gate.changed);
-	pthread_mutex_unlock(&gate.lock);
+	uncount(&gate.importing);
 }

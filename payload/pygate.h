@@ -17,9 +17,9 @@
  * and a before-fork hook (os.register_at_fork(before=...), registered by
  * mt_pygate_register()) lets a fork wait, without the GIL, until it is
  * out; a thread entering while a fork is under way waits for the fork to
- * be done (the after-fork hooks). The program's own imports do not use it. Either side waits at most a few
- * seconds and then goes on, so a thread that never leaves cannot stop the
- * program.
+ * be done (the after-fork hooks). The program's own imports do not use
+ * it. Either side waits at most a few seconds and then goes on, so a
+ * thread that never leaves cannot stop the program.
  */
 
 /* mt_pygate_register() - the before- and after-fork hooks, once per

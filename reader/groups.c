@@ -8,20 +8,29 @@
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* calloc */
 
-/* (path key, native leaf, thread) -> group: open addressing, a power of
- * two slots */
+/* (path key, thread) -> group: open addressing, a power of two slots */
 struct slot {
-	uint32_t path, leaf, thread;
-	uint32_t group; /* group + 1; 0: the slot is empty */
+	uint64_t key;    /* mt_groups_path_key() */
+	uint32_t thread;
+	uint32_t group;  /* group + 1; 0: the slot is empty */
 };
 
-static uint64_t mix(uint32_t path, uint32_t leaf, uint32_t thread)
+static uint64_t mix(uint64_t key, uint32_t thread)
 {
-	uint64_t k = ((uint64_t)path << 32 | leaf) ^ (uint64_t)thread * 0x9E3779B97F4A7C15ull;
+	uint64_t k = key ^ (uint64_t)thread * 0x9E3779B97F4A7C15ull;
 	k ^= k >> 33;
 	k *= 0xff51afd7ed558ccdull;
 	k ^= k >> 33;
 	return k;
+}
+
+uint64_t mt_groups_path_key(const struct mt_snapshot *s, struct mt_stackkeys *sk, uint32_t id,
+			    int *oom)
+{
+	/* a hybrid stack: its Python stack's path and its native chain */
+	uint32_t python = id, leaf = 0;
+	(void)mt_snapshot_hybrid_parts(s, id, &python, &leaf);
+	return (uint64_t)mt_snapshot_stack_key(s, sk, python, oom) << 32 | leaf;
 }
 
 int mt_groups_build(struct mt_groups *g, const struct mt_snapshot *s, enum mt_view view,
@@ -36,29 +45,27 @@ int mt_groups_build(struct mt_groups *g, const struct mt_snapshot *s, enum mt_vi
 	while (mask + 1 < n_sites * 2)
 		mask = mask * 2 + 1;
 	struct slot *slots = calloc(mask + 1, sizeof(*slots));
-	g->of_site = malloc((n_sites ? n_sites : 1) * sizeof(*g->of_site));
-	if (!slots || !g->of_site)
+	g->v = malloc((n_sites ? n_sites : 1) * sizeof(*g->v));
+	if (!slots || !g->v)
 		goto fail;
 	for (size_t i = 0; i < n_sites; i++) {
 		uint64_t bytes, count;
-		g->of_site[i] = MT_GROUP_NONE;
 		mt_usage_view(&sites[i].usage, view, &bytes, &count);
 		if (!bytes && !count)
 			continue;
-		/* a hybrid stack: its Python stack's path and its native chain */
-		uint32_t python = sites[i].stack, leaf = 0;
-		(void)mt_snapshot_hybrid_parts(s, sites[i].stack, &python, &leaf);
-		uint32_t path = mt_snapshot_stack_key(s, &keys, python, &oom);
+		uint64_t key = mt_groups_path_key(s, &keys, sites[i].stack, &oom);
 		uint32_t thread = merge_threads ? UINT32_MAX : sites[i].thread;
 		if (oom)
 			goto fail;
-		size_t at = (size_t)mix(path, leaf, thread) & mask;
-		while (slots[at].group && (slots[at].path != path || slots[at].leaf != leaf ||
-					   slots[at].thread != thread))
+		size_t at = (size_t)mix(key, thread) & mask;
+		while (slots[at].group && (slots[at].key != key || slots[at].thread != thread))
 			at = (at + 1) & mask;
-		if (!slots[at].group)
-			slots[at] = (struct slot){ path, leaf, thread, ++g->n };
-		g->of_site[i] = slots[at].group - 1;
+		if (!slots[at].group) {
+			slots[at] = (struct slot){ key, thread, ++g->n };
+			g->v[g->n - 1] = (struct mt_group){ .first = i };
+		}
+		g->v[slots[at].group - 1].bytes += bytes;
+		g->v[slots[at].group - 1].count += count;
 	}
 	free(slots);
 	mt_stackkeys_release(&keys);
@@ -72,7 +79,7 @@ fail:
 
 void mt_groups_release(struct mt_groups *g)
 {
-	free(g->of_site);
-	g->of_site = NULL;
+	free(g->v);
+	g->v = NULL;
 	g->n = 0;
 }

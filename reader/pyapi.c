@@ -194,11 +194,8 @@ size_t mt_py_hybrid_stack(const struct mt_py_reader *r, uint32_t id, struct mt_p
 
 uint64_t mt_py_path_key(struct mt_py_reader *r, uint32_t id)
 {
-	uint32_t python = id, leaf = 0;
 	int oom = 0;
-	(void)mt_snapshot_hybrid_parts(&r->snap, id, &python, &leaf);
-	uint32_t path = mt_snapshot_stack_key(&r->snap, &r->keys, python, &oom);
-	return (uint64_t)path << 32 | leaf;
+	return mt_groups_path_key(&r->snap, &r->keys, id, &oom);
 }
 
 size_t mt_py_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out, size_t max)
@@ -356,38 +353,27 @@ static ssize_t groups(const struct mt_py_reader *r, const struct mt_snapshot *s,
 		      int merge, struct mt_py_record **out)
 {
 	const struct mt_site *sites;
-	size_t n_sites = mt_snapshot_sites(s, &sites);
 	struct mt_groups g;
 	int e = mt_groups_build(&g, s, view, merge);
 
 	if (e < 0)
 		return e;
-	struct mt_py_record *v = calloc(g.n ? g.n : 1, sizeof(*v));
-	if (!v) {
-		mt_groups_release(&g);
-		return -ENOMEM;
+	(void)mt_snapshot_sites(s, &sites);
+	struct mt_py_record *v = malloc((g.n ? g.n : 1) * sizeof(*v));
+	for (uint32_t k = 0; v && k < g.n; k++) {
+		const struct mt_site *x = &sites[g.v[k].first];
+		v[k] = (struct mt_py_record){ .tid = merge ? 0 : thread_tid(r, x->thread),
+					      .address = x->first_addr,
+					      .size = g.v[k].bytes,
+					      .n_allocations = g.v[k].count,
+					      .allocator = x->allocator,
+					      .stack = x->stack,
+					      .thread = merge ? UINT32_MAX : x->thread };
 	}
-	for (size_t i = 0; i < n_sites; i++) {
-		const struct mt_site *x = &sites[i];
-		uint32_t k = g.of_site[i];
-		uint64_t bytes, count;
-
-		if (k == MT_GROUP_NONE)
-			continue;
-		mt_usage_view(&x->usage, view, &bytes, &count);
-		if (!v[k].n_allocations && !v[k].size) /* its first site */
-			v[k] = (struct mt_py_record){ .tid = merge ? 0 : thread_tid(r, x->thread),
-						      .address = x->first_addr,
-						      .allocator = x->allocator,
-						      .stack = x->stack,
-						      .thread = merge ? UINT32_MAX : x->thread };
-		v[k].size += bytes;
-		v[k].n_allocations += count;
-	}
-	*out = v;
-	e = (int)g.n;
+	ssize_t n = v ? (ssize_t)g.n : -ENOMEM;
 	mt_groups_release(&g);
-	return e;
+	*out = v;
+	return n;
 }
 
 ssize_t mt_py_view(struct mt_py_reader *r, int view, int merge_threads, uint64_t threshold,

@@ -113,42 +113,6 @@ static void allocator_name(char *buf, size_t len, unsigned kind)
 	buf[i] = 0;
 }
 
-/* memray's records (groups.h), per thread: each with its first site and
- * its sums in the view. 0 with *@out (free()) and *@n set, or -ENOMEM. */
-struct row {
-	size_t first;
-	uint64_t bytes, count;
-};
-
-static int grouped_rows(const struct mt_snapshot *s, enum mt_view view, struct row **out,
-			size_t *n)
-{
-	const struct mt_site *sites;
-	size_t nsites = mt_snapshot_sites(s, &sites);
-	struct mt_groups g;
-	int err = mt_groups_build(&g, s, view, 0);
-	struct row *rows = err ? NULL : calloc(g.n ? g.n : 1, sizeof(*rows));
-
-	if (!rows) {
-		mt_groups_release(&g);
-		return -ENOMEM;
-	}
-	for (size_t i = nsites; i-- > 0;) {
-		uint32_t k = g.of_site[i];
-		uint64_t bytes, count;
-		if (k == MT_GROUP_NONE)
-			continue;
-		mt_usage_view(&sites[i].usage, view, &bytes, &count);
-		rows[k].first = i; /* going down: the lowest index is left */
-		rows[k].bytes += bytes;
-		rows[k].count += count;
-	}
-	*out = rows;
-	*n = g.n;
-	mt_groups_release(&g);
-	return 0;
-}
-
 int mt_report_transform_csv(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o)
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT, field = MT_STRBUF_INIT;
@@ -158,19 +122,18 @@ int mt_report_transform_csv(FILE *out, const struct mt_snapshot *s, const struct
 	const struct mt_thread_info **threads = thread_index(s, &nthreads);
 	(void)mt_snapshot_sites(s, &sites);
 	/* memray's rows are its FileReader's records (groups.h) */
-	struct row *rows = NULL;
-	size_t n_rows = 0;
-	int err = threads ? grouped_rows(s, o->view, &rows, &n_rows) : -ENOMEM;
+	struct mt_groups g = { NULL, 0 };
+	int err = threads ? mt_groups_build(&g, s, o->view, 0) : -ENOMEM;
 
 	if (err) {
 		free(threads);
 		return err;
 	}
 	mt_strbuf_addstr(&sb, "allocator,num_allocations,size,tid,thread_name,stack_trace\r\n");
-	for (size_t r = 0; r < n_rows && !err; r++) {
-		const struct mt_site *site = &sites[rows[r].first];
+	for (uint32_t r = 0; r < g.n && !err; r++) {
+		const struct mt_site *site = &sites[g.v[r].first];
 		const struct mt_thread_info *t = site->thread < nthreads ? threads[site->thread] : NULL;
-		uint64_t bytes = rows[r].bytes, count = rows[r].count, tid = t ? t->tid : 0;
+		uint64_t bytes = g.v[r].bytes, count = g.v[r].count, tid = t ? t->tid : 0;
 		char alloc[32];
 
 		if (!count)
@@ -207,7 +170,7 @@ int mt_report_transform_csv(FILE *out, const struct mt_snapshot *s, const struct
 	if (field.err && !err)
 		err = field.err;
 	free(fr.v);
-	free(rows);
+	mt_groups_release(&g);
 	free(threads);
 	mt_strbuf_release(&field);
 	if (err) {
@@ -284,13 +247,12 @@ int mt_report_transform_gprof2dot(FILE *out, const struct mt_snapshot *s,
 	struct fn_table fns = { 0 };
 	struct frames fr = { NULL, 0 };
 	const struct mt_site *sites;
-	struct row *rows = NULL;
-	size_t n_rows = 0;
+	struct mt_groups g; /* memray's records (groups.h) */
 	struct mt_json j;
 	int err;
 
 	(void)mt_snapshot_sites(s, &sites);
-	if ((err = grouped_rows(s, o->view, &rows, &n_rows)) < 0)
+	if ((err = mt_groups_build(&g, s, o->view, 0)) < 0)
 		return err;
 	mt_json_init(&j, &sb, 0);
 	mt_json_begin_object(&j, NULL);
@@ -302,12 +264,12 @@ int mt_report_transform_gprof2dot(FILE *out, const struct mt_snapshot *s,
 	mt_json_end(&j);
 	mt_json_end(&j);
 	mt_json_begin_array(&j, "events");
-	for (size_t r = 0; r < n_rows && !err; r++) {
-		uint64_t bytes = rows[r].bytes, count = rows[r].count;
+	for (uint32_t r = 0; r < g.n && !err; r++) {
+		uint64_t bytes = g.v[r].bytes, count = g.v[r].count;
 
 		if (!count)
 			continue;
-		ssize_t depth = stack_of(s, sites[rows[r].first].stack, &fr);
+		ssize_t depth = stack_of(s, sites[g.v[r].first].stack, &fr);
 		if (depth <= 0) { /* no frames: no call chain, left out as memray does */
 			err = (int)depth;
 			continue;
@@ -341,7 +303,7 @@ int mt_report_transform_gprof2dot(FILE *out, const struct mt_snapshot *s,
 	mt_json_end(&j);
 	mt_strbuf_addch(&sb, '\n');
 	free(fr.v);
-	free(rows);
+	mt_groups_release(&g);
 	free(fns.v);
 	free(fns.slots);
 	if (err) {
@@ -476,20 +438,19 @@ int mt_report_transform_speedscope(FILE *out, const struct mt_snapshot *s,
 	struct samples t = { 0 };
 	struct frames fr = { NULL, 0 };
 	const struct mt_site *sites;
-	struct row *rows = NULL;
-	size_t n_rows = 0;
+	struct mt_groups g; /* memray's records (groups.h) */
 	struct mt_json j;
 	int err;
 
 	(void)mt_snapshot_sites(s, &sites);
-	if ((err = grouped_rows(s, o->view, &rows, &n_rows)) < 0)
+	if ((err = mt_groups_build(&g, s, o->view, 0)) < 0)
 		return err;
-	for (size_t r = 0; r < n_rows && !err; r++) {
-		uint64_t bytes = rows[r].bytes, count = rows[r].count;
+	for (uint32_t r = 0; r < g.n && !err; r++) {
+		uint64_t bytes = g.v[r].bytes, count = g.v[r].count;
 
 		if (!count)
 			continue;
-		ssize_t depth = stack_of(s, sites[rows[r].first].stack, &fr);
+		ssize_t depth = stack_of(s, sites[g.v[r].first].stack, &fr);
 		if (depth <= 0) { /* no frames: no sample, as memray does */
 			err = (int)depth;
 			continue;
@@ -538,7 +499,7 @@ int mt_report_transform_speedscope(FILE *out, const struct mt_snapshot *s,
 		err = name.err;
 	mt_strbuf_release(&name);
 	free(fr.v);
-	free(rows);
+	mt_groups_release(&g);
 	free(frames.v);
 	free(frames.slots);
 	free(t.idx);

@@ -201,9 +201,10 @@ class AllocationRecord:
         tuples, innermost first (the reports also hide the interpreter's
         own frames between two Python ones). On the main thread the stack
         ends at its outermost Python frame, as memray's does under its run
-        command; other threads keep the frames that started them. The Python stack alone where no
-        native chain was recorded or its loops could not be found. A free
-        or munmap: NotImplementedError, as in memray."""
+        command; other threads keep the frames that started them. The
+        Python stack alone where no native chain was recorded or its loops
+        could not be found. A free or munmap: NotImplementedError, as in
+        memray."""
         self._not_dealloc()
         frames, outermost = None, 0
         if self._reader.metadata.has_native_traces and self.allocator not in _FREES:
@@ -636,8 +637,8 @@ class FileReader:
 
     def get_temporal_allocation_records(self, merge_threads=True):
         """Per call path as it prints and allocator (and thread, unless
-        merge_threads), the intervals of snapshots (get_memory_snapshots()'s indexes) during
-        which its blocks were live, as memray's."""
+        merge_threads), the intervals of snapshots (get_memory_snapshots()'s
+        indexes) during which its blocks were live, as memray's."""
         self._h()
         if self._aggregated():
             raise NotImplementedError(
