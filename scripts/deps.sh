@@ -6,8 +6,8 @@
 #                              numpy, Python headers, gdb, lldb, chromium,
 #                              clang, libc's debug information for native
 #                              stacks, venv; pandas, greenlet, pytest-xdist,
-#                              and meson-python and pip for the wheel's
-#                              test, without their recommends): what
+#                              IPython, and meson-python and pip for the
+#                              wheel's test, without their recommends): what
 #                              scripts/test.sh needs; the default
 # The test packages are kept out of the demo: on a fresh machine they pull
 # in upgrades of much of the system (systemd, perl).
@@ -16,7 +16,7 @@ build="meson ninja-build pkg-config gcc liblz4-dev libunwind-dev libelf-dev libd
 test="check python3-dev python3-pytest python3-numpy gdb lldb python3-lldb-14 chromium
 clang libclang-rt-14-dev libc6-dbg python3-venv"
 # installed without the packages they recommend
-lean="python3-pandas python3-greenlet python3-pytest-xdist python3-mesonpy python3-pip"
+lean="python3-pandas python3-greenlet python3-pytest-xdist python3-mesonpy python3-pip python3-ipython"
 case "${1:-test}" in
 build) packages="$build" ;;
 test) packages="$build $test $lean" ;;

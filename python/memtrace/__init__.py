@@ -10,7 +10,9 @@ The profiler itself is the `memtrace` command. From Python:
         print(rec.size, rec.stack_trace())
 
 and from pytest: `pytest -p memtrace.pytest_plugin --memtrace` with the
-markers limit_memory("24 MB") and limit_leaks("1 KB"). Names follow
+markers limit_memory("24 MB") and limit_leaks("1 KB"); in IPython or
+Jupyter, `%load_ext memtrace` and a cell that starts with
+`%%memtrace_flamegraph`. Names follow
 memray's, so that scripts written for it port by changing the import.
 """
 
@@ -19,6 +21,7 @@ __version__ = "0.1.0"
 from .reader import (AllocationRecord, AllocatorType, CaptureError, FileReader,  # noqa: E402
                      Interval, MemorySnapshot, Metadata, TemporalAllocationRecord,
                      dump_all_records)
+from ._ipython import load_ipython_extension  # noqa: E402
 from .tracker import (Destination, FileDestination, FileFormat, SocketDestination,  # noqa: E402
                       Tracker, set_log_level, start_thread_trace)
 
@@ -26,5 +29,5 @@ __all__ = [
     "AllocationRecord", "AllocatorType", "CaptureError", "Destination", "FileDestination",
     "FileFormat", "FileReader", "Interval", "MemorySnapshot", "Metadata", "SocketDestination",
     "TemporalAllocationRecord", "Tracker",
-    "dump_all_records", "set_log_level", "start_thread_trace",
+    "dump_all_records", "load_ipython_extension", "set_log_level", "start_thread_trace",
 ]

@@ -3,36 +3,13 @@ is memray's. `run` then runs the program with this interpreter, unless
 --python names another."""
 
 import os
-import shutil
 import sys
 
 from . import _native
 
 
-def _command():
-    """The memtrace executable: MEMTRACE_BIN, a build tree's, the one
-    installed with this package (<prefix>/bin beside <prefix>/lib...), or
-    the one on PATH."""
-    if os.environ.get("MEMTRACE_BIN"):
-        return os.environ["MEMTRACE_BIN"]
-    here = _native._HERE
-    tried = []
-    build = os.environ.get("MEMTRACE_BUILD_DIR")
-    if build:
-        tried.append(os.path.join(build, "cli", "memtrace"))
-    tried.append(os.path.join(here, os.pardir, os.pardir, "build", "cli", "memtrace"))
-    up = here
-    for _ in range(6):
-        up = os.path.dirname(up)
-        tried.append(os.path.join(up, "bin", "memtrace"))
-    for path in tried:
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return os.path.normpath(path)
-    return shutil.which("memtrace")
-
-
 def main(argv):
-    cmd = _command()
+    cmd = _native.command()
     if not cmd:
         sys.stderr.write("memtrace: cannot find the memtrace command (set MEMTRACE_BIN "
                          "to its path)\n")

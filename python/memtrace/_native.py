@@ -18,6 +18,7 @@ command uses; FileReader calls it. Both are looked for, in order:
 
 import ctypes
 import os
+import shutil
 import threading
 
 PAYLOAD_NAME = "libmemtrace-payload.so"
@@ -206,3 +207,25 @@ def reader():
         lib.path = path
         _reader = lib
         return _reader
+
+
+def command():
+    """The memtrace executable: MEMTRACE_BIN, a build tree's, the one
+    installed with this package (<prefix>/bin beside <prefix>/lib...), or
+    the one on PATH."""
+    if os.environ.get("MEMTRACE_BIN"):
+        return os.environ["MEMTRACE_BIN"]
+    here = _HERE
+    tried = []
+    build = os.environ.get("MEMTRACE_BUILD_DIR")
+    if build:
+        tried.append(os.path.join(build, "cli", "memtrace"))
+    tried.append(os.path.join(here, os.pardir, os.pardir, "build", "cli", "memtrace"))
+    up = here
+    for _ in range(6):
+        up = os.path.dirname(up)
+        tried.append(os.path.join(up, "bin", "memtrace"))
+    for path in tried:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return os.path.normpath(path)
+    return shutil.which("memtrace")
