@@ -21,7 +21,6 @@ __version__ = "0.1.0"
 from .reader import (AllocationRecord, AllocatorType, CaptureError, FileReader,  # noqa: E402
                      Interval, MemorySnapshot, Metadata, TemporalAllocationRecord,
                      dump_all_records)
-from ._ipython import load_ipython_extension  # noqa: E402
 from .tracker import (Destination, FileDestination, FileFormat, SocketDestination,  # noqa: E402
                       Tracker, set_log_level, start_thread_trace)
 
@@ -31,3 +30,9 @@ __all__ = [
     "TemporalAllocationRecord", "Tracker",
     "dump_all_records", "load_ipython_extension", "set_log_level", "start_thread_trace",
 ]
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext memtrace`: the %%memtrace_flamegraph cell magic."""
+    from ._ipython import load_ipython_extension as load
+    load(ipython)
