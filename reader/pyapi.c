@@ -12,6 +12,7 @@
 #include "reader/temporal.h"
 #include "format/error.h"
 #include "reader/capture.h"
+#include "reader/follow.h"
 #include "reader/report.h"
 #include "reader/snapshot.h"
 #include "reader/stackkeys.h"
@@ -25,8 +26,10 @@ _Static_assert(sizeof(struct mt_py_sample) == sizeof(struct mt_sample),
 	       "mt_py_sample mirrors mt_sample");
 
 struct mt_py_reader {
-	struct mt_capture *cap;
-	struct mt_snapshot snap;
+	struct mt_capture *cap;     /* NULL for a followed capture */
+	struct mt_snapshot snap;    /* a file's */
+	struct mt_follow *follow;   /* or a followed capture's */
+	const struct mt_snapshot *s; /* the one to query: &snap or follow's */
 	char *warnings;
 	size_t warnings_len;
 	uint64_t *tid;      /* by thread index */
@@ -53,6 +56,31 @@ static void collect_warning(void *ctx, const char *msg)
 	nv[r->warnings_len++] = '\n';
 	nv[r->warnings_len] = '\0';
 	r->warnings = nv;
+}
+
+/* The kernel tid and name of each thread index of the snapshot. */
+static int index_threads(struct mt_py_reader *r)
+{
+	const struct mt_snapshot *s = r->s;
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < s->n_threads; i++)
+		if (s->threads[i].index + 1 > n)
+			n = s->threads[i].index + 1;
+	free(r->tid);
+	free(r->name);
+	r->n_index = 0;
+	r->tid = calloc(n ? n : 1, sizeof(*r->tid));
+	r->name = calloc(n ? n : 1, sizeof(*r->name));
+	if (!r->tid || !r->name)
+		return -ENOMEM;
+	r->n_index = n;
+	for (size_t i = 0; i < s->n_threads; i++) {
+		const struct mt_thread_info *t = &s->threads[i];
+		r->tid[t->index] = t->tid;
+		r->name[t->index] = t->name;
+	}
+	return 0;
 }
 
 int mt_py_open(const char *path, struct mt_py_reader **out, char *err, size_t errlen)
@@ -83,22 +111,50 @@ int mt_py_open(const char *path, struct mt_py_reader **out, char *err, size_t er
 	}
 	/* damage is reported once, by the snapshot's pass */
 	mt_capture_set_warn(r->cap, NULL, NULL);
-	for (size_t i = 0; i < r->snap.n_threads; i++)
-		if (r->snap.threads[i].index + 1 > r->n_index)
-			r->n_index = r->snap.threads[i].index + 1;
-	r->tid = calloc(r->n_index ? r->n_index : 1, sizeof(*r->tid));
-	r->name = calloc(r->n_index ? r->n_index : 1, sizeof(*r->name));
-	if (!r->tid || !r->name) {
+	r->s = &r->snap;
+	if (index_threads(r) < 0) {
 		snprintf(err, errlen, "out of memory");
 		mt_py_close(r);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < r->snap.n_threads; i++) {
-		const struct mt_thread_info *t = &r->snap.threads[i];
-		r->tid[t->index] = t->tid;
-		r->name[t->index] = t->name;
+	*out = r;
+	return 0;
+}
+
+int mt_py_follow(const char *path, struct mt_py_reader **out)
+{
+	struct mt_py_reader *r = calloc(1, sizeof(*r));
+	struct mt_snapshot_opts o = { .temp_threshold = 1 };
+
+	if (!r || !(r->follow = mt_follow_new(path, &o))) {
+		free(r);
+		return -ENOMEM;
 	}
 	*out = r;
+	return 0;
+}
+
+int mt_py_refresh(struct mt_py_reader *r, char *err, size_t errlen)
+{
+	int e;
+
+	if (!r->follow) {
+		snprintf(err, errlen, "not a followed capture");
+		return -EINVAL;
+	}
+	/* what was derived from the last view may not hold for this one */
+	mt_stackkeys_release(&r->keys);
+	memset(&r->keys, 0, sizeof(r->keys));
+	r->s = NULL;
+	e = mt_follow_refresh(r->follow, err, errlen);
+	if (e < 0)
+		return e;
+	r->s = mt_follow_snapshot(r->follow);
+	if (!r->s || index_threads(r) < 0) {
+		r->s = NULL;
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -107,7 +163,10 @@ void mt_py_close(struct mt_py_reader *r)
 	if (!r)
 		return;
 	mt_stackkeys_release(&r->keys);
-	mt_snapshot_release(&r->snap);
+	if (r->follow)
+		mt_follow_free(r->follow);
+	else
+		mt_snapshot_release(&r->snap);
 	mt_capture_close(r->cap);
 	free(r->warnings);
 	free(r->tid);
@@ -117,7 +176,7 @@ void mt_py_close(struct mt_py_reader *r)
 
 void mt_py_meta(const struct mt_py_reader *r, struct mt_py_meta *m)
 {
-	const struct mt_snapshot *s = &r->snap;
+	const struct mt_snapshot *s = r->s;
 
 	memset(m, 0, sizeof(*m));
 	m->abi = MT_PY_ABI;
@@ -154,15 +213,15 @@ const char *mt_py_warnings(const struct mt_py_reader *r)
 
 const char *mt_py_python_allocator(const struct mt_py_reader *r)
 {
-	return r->snap.python_allocator[0] ? r->snap.python_allocator : "unknown";
+	return r->s->python_allocator[0] ? r->s->python_allocator : "unknown";
 }
 
 const char *mt_py_diag(const struct mt_py_reader *r, size_t i, uint32_t *code)
 {
-	if (i >= r->snap.n_diags)
+	if (i >= r->s->n_diags)
 		return NULL;
-	*code = r->snap.diags[i].code;
-	return r->snap.diags[i].msg;
+	*code = r->s->diags[i].code;
+	return r->s->diags[i].msg;
 }
 
 void mt_py_free(void *p)
@@ -174,7 +233,7 @@ size_t mt_py_native_stack(const struct mt_py_reader *r, uint32_t id, struct mt_p
 			  size_t max, uint32_t *leaf, uint32_t *gen)
 {
 	struct mt_frame *f = max ? malloc(max * sizeof(*f)) : NULL;
-	size_t depth = mt_snapshot_native_stack(&r->snap, id, f, f ? max : 0, leaf, gen);
+	size_t depth = mt_snapshot_native_stack(r->s, id, f, f ? max : 0, leaf, gen);
 	for (size_t i = 0; f && i < depth && i < max; i++)
 		out[i] = (struct mt_py_frame){ f[i].function, f[i].file, f[i].line, 1 };
 	free(f);
@@ -185,7 +244,7 @@ size_t mt_py_hybrid_stack(const struct mt_py_reader *r, uint32_t id, struct mt_p
 			  size_t max)
 {
 	struct mt_frame *f = max ? malloc(max * sizeof(*f)) : NULL;
-	size_t depth = mt_snapshot_merged_stack(&r->snap, id, f, f ? max : 0);
+	size_t depth = mt_snapshot_merged_stack(r->s, id, f, f ? max : 0);
 	for (size_t i = 0; f && i < depth && i < max; i++)
 		out[i] = (struct mt_py_frame){ f[i].function, f[i].file, f[i].line, f[i].native };
 	free(f);
@@ -195,20 +254,20 @@ size_t mt_py_hybrid_stack(const struct mt_py_reader *r, uint32_t id, struct mt_p
 uint64_t mt_py_path_key(struct mt_py_reader *r, uint32_t id)
 {
 	int oom = 0;
-	return mt_groups_path_key(&r->snap, &r->keys, id, &oom);
+	return mt_groups_path_key(r->s, &r->keys, id, &oom);
 }
 
 size_t mt_py_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out, size_t max)
 {
 	struct mt_frame f[64];
-	size_t depth = mt_snapshot_stack(&r->snap, id, f, 64);
+	size_t depth = mt_snapshot_stack(r->s, id, f, 64);
 
 	if (depth > 64 && max > 64) {
 		struct mt_frame *all = malloc(depth * sizeof(*all));
 		if (!all)
 			max = 64; /* the innermost frames are the ones that matter */
 		else {
-			mt_snapshot_stack(&r->snap, id, all, depth);
+			mt_snapshot_stack(r->s, id, all, depth);
 			for (size_t i = 0; i < depth && i < max; i++)
 				out[i] = (struct mt_py_frame){ all[i].function, all[i].file, all[i].line,
 							all[i].native };
@@ -232,8 +291,8 @@ int mt_py_thread(const struct mt_py_reader *r, uint32_t index, uint64_t *tid, co
 
 const struct mt_py_sample *mt_py_samples(const struct mt_py_reader *r, size_t *n)
 {
-	*n = r->snap.n_samples;
-	return (const struct mt_py_sample *)r->snap.samples;
+	*n = r->s->n_samples;
+	return (const struct mt_py_sample *)r->s->samples;
 }
 
 static uint64_t thread_tid(const struct mt_py_reader *r, uint32_t index)
@@ -306,6 +365,10 @@ int mt_py_events_open(const struct mt_py_reader *r, struct mt_py_events **out)
 	size_t len;
 	int rc;
 
+	if (!r->cap) { /* a followed capture keeps no history */
+		free(e);
+		return -EINVAL;
+	}
 	if (!e)
 		return -ENOMEM;
 	bytes = mt_capture_bytes(r->cap, &len);
@@ -391,11 +454,13 @@ ssize_t mt_py_view(struct mt_py_reader *r, int view, int merge_threads, uint64_t
 	ssize_t ret;
 	int e;
 
-	if (view < MT_PY_PEAK || view > MT_PY_TEMPORARY)
+	if (view < MT_PY_PEAK || view > MT_PY_TEMPORARY || !r->s)
 		return -EINVAL;
-	if (view != MT_PY_TEMPORARY || o.temp_threshold == r->snap.temp_threshold)
-		return groups(r, &r->snap, views[view], merge_threads != 0, out);
+	if (view != MT_PY_TEMPORARY || o.temp_threshold == r->s->temp_threshold)
+		return groups(r, r->s, views[view], merge_threads != 0, out);
 	/* another threshold: one more pass */
+	if (!r->cap)
+		return -EINVAL;
 	e = mt_snapshot_build_opts(&tmp, r->cap, &o);
 	if (e < 0)
 		return e;
@@ -406,7 +471,9 @@ ssize_t mt_py_view(struct mt_py_reader *r, int view, int merge_threads, uint64_t
 
 ssize_t mt_py_temporal(struct mt_py_reader *r, struct mt_py_interval **out)
 {
-	struct mt_snapshot_opts o = { .temp_threshold = r->snap.temp_threshold, .temporal = 1,
+	if (!r->cap)
+		return -EINVAL;
+	struct mt_snapshot_opts o = { .temp_threshold = r->s->temp_threshold, .temporal = 1,
 				      .temporal_budget = SIZE_MAX, .temporal_by_site = 1 };
 	const struct mt_site *sites;
 	struct mt_interval *iv = NULL;
@@ -451,7 +518,9 @@ ssize_t mt_py_temporal(struct mt_py_reader *r, struct mt_py_interval **out)
 ssize_t mt_py_temporal_hwm(struct mt_py_reader *r, uint64_t stride, struct mt_py_hwm_run **out,
 			   uint64_t **marks, size_t *n_marks)
 {
-	struct mt_snapshot_opts o = { .temp_threshold = r->snap.temp_threshold,
+	if (!r->cap)
+		return -EINVAL;
+	struct mt_snapshot_opts o = { .temp_threshold = r->s->temp_threshold,
 				      .hwm_stride = stride ? stride : 1 };
 	const struct mt_site *sites;
 	struct mt_snapshot tmp;

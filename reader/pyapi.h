@@ -8,7 +8,11 @@
  * simple; no callbacks into Python except for mt_py_dump().
  *
  * One struct mt_py_reader holds an open capture and the snapshot built
- * from it (one pass at open). The record queries hand back a malloc'ed
+ * from it (one pass at open), or follows a capture while it is written
+ * (mt_py_follow(), for SocketReader): its snapshot is what the last
+ * mt_py_refresh() read, and only the snapshot's queries answer (the
+ * events, temporal views and other thresholds need the whole capture:
+ * -EINVAL). After a refresh, stacks named before it may name others. The record queries hand back a malloc'ed
  * array that the caller releases with mt_py_free(); the events are read
  * in a pass of their own, and so is a temporary view with another threshold
  * than the snapshot's. Strings are borrowed from the reader and valid until
@@ -24,7 +28,7 @@
 struct mt_py_reader;
 
 /* Layout version of the structs below; bump on any change. */
-#define MT_PY_ABI 6
+#define MT_PY_ABI 7
 
 /* What a capture says about itself. Every field is 64 bits wide. */
 struct mt_py_meta {
@@ -98,6 +102,15 @@ int mt_py_abi(void);
  * sentence in @err. Damage that still leaves records readable is not an
  * error: see mt_py_warnings(). */
 int mt_py_open(const char *path, struct mt_py_reader **out, char *err, size_t errlen);
+/* mt_py_follow() - a reader of the capture at @path while it is written,
+ * which reads nothing until mt_py_refresh(). Returns 0 and sets *@out, or
+ * -ENOMEM. */
+int mt_py_follow(const char *path, struct mt_py_reader **out);
+/* mt_py_refresh() - read what the followed capture gained and view it.
+ * Returns 0, or a negative error with a sentence in @err: the header is
+ * not there yet (-MT_EFORMAT, -MT_ETRUNC), the file is not a capture or
+ * is corrupt. Until one returns 0 no query may be made. */
+int mt_py_refresh(struct mt_py_reader *r, char *err, size_t errlen);
 /* mt_py_close() - NULL is a no-op. */
 void mt_py_close(struct mt_py_reader *r);
 

@@ -21,13 +21,14 @@ __version__ = "0.1.0"
 from .reader import (AllocationRecord, AllocatorType, CaptureError, FileReader,  # noqa: E402
                      Interval, MemorySnapshot, Metadata, TemporalAllocationRecord,
                      dump_all_records)
+from .socket_reader import SocketReader  # noqa: E402
 from .tracker import (Destination, FileDestination, FileFormat, SocketDestination,  # noqa: E402
                       Tracker, set_log_level, start_thread_trace)
 
 __all__ = [
     "AllocationRecord", "AllocatorType", "CaptureError", "Destination", "FileDestination",
     "FileFormat", "FileReader", "Interval", "MemorySnapshot", "Metadata", "SocketDestination",
-    "TemporalAllocationRecord", "Tracker",
+    "SocketReader", "TemporalAllocationRecord", "Tracker",
     "dump_all_records", "load_ipython_extension", "set_log_level", "start_thread_trace",
 ]
 

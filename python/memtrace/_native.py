@@ -107,7 +107,7 @@ def payload():
 # ---------------------------------------------------------------------------
 # The reader's ctypes interface (reader/pyapi.h).
 # ---------------------------------------------------------------------------
-ABI = 6
+ABI = 7
 _u64 = ctypes.c_uint64
 
 
@@ -172,6 +172,8 @@ def reader():
             "mt_py_abi": ([], ctypes.c_int),
             "mt_py_open": ([ctypes.c_char_p, ctypes.POINTER(vp), ctypes.c_char_p, sz], ctypes.c_int),
             "mt_py_close": ([vp], None),
+            "mt_py_follow": ([ctypes.c_char_p, ctypes.POINTER(vp)], ctypes.c_int),
+            "mt_py_refresh": ([vp, ctypes.c_char_p, sz], ctypes.c_int),
             "mt_py_meta": ([vp, ctypes.POINTER(Meta)], None),
             "mt_py_warnings": ([vp], ctypes.c_char_p),
             "mt_py_diag": ([vp, sz, ctypes.POINTER(ctypes.c_uint32)], ctypes.c_char_p),
