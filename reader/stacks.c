@@ -286,13 +286,25 @@ int mt_stacks_cut(struct mt_stacks *k, uint32_t depth, uint64_t hash)
 	}
 	mt_stacks_uncut(k);
 	/* parents come before their children: one pass, from the root down;
-	 * d[] = 0 for a node that is not a Python frame under Python frames */
+	 * d[] = 1 + the Python frames from the root to the node, its own
+	 * included, 0 for a node out of reach. A hybrid stack's frames are
+	 * given as they are, its Python frames among them; a native frame
+	 * is seen through, as the Tracker's chain has none: its d[]
+	 * and h[] are its parent's, and a cut below it takes it off too, as
+	 * memray drops every frame above the one that entered the Tracker. */
 	for (uint32_t id = 1; id < k->nodes_cap; id++) {
 		struct mt_stack_node *n = &k->nodes[id];
 		uint32_t p = n->parent;
-		if (!n->defined || n->code == MT_CODE_FRAME || p >= id || (p && !d[p]))
+		if (!n->defined || p >= id || (p && !d[p]))
 			continue;
-		if (p && d[p] == depth && h[p] == hash) {
+		uint32_t pd = p ? d[p] : 1;
+		uint64_t ph = p ? h[p] : 0;
+		if (n->code == MT_CODE_FRAME && (!n->frame || n->frame->native)) {
+			d[id] = pd;
+			h[id] = ph;
+			continue;
+		}
+		if (pd == depth + 1 && ph == hash) {
 			if (k->n_cut == k->cut_cap &&
 			    mt_grow((void **)&k->cut, &k->cut_cap, k->n_cut, 2 * sizeof(uint32_t)) < 0) {
 				free(h);
@@ -306,10 +318,9 @@ int mt_stacks_cut(struct mt_stacks *k, uint32_t depth, uint64_t hash)
 		}
 		struct mt_frame f;
 		mt_stacks_frame(k, id, &f);
-		uint64_t ph = p ? h[p] : 0;
 		h[id] = (ph * 1000003u) ^ crc32(f.file ? f.file : "") ^
 			((uint64_t)(unsigned)f.line * 0x9E3779B1u);
-		d[id] = (p ? d[p] : 0) + 1;
+		d[id] = pd + 1;
 	}
 	free(h);
 	free(d);

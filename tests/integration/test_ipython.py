@@ -179,3 +179,17 @@ def test_under_memtrace_run(ipython, tmp_path, memtrace):
     assert "this process is already being tracked" in text
     assert "the cell did not run under the tracker: no flame graph" in text
     assert pages(tmp_path) == []
+
+
+def test_native_cell_starts_at_the_cell(ipython, tmp_path):
+    """With --native too, IPython's frames (and the C frames between them
+    and the cell) are not in the graph: it starts at the cell."""
+    cell = ("%%memtrace_flamegraph --native --leaks\n"
+            "kept = bytearray(4 << 20)\n")
+    out, err, res = shell(tmp_path, (cell, []))
+    [page] = pages(tmp_path)
+    paths, data = graph(page)
+    assert any(data["nodes"]["native"]), "no native frame in the graph"
+    assert paths and all(p[0] == ("<module>", 1) for p in paths if p), sorted(paths)[:3]
+    assert bytes_under(paths, (("<module>", 1),)) >= 4 << 20, paths
+    assert "run_cell" not in page.read_text()

@@ -262,6 +262,41 @@ def test_tracker_stacks_start_where_it_was_entered(script, tmp_path, python):
     assert "body" not in [f[0] for f in thread[0]] and "outer" not in str(recs), out
 
 
+ROOTED_NATIVE = """\
+import json, sys, memtrace
+def outer():
+    # entered from code that exec() runs: C frames between outer and it
+    exec(compile("with memtrace.Tracker(sys.argv[1], native_traces=True):\\n"
+                 "    held = bytearray(3 << 20)\\n", "<cell>", "exec"))
+outer()
+r = memtrace.FileReader(sys.argv[1])
+for rec in r.get_leaked_allocation_records(merge_threads=False):
+    if rec.size >= 3 << 20:
+        print(json.dumps([[f[0] for f in rec.stack_trace()],
+                          [f[0] for f in rec.hybrid_stack_trace()]]))
+"""
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_native_tracker_stacks_start_where_it_was_entered(memtrace, script, tmp_path, python):
+    """With native stacks too, the Tracker's thread's stacks start at the
+    frame that entered it, though C frames stand between it and its
+    callers: neither they nor the callers are shown (memray drops every
+    frame above it)."""
+    prog = script(ROOTED_NATIVE)
+    cap = tmp_path / "r.bin"
+    out = run(python, prog, cap, env=module_env()).stdout.splitlines()
+    assert len(out) == 1, out
+    python_frames, hybrid = json.loads(out[0])
+    assert python_frames == ["<module>"], out
+    assert hybrid[-1] == "<module>" and "outer" not in hybrid, out
+    tree = run(memtrace, "tree", cap).stdout
+    assert "<module> at <cell>:2" in tree and "outer" not in tree, tree
+    page = tmp_path / "r.html"
+    run(memtrace, "flamegraph", "-q", "-o", page, cap)
+    assert '"outer"' not in page.read_text()
+
+
 NAMED = """\
 import ctypes, sys, threading
 keep = []
