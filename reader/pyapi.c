@@ -142,10 +142,12 @@ int mt_py_refresh(struct mt_py_reader *r, char *err, size_t errlen)
 		snprintf(err, errlen, "not a followed capture");
 		return -EINVAL;
 	}
-	/* what was derived from the last view may not hold for this one */
+	/* what was derived from the last view may not hold for this one;
+	 * after a failure nothing is left to query (the follow dropped it) */
 	mt_stackkeys_release(&r->keys);
 	memset(&r->keys, 0, sizeof(r->keys));
 	r->s = NULL;
+	r->n_index = 0;
 	e = mt_follow_refresh(r->follow, err, errlen);
 	if (e < 0)
 		return e;
@@ -180,6 +182,8 @@ void mt_py_meta(const struct mt_py_reader *r, struct mt_py_meta *m)
 
 	memset(m, 0, sizeof(*m));
 	m->abi = MT_PY_ABI;
+	if (!s)
+		return;
 	m->pid = s->header.pid;
 	m->python_hex = s->header.python_hex;
 	m->flags = s->header.flags;
@@ -213,12 +217,12 @@ const char *mt_py_warnings(const struct mt_py_reader *r)
 
 const char *mt_py_python_allocator(const struct mt_py_reader *r)
 {
-	return r->s->python_allocator[0] ? r->s->python_allocator : "unknown";
+	return r->s && r->s->python_allocator[0] ? r->s->python_allocator : "unknown";
 }
 
 const char *mt_py_diag(const struct mt_py_reader *r, size_t i, uint32_t *code)
 {
-	if (i >= r->s->n_diags)
+	if (!r->s || i >= r->s->n_diags)
 		return NULL;
 	*code = r->s->diags[i].code;
 	return r->s->diags[i].msg;
@@ -232,6 +236,10 @@ void mt_py_free(void *p)
 size_t mt_py_native_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out,
 			  size_t max, uint32_t *leaf, uint32_t *gen)
 {
+	if (!r->s) {
+		*leaf = *gen = 0;
+		return 0;
+	}
 	struct mt_frame *f = max ? malloc(max * sizeof(*f)) : NULL;
 	size_t depth = mt_snapshot_native_stack(r->s, id, f, f ? max : 0, leaf, gen);
 	for (size_t i = 0; f && i < depth && i < max; i++)
@@ -243,6 +251,8 @@ size_t mt_py_native_stack(const struct mt_py_reader *r, uint32_t id, struct mt_p
 size_t mt_py_hybrid_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out,
 			  size_t max)
 {
+	if (!r->s)
+		return 0;
 	struct mt_frame *f = max ? malloc(max * sizeof(*f)) : NULL;
 	size_t depth = mt_snapshot_merged_stack(r->s, id, f, f ? max : 0);
 	for (size_t i = 0; f && i < depth && i < max; i++)
@@ -254,12 +264,14 @@ size_t mt_py_hybrid_stack(const struct mt_py_reader *r, uint32_t id, struct mt_p
 uint64_t mt_py_path_key(struct mt_py_reader *r, uint32_t id)
 {
 	int oom = 0;
-	return mt_groups_path_key(r->s, &r->keys, id, &oom);
+	return r->s ? mt_groups_path_key(r->s, &r->keys, id, &oom) : id;
 }
 
 size_t mt_py_stack(const struct mt_py_reader *r, uint32_t id, struct mt_py_frame *out, size_t max)
 {
 	struct mt_frame f[64];
+	if (!r->s)
+		return 0;
 	size_t depth = mt_snapshot_stack(r->s, id, f, 64);
 
 	if (depth > 64 && max > 64) {
@@ -291,8 +303,8 @@ int mt_py_thread(const struct mt_py_reader *r, uint32_t index, uint64_t *tid, co
 
 const struct mt_py_sample *mt_py_samples(const struct mt_py_reader *r, size_t *n)
 {
-	*n = r->s->n_samples;
-	return (const struct mt_py_sample *)r->s->samples;
+	*n = r->s ? r->s->n_samples : 0;
+	return r->s ? (const struct mt_py_sample *)r->s->samples : NULL;
 }
 
 static uint64_t thread_tid(const struct mt_py_reader *r, uint32_t index)

@@ -12,7 +12,8 @@
  * (mt_py_follow(), for SocketReader): its snapshot is what the last
  * mt_py_refresh() read, and only the snapshot's queries answer (the
  * events, temporal views and other thresholds need the whole capture:
- * -EINVAL). After a refresh, stacks named before it may name others. The record queries hand back a malloc'ed
+ * -EINVAL); its strings are valid until the next refresh, and after a
+ * refresh that failed every query answers as for an empty capture. The record queries hand back a malloc'ed
  * array that the caller releases with mt_py_free(); the events are read
  * in a pass of their own, and so is a temporary view with another threshold
  * than the snapshot's. Strings are borrowed from the reader and valid until
@@ -109,7 +110,8 @@ int mt_py_follow(const char *path, struct mt_py_reader **out);
 /* mt_py_refresh() - read what the followed capture gained and view it.
  * Returns 0, or a negative error with a sentence in @err: the header is
  * not there yet (-MT_EFORMAT, -MT_ETRUNC), the file is not a capture or
- * is corrupt. Until one returns 0 no query may be made. */
+ * is corrupt: the snapshot read so far is gone then, and queries answer
+ * as for an empty capture until a refresh returns 0 again. */
 int mt_py_refresh(struct mt_py_reader *r, char *err, size_t errlen);
 /* mt_py_close() - NULL is a no-op. */
 void mt_py_close(struct mt_py_reader *r);

@@ -136,8 +136,10 @@ size_t mt_stacks_walk(const struct mt_stacks *k, uint32_t id, struct mt_frame *o
  * whose (file, line) chain, outermost first, hashes to @hash becomes
  * outermost itself. The hash of a chain: h = 0, then for each frame
  * h = h * 1000003 ^ crc32(file) ^ line * 0x9E3779B1 (mod 2^64), as
- * python/memtrace/tracker.py computes it. Native frames (MT_CODE_FRAME)
- * do not count in the chain, and go with the frames above the cut. It may be called again after
+ * python/memtrace/tracker.py computes it. Native frames (frame nodes
+ * whose frame is native: a hybrid stack's) do not count in the chain,
+ * and go with the frames above the cut; a hybrid stack's Python frames
+ * count as Python nodes do. It may be called again after
  * more definitions (a capture read a part at a time): the nodes it cut
  * before get their parents back first, so that the trie is cut as if
  * all of it had been there the first time. Returns 0 or -ENOMEM. */

@@ -64,9 +64,16 @@ def argument_parser():
 class _WrapInTracker(ast.NodeTransformer):
     """Puts a module's statements, after its __future__ imports, in a
     `with` block on the tracker named _TRACKER_NAME. The statements keep
-    their line numbers."""
+    their line numbers. Once only: the cell's own magics (%time, say)
+    transform the code they run too."""
+
+    def __init__(self):
+        self.used = False
 
     def visit_Module(self, node):
+        if self.used:
+            return node
+        self.used = True
         body = list(node.body)
         head = 0
         while (head < len(body) and isinstance(body[head], ast.ImportFrom)

@@ -32,19 +32,22 @@ CONNECT_WAIT_S = 10.0
 HEADER_WAIT_S = 30.0
 
 _EFORMAT, _ETRUNC = 4097, 4099  # format/error.h: no header yet
+_HEADER_MAX = 52 + 4096  # format/record.h: MT_HDR_FIXED + MT_CMDLINE_MAX
 
 
 class _LockedLib:
     """The reader library's functions, each call under one lock: the
     stream is read and viewed in calls that must not overlap the record
-    queries of other threads (ctypes lets the GIL go during a call)."""
+    queries of other threads (ctypes lets the GIL go during a call). The
+    strings a call returns are the snapshot's, valid until the next
+    refresh: they are copied under the same lock (_View)."""
 
     def __init__(self, lib, lock):
-        self._lib, self._lock = lib, lock
+        self.raw, self.lock = lib, lock
 
     def __getattr__(self, name):
-        fn = getattr(self._lib, name)
-        lock = self._lock
+        fn = getattr(self.raw, name)
+        lock = self.lock
 
         def call(*args):
             with lock:
@@ -54,12 +57,11 @@ class _LockedLib:
 
 
 class _View(FileReader):
-    """One snapshot of the stream, for the records it gives: their stacks
-    are resolved through it. With native stacks, a newer snapshot may
-    give an id another meaning, so a record of an older one refuses to
-    resolve its stacks rather than name the wrong frames."""
+    """The stream as the last refresh read it, for the records it gives:
+    they resolve their stacks and thread names through it (ids keep
+    their meaning from one snapshot to the next). Made under the lock."""
 
-    def __init__(self, owner, gen):  # pylint: disable=super-init-not-called
+    def __init__(self, owner):  # pylint: disable=super-init-not-called
         self._lib = owner._lib
         self._keep = owner._keep
         self._capture = weakref.ref(self._keep)
@@ -68,16 +70,31 @@ class _View(FileReader):
         self._stacks, self._natives, self._hybrids = {}, {}, {}
         self._path_keys, self._pyframes, self._threads = {}, {}, {}
         self._owner = weakref.ref(owner)
-        self._gen = gen
         self._metadata = self._read_metadata()
 
     def _records_handle(self):
         owner = self._owner()
-        if owner is not None and owner._gen != self._gen and self._metadata.has_native_traces:
-            raise ValueError("memtrace.SocketReader: this record is of an earlier snapshot: "
-                             "with native stacks, read its stacks before the next "
-                             "get_current_snapshot()")
+        if owner is not None and owner._broken:
+            raise ValueError("memtrace.SocketReader: %s sent a corrupt capture: what was read "
+                             "of it is gone" % self.path)
         return FileReader._records_handle(self)
+
+    def _frames_of(self, fn, stack_id, room, *out):
+        # the frames' strings copied before a refresh can free them
+        with self._lib.lock:
+            return [_Frame(f.function, f.file, f.line, f.native)
+                    for f in FileReader._frames_of(self, fn, stack_id, room, *out)]
+
+    def _thread_name(self, index):
+        with self._lib.lock:
+            return FileReader._thread_name(self, index)
+
+
+class _Frame:
+    __slots__ = ("function", "file", "line", "native")
+
+    def __init__(self, function, file, line, native):
+        self.function, self.file, self.line, self.native = function, file, line, native
 
 
 class SocketReader:
@@ -100,8 +117,9 @@ class SocketReader:
         self._received = 0
         self._lib = None
         self._keep = None    # the _Capture: records keep it too
-        self._gen = 0
-        self._view = None
+        self._view = None    # the last refresh's, while entered
+        self._meta = None    # its metadata, kept after leaving
+        self._broken = False
 
     # -- connection -----------------------------------------------------
     def _connect(self):
@@ -144,14 +162,18 @@ class SocketReader:
             self._eof.set()
 
     def _refresh(self):
-        """Read what came since the last refresh; the new view."""
+        """Read what came since the last refresh and view it: (0, "") or
+        (error code, its sentence)."""
         err = _err_buf()
-        rc = self._lib.mt_py_refresh(self._keep.handle, err, len(err))
-        if rc < 0:
-            return -rc, _decode(err.value)
-        self._gen += 1
-        self._view = _View(self, self._gen)
-        return 0, ""
+        with self._lib.lock:
+            rc = self._lib.raw.mt_py_refresh(self._keep.handle, err, len(err))
+            if rc < 0:
+                msg = _decode(err.value).replace("cannot read '%s': " % self._path, "")
+                return -rc, msg.replace(self._path, self._where)
+            self._broken = False
+            self._view = _View(self)
+            self._meta = self._view.metadata
+            return 0, ""
 
     def _wait_for_header(self):
         give_up = time.monotonic() + HEADER_WAIT_S
@@ -160,7 +182,10 @@ class SocketReader:
             code, msg = self._refresh()
             if code == 0:
                 return
-            waiting = code in (_EFORMAT, _ETRUNC) and self._received < 4096
+            # a header is at most 52 + 4096 bytes; its first 8 say whether
+            # it is a capture's at all
+            waiting = ((code == _ETRUNC and self._received < _HEADER_MAX)
+                       or (code == _EFORMAT and self._received < 8))
             if not waiting or done:
                 if self._received == 0:
                     raise ConnectionError("memtrace.SocketReader: %s closed the connection "
@@ -177,16 +202,17 @@ class SocketReader:
             raise ValueError("Can not enter the context of a SocketReader object more than "
                              "once, at the same time.")  # memray's words
         self._eof.clear()
-        self._error, self._received, self._gen, self._view = None, 0, 0, None
+        self._error, self._received, self._view, self._meta = None, 0, None, None
+        self._broken = False
         self._sock = self._connect()
         try:
             import tempfile
             self._file = tempfile.TemporaryFile(prefix="memtrace-socket-")
             lib = _native.reader()
-            self._lib = _LockedLib(lib, threading.Lock())
+            self._lib = _LockedLib(lib, threading.RLock())
             handle = ctypes.c_void_p()
-            path = "/proc/self/fd/%d" % self._file.fileno()
-            rc = lib.mt_py_follow(path.encode(), ctypes.byref(handle))
+            self._path = "/proc/self/fd/%d" % self._file.fileno()
+            rc = lib.mt_py_follow(self._path.encode(), ctypes.byref(handle))
             if rc < 0:
                 raise MemoryError("memtrace.SocketReader: out of memory")
             self._keep = _Capture(lib, handle)
@@ -216,7 +242,9 @@ class SocketReader:
 
     def __exit__(self, exc_type, exc, tb):
         self._disconnect()
-        self._keep = None  # the records given keep what they need
+        # the stream's file and snapshot go now, unless records given
+        # still hold them; the metadata stays
+        self._keep = self._view = None
         return False
 
     # -- what memray's SocketReader tells -------------------------------
@@ -227,20 +255,20 @@ class SocketReader:
 
     @property
     def command_line(self):
-        return self._view.metadata.command_line if self._view is not None else None
+        return self._meta.command_line if self._meta is not None else None
 
     @property
     def pid(self):
-        return self._view.metadata.pid if self._view is not None else None
+        return self._meta.pid if self._meta is not None else None
 
     @property
     def has_native_traces(self):
-        return self._view.metadata.has_native_traces if self._view is not None else False
+        return self._meta.has_native_traces if self._meta is not None else False
 
     @property
     def metadata(self):
         """The capture's Metadata as of the last snapshot (memtrace's)."""
-        return self._view.metadata if self._view is not None else None
+        return self._meta
 
     def get_current_snapshot(self, *, merge_threads):
         """The allocations live now, grouped by call path (and thread,
@@ -251,6 +279,7 @@ class SocketReader:
             return
         code, msg = self._refresh()
         if code != 0:
+            self._broken = True
             raise CaptureError(errno.EINVAL, "memtrace.SocketReader: %s: %s"
                                % (self._where, msg))
         view = self._view

@@ -128,6 +128,21 @@ def test_temporary_and_peak(ipython, tmp_path):
     assert bytes_under(paths, (("<module>", 1),)) >= 8 << 20, paths
 
 
+def test_cell_with_magics(ipython, tmp_path):
+    """The cell's own line magics run their code as IPython runs it (%time
+    transforms it too), under the one tracker."""
+    cell = ("%%memtrace_flamegraph --leaks\n"
+            "%time timed = bytearray(2 << 20)\n"
+            "after = 1\n")
+    out, err, res = shell(tmp_path, (cell, ["timed", "after"]))
+    assert res[0]["names"]["after"] == "1", (out, err)
+    assert "already" not in out + err, (out, err)
+    assert "Wall time" in out, out
+    [page] = pages(tmp_path)
+    paths, _ = graph(page)
+    assert sum(paths.values()) >= 2 << 20, paths
+
+
 def test_cell_that_raises(ipython, tmp_path):
     """The cell's exception is shown as IPython shows it, and the graph of
     what it did until then is made (the magic's own cell succeeds, as

@@ -289,7 +289,9 @@ def test_native_tracker_stacks_start_where_it_was_entered(memtrace, script, tmp_
     assert len(out) == 1, out
     python_frames, hybrid = json.loads(out[0])
     assert python_frames == ["<module>"], out
-    assert hybrid[-1] == "<module>" and "outer" not in hybrid, out
+    # the cell's <module> only: not the script's, nor outer, nor exec's C frames
+    assert hybrid[-1] == "<module>" and hybrid.count("<module>") == 1, out
+    assert "outer" not in hybrid and "builtin_exec" not in hybrid, out
     tree = run(memtrace, "tree", cap).stdout
     assert "<module> at <cell>:2" in tree and "outer" not in tree, tree
     page = tmp_path / "r.html"

@@ -65,12 +65,19 @@ READER = textwrap.dedent("""\
             time.sleep(0.05)
         out["after"] = live(r, False)
         out["active_after"] = r.is_active
-        try:
-            old[0].stack_trace()
-            out["old"] = "resolved"
-        except ValueError as e:
-            out["old"] = str(e)
+        # a record of an earlier snapshot names what it named then
+        out["old"] = sorted({x.stack_trace()[0][0] for x in old if x.stack_trace()} &
+                            {"first", "second"})
     out["outside"] = list(r.get_current_snapshot(merge_threads=True))
+    old = None  # the last records gone: the stream's file goes with them
+    def deleted():
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if "(deleted)" in os.readlink("/proc/self/fd/" + fd):
+                    yield fd
+            except OSError:
+                pass
+    out["files_left"] = list(deleted())
     print(json.dumps(out))
 """)
 
@@ -117,6 +124,7 @@ def check(out, native):
     assert 2_000_000 <= out["after"]["second"] < 2_100_000, out["after"]
     assert out["after"]["thread second"] == "MainThread"
     assert out["outside"] == []
+    assert out["files_left"] == [], out["files_left"]
 
 
 @pytest.mark.parametrize("native", [False, True], ids=["python", "native"])
@@ -133,10 +141,7 @@ def test_run_live_remote(memtrace, tmp_path, native):
     assert sender.returncode == 0
     assert out["cmd"].endswith("target.py %s" % (tmp_path / "go")), out["cmd"]
     check(out, native)
-    if native:  # an id of an earlier snapshot may name another stack now
-        assert "earlier snapshot" in out["old"], out["old"]
-    else:
-        assert out["old"] == "resolved"
+    assert out["old"] == ["first"], out["old"]
 
 
 def test_tracker_socket_destination(tmp_path):
@@ -178,11 +183,11 @@ def reader_error(tmp_path, server_source):
     (tmp_path / "r.py").write_text(script)
     server = None
     if server_source is None:
+        # bound, not listening: refused, and no one else can take the port
         import socket
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
+        idle = socket.socket()
+        idle.bind(("127.0.0.1", 0))
+        port = idle.getsockname()[1]
     else:
         (tmp_path / "server.py").write_text(server_source)
         server = subprocess.Popen([sys.executable, "server.py"], cwd=tmp_path,
@@ -196,6 +201,8 @@ def reader_error(tmp_path, server_source):
         if server is not None:
             server.kill()
             server.wait()
+        else:
+            idle.close()
     assert p.returncode == 0 and p.stderr == "", p.stderr
     return p.stdout.strip()
 
@@ -208,6 +215,8 @@ SERVER = textwrap.dedent("""\
     print(s.getsockname()[1], flush=True)
     c, _ = s.accept()
     c.sendall(%r)
+    if %r:
+        c.recv(1)  # open until the reader leaves
     c.close()
 """)
 
@@ -219,9 +228,13 @@ def test_bad_peers(tmp_path):
         pytest.skip("%s is absent" % PYTHON)
     said = reader_error(tmp_path, None)
     assert said.startswith("ConnectionRefusedError") and "nothing listens on 127.0.0.1:" in said
-    said = reader_error(tmp_path, SERVER % (b"HTTP/1.1 200 OK\r\n" * 300,))
+    said = reader_error(tmp_path, SERVER % (b"HTTP/1.1 200 OK\r\n" * 300, False))
     assert said.startswith("CaptureError") and "does not send a memtrace capture" in said, said
-    said = reader_error(tmp_path, SERVER % (b"",))
+    # a banner, the connection left open: told at once, not after the header's wait
+    said = reader_error(tmp_path, SERVER % (b"SSH-2.0-OpenSSH_9.2\r\n", True))
+    assert said.startswith("CaptureError") and "does not send a memtrace capture" in said, said
+    assert "/proc/self/fd" not in said, said
+    said = reader_error(tmp_path, SERVER % (b"", False))
     assert said.startswith("ConnectionError") and "closed the connection before" in said, said
     p = subprocess.run([PYTHON, "-c", textwrap.dedent("""\
         import memtrace
@@ -234,3 +247,77 @@ def test_bad_peers(tmp_path):
     lines = p.stdout.splitlines()
     assert lines[0].startswith("TypeError") and len(lines) == 3, p.stdout + p.stderr
     assert all(ln.startswith("ValueError") for ln in lines[1:]), lines
+
+
+CORRUPT = textwrap.dedent("""\
+    import json, os, sys, time, memtrace
+    port, go = int(sys.argv[1]), sys.argv[2]
+    out = {}
+    with memtrace.SocketReader(port) as r:
+        give_up = time.monotonic() + 60
+        recs = []
+        while not recs and time.monotonic() < give_up:
+            recs = [x for x in r.get_current_snapshot(merge_threads=False) if x.size >= 100_000]
+            time.sleep(0.05)
+        out["before"] = len(recs)
+        open(go, "w").close()  # the server sends the rest: bytes that are no capture
+        while r.is_active and time.monotonic() < give_up:
+            time.sleep(0.05)
+        try:
+            list(r.get_current_snapshot(merge_threads=False))
+            out["after"] = "no error"
+        except memtrace.CaptureError as e:
+            out["after"] = str(e)
+        try:
+            recs[0].stack_trace()
+            out["old"] = "resolved"
+        except ValueError as e:
+            out["old"] = str(e)
+    print(json.dumps(out))
+""")
+
+CORRUPT_SERVER = textwrap.dedent("""\
+    import os, socket, sys, time
+    data = open(sys.argv[1], "rb").read()
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    print(s.getsockname()[1], flush=True)
+    c, _ = s.accept()
+    c.sendall(data)  # a whole capture, then what is none
+    while not os.path.exists(sys.argv[2]):
+        time.sleep(0.01)
+    c.sendall(b"\\xff" * 5000)
+    c.close()
+""")
+
+
+def test_corrupt_stream(memtrace, tmp_path):
+    """A stream that turns corrupt: get_current_snapshot() raises
+    CaptureError, and the records of before refuse their stacks in one
+    line (what they were read from is gone) rather than crash."""
+    if not os.access(PYTHON, os.X_OK):
+        pytest.skip("%s is absent" % PYTHON)
+    (tmp_path / "t.py").write_text("keep = [bytearray(200_000) for _ in range(5)]\n")
+    cap = tmp_path / "t.bin"
+    subprocess.run([memtrace, "run", "-q", "-o", cap, "--python", PYTHON, tmp_path / "t.py"],
+                   check=True)
+    (tmp_path / "server.py").write_text(CORRUPT_SERVER)
+    (tmp_path / "reader.py").write_text(CORRUPT)
+    go = tmp_path / "go"
+    server = subprocess.Popen([sys.executable, "server.py", str(cap), str(go)], cwd=tmp_path,
+                              stdout=subprocess.PIPE, universal_newlines=True)
+    try:
+        port = int(server.stdout.readline())
+        p = subprocess.run([PYTHON, "reader.py", str(port), str(go)], cwd=tmp_path, env=env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=120)
+    finally:
+        server.kill()
+        server.wait()
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    import json
+    out = json.loads(p.stdout)
+    assert out["before"] >= 1, out
+    assert "memtrace.SocketReader: 127.0.0.1:%d: capture is corrupt" % port in out["after"], out
+    assert "sent a corrupt capture" in out["old"], out
