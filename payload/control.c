@@ -32,6 +32,7 @@
 #include "format/record.h"
 #include "payload/entry.h"
 #include "payload/fd-id.h"
+#include "payload/phdr.h"
 #include "payload/spawn.h"
 #include "payload/track.h"
 #include "payload/writer.h"
@@ -495,6 +496,7 @@ static int attach(const struct memtrace_config *cfg)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	int rc = 0;
+	mt_phdr_guard(); /* before the walks, and before our other fork handlers */
 	pthread_once(&once, register_once);
 	pthread_mutex_lock(&ctl.lock);
 	if (!ctl.thread_running || ctl.pid != getpid()) {

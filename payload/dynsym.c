@@ -3,6 +3,7 @@
  * Dynamic symbol tables of loaded objects, bounds-checked (see dynsym.h).
  */
 #include "payload/dynsym.h"
+#include "payload/phdr.h"
 
 #include <elf.h>      /* DT_*, SHN_UNDEF, STT_* */
 #include <string.h>   /* memchr, strcmp */
@@ -247,6 +248,6 @@ static int find_cb(struct dl_phdr_info *info, size_t size, void *arg)
 int mt_dynsym_find(const char *name, char *path, size_t room)
 {
 	struct find_ctx c = { name, path, room, 0 };
-	dl_iterate_phdr(find_cb, &c);
+	mt_phdr_walk(find_cb, &c);
 	return c.found;
 }

@@ -17,6 +17,7 @@
 #include "payload/fatal.h"
 #include "payload/entry.h"
 #include "payload/got.h"
+#include "payload/phdr.h"
 #include "payload/hooks.h"
 #include "payload/native.h"
 #include "payload/pyadapt.h"
@@ -515,6 +516,7 @@ static int stop_locked(const char *why, int in_python)
 
 MT_EXPORT int memtrace_payload_start(const struct memtrace_config *cfg)
 {
+	mt_phdr_guard(); /* before the walks, and before our other fork handlers */
 	int own = mt_guard_enter(), gil_state = 0;
 	uint32_t python_hex;
 	/* mt_pyhooks_gil_take() needs the Python binding, which start_locked() sets up
@@ -632,6 +634,9 @@ static void scrub_environment(void)
 __attribute__((constructor)) static void preload_init(void)
 {
 	const char *env = getenv("MEMTRACE_RUN");
+
+	if (env)
+		mt_phdr_guard(); /* before the walks, and before our other fork handlers */
 	struct memtrace_config cfg = { .size = sizeof(cfg), .fd = -1 };
 	struct mt_run_env run;
 

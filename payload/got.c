@@ -6,6 +6,7 @@
  * be missing or different inside a container).
  */
 #include "payload/got.h"
+#include "payload/phdr.h"
 #include "payload/dynsym.h"
 #include "payload/fault.h"
 
@@ -367,7 +368,7 @@ static int walk(const struct mt_got_hook *hooks, size_t n, int mode)
 	struct patch_ctx c = { hooks, n, mode == 1, 0, 0, NULL, 0 };
 	pthread_mutex_lock(&saved.lock);
 	if (mode != 2 || saved.patched) {
-		dl_iterate_phdr(patch_cb, &c);
+		mt_phdr_walk(patch_cb, &c);
 		saved.patched = mode != 1;
 	}
 	pthread_mutex_unlock(&saved.lock);

@@ -4,6 +4,7 @@
  * loaded on first use, and the module map from dl_iterate_phdr.
  */
 #include "payload/native.h"
+#include "payload/phdr.h"
 #include "payload/unwind.h"
 
 #include <dlfcn.h>   /* dlopen, dlsym */
@@ -79,7 +80,7 @@ static int find_eval_cold(void *h, uintptr_t lo, uintptr_t hi)
 	proc_info_fn info = (proc_info_fn)dlsym(h, "_ULx86_64_get_proc_info_by_ip");
 	void **as = dlsym(h, "_ULx86_64_local_addr_space");
 	struct own_range seg = { lo, 0, 0 };
-	if (!info || !as || !dl_iterate_phdr(find_own, &seg))
+	if (!info || !as || !mt_phdr_walk(find_own, &seg))
 		return 0;
 	struct {
 		uintptr_t lo, hi;
@@ -163,13 +164,15 @@ int mt_native_start(void)
 	n.fast = !(lib && strcmp(lib, "1") == 0) && mt_unwind_init() == 0;
 	n.check = n.fast && chk && strcmp(chk, "1") == 0;
 	struct own_range r = { (uintptr_t)&mt_native_unwind, 0, 0 };
-	dl_iterate_phdr(find_own, &r);
+	mt_phdr_walk(find_own, &r);
 	n.own_lo = r.lo;
 	n.own_hi = r.hi;
 	/* the first unwind of a process reads and caches the unwind tables
 	 * of the objects it crosses: here rather than in a hook */
 	void *warm[64];
+	int entered = mt_phdr_enter();
 	bt(warm, 64);
+	mt_phdr_leave(entered);
 	find_eval(h);
 	__atomic_store_n(&n.backtrace, bt, __ATOMIC_RELEASE);
 	return 0;
@@ -195,7 +198,9 @@ static size_t drop_own(uintptr_t *ips, size_t total, size_t max)
 
 static size_t by_libunwind(int (*bt)(void **, int), uintptr_t *ips, size_t max)
 {
+	int entered = mt_phdr_enter(); /* libunwind walks the objects on a miss */
 	int got = bt((void **)ips, (int)(max + MT_NATIVE_SLACK));
+	mt_phdr_leave(entered);
 	return drop_own(ips, got > 0 ? (size_t)got : 0, max);
 }
 
@@ -392,7 +397,7 @@ int mt_native_modules(int all, mt_native_module_fn fn, void *ctx)
 	if (all)
 		t.ntold = 0;
 	t.nmods = t.paths_used = 0;
-	dl_iterate_phdr(collect, NULL);
+	mt_phdr_walk(collect, NULL);
 	uint32_t gen = ++n.gen;
 	for (size_t i = 0; i < t.nmods; i++)
 		t.mods[i].key = mod_key(&t.mods[i], t.paths + t.mods[i].path_off);

@@ -22,6 +22,7 @@
  * form, (r >> MT_UNWIND_LOCAL_BITS) << RULE_BITS | rule, at r's low bits.
  */
 #include "payload/unwind.h"
+#include "payload/phdr.h"
 
 #include <errno.h>  /* ENOMEM, ENOSYS */
 #include <link.h>   /* dl_iterate_phdr, PT_GNU_EH_FRAME */
@@ -542,7 +543,7 @@ static int lookup_in(struct dl_phdr_info *info, size_t size, void *arg)
 static __attribute__((noinline)) uint64_t learn(uint64_t *set, uintptr_t r)
 {
 	struct lookup l = { r - 1, FALLBACK, 1, 0 };
-	dl_iterate_phdr(lookup_in, &l);
+	mt_phdr_walk(lookup_in, &l);
 	__atomic_fetch_add(&learned, 1, __ATOMIC_RELAXED);
 	/* an object unloaded where no dlclose of the program's was seen (the
 	 * C library's own, of iconv modules): forgotten at the next miss */

@@ -272,3 +272,44 @@ def test_attach_follow_fork_warns_where_children_cannot_write(memtrace, tmp_path
         if t.poll() is None:
             t.kill()
             t.wait()
+
+
+FORKS_ALL_THE_TIME = """\
+import os, select, sys
+print("ready", flush=True)
+forks = 0
+while not select.select([sys.stdin], [], [], 0)[0]:
+    pid = os.fork()
+    if pid == 0:
+        kept = bytearray(10_000)
+        os._exit(0)
+    os.waitpid(pid, 0)  # a child that never ends stops the program here
+    forks += 1
+print("forks", forks, flush=True)
+"""
+
+
+def test_forks_while_attaching_and_detaching(memtrace, script, tmp_path):
+    """attach and detach walk the loaded objects (dl_iterate_phdr), which
+    holds the loader's write lock: glibc before 2.38 neither takes nor
+    resets it around fork(), and a fork while memtrace's thread walked gave
+    a child that waited forever at its first walk or dlopen (a
+    --follow-fork child's capture walks at once). Against a program that
+    forks all the time, attach and detach many times: every child ends."""
+    prog = script(FORKS_ALL_THE_TIME)
+    t = Program("/usr/bin/python3", prog)
+    try:
+        assert t.line() == "ready\n"
+        for i in range(20):
+            flags = ["--follow-fork"] + (["--native"] if i % 2 else [])
+            run(memtrace, "attach", *flags, "-f", "-o", tmp_path / "c.bin", t.p.pid)
+            run(memtrace, "detach", t.p.pid)
+        t.say("end")
+        said = t.line()
+        assert said.startswith("forks "), said
+        assert t.p.wait(timeout=60) == 0
+    finally:
+        t.kill()
+    assert int(said.split()[1]) > 20
+    children = [n for n in os.listdir(tmp_path) if n.startswith("c.bin.")]
+    assert children, "no child was followed"
