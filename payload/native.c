@@ -80,7 +80,7 @@ static int find_eval_cold(void *h, uintptr_t lo, uintptr_t hi)
 	proc_info_fn info = (proc_info_fn)dlsym(h, "_ULx86_64_get_proc_info_by_ip");
 	void **as = dlsym(h, "_ULx86_64_local_addr_space");
 	struct own_range seg = { lo, 0, 0 };
-	if (!info || !as || !mt_phdr_walk(find_own, &seg))
+	if (!info || !as || !dl_iterate_phdr(find_own, &seg))
 		return 0;
 	struct {
 		uintptr_t lo, hi;
@@ -142,10 +142,11 @@ static void find_eval(void *h)
 	mt_native_evals.hi = hi;
 }
 
-int mt_native_start(void)
+/* mt_native_start()'s, out of a fork's way: loading libunwind, its walks
+ * and its first unwind, the scan of the evaluation loop (which asks
+ * libunwind for procedures) */
+static int start_unwinding(void)
 {
-	if (__atomic_load_n(&n.backtrace, __ATOMIC_ACQUIRE))
-		return 0;
 	/* RTLD_LOCAL: its _Unwind_* stay out of the global scope */
 	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
@@ -164,18 +165,26 @@ int mt_native_start(void)
 	n.fast = !(lib && strcmp(lib, "1") == 0) && mt_unwind_init() == 0;
 	n.check = n.fast && chk && strcmp(chk, "1") == 0;
 	struct own_range r = { (uintptr_t)&mt_native_unwind, 0, 0 };
-	mt_phdr_walk(find_own, &r);
+	dl_iterate_phdr(find_own, &r);
 	n.own_lo = r.lo;
 	n.own_hi = r.hi;
 	/* the first unwind of a process reads and caches the unwind tables
 	 * of the objects it crosses: here rather than in a hook */
 	void *warm[64];
-	int entered = mt_phdr_enter();
 	bt(warm, 64);
-	mt_phdr_leave(entered);
 	find_eval(h);
 	__atomic_store_n(&n.backtrace, bt, __ATOMIC_RELEASE);
 	return 0;
+}
+
+int mt_native_start(void)
+{
+	if (__atomic_load_n(&n.backtrace, __ATOMIC_ACQUIRE))
+		return 0;
+	int token = mt_phdr_enter(0);
+	int rc = start_unwinding();
+	mt_phdr_leave(token);
+	return rc;
 }
 
 const char *mt_native_error(void)
@@ -198,9 +207,11 @@ static size_t drop_own(uintptr_t *ips, size_t total, size_t max)
 
 static size_t by_libunwind(int (*bt)(void **, int), uintptr_t *ips, size_t max)
 {
-	int entered = mt_phdr_enter(); /* libunwind walks the objects on a miss */
+	int token = mt_phdr_enter(1); /* libunwind walks the objects on a miss */
+	if (token < 0)
+		return 0; /* a fork kept it waiting: an empty stack, not a hung child */
 	int got = bt((void **)ips, (int)(max + MT_NATIVE_SLACK));
-	mt_phdr_leave(entered);
+	mt_phdr_leave(token);
 	return drop_own(ips, got > 0 ? (size_t)got : 0, max);
 }
 

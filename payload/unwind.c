@@ -543,7 +543,8 @@ static int lookup_in(struct dl_phdr_info *info, size_t size, void *arg)
 static __attribute__((noinline)) uint64_t learn(uint64_t *set, uintptr_t r)
 {
 	struct lookup l = { r - 1, FALLBACK, 1, 0 };
-	mt_phdr_walk(lookup_in, &l);
+	if (mt_phdr_walk_if(lookup_in, &l) < 0)
+		return FALLBACK; /* a fork kept it waiting: learnt at the next miss */
 	__atomic_fetch_add(&learned, 1, __ATOMIC_RELAXED);
 	/* an object unloaded where no dlclose of the program's was seen (the
 	 * C library's own, of iconv modules): forgotten at the next miss */
