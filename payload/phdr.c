@@ -51,7 +51,7 @@ int mt_phdr_enter(int optional)
 
 	for (;;) {
 		if (__atomic_load_n(&forking, __ATOMIC_SEQ_CST) &&
-		    pthread_equal(forker, pthread_self()))
+		    pthread_equal(__atomic_load_n(&forker, __ATOMIC_RELAXED), pthread_self()))
 			return 0; /* the fork's own handlers: it waits for no one */
 		__atomic_add_fetch(&walkers, 1, __ATOMIC_SEQ_CST);
 		/* in a walk already, this thread holds any fork off: no wait */
@@ -98,7 +98,7 @@ int mt_phdr_walk_if(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data
 
 static void prepare(void)
 {
-	forker = pthread_self();
+	__atomic_store_n(&forker, pthread_self(), __ATOMIC_RELAXED);
 	__atomic_store_n(&forking, 1, __ATOMIC_SEQ_CST);
 	/* this thread's own walk, if a signal handler forks inside one,
 	 * cannot end while it waits */
