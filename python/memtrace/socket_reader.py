@@ -179,13 +179,14 @@ class SocketReader:
         give_up = time.monotonic() + HEADER_WAIT_S
         while True:
             done = self._eof.is_set()
+            had = self._received  # in the file before the refresh read it
             code, msg = self._refresh()
             if code == 0:
                 return
             # a header is at most 52 + 4096 bytes; its first 8 say whether
             # it is a capture's at all
-            waiting = ((code == _ETRUNC and self._received < _HEADER_MAX)
-                       or (code == _EFORMAT and self._received < 8))
+            waiting = ((code == _ETRUNC and had < _HEADER_MAX)
+                       or (code == _EFORMAT and had < 8))
             if not waiting or done:
                 if self._received == 0:
                     raise ConnectionError("memtrace.SocketReader: %s closed the connection "
