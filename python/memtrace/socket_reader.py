@@ -161,6 +161,14 @@ class SocketReader:
         finally:
             self._eof.set()
 
+    def _check_stream(self):
+        """What stopped the stream's thread other than the end (the
+        temporary file full, say), raised."""
+        e = self._error
+        if e is not None:
+            raise OSError(e.errno, "memtrace.SocketReader: cannot keep what %s sends: %s"
+                          % (self._where, e.strerror or e))
+
     def _refresh(self):
         """Read what came since the last refresh and view it: (0, "") or
         (error code, its sentence)."""
@@ -183,6 +191,7 @@ class SocketReader:
             code, msg = self._refresh()
             if code == 0:
                 return
+            self._check_stream()
             # a header is at most 52 + 4096 bytes; its first 8 say whether
             # it is a capture's at all
             waiting = ((code == _ETRUNC and had < _HEADER_MAX)
@@ -278,6 +287,7 @@ class SocketReader:
         out corrupt."""
         if self._sock is None or self._keep is None:
             return
+        self._check_stream()
         code, msg = self._refresh()
         if code != 0:
             self._broken = True

@@ -321,3 +321,46 @@ def test_corrupt_stream(memtrace, tmp_path):
     assert out["before"] >= 1, out
     assert "memtrace.SocketReader: 127.0.0.1:%d: capture is corrupt" % port in out["after"], out
     assert "sent a corrupt capture" in out["old"], out
+
+
+def test_stream_that_cannot_be_kept(memtrace, tmp_path):
+    """The temporary file that keeps the stream cannot take it (a full
+    disk, here a write that fails so): entering says so in one line,
+    rather than that the peer sent nothing."""
+    if not os.access(PYTHON, os.X_OK):
+        pytest.skip("%s is absent" % PYTHON)
+    (tmp_path / "target.py").write_text(TARGET)
+    (tmp_path / "r.py").write_text(textwrap.dedent("""\
+        import errno, os, sys, tempfile, memtrace
+        tempfile.gettempdir()  # found before writes fail
+        def full(fd, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        os.write = full
+        try:
+            with memtrace.SocketReader(int(sys.argv[1])):
+                print("entered")
+        except OSError as e:
+            print(type(e).__name__, e.errno, e)
+    """))
+    sender = subprocess.Popen([memtrace, "run", "--live-remote", "-p", "0", "--python", PYTHON,
+                               "target.py", str(tmp_path / "go")], cwd=tmp_path, env=env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True)
+    try:
+        port = None
+        for line in sender.stderr:
+            m = re.search(r"127\.0\.0\.1:(\d+)", line)
+            if m:
+                port = m.group(1)
+                break
+        assert port, "the sender said no port"
+        (tmp_path / "go").write_text("")
+        p = subprocess.run([PYTHON, "r.py", port], cwd=tmp_path, env=env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=120)
+    finally:
+        sender.kill()
+        sender.wait()
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert p.stdout.strip() == ("OSError 28 [Errno 28] memtrace.SocketReader: cannot keep what "
+                                "127.0.0.1:%s sends: No space left on device" % port), p.stdout
