@@ -322,8 +322,19 @@ static void follow_fork_locked(void)
 	cfg.fd = fd;
 	cfg.flags = (st.flags & ~MT_HDR_ATTACHED) | MT_HDR_FORKED;
 	cfg.interval_ms = st.interval_ms;
+	/* a walk may have been under way in the parent at the fork: the
+	 * capture says so, and ends at once (phdr.h) */
+	int unsafe = mt_phdr_unsafe();
+	if (unsafe)
+		cfg.flags &= ~(MT_HDR_NATIVE | MT_HDR_PYALLOC);
 	if (start_locked(&cfg, 0) < 0) {
 		unlink(cfg.path);
+		goto untracked;
+	}
+	if (unsafe) {
+		stop_locked("forked while another thread walked the loaded objects: this "
+			    "process cannot be tracked safely",
+			    1);
 		goto untracked;
 	}
 	st.pymem = pymem;
@@ -455,6 +466,7 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 		mt_writer_diag(MT_DIAG_INFO, mt_native_error());
 	if (st.flags & MT_HDR_NATIVE) {
 		int own = mt_guard_enter();
+		(void)mt_native_skipped_take();
 		mt_track_native(1);
 		mt_track_modules(1);
 		if (own)
@@ -507,6 +519,15 @@ static int stop_locked(const char *why, int in_python)
 	else
 		mt_python_feed(0, NULL); /* hooks left in, reporting to no one */
 	st.active = 0;
+	unsigned long skipped = st.flags & MT_HDR_NATIVE ? mt_native_skipped_take() : 0;
+	if (skipped) {
+		char msg[128];
+		snprintf(msg, sizeof(msg),
+			 "%lu native stacks left empty: the program was forking and "
+			 "libunwind could not be used",
+			 skipped);
+		mt_writer_diag(MT_DIAG_INFO, msg);
+	}
 	int rc = mt_writer_stop(why);
 	report_status(rc, rc == -MT_ECRASH ? "tracking stopped" : "cannot write the capture");
 	mt_fatal_release();

@@ -25,6 +25,7 @@ static struct {
 	int fast;                 /* unwind.h first, libunwind for what it cannot */
 	int check;                /* MEMTRACE_TEST_UNWIND_CHECK=1: check(), every stack */
 	unsigned long fell_back, checked, wrong; /* __atomic */
+	unsigned long skipped;    /* __atomic: stacks a fork kept from being unwound */
 	uintptr_t own_lo, own_hi; /* this library's code: frames left out */
 	char error[160];
 	pthread_mutex_t lock;     /* mt_native_modules(): its tables */
@@ -208,8 +209,11 @@ static size_t drop_own(uintptr_t *ips, size_t total, size_t max)
 static size_t by_libunwind(int (*bt)(void **, int), uintptr_t *ips, size_t max)
 {
 	int token = mt_phdr_enter(1); /* libunwind walks the objects on a miss */
-	if (token < 0)
-		return 0; /* a fork kept it waiting: an empty stack, not a hung child */
+	if (token < 0) {
+		/* a fork kept it waiting: an empty stack, not a hung child */
+		__atomic_fetch_add(&n.skipped, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
 	int got = bt((void **)ips, (int)(max + MT_NATIVE_SLACK));
 	mt_phdr_leave(token);
 	return drop_own(ips, got > 0 ? (size_t)got : 0, max);
@@ -250,6 +254,10 @@ size_t mt_native_unwind_to(uintptr_t *ips, size_t max, size_t need, size_t past,
 	const struct mt_native_evals *e = &mt_native_evals;
 	struct mt_unwind_stop stop = { { e->lo, e->cold_lo }, { e->hi, e->cold_hi }, need, past };
 	long got = n.fast ? mt_unwind(ips, max + MT_NATIVE_SLACK, need ? &stop : NULL, local) : -1;
+	if (got == -2) {
+		__atomic_fetch_add(&n.skipped, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
 	if (got < 0) {
 		if (n.fast)
 			__atomic_fetch_add(&n.fell_back, 1, __ATOMIC_RELAXED);
@@ -279,6 +287,11 @@ void mt_native_report(void)
 			 __atomic_load_n(&n.fell_back, __ATOMIC_RELAXED), mt_unwind_learned());
 	if (k > 0)
 		(void)!write(2, line, (size_t)k);
+}
+
+unsigned long mt_native_skipped_take(void)
+{
+	return __atomic_exchange_n(&n.skipped, 0, __ATOMIC_RELAXED);
 }
 
 void mt_native_unloaded(void)
@@ -444,4 +457,5 @@ int mt_native_modules(int all, mt_native_module_fn fn, void *ctx)
 void mt_native_after_fork(void)
 {
 	pthread_mutex_init(&n.lock, NULL);
+	__atomic_store_n(&n.skipped, 0, __ATOMIC_RELAXED);
 }

@@ -64,6 +64,11 @@ size_t mt_native_unwind(uintptr_t *ips, size_t max);
  * on stderr. Control path. */
 void mt_native_report(void);
 
+/* mt_native_skipped_take() - how many stacks were left empty since the
+ * last call because a fork under way kept them from being unwound
+ * (phdr.h); the count starts again at 0. */
+unsigned long mt_native_skipped_take(void);
+
 /* mt_native_unloaded() - code may have been unloaded: what was learned
  * of the code at its addresses is forgotten. */
 void mt_native_unloaded(void);

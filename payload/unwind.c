@@ -544,7 +544,7 @@ static __attribute__((noinline)) uint64_t learn(uint64_t *set, uintptr_t r)
 {
 	struct lookup l = { r - 1, FALLBACK, 1, 0 };
 	if (mt_phdr_walk_if(lookup_in, &l) < 0)
-		return FALLBACK; /* a fork kept it waiting: learnt at the next miss */
+		return 0; /* a fork kept it waiting: learnt at the next miss */
 	__atomic_fetch_add(&learned, 1, __ATOMIC_RELAXED);
 	/* an object unloaded where no dlclose of the program's was seen (the
 	 * C library's own, of iconv modules): forgotten at the next miss */
@@ -598,8 +598,8 @@ long mt_unwind(uintptr_t *ips, size_t max, const struct mt_unwind_stop *stop,
 					break;
 				}
 			}
-			if (!rule)
-				rule = learn(set, r);
+			if (!rule && !(rule = learn(set, r)))
+				return -2; /* nothing cached, not even here */
 			if (mine)
 				*mine = (uint64_t)r >> MT_UNWIND_LOCAL_BITS << RULE_BITS | rule;
 		}

@@ -52,7 +52,8 @@ struct mt_unwind_local {
  * libunwind's unw_backtrace() gives them; with @stop (NULL: none) no more
  * than it asks for. @local: the calling thread's own cache, or NULL.
  * Returns how many, or -1: a frame of a form not handled here was met
- * (nothing in @ips is valid). */
+ * (nothing in @ips is valid), or -2: a fork under way kept the look-up of
+ * a frame's rule from being made (mt_phdr_walk_if()): no stack now. */
 long mt_unwind(uintptr_t *ips, size_t max, const struct mt_unwind_stop *stop,
 	       struct mt_unwind_local *local);
 

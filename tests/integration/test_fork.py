@@ -231,6 +231,68 @@ def test_tracker_follow_fork(tmp_path):
     assert p.stdout.splitlines() == ["child True True True True", "parent True"], (p.stdout, p.stderr)
 
 
+WALKS_DURING_FORK = r"""
+#include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
+
+/* A fork handler of the program's that keeps the fork waiting longer than
+ * a walk of the payload's waits for it, and a thread whose dlopen calls
+ * make the payload walk the loaded objects all the time. */
+static void slow_prepare(void) { usleep(400000); }
+
+static void *open_close(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        void *h = dlopen("libm.so.6", RTLD_NOW);
+        if (h)
+            dlclose(h);
+    }
+    return 0;
+}
+
+int start(void)
+{
+    pthread_t t;
+    if (pthread_atfork(slow_prepare, 0, 0))
+        return -1;
+    return pthread_create(&t, 0, open_close, 0);
+}
+"""
+
+
+def test_child_forked_during_a_walk_says_so(memtrace, tmp_path, cc):
+    """A fork that another thread's walk of the loaded objects may have
+    overlapped (the program's own fork handler held the fork past the
+    walk's wait) leaves a child that must not walk: its capture ends at
+    once, saying why, and neither process hangs."""
+    (tmp_path / "walks.c").write_text(WALKS_DURING_FORK)
+    run(cc, "-shared", "-fPIC", "-O1", "-o", tmp_path / "libwalks.so", tmp_path / "walks.c",
+        "-lpthread", "-ldl")
+    p = run_py("/usr/bin/python3", """
+        import ctypes, os, time, memtrace
+        lib = ctypes.CDLL(os.path.abspath("libwalks.so"))
+        # the handler is registered before the Tracker's: it runs inside
+        # the payload's guarded window, as an attached program's do
+        assert lib.start() == 0
+        with memtrace.Tracker("t.bin", follow_fork=True):
+            time.sleep(0.05)
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+        print(pid)
+        """, tmp_path, timeout=60)
+    child = int(p.stdout)
+    stats = report_json(memtrace, "stats", tmp_path / ("t.bin.%d" % child))
+    assert stats["header"]["forked"], stats["header"]
+    messages = [d["message"] for d in stats["diagnostics"]]
+    assert any("forked while another thread walked the loaded objects" in m
+               for m in messages), messages
+    assert report_json(memtrace, "stats", tmp_path / "t.bin")["status"]["complete"]
+
+
 def test_child_that_execs_finishes_its_capture(memtrace, script, tmp_path):
     """A followed child that replaces itself with another program: its
     capture is finished before the exec."""
