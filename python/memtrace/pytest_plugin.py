@@ -14,7 +14,8 @@ become checks:
 Both take current_thread_only=True, and pytest-memray's memory_limit= and
 location_limit= for the limit. Sizes are a number and a unit, B, KB, MB,
 GB, TB or PB, counted in powers of 1024 (KiB, MiB... are accepted too).
-Without --memtrace the markers are not checked, with a warning per test.
+Without --memtrace only the tests with a marker are tracked, and checked,
+as pytest-memray does.
 Peak and leaks are computed by the C reader (memtrace.FileReader) from
 each test's capture. pytest-memray's option names are aliases (--memray,
 --stacks, --fail-on-increase, ...), and every option has an ini key.
@@ -174,17 +175,31 @@ def _dest(option):
     return option.lstrip("-").replace("-", "_")
 
 
+# pytest-memray's ini keys that a renamed ini file keeps as they are (its
+# others have "memray" in their names, which becomes "memtrace")
+_INI_ALIASES = {
+    "memtrace_stacks": "stacks",
+    "memtrace_native": "native",
+    "memtrace_trace_python_allocators": "trace_python_allocators",
+    "memtrace_fail_on_increase": "fail-on-increase",
+}
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("memtrace", "memory budgets with memtrace")
+    # pytest-memray's names too, unless pytest-memray itself is here
+    aliases = not _has_pytest_memray()
     for name, alias, kw in _OPTIONS:
         names = [name]
-        # pytest-memray's names too, unless pytest-memray itself is here
-        if alias and not _has_pytest_memray():
+        if alias and aliases:
             names.append(alias)
         group.addoption(*names, dest=_dest(name), **kw)
         ini_type = "bool" if kw.get("action") == "store_true" else None
         parser.addini(_dest(name), type=ini_type, default=None,
                       help="as %s%s" % (name, " (%s)" % alias if alias else ""))
+        if aliases and _dest(name) in _INI_ALIASES:
+            parser.addini(_INI_ALIASES[_dest(name)], type=ini_type, default=None,
+                          help="as %s (pytest-memray's ini key)" % _dest(name))
 
 
 def _has_pytest_memray():
@@ -201,6 +216,11 @@ def _option(config, name):
     value = config.getoption(dest)
     if value is None:
         value = config.getini(dest)
+        if value in (None, "", []) and dest in _INI_ALIASES:
+            try:
+                value = config.getini(_INI_ALIASES[dest])
+            except ValueError:  # pytest-memray's own plugin has the key
+                value = None
         if value in (None, "", []):
             value = None
         elif isinstance(value, str) and name in ("--most-allocations", "--memtrace-stacks"):
@@ -220,23 +240,7 @@ def pytest_configure(config):
         "markers", "limit_leaks(limit, filter_fn=None): with --memtrace, fail if memory "
                    "allocated by one call stack in the test body and still live at its end "
                    "exceeds limit; filter_fn(stack) -> bool selects the stacks checked")
-    if _option(config, "--memtrace"):
-        config.pluginmanager.register(_Manager(config), "memtrace-manager")
-    else:
-        config.pluginmanager.register(_Unchecked(), "memtrace-unchecked")
-
-
-class _Unchecked:
-    """Without --memtrace the markers are not checked: say so, test by
-    test, rather than let a budget pass silently."""
-
-    def pytest_collection_modifyitems(self, items):
-        for item in items:
-            names = [m.name for m in _markers(item) if m is not None]
-            if names:
-                item.warn(pytest.PytestWarning(
-                    "memtrace: %s not checked: run with --memtrace (or --memray)"
-                    % " and ".join(names)))
+    config.pluginmanager.register(_Manager(config), "memtrace-manager")
 
 
 class _Result:
@@ -264,9 +268,15 @@ class _Result:
 
 
 def _markers(item):
-    memory = item.get_closest_marker("limit_memory")
-    leaks = item.get_closest_marker("limit_leaks")
-    return memory, leaks
+    """The test's limit_memory and limit_leaks markers (None where it has
+    none): of several of a kind (the class's and the function's, say),
+    the one with the lowest limit, so that the test fails if any would."""
+    def strictest(name):
+        found = list(item.iter_markers(name))
+        if len(found) < 2:
+            return found[0] if found else None
+        return min(found, key=lambda m: _marker_limit(m)[0])
+    return strictest("limit_memory"), strictest("limit_leaks")
 
 
 # the keyword arguments each marker takes: its limit under pytest-memray's
@@ -303,13 +313,11 @@ class _Manager:
     def __init__(self, config):
         self.config = config
         self.rootdir = str(config.rootpath) if hasattr(config, "rootpath") else str(config.rootdir)
+        # every test body, or (without --memtrace) those with a marker
+        self.everything = bool(_option(config, "--memtrace"))
         self.keep = _option(config, "--memtrace-bin-path")
         self.prefix = _option(config, "--memtrace-bin-prefix") or ""
-        if self.keep:
-            self.dir = os.path.abspath(self.keep)
-            os.makedirs(self.dir, exist_ok=True)
-        else:
-            self.dir = tempfile.mkdtemp(prefix="memtrace-pytest-")
+        self._dir = None
         self.stacks = max(1, _option(config, "--memtrace-stacks"))
         self.pyalloc = _option(config, "--memtrace-trace-python-allocators")
         self.native = _option(config, "--memtrace-native")
@@ -322,6 +330,17 @@ class _Manager:
             self.baselines = _Baselines(config, _option(config, "--memtrace-baselines"))
         self.measured = {}  # nodeid -> its limit_memory figure, until its report is out
 
+    @property
+    def dir(self):
+        """Where the captures go, made at the first test tracked."""
+        if self._dir is None:
+            if self.keep:
+                self._dir = os.path.abspath(self.keep)
+                os.makedirs(self._dir, exist_ok=True)
+            else:
+                self._dir = tempfile.mkdtemp(prefix="memtrace-pytest-")
+        return self._dir
+
     # -- naming ---------------------------------------------------------
     def _capture_path(self, nodeid):
         # readable, and unique: ids that differ only in characters left
@@ -332,8 +351,8 @@ class _Manager:
 
     # -- checking the markers before the test runs ----------------------
     def pytest_runtest_setup(self, item):
-        for marker in _markers(item):
-            if marker is not None:
+        for name in ("limit_memory", "limit_leaks"):
+            for marker in item.iter_markers(name):
                 try:
                     _marker_limit(marker)
                 except pytest.UsageError as e:
@@ -343,8 +362,11 @@ class _Manager:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_pyfunc_call(self, pyfuncitem):
         func = pyfuncitem.obj
+        memory, leaks = _markers(pyfuncitem)
+        if not self.everything and memory is None and leaks is None:
+            yield
+            return
         path = self._capture_path(pyfuncitem.nodeid)
-        _, leaks = _markers(pyfuncitem)
         tracker_kw = {"trace_python_allocators": bool(self.pyalloc or leaks),
                       "native_traces": bool(self.native)}
 
@@ -408,8 +430,9 @@ class _Manager:
                 # xdist sends the longrepr as text: the headline goes too
                 report.memtrace_headline = problem.reprcrash.message
 
-    def _top(self, records, n):
-        groups = sorted(_per_stack(records, self.native), key=lambda g: g[0], reverse=True)
+    def _top(self, records, n, native=None):
+        native = self.native if native is None else native
+        groups = sorted(_per_stack(records, native), key=lambda g: g[0], reverse=True)
         return [(size, count, _shown(frames)[:self.stacks]) for size, count, frames in groups[:n]]
 
     def _describe(self, top):
@@ -462,7 +485,8 @@ class _Manager:
             peak_records = [r for r in reader.get_high_watermark_allocation_records(
                 merge_threads=False) if not xdist(r)]
             peak = sum(r.size for r in peak_records)
-            top = self._top(peak_records, 5)
+            # the end-of-run report names Python lines, as pytest-memray's
+            top = self._top(peak_records, 5, native=False)
             self.results.append(_Result(item.nodeid, peak,
                                         reader.metadata.total_allocations -
                                         reader.metadata.total_frees - not_mine, top,
@@ -473,10 +497,11 @@ class _Manager:
                 records = mine(peak_records, kw)
                 used = sum(r.size for r in records)
                 own = " (its own thread)" if kw.get("current_thread_only") else ""
-                if used > limit:
+                if used >= limit:
                     problems.append("Test was limited to %s but its body%s used %s at its peak"
                                     % (format_size(limit), own, format_size(used)))
-                    headlines.append("limit_memory: %s > %s" % (format_size(used),
+                    headlines.append("limit_memory: %s %s %s" % (format_size(used),
+                                                                ">" if used > limit else "=",
                                                                 format_size(limit)))
                 before = None
                 if self.baselines is not None:
@@ -499,7 +524,7 @@ class _Manager:
                 for size, count, frames in _per_stack(mine(
                         [r for r in reader.get_leaked_allocation_records(merge_threads=False)
                          if not xdist(r)], kw)):
-                    if size <= limit:
+                    if size < limit:
                         continue
                     if filter_fn is not None and not filter_fn(
                             Stack(tuple(StackFrame(*f) for f in frames))):
@@ -510,11 +535,12 @@ class _Manager:
                     if problems:
                         problems.append("")
                     problems.append("Test was allowed to leak %s per call stack but %d stack%s "
-                                    "leaked more:" % (format_size(limit), len(bad),
+                                    "leaked that much or more:" % (format_size(limit), len(bad),
                                                       "" if len(bad) == 1 else "s"))
                     problems.extend(self._describe(bad[:10]))
-                    headlines.append("limit_leaks: %s > %s from one call stack" % (
-                        format_size(bad[0][0]), format_size(limit)))
+                    headlines.append("limit_leaks: %s %s %s from one call stack" % (
+                        format_size(bad[0][0]), ">" if bad[0][0] > limit else "=",
+                        format_size(limit)))
         if problems and self.keep:
             problems.append("capture: %s" % path)
         return _LimitFailure(problems, "; ".join(headlines)) if problems else None
@@ -579,8 +605,8 @@ class _Manager:
                 tr.write_line("    capture: %s" % r.path)
 
     def pytest_unconfigure(self, config):
-        if not self.keep:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        if not self.keep and self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def _sizes(a, b):

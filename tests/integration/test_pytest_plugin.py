@@ -128,14 +128,60 @@ def test_limits_fail_and_pass_with_memtrace(tmp_path):
         if "test_unmarked" in report else True
 
 
-def test_markers_warn_without_memtrace(tmp_path):
-    """Without --memtrace the limits are not checked, and each test with a
-    marker says so in a warning, rather than pass silently."""
-    p, outcomes, _ = run_pytest(tmp_path)
-    assert set(outcomes.values()) == {"passed"}, (outcomes, p.stdout)
-    assert "memtrace: limit_memory not checked: run with --memtrace" in p.stdout
-    assert "memtrace: limit_leaks not checked: run with --memtrace" in p.stdout
-    assert "memtrace: tests with the highest peak memory" not in p.stdout
+def test_markers_checked_without_memtrace(tmp_path):
+    """Without --memtrace the tests with a marker are still tracked and
+    checked, as pytest-memray does; the others are not tracked at all."""
+    keep = tmp_path / "captures"
+    p, outcomes, _ = run_pytest(tmp_path, "--memtrace-bin-path", str(keep),
+                                "--most-allocations", "0")
+    assert outcomes["test_big_under_small_limit"] == "failed", p.stdout
+    assert outcomes["test_appends_to_module_list"] == "failed", p.stdout
+    assert outcomes["test_big_under_large_limit"] == "passed", p.stdout
+    assert outcomes["test_unmarked"] == "passed", p.stdout
+    kept = sorted(os.listdir(str(keep)))
+    assert len(kept) == 5 and not any("test_unmarked" in k for k in kept), kept
+    report = p.stdout.split("memtrace: tests with the highest peak memory", 1)[1]
+    assert "test_big_under_large_limit" in report and "test_unmarked" not in report
+
+
+def test_markers_of_class_and_function(tmp_path):
+    """Of several markers of a kind (the class's and the function's) the
+    lowest limit holds, as pytest-memray applies them all."""
+    suite = tmp_path / "test_bounds.py"
+    suite.write_text(textwrap.dedent("""\
+        import pytest
+
+
+        @pytest.mark.limit_memory("1 MB")
+        class TestBoth:
+            @pytest.mark.limit_memory("100 MB")
+            def test_over_the_class_limit(self):
+                data = bytearray(3 * 1024 * 1024)
+                assert data is not None
+
+
+        KEEP = []
+
+
+        @pytest.mark.limit_leaks("1 MB")
+        class TestLeaks:
+            @pytest.mark.limit_leaks("16 KB")
+            def test_leaks_over_the_function_limit(self):
+                KEEP.append(bytearray(64 * 1024))
+
+            def test_leaks_under_the_class_limit(self):
+                KEEP.append(bytearray(64 * 1024))
+        """))
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD)
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
+                        "no:cacheprovider", "-rA", str(suite)], cwd=str(tmp_path), env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, timeout=300)
+    out = p.stdout
+    assert "FAILED test_bounds.py::TestBoth::test_over_the_class_limit" in out, out
+    assert "FAILED test_bounds.py::TestLeaks::test_leaks_over_the_function_limit" in out, out
+    assert "PASSED test_bounds.py::TestLeaks::test_leaks_under_the_class_limit" in out, out
 
 
 def test_bin_path_keeps_readable_captures(memtrace, tmp_path):
@@ -277,6 +323,19 @@ def test_ini_keys(tmp_path):
     (tmp_path / "pytest.ini").write_text("[pytest]\nmemtrace_stacks = lots\n")
     p, _, _ = run_pytest(tmp_path, "--memtrace")
     assert "the ini key memtrace_stacks wants a number, not 'lots'" in p.stdout + p.stderr
+
+
+def test_pytest_memray_ini_keys(tmp_path):
+    """An ini file renamed from pytest-memray's keeps the keys without
+    "memray" in their names as they are: stacks, native, ..."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmemtrace = true\nstacks = 3\n"
+                                         "trace_python_allocators = true\nnative = false\n"
+                                         "fail-on-increase = false\n")
+    p, outcomes, messages = run_pytest(tmp_path, "--strict-config", "-W", "error")
+    assert outcomes["test_big_under_small_limit"] == "failed", p.stdout + p.stderr
+    assert "Unknown config option" not in p.stdout + p.stderr
+    assert "test_big_under_small_limit at test_suite.py" in messages[
+        "test_big_under_small_limit"]
 
 
 THREADS = """\
