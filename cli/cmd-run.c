@@ -54,7 +54,8 @@ static const char usage[] =
 	"      --compress-on-exit, --no-compress  accepted as memray takes them; they change\n"
 	"                               nothing: chunks are compressed as they are written\n"
 	"  -q, --quiet                  say nothing when all went well (errors still)\n"
-	"      --python PATH            interpreter to run (default: python3 on PATH)\n";
+	"      --python PATH            interpreter to run (default: python3 on PATH, or the\n"
+	"                               virtual environment's memtrace is installed in)\n";
 
 /* The options, parsed. */
 struct run_opts {
@@ -62,7 +63,7 @@ struct run_opts {
 	const char *output, *python;
 	unsigned flags;
 	long interval, port;
-	int force, live, remote, port_given, quiet;
+	int force, live, remote, port_given, quiet, python_given;
 	int rest; /* the program's arguments: argv[rest..] */
 };
 
@@ -244,6 +245,7 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 		}
 		case OPT_PYTHON:
 			o->python = optarg;
+			o->python_given = 1;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -450,6 +452,20 @@ static int report(const struct run_opts *o, int wstatus, const struct mt_run_sta
 	return rc;
 }
 
+/* A memtrace installed in a virtual environment (pip's wheel puts it in
+ * its bin/) runs programs with that environment's python3, as memray runs
+ * them with its own interpreter, activated or not. */
+static int venv_interpreter(char *out, size_t cap)
+{
+	const char *dir = mt_self_dir();
+	char cfg[PATH_MAX];
+	if (!dir || snprintf(cfg, sizeof(cfg), "%s/../pyvenv.cfg", dir) >= (int)sizeof(cfg) ||
+	    access(cfg, R_OK) != 0)
+		return 0;
+	int n = snprintf(out, cap, "%s/python3", dir);
+	return n > 0 && (size_t)n < cap && access(out, X_OK) == 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct run_opts o;
@@ -457,9 +473,11 @@ int cmd_run(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 
-	char payload[PATH_MAX], interp[PATH_MAX];
+	char payload[PATH_MAX], interp[PATH_MAX], venv_python[PATH_MAX];
 	if (mt_find_payload(payload, sizeof(payload)) < 0)
 		return 1;
+	if (!o.python_given && venv_interpreter(venv_python, sizeof(venv_python)))
+		o.python = venv_python;
 	if ((rc = mt_spawn_find(o.python, interp, sizeof(interp))) < 0) {
 		if (strchr(o.python, '/'))
 			mt_error(rc, "cannot run interpreter '%s'", o.python);

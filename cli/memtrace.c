@@ -64,10 +64,13 @@ const char *mt_self_dir(void)
 
 int main(int argc, char **argv)
 {
-	/* memray's -v/--verbose before the command: attach's and detach's
-	 * own -v; the other commands say nothing more with it */
+	/* memray's -v/--verbose before the command, repeated or not (-vv):
+	 * attach's and detach's own -v; the other commands say nothing more
+	 * with it */
 	int verbose = 0;
-	while (argc > 1 && (!strcmp(argv[1], "-v") || !strcmp(argv[1], "--verbose"))) {
+	while (argc > 1 && (!strcmp(argv[1], "--verbose") ||
+			    (argv[1][0] == '-' && argv[1][1] == 'v' &&
+			     strspn(argv[1] + 1, "v") == strlen(argv[1] + 1)))) {
 		verbose = 1;
 		argv++;
 		argc--;

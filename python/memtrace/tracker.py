@@ -338,8 +338,10 @@ class Tracker:
             except OSError:
                 pass
         if rc == -errno.EBUSY:
-            raise RuntimeError("memtrace.Tracker: this process is already being tracked "
-                               "(by `memtrace run`, `memtrace attach` or another Tracker)")
+            # memray's words, then which tracking it is
+            raise RuntimeError("No more than one Tracker instance can be active at the same "
+                               "time: this process is already being tracked (by `memtrace "
+                               "run`, `memtrace attach` or another Tracker)")
         raise OSError(-rc, "memtrace.Tracker: cannot start tracking: %s"
                       % _strerror(rc), self._where())
 

@@ -482,7 +482,8 @@ def test_tracker_under_memtrace_run_raises(memtrace, tmp_path, python):
         """))
     p = run(memtrace, "run", "--python", python, "-o", tmp_path / "outer.bin", prog,
             cwd=tmp_path, env=py_env())
-    assert "RuntimeError: memtrace.Tracker: this process is already being tracked" in p.stdout
+    assert ("RuntimeError: No more than one Tracker instance can be active at the same time: "
+            "this process is already being tracked") in p.stdout
     assert not (tmp_path / "inner.bin").exists()
     stats = report_json(memtrace, "stats", tmp_path / "outer.bin")
     assert stats["totals"]["peak_heap"] >= 2_000_000

@@ -147,6 +147,19 @@ def test_command_runs_and_reports_from_the_venv(venv, outside):
     assert "<html" in (outside / "fg.html").read_text()[:2000].lower()
 
 
+def test_command_runs_the_venvs_python_unactivated(venv, outside):
+    """VENV/bin/memtrace run, the venv not activated: the program runs with
+    the venv's interpreter, as memray's does with its own."""
+    env = _clean_env()  # python3 on PATH is the system's
+    p = run(venv / "bin" / "memtrace", "run", "-q", "-o", "cap.bin", "-c",
+            "import sys; print(sys.prefix)", cwd=str(outside), env=env)
+    assert p.stdout.strip() == str(venv), p.stdout
+    # --python still decides
+    p = run(venv / "bin" / "memtrace", "run", "-q", "-f", "-o", "cap.bin", "--python", PY, "-c",
+            "import sys; print(sys.prefix)", cwd=str(outside), env=env)
+    assert p.stdout.strip() != str(venv), p.stdout
+
+
 def test_command_without_its_payload_says_where_it_looked(venv, outside):
     """A copy of the command away from any install finds no payload: one
     line that says so, and a failure."""
