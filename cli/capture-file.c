@@ -42,6 +42,13 @@ static const char *kind_of(mode_t m)
 			     : "not a regular file";
 }
 
+int mt_cli_is_null_device(const char *path)
+{
+	struct stat a, b;
+	return stat(path, &a) == 0 && S_ISCHR(a.st_mode) && stat("/dev/null", &b) == 0 &&
+	       a.st_rdev == b.st_rdev;
+}
+
 /* Split @path into its directory (opened, following links as the user
  * wrote it) and last component (into @base). Returns the directory's fd,
  * or -errno. */
@@ -85,8 +92,8 @@ static int create_in(int dfd, const char *name, char *tmp, size_t cap, mode_t mo
 	return -EEXIST;
 }
 
-int mt_cli_create_file(const char *path, int force, mode_t mode, const char *what, char *abs,
-		       size_t cap)
+static int create_file(const char *path, int force, mode_t mode, const char *what, char *abs,
+		       size_t cap, int allow_null)
 {
 	char base[256], dir[PATH_MAX], tmp[64];
 	struct stat sb;
@@ -105,6 +112,16 @@ int mt_cli_create_file(const char *path, int force, mode_t mode, const char *wha
 		if (fstatat(dfd, base, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
 			e = mt_error(-errno, "cannot create %s'%s'", what, path);
 			goto fail;
+		}
+		/* a page or log thrown away (memray writes them there too) */
+		if (allow_null && mt_cli_is_null_device(path)) {
+			close(dfd);
+			fd = open(path, O_WRONLY | O_CLOEXEC);
+			if (fd < 0)
+				return mt_error(-errno, "cannot open %s'%s'", what, path);
+			if (abs)
+				snprintf(abs, cap, "%s", path);
+			return fd;
 		}
 		/* a link is replaced itself (with -f), never followed */
 		if (!S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
@@ -154,7 +171,15 @@ fail:
 	return e;
 }
 
+int mt_cli_create_file(const char *path, int force, mode_t mode, const char *what, char *abs,
+		       size_t cap)
+{
+	return create_file(path, force, mode, what, abs, cap, 1);
+}
+
+/* a capture written to /dev/null is memtrace run's business (it hands
+ * the payload the device itself); an attached process gets none */
 int mt_cli_create_capture(const char *path, int force, char *abs, size_t cap)
 {
-	return mt_cli_create_file(path, force, 0600, "capture ", abs, cap);
+	return create_file(path, force, 0600, "capture ", abs, cap, 0);
 }

@@ -64,6 +64,7 @@ struct run_opts {
 	unsigned flags;
 	long interval, port;
 	int force, live, remote, port_given, quiet, python_given;
+	int null; /* -o /dev/null: the capture is thrown away */
 	int rest; /* the program's arguments: argv[rest..] */
 };
 
@@ -260,6 +261,11 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 			 o->live ? "--live" : o->output ? "-o" : "--follow-fork");
 		return 2;
 	}
+	o->null = o->output && mt_cli_is_null_device(o->output);
+	if (o->null && o->live) {
+		mt_error(0, "--live shows the capture as it is written: not with -o %s", o->output);
+		return 2;
+	}
 	if ((o->flags & MT_HDR_AGGREGATED) && (o->live || o->remote)) {
 		mt_error(0, "--aggregate writes figures, not the events a live view shows: not "
 			    "with %s", o->live ? "--live" : "--live-remote");
@@ -312,6 +318,15 @@ static int prepare_child(void *data, int status_fd, char *capture, size_t cap)
 		 * close-on-exec again */
 		snprintf(capture, cap, "the live client on %s", rc->where);
 		env.capture_fd = dup(rc->client);
+	} else if (o->null) {
+		/* written and thrown away, as memray's null sink: no name for
+		 * a followed child's capture either (it runs untracked) */
+		snprintf(capture, cap, "%s", o->output);
+		env.capture_fd = open(o->output, O_WRONLY); /* the program's to inherit */
+		if (env.capture_fd < 0) {
+			mt_error(-errno, "cannot open '%s'", o->output);
+			return -1;
+		}
 	} else {
 		if (o->output)
 			snprintf(capture, cap, "%s", o->output);
@@ -429,7 +444,7 @@ static int report(const struct run_opts *o, int wstatus, const struct mt_run_sta
 					"it did not take them fast enough\n", capture, dropped);
 		else
 			fprintf(stderr, "memtrace: capture sent to %s\n", capture);
-	} else if (!said->end && !capture_finished(capture)) {
+	} else if (!said->end && !o->null && !capture_finished(capture)) {
 		mt_error(0, "capture '%s' is incomplete: tracking could not finish it (did the program "
 			 "close memtrace's descriptors?)", capture);
 		if (rc == 0)

@@ -224,13 +224,20 @@ void mt_cli_say_written(const char *lead, const char *path, const char *dropped)
  * is never opened. @what names the file in messages, before its quoted
  * path ("capture ", "log "). With @abs, its absolute path
  * (the directory resolved, then the name made in it) goes there.
+ * /dev/null is opened as it is: what is written there is thrown away.
  * Returns the descriptor, or a negative error after printing one line
  * (nothing is left behind). (cli/capture-file.c) */
 int mt_cli_create_file(const char *path, int force, mode_t mode, const char *what, char *abs,
 		       size_t cap);
 
+/* mt_cli_is_null_device() - @path is /dev/null (or another name of that
+ * device): a capture thrown away as it is written, as memray allows.
+ * (cli/capture-file.c) */
+int mt_cli_is_null_device(const char *path);
+
 /* mt_cli_create_capture() - mt_cli_create_file() for capture @path:
- * 0600, "capture " in messages, its absolute path in @abs. Returns the
+ * 0600, "capture " in messages, its absolute path in @abs; /dev/null is
+ * refused as any other device (memtrace run handles it). Returns the
  * descriptor (the caller closes it if it has no use for it), or a
  * negative error after printing one line. (cli/capture-file.c) */
 int mt_cli_create_capture(const char *path, int force, char *abs,

@@ -100,6 +100,15 @@ class SocketDestination(Destination):
         return "SocketDestination(server_port=%r, address=%r)" % (self.server_port, self.address)
 
 
+def _is_null_device(path):
+    """@path is /dev/null, or another name of that device."""
+    try:
+        st = os.stat(path)
+        return stat.S_ISCHR(st.st_mode) and st.st_rdev == os.stat("/dev/null").st_rdev
+    except (OSError, ValueError):
+        return False
+
+
 def _create_capture(path, overwrite, name):
     """A new regular file at @path, open for writing: made O_EXCL and
     O_NOFOLLOW, so never through a symbolic link. An existing file or link
@@ -262,6 +271,10 @@ class Tracker:
         """Create the capture (see _create_capture): its absolute path and
         its descriptor, which the payload owns from then on."""
         dest = self.destination
+        if _is_null_device(dest.path):
+            # thrown away as it is written, as memray's null sink; no
+            # name for a followed child's capture (it runs untracked)
+            return b"", os.open(dest.path, os.O_WRONLY | os.O_CLOEXEC)
         path = os.path.abspath(dest.path)
         encoded = os.fsencode(path)
         if len(encoded) >= _native._Config.PATH_MAX:

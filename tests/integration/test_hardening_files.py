@@ -225,7 +225,8 @@ def odd_path(request, tmp_path):
     """A path that exists and is no regular file."""
     kind = request.param
     if kind == "device":
-        yield "/dev/null", "a character device"
+        # (not /dev/null: run, Tracker and the pages write there, as memray's)
+        yield "/dev/zero", "a character device"
         return
     path = tmp_path / ("odd-" + kind)
     sock = None
@@ -268,6 +269,40 @@ def test_report_f_to_non_regular_file(memtrace, odd_path, capture, cmd):
     p = run(memtrace, cmd, "-f", "-o", path, capture, check=False, timeout=20)
     assert "%s page '%s' is %s, not a regular file" % (cmd, path, kind) in one_line_error(p)
     assert os.path.exists(path) and not os.path.isfile(path)
+
+
+def test_run_tracker_and_pages_to_dev_null(memtrace, capture, tmp_path):
+    """memray's /dev/null: the capture (or page) is written and thrown away;
+    the program runs as ever, and a followed child makes no file."""
+    prog = tmp_path / "prog.py"
+    prog.write_text("import os\nx = [bytearray(100) for _ in range(1000)]\npid = os.fork()\n"
+                    "if pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)\nprint('ran')\n")
+    before = sorted(os.listdir("/dev"))
+    p = run(memtrace, "run", "--follow-fork", "--native", "-o", "/dev/null", "--python",
+            "/usr/bin/python3", prog, cwd=tmp_path)
+    assert p.stdout == "ran\n" and "capture written to /dev/null" in p.stderr, p.stderr
+    p = run(memtrace, "run", "-q", "-o", "/dev/null", "-c", "import sys; sys.exit(3)",
+            check=False, cwd=tmp_path)
+    assert p.returncode == 3 and p.stderr == "", p.stderr
+    p = run(memtrace, "run", "-o", "/dev/null", "--live", "-c", "pass", check=False,
+            cwd=tmp_path)
+    assert p.returncode == 2 and "not with -o /dev/null" in one_line_error(p)
+    for cmd in ("flamegraph", "table"):
+        run(memtrace, cmd, "-o", "/dev/null", capture)
+    code = ("import memtrace, os\n"
+            "with memtrace.Tracker('/dev/null', follow_fork=True):\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            "        os._exit(0)\n"
+            "    os.waitpid(pid, 0)\n"
+            "print('tracked')\n")
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    p = run("/usr/bin/python3", "-c", code, env=env, timeout=20, cwd=tmp_path)
+    assert p.stdout == "tracked\n", p.stdout + p.stderr
+    assert sorted(os.listdir("/dev")) == before
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    made = [f for f in os.listdir(tmp_path) if f.startswith(("memtrace-", "null"))]
+    assert made == [], made
 
 
 def test_tracker_to_fifo(tmp_path):
