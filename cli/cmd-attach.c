@@ -41,7 +41,8 @@ static const char usage[] =
 	"\n"
 	"  -o, --output FILE            capture file (default memtrace-<pid>.bin)\n"
 	"  -f, --force                  overwrite the capture file if it exists\n"
-	"      --duration SECONDS       detach after SECONDS (or when the process exits)\n"
+	"      --duration SECONDS       the process detaches by itself after SECONDS (or\n"
+	"                               when it exits); attach returns at once\n"
 	"      --live                   show the live view (memtrace live) of the capture,\n"
 	"                               and detach when it is quit (q or Ctrl-C)\n"
 	"      --method M               how to load the payload: ptrace, gdb, lldb, or auto\n"
@@ -650,6 +651,17 @@ int cmd_attach(int argc, char **argv)
 		return live_then_detach(&t, abs, started);
 	if (duration < 0)
 		return 0;
+	/* the payload ends the capture by itself, as memray's attach
+	 * --duration does: nothing here waits for it */
+	struct mt_ctl_request expire = { .kind = MT_CTL_EXPIRE,
+					 .after_ms = (uint64_t)(duration * 1000 + 0.5) };
+	rc = mt_control_ask(t.pid, t.nspid, &expire, -1, line, sizeof(line), &reply, 5000);
+	if (rc == 0 && reply.kind == MT_CTL_OK_EXPIRING) {
+		fprintf(stderr, "memtrace: tracking stops in %g s, or sooner with memtrace detach %d\n",
+			duration, (int)t.pid);
+		return 0;
+	}
+	/* a payload from before "expire", loaded by an earlier attach */
 	if (wait_duration(t.pid, duration)) {
 		char lead[64];
 		snprintf(lead, sizeof(lead), "pid %d exited, ", (int)t.pid);

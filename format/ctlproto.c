@@ -21,6 +21,7 @@ static const char *const requests[] = {
 	[MT_CTL_START] = "start",
 	[MT_CTL_STOP] = "stop",
 	[MT_CTL_DETACH] = "detach",
+	[MT_CTL_EXPIRE] = "expire",
 };
 
 /* A line being written into a caller's buffer; @len past @cap means it
@@ -96,6 +97,9 @@ int mt_ctl_request_encode(char *buf, size_t cap, const struct mt_ctl_request *r)
 		put_u64(&l, r->interval_ms);
 		put(&l, " ", 1);
 		puts_(&l, r->path);
+	} else if (r->kind == MT_CTL_EXPIRE) {
+		put(&l, " ", 1);
+		put_u64(&l, r->after_ms);
 	}
 	return finish(&l);
 }
@@ -117,6 +121,7 @@ int mt_ctl_spec_parse(const char *spec, int path_optional, struct mt_ctl_request
 	r->flags = (uint32_t)flags;
 	r->interval_ms = (uint32_t)interval;
 	r->path = p;
+	r->after_ms = 0;
 	return 0;
 }
 
@@ -124,11 +129,17 @@ int mt_ctl_request_parse(const char *line, struct mt_ctl_request *r)
 {
 	if (!strncmp(line, "start ", 6))
 		return mt_ctl_spec_parse(line + 6, 0, r) == 0 ? 0 : -EPROTO;
+	if (!strncmp(line, "expire ", 7)) {
+		uint64_t ms;
+		const char *end;
+		if (parse_u64(line + 7, UINT64_MAX, &end, &ms) < 0 || *end)
+			return -EINVAL;
+		*r = (struct mt_ctl_request){ .kind = MT_CTL_EXPIRE, .after_ms = ms };
+		return 0;
+	}
 	for (int k = 0; k < MT_CTL_REQ__COUNT; k++) {
-		if (k != MT_CTL_START && !strcmp(line, requests[k])) {
-			r->kind = (enum mt_ctl_req)k;
-			r->flags = r->interval_ms = 0;
-			r->path = NULL;
+		if (k != MT_CTL_START && k != MT_CTL_EXPIRE && !strcmp(line, requests[k])) {
+			*r = (struct mt_ctl_request){ .kind = (enum mt_ctl_req)k };
 			return 0;
 		}
 	}
@@ -204,5 +215,5 @@ int mt_ctl_reply_parse(const char *line, struct mt_ctl_reply *r)
 
 int mt_ctl_reply_is_ok(enum mt_ctl_reply_kind kind)
 {
-	return kind <= MT_CTL_OK_DETACHED;
+	return kind <= MT_CTL_OK_EXPIRING;
 }

@@ -28,6 +28,10 @@
  *   detach                      -> ok detached DROPPED PATH | ok cancelled
  *                                  | error not attached | error stopping
  *                                  | error capture incomplete: REASON
+ *   expire MS                   -> ok expiring | error not attached
+ *                                  | error stopping
+ *     the capture starting or running stops by itself (as a detach
+ *     would) MS milliseconds from now, unless it has stopped before
  *   anything else               -> error unknown request
  * An older payload answers "ok stopped PATH" to stop and "error unknown
  * request" to detach (the CLI then asks "stop"), and may follow
@@ -41,6 +45,7 @@ enum mt_ctl_req {
 	MT_CTL_START, /* flags, interval_ms, path */
 	MT_CTL_STOP,
 	MT_CTL_DETACH,
+	MT_CTL_EXPIRE, /* after_ms */
 	MT_CTL_REQ__COUNT
 };
 
@@ -49,6 +54,7 @@ struct mt_ctl_request {
 	uint32_t flags;       /* start: the capture's MT_HDR_* flags */
 	uint32_t interval_ms; /* start: RSS sampling interval */
 	const char *path;     /* start: the capture's absolute path */
+	uint64_t after_ms;    /* expire: from now */
 };
 
 /* X(kind, words, field): the reply kinds, their fixed words, and whether
@@ -63,6 +69,7 @@ struct mt_ctl_request {
 	X(OK_STOPPED, "ok stopped", 1)            /* PATH */                   \
 	X(OK_CANCELLED, "ok cancelled", 0)                                     \
 	X(OK_DETACHED, "ok detached", 2)          /* DROPPED PATH */           \
+	X(OK_EXPIRING, "ok expiring", 0)                                       \
 	X(ERR_ALREADY_ATTACHED, "error already attached", 0)                   \
 	X(ERR_BUSY, "error busy", 0)                                           \
 	X(ERR_BAD_START, "error bad start request", 0)                         \

@@ -23,7 +23,10 @@
  * A stop of a start under way cancels it: the start is undone as soon as
  * it returns. "active" means the C allocators are recorded; with
  * MT_HDR_PYALLOC it waits for the Python allocators to be wrapped too,
- * which needs the GIL.
+ * which needs the GIL. An expiry ("expire MS", attach --duration) is kept
+ * here: when it comes, this thread stops the capture as a detach would,
+ * on a stop thread, with no client to answer, so that the CLI need not
+ * stay.
  */
 #include "memtrace-payload.h"
 #include "format/ctlproto.h"
@@ -71,8 +74,16 @@ static struct {
 	struct memtrace_config cfg; /* of the capture starting or running */
 	int client;                 /* a stop's connection, answered by its thread */
 	int client_detach;          /* ... which asked "detach" (not "stop") */
+	int64_t expire_at;          /* CLOCK_MONOTONIC ms of the capture's end; 0: none */
 	char error[256];
 } ctl = { PTHREAD_MUTEX_INITIALIZER, .listen_fd = -1, .client = -1, .cfg = { .fd = -1 } };
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static uint64_t random64(void)
 {
@@ -240,6 +251,7 @@ out:
 static int begin_start(const struct memtrace_config *cfg)
 {
 	ctl.cfg = *cfg;
+	ctl.expire_at = 0;
 	ctl.cfg.flags |= MT_HDR_ATTACHED;
 	ctl.state = CTL_STARTING;
 	ctl.started = 0;
@@ -305,6 +317,24 @@ static const enum mt_ctl_reply_kind status_reply[] = {
 	[CTL_FAILED] = MT_CTL_ERROR,
 };
 
+/* A stop of the capture running, on a stop thread that answers @fd (or
+ * no one, -1) and closes it. 0, or -1 if no thread could be started (the
+ * capture then runs on). Call with ctl.lock held. */
+static int begin_stop(int fd, int detach)
+{
+	ctl.state = CTL_STOPPING;
+	ctl.client = fd;
+	ctl.client_detach = detach;
+	ctl.expire_at = 0;
+	ctl.workers++;
+	if (mt_spawn(stop_main, NULL) == 0)
+		return 0;
+	ctl.workers--;
+	ctl.client = -1;
+	ctl.state = CTL_ACTIVE;
+	return -1;
+}
+
 /* Serves one client; returns 1 if its connection was handed to a stop
  * thread, which closes it. Call with ctl.lock held. */
 static int serve(int fd, const char *line, int *passed)
@@ -346,6 +376,21 @@ static int serve(int fd, const char *line, int *passed)
 		}
 		return 0;
 	}
+	if (req.kind == MT_CTL_EXPIRE) {
+		if (ctl.state == CTL_STOPPING || (ctl.state == CTL_STARTING && ctl.cancel)) {
+			reply(fd, MT_CTL_ERR_STOPPING, NULL);
+		} else if (ctl.state != CTL_ACTIVE && ctl.state != CTL_STARTING) {
+			reply(fd, MT_CTL_ERR_NOT_ATTACHED, NULL);
+		} else {
+			uint64_t ms = req.after_ms < (uint64_t)INT32_MAX * 1000 ? req.after_ms
+										: (uint64_t)INT32_MAX * 1000;
+			ctl.expire_at = mono_ms() + (int64_t)ms;
+			if (ctl.expire_at == 0)
+				ctl.expire_at = 1;
+			reply(fd, MT_CTL_OK_EXPIRING, NULL);
+		}
+		return 0;
+	}
 	/* stop or detach */
 	if (ctl.state == CTL_STARTING && !(ctl.started && !ctl.cancel)) {
 		/* the start has not opened its capture yet (it waits for the
@@ -359,17 +404,30 @@ static int serve(int fd, const char *line, int *passed)
 		      NULL);
 		return 0;
 	}
-	ctl.state = CTL_STOPPING;
-	ctl.client = fd;
-	ctl.client_detach = req.kind == MT_CTL_DETACH;
-	ctl.workers++;
-	if (mt_spawn(stop_main, NULL) == 0)
+	if (begin_stop(fd, req.kind == MT_CTL_DETACH) == 0)
 		return 1;
-	ctl.workers--;
-	ctl.client = -1;
-	ctl.state = CTL_ACTIVE;
 	reply(fd, MT_CTL_ERROR, "cannot start a thread");
 	return 0;
+}
+
+/* The expiry, if it has come: the capture stops as for a detach with no
+ * client. Returns the ms until it comes (or CTL_RECHECK_MS). Call with
+ * ctl.lock held. */
+static int expire_locked(void)
+{
+	if (!ctl.expire_at)
+		return CTL_RECHECK_MS;
+	if (ctl.state != CTL_ACTIVE && ctl.state != CTL_STARTING) {
+		ctl.expire_at = 0; /* ended some other way */
+		return CTL_RECHECK_MS;
+	}
+	int64_t left = ctl.expire_at - mono_ms();
+	if (left > 0)
+		return left < CTL_RECHECK_MS ? (int)left : CTL_RECHECK_MS;
+	/* a start still waiting for the GIL: once it is done */
+	if (ctl.state == CTL_ACTIVE && begin_stop(-1, 1) == 0)
+		ctl.expire_at = 0;
+	return 100;
 }
 
 static void handle(int fd)
@@ -433,8 +491,11 @@ static void *control_main(void *arg)
 			nanosleep(&ts, NULL);
 			continue;
 		}
+		pthread_mutex_lock(&ctl.lock);
+		int wait_ms = expire_locked();
+		pthread_mutex_unlock(&ctl.lock);
 		struct pollfd p = { .fd = ctl.listen_fd, .events = POLLIN };
-		int pr = poll(&p, 1, CTL_RECHECK_MS);
+		int pr = poll(&p, 1, wait_ms);
 		if (pr <= 0 || !(p.revents & POLLIN) || keep_listener() < 0)
 			continue;
 		int fd = accept4(ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -481,6 +542,7 @@ static void control_after_fork(void)
 	ctl.workers = 0;
 	ctl.gil_waiter = 0;
 	ctl.cancel = 0;
+	ctl.expire_at = 0;
 	ctl.state = CTL_IDLE;
 }
 

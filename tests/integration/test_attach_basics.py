@@ -146,17 +146,30 @@ def test_target_exits_while_attached(memtrace, target_script, targets, tmp_path)
 
 
 def test_duration_detaches(memtrace, target_script, targets, tmp_path):
+    """attach --duration returns at once, as memray's; the process ends the
+    capture by itself when the time is up, and runs on untracked."""
     t = Target("/usr/bin/python3", target_script, "cpu")
     targets.append(t)
     cap = tmp_path / "cap.bin"
     start = time.monotonic()
-    p = attach(memtrace, t.pid, cap, "--duration", "1")
-    assert 1.0 <= time.monotonic() - start < 5
-    assert "detached" in p.stderr
+    p = attach(memtrace, t.pid, cap, "--duration", "2")
+    assert time.monotonic() - start < 2
+    assert "tracking stops in 2 s" in p.stderr, p.stderr
+    # not ended yet: the capture has no trailer
+    assert not report_json(memtrace, "stats", cap)["status"]["complete"]
+    deadline = time.monotonic() + 20
+    while not report_json(memtrace, "stats", cap)["status"]["complete"]:
+        assert time.monotonic() < deadline, "the capture never ended"
+        time.sleep(0.1)
+    assert time.monotonic() - start >= 2
     p = detach(memtrace, t.pid, check=False)
     assert p.returncode == 1 and "not attached" in p.stderr
+    # attached again, the time is the new capture's alone
+    cap2 = tmp_path / "cap2.bin"
+    attach(memtrace, t.pid, cap2)
+    detach(memtrace, t.pid)
+    assert report_json(memtrace, "stats", cap2)["status"]["complete"]
     t.finish()
-    run(memtrace, "stats", cap)
 
 
 def test_detach_says_how_many_events_were_dropped(memtrace, target_script, targets, tmp_path):

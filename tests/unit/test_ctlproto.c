@@ -15,11 +15,12 @@ static const struct {
 	struct mt_ctl_request r;
 	const char *line;
 } requests[] = {
-	{ { MT_CTL_STATUS, 0, 0, NULL }, "status\n" },
-	{ { MT_CTL_START, 4294967295u, 10, "/tmp/a b/memtrace-1.bin" },
+	{ { MT_CTL_STATUS, 0, 0, NULL, 0 }, "status\n" },
+	{ { MT_CTL_START, 4294967295u, 10, "/tmp/a b/memtrace-1.bin", 0 },
 	  "start 4294967295 10 /tmp/a b/memtrace-1.bin\n" },
-	{ { MT_CTL_STOP, 0, 0, NULL }, "stop\n" },
-	{ { MT_CTL_DETACH, 0, 0, NULL }, "detach\n" },
+	{ { MT_CTL_STOP, 0, 0, NULL, 0 }, "stop\n" },
+	{ { MT_CTL_DETACH, 0, 0, NULL, 0 }, "detach\n" },
+	{ { MT_CTL_EXPIRE, 0, 0, NULL, 18446744073709551615ull }, "expire 18446744073709551615\n" },
 };
 
 START_TEST(test_ctlproto_request_roundtrip)
@@ -36,6 +37,7 @@ START_TEST(test_ctlproto_request_roundtrip)
 	ck_assert_int_eq(out.kind, in->kind);
 	ck_assert_uint_eq(out.flags, in->flags);
 	ck_assert_uint_eq(out.interval_ms, in->interval_ms);
+	ck_assert_uint_eq(out.after_ms, in->after_ms);
 	if (in->path)
 		ck_assert_str_eq(out.path, in->path);
 	else
@@ -50,7 +52,8 @@ START_TEST(test_ctlproto_request_rejects)
 {
 	static const char *const unknown[] = {
 		"", "Status", "status ", " status", "stop now", "detach 1", "start", "hello",
-		"start\t1 2 /p", "Start 1 2 /p",
+		"start\t1 2 /p", "Start 1 2 /p", "expire", "expire ", "expire x", "expire -1",
+		"expire 1 ", "expire  1", "expire 18446744073709551616",
 	};
 	static const char *const bad[] = {
 		"start ", "start 1", "start 1 2", "start 1 2 ", "start 1 2 rel/path",
@@ -69,7 +72,7 @@ START_TEST(test_ctlproto_request_rejects)
 		ck_assert_str_eq(r.path, "untouched");
 	}
 	char buf[64];
-	struct mt_ctl_request s = { MT_CTL_START, 1, 2, "relative" };
+	struct mt_ctl_request s = { MT_CTL_START, 1, 2, "relative", 0 };
 	ck_assert_int_eq(mt_ctl_request_encode(buf, sizeof(buf), &s), -EINVAL);
 	s.path = "/a\nb";
 	ck_assert_int_eq(mt_ctl_request_encode(buf, sizeof(buf), &s), -EINVAL);
@@ -117,6 +120,7 @@ static const struct {
 	{ { MT_CTL_OK_CANCELLED, 0, NULL, NULL }, "ok cancelled\n" },
 	{ { MT_CTL_OK_DETACHED, 18446744073709551615ull, "/c d.bin", NULL },
 	  "ok detached 18446744073709551615 /c d.bin\n" },
+	{ { MT_CTL_OK_EXPIRING, 0, NULL, NULL }, "ok expiring\n" },
 	{ { MT_CTL_ERR_ALREADY_ATTACHED, 0, NULL, "already attached" },
 	  "error already attached\n" },
 	{ { MT_CTL_ERR_BUSY, 0, NULL, "busy" }, "error busy\n" },
