@@ -7,6 +7,7 @@ the `with` block is entered until it is left.
 """
 
 import ctypes
+import dataclasses
 import enum
 import errno
 import logging
@@ -64,40 +65,31 @@ class Destination:
     """Where a Tracker sends its records."""
 
 
+@dataclasses.dataclass(frozen=True)
 class FileDestination(Destination):
     """A capture file.
 
     overwrite: replace the file if it exists (otherwise FileExistsError).
     The capture is always a new file, never opened through a symbolic
     link: an existing file (or link) is replaced by a new file renamed over
-    it, and a path that is anything else (a FIFO, a device, a directory) is
-    an error.
+    it, and a path that is anything else (a FIFO, a device but /dev/null,
+    a directory) is an error.
     compress_on_exit: accepted for compatibility. memtrace compresses each
     chunk of records as it writes it, so there is no separate compression
     step at exit to turn on or off.
     """
-
-    def __init__(self, path, overwrite=False, compress_on_exit=True):
-        self.path = os.fspath(path)
-        self.overwrite = bool(overwrite)
-        self.compress_on_exit = bool(compress_on_exit)
-
-    def __repr__(self):
-        return "FileDestination(path=%r, overwrite=%r, compress_on_exit=%r)" % (
-            self.path, self.overwrite, self.compress_on_exit)
+    path: "str | os.PathLike[str]"
+    overwrite: bool = False
+    compress_on_exit: bool = True
 
 
+@dataclasses.dataclass(frozen=True)
 class SocketDestination(Destination):
     """Stream the records to one `memtrace live PORT` client: entering the
     Tracker listens on (address, server_port) and waits for it to connect.
     """
-
-    def __init__(self, server_port, address="127.0.0.1"):
-        self.server_port = int(server_port)
-        self.address = address
-
-    def __repr__(self):
-        return "SocketDestination(server_port=%r, address=%r)" % (self.server_port, self.address)
+    server_port: int
+    address: str = "127.0.0.1"
 
 
 def _is_null_device(path):
@@ -271,15 +263,16 @@ class Tracker:
         """Create the capture (see _create_capture): its absolute path and
         its descriptor, which the payload owns from then on."""
         dest = self.destination
-        if _is_null_device(dest.path):
+        given = os.fspath(dest.path)
+        if _is_null_device(given):
             # thrown away as it is written, as memray's null sink; no
             # name for a followed child's capture (it runs untracked)
-            return b"", os.open(dest.path, os.O_WRONLY | os.O_CLOEXEC)
-        path = os.path.abspath(dest.path)
+            return b"", os.open(given, os.O_WRONLY | os.O_CLOEXEC)
+        path = os.path.abspath(given)
         encoded = os.fsencode(path)
         if len(encoded) >= _native._Config.PATH_MAX:
-            raise OSError(errno.ENAMETOOLONG, "capture path too long", dest.path)
-        fd = _create_capture(path, dest.overwrite, dest.path)
+            raise OSError(errno.ENAMETOOLONG, "capture path too long", given)
+        fd = _create_capture(path, dest.overwrite, given)
         self._created = True
         return encoded, fd
 
@@ -287,7 +280,7 @@ class Tracker:
         dest = self.destination
         if isinstance(dest, SocketDestination):
             return "%s:%d" % (dest.address, dest.server_port)
-        return dest.path
+        return os.fspath(dest.path)
 
     def _accept_client(self):
         """Listen on the destination's port and wait for one client: the

@@ -563,3 +563,27 @@ def test_fork_child_capture_without_python_allocators(tmp_path):
             os.waitpid(pid, 0)
         """, tmp_path, check=False)
     assert (p.returncode, p.stdout.strip()) == (0, "False []"), (p.stdout, p.stderr)
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_destinations_are_memrays_frozen_dataclasses(tmp_path, python):
+    p = run_py(python, """
+        import dataclasses, pathlib, memtrace
+        f = memtrace.FileDestination(pathlib.Path("x.bin"), overwrite=True)
+        assert f == memtrace.FileDestination(pathlib.Path("x.bin"), overwrite=True)
+        assert f.path == pathlib.Path("x.bin") and f.compress_on_exit
+        assert [x.name for x in dataclasses.fields(f)] == ["path", "overwrite", "compress_on_exit"]
+        s = memtrace.SocketDestination(1234)
+        assert s == memtrace.SocketDestination(server_port=1234, address="127.0.0.1")
+        for d, field in ((f, "path"), (s, "server_port")):
+            try:
+                setattr(d, field, None)
+            except dataclasses.FrozenInstanceError:
+                pass
+            else:
+                raise AssertionError("not frozen")
+        with memtrace.Tracker(destination=dataclasses.replace(f, path=pathlib.Path("y.bin"))):
+            data = bytearray(100_000)
+        print(sum(r.size for r in memtrace.FileReader("y.bin").get_allocation_records()) >= 100_000)
+        """, tmp_path)
+    assert p.stdout == "True\n", p.stdout + p.stderr
