@@ -41,6 +41,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import uuid
 
 import pytest
 
@@ -169,6 +170,16 @@ _OPTIONS = [
              "pytest's cache")),
 ]
 _DEFAULTS = {"most_allocations": 5, "memtrace_stacks": 1}
+
+
+def _fit_name(name, limit=255):
+    """@name as one path component: over @limit bytes, its tail becomes a
+    digest of the whole, so that names cut alike stay apart."""
+    encoded = name.encode("utf-8", "surrogateescape")
+    if len(encoded) <= limit:
+        return name
+    tail = "-%s.bin" % hashlib.sha256(encoded).hexdigest()[:16]
+    return encoded[:limit - len(tail)].decode("utf-8", "ignore") + tail
 
 
 def _dest(option):
@@ -316,7 +327,8 @@ class _Manager:
         # every test body, or (without --memtrace) those with a marker
         self.everything = bool(_option(config, "--memtrace"))
         self.keep = _option(config, "--memtrace-bin-path")
-        self.prefix = _option(config, "--memtrace-bin-prefix") or ""
+        # pytest-memray's default prefix: a random one per run
+        self.prefix = _option(config, "--memtrace-bin-prefix") or uuid.uuid4().hex
         self._dir = None
         self.stacks = max(1, _option(config, "--memtrace-stacks"))
         self.pyalloc = _option(config, "--memtrace-trace-python-allocators")
@@ -343,11 +355,16 @@ class _Manager:
 
     # -- naming ---------------------------------------------------------
     def _capture_path(self, nodeid):
+        if self.keep:
+            # pytest-memray's names, so that what finds its captures
+            # finds these: PREFIX-<node id, "::" and "/" made "-">.bin
+            of_id = nodeid.replace("::", "-").replace(os.sep, "-")
+            return os.path.join(self.dir, _fit_name("%s-%s.bin" % (self.prefix, of_id)))
         # readable, and unique: ids that differ only in characters left
         # out of a file name ("a b" and "a-b") get different digests
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", nodeid.replace("::", "--")).strip("-")[:180]
         digest = hashlib.sha256(nodeid.encode("utf-8", "replace")).hexdigest()[:12]
-        return os.path.join(self.dir, self.prefix + name + "-" + digest + ".bin")
+        return os.path.join(self.dir, name + "-" + digest + ".bin")
 
     # -- checking the markers before the test runs ----------------------
     def pytest_runtest_setup(self, item):

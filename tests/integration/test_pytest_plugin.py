@@ -300,13 +300,16 @@ def test_pytest_memray_option_names(tmp_path):
     short summary says why a test failed."""
     keep = tmp_path / "kept"
     p, outcomes, _ = run_pytest(tmp_path, "--memray", "--stacks", "2", "--hide-memray-summary",
-                                "--memray-bin-path", str(keep), "--memray-bin-prefix", "ci-",
+                                "--memray-bin-path", str(keep), "--memray-bin-prefix", "ci",
                                 "-rf")
     assert outcomes["test_big_under_small_limit"] == "failed", p.stdout
     assert outcomes["test_big_under_large_limit"] == "passed", p.stdout
     assert "memtrace: tests with the highest peak memory" not in p.stdout
-    caps = os.listdir(str(keep))
-    assert len(caps) == 6 and all(c.startswith("ci-") for c in caps), caps
+    # pytest-memray's names: PREFIX-<node id, "::" made "-">.bin
+    caps = sorted(os.listdir(str(keep)))
+    assert caps == sorted("ci-test_suite.py-%s.bin" % t for t in (
+        "test_big_under_small_limit", "test_big_under_large_limit", "test_appends_to_module_list",
+        "test_frees_everything", "test_filtered_leak", "test_unmarked")), caps
     # (the line is cut to the terminal's width)
     assert ("FAILED test_suite.py::test_big_under_small_limit - limit_memory: 10.00 MiB >"
             in p.stdout), p.stdout
