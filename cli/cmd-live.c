@@ -366,6 +366,14 @@ int cmd_live(int argc, char **argv)
 			    "client to follow it");
 		return 2;
 	}
+	/* all digits and no such file: a port, which must be one */
+	const char *arg = argv[optind];
+	struct stat sb;
+	if (*arg && strspn(arg, "0123456789") == strlen(arg) && stat(arg, &sb) != 0 &&
+	    port_of(arg) < 0) {
+		mt_error(0, "live: invalid port %s (1 to 65535), and no capture of that name", arg);
+		return 2;
+	}
 	struct mt_live_opts lo = { .path = argv[optind], .interval = interval, .top_n = o.top_n,
 				   .top_given = top_given, .sort = sort, .once = once };
 	return mt_cli_live(&lo);

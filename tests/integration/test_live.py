@@ -279,10 +279,12 @@ def test_on_a_terminal(memtrace, script, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["missing", "not-a-capture", "bad-interval", "bad-top",
-                                  "bad-sort", "bad-once", "no-header"])
+                                  "bad-sort", "bad-once", "no-header", "bad-port"])
 def test_bad_input(memtrace, tmp_path, case):
     path = tmp_path / "x.bin"
     args = ["live", "--once", path]
+    if case == "bad-port":
+        args = ["live", "70000"]
     if case == "not-a-capture":
         path.write_bytes(b"hello, not a capture at all\n" * 10)
     elif case == "bad-interval":
@@ -303,7 +305,7 @@ def test_bad_input(memtrace, tmp_path, case):
     expect = {"missing": "x.bin", "not-a-capture": "not a memtrace capture",
               "bad-interval": "--interval", "bad-top": "-n wants a number", "bad-sort": "--sort wants own, growth or steady, not 'size'",
               "bad-once": "not with --once",
-              "no-header": "has no capture header"}[case]
+              "no-header": "has no capture header", "bad-port": "invalid port 70000"}[case]
     assert expect in p.stderr
 
 
