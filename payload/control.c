@@ -325,10 +325,11 @@ static int begin_stop(int fd, int detach)
 	ctl.state = CTL_STOPPING;
 	ctl.client = fd;
 	ctl.client_detach = detach;
-	ctl.expire_at = 0;
 	ctl.workers++;
-	if (mt_spawn(stop_main, NULL) == 0)
+	if (mt_spawn(stop_main, NULL) == 0) {
+		ctl.expire_at = 0;
 		return 0;
+	}
 	ctl.workers--;
 	ctl.client = -1;
 	ctl.state = CTL_ACTIVE;
@@ -424,9 +425,10 @@ static int expire_locked(void)
 	int64_t left = ctl.expire_at - mono_ms();
 	if (left > 0)
 		return left < CTL_RECHECK_MS ? (int)left : CTL_RECHECK_MS;
-	/* a start still waiting for the GIL: once it is done */
-	if (ctl.state == CTL_ACTIVE && begin_stop(-1, 1) == 0)
-		ctl.expire_at = 0;
+	/* a start still waiting for the GIL: once it is done; no thread to
+	 * be had: again soon */
+	if (ctl.state == CTL_ACTIVE)
+		(void)begin_stop(-1, 1);
 	return 100;
 }
 
