@@ -101,6 +101,19 @@ def _is_null_device(path):
         return False
 
 
+def _refuse_existing(path, overwrite, name):
+    """What is at @path (which exists) if a capture may not replace it:
+    the error, raised."""
+    mode = os.lstat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "capture path is a directory", name)
+    if not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):
+        raise OSError(errno.EINVAL, "capture path is not a regular file", name)
+    if not overwrite:
+        raise FileExistsError(errno.EEXIST, "capture file exists (use "
+                              "FileDestination(path, overwrite=True) to replace it)", name)
+
+
 def _create_capture(path, overwrite, name):
     """A new regular file at @path, open for writing: made O_EXCL and
     O_NOFOLLOW, so never through a symbolic link. An existing file or link
@@ -112,14 +125,7 @@ def _create_capture(path, overwrite, name):
         return os.open(path, flags, 0o600)
     except FileExistsError:
         pass
-    mode = os.lstat(path).st_mode
-    if stat.S_ISDIR(mode):
-        raise IsADirectoryError(errno.EISDIR, "capture path is a directory", name)
-    if not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):
-        raise OSError(errno.EINVAL, "capture path is not a regular file", name)
-    if not overwrite:
-        raise FileExistsError(errno.EEXIST, "capture file exists (use "
-                              "FileDestination(path, overwrite=True) to replace it)", name)
+    _refuse_existing(path, overwrite, name)
     for _ in range(64):
         tmp = os.path.join(os.path.dirname(path), ".memtrace-%s.tmp" % os.urandom(8).hex())
         try:
@@ -227,6 +233,12 @@ class Tracker:
         if not 1 <= memory_interval_ms <= 3600000:
             raise ValueError("memtrace.Tracker: memory_interval_ms must be in 1..3600000, not %d"
                              % memory_interval_ms)
+        if isinstance(destination, FileDestination):
+            # memray's Tracker makes its file when it is made: what would
+            # stop it is said now too (the file itself is made on entry)
+            given = os.fspath(destination.path)
+            if not _is_null_device(given) and os.path.lexists(given):
+                _refuse_existing(given, destination.overwrite, given)
         self.destination = destination
         self.native_traces = bool(native_traces)
         self.memory_interval_ms = memory_interval_ms

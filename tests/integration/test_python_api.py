@@ -429,7 +429,8 @@ def test_user_errors(memtrace, tmp_path, python):
             with t:
                 pass
 
-        expect(FileExistsError, lambda: enter(memtrace.Tracker("exists.bin")))
+        # at construction, as memray's
+        expect(FileExistsError, lambda: memtrace.Tracker("exists.bin"))
         once = memtrace.Tracker(destination=memtrace.FileDestination("exists.bin", overwrite=True))
         enter(once)
         expect(RuntimeError, lambda: enter(once))  # a Tracker tracks once, as memray's
