@@ -350,7 +350,7 @@ static int pick_thread(struct injector *in)
 				return tids[i];
 			last_why = why;
 			if (in->verbose > 1)
-				mt_warning("thread %d not at a safe point: %s", (int)tids[i], why);
+				mt_note("thread %d not at a safe point: %s", (int)tids[i], why);
 			ptrace(PTRACE_DETACH, tids[i], NULL, NULL);
 		}
 		if (mt_now_ms() >= deadline)
@@ -698,7 +698,7 @@ int mt_inject_ptrace(const struct mt_target *t, const char *payload, const char 
 		goto out_mask;
 	}
 	if (verbose)
-		mt_warning("calling into pid %d on thread %d", (int)t->pid, tid);
+		mt_note("calling into pid %d on thread %d", (int)t->pid, tid);
 	if (ptrace(PTRACE_GETREGS, tid, NULL, &saved) != 0) {
 		rc = mt_error(-errno, "cannot read the registers of thread %d", tid);
 		ptrace(PTRACE_DETACH, tid, NULL, NULL);

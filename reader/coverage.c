@@ -7,19 +7,29 @@
 
 #include <string.h> /* memset */
 
-/* An aggregated capture's live blocks of the malloc family at the end. */
+/* An aggregated capture's live blocks of the malloc family at the end.
+ * Python's object allocator (pymalloc) takes blocks over 512 bytes from
+ * malloc: a site of its kinds counts when its blocks are that big on
+ * average (a site has no sizes of its own, only its totals; a site is one
+ * line, whose blocks are mostly alike), unless the allocator is mimalloc,
+ * which has arenas for every size. */
 static void agg_end(const struct mt_snapshot *s, uint64_t *bytes, uint64_t *chunks)
 {
 	const struct mt_site *v;
 	size_t n = mt_snapshot_sites(s, &v);
+	int mimalloc = strncmp(s->python_allocator, "mimalloc", 8) == 0;
 	*bytes = *chunks = 0;
 	for (size_t i = 0; i < n; i++) {
 		unsigned k = v[i].allocator;
-		/* the raw kinds are malloc's blocks: counted */
-		if (k == MT_ALLOC_MMAP || (k >= MT_ALLOC_PYMALLOC_MALLOC && k <= MT_ALLOC_PYMALLOC_FREE))
+		const struct mt_usage *u = &v[i].usage;
+		if (k == MT_ALLOC_MMAP || !u->leak_count)
 			continue;
-		*bytes += v[i].usage.leak_bytes;
-		*chunks += v[i].usage.leak_bytes + 16 * v[i].usage.leak_count;
+		/* the raw kinds are malloc's blocks: counted */
+		if (k >= MT_ALLOC_PYMALLOC_MALLOC && k <= MT_ALLOC_PYMALLOC_FREE &&
+		    (mimalloc || u->leak_bytes <= 512 * u->leak_count))
+			continue;
+		*bytes += u->leak_bytes;
+		*chunks += u->leak_bytes + 16 * u->leak_count;
 	}
 }
 

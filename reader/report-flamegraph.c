@@ -135,6 +135,19 @@ out:
 	return err;
 }
 
+/* Whether @u has anything in @view (of the temporal page: anything). */
+static int view_holds(const struct mt_usage *u, enum mt_view view, int temporal)
+{
+	if (temporal)
+		return u->alloc_count != 0;
+	switch (view) {
+	case MT_VIEW_PEAK: return u->peak_count != 0;
+	case MT_VIEW_LEAKS: return u->leak_count != 0;
+	case MT_VIEW_TEMPORARY: return u->temp_count != 0;
+	default: return u->alloc_count != 0;
+	}
+}
+
 /* the boundaries (their times and tracked heap) and the intervals */
 static void json_temporal(struct mt_json *j, const struct mt_snapshot *s, const struct temporal *tp)
 {
@@ -184,6 +197,7 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	struct mt_ctree t;
 	struct mt_json j;
 	int64_t *fn = NULL, *file = NULL, *text = NULL;
+	uint8_t *used = NULL;
 	int err;
 
 	if (o->temporal && mt_snapshot_temporal(s)) {
@@ -229,10 +243,24 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 			goto out;
 	}
 
+	/* the threads of the graph's nodes with split threads, else those
+	 * that hold something in the view */
+	size_t n_used = 0;
+	for (size_t i = 0; i < s->n_threads; i++)
+		if (s->threads[i].index + 1 > n_used)
+			n_used = s->threads[i].index + 1;
+	if (!(used = calloc(n_used ? n_used : 1, 1)))
+		goto out;
+	for (size_t i = 0; o->split_threads && i < t.n; i++)
+		if (t.v[i].thread < n_used)
+			used[t.v[i].thread] = 1;
+	for (size_t i = 0; !o->split_threads && i < s->n_threads; i++)
+		used[s->threads[i].index] = view_holds(&s->threads[i].usage, o->view, tp.iv != NULL);
+
 	mt_json_init(&j, &sb, 0);
 	mt_json_begin_object(&j, NULL);
 	mt_json_str(&j, "kind", "flamegraph");
-	mt__html_describe(&j, s, o, total_bytes, total_count);
+	mt__html_describe(&j, s, o, total_bytes, total_count, used, n_used);
 	mt_json_bool(&j, "inverted", o->inverted);
 	mt_json_bool(&j, "split_threads", o->split_threads);
 	mt_json_bool(&j, "show_hidden", o->show_hidden);
@@ -282,6 +310,7 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 out:
 	free(tp.iv);
 	free(tp.node);
+	free(used);
 	free(fn);
 	free(file);
 	free(text);

@@ -158,7 +158,7 @@ int mt_report_growth(FILE *out, const struct mt_snapshot *s, const struct mt_rep
 		mt_json_init(&j, &sb, o->json);
 		mt_json_begin_object(&j, NULL);
 		if (o->html)
-			mt__html_describe(&j, s, o, s->heap_end, s->leak_count);
+			mt__html_describe(&j, s, o, s->heap_end, s->leak_count, NULL, 0);
 		else
 			mt_json_str(&j, "capture", o->path ? o->path : "");
 		growth_json_body(&j, s, g, rows, (size_t)n, shown);

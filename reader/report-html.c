@@ -170,7 +170,8 @@ static void coverage_note(struct mt_json *j, const struct mt_snapshot *s)
 }
 
 void mt__html_describe(struct mt_json *j, const struct mt_snapshot *s, const struct mt_report_opts *o,
-		       uint64_t total_bytes, uint64_t total_count)
+		       uint64_t total_bytes, uint64_t total_count, const uint8_t *used,
+		       size_t n_used)
 {
 	const struct mt_bytes *c = &s->header.cmdline;
 	struct mt_strbuf cmd = MT_STRBUF_INIT;
@@ -201,6 +202,9 @@ void mt__html_describe(struct mt_json *j, const struct mt_snapshot *s, const str
 	mt_json_end(j);
 	mt_json_begin_array(j, "threads");
 	for (size_t i = 0; i < s->n_threads; i++) {
+		uint64_t index = s->threads[i].index;
+		if (used && (index >= n_used || !used[index]))
+			continue;
 		mt_json_begin_object(j, NULL);
 		mt_json_u64(j, "index", s->threads[i].index);
 		mt_json_u64(j, "tid", s->threads[i].tid);

@@ -138,6 +138,7 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 	struct mt_json j;
 	uint64_t total_bytes = 0, total_count = 0, dropped_bytes = 0;
 	int64_t *idx = NULL;
+	uint8_t *used = NULL;
 	int err = -ENOMEM, hidden = 0;
 	ssize_t n = table_rows(s, o->view, !o->show_hidden, &hidden, &rows);
 
@@ -170,10 +171,19 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 		if ((idx[4 * i + 3] = line ? mt__strtab_get(&strs, line) : -1) < 0 && line)
 			goto out;
 	}
+	/* the threads of the rows shown */
+	size_t n_used = 0;
+	for (size_t i = 0; i < shown; i++)
+		if (rows[i].thread + 1 > n_used)
+			n_used = rows[i].thread + 1;
+	if (!(used = calloc(n_used ? n_used : 1, 1)))
+		goto out;
+	for (size_t i = 0; i < shown; i++)
+		used[rows[i].thread] = 1;
 	mt_json_init(&j, &sb, 0);
 	mt_json_begin_object(&j, NULL);
 	mt_json_str(&j, "kind", "table");
-	mt__html_describe(&j, s, o, total_bytes, total_count);
+	mt__html_describe(&j, s, o, total_bytes, total_count, used, n_used);
 	mt_json_u64(&j, "rows_dropped", (uint64_t)n - shown);
 	mt_json_u64(&j, "bytes_dropped", dropped_bytes);
 	mt_json_bool(&j, "frames_hidden", hidden);
@@ -201,6 +211,7 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 	mt_json_end(&j);
 	err = mt__html_write(out, MT__HTML_TABLE, &sb);
 out:
+	free(used);
 	free(idx);
 	free(rows);
 	mt_srclines_release(&src);

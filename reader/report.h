@@ -210,8 +210,13 @@ void mt__strtab_release(struct mt__strtab *t);
 /* "peak", "leaks", "temporary"; and "memory at the peak", ... */
 const char *mt__view_name(enum mt_view v);
 char *mt__view_label(char *buf, size_t len, const struct mt_snapshot *s, enum mt_view v);
-/* members describing the capture, the view and its totals */
+/* members describing the capture, the view and its totals, and the
+ * threads the page names: those whose index is set in @used (@n_used
+ * entries), or all of them when @used is NULL (a service that started a
+ * thread per request has hundreds of thousands, most holding nothing in
+ * the view) */
 void mt__html_describe(struct mt_json *j, const struct mt_snapshot *s, const struct mt_report_opts *o,
-		       uint64_t total_bytes, uint64_t total_count);
+		       uint64_t total_bytes, uint64_t total_count, const uint8_t *used,
+		       size_t n_used);
 
 #endif /* MT_READER_REPORT_H */

@@ -35,6 +35,10 @@ int mt__snap_on_thread(void *ctx, const struct mt_record *r)
 	const char *given = mt_tnames_get(&st->names, r->thread.tid);
 	if (mt__snap_thread_room(st, i) < 0 || !(name = given ? strdup(given) : copy_str(&r->thread.name)))
 		return -ENOMEM;
+	if (mt_tnames_seen(&st->names, r->thread.tid, i) < 0) {
+		free(name);
+		return -ENOMEM;
+	}
 	st->thr_tid[i] = r->thread.tid;
 	if (!st->thr_name[i])
 		st->n_def[DEF_THREAD]++;
@@ -53,15 +57,13 @@ int mt__snap_on_name(void *ctx, const struct mt_record *r)
 
 	if (mt_tnames_set(&st->names, r->name.tid, r->name.name.p, n) < 0)
 		return -ENOMEM;
-	for (uint32_t i = st->thr_cap; i-- > 0;) {
-		if (st->thr_name[i] && st->thr_tid[i] == r->name.tid) {
-			char *name = strdup(mt_tnames_get(&st->names, r->name.tid));
-			if (!name)
-				return -ENOMEM;
-			free(st->thr_name[i]);
-			st->thr_name[i] = name;
-			break;
-		}
+	uint32_t t = mt_tnames_thread(&st->names, r->name.tid);
+	if (t && t - 1 < st->thr_cap && st->thr_name[t - 1] && st->thr_tid[t - 1] == r->name.tid) {
+		char *name = strdup(mt_tnames_get(&st->names, r->name.tid));
+		if (!name)
+			return -ENOMEM;
+		free(st->thr_name[t - 1]);
+		st->thr_name[t - 1] = name;
 	}
 	return 0;
 }

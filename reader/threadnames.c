@@ -4,16 +4,58 @@
  */
 #include "reader/threadnames.h"
 
+#include "util/slots.h"
+
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* malloc, realloc, free */
 #include <string.h> /* memcpy, memchr */
 
+static uint64_t tid_hash(uint64_t tid)
+{
+	uint64_t h = tid * 0x9E3779B97F4A7C15ull;
+	return h ^ (h >> 29);
+}
+
+static uint64_t entry_hash(const void *ctx, size_t i)
+{
+	const struct mt_tnames *m = ctx;
+	return tid_hash(m->v[i].tid);
+}
+
 static struct mt_tname *find(const struct mt_tnames *m, uint64_t tid)
 {
-	for (size_t i = m->n; i-- > 0;)
-		if (m->v[i].tid == tid)
-			return &m->v[i];
+	if (!m->nslots)
+		return NULL;
+	for (size_t j = tid_hash(tid) & (m->nslots - 1); m->slots[j]; j = (j + 1) & (m->nslots - 1))
+		if (m->v[m->slots[j] - 1].tid == tid)
+			return &m->v[m->slots[j] - 1];
 	return NULL;
+}
+
+/* @tid's entry, made if it has none; NULL if out of memory. */
+static struct mt_tname *entry(struct mt_tnames *m, uint64_t tid)
+{
+	struct mt_tname *e = find(m, tid);
+	if (e)
+		return e;
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 16;
+		struct mt_tname *v = realloc(m->v, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		m->v = v;
+		m->cap = cap;
+	}
+	if ((m->n + 1) * 2 > m->nslots &&
+	    mt_slots_grow(&m->slots, &m->nslots, 64, 0, m->n, entry_hash, m) < 0)
+		return NULL;
+	size_t j = tid_hash(tid) & (m->nslots - 1);
+	while (m->slots[j])
+		j = (j + 1) & (m->nslots - 1);
+	m->slots[j] = (uint32_t)m->n + 1;
+	e = &m->v[m->n++];
+	*e = (struct mt_tname){ tid, NULL, 0 };
+	return e;
 }
 
 int mt_tnames_set(struct mt_tnames *m, uint64_t tid, const uint8_t *name, size_t len)
@@ -22,25 +64,13 @@ int mt_tnames_set(struct mt_tnames *m, uint64_t tid, const uint8_t *name, size_t
 	if (nul)
 		len = (size_t)(nul - name);
 	char *copy = malloc(len + 1);
-	if (!copy)
+	struct mt_tname *e = copy ? entry(m, tid) : NULL;
+	if (!e) {
+		free(copy);
 		return -ENOMEM;
+	}
 	memcpy(copy, name, len);
 	copy[len] = '\0';
-	struct mt_tname *e = find(m, tid);
-	if (!e) {
-		if (m->n == m->cap) {
-			size_t cap = m->cap ? m->cap * 2 : 16;
-			struct mt_tname *v = realloc(m->v, cap * sizeof(*v));
-			if (!v) {
-				free(copy);
-				return -ENOMEM;
-			}
-			m->v = v;
-			m->cap = cap;
-		}
-		e = &m->v[m->n++];
-		*e = (struct mt_tname){ tid, NULL };
-	}
 	free(e->name);
 	e->name = copy;
 	return 0;
@@ -52,10 +82,26 @@ const char *mt_tnames_get(const struct mt_tnames *m, uint64_t tid)
 	return e ? e->name : NULL;
 }
 
+int mt_tnames_seen(struct mt_tnames *m, uint64_t tid, uint32_t thread)
+{
+	struct mt_tname *e = entry(m, tid);
+	if (!e)
+		return -ENOMEM;
+	e->thread = thread + 1;
+	return 0;
+}
+
+uint32_t mt_tnames_thread(const struct mt_tnames *m, uint64_t tid)
+{
+	const struct mt_tname *e = find(m, tid);
+	return e ? e->thread : 0;
+}
+
 void mt_tnames_release(struct mt_tnames *m)
 {
 	for (size_t i = 0; i < m->n; i++)
 		free(m->v[i].name);
 	free(m->v);
+	free(m->slots);
 	*m = (struct mt_tnames){ 0 };
 }

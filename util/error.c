@@ -18,6 +18,16 @@ int mt_error(int err, const char *fmt, ...)
 	return err;
 }
 
+void mt_note(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("memtrace: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
 void mt_warning(const char *fmt, ...)
 {
 	va_list ap;

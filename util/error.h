@@ -13,5 +13,7 @@
 int mt_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* mt_warning() - print "memtrace: warning: <fmt>". */
 void mt_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* mt_note() - print "memtrace: <fmt>": what -v asks to be told. */
+void mt_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif /* MT_UTIL_ERROR_H */

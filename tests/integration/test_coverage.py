@@ -188,10 +188,14 @@ def test_another_malloc_gives_no_count(memtrace, script, cc, tmp_path):
     assert "allocator:          unknown" in text
 
 
-def test_an_aggregated_capture_is_compared_at_the_end(memtrace, script, tmp_path):
+@pytest.mark.parametrize("pyalloc", [False, True], ids=["malloc", "python-allocators"])
+def test_an_aggregated_capture_is_compared_at_the_end(memtrace, script, tmp_path, pyalloc):
+    """With Python's allocators traced, pymalloc's blocks over 512 bytes
+    are malloc's: they count."""
     prog = script("keep = [bytes(1000) for _ in range(50_000)]\n")
     cap = tmp_path / "agg.cap"
-    run(memtrace, "run", "-q", "--aggregate", "-o", cap, prog)
+    run(memtrace, "run", "-q", "--aggregate", *(["--trace-python-allocators"] if pyalloc else []),
+        "-o", cap, "--python", "/usr/bin/python3", prog)
     text, a = stats(memtrace, cap)
     assert a["peak"] is None
     end = a["end"]

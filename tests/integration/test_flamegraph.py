@@ -46,8 +46,8 @@ def test_flamegraph_peak_golden(memtrace, tmp_path):
     assert d["merge"] == {"nodes": 0, "below_bytes": 0}
     assert d["memory"] == {"time_us": [1000], "rss": [40 * MB], "heap": [13 * MB],
                            "peak": {"time_us": 0, "heap": 13 * MB}}
-    assert d["threads"] == [{"index": 0, "tid": 4242, "name": "MainThread"},
-                            {"index": 1, "tid": 4243, "name": "worker"}]
+    # the threads that hold something at the peak: not the worker
+    assert d["threads"] == [{"index": 0, "tid": 4242, "name": "MainThread"}]
     assert d["truncated"] is False and d["inverted"] is False and d["split_threads"] is False
     # self-contained: nothing is fetched from anywhere
     assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', html)
@@ -65,6 +65,8 @@ def test_flamegraph_leaks_golden(memtrace, tmp_path):
              for i in range(len(n["fn"]))}
     assert named == {(None, 0): (0, 0), ("<module>", 0): (0, 0), ("g", 0): (3 * MB + 15 * 4096, 2),
                      ("<no Python frames>", 1): (MB, 1)}
+    # split: the threads of the graph's nodes, the worker's leak included
+    assert [t["name"] for t in d["threads"]] == ["MainThread", "worker"]
 
 
 def test_temporary_threshold_golden(memtrace, tmp_path):
@@ -381,3 +383,34 @@ def test_report_to_a_device_is_refused_and_a_failed_page_removed(memtrace, scrip
         p = run(memtrace, cmd, "-o", page, cap, check=False)
         assert p.returncode == 1 and "cannot write '%s'" % page in p.stderr, p.stderr
         assert not page.exists()
+
+
+def test_a_thread_per_request_service(memtrace, script, tmp_path):
+    """Thousands of short threads (a server that starts one per request),
+    a few of them renamed after they started: each is named as Python
+    names it, and the page names only the threads that hold something."""
+    prog = script(
+        "import threading\n"
+        "kept = []\n"
+        "def request(i):\n"
+        "    threading.current_thread().name = 'req-%d' % i\n"
+        "    data = bytearray(1000)\n"
+        "    if i % 1000 == 0:\n"
+        "        kept.append(bytearray(100_000))\n"
+        "for i in range(0, 3000, 6):\n"
+        "    ts = [threading.Thread(target=request, args=(i + k,)) for k in range(6)]\n"
+        "    for t in ts: t.start()\n"
+        "    for t in ts: t.join()\n", "svc.py")
+    cap = tmp_path / "svc.bin"
+    run(memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", cap, prog)
+    d, _ = flamegraph(memtrace, cap, "--leaks", "--split-threads")
+    names = sorted(t["name"] for t in d["threads"])
+    assert names == ["req-0", "req-1000", "req-2000"] or \
+        names == sorted(["MainThread", "req-0", "req-1000", "req-2000"]), names
+    d, _ = flamegraph(memtrace, cap, "--leaks")
+    assert len(d["threads"]) <= 4, len(d["threads"])
+    # stats still lists them all, each under its own name
+    threads = json.loads(run(memtrace, "stats", "--json", cap).stdout)["threads"]
+    assert len(threads) == 3001, len(threads)
+    assert sorted(t["name"] for t in threads if t["name"].startswith("req-")) == \
+        sorted("req-%d" % i for i in range(3000))
