@@ -4,10 +4,11 @@
  */
 #include "reader/threadnames.h"
 
+#include "util/grow.h"
 #include "util/slots.h"
 
 #include <errno.h>  /* ENOMEM */
-#include <stdlib.h> /* malloc, realloc, free */
+#include <stdlib.h> /* malloc, free */
 #include <string.h> /* memcpy, memchr */
 
 static uint64_t tid_hash(uint64_t tid)
@@ -38,14 +39,8 @@ static struct mt_tname *entry(struct mt_tnames *m, uint64_t tid)
 	struct mt_tname *e = find(m, tid);
 	if (e)
 		return e;
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 16;
-		struct mt_tname *v = realloc(m->v, cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		m->v = v;
-		m->cap = cap;
-	}
+	if (m->n >= UINT32_MAX - 1 || mt_grow((void **)&m->v, &m->cap, (uint32_t)m->n, sizeof(*m->v)) < 0)
+		return NULL;
 	if ((m->n + 1) * 2 > m->nslots &&
 	    mt_slots_grow(&m->slots, &m->nslots, 64, 0, m->n, entry_hash, m) < 0)
 		return NULL;

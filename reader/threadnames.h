@@ -21,7 +21,8 @@ struct mt_tname {
 
 struct mt_tnames {
 	struct mt_tname *v;
-	size_t n, cap;
+	size_t n;
+	uint32_t cap;     /* util/grow.h */
 	uint32_t *slots; /* util/slots.h: index + 1 into v, 0 empty */
 	size_t nslots;
 };
