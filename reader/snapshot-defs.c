@@ -32,7 +32,7 @@ int mt__snap_on_thread(void *ctx, const struct mt_record *r)
 
 	uint32_t i = mt__snap_believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
 	/* the program's name for it if it gave one, else the OS name */
-	const char *given = mt_tnames_get(&st->names, r->thread.tid);
+	const char *given = mt_tnames_for(&st->names, r->thread.tid, i);
 	if (mt__snap_thread_room(st, i) < 0 || !(name = given ? strdup(given) : copy_str(&r->thread.name)))
 		return -ENOMEM;
 	if (mt_tnames_seen(&st->names, r->thread.tid, i) < 0) {

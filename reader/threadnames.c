@@ -49,7 +49,7 @@ static struct mt_tname *entry(struct mt_tnames *m, uint64_t tid)
 		j = (j + 1) & (m->nslots - 1);
 	m->slots[j] = (uint32_t)m->n + 1;
 	e = &m->v[m->n++];
-	*e = (struct mt_tname){ tid, NULL, 0 };
+	*e = (struct mt_tname){ tid, NULL, 0, 0 };
 	return e;
 }
 
@@ -68,7 +68,16 @@ int mt_tnames_set(struct mt_tnames *m, uint64_t tid, const uint8_t *name, size_t
 	copy[len] = '\0';
 	free(e->name);
 	e->name = copy;
+	e->named = e->thread;
 	return 0;
+}
+
+const char *mt_tnames_for(const struct mt_tnames *m, uint64_t tid, uint32_t thread)
+{
+	const struct mt_tname *e = find(m, tid);
+	if (!e || !e->name || (e->named && e->named != thread + 1))
+		return NULL;
+	return e->name;
 }
 
 const char *mt_tnames_get(const struct mt_tnames *m, uint64_t tid)

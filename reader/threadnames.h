@@ -9,6 +9,9 @@
  * index of the last thread seen with it, so that a name given later finds
  * it. A hash table (a service may start hundreds of thousands of threads
  * in a capture): every call is O(1). Zero-initialised is empty.
+ *
+ * The kernel reuses tids: a name given while an earlier thread had the
+ * tid is that thread's, not a later one's (mt_tnames_for()).
  */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint32_t, uint64_t */
@@ -17,6 +20,7 @@ struct mt_tname {
 	uint64_t tid;
 	char *name;      /* NULL: none given */
 	uint32_t thread; /* index + 1 of the last thread seen with this tid; 0: none */
+	uint32_t named;  /* thread when the name was given: whose name it is */
 };
 
 struct mt_tnames {
@@ -37,6 +41,11 @@ const char *mt_tnames_get(const struct mt_tnames *m, uint64_t tid);
 /* mt_tnames_seen() - the thread of index @thread has tid @tid (the last
  * one so far). Returns 0 or -ENOMEM. */
 int mt_tnames_seen(struct mt_tnames *m, uint64_t tid, uint32_t thread);
+
+/* mt_tnames_for() - the name thread @thread (an index), just seen with
+ * @tid, goes by: the latest given for @tid, unless it was given while
+ * another thread had the tid; NULL if none. Borrowed. */
+const char *mt_tnames_for(const struct mt_tnames *m, uint64_t tid, uint32_t thread);
 
 /* mt_tnames_thread() - index + 1 of the last thread seen with @tid; 0 if
  * none. */

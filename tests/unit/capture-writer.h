@@ -168,6 +168,15 @@ static inline void cw_thread(struct cw *w, uint32_t index, uint64_t tid, const c
 	cw_rec(w, &r);
 }
 
+/* The program's name for the thread of kernel id @tid (a NAME record). */
+static inline void cw_name(struct cw *w, uint64_t tid, const char *name)
+{
+	struct mt_record r = { .type = MT_REC_NAME };
+	r.name.tid = tid;
+	r.name.name = cw_str(name);
+	cw_rec(w, &r);
+}
+
 /* A code object with an empty line table: every offset is @firstlineno. */
 static inline void cw_code(struct cw *w, uint32_t id, const char *file, const char *qualname,
 			   uint32_t firstlineno)

@@ -170,6 +170,34 @@ START_TEST(test_snapshot_munmap_ranges)
 }
 END_TEST
 
+/* The kernel reuses a dead thread's tid: a name given to the first thread
+ * is not the second's, which keeps its OS name unless it gets one of its
+ * own; a name given before any thread of the tid is seen is the first's
+ * (an attach names the threads it finds before they allocate). */
+START_TEST(test_snapshot_reused_tid)
+{
+	start(0);
+	cw_name(&w, 300, "early");
+	cw_thread(&w, 0, 300, "python3");
+	cw_thread(&w, 1, 200, "python3");
+	cw_name(&w, 200, "first");
+	cw_alloc(&w, 1, MT_ALLOC_MALLOC, 0x1000, 10, 0);
+	cw_thread(&w, 2, 200, "python3");
+	cw_alloc(&w, 2, MT_ALLOC_MALLOC, 0x2000, 20, 0);
+	cw_thread(&w, 3, 200, "python3");
+	cw_name(&w, 200, "third");
+	cw_alloc(&w, 3, MT_ALLOC_MALLOC, 0x3000, 30, 0);
+	cw_alloc(&w, 0, MT_ALLOC_MALLOC, 0x4000, 40, 0);
+	build();
+	ck_assert_uint_eq(snap.n_threads, 4);
+	ck_assert_str_eq(snap.threads[0].name, "early");
+	ck_assert_str_eq(snap.threads[1].name, "first");
+	ck_assert_str_eq(snap.threads[2].name, "python3");
+	ck_assert_str_eq(snap.threads[3].name, "third");
+	done();
+}
+END_TEST
+
 START_TEST(test_snapshot_threads)
 {
 	start(0);
@@ -588,6 +616,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, test_snapshot_realloc_and_unknown_frees);
 	tcase_add_test(tc, test_snapshot_munmap_ranges);
 	tcase_add_test(tc, test_snapshot_threads);
+	tcase_add_test(tc, test_snapshot_reused_tid);
 	tcase_add_test(tc, test_snapshot_locations);
 	tcase_add_loop_test(tc, test_snapshot_locations_random, 0, 20);
 	tcase_add_test(tc, test_snapshot_cyclic_trie);
