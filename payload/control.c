@@ -38,6 +38,7 @@
 #include "payload/phdr.h"
 #include "payload/spawn.h"
 #include "payload/track.h"
+#include "payload/wait.h"
 #include "payload/writer.h"
 
 #include <errno.h>       /* errno */
@@ -80,9 +81,7 @@ static struct {
 
 static int64_t mono_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)(mt_mono_ns() / 1000000);
 }
 
 static uint64_t random64(void)

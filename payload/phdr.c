@@ -14,13 +14,14 @@
  * own) marks the child unsafe, and the child's walks are skipped.
  */
 #include "payload/phdr.h"
+#include "payload/wait.h"
 
 #include <errno.h>       /* errno */
 #include <pthread.h>     /* pthread_atfork */
 #include <sched.h>       /* sched_yield */
 #include <stdint.h>      /* int64_t */
 #include <sys/syscall.h> /* SYS_nanosleep */
-#include <time.h>        /* clock_gettime */
+#include <time.h>        /* struct timespec */
 #include <unistd.h>      /* getpid, syscall */
 
 #define WALK_WAIT_NS (200 * 1000000LL)    /* a needed walk */
@@ -37,13 +38,6 @@ static int generation = 1; /* one more in every fork child; tokens are it */
 static __thread __attribute__((tls_model("initial-exec"))) int depth;
 /* this thread is making a fork: between its prepare and parent or child */
 static __thread __attribute__((tls_model("initial-exec"))) int in_fork;
-
-static int64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
 /* A short wait: a few yields first (a walk takes microseconds), then
  * naps of 0.1 ms; not a cancellation point (a thread cancelled here could
@@ -86,7 +80,7 @@ int mt_phdr_enter(int optional)
 			return token;
 		__atomic_sub_fetch(&walkers, 1, __ATOMIC_SEQ_CST);
 		depth--;
-		int64_t now = now_ns();
+		int64_t now = (int64_t)mt_mono_ns();
 		if (!give_up) {
 			give_up = now + (optional ? OPTIONAL_WAIT_NS : WALK_WAIT_NS);
 		} else if (now >= give_up) {
@@ -161,10 +155,10 @@ static void prepare(void)
 	int own = depth;
 	if (own)
 		__atomic_store_n(&tainted, 1, __ATOMIC_SEQ_CST);
-	int64_t give_up = now_ns() + FORK_WAIT_NS;
+	int64_t give_up = (int64_t)mt_mono_ns() + FORK_WAIT_NS;
 	unsigned round = 0;
 	while (__atomic_load_n(&walkers, __ATOMIC_SEQ_CST) > own) {
-		if (now_ns() >= give_up) {
+		if ((int64_t)mt_mono_ns() >= give_up) {
 			__atomic_store_n(&tainted, 1, __ATOMIC_SEQ_CST);
 			break;
 		}

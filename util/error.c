@@ -5,35 +5,37 @@
 
 #include <stdio.h> /* fprintf */
 
-int mt_error(int err, const char *fmt, ...)
+/* "memtrace: <lead><fmt>[: <reason of @err>]" and its newline. */
+static void say(const char *lead, int err, const char *fmt, va_list ap)
 {
-	va_list ap;
-	fputs("memtrace: ", stderr);
-	va_start(ap, fmt);
+	fprintf(stderr, "memtrace: %s", lead);
 	vfprintf(stderr, fmt, ap);
-	va_end(ap);
 	if (err)
 		fprintf(stderr, ": %s", mt_strerror(err));
 	fputc('\n', stderr);
+}
+
+int mt_error(int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	say("", err, fmt, ap);
+	va_end(ap);
 	return err;
 }
 
 void mt_note(const char *fmt, ...)
 {
 	va_list ap;
-	fputs("memtrace: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say("", 0, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 void mt_warning(const char *fmt, ...)
 {
 	va_list ap;
-	fputs("memtrace: warning: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say("warning: ", 0, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }

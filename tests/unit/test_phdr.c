@@ -139,25 +139,29 @@ START_TEST(test_phdr_two_forkers)
 }
 END_TEST
 
-/* The program's handler holds the fork longer than a needed walk waits:
- * the walk goes on, and the child knows it may not walk. */
-START_TEST(test_phdr_needed_walk_gives_up)
+/* Eight forks, each held by the program's handler (250 ms) longer than
+ * a needed walk waits (200 ms), under walks of 20 ms, @optional or not. */
+static void held_forks(int optional)
 {
 	slow_prepare_us = 250000;
 	walk_us = 20000;
+	optional_walks = optional;
 	run(1, 8);
+}
+
+/* A needed walk goes on, and the child knows it may not walk. */
+START_TEST(test_phdr_needed_walk_gives_up)
+{
+	held_forks(0);
 	ck_assert_int_eq(hung, 0);
 	ck_assert_int_gt(unsafe_children, 0);
 }
 END_TEST
 
-/* The same with optional walks: they are skipped, and every child is fine. */
+/* Optional walks are skipped, and every child is fine. */
 START_TEST(test_phdr_optional_walk_skipped)
 {
-	slow_prepare_us = 250000;
-	walk_us = 20000;
-	optional_walks = 1;
-	run(1, 8);
+	held_forks(1);
 	ck_assert_int_eq(hung, 0);
 	ck_assert_int_eq(unsafe_children, 0);
 	ck_assert_int_eq(ok, 8);
