@@ -97,6 +97,8 @@ static void body_encode(struct wbuf *w, const struct mt_record *r)
 	case MT_REC_THREAD:
 		w_varint(w, r->thread.tid);
 		w_bytes(w, r->thread.name);
+		if (r->thread.ended)
+			w_varint(w, r->thread.ended);
 		break;
 	case MT_REC_CODE:
 		w_varint(w, r->code.id);
@@ -292,6 +294,9 @@ static int body_decode(struct rbuf *b, struct mt_record *r)
 	case MT_REC_THREAD:
 		r->thread.tid = r_varint(b);
 		r->thread.name = r_bytes(b);
+		r->thread.ended = b->p < b->end ? r_varint(b) : 0;
+		if (r->thread.ended > r->tidx)
+			b->bad = 1; /* only an index before this one can have ended */
 		break;
 	case MT_REC_CODE:
 		r->code.id = r_u32(b);

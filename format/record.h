@@ -133,6 +133,8 @@ struct mt_rec_free {
 struct mt_rec_thread {
 	uint64_t tid;   /* kernel thread id; record's thread index names it */
 	struct mt_bytes name;
+	uint64_t ended; /* 0, or the thread index `tidx - ended` has ended: no
+			 * later record names it */
 };
 
 /* Code object metadata, sent once per code object. Without MT_HDR_LINES,

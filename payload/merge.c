@@ -201,6 +201,21 @@ static size_t coded_len(const struct mt_tbuf *b, uint64_t pos, uint64_t end, uin
 	return (size_t)(q - p) + (size_t)body;
 }
 
+/* The THREAD record [@rec, @rec + @n) again in @out, saying that thread
+ * index @prev ended: no later record names it, and a reader can drop its
+ * coding state. Returns its length, or 0 to keep the record as it is. */
+#define MT_THREAD_REC_MAX 128 /* a THREAD record is some 30 bytes */
+static size_t thread_ended(const uint8_t *rec, size_t n, uint32_t prev,
+			   uint8_t out[MT_THREAD_REC_MAX])
+{
+	struct mt_record r;
+	if (mt_rec_decode(rec, n, &r, NULL, NULL) != (ssize_t)n || prev >= r.tidx)
+		return 0;
+	r.thread.ended = r.tidx - prev; /* short: the buffer had it lately */
+	ssize_t k = mt_rec_encode(out, MT_THREAD_REC_MAX, &r, NULL);
+	return k > 0 ? (size_t)k : 0;
+}
+
 /* The event of a raw kind (tbuf.h: mt_raw_alloc_x()) at @pos of @b,
  * before @end, into the chunk, or counted. Returns its length, or 0 if it
  * is not whole, which only a bug in memtrace could cause. Out of the way
@@ -317,18 +332,29 @@ static void consume(struct mt_tbuf *b, uint64_t end)
 			pos = end;
 			break;
 		}
+		uint8_t redone[MT_THREAD_REC_MAX];
+		size_t len = 0;
 		if ((head & 15) == MT_REC_THREAD) {
-			/* the thread (re)registered: its events from here on are
-			 * coded under this index, from a fresh state */
+			/* the thread (re)registered, or another took over the
+			 * buffer of one that ended: its events from here on are
+			 * coded under this index, from a fresh state, and the
+			 * index before it is over */
+			if (b->w_indexed)
+				len = thread_ended(mt_tbuf_bytes(b, pos, n, m.raw), n, b->w_index,
+						   redone);
 			b->w_index = thread;
+			b->w_indexed = 1;
 			memset(&b->w_delta, 0, sizeof(b->w_delta));
 			b->w_delta.reuse = &m.reuse;
 		}
-		if (m.chunk.len + n > CHUNK_MAX) {
+		if (m.chunk.len + (len ? len : n) > CHUNK_MAX) {
 			mt_tbuf_release(b, pos);
 			mt_merge_flush();
 		}
-		chunk_add(mt_tbuf_bytes(b, pos, n, m.raw), n);
+		if (len)
+			chunk_add(redone, len);
+		else
+			chunk_add(mt_tbuf_bytes(b, pos, n, m.raw), n);
 		pos += n;
 	}
 	mt_tbuf_release(b, pos);
@@ -449,6 +475,9 @@ void mt_merge_begin(struct mt_sink *sink, void (*on_error)(int err), int test_cr
 	m.history_lost = 0;
 	m.events = 0;
 	memset(&m.reuse, 0, sizeof(m.reuse));
+	/* an index a buffer had in an earlier capture is not this one's */
+	for (struct mt_tbuf *b = mt_tbuf_all(); b; b = b->next)
+		b->w_indexed = 0;
 	mt_history_reset(m.hist);
 	mt_history_layout(m.hist, node_opts);
 	m.cur_epoch = 1;

@@ -52,7 +52,7 @@ struct mt_tbuf_mark {
  * each of its epochs starts. The producer owns head and mhead (and its
  * copies check_at, tail_seen, mtail_seen), the writer tail and mtail;
  * each group is on its own cache line. head_seen and w_epoch are the
- * consuming end's (mt_tbuf_front()); w_index and w_delta are merge.c's,
+ * consuming end's (mt_tbuf_front()); w_index, w_indexed and w_delta are merge.c's,
  * which codes the buffer's events with that coding state under the
  * thread index of the buffer's last THREAD record. */
 struct mt_tbuf {
@@ -65,6 +65,7 @@ struct mt_tbuf {
 	uint64_t head_seen;                 /* writer's copy of head */
 	uint64_t w_epoch;                   /* writer: epoch of the records at tail */
 	uint32_t w_index;                   /* writer: thread index of the events */
+	uint32_t w_indexed;                 /* writer: w_index is this capture's */
 	struct mt_tbuf *next;               /* registry, push-only */
 	struct mt_delta w_delta;            /* writer: their coding state */
 	_Alignas(64) struct mt_tbuf_mark marks[MT_TBUF_MARKS];

@@ -18,6 +18,10 @@
  * request for gigabytes of delta state. */
 #define MAX_THREADS (1u << 20)
 
+/* The coding state of a thread index that a THREAD record said had ended:
+ * its own was freed, and a record that names it is corrupt. */
+static struct mt_delta ended_mark;
+
 static int stub(void *ctx, const struct mt_record *r)
 {
 	(void)ctx;
@@ -64,6 +68,7 @@ void mt_records_start(struct mt_records *p, const struct mt_header *h)
 	p->opts = mt_header_columns(h);
 	p->aggregated = !!(h->flags & MT_HDR_AGGREGATED);
 	p->oom = 0;
+	p->ended_used = 0;
 	p->n_records = 0;
 	p->events = 0;
 	p->trailer_seen = 0;
@@ -71,7 +76,9 @@ void mt_records_start(struct mt_records *p, const struct mt_header *h)
 	/* the coding state runs from the first chunk to the last */
 	memset(&p->reuse, 0, sizeof(p->reuse));
 	for (uint32_t i = 0; i < p->n_deltas; i++)
-		if (p->deltas[i]) {
+		if (p->deltas[i] == &ended_mark) {
+			p->deltas[i] = NULL;
+		} else if (p->deltas[i]) {
 			memset(p->deltas[i], 0, sizeof(*p->deltas[i]));
 			p->deltas[i]->reuse = &p->reuse;
 		}
@@ -81,7 +88,8 @@ void mt_records_release(struct mt_records *p)
 {
 	free(p->row);
 	for (uint32_t i = 0; i < p->n_deltas; i++)
-		free(p->deltas[i]);
+		if (p->deltas[i] != &ended_mark)
+			free(p->deltas[i]);
 	free(p->deltas);
 	memset(p, 0, sizeof(*p));
 }
@@ -90,8 +98,12 @@ static struct mt_delta *get_delta(void *ctx, uint32_t thread)
 {
 	struct mt_records *c = ctx;
 
-	if (thread < c->n_deltas && c->deltas[thread])
-		return c->deltas[thread];
+	if (thread < c->n_deltas && c->deltas[thread]) {
+		if (c->deltas[thread] != &ended_mark)
+			return c->deltas[thread];
+		c->ended_used = 1;
+		return NULL;
+	}
 	if (thread >= MAX_THREADS)
 		return NULL;
 	/* A state is some 700 bytes: made only for the indexes in use, so
@@ -118,6 +130,29 @@ static struct mt_delta *get_delta(void *ctx, uint32_t thread)
 	d->reuse = &c->reuse;
 	c->deltas[thread] = d;
 	return d;
+}
+
+/* Thread index @thread ended (a thread-per-request service makes one for
+ * every request): its coding state goes, some 700 bytes of it. */
+static void ended(struct mt_records *c, uint32_t thread)
+{
+	if (thread < c->n_deltas) {
+		if (c->deltas[thread] != &ended_mark)
+			free(c->deltas[thread]);
+		c->deltas[thread] = &ended_mark;
+	}
+	/* an index never seen has no state: a record naming it later is
+	 * as corrupt, but that is not worth a slot for every index */
+}
+
+/* The error of get_delta() failing: memory, or an index that ended. */
+static int no_delta(struct mt_records *c)
+{
+	if (!c->ended_used)
+		return -ENOMEM;
+	snprintf(c->why, sizeof(c->why),
+		 "an allocation or free of a thread that a THREAD record said had ended");
+	return -MT_ECORRUPT;
 }
 
 static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_record *r)
@@ -209,7 +244,7 @@ int mt_records_read(struct mt_records *c, const uint8_t *data, size_t len,
 				break;
 			}
 			if (!d && !(d = get_delta(c, (uint32_t)in.thread))) {
-				err = -ENOMEM;
+				err = no_delta(c);
 				break;
 			}
 			r.type = (uint8_t)h.type;
@@ -228,9 +263,11 @@ int mt_records_read(struct mt_records *c, const uint8_t *data, size_t len,
 			}
 			ssize_t k = mt_rec_decode(c->row, (size_t)n, &r, get_delta, c);
 			if (k < 0) {
-				err = (int)k;
+				err = k == -ENOMEM ? no_delta(c) : (int)k;
 				break;
 			}
+			if (r.type == MT_REC_THREAD && r.thread.ended)
+				ended(c, r.tidx - (uint32_t)r.thread.ended);
 			d = NULL; /* a hot record with its head may change in.thread */
 			if (c->aggregated ? is_event(r.type)
 					  : r.type == MT_REC_SITE || r.type == MT_REC_TOTALS) {

@@ -21,7 +21,8 @@
 #include "reader/capture.h"
 
 struct mt_records {
-	struct mt_delta **deltas; /* by thread index, each made on first use */
+	struct mt_delta **deltas; /* by thread index, each made on first use and
+				   * freed when a THREAD record says it ended */
 	uint32_t n_deltas;
 	struct mt_reuse reuse;    /* the coding state the threads share */
 	uint8_t *row;             /* a record other than the usual hot one, as a row */
@@ -29,6 +30,7 @@ struct mt_records {
 	unsigned opts;            /* the capture's columns (mt_header_columns()) */
 	int aggregated;           /* MT_HDR_AGGREGATED: the TRAILER is not checked */
 	int oom;                  /* memory ran out */
+	int ended_used;           /* a hot record named a thread index that had ended */
 	/* the pass so far */
 	uint64_t n_records;       /* records read */
 	uint64_t events;          /* ALLOC and FREE records read */
@@ -48,7 +50,8 @@ void mt_records_start(struct mt_records *p, const struct mt_header *h);
  * error, or -MT_ECORRUPT with p->why saying why: the TRAILER's count
  * differs from the events read, or a record belongs to the other mode
  * (ALLOC or FREE in an aggregated capture, SITE or TOTALS in one of
- * events). *@misfit is set when the columns do not
+ * events), or an ALLOC or FREE names a thread index that a THREAD record
+ * said had ended (its coding state is freed then). *@misfit is set when the columns do not
  * fit together (the records before the misfit are read first, as
  * mt_chunk_join() would have joined them). */
 int mt_records_read(struct mt_records *p, const uint8_t *data, size_t len,

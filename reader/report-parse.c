@@ -56,8 +56,11 @@ static int on_free(void *ctx, const struct mt_record *r)
 static int on_thread(void *ctx, const struct mt_record *r)
 {
 	struct parse_ctx *p = ctx;
-	fprintf(p->out, "thread index=%u tid=%" PRIu64 " name=%s\n", r->tidx, r->thread.tid,
+	fprintf(p->out, "thread index=%u tid=%" PRIu64 " name=%s", r->tidx, r->thread.tid,
 		q(p, &r->thread.name));
+	if (r->thread.ended)
+		fprintf(p->out, " ended=%" PRIu64, (uint64_t)r->tidx - r->thread.ended);
+	fputc('\n', p->out);
 	return 0;
 }
 

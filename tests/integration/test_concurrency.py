@@ -203,3 +203,43 @@ def test_events_ordered_by_a_lock_stay_in_order(memtrace, tmp_path):
         bad = [i for i in range(1, len(sizes)) if sizes[i] != (sizes[i - 1] + 1) % span]
         assert not bad, "run %d: %d allocations out of order, first at %d: %s" % (
             attempt, len(bad), bad[0], sizes[max(0, bad[0] - 3):bad[0] + 3])
+
+
+def test_short_threads_say_when_their_index_ends(memtrace, script, tmp_path):
+    """A thread-per-request service: each new thread takes over the buffer
+    of one that ended, and its THREAD record says which thread index ended,
+    so that a reader can drop that index's coding state. No event of an
+    index follows the record that ended it, and the reports read whole."""
+    prog = script(
+        "import threading\n"
+        "kept = []\n"
+        "def request(i):\n"
+        "    data = bytearray(1000 + i)\n"
+        "    if i % 500 == 0:\n"
+        "        kept.append(bytearray(50_000))\n"
+        "for i in range(0, 2000, 4):\n"
+        "    ts = [threading.Thread(target=request, args=(i + k,)) for k in range(4)]\n"
+        "    for t in ts: t.start()\n"
+        "    for t in ts: t.join()\n", "svc.py")
+    cap = tmp_path / "svc.bin"
+    run(memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", cap, prog)
+    seen, ended = set(), set()
+    for line in run(memtrace, "parse", "-q", cap).stdout.splitlines():
+        kind, _, rest = line.partition(" ")
+        fields = dict(f.split("=", 1) for f in rest.split() if "=" in f)
+        if kind == "thread":
+            index = int(fields["index"])
+            assert index not in seen and index not in ended, line
+            seen.add(index)
+            if "ended" in fields:
+                gone = int(fields["ended"])
+                assert gone in seen and gone not in ended and gone < index, line
+                ended.add(gone)
+        elif kind in ("alloc", "free"):
+            assert int(fields["thread"]) not in ended, line
+    assert len(seen) >= 2001, len(seen)
+    # every request thread's index but the last few ends
+    assert len(ended) >= len(seen) - 16, (len(ended), len(seen))
+    stats = json.loads(run(memtrace, "stats", "--json", cap).stdout)
+    assert len(stats["threads"]) == len(seen)
+    assert stats["totals"]["live_bytes_at_end"] >= 4 * 50_000, stats["totals"]

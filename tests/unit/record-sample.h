@@ -52,6 +52,7 @@ static inline struct mt_record sample_record(unsigned type, int variant)
 		r.tidx = thread;
 		r.thread.tid = variant ? UINT64_MAX : 1234;
 		r.thread.name = bytes(variant ? "" : "MainThread");
+		r.thread.ended = variant ? 7 : 0; /* index 293 ended */
 		break;
 	case MT_REC_CODE:
 		r.code.id = variant ? UINT32_MAX : 5;

@@ -539,6 +539,53 @@ START_TEST(test_reader_records_of_the_other_mode)
 }
 END_TEST
 
+/* A THREAD record may say that an earlier thread index ended (another
+ * thread took over its buffer): a reader drops that index's coding state,
+ * and an event of it after that is corrupt. _i: the event is hot with its
+ * head, or of the chunk's current thread. */
+START_TEST(test_reader_thread_ended)
+{
+	struct cw w;
+	struct counts k = { 0 };
+	struct mt_header h = cw_header(0);
+	struct mt_record r = { .type = MT_REC_THREAD, .tidx = 2 };
+
+	cw_init(&w, &h, 4096, 0);
+	cw_thread(&w, 1, 100, "worker");
+	cw_alloc(&w, 1, MT_ALLOC_MALLOC, 0x10000, 32, 0);
+	r.thread.tid = 101;
+	r.thread.name = cw_str("worker");
+	r.thread.ended = 1; /* index 1 */
+	cw_rec(&w, &r);
+	cw_alloc(&w, 2, MT_ALLOC_MALLOC, 0x20000, 32, 0);
+	if (_i)
+		cw_alloc(&w, 2, MT_ALLOC_MALLOC, 0x30000, 32, 0);
+	cw_alloc(&w, 1, MT_ALLOC_MALLOC, 0x40000, 32, 0);
+	cw_trailer(&w, 1000, 3 + _i, 0);
+	cw_finish(&w);
+	read_damaged(&w, &k, "a thread that a THREAD record said had ended");
+	ck_assert_uint_eq(k.by_type[MT_REC_ALLOC], 2 + _i);
+	cw_release(&w);
+
+	/* without the last event, the capture reads whole */
+	struct mt_capture *c;
+	memset(&k, 0, sizeof(k));
+	cw_init(&w, &h, 4096, 0);
+	cw_thread(&w, 1, 100, "worker");
+	cw_alloc(&w, 1, MT_ALLOC_MALLOC, 0x10000, 32, 0);
+	cw_rec(&w, &r);
+	cw_alloc(&w, 2, MT_ALLOC_MALLOC, 0x20000, 32, 0);
+	cw_trailer(&w, 1000, 2, 0);
+	cw_finish(&w);
+	ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+	ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+	ck_assert(mt_capture_status(c)->trailer_seen && !mt_capture_damage(c));
+	ck_assert_uint_eq(k.by_type[MT_REC_ALLOC], 2);
+	mt_capture_close(c);
+	cw_release(&w);
+}
+END_TEST
+
 START_TEST(test_reader_no_trailer)
 {
 	struct cw w;
@@ -661,6 +708,7 @@ static Suite *reader_suite(void)
 	tcase_add_test(tc, test_reader_trailer_counts_events);
 	tcase_add_loop_test(tc, test_reader_records_of_the_other_mode, 0, 3);
 	tcase_add_test(tc, test_reader_no_trailer);
+	tcase_add_loop_test(tc, test_reader_thread_ended, 0, 2);
 	tcase_add_test(tc, test_reader_bad_files);
 	tcase_add_test(tc, test_reader_progress);
 	suite_add_tcase(s, tc);

@@ -33,6 +33,7 @@ static void assert_record_eq(const struct mt_record *a, const struct mt_record *
 		ck_assert_uint_eq(a->tidx, b->tidx);
 		ck_assert_uint_eq(a->thread.tid, b->thread.tid);
 		assert_bytes_eq(a->thread.name, b->thread.name);
+		ck_assert_uint_eq(a->thread.ended, b->thread.ended);
 		break;
 	case MT_REC_CODE:
 		ck_assert_uint_eq(a->code.id, b->code.id);
@@ -301,6 +302,9 @@ START_TEST(test_record_malformed)
 		  "\x01\xf1\x00\x10\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01", 14, -MT_ECORRUPT },
 		{ "SAMPLE with a non-zero thread nibble", "\x16\x02\x00\x00", 4, -MT_ECORRUPT },
 		{ "body shorter than its fields", "\x06\x01\x00", 3, -MT_ECORRUPT },
+		{ "THREAD 2 saying index 2 - 3 ended", "\x23\x04\x01\x01\x41\x03", 6, -MT_ECORRUPT },
+		{ "THREAD 2 saying index 2 - 2 = 0 ended", "\x23\x04\x01\x01\x41\x02", 6, 6 },
+		{ "THREAD 2 without the field", "\x23\x03\x01\x01\x41", 5, 5 },
 		{ "thread index with no delta state", "\xf1\x80\x08\x01\x00\x00\x00", 7, -ENOMEM },
 	};
 	struct deltas dec;
