@@ -172,7 +172,13 @@ _OPTIONS = [
 _DEFAULTS = {"most_allocations": 5, "memtrace_stacks": 1}
 
 
-def _fit_name(name, limit=255):
+# pytest-memray's budget for a kept capture's name: a path component's
+# 255 bytes, less what its ".metadata" file beside the capture adds to the
+# name, so that both are cut at the same length
+_NAME_LIMIT = 255 - (len(".metadata") - len(".bin"))
+
+
+def _fit_name(name, limit=_NAME_LIMIT):
     """@name as one path component: over @limit bytes, its tail becomes a
     digest of the whole, so that names cut alike stay apart."""
     encoded = name.encode("utf-8", "surrogateescape")

@@ -316,6 +316,38 @@ def test_pytest_memray_option_names(tmp_path):
     assert ("FAILED test_suite.py::test_appends_to_module_list - limit_leaks: ") in p.stdout
 
 
+def test_long_capture_names_fit_as_pytest_memray_cuts_them(tmp_path):
+    """A kept capture's name over 250 bytes (255, less room for the
+    ".metadata" file pytest-memray writes beside it) is cut to 250: its
+    head, then "-", 16 hex digits of the whole name's SHA-256, ".bin"."""
+    import hashlib
+    suite = tmp_path / "test_long.py"
+    suite.write_text(textwrap.dedent("""\
+        import pytest
+
+        @pytest.mark.parametrize("v", ["x" * 300, "y" * 194, "z" * 192])
+        def test_a(v):
+            pass
+        """))
+    keep = tmp_path / "kept"
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD)
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
+                        "no:cacheprovider", "-q", "--memtrace", "--memtrace-bin-path", str(keep),
+                        "--memtrace-bin-prefix", "P" * 32, str(suite)], cwd=str(tmp_path),
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, timeout=120)
+    assert p.returncode == 0, p.stdout
+    expected = []
+    for v in ("x" * 300, "y" * 194):  # 342 and 252 bytes
+        whole = "%s-test_long.py-test_a[%s].bin" % ("P" * 32, v)
+        tail = "-%s.bin" % hashlib.sha256(whole.encode()).hexdigest()[:16]
+        expected.append(whole[:250 - len(tail)] + tail)
+    expected.append("%s-test_long.py-test_a[%s].bin" % ("P" * 32, "z" * 192))  # 250: as it is
+    assert all(len(name) == 250 for name in expected)
+    assert sorted(os.listdir(str(keep))) == sorted(expected), p.stdout
+
+
 def test_ini_keys(tmp_path):
     (tmp_path / "pytest.ini").write_text("[pytest]\nmemtrace = true\nhide_memtrace_summary = true\n"
                                          "memtrace_stacks = 3\n")
