@@ -15,7 +15,7 @@ Both take current_thread_only=True, and pytest-memray's memory_limit= and
 location_limit= for the limit. Sizes are a number and a unit, B, KB, MB,
 GB, TB or PB, counted in powers of 1024 (KiB, MiB... are accepted too).
 Without --memtrace only the tests with a marker are tracked, and checked,
-as pytest-memray does.
+as pytest-memray does, and there is no report at the end.
 Peak and leaks are computed by the C reader (memtrace.FileReader) from
 each test's capture. pytest-memray's option names are aliases (--memray,
 --stacks, --fail-on-increase, ...), and every option has an ini key.
@@ -609,7 +609,10 @@ class _Manager:
 
     # -- reporting ------------------------------------------------------
     def pytest_terminal_summary(self, terminalreporter):
-        if _option(self.config, "--hide-memtrace-summary") or not self.results:
+        # only with --memtrace (or its ini key), as pytest-memray: a plain
+        # run checks its marked tests and says nothing more
+        if (not self.everything or _option(self.config, "--hide-memtrace-summary")
+                or not self.results):
             return
         n = _option(self.config, "--most-allocations")
         results = sorted(self.results, key=lambda r: r.peak, reverse=True)

@@ -130,7 +130,9 @@ def test_limits_fail_and_pass_with_memtrace(tmp_path):
 
 def test_markers_checked_without_memtrace(tmp_path):
     """Without --memtrace the tests with a marker are still tracked and
-    checked, as pytest-memray does; the others are not tracked at all."""
+    checked, as pytest-memray does; the others are not tracked at all, and
+    there is no report at the end (pytest-memray prints its own only with
+    --memray or its ini key)."""
     keep = tmp_path / "captures"
     p, outcomes, _ = run_pytest(tmp_path, "--memtrace-bin-path", str(keep),
                                 "--most-allocations", "0")
@@ -140,8 +142,13 @@ def test_markers_checked_without_memtrace(tmp_path):
     assert outcomes["test_unmarked"] == "passed", p.stdout
     kept = sorted(os.listdir(str(keep)))
     assert len(kept) == 5 and not any("test_unmarked" in k for k in kept), kept
+    assert "memtrace: tests with the highest peak memory" not in p.stdout, p.stdout
+    # the ini key turns the report on, as --memtrace does
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmemtrace = true\n")
+    p, outcomes, _ = run_pytest(tmp_path, "--most-allocations", "0")
+    assert outcomes["test_big_under_small_limit"] == "failed", p.stdout
     report = p.stdout.split("memtrace: tests with the highest peak memory", 1)[1]
-    assert "test_big_under_large_limit" in report and "test_unmarked" not in report
+    assert "test_big_under_large_limit" in report and "test_unmarked" in report, report
 
 
 def test_markers_of_class_and_function(tmp_path):
