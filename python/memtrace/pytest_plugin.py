@@ -285,15 +285,22 @@ class _Result:
 
 
 def _markers(item):
-    """The test's limit_memory and limit_leaks markers (None where it has
-    none): of several of a kind (the class's and the function's, say),
-    the one with the lowest limit, so that the test fails if any would."""
-    def strictest(name):
-        found = list(item.iter_markers(name))
-        if len(found) < 2:
-            return found[0] if found else None
-        return min(found, key=lambda m: _marker_limit(m)[0])
-    return strictest("limit_memory"), strictest("limit_leaks")
+    """The test's limit_memory markers and its limit_leaks markers, each a
+    list of (marker, the node that carries it), closest first: a class's
+    and its method's are all checked, each with its own options, and the
+    test fails if any fails, as pytest-memray checks them."""
+    return tuple([(marker, node) for node, marker in item.iter_markers_with_node(name)]
+                 for name in ("limit_memory", "limit_leaks"))
+
+
+def _marker_text(marker, node):
+    """limit_memory('1 MB', current_thread_only=True) of test_x.py::TestK:
+    which of several markers a message is about."""
+    args = [repr(a) for a in marker.args]
+    for key, value in marker.kwargs.items():
+        args.append("%s=%s" % (key, getattr(value, "__name__", None) if callable(value)
+                               else repr(value)))
+    return "%s(%s) of %s" % (marker.name, ", ".join(args), node.nodeid)
 
 
 # the keyword arguments each marker takes: its limit under pytest-memray's
@@ -386,7 +393,7 @@ class _Manager:
     def pytest_pyfunc_call(self, pyfuncitem):
         func = pyfuncitem.obj
         memory, leaks = _markers(pyfuncitem)
-        if not self.everything and memory is None and leaks is None:
+        if not self.everything and not memory and not leaks:
             yield
             return
         path = self._capture_path(pyfuncitem.nodeid)
@@ -502,7 +509,19 @@ class _Manager:
                 return records
             return [r for r in records if r.tid == tid]
 
-        headlines = []
+        problems, headlines = [], []
+
+        def failed(lines, heads, marker, node, several):
+            """One marker's failure: with several of its kind, named."""
+            if problems:
+                problems.append("")
+            if several:
+                problems.append(_marker_text(marker, node) + ":")
+                heads = [h.replace(marker.name + ":", "%s of %s:" % (marker.name, node.name), 1)
+                         for h in heads]
+            problems.extend(lines)
+            headlines.extend(heads)
+
         with FileReader(path) as reader:
             xdist, not_mine = self._xdist_records(reader, tid)
             peak_records = [r for r in reader.get_high_watermark_allocation_records(
@@ -514,39 +533,43 @@ class _Manager:
                                         reader.metadata.total_allocations -
                                         reader.metadata.total_frees - not_mine, top,
                                         path if self.keep else None))
-            problems = []
-            if memory is not None:
-                limit, kw = _marker_limit(memory)
+            for i, (marker, node) in enumerate(memory):
+                limit, kw = _marker_limit(marker)
                 records = mine(peak_records, kw)
                 used = sum(r.size for r in records)
                 own = " (its own thread)" if kw.get("current_thread_only") else ""
+                lines, heads = [], []
                 if used >= limit:
-                    problems.append("Test was limited to %s but its body%s used %s at its peak"
-                                    % (format_size(limit), own, format_size(used)))
-                    headlines.append("limit_memory: %s %s %s" % (format_size(used),
-                                                                ">" if used > limit else "=",
-                                                                format_size(limit)))
+                    lines.append("Test was limited to %s but its body%s used %s at its peak"
+                                 % (format_size(limit), own, format_size(used)))
+                    heads.append("limit_memory: %s %s %s" % (format_size(used),
+                                                             ">" if used > limit else "=",
+                                                             format_size(limit)))
+                # a test has one baseline: the figure of its closest marker
                 before = None
-                if self.baselines is not None:
+                if self.baselines is not None and i == 0:
                     self.measured[item.nodeid] = used
                     before = self.baselines.get(item.nodeid)
                 if before is not None and used > before:
                     now, then = _sizes(used, before)
-                    problems.append("Test's body%s used %s at its peak, %s more than the %s of "
-                                    "its last passing run" % (own, now, format_size(used - before),
-                                                              then))
-                    headlines.append("fail-on-increase: %s > %s (+%s)" % (
+                    lines.append("Test's body%s used %s at its peak, %s more than the %s of "
+                                 "its last passing run" % (own, now, format_size(used - before),
+                                                           then))
+                    heads.append("fail-on-increase: %s > %s (+%s)" % (
                         format_size(used), format_size(before), format_size(used - before)))
-                if problems:
-                    problems.append("Largest allocations live at the peak:")
-                    problems.extend(self._describe(self._top(records, 5)))
-            if leaks is not None:
-                limit, kw = _marker_limit(leaks)
+                if lines:
+                    lines.append("Largest allocations live at the peak:")
+                    lines.extend(self._describe(self._top(records, 5)))
+                    failed(lines, heads, marker, node, len(memory) > 1)
+            leaked = None
+            for marker, node in leaks:
+                limit, kw = _marker_limit(marker)
                 filter_fn = kw.get("filter_fn")
+                if leaked is None:
+                    leaked = [r for r in reader.get_leaked_allocation_records(
+                        merge_threads=False) if not xdist(r)]
                 bad = []
-                for size, count, frames in _per_stack(mine(
-                        [r for r in reader.get_leaked_allocation_records(merge_threads=False)
-                         if not xdist(r)], kw)):
+                for size, count, frames in _per_stack(mine(leaked, kw)):
                     if size < limit:
                         continue
                     if filter_fn is not None and not filter_fn(
@@ -555,15 +578,13 @@ class _Manager:
                     bad.append((size, count, _shown(frames)[:max(self.stacks, 5)]))
                 if bad:
                     bad.sort(key=lambda b: b[0], reverse=True)
-                    if problems:
-                        problems.append("")
-                    problems.append("Test was allowed to leak %s per call stack but %d stack%s "
-                                    "leaked that much or more:" % (format_size(limit), len(bad),
-                                                      "" if len(bad) == 1 else "s"))
-                    problems.extend(self._describe(bad[:10]))
-                    headlines.append("limit_leaks: %s %s %s from one call stack" % (
+                    lines = ["Test was allowed to leak %s per call stack but %d stack%s "
+                             "leaked that much or more:" % (format_size(limit), len(bad),
+                                                            "" if len(bad) == 1 else "s")]
+                    lines.extend(self._describe(bad[:10]))
+                    failed(lines, ["limit_leaks: %s %s %s from one call stack" % (
                         format_size(bad[0][0]), ">" if bad[0][0] > limit else "=",
-                        format_size(limit)))
+                        format_size(limit))], marker, node, len(leaks) > 1)
         if problems and self.keep:
             problems.append("capture: %s" % path)
         return _LimitFailure(problems, "; ".join(headlines)) if problems else None

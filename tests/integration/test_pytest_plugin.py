@@ -2,6 +2,7 @@
 Debian's python3-pytest in a subprocess."""
 
 import os
+import re
 import subprocess
 import textwrap
 import xml.etree.ElementTree as ET
@@ -153,7 +154,7 @@ def test_markers_checked_without_memtrace(tmp_path):
 
 def test_markers_of_class_and_function(tmp_path):
     """Of several markers of a kind (the class's and the function's) the
-    lowest limit holds, as pytest-memray applies them all."""
+    lowest limit fails the test, as pytest-memray checks them all."""
     suite = tmp_path / "test_bounds.py"
     suite.write_text(textwrap.dedent("""\
         import pytest
@@ -189,6 +190,104 @@ def test_markers_of_class_and_function(tmp_path):
     assert "FAILED test_bounds.py::TestBoth::test_over_the_class_limit" in out, out
     assert "FAILED test_bounds.py::TestLeaks::test_leaks_over_the_function_limit" in out, out
     assert "PASSED test_bounds.py::TestLeaks::test_leaks_under_the_class_limit" in out, out
+
+
+SEVERAL = """\
+import threading
+import pytest
+
+HELD = []
+KEEP = []
+
+
+def in_a_thread(n):
+    t = threading.Thread(target=lambda: HELD.append(bytearray(n)))
+    t.start()
+    t.join()
+
+
+def keep_forever():
+    KEEP.append(bytearray(50_000))
+
+
+def not_keep_forever(stack):
+    return all(f.function != "keep_forever" for f in stack.frames)
+
+
+@pytest.mark.limit_memory("1 MB")
+class TestThreads:
+    @pytest.mark.limit_memory("512 KB", current_thread_only=True)
+    def test_other_thread_over_the_class_limit(self):
+        in_a_thread(20 * 1024 * 1024)
+        HELD.clear()
+
+    @pytest.mark.limit_memory("2 MB")
+    def test_over_both(self):
+        data = bytearray(10 * 1024 * 1024)
+
+
+@pytest.mark.limit_leaks("16 KB")
+class TestFilters:
+    @pytest.mark.limit_leaks("1 KB", filter_fn=not_keep_forever)
+    def test_filtered_by_the_method_only(self):
+        keep_forever()
+
+
+@pytest.mark.limit_leaks("1 MB")
+class TestFiltersPass:
+    @pytest.mark.limit_leaks("1 KB", filter_fn=not_keep_forever)
+    def test_under_both(self):
+        keep_forever()
+"""
+
+
+def test_every_marker_checked_with_its_own_options(tmp_path):
+    """Each of a test's markers of a kind is checked on its own, with its
+    own current_thread_only and filter_fn, as pytest-memray checks every
+    marker: the test fails if any does, and the message names those that
+    failed."""
+    suite = tmp_path / "test_several.py"
+    suite.write_text(SEVERAL)
+    junit = tmp_path / "j.xml"
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD, COLUMNS="200")
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
+                        "no:cacheprovider", "-q", "-rf", "--junitxml", str(junit), str(suite)],
+                       cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+    outcomes, messages = {}, {}
+    for case in ET.parse(str(junit)).getroot().iter("testcase"):
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        outcomes[case.get("name")] = "passed" if bad is None else bad.tag
+        messages[case.get("name")] = (bad.text or "") if bad is not None else ""
+    assert outcomes == {
+        "test_other_thread_over_the_class_limit": "failure",
+        "test_over_both": "failure",
+        "test_filtered_by_the_method_only": "failure",
+        "test_under_both": "passed",
+    }, p.stdout
+
+    # the class's marker failed, the method's (its own thread) did not
+    thread = messages["test_other_thread_over_the_class_limit"]
+    assert "limit_memory('1 MB') of test_several.py::TestThreads" in thread, thread
+    assert "limited to 1.00 MiB but its body used 20." in thread, thread
+    assert "512" not in thread, thread
+    assert re.search(r"FAILED test_several.py::TestThreads::test_other_thread_over_the_class_limit"
+                     r" - limit_memory of TestThreads: 20\.\d\d MiB > 1\.00 MiB\n", p.stdout), \
+        p.stdout
+
+    both = messages["test_over_both"]
+    assert "limited to 1.00 MiB" in both and "limited to 2.00 MiB" in both, both
+    assert "limit_memory('2 MB') of test_several.py::TestThreads::test_over_both" in both, both
+    assert ("limit_memory of test_over_both: 10.00 MiB > 2.00 MiB; "
+            "limit_memory of TestThreads: 10.00 MiB > 1.00 MiB" in p.stdout), p.stdout
+
+    leak = messages["test_filtered_by_the_method_only"]
+    assert "limit_leaks('16 KB') of test_several.py::TestFilters" in leak, leak
+    assert "leak 16.00 KiB per call stack" in leak and "keep_forever at" in leak, leak
+    assert "1.00 KiB" not in leak, leak
 
 
 def test_bin_path_keeps_readable_captures(memtrace, tmp_path):
