@@ -140,9 +140,14 @@ static void py_fork_child(void)
 {
 	int own = mt_guard_enter();
 	pthread_mutex_lock(&st.lock);
-	if (st.follow_pending)
+	int started = 0;
+	if (st.follow_pending) {
 		follow_fork_locked();
+		started = st.active;
+	}
 	pthread_mutex_unlock(&st.lock);
+	if (started) /* Python code: without st.lock (pythreads.h) */
+		(void)mt_pythreads_name_self();
 	if (own)
 		mt_guard_leave();
 }

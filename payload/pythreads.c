@@ -9,6 +9,7 @@
 static struct {
 	void *code; /* the installer, compiled once (kept) */
 	void *cb;   /* _memtrace_thread_name (kept) */
+	void *self; /* the current thread's naming, compiled once (kept) */
 } pt;
 
 /* _memtrace_thread_name(native_id, name), with the GIL. */
@@ -95,6 +96,34 @@ int mt_pythreads_install(void)
 	 * threads there are now told */
 	ok = ok && (ns = mt_pyapi.dict_new()) && mt_pyapi.dict_set(ns, "_cb", pt.cb) == 0 &&
 	     (res = mt_pyapi.callf(exec, "OO", pt.code, ns));
+	if (!ok)
+		mt_pyapi.clear();
+	void *refs[] = { res, ns, compile, exec, builtins };
+	mt_pyapi_release(refs, 5);
+	if (own)
+		mt_guard_leave();
+	return ok ? 0 : -1;
+}
+
+/* The thread that forked is the child's main thread, but threading keeps
+ * the parent's kernel id in it (3.11 and before): told here with its own. */
+static const char name_self[] =
+	"import threading as _t\n"
+	"_cb(_t.get_native_id(), _t.current_thread().name)\n";
+
+int mt_pythreads_name_self(void)
+{
+	if (!pt.cb || !mt_pyapi_loaded("threading"))
+		return 0;
+	int own = mt_guard_enter();
+	void *builtins = NULL, *exec = NULL, *compile = NULL, *ns = NULL, *res = NULL;
+	int ok = (builtins = mt_pyapi.import("builtins")) &&
+		 (exec = mt_pyapi.getattr(builtins, "exec"));
+	if (ok && !pt.self)
+		ok = (compile = mt_pyapi.getattr(builtins, "compile")) &&
+		     (pt.self = mt_pyapi.callf(compile, "sss", name_self, "<memtrace>", "exec"));
+	ok = ok && (ns = mt_pyapi.dict_new()) && mt_pyapi.dict_set(ns, "_cb", pt.cb) == 0 &&
+	     (res = mt_pyapi.callf(exec, "OO", pt.self, ns));
 	if (!ok)
 		mt_pyapi.clear();
 	void *refs[] = { res, ns, compile, exec, builtins };

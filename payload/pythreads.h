@@ -25,4 +25,10 @@
  * 0, or -1 if it could not be. Needs the GIL. */
 int mt_pythreads_install(void);
 
+/* mt_pythreads_name_self() - tell the capture the calling thread's name
+ * under its own kernel id: a fork child's, whose threading keeps the
+ * parent's id for it. Nothing if the descriptor never went in. 0, or -1
+ * if it could not be. Needs the GIL, and no lock of memtrace's. */
+int mt_pythreads_name_self(void);
+
 #endif /* MT_PAYLOAD_PYTHREADS_H */

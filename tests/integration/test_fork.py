@@ -61,6 +61,9 @@ def test_child_of_a_fork_gets_a_capture_of_its_own(memtrace, script, tmp_path, p
     assert (h["pid"], h["forked"], h["follow_fork"], h["attached"]) == (child, True, True, False)
     assert "forked from process %d: tracking starts at the fork" % parent in [
         d["message"] for d in stats["diagnostics"]]
+    # the thread that forked, under Python's name for it (threading keeps
+    # the parent's kernel id for it before 3.12)
+    assert [t["name"] for t in stats["threads"]] == ["MainThread"], stats["threads"]
     leaks = report_json(memtrace, "summary", child_cap, "--leaks")["rows"]
     assert 7_000_000 <= own(leaks, "child_keep", prog) <= 7_000_100, leaks[:5]
     # the inherited block is not the child's, and its free is of an
