@@ -654,6 +654,7 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
 #define MT_HDR_AGGREGATED (1u << 5) /* SITE and TOTALS records, no ALLOC or FREE */
 #define MT_HDR_NATIVE_NODES (1u << 6) /* NATIVE and HYBRID records in the node column */
 #define MT_HDR_LINES (1u << 7)     /* from version 8: STACK records carry lines, CODE no tables */
+#define MT_HDR_TRACKER (1u << 8)   /* started by the program (memtrace.Tracker), partway through */
 #define MT_HDR_FIXED 52            /* bytes before the command line */
 #define MT_CMDLINE_MAX 4096
 

@@ -62,7 +62,7 @@ int mt_coverage(const struct mt_snapshot *s, enum mt_coverage_when when, struct 
 	c->unaccounted = c->in_use - c->accounted;
 	c->share = c->in_use ? (double)c->accounted / (double)c->in_use : 1.0;
 	c->start = s->in_use_start;
-	if (c->start != MT_SAMPLE_UNKNOWN && !(s->header.flags & MT_HDR_ATTACHED))
+	if (c->start != MT_SAMPLE_UNKNOWN && !(s->header.flags & (MT_HDR_ATTACHED | MT_HDR_TRACKER)))
 		c->excused = c->start < c->unaccounted ? c->start : c->unaccounted;
 	uint64_t rest = c->unaccounted - c->excused;
 	c->warn = rest > MT_COVERAGE_WARN_BYTES &&

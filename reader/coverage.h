@@ -44,7 +44,7 @@ struct mt_coverage {
 	uint64_t unaccounted; /* in_use - accounted */
 	double share;         /* accounted / in_use; 1 when in_use is 0 */
 	uint64_t start;       /* the count as tracking started, MT_SAMPLE_UNKNOWN */
-	uint64_t excused;     /* of the rest, put down to the start (not attached) */
+	uint64_t excused;     /* of the rest, put down to the start (at process start only) */
 	int warn;             /* the rest less excused is large (MT_COVERAGE_WARN_*) */
 };
 

@@ -189,12 +189,13 @@ int mt_report_parse(FILE *out, struct mt_capture *c)
 		.chunk = on_chunk,
 	};
 
-	fprintf(out, "header version=%u flags=0x%x%s%s%s%s%s%s pid=%u python=0x%08x start_ns=%" PRIu64
+	fprintf(out, "header version=%u flags=0x%x%s%s%s%s%s%s%s pid=%u python=0x%08x start_ns=%" PRIu64
 		     " interval_ms=%u page_size=%u main_tid=%" PRIu64,
 		h->version, h->flags, h->flags & MT_HDR_ATTACHED ? ",attached" : "",
 		h->flags & MT_HDR_PYALLOC ? ",pyalloc" : "", h->flags & MT_HDR_NATIVE ? ",native" : "",
 		h->flags & MT_HDR_FOLLOW_FORK ? ",follow_fork" : "",
 		h->flags & MT_HDR_FORKED ? ",forked" : "", mt_header_lines(h) ? ",lines" : "",
+		h->flags & MT_HDR_TRACKER ? ",tracker" : "",
 		h->pid, h->python_hex, h->start_ns, h->interval_ms, h->page_size, h->main_tid);
 	/* arguments are NUL-separated: show them as a list */
 	fprintf(out, " cmdline=[");

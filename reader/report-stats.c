@@ -221,9 +221,10 @@ static void print_header(FILE *out, const struct mt_snapshot *s, const char *pat
 	fprintf(out, "  duration:           %s%s\n", mt__report_seconds(dur, sizeof(dur), s->end_time_us),
 		s->have_trailer ? "" : " (at least; capture is truncated)");
 	fprintf(out, "  tracking:           %s\n",
-		h->flags & MT_HDR_ATTACHED ? "attached to a running process"
-		: h->flags & MT_HDR_FORKED ? "from a fork of a tracked process"
-					   : "from process start");
+		h->flags & MT_HDR_ATTACHED  ? "attached to a running process"
+		: h->flags & MT_HDR_FORKED  ? "from a fork of a tracked process"
+		: h->flags & MT_HDR_TRACKER ? "from where the program started a Tracker"
+					    : "from process start");
 	fprintf(out, "  options:            python allocators %s, native stacks %s, "
 		     "fork children %s, memory interval %u ms\n",
 		h->flags & MT_HDR_PYALLOC ? "traced" : "not traced",
@@ -376,8 +377,9 @@ static void print_coverage(FILE *out, const struct mt_snapshot *s)
 	if (c[0].start != MT_SAMPLE_UNKNOWN)
 		fprintf(out, "                      %s was in use as tracking started%s\n",
 			mt__report_bytes(a, c[0].start),
-			s->header.flags & MT_HDR_ATTACHED ? " (the program's, before the attach)"
-							  : " (the interpreter's own start-up)");
+			s->header.flags & MT_HDR_ATTACHED  ? " (the program's, before the attach)"
+			: s->header.flags & MT_HDR_TRACKER ? " (the program's, before the Tracker)"
+							   : " (the interpreter's own start-up)");
 	for (int i = 0; i < 2; i++) {
 		if (!known[i] || !c[i].warn || (i == 1 && c[0].warn))
 			continue;
@@ -490,6 +492,7 @@ static void json_header(struct mt_json *j, const struct mt_snapshot *s, const ch
 	}
 	mt_json_bool(j, "follow_fork", !!(h->flags & MT_HDR_FOLLOW_FORK));
 	mt_json_bool(j, "forked", !!(h->flags & MT_HDR_FORKED));
+	mt_json_bool(j, "tracker", !!(h->flags & MT_HDR_TRACKER));
 	mt_json_u64(j, "interval_ms", h->interval_ms);
 	mt_json_u64(j, "page_size", h->page_size);
 	mt_json_u64(j, "main_tid", h->main_tid);

@@ -91,6 +91,8 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 			mt_plural(s->leak_count, "allocation", "allocations"));
 		if (s->header.flags & MT_HDR_ATTACHED)
 			fprintf(out, "(attached capture: only memory allocated after attaching is seen)\n");
+		else if (s->header.flags & MT_HDR_TRACKER)
+			fprintf(out, "(Tracker capture: only memory allocated in its block is seen)\n");
 	} else if (o->view == MT_VIEW_TEMPORARY) {
 		whole = s->temp_bytes;
 		fprintf(out, "Temporary allocations (freed by their thread with at most %llu of its "

@@ -51,6 +51,7 @@ _HDR_PYALLOC = 1 << 1
 _HDR_NATIVE = 1 << 2
 _HDR_FOLLOW_FORK = 1 << 3
 _HDR_AGGREGATED = 1 << 5
+_HDR_TRACKER = 1 << 8
 
 
 class FileFormat(enum.IntEnum):
@@ -327,7 +328,7 @@ class Tracker:
             raise
         cfg = _native._Config()
         cfg.size = ctypes.sizeof(cfg)
-        cfg.flags = ((_HDR_PYALLOC if self.trace_python_allocators else 0)
+        cfg.flags = (_HDR_TRACKER | (_HDR_PYALLOC if self.trace_python_allocators else 0)
                      | (_HDR_NATIVE if self.native_traces else 0)
                      | (_HDR_FOLLOW_FORK if self.follow_fork else 0)
                      | (_HDR_AGGREGATED if self.file_format == FileFormat.AGGREGATED_ALLOCATIONS

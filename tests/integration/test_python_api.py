@@ -588,3 +588,27 @@ def test_destinations_are_memrays_frozen_dataclasses(tmp_path, python):
         print(sum(r.size for r in memtrace.FileReader("y.bin").get_allocation_records()) >= 100_000)
         """, tmp_path)
     assert p.stdout == "True\n", p.stdout + p.stderr
+
+
+def test_tracker_capture_says_where_it_started(memtrace, tmp_path):
+    """A Tracker starts partway through the program: its capture says so,
+    and the memory in use before it is the program's, not start-up's."""
+    run_py("/usr/bin/python3", """
+        import memtrace
+        before = [bytearray(2_000_000)]
+        with memtrace.Tracker("t.bin"):
+            during = bytearray(3_000_000)
+        """, tmp_path)
+    cap = tmp_path / "t.bin"
+    stats = report_json(memtrace, "stats", cap)
+    h = stats["header"]
+    assert (h["tracker"], h["attached"], h["forked"]) == (True, False, False), h
+    text = run(memtrace, "stats", cap).stdout
+    assert "tracking:           from where the program started a Tracker" in text, text
+    assert "interpreter's own start-up" not in text, text
+    assert ",tracker" in run(memtrace, "parse", "-q", cap).stdout.splitlines()[0]
+    # memtrace run's captures say otherwise
+    prog = tmp_path / "p.py"
+    prog.write_text("x = bytearray(1000)\n")
+    run(memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", tmp_path / "r.bin", prog)
+    assert not report_json(memtrace, "stats", tmp_path / "r.bin")["header"]["tracker"]
