@@ -67,11 +67,11 @@ int main(int argc, char **argv)
 	/* memray's -v/--verbose before the command, repeated or not (-vv):
 	 * attach's and detach's own -v; the other commands say nothing more
 	 * with it */
-	int verbose = 0;
+	size_t verbose = 0;
 	while (argc > 1 && (!strcmp(argv[1], "--verbose") ||
 			    (argv[1][0] == '-' && argv[1][1] == 'v' &&
 			     strspn(argv[1] + 1, "v") == strlen(argv[1] + 1)))) {
-		verbose = 1;
+		verbose += argv[1][1] == '-' ? 1 : strlen(argv[1] + 1);
 		argv++;
 		argc--;
 	}
@@ -94,9 +94,10 @@ int main(int argc, char **argv)
 	}
 	int rc;
 	if (verbose && (cmd->fn == cmd_attach || cmd->fn == cmd_detach)) {
-		/* the -v before the command (at argv[0] now) goes after it */
+		/* the -v before the command (at argv[0] now) goes after it,
+		 * as many times as it was given (attach says more with two) */
 		argv[0] = argv[1];
-		argv[1] = "-v";
+		argv[1] = verbose > 1 ? "-vv" : "-v";
 		rc = cmd->fn(argc, argv);
 	} else {
 		rc = cmd->fn(argc - 1, argv + 1);
