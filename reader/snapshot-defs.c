@@ -47,8 +47,8 @@ int mt__snap_on_thread(void *ctx, const struct mt_record *r)
 	return 0;
 }
 
-/* The program named a thread: the one of that tid registered last, and
- * any registered later. */
+/* The program named a thread: the one of that tid registered last, or if
+ * none was yet, the first one registered later (threadnames.h). */
 int mt__snap_on_name(void *ctx, const struct mt_record *r)
 {
 	struct mt_snapshot *s = ctx;

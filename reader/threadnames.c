@@ -92,6 +92,8 @@ int mt_tnames_seen(struct mt_tnames *m, uint64_t tid, uint32_t thread)
 	if (!e)
 		return -ENOMEM;
 	e->thread = thread + 1;
+	if (e->name && !e->named) /* given before any thread had the tid: this one's */
+		e->named = e->thread;
 	return 0;
 }
 

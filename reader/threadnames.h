@@ -11,7 +11,9 @@
  * in a capture): every call is O(1). Zero-initialised is empty.
  *
  * The kernel reuses tids: a name given while an earlier thread had the
- * tid is that thread's, not a later one's (mt_tnames_for()).
+ * tid is that thread's, not a later one's (mt_tnames_for()); one given
+ * before any thread was seen with it (attach names the live threads
+ * first) is the first one's.
  */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint32_t, uint64_t */

@@ -188,8 +188,12 @@ START_TEST(test_snapshot_reused_tid)
 	cw_name(&w, 200, "third");
 	cw_alloc(&w, 3, MT_ALLOC_MALLOC, 0x3000, 30, 0);
 	cw_alloc(&w, 0, MT_ALLOC_MALLOC, 0x4000, 40, 0);
+	/* the first thread of tid 300 had the name given before it */
+	cw_thread(&w, 4, 300, "worker-os");
+	cw_alloc(&w, 4, MT_ALLOC_MALLOC, 0x5000, 50, 0);
 	build();
-	ck_assert_uint_eq(snap.n_threads, 4);
+	ck_assert_uint_eq(snap.n_threads, 5);
+	ck_assert_str_eq(snap.threads[4].name, "worker-os");
 	ck_assert_str_eq(snap.threads[0].name, "early");
 	ck_assert_str_eq(snap.threads[1].name, "first");
 	ck_assert_str_eq(snap.threads[2].name, "python3");
