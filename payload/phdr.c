@@ -89,8 +89,14 @@ int mt_phdr_enter(int optional)
 			/* a fork handler of the program's may wait for this
 			 * thread: go on, counted (a fork still waiting waits
 			 * for it), and say that the child may inherit it */
+			int held = count_in();
 			__atomic_store_n(&tainted, 1, __ATOMIC_SEQ_CST);
-			return count_in();
+			/* unless the fork ended since it was seen: its parent
+			 * handler cleared the mark already, and this one would
+			 * mark the next fork's child, made without a walk */
+			if (!__atomic_load_n(&forking, __ATOMIC_SEQ_CST))
+				__atomic_store_n(&tainted, 0, __ATOMIC_SEQ_CST);
+			return held;
 		}
 		pause_a_little(&round);
 	}

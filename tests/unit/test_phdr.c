@@ -13,6 +13,7 @@
 #include <pthread.h>  /* pthread_create */
 #include <signal.h>   /* raise, signal */
 #include <stdlib.h>   /* EXIT_SUCCESS */
+#include <sys/syscall.h> /* SYS_clock_gettime */
 #include <sys/wait.h> /* waitpid */
 #include <time.h>     /* clock_gettime */
 #include <unistd.h>   /* fork, alarm, usleep */
@@ -158,6 +159,75 @@ START_TEST(test_phdr_needed_walk_gives_up)
 }
 END_TEST
 
+/* The walker of test_phdr_mark_outlives_no_fork, and the moment its
+ * fork is over: the walker's clock_gettime (the guard's mt_mono_ns())
+ * is held, once its wait has run out, until the fork has ended, so that
+ * it gives up after the fork it saw. */
+static pthread_t late_walker;
+static volatile int late_on, fork_over;
+static long long late_first_ns;
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+	int rc = (int)syscall(SYS_clock_gettime, id, ts);
+	if (late_on && pthread_equal(pthread_self(), late_walker) && id == CLOCK_MONOTONIC) {
+		long long ns = ts->tv_sec * 1000000000LL + ts->tv_nsec;
+		if (!late_first_ns) {
+			late_first_ns = ns;
+		} else if (ns - late_first_ns >= 200000000LL && !fork_over) {
+			while (!fork_over)
+				usleep(1000);
+			syscall(SYS_clock_gettime, id, ts);
+		}
+	}
+	return rc;
+}
+
+static void held_prepare(void)
+{
+	usleep(300000);
+}
+
+static void note_fork_over(void)
+{
+	fork_over = 1;
+}
+
+static void *late_walk(void *arg)
+{
+	(void)arg;
+	usleep(50000); /* the fork is under way */
+	mt_phdr_walk(noop_cb, NULL);
+	return NULL;
+}
+
+static int fork_is_unsafe(void)
+{
+	pid_t p = fork();
+	if (p == 0)
+		_exit(mt_phdr_unsafe() ? CHILD_UNSAFE : CHILD_OK);
+	int st;
+	ck_assert_int_eq(waitpid(p, &st, 0), p);
+	return WIFEXITED(st) && WEXITSTATUS(st) == CHILD_UNSAFE;
+}
+
+/* A needed walk that gives up after the fork it waited for has ended
+ * marks no later fork: the next child, forked with no walk anywhere, is
+ * safe. */
+START_TEST(test_phdr_mark_outlives_no_fork)
+{
+	pthread_atfork(held_prepare, NULL, NULL);
+	mt_phdr_guard();
+	pthread_atfork(NULL, note_fork_over, NULL);
+	ck_assert_int_eq(pthread_create(&late_walker, NULL, late_walk, NULL), 0);
+	late_on = 1;
+	(void)fork_is_unsafe(); /* either way: the walk may have met it */
+	pthread_join(late_walker, NULL);
+	late_on = 0;
+	ck_assert(!fork_is_unsafe());
+}
+END_TEST
+
 /* Optional walks are skipped, and every child is fine. */
 START_TEST(test_phdr_optional_walk_skipped)
 {
@@ -216,6 +286,7 @@ static Suite *phdr_suite(void)
 	tcase_add_test(tc, test_phdr_needed_walk_gives_up);
 	tcase_add_test(tc, test_phdr_optional_walk_skipped);
 	tcase_add_test(tc, test_phdr_fork_in_own_walk);
+	tcase_add_test(tc, test_phdr_mark_outlives_no_fork);
 	suite_add_tcase(s, tc);
 	return s;
 }
