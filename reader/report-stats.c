@@ -39,6 +39,22 @@ char *mt__report_seconds(char *buf, size_t len, unsigned long long us)
 	return buf;
 }
 
+/* Events carry no time: a peak is known to a sample interval, which only
+ * needs saying when it is long (memtrace run --memory-interval-ms). */
+#define PEAK_SPAN_SAID_US 50000
+
+char *mt__report_peak_time(char *buf, size_t len, const struct mt_snapshot *s)
+{
+	char a[32], b[32];
+	mt__report_seconds(a, sizeof(a), s->peak_time_us);
+	if (s->peak_until_us > s->peak_time_us + PEAK_SPAN_SAID_US)
+		snprintf(buf, len, "between %s and %s", a,
+			 mt__report_seconds(b, sizeof(b), s->peak_until_us));
+	else
+		snprintf(buf, len, "at %s", a);
+	return buf;
+}
+
 /* One byte of a name for a terminal: control characters as \xNN. */
 static void add_text_byte(struct mt_strbuf *sb, unsigned char ch)
 {
@@ -396,7 +412,7 @@ static void print_coverage(FILE *out, const struct mt_snapshot *s)
 
 int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o)
 {
-	char a[32], b[32], t[32];
+	char a[32], b[32], t[64];
 	int err;
 
 	if (o->json)
@@ -412,7 +428,7 @@ int mt_report_stats(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 	fprintf(out, "\n  bytes allocated:    %s\n", mt__report_bytes(a, s->bytes_allocated));
 	fprintf(out, "  peak tracked heap:  %s", mt__report_bytes(a, s->peak_heap));
 	if (s->n_samples)
-		fprintf(out, " (at %s)", mt__report_seconds(t, sizeof(t), s->peak_time_us));
+		fprintf(out, " (%s)", mt__report_peak_time(t, sizeof(t), s));
 	fprintf(out, "\n  peak RSS:           ");
 	if (s->n_samples)
 		fprintf(out, "%s (at %s)\n", mt__report_bytes(b, s->peak_rss),
@@ -590,6 +606,7 @@ static int stats_json(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	mt_json_u64(&j, "peak_heap", s->peak_heap);
 	mt_json_u64(&j, "peak_event", s->peak_event);
 	mt_json_u64(&j, "peak_time_us", s->peak_time_us);
+	mt_json_u64(&j, "peak_time_until_us", s->peak_until_us);
 	if (s->n_samples) {
 		mt_json_u64(&j, "peak_rss", s->peak_rss);
 		mt_json_u64(&j, "peak_rss_time_us", s->peak_rss_time_us);

@@ -66,7 +66,7 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt_location *locs;
 	uint64_t whole;
-	char a[32], t[32];
+	char a[32], t[64];
 	size_t hidden = 0;
 	ssize_t n;
 
@@ -104,7 +104,7 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 		whole = s->peak_heap;
 		fprintf(out, "Peak tracked heap: %s", mt__report_bytes(a, whole));
 		if (s->n_samples)
-			fprintf(out, " at %s", mt__report_seconds(t, sizeof(t), s->peak_time_us));
+			fprintf(out, " %s", mt__report_peak_time(t, sizeof(t), s));
 		if (s->header.flags & MT_HDR_AGGREGATED)
 			fprintf(out, " (aggregated capture, %llu events)\n",
 				(unsigned long long)s->n_events);

@@ -184,8 +184,8 @@ int mt_report_tree(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 		(unsigned long long)t.v[0].total_count,
 		mt_plural(t.v[0].total_count, "allocation", "allocations"));
 	if (o->view == MT_VIEW_PEAK && s->n_samples) {
-		char tm[32];
-		fprintf(out, " at %s", mt__report_seconds(tm, sizeof(tm), s->peak_time_us));
+		char tm[64];
+		fprintf(out, " %s", mt__report_peak_time(tm, sizeof(tm), s));
 	}
 	fprintf(out, "\n%s %zu biggest of %zu allocating call %s%s%s\n\n",
 		shown == n_paths ? "All" : "The", shown, n_paths,

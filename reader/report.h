@@ -191,6 +191,9 @@ struct mt_bytes;
 void mt__report_cmdline(struct mt_strbuf *sb, const struct mt_bytes *c);
 /* "12.345 s" */
 char *mt__report_seconds(char *buf, size_t len, unsigned long long us);
+/* mt__report_peak_time() - when @s's tracked heap peaked: "at 1.250 s",
+ * or "between 1.005 s and 2.005 s" where its samples are far apart. */
+char *mt__report_peak_time(char *buf, size_t len, const struct mt_snapshot *s);
 
 /* Helpers shared by the HTML reports (reader/report-html.c). */
 struct mt_json;

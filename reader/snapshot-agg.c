@@ -45,7 +45,7 @@ int mt__snap_on_totals(void *ctx, const struct mt_record *r)
 	s->bytes_allocated = t->bytes_allocated;
 	s->bytes_freed = t->bytes_freed;
 	s->peak_heap = t->peak_heap;
-	s->peak_time_us = t->peak_time_us;
+	s->peak_time_us = s->peak_until_us = t->peak_time_us;
 	s->leak_count = t->live_count;
 	s->st->heap = t->heap;
 	for (unsigned k = 0; k < MT_ALLOC__COUNT && k < MT_TOTALS_KINDS; k++) {

@@ -103,6 +103,7 @@ struct mt__snapshot_state {
 	/* stack ids, code ids and thread indexes defined by their records */
 	uint32_t n_def[3];
 	uint64_t last_sample_us;
+	int peak_open;       /* no sample since the peak yet */
 	uint64_t page_mask;
 	size_t samples_cap, diags_cap;
 	struct mt_growth *growth; /* mt_snapshot_opts.growth: each stack's series */

@@ -368,6 +368,7 @@ static inline __attribute__((always_inline)) int alloc_x(void *ctx, const struct
 		s->peak_heap = st->heap;
 		st->peak_event = st->t;
 		s->peak_time_us = st->last_sample_us;
+		st->peak_open = 1;
 	}
 	return 0;
 }
@@ -475,6 +476,10 @@ static int on_sample(void *ctx, const struct mt_record *r)
 		s->peak_rss_time_us = r->sample.time_us;
 	}
 	st->last_sample_us = r->sample.time_us;
+	if (st->peak_open) {
+		s->peak_until_us = r->sample.time_us;
+		st->peak_open = 0;
+	}
 	if (st->growth)
 		mt_growth_sample(st->growth, r->sample.time_us);
 	if (st->temporal)
@@ -726,6 +731,9 @@ int mt_snapshot_end(struct mt_snapshot *s)
 	struct mt__snapshot_state *st = s->st;
 
 	st->closed = 1;
+	if (st->peak_open || s->peak_until_us < s->peak_time_us)
+		s->peak_until_us = s->end_time_us > s->peak_time_us ? s->end_time_us
+								     : s->peak_time_us;
 	if (st->hwm && !st->hwm->finished) {
 		mt_hwmtime_finish(st->hwm);
 		if (st->hwm->oom)

@@ -89,6 +89,9 @@ struct mt_snapshot {
 	uint64_t peak_heap;       /* highest tracked heap */
 	uint64_t peak_event;      /* its event number (1-based; 0 = empty) */
 	uint64_t peak_time_us;    /* time of the last sample before the peak */
+	uint64_t peak_until_us;   /* of the first after it (the end if none): events
+				   * carry no time, so the peak was reached
+				   * between the two */
 	uint64_t leak_count;      /* allocations live at the end */
 	uint64_t peak_rss, peak_rss_time_us;
 	/* the C allocator's count at the last sample before the first event

@@ -156,8 +156,8 @@ def test_stats_and_summary_golden(memtrace, tmp_path):
     t = json.loads(run(memtrace, "stats", "--json", cap).stdout)["totals"]
     assert t == {"events": 7, "allocations": 4, "frees": 3, "unmatched_frees": 1,
                  "bytes_allocated": 14 * MB + 16 * 4096, "bytes_freed": 10 * MB + 4096,
-                 "peak_heap": 13 * MB, "peak_event": 2, "peak_time_us": 0, "peak_rss": 40 * MB,
-                 "peak_rss_time_us": 1000, "live_bytes_at_end": 4 * MB + 15 * 4096,
+                 "peak_heap": 13 * MB, "peak_event": 2, "peak_time_us": 0,
+                 "peak_time_until_us": 1000, "peak_rss": 40 * MB, "peak_rss_time_us": 1000, "live_bytes_at_end": 4 * MB + 15 * 4096,
                  "live_allocations_at_end": 3, "temporary_bytes": 10 * MB, "temporary_allocations": 1,
                  "temporary_allocation_threshold": 1, "dropped": 4,
                  "aggregated": False}

@@ -285,3 +285,27 @@ def test_max_memory_records_below_one_is_refused(tmp_path):
     out = run("/usr/bin/python3", "-c", code, cap, env=py_env()).stdout.splitlines()
     assert out == ["max_memory_records must be a whole number from 1, not %s" % v
                    for v in ("0", "-1", "1.5", "'3'")] + ["1"], out
+
+
+def test_peak_time_between_samples_far_apart(memtrace, script, tmp_path):
+    """Events carry no time: the peak is known to the samples around it,
+    and where they are far apart (a long memory interval) the reports say
+    between which two it was, not the time of the first as if exact."""
+    prog = script("import time\n"
+                  "time.sleep(1.3)\n"
+                  "x = bytearray(30_000_000)\n"
+                  "time.sleep(0.4)\n")
+    for interval, between in ((1000, True), (10, False)):
+        cap = tmp_path / ("c%d.bin" % interval)
+        run(memtrace, "run", "-q", "--memory-interval-ms", str(interval), "--python",
+            "/usr/bin/python3", "-o", cap, prog)
+        totals = json.loads(run(memtrace, "stats", "--json", cap).stdout)["totals"]
+        first, until = totals["peak_time_us"], totals["peak_time_until_us"]
+        assert first < until, totals
+        # the allocation came some 1.3 s in: within the two samples
+        assert first <= 1_500_000 and until >= 1_250_000, totals
+        assert (until - first > 500_000) == between, totals
+        lines = [l for l in run(memtrace, "stats", cap).stdout.splitlines()
+                 if "peak tracked heap:" in l]
+        assert len(lines) == 1 and ("(between " in lines[0]) == between, lines
+        assert ("between " in run(memtrace, "summary", cap).stdout.splitlines()[0]) == between
