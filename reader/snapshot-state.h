@@ -4,8 +4,8 @@
 /*
  * The snapshot's private state, shared by its files: snapshot.c (the
  * record pass, build and release), snapshot-defs.c (its definition
- * records), snapshot-agg.c (an aggregated
- * capture's figures) and snapshot-query.c (the queries). Nothing outside
+ * records), snapshot-agg.c (an aggregated capture's figures) and
+ * snapshot-query.c (the views and queries). Nothing outside
  * reader/snapshot*.c includes it.
  */
 #include <stddef.h> /* size_t */
@@ -124,6 +124,17 @@ struct mt__snapshot_state {
 	int resolved;             /* hybrid stacks resolved in stk, until the next feed */
 };
 
+/* A counter's value at the peak */
+static inline uint64_t acc_peak_bytes(const struct mt__snapshot_state *st, const struct acc *a)
+{
+	return a->last <= st->peak_event ? a->cur_bytes : a->pk_bytes;
+}
+
+static inline uint64_t acc_peak_count(const struct mt__snapshot_state *st, const struct acc *a)
+{
+	return a->last <= st->peak_event ? a->cur_count : a->pk_count;
+}
+
 enum { DEF_STACK, DEF_CODE, DEF_THREAD };
 
 /* believed() - whether @id of kind @kind (DEF_*) is below its kind's
@@ -144,6 +155,10 @@ int64_t mt__snap_site(struct mt__snapshot_state *st, uint32_t stack, uint32_t th
  * (thread index @idx) in the per-id arrays: 0 or -ENOMEM (snapshot.c). */
 int mt__snap_stack_room(struct mt__snapshot_state *st, uint32_t id);
 int mt__snap_thread_room(struct mt__snapshot_state *st, uint32_t idx);
+
+/* mt__snap_finish() - the per-stack, per-thread and per-site figures of
+ * a view, from the site counters: 0 or -ENOMEM (snapshot-query.c). */
+int mt__snap_finish(struct mt_snapshot *s);
 
 /* snapshot-defs.c: the definition records (@ctx is the struct mt_snapshot) */
 int mt__snap_on_thread(void *ctx, const struct mt_record *r);

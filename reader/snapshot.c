@@ -51,16 +51,6 @@ static inline void acc_change(struct mt__snapshot_state *st, struct acc *a, int6
 	acc_change_x(st, a, dbytes, dcount, 1);
 }
 
-static inline uint64_t acc_peak_bytes(const struct mt__snapshot_state *st, const struct acc *a)
-{
-	return a->last <= st->peak_event ? a->cur_bytes : a->pk_bytes;
-}
-
-static inline uint64_t acc_peak_count(const struct mt__snapshot_state *st, const struct acc *a)
-{
-	return a->last <= st->peak_event ? a->cur_count : a->pk_count;
-}
-
 /* Room for stack id @id in the per-stack arrays. */
 int mt__snap_stack_room(struct mt__snapshot_state *st, uint32_t id)
 {
@@ -494,93 +484,6 @@ static int on_sample(void *ctx, const struct mt_record *r)
 /* ------------------------------------------------------------------------
  * Build and release
  * ---------------------------------------------------------------------- */
-static void usage_add(struct mt_usage *u, const struct mt__snapshot_state *st, const struct acc *a)
-{
-	u->peak_bytes += acc_peak_bytes(st, a);
-	u->peak_count += acc_peak_count(st, a);
-	u->leak_bytes += a->cur_bytes;
-	u->leak_count += a->cur_count;
-	u->alloc_bytes += a->alloc_bytes;
-	u->alloc_count += a->alloc_count;
-	u->temp_bytes += a->tmp_bytes;
-	u->temp_count += a->tmp_count;
-}
-
-/* Per-stack, per-thread and per-site figures from the site counters, made
- * again at every view: O(sites + threads), whatever was read. A stack's
- * figures are non-zero only if it has sites: only theirs are cleared. */
-static int finish(struct mt_snapshot *s)
-{
-	static char no_name[1];
-	struct mt__snapshot_state *st = s->st;
-	struct mt_usage *tu;
-
-	free(s->threads);
-	s->threads = NULL;
-	s->n_threads = 0;
-	s->temp_bytes = s->temp_count = 0;
-	if (!st->stack_usage) {
-		/* the one view of most snapshots: as many as there are, zero
-		 * pages not touched until used */
-		st->usage_cap = st->max_stack + 1;
-		st->stack_usage = calloc(st->usage_cap, sizeof(*st->stack_usage));
-		if (!st->stack_usage)
-			return -ENOMEM;
-		mt_grow_huge(st->stack_usage, (size_t)st->usage_cap * sizeof(*st->stack_usage));
-	} else if (st->max_stack >= st->usage_cap) {
-		/* as many as there are (realloc moves pages; doubling would
-		 * zero as many again) */
-		size_t n = (size_t)st->max_stack + 1;
-		struct mt_usage *v = realloc(st->stack_usage, n * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		memset(v + st->usage_cap, 0, (n - st->usage_cap) * sizeof(*v));
-		st->stack_usage = v;
-		st->usage_cap = (uint32_t)n;
-	}
-	if (st->n_sites > st->site_out_cap) {
-		struct mt_site *v = realloc(st->site_out, (size_t)st->n_sites * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		st->site_out = v;
-		st->site_out_cap = st->n_sites;
-	}
-	tu = calloc(st->max_thread ? st->max_thread : 1, sizeof(*tu));
-	s->threads = calloc(st->max_thread ? st->max_thread : 1, sizeof(*s->threads));
-	if (!tu || !s->threads) {
-		free(tu);
-		return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < st->n_sites; i++) {
-		memset(&st->site_out[i], 0, sizeof(st->site_out[i]));
-		st->stack_usage[st->site_keys[i].stack] = (struct mt_usage){ 0 };
-	}
-	for (uint32_t i = 0; i < st->n_sites; i++) {
-		const struct site_key *k = &st->site_keys[i];
-		struct mt_site *o = &st->site_out[i];
-		o->stack = k->stack;
-		o->thread = k->thread_kind >> SITE_KIND_BITS;
-		o->allocator = k->thread_kind & SITE_KIND_MASK;
-		o->first_addr = st->site_first[i];
-		usage_add(&o->usage, st, &st->sites[i]);
-		usage_add(&st->stack_usage[o->stack], st, &st->sites[i]);
-		usage_add(&tu[o->thread], st, &st->sites[i]);
-		s->temp_bytes += st->sites[i].tmp_bytes;
-		s->temp_count += st->sites[i].tmp_count;
-	}
-	for (uint32_t i = 0; i < st->max_thread; i++) {
-		if (!tu[i].alloc_count && !st->thr_name[i] && !(i == 0 && s->n_events))
-			continue;
-		struct mt_thread_info *t = &s->threads[s->n_threads++];
-		t->index = i;
-		t->tid = st->thr_tid[i];
-		t->name = st->thr_name[i] ? st->thr_name[i] : no_name; /* borrowed */
-		t->usage = tu[i];
-	}
-	free(tu);
-	return 0;
-}
-
 #define SNAPSHOT_OPS(on_alloc, on_free)            \
 	{                                          \
 		.alloc = on_alloc,                 \
@@ -723,7 +626,7 @@ int mt_snapshot_view(struct mt_snapshot *s)
 	}
 	if (st->root_depth && mt_stacks_cut(&st->stk, st->root_depth, st->root_hash) < 0)
 		return -ENOMEM;
-	return finish(s);
+	return mt__snap_finish(s);
 }
 
 int mt_snapshot_end(struct mt_snapshot *s)
