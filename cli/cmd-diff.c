@@ -13,7 +13,7 @@
 
 static const char usage[] =
 	"usage: memtrace diff [-n N] [--json | --html | -o OUT.html [-f]] [--fail-over SIZE]\n"
-	"                     BEFORE AFTER\n"
+	"                     [-q] BEFORE AFTER\n"
 	"\n"
 	"Memory at the peak and live at the end (leaks) of two captures of one\n"
 	"program, per location: the function and file that allocated it (lines\n"
@@ -27,7 +27,8 @@ static const char usage[] =
 	"  -o, --output OUT  ... written to OUT instead (- for standard output)\n"
 	"  -f, --force       overwrite OUT if it exists\n"
 	"  --fail-over SIZE  exit with status 1 if the peak grew by more than SIZE\n"
-	"                    (\"10 MB\", \"512KB\", \"1GiB\" or bytes; units of 1024)\n";
+	"                    (\"10 MB\", \"512KB\", \"1GiB\" or bytes; units of 1024)\n"
+	"  -q, --quiet       no progress line on the terminal while the captures are read\n";
 
 /* @arg as bytes into *@out, read as the pytest plugin reads a size
  * (python/memtrace/pytest_plugin.py parse_size): a number, maybe with a
@@ -95,14 +96,22 @@ static void keep_warning(void *ctx, const char *msg)
 		snprintf(n->first, sizeof(n->first), "%s", msg);
 }
 
-/* Load capture @path into @s; 1 after printing why it cannot be used. */
-static int load(struct mt_snapshot *s, const char *path)
+/* Load capture @path into @s, with a progress line unless @quiet; 1
+ * after printing why it cannot be used. */
+static int load(struct mt_snapshot *s, const char *path, int quiet)
 {
 	struct mt_report_opts o = { .view = MT_VIEW_PEAK, .path = path, .temp_threshold = 1 };
 	struct load_note note = { "" };
+	struct mt_cli_progress p;
 	char msg[600];
+	int err;
 
-	if (mt_report_load(s, &o, keep_warning, &note, msg, sizeof(msg)) < 0) {
+	mt_cli_progress_start(&p, path, NULL, quiet);
+	o.progress = mt_cli_progress_tell;
+	o.progress_ctx = &p;
+	err = mt_report_load(s, &o, keep_warning, &note, msg, sizeof(msg));
+	mt_cli_progress_end(&p);
+	if (err < 0) {
 		mt_error(0, "diff: %s", msg);
 		return 1;
 	}
@@ -143,17 +152,18 @@ int cmd_diff(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "fail-over", required_argument, NULL, OPT_FAIL_OVER },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct mt_diff_opts o = { .top_n = 25 };
 	const char *output = NULL, *fail_arg = NULL;
-	int ch, html = 0, force = 0, top_given = 0, rc;
+	int ch, html = 0, force = 0, top_given = 0, quiet = 0, rc;
 	uint64_t fail_over = 0;
 	char page[4096], *end;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "n:o:fh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "n:o:fqh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'n':
 			o.top_n = (unsigned)strtoul(optarg, &end, 10);
@@ -182,6 +192,9 @@ int cmd_diff(int argc, char **argv)
 					    "or a number of bytes, not '%s'", optarg);
 				return 2;
 			}
+			break;
+		case 'q':
+			quiet = 1;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -215,9 +228,9 @@ int cmd_diff(int argc, char **argv)
 
 	struct mt_snapshot before, after;
 	struct mt_diff d;
-	if (load(&before, o.before))
+	if (load(&before, o.before, quiet))
 		return 1;
-	if (load(&after, o.after)) {
+	if (load(&after, o.after, quiet)) {
 		mt_snapshot_release(&before);
 		return 1;
 	}

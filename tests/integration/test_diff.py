@@ -276,3 +276,22 @@ def test_unknown_option_and_help(memtrace):
     p = run(memtrace, "diff", "--help")
     assert p.stdout.startswith("usage: memtrace diff") and "--fail-over SIZE" in p.stdout
     assert "diff" in run(memtrace, "--help").stdout
+
+
+def test_quiet(memtrace, real_pair):
+    """-q/--quiet, as every report takes it: the same report, and no
+    progress line on a terminal, where one is shown for each capture read
+    without it."""
+    from test_progress import run_pty
+
+    caps, _ = real_pair
+    plain = run(memtrace, "diff", caps["leaky"], caps["fixed"])
+    for q in ("-q", "--quiet"):
+        p = run(memtrace, "diff", q, caps["leaky"], caps["fixed"])
+        assert p.stdout == plain.stdout and p.stderr == ""
+    rc, out, raw = run_pty([memtrace, "diff", caps["leaky"], caps["fixed"]])
+    assert rc == 0 and out.decode() == plain.stdout
+    for cap in (caps["leaky"], caps["fixed"]):
+        assert ("memtrace: reading %s: " % cap).encode() in raw, raw
+    rc, out, raw = run_pty([memtrace, "diff", "-q", caps["leaky"], caps["fixed"]])
+    assert rc == 0 and out.decode() == plain.stdout and raw == b"", raw
