@@ -12,7 +12,10 @@
  * stacks are hybrid, native frames under the Python one that called them.
  * speedscope: speedscope's file format, two sampled profiles (bytes and
  * allocations) of the sites' stacks (root first), sites whose frames
- * read the same merged into one sample.
+ * read the same merged into one sample. In both, a site without frames (a
+ * thread started from C, say) is under one frame named as the tree names
+ * it, "<no Python frames>", so that the bytes are those of the other
+ * reports (memray's transform leaves such allocations out).
  */
 #include "mt-config.h" /* MT_VERSION */
 #include "reader/groups.h"
@@ -46,6 +49,24 @@ static ssize_t stack_of(const struct mt_snapshot *s, uint32_t id, struct frames 
 		n = mt_snapshot_stack(s, id, f->v, f->cap);
 	}
 	return (ssize_t)n;
+}
+
+/* Stack @id into @f as a call chain: a stack without frames is the one
+ * frame that says so. Its depth (1 at least), or -ENOMEM. */
+static ssize_t chain_of(const struct mt_snapshot *s, uint32_t id, struct frames *f)
+{
+	static const struct mt_frame none = { "<no Python frames>", "", 0, 1 };
+	ssize_t n = stack_of(s, id, f);
+
+	if (n)
+		return n;
+	if (!f->cap) {
+		if (!(f->v = malloc(sizeof(*f->v))))
+			return -ENOMEM;
+		f->cap = 1;
+	}
+	f->v[0] = none;
+	return 1;
 }
 
 /* A frame's function as memray names it: co_name for a Python frame (the
@@ -269,10 +290,10 @@ int mt_report_transform_gprof2dot(FILE *out, const struct mt_snapshot *s,
 
 		if (!count)
 			continue;
-		ssize_t depth = stack_of(s, sites[g.v[r].first].stack, &fr);
-		if (depth <= 0) { /* no frames: no call chain, left out as memray does */
+		ssize_t depth = chain_of(s, sites[g.v[r].first].stack, &fr);
+		if (depth < 0) {
 			err = (int)depth;
-			continue;
+			break;
 		}
 		mt_json_begin_object(&j, NULL);
 		mt_json_begin_array(&j, "callchain");
@@ -450,10 +471,10 @@ int mt_report_transform_speedscope(FILE *out, const struct mt_snapshot *s,
 
 		if (!count)
 			continue;
-		ssize_t depth = stack_of(s, sites[g.v[r].first].stack, &fr);
-		if (depth <= 0) { /* no frames: no sample, as memray does */
+		ssize_t depth = chain_of(s, sites[g.v[r].first].stack, &fr);
+		if (depth < 0) {
 			err = (int)depth;
-			continue;
+			break;
 		}
 		if ((err = samples_room(&t, (size_t)depth)) < 0)
 			break;

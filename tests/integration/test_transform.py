@@ -151,15 +151,19 @@ def gprof2dot_of(path):
     return g
 
 
+# the one frame of a call chain without frames (memray's writer leaves
+# such rows out; memtrace keeps their bytes, as its other reports do)
+NO_FRAMES = "<no Python frames>;;0"
+
+
 def expected_gprof2dot(rows):
     """What memray's writer makes of the CSV's rows: functions by
-    (name, file) in order of first use, an event per row with frames."""
+    (name, file) in order of first use, an event per row, a row without
+    frames under NO_FRAMES."""
     index, functions, events = {}, [], []
     for r in rows:
-        if not r[5]:
-            continue
         chain = []
-        for frame in r[5].split("|"):
+        for frame in (r[5] or NO_FRAMES).split("|"):
             name, module, _ = frame.rsplit(";", 2)
             if (name, module) not in index:
                 index[(name, module)] = len(functions)
@@ -181,12 +185,13 @@ def test_gprof2dot_layout(memtrace, tmp_path):
                               {"name": "g", "module": "/app/prog.py"}]
     assert g["events"] == [{"callchain": [0, 1], "cost": [10 * MB]},
                            {"callchain": [2, 1], "cost": [3 * MB]}]
-    # the leaks: the worker's block has no Python frames, and is left out;
-    # g's malloc and mapping are one record, as memray's
+    # the leaks: the worker's block has no Python frames, and is under a
+    # frame that says so; g's malloc and mapping are one record, as memray's
     run(memtrace, "transform", "gprof2dot", "--leaks", "-f", "-o", out, cap)
     g = gprof2dot_of(out)
-    assert g["events"] == [{"callchain": [0, 1], "cost": [3 * MB + 15 * 4096]}]
-    assert [f["name"] for f in g["functions"]] == ["g", "<module>"]
+    assert g["events"] == [{"callchain": [0, 1], "cost": [3 * MB + 15 * 4096]},
+                           {"callchain": [2], "cost": [1 * MB]}]
+    assert [f["name"] for f in g["functions"]] == ["g", "<module>", "<no Python frames>"]
 
 
 def test_gprof2dot_awkward_names(memtrace, tmp_path):
@@ -203,13 +208,11 @@ def expected_speedscope(rows, command_line):
     """What memray's speedscope writer makes of the CSV's rows: frames by
     (name, file, line) in order of first use, root first; rows whose
     frames read the same are one sample; samples of weight 0 left out of
-    a profile."""
+    a profile; a row without frames under NO_FRAMES."""
     index, frames, weights = {}, [], {}
     for r in rows:
-        if not r[5]:
-            continue
         sample = []
-        for frame in reversed(r[5].split("|")):
+        for frame in reversed((r[5] or NO_FRAMES).split("|")):
             name, file, line = frame.rsplit(";", 2)
             key = (name, file, int(line))
             if key not in index:
@@ -322,6 +325,50 @@ def test_real_program_against_filereader(memtrace, tmp_path):
     got.pop("exporter")
     assert got == expected_speedscope(rows, got["name"])
     assert got["name"].endswith(" %s" % script)
+
+
+C_THREAD = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+void *volatile kept;
+static void *body(void *arg) { kept = malloc(10000000); memset(kept, 1, 10000000); return arg; }
+void spawn(void) { pthread_t t; pthread_create(&t, NULL, body, NULL); pthread_join(t, NULL); }
+"""
+
+
+def test_blocks_without_frames_counted(memtrace, tmp_path, cc):
+    """A thread started from C keeps 10 MB: no Python frame allocated it,
+    yet gprof2dot's events and speedscope's profiles have its bytes, under
+    one frame that says so, as the CSV and stats have them."""
+    src = tmp_path / "cthread.c"
+    src.write_text(C_THREAD)
+    lib = tmp_path / "libcthread.so"
+    run(cc, "-shared", "-fPIC", "-O1", "-o", lib, src, "-lpthread")
+    script = tmp_path / "prog.py"
+    script.write_text("import ctypes\n"
+                      "keep = bytearray(2_000_000)\n"
+                      "ctypes.CDLL(%r).spawn()\n" % str(lib))
+    cap = tmp_path / "cap.bin"
+    run(memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", cap, script, cwd=tmp_path)
+    totals = json.loads(run(memtrace, "stats", "--json", cap).stdout)["totals"]
+    for view, total in (([], totals["peak_heap"]), (["--leaks"], totals["live_bytes_at_end"])):
+        run(memtrace, "transform", "csv", "-f", *view, cap, cwd=tmp_path)
+        rows = rows_of(tmp_path / "memtrace-csv-cap.csv")
+        bare = [r for r in rows if not r[5]]
+        assert sum(int(r[2]) for r in bare) >= 10_000_000, rows
+        assert sum(int(r[2]) for r in rows) == total
+        run(memtrace, "transform", "gprof2dot", "-f", *view, cap, cwd=tmp_path)
+        g = gprof2dot_of(tmp_path / "memtrace-gprof2dot-cap.json")
+        assert sum(e["cost"][0] for e in g["events"]) == total
+        assert (g["functions"], g["events"]) == expected_gprof2dot(rows)
+        assert {"name": "<no Python frames>", "module": ""} in g["functions"]
+        run(memtrace, "transform", "speedscope", "-f", *view, cap, cwd=tmp_path)
+        got = json.loads((tmp_path / "memtrace-speedscope-cap.speedscope.json").read_text())
+        got.pop("exporter")
+        assert got == expected_speedscope(rows, got["name"])
+        assert got["profiles"][0]["endValue"] == total
+        assert got["profiles"][1]["endValue"] == sum(int(r[1]) for r in rows)
 
 
 def fails(memtrace, *args, status=None):
