@@ -62,16 +62,31 @@ struct site_key {
 	uint32_t thread_kind; /* thread << SITE_KIND_BITS | allocator */
 };
 
-/* A mapping in temporal mode: its site and the sample count at its mmap. */
-struct mt__tmap {
-	uint32_t site;
-	uint64_t a;
+/* A live mapping, what the mappings' values (st->mm) index: its site,
+ * the address and length its mmap gave, the thread's allocation count
+ * after it (the temporary check) and, in temporal mode, the sample count
+ * at its mmap. An index is used again once its mapping is gone. */
+struct mt__map {
+	uint64_t addr, size, a;
+	uint32_t site, seq;
+};
+
+/* The munmap being applied, for mm_removed(): a mapping it takes whole
+ * may be temporary. */
+struct mt__unmap {
+	uint64_t addr, size;
+	uint32_t thread;
+	int on;
 };
 
 struct mt__snapshot_state {
 	struct mt_livemap live; /* malloc family */
 
 	struct mt_mappings mm; /* mmap family */
+	struct mt__map *maps;  /* ... its mappings, by value */
+	uint32_t *maps_free;   /* ... indexes free in maps (room for maps_cap) */
+	size_t n_maps, maps_cap, n_maps_free;
+	struct mt__unmap unmap;
 
 	struct acc *sites;
 	struct site_key *site_keys;
@@ -111,8 +126,6 @@ struct mt__snapshot_state {
 	struct mt_temporal *temporal; /* mt_snapshot_opts.temporal: when blocks were live */
 	int temporal_by_site;         /* ... keyed by site, not by call path */
 	struct mt_livemap tlive;      /* ... the malloc family's: size holds the sample count */
-	struct mt__tmap *tmaps;       /* ... mappings': their site values index this */
-	size_t n_tmaps, tmaps_cap;
 	struct mt_hwmtime *hwm;      /* mt_snapshot_opts.hwm_stride: shares of each stretch's mark */
 	struct mt_sizes *sizes;      /* mt_snapshot_opts.exact_sizes: allocations by size */
 	uint64_t hwm_stride, hwm_samples;

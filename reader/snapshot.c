@@ -185,38 +185,68 @@ static void temporal_free(struct mt__snapshot_state *st, uint64_t addr, uint64_t
 	mt_livemap_delete(&st->tlive, e);
 }
 
-/* A mapping's site is, in temporal mode, an index into st->tmaps: its
- * site and when it was made. */
-static int64_t temporal_map(struct mt__snapshot_state *st, uint32_t site, uint64_t size)
+/* A new mapping of site @site at @addr (@size bytes, the thread's count
+ * @seq after it): its index in st->maps, or -1 without memory. */
+static int64_t map_new(struct mt__snapshot_state *st, uint32_t site, uint64_t addr,
+		       uint64_t size, uint32_t seq)
 {
-	if (st->n_tmaps == st->tmaps_cap) {
-		size_t n = st->tmaps_cap ? st->tmaps_cap * 2 : 256;
-		struct mt__tmap *v = realloc(st->tmaps, n * sizeof(*v));
-		if (!v || n > UINT32_MAX)
-			return -1;
-		st->tmaps = v;
-		st->tmaps_cap = n;
+	uint32_t i;
+
+	if (st->n_maps_free) {
+		i = st->maps_free[--st->n_maps_free];
+	} else {
+		if (st->n_maps == st->maps_cap) {
+			size_t n = st->maps_cap ? st->maps_cap * 2 : 256;
+			if (n > UINT32_MAX)
+				return -1;
+			struct mt__map *v = realloc(st->maps, n * sizeof(*v));
+			if (!v)
+				return -1;
+			st->maps = v;
+			uint32_t *f = realloc(st->maps_free, n * sizeof(*f));
+			if (!f)
+				return -1;
+			st->maps_free = f;
+			st->maps_cap = n;
+		}
+		i = (uint32_t)st->n_maps++;
 	}
-	uint64_t a = mt_temporal_alloc(st->temporal, path_key(st, site), size);
-	st->tmaps[st->n_tmaps] = (struct mt__tmap){ site, a };
-	return (int64_t)st->n_tmaps++;
+	uint64_t a = st->temporal ? mt_temporal_alloc(st->temporal, path_key(st, site), size) : 0;
+	st->maps[i] = (struct mt__map){ addr, size, a, site, seq };
+	return i;
 }
 
-/* A part of a live mapping of site @site gone (@last: the mapping's
- * last part). */
-static void mm_removed(void *ctx, uint32_t site, uint64_t bytes, int last)
+/* Mapping @m gone whole under the munmap being applied: temporary if it
+ * was that munmap's address and length, and the thread that made it
+ * unmapped it with at most temp_threshold of its allocations in between
+ * (memray's meaning, as for the malloc family's blocks). */
+static void map_temporary(struct mt__snapshot_state *st, const struct mt__map *m)
+{
+	const struct mt__unmap *u = &st->unmap;
+
+	if (!u->on || m->addr != u->addr || m->size != u->size ||
+	    st->site_keys[m->site].thread_kind >> SITE_KIND_BITS != u->thread ||
+	    (uint32_t)(st->thr_seq[u->thread] - m->seq) > st->temp_threshold)
+		return;
+	st->sites[m->site].tmp_bytes += m->size;
+	st->sites[m->site].tmp_count++;
+}
+
+/* A part of live mapping @value gone (@last: the mapping's last part). */
+static void mm_removed(void *ctx, uint32_t value, uint64_t bytes, int last)
 {
 	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
+	const struct mt__map *m = &st->maps[value];
 
-	if (st->temporal) {
-		const struct mt__tmap *m = &st->tmaps[site];
-		site = m->site;
-		mt_temporal_free(st->temporal, path_key(st, site), m->a, bytes, last);
-	}
-	acc_change(st, &st->sites[site], (int64_t)(0 - bytes), last ? -1 : 0);
-	if (last)
-		s->leak_count--;
+	if (st->temporal)
+		mt_temporal_free(st->temporal, path_key(st, m->site), m->a, bytes, last);
+	acc_change(st, &st->sites[m->site], (int64_t)(0 - bytes), last ? -1 : 0);
+	if (!last)
+		return;
+	s->leak_count--;
+	map_temporary(st, m);
+	st->maps_free[st->n_maps_free++] = value;
 }
 
 static inline uint64_t range_end(uint64_t a, uint64_t len)
@@ -325,7 +355,7 @@ static inline __attribute__((always_inline)) int alloc_x(void *ctx, const struct
 		if (gone == (uint64_t)-1)
 			return -ENOMEM;
 		st->heap -= gone;
-		int64_t value = st->temporal ? temporal_map(st, (uint32_t)si, size) : si;
+		int64_t value = map_new(st, (uint32_t)si, addr, size, seq);
 		if (value < 0 || mt_mappings_add(&st->mm, addr, end, (uint32_t)value) < 0)
 			return -ENOMEM;
 	} else {
@@ -375,7 +405,10 @@ static inline __attribute__((always_inline)) int free_x(void *ctx, const struct 
 	s->n_frees++;
 	if (r->free.kind == MT_ALLOC_MUNMAP) {
 		uint64_t len = (r->free.size + st->page_mask) & ~st->page_mask;
+		uint32_t thread = mt__snap_believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
+		st->unmap = (struct mt__unmap){ addr, r->free.size, thread, 1 };
 		uint64_t gone = mt_mappings_remove(&st->mm, addr, range_end(addr, len), mm_removed, s);
+		st->unmap.on = 0;
 		if (gone == (uint64_t)-1)
 			return -ENOMEM;
 		if (gone == 0)
@@ -689,7 +722,8 @@ void mt_snapshot_release(struct mt_snapshot *s)
 			mt_temporal_release(st->temporal);
 		free(st->temporal);
 		mt_livemap_release(&st->tlive);
-		free(st->tmaps);
+		free(st->maps);
+		free(st->maps_free);
 		if (st->hwm)
 			mt_hwmtime_release(st->hwm);
 		free(st->hwm);

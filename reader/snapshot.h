@@ -33,7 +33,7 @@ struct mt_usage {
 	uint64_t peak_bytes, peak_count;   /* live at the heap peak */
 	uint64_t leak_bytes, leak_count;   /* live at the end */
 	uint64_t alloc_bytes, alloc_count; /* allocated over the whole capture */
-	uint64_t temp_bytes, temp_count;   /* temporary allocations (malloc family) */
+	uint64_t temp_bytes, temp_count;   /* temporary allocations */
 };
 
 /* Memory of one (stack, thread, allocator) combination. */
@@ -123,9 +123,10 @@ struct mt_snapshot {
 int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap);
 
 struct mt_snapshot_opts {
-	/* An allocation of the malloc family is temporary when the thread
-	 * that made it frees it with at most this many of its own
-	 * allocations in between (memray's threshold; 0: nothing between). */
+	/* An allocation is temporary when the thread that made it frees it
+	 * with at most this many of its own allocations in between (memray's
+	 * threshold; 0: nothing between); a mapping, when that thread's
+	 * munmap of its address and length takes it. */
 	uint64_t temp_threshold;
 	/* With native stacks: show Python frames only (native.h). */
 	int python_only;

@@ -1,0 +1,110 @@
+"""Mappings (mmap and munmap) of a real program run under memtrace: a
+mapping is temporary as memray counts one, when the thread that made it
+unmaps its address and length with at most the threshold of its
+allocations in between, in every report that shows temporary allocations
+(stats, flamegraph, transform, FileReader)."""
+
+import csv
+import json
+import os
+
+import pytest
+
+from conftest import BUILD, ROOT, run
+
+from test_flamegraph import page_data
+
+MB = 1 << 20
+
+LIB = r"""
+#include <stdlib.h>
+#include <sys/mman.h>
+static void *map(size_t n) { return mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); }
+void *volatile kept[4];
+/* unmapped at once */
+void at_once(size_t n) { void *p = map(n); munmap(p, n); }
+/* two mallocs between the mmap and its munmap */
+void after_two(size_t n) { void *p = map(n); kept[0] = malloc(100); kept[1] = malloc(200); munmap(p, n); free(kept[0]); free(kept[1]); }
+/* unmapped at once, in two halves: no munmap is the mmap's */
+void halves(size_t n) { char *p = map(n); munmap(p, n / 2); munmap(p + n / 2, n / 2); }
+"""
+
+PROG = """\
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.at_once(ctypes.c_size_t(3 * 1048576))      # line 3
+lib.after_two(ctypes.c_size_t(5 * 1048576))    # line 4
+lib.halves(ctypes.c_size_t(6 * 1048576))       # line 5
+"""
+
+# the bytes temporary by line of PROG at each threshold: line 4's two
+# mallocs are, at 1 already (each has at most one allocation before its
+# free), its mapping only at 2
+TEMPORARY = {1: {3: 3 * MB, 4: 300}, 2: {3: 3 * MB, 4: 5 * MB + 300}}
+
+
+@pytest.fixture(scope="module")
+def capture(memtrace, tmp_path_factory, cc):
+    d = tmp_path_factory.mktemp("mappings")
+    (d / "maps.c").write_text(LIB)
+    lib = d / "libmaps.so"
+    run(cc, "-shared", "-fPIC", "-O1", "-o", lib, d / "maps.c")
+    prog = d / "prog.py"
+    prog.write_text(PROG)
+    cap = d / "cap.bin"
+    run(memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", cap, prog, lib, cwd=d)
+    return cap, str(prog)
+
+
+def by_line(pairs, prog):
+    """{line of PROG: bytes} of (allocator, stack, bytes): what PROG's
+    lines allocated themselves (the calls into the library)."""
+    got = {}
+    for _, stack, size in pairs:
+        if len(stack) == 1 and stack[0][:2] == ("<module>", prog):
+            got[stack[-1][2]] = got.get(stack[-1][2], 0) + size
+    return got
+
+
+@pytest.mark.parametrize("threshold", [1, 2])
+def test_transform_csv(memtrace, capture, threshold):
+    cap, prog = capture
+    out = cap.parent / ("t%d.csv" % threshold)
+    run(memtrace, "transform", "csv", "--temporary-allocations", "--temporary-allocation-threshold",
+        threshold, "-f", "-o", out, cap)
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    pairs = [(r["allocator"], [tuple(fr.rsplit(";", 2)[:2]) + (int(fr.rsplit(";", 2)[2]),)
+                               for fr in r["stack_trace"].split("|")] if r["stack_trace"] else [],
+              int(r["size"])) for r in rows]
+    assert by_line(pairs, prog) == TEMPORARY[threshold], rows
+
+
+@pytest.mark.parametrize("threshold", [1, 2])
+def test_filereader(capture, threshold):
+    cap, prog = capture
+    code = (
+        "import json, sys, memtrace\n"
+        "r = memtrace.FileReader(sys.argv[1])\n"
+        "print(json.dumps([(x.allocator.name, x.stack_trace(), x.size) for x in\n"
+        "                  r.get_temporary_allocation_records(threshold=%d)]))\n" % threshold)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), MEMTRACE_BUILD_DIR=BUILD)
+    got = json.loads(run("/usr/bin/python3", "-c", code, cap, env=env).stdout)
+    pairs = [(a, [tuple(f) for f in st], size) for a, st, size in got]
+    assert by_line(pairs, prog) == TEMPORARY[threshold], got
+
+
+@pytest.mark.parametrize("threshold", [1, 2])
+def test_stats_and_flamegraph_totals(memtrace, capture, threshold):
+    """The totals have the temporary mappings beside the interpreter's own
+    small temporary blocks (well under 1 MiB)."""
+    cap, _ = capture
+    want = sum(TEMPORARY[threshold].values())
+    t = json.loads(run(memtrace, "stats", "--json", "--temporary-allocation-threshold", threshold,
+                       cap).stdout)["totals"]
+    assert want <= t["temporary_bytes"] < want + MB, t
+    out = cap.parent / ("t%d.html" % threshold)
+    run(memtrace, "flamegraph", "-q", "-f", "-o", out, "--temporary-allocations",
+        "--temporary-allocation-threshold", threshold, cap)
+    d, _ = page_data(out)
+    assert d["view"] == "temporary" and d["total_bytes"] == t["temporary_bytes"]
