@@ -23,10 +23,10 @@
 #include <sched.h>       /* sched_yield */
 #include <stdatomic.h>   /* atomic_* */
 #include <string.h>      /* memset */
-#include <sys/mman.h>    /* mmap */
+#include <sys/mman.h>    /* mmap, madvise */
 #include <sys/prctl.h>   /* PR_GET_NAME */
 #include <sys/syscall.h> /* SYS_gettid */
-#include <unistd.h>      /* syscall */
+#include <unistd.h>      /* syscall, sysconf */
 
 __thread unsigned char mt_in_hook __attribute__((tls_model("initial-exec")));
 volatile int mt_tracking;
@@ -61,6 +61,10 @@ struct mt_thread {
 };
 
 static __thread struct mt_thread *self __attribute__((tls_model("initial-exec")));
+/* ENDING once this thread's key destructor ran: a struct it took after
+ * that would never be given back (late_event()) */
+enum { RUNNING, ENDING, LATE };
+static __thread unsigned char ending __attribute__((tls_model("initial-exec")));
 
 /* g.session: the capture's session in the low half, bumped when the
  * threads must register again; in the high half, how many code objects
@@ -79,8 +83,11 @@ static struct {
 	pthread_key_t key;
 	int key_ok;
 	struct mt_thread *free_threads;
+	unsigned n_free;           /* structs on free_threads */
+	struct mt_thread *late;    /* the ending threads' events' (late_event()) */
+	atomic_flag late_lock;
 	_Atomic int lost; /* a CODE or STACK record was dropped: its id means nothing */
-} g = { .lock = ATOMIC_FLAG_INIT };
+} g = { .lock = ATOMIC_FLAG_INIT, .late_lock = ATOMIC_FLAG_INIT };
 
 static void lock(void)
 {
@@ -98,6 +105,7 @@ static void unlock(void)
 void mt_track_after_fork(void)
 {
 	unlock(); /* a thread the child does not have may have held it */
+	atomic_flag_clear_explicit(&g.late_lock, memory_order_release);
 }
 
 /* A thread's state: some megabytes of address space for the deepest
@@ -112,13 +120,42 @@ static void *map(size_t bytes)
 /* ------------------------------------------------------------------------
  * Threads.
  * ---------------------------------------------------------------------- */
+static void tell_checked(struct mt_thread *t);
+
+/* The structs of ended threads wait for the next threads with their pages
+ * in: a service that starts a thread per request reuses a few. Past this
+ * many (after a burst of threads), an ended thread's caches and frames go
+ * back to the system, some 80 KB each that would otherwise stay in the
+ * program's RSS for good; zero is their state at a thread's start. */
+#define WARM_THREADS 8
+
+static void cool_down(struct mt_thread *t)
+{
+	int saved = errno;
+	tell_checked(t);
+	/* the first page keeps what must last: buf, index, next_free */
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t len = (sizeof(*t) + page - 1) & ~(page - 1);
+	if (page < len)
+		(void)madvise((char *)t + page, len - page, MADV_DONTNEED);
+	t->told = t->chain.checked;
+	errno = saved;
+}
+
 static void thread_exit(void *arg)
 {
 	struct mt_thread *t = arg;
 	self = NULL;
+	ending = ENDING;
+	lock();
+	int cool = g.n_free >= WARM_THREADS;
+	unlock();
+	if (cool)
+		cool_down(t);
 	lock();
 	t->next_free = g.free_threads;
 	g.free_threads = t;
+	g.n_free++;
 	unlock();
 }
 
@@ -185,6 +222,8 @@ static void forget_stacks(struct mt_thread *t)
  * hooks' fast path need not. */
 static __attribute__((noinline)) struct mt_thread *thread_register(void)
 {
+	if (ending == ENDING)
+		return NULL;
 	int saved = errno;
 	struct mt_thread *t = self;
 	uint64_t now = atomic_load_explicit(&g.session, memory_order_acquire);
@@ -233,8 +272,10 @@ static struct mt_thread *thread_setup(void)
 	if (!t) {
 		lock();
 		t = g.free_threads;
-		if (t)
+		if (t) {
 			g.free_threads = t->next_free;
+			g.n_free--;
+		}
 		unlock();
 		if (!t) {
 			if (!(t = map(sizeof(*t))))
@@ -244,7 +285,7 @@ static struct mt_thread *thread_setup(void)
 				return NULL;
 			}
 		}
-		if (g.key_ok)
+		if (g.key_ok && ending == RUNNING)
 			pthread_setspecific(g.key, t);
 		self = t;
 	}
@@ -514,6 +555,8 @@ void mt_track_native(int on)
  * Public entry points.
  * ---------------------------------------------------------------------- */
 
+static void late_event(unsigned kind, const void *ptr, size_t size, int x, int is_free);
+
 /* @lo: the PyMem wrappers' layout row (they run with the GIL held), NULL
  * for the GOT hooks and the RAW domain's wrappers. @x: @kind is past 15
  * (a constant at each call, so that the other events' code stays as it
@@ -522,8 +565,11 @@ static inline __attribute__((always_inline)) void
 track_alloc(unsigned kind, const void *ptr, size_t size, const struct mt_pylayout *lo, int x)
 {
 	struct mt_thread *t = thread_get();
-	if (!t)
+	if (!t) {
+		if (__builtin_expect(ending == ENDING, 0) && !lo)
+			late_event(kind, ptr, size, x, 0);
 		return;
+	}
 	size_t keep;
 	uint32_t stack = current_stack(t, lo, &keep);
 	if (__builtin_expect(g.native, 0))
@@ -543,8 +589,11 @@ static inline __attribute__((always_inline)) void track_free(unsigned kind, cons
 								   size_t size, int x)
 {
 	struct mt_thread *t = thread_get();
-	if (!t)
+	if (!t) {
+		if (__builtin_expect(ending == ENDING, 0))
+			late_event(kind, ptr, size, x, 1);
 		return;
+	}
 	struct mt_tbuf *b = t->buf;
 	uint64_t head;
 	uint8_t *p = mt_tbuf_reserve_event(b, &head);
@@ -554,6 +603,31 @@ static inline __attribute__((always_inline)) void track_free(unsigned kind, cons
 	}
 	mt_tbuf_commit_event(b, head, x ? mt_raw_free_x(p, kind, (uintptr_t)ptr)
 				      : mt_raw_free(p, kind, (uintptr_t)ptr, size));
+}
+
+/* An event of a thread whose key destructor ran. glibc, as a thread ends,
+ * frees the TLS blocks of threads that ended before it once its stack
+ * cache is full (after a burst of threads), after the destructors: a
+ * struct the ending thread took then was never given back, some 90 KB of
+ * the program's memory lost for each. Such events share one struct,
+ * g.late, a thread index of its own in the capture, under its own lock;
+ * the key is not set for it (a destructor round still to come would give
+ * it away while g.late holds it). */
+static __attribute__((noinline)) void late_event(unsigned kind, const void *ptr, size_t size,
+						 int x, int is_free)
+{
+	while (atomic_flag_test_and_set_explicit(&g.late_lock, memory_order_acquire))
+		sched_yield();
+	self = g.late;
+	ending = LATE;
+	if (is_free)
+		track_free(kind, ptr, size, x);
+	else
+		track_alloc(kind, ptr, size, NULL, x);
+	g.late = self;
+	self = NULL;
+	ending = ENDING;
+	atomic_flag_clear_explicit(&g.late_lock, memory_order_release);
 }
 
 void mt_track_alloc(unsigned kind, const void *ptr, size_t size)
