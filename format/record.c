@@ -300,6 +300,8 @@ static int body_decode(struct rbuf *b, struct mt_record *r)
 		break;
 	case MT_REC_CODE:
 		r->code.id = r_u32(b);
+		if (r->code.id == UINT32_MAX)
+			b->bad = 1;
 		r->code.firstlineno = r_u32(b);
 		r->code.filename = r_bytes(b);
 		r->code.name = r_bytes(b);
@@ -313,6 +315,8 @@ static int body_decode(struct rbuf *b, struct mt_record *r)
 		r->stack.parent = r_below(b, r->stack.id);
 		r->stack.code = r_u32(b);
 		r->stack.offset = r_u32(b);
+		if (r->stack.code == UINT32_MAX) /* no CODE id: readers mark frames so */
+			b->bad = 1;
 		break;
 	case MT_REC_NATIVE:
 		r->native.id = r_u32(b);

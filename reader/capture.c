@@ -398,8 +398,9 @@ static int end_pass(struct mt_capture *c, int partial)
 			     (unsigned long long)c->st.end_offset,
 			     (unsigned long long)c->size);
 		else if (!c->st.stopped)
-			warn(c, "capture is truncated: read %llu %s up to byte %llu "
-				"(no end-of-capture record: the process ended without stopping tracking)",
+			warn(c, "capture is truncated: read %llu %s up to byte %llu (no "
+				"end-of-capture record: tracking has not ended, or the process "
+				"ended without ending it)",
 			     (unsigned long long)c->st.n_chunks,
 			     mt_plural(c->st.n_chunks, "chunk", "chunks"),
 			     (unsigned long long)c->st.end_offset);

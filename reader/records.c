@@ -155,6 +155,14 @@ static int no_delta(struct mt_records *c)
 	return -MT_ECORRUPT;
 }
 
+/* The TRAILER is the last record: what follows it (another capture's
+ * chunks, appended; a chunk written twice) is not this capture's. */
+static int after_trailer(struct mt_records *c)
+{
+	snprintf(c->why, sizeof(c->why), "records after the end-of-capture record");
+	return -MT_ECORRUPT;
+}
+
 static int dispatch(const struct mt_record_ops *ops, void *ctx, const struct mt_record *r)
 {
 	switch (r->type) {
@@ -227,6 +235,8 @@ int mt_records_read(struct mt_records *c, const uint8_t *data, size_t len,
 		*misfit = 1;
 		return 0;
 	}
+	if (c->trailer_seen && mt_cols_in_more(&in))
+		return after_trailer(c);
 	while (mt_cols_in_more(&in)) {
 		struct mt_cols_hot h;
 		int hot = mt_cols_in_hot(&in, &h);
@@ -293,6 +303,10 @@ int mt_records_read(struct mt_records *c, const uint8_t *data, size_t len,
 			if (r.type == MT_REC_TRAILER)
 				c->trailer_seen = 1;
 			rc = dispatch(ops, ctx, &r);
+			if (r.type == MT_REC_TRAILER && !rc && mt_cols_in_more(&in)) {
+				err = after_trailer(c);
+				break;
+			}
 		}
 		if (rc) {
 			*stop = rc;

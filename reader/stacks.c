@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The snapshot's stack trie and code-object table (reader/stacks.h). */
 #include "reader/stacks.h"
+#include "format/error.h"
 #include "format/linetable.h"
 #include "util/grow.h"
 
@@ -87,8 +88,12 @@ int mt_stacks_define_stack(struct mt_stacks *k, const struct mt_rec_stack *r)
 	if (r->id >= k->nodes_cap &&
 	    mt_grow((void **)&k->nodes, &k->nodes_cap, r->id, sizeof(struct mt_stack_node)) < 0)
 		return -ENOMEM;
-	int fresh = !k->nodes[r->id].defined;
-	k->nodes[r->id] = (struct mt_stack_node){ r->parent, r->code, r->offset, 1, NULL };
+	struct mt_stack_node *n = &k->nodes[r->id];
+	int fresh = !n->defined;
+	/* an id is defined once (the same record read again is no news) */
+	if (!fresh && (n->parent != r->parent || n->code != r->code || n->offset != r->offset))
+		return -MT_ECORRUPT;
+	*n = (struct mt_stack_node){ r->parent, r->code, r->offset, 1, NULL };
 	if (r->id >= k->next_free)
 		k->next_free = r->id + 1;
 	return fresh;

@@ -70,7 +70,8 @@ struct mt_stacks {
 int mt_stacks_define_code(struct mt_stacks *k, const struct mt_rec_code *c);
 
 /* mt_stacks_define_stack() - trie node @r->id defined by @r. Returns 1
- * for a new id, 0 for one defined again, or -ENOMEM. */
+ * for a new id, 0 for one defined again as it was, -MT_ECORRUPT for one
+ * defined otherwise before (ids are never reused), or -ENOMEM. */
 int mt_stacks_define_stack(struct mt_stacks *k, const struct mt_rec_stack *r);
 
 /* mt_stacks_add_frame() - the node of frame @f called from stack

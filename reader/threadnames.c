@@ -39,7 +39,8 @@ static struct mt_tname *entry(struct mt_tnames *m, uint64_t tid)
 	struct mt_tname *e = find(m, tid);
 	if (e)
 		return e;
-	if (m->n >= UINT32_MAX - 1 || mt_grow((void **)&m->v, &m->cap, (uint32_t)m->n, sizeof(*m->v)) < 0)
+	if (m->n >= UINT32_MAX - 1 ||
+	    (m->n >= m->cap && mt_grow((void **)&m->v, &m->cap, (uint32_t)m->n, sizeof(*m->v)) < 0))
 		return NULL;
 	if ((m->n + 1) * 2 > m->nslots &&
 	    mt_slots_grow(&m->slots, &m->nslots, 64, 0, m->n, entry_hash, m) < 0)

@@ -394,7 +394,12 @@ class FileReader:
         cmd = ctypes.string_at(m.cmdline, m.cmdline_len) if m.cmdline_len else b""
         hexv = m.python_hex
         pyver = ("%d.%d.%d" % (hexv >> 24, (hexv >> 16) & 0xff, (hexv >> 8) & 0xff)) if hexv else ""
-        start = datetime.datetime.fromtimestamp(m.start_ns / 1e9).astimezone()
+        try:
+            start = datetime.datetime.fromtimestamp(m.start_ns / 1e9).astimezone()
+            end = start + datetime.timedelta(microseconds=m.end_time_us)
+        except (OverflowError, OSError, ValueError):
+            raise CaptureError(errno.EINVAL, "capture is corrupt: its times are out of range",
+                               self.path) from None
         diags = []
         for i in range(m.n_diags):
             code = ctypes.c_uint32()
@@ -405,7 +410,7 @@ class FileReader:
             pid=m.pid,
             command_line=" ".join(_decode(a) for a in cmd.split(b"\0")) if cmd else "",
             start_time=start,
-            end_time=start + datetime.timedelta(microseconds=m.end_time_us),
+            end_time=end,
             peak_memory=m.peak_heap,
             total_allocations=m.n_events,  # memray's: frees too
             total_frames=m.n_frames,

@@ -209,7 +209,8 @@ def test_truncated_capture_warning(memtrace, tmp_path):
     assert rc == 0 and b"Totals" in out
     assert PROGRESS.match(progress_lines(raw)[0].rstrip()), raw
     assert screen(raw) == ["memtrace: warning: capture is truncated: read %d chunks up to byte %d "
-                           "(no end-of-capture record: the process ended without stopping tracking)"
+                           "(no end-of-capture record: tracking has not ended, or the process "
+                           "ended without ending it)"
                            % (CHUNKS + 1, os.path.getsize(cap))], raw
 
 

@@ -55,7 +55,7 @@ static inline struct mt_record sample_record(unsigned type, int variant)
 		r.thread.ended = variant ? 7 : 0; /* index 293 ended */
 		break;
 	case MT_REC_CODE:
-		r.code.id = variant ? UINT32_MAX : 5;
+		r.code.id = variant ? UINT32_MAX - 1 : 5; /* 2^32 - 1 is no id */
 		r.code.firstlineno = 17;
 		r.code.filename = bytes("/usr/lib/python3.11/json/decoder.py");
 		r.code.name = bytes("decode");

@@ -2,6 +2,7 @@
 /* The stack trie and code-object table alone (reader/stacks.h), and the
  * growth of dense arrays under it (util/grow.h). */
 #include "reader/stacks.h"
+#include "format/error.h"
 #include "util/grow.h"
 
 #include <check.h>
@@ -53,10 +54,14 @@ START_TEST(test_stacks_define_and_walk)
 	ck_assert_uint_eq(mt_stacks_walk(&k, 500, f, 4), 1);
 	ck_assert_str_eq(f[0].file, "<unknown>");
 
-	/* a later definition replaces an earlier one and is not new */
+	/* a later definition of a code object replaces an earlier one and is
+	 * not new; a stack node is defined once (the same record read again
+	 * is no news, another is corruption) */
 	ck_assert_int_eq(code(&k, 2, "y.py", "g", ""), 0);
-	ck_assert_int_eq(stack(&k, 3, 1, 2), 0);
-	ck_assert_uint_eq(mt_stacks_walk(&k, 3, f, 4), 2);
+	ck_assert_int_eq(stack(&k, 2, 1, 2), 0);
+	ck_assert_int_eq(stack(&k, 3, 1, 2), -MT_ECORRUPT);
+	ck_assert_int_eq(stack(&k, 2, 1, 1), -MT_ECORRUPT);
+	ck_assert_uint_eq(mt_stacks_walk(&k, 2, f, 4), 2);
 	ck_assert_str_eq(f[0].function, "g");
 	ck_assert_str_eq(f[0].file, "y.py");
 
