@@ -77,25 +77,22 @@ static const char installer[] =
 	"            if _nid is not None:\n"
 	"                _cb(_nid, str(_th.__dict__.get('_name', '')))\n";
 
-int mt_pythreads_install(void)
+/* Run @src (compiled once into *@code, kept) in a namespace of its own
+ * whose _cb is the function above, made the first time. 0, or -1 if it
+ * could not be. With the GIL. */
+static int run_with_cb(void **code, const char *src)
 {
-	if (mt_pyapi_bind() < 0)
-		return -1;
-	if (!mt_pyapi_main_thread() && !mt_pyapi_loaded("threading"))
-		return 1;
 	int own = mt_guard_enter(); /* what is made here is memtrace's */
 	void *builtins = NULL, *exec = NULL, *compile = NULL, *ns = NULL, *res = NULL;
 	int ok = (builtins = mt_pyapi.import("builtins")) &&
 		 (exec = mt_pyapi.getattr(builtins, "exec"));
-	if (ok && !pt.code)
+	if (ok && !*code)
 		ok = (compile = mt_pyapi.getattr(builtins, "compile")) &&
-		     (pt.code = mt_pyapi.callf(compile, "sss", installer, "<memtrace>", "exec"));
+		     (*code = mt_pyapi.callf(compile, "sss", src, "<memtrace>", "exec"));
 	if (ok && !pt.cb)
 		ok = (pt.cb = mt_pyapi.newcf(&name_def, NULL, NULL)) != NULL;
-	/* every capture: the descriptor put in the first time, and the
-	 * threads there are now told */
 	ok = ok && (ns = mt_pyapi.dict_new()) && mt_pyapi.dict_set(ns, "_cb", pt.cb) == 0 &&
-	     (res = mt_pyapi.callf(exec, "OO", pt.code, ns));
+	     (res = mt_pyapi.callf(exec, "OO", *code, ns));
 	if (!ok)
 		mt_pyapi.clear();
 	void *refs[] = { res, ns, compile, exec, builtins };
@@ -103,6 +100,17 @@ int mt_pythreads_install(void)
 	if (own)
 		mt_guard_leave();
 	return ok ? 0 : -1;
+}
+
+int mt_pythreads_install(void)
+{
+	if (mt_pyapi_bind() < 0)
+		return -1;
+	if (!mt_pyapi_main_thread() && !mt_pyapi_loaded("threading"))
+		return 1;
+	/* every capture: the descriptor put in the first time, and the
+	 * threads there are now told */
+	return run_with_cb(&pt.code, installer);
 }
 
 /* The thread that forked is the child's main thread, but threading keeps
@@ -115,20 +123,5 @@ int mt_pythreads_name_self(void)
 {
 	if (!pt.cb || !mt_pyapi_loaded("threading"))
 		return 0;
-	int own = mt_guard_enter();
-	void *builtins = NULL, *exec = NULL, *compile = NULL, *ns = NULL, *res = NULL;
-	int ok = (builtins = mt_pyapi.import("builtins")) &&
-		 (exec = mt_pyapi.getattr(builtins, "exec"));
-	if (ok && !pt.self)
-		ok = (compile = mt_pyapi.getattr(builtins, "compile")) &&
-		     (pt.self = mt_pyapi.callf(compile, "sss", name_self, "<memtrace>", "exec"));
-	ok = ok && (ns = mt_pyapi.dict_new()) && mt_pyapi.dict_set(ns, "_cb", pt.cb) == 0 &&
-	     (res = mt_pyapi.callf(exec, "OO", pt.self, ns));
-	if (!ok)
-		mt_pyapi.clear();
-	void *refs[] = { res, ns, compile, exec, builtins };
-	mt_pyapi_release(refs, 5);
-	if (own)
-		mt_guard_leave();
-	return ok ? 0 : -1;
+	return run_with_cb(&pt.self, name_self);
 }

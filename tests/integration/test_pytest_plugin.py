@@ -241,6 +241,19 @@ class TestFiltersPass:
 """
 
 
+def junit_results(junit):
+    """Each test case of a JUnit XML report: name -> (passed, failure or
+    error; its message attribute; its text)."""
+    results = {}
+    for case in ET.parse(str(junit)).getroot().iter("testcase"):
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        results[case.get("name")] = ("passed", "", "") if bad is None else (
+            bad.tag, bad.get("message") or "", bad.text or "")
+    return results
+
+
 def test_every_marker_checked_with_its_own_options(tmp_path):
     """Each of a test's markers of a kind is checked on its own, with its
     own current_thread_only and filter_fn, as pytest-memray checks every
@@ -256,12 +269,8 @@ def test_every_marker_checked_with_its_own_options(tmp_path):
                        cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
     outcomes, messages = {}, {}
-    for case in ET.parse(str(junit)).getroot().iter("testcase"):
-        bad = case.find("failure")
-        if bad is None:
-            bad = case.find("error")
-        outcomes[case.get("name")] = "passed" if bad is None else bad.tag
-        messages[case.get("name")] = (bad.text or "") if bad is not None else ""
+    for name, (outcome, _, text) in junit_results(junit).items():
+        outcomes[name], messages[name] = outcome, text
     assert outcomes == {
         "test_other_thread_over_the_class_limit": "failure",
         "test_over_both": "failure",
@@ -536,13 +545,8 @@ def test_current_thread_only_and_marker_arguments(tmp_path):
                         str(suite)], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
     outcomes, messages = {}, {}
-    for case in ET.parse(str(junit)).getroot().iter("testcase"):
-        bad = case.find("failure")
-        if bad is None:
-            bad = case.find("error")
-        outcomes[case.get("name")] = "passed" if bad is None else bad.tag
-        messages[case.get("name")] = (bad.get("message") or "") + (bad.text or "") \
-            if bad is not None else ""
+    for name, (outcome, message, text) in junit_results(junit).items():
+        outcomes[name], messages[name] = outcome, message + text
     assert outcomes == {
         "test_other_thread_not_counted": "passed",
         "test_other_thread_counted": "failure",
