@@ -189,6 +189,7 @@ void mt__html_describe(struct mt_json *j, const struct mt_snapshot *s, const str
 	mt_json_u64(j, "total_count", total_count);
 	mt_json_u64(j, "peak_heap", s->peak_heap);
 	mt_json_u64(j, "peak_time_us", s->peak_time_us);
+	mt_json_u64(j, "peak_until_us", s->peak_until_us);
 	mt_json_u64(j, "end_time_us", s->end_time_us);
 	mt_json_bool(j, "truncated", s->status.truncated);
 	mt_json_u64(j, "dropped", s->n_dropped);

@@ -9,6 +9,7 @@ import pytest
 from conftest import python_params, run
 
 from capture_writer import Capture
+from test_flamegraph import flamegraph
 from test_growth import SERVICE
 from test_python_api import py_env
 
@@ -309,3 +310,5 @@ def test_peak_time_between_samples_far_apart(memtrace, script, tmp_path):
                  if "peak tracked heap:" in l]
         assert len(lines) == 1 and ("(between " in lines[0]) == between, lines
         assert ("between " in run(memtrace, "summary", cap).stdout.splitlines()[0]) == between
+        d, html = flamegraph(memtrace, cap)  # the page's subtitle says it from these
+        assert (d["peak_time_us"], d["peak_until_us"]) == (first, until), d
