@@ -20,11 +20,6 @@
 #define MT__KIND_BIT(name, val, str, isfree) | (1u << (val))
 #define MT_NAMED_KINDS (0u MT_ALLOCATORS(MT__KIND_BIT))
 
-/* Sizes past this many bits are more than any address space holds (x86-64
- * and arm64 user space are at most 2^57 bytes): a corrupt capture's, kept
- * out of the reader's sums. */
-#define MT_SIZE_BITS 57
-
 /* mt__hot_km_ok() - whether allocator kind @kind and address mode @mode
  * (km's, or for a raw kind the ones km and xm name) may start a record of
  * @type (MT_REC_ALLOC or MT_REC_FREE): a kind of its own, an address mode
@@ -50,7 +45,7 @@ static inline int mt__hot_decode(struct mt_delta *d, struct mt_record *r, unsign
 {
 	uint64_t addr;
 
-	if (size >> MT_SIZE_BITS) /* more than an address space holds */
+	if (type == MT_REC_ALLOC && size >> MT_SIZE_BITS) /* no allocation that big */
 		return -MT_ECORRUPT;
 	if (type == MT_REC_ALLOC) {
 		int64_t s = zstack >> 34 ? -1 : (int64_t)d->stack + mt_unzigzag(zstack);

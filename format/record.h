@@ -646,6 +646,12 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
  *   u32 python_hex, u64 start_ns, u32 interval_ms, u32 page_size,
  *   u64 main_tid, u32 cmdline_len, cmdline bytes (arguments NUL-separated)
  * ---------------------------------------------------------------------- */
+/* Sizes past this many bits are more than any address space holds (x86-64
+ * and arm64 user space are at most 2^57 bytes): an ALLOC that big is a
+ * corrupt capture's, kept out of the reader's sums. (A munmap of any
+ * length may be asked for: the kernel refuses it.) */
+#define MT_SIZE_BITS 57
+
 #define MT_HDR_ATTACHED (1u << 0)  /* started by attach, not at process start */
 #define MT_HDR_PYALLOC (1u << 1)   /* PyMem OBJ, MEM (and from version 6 RAW) traced */
 #define MT_HDR_NATIVE (1u << 2)    /* native stacks recorded */

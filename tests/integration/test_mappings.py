@@ -108,3 +108,37 @@ def test_stats_and_flamegraph_totals(memtrace, capture, threshold):
         "--temporary-allocation-threshold", threshold, cap)
     d, _ = page_data(out)
     assert d["view"] == "temporary" and d["total_bytes"] == t["temporary_bytes"]
+
+
+REFUSED = r"""
+#include <sys/mman.h>
+void *volatile kept;
+/* a munmap the kernel refuses (a length past any address space), then one it takes */
+int refused(void)
+{
+    char *p = mmap(0, 2 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int r = munmap(p, (size_t)1 << 60);
+    munmap(p, 1 << 20);
+    kept = p + (1 << 20);
+    return r;
+}
+"""
+
+
+def test_a_munmap_the_kernel_refuses_is_no_event(memtrace, tmp_path, cc):
+    """munmap(p, 2^60) fails with EINVAL and unmaps nothing: the capture
+    reads whole, and the mapping's second half is still live at the end."""
+    (tmp_path / "refused.c").write_text(REFUSED)
+    lib = tmp_path / "librefused.so"
+    run(cc, "-shared", "-fPIC", "-O1", "-o", lib, tmp_path / "refused.c")
+    prog = tmp_path / "prog.py"
+    prog.write_text("import ctypes, sys\n"
+                    "assert ctypes.CDLL(sys.argv[1]).refused() == -1\n"
+                    "x = [bytearray(10000) for _ in range(10)]\n")
+    cap = tmp_path / "cap.bin"
+    run(memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", cap, prog, lib)
+    p = run(memtrace, "stats", cap, check=False)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    rows = json.loads(run(memtrace, "summary", "--leaks", "--json", cap).stdout)["rows"]
+    line2 = [r for r in rows if r["file"] == str(prog) and r["line"] == 2]
+    assert line2 and line2[0]["own_bytes"] == 1 << 20, rows[:5]

@@ -96,18 +96,17 @@ AWKWARD_FN = 'we,ird "fn"\nline2'
 AWKWARD_FILE = '/app/a,b "c".py'
 
 
-def awkward():
+def awkward(end=True):
     """A function and a file with commas, quotes and a newline in their
     names, a thread name with a comma, and a method (qualified name
-    K.meth, which memray gives as meth)."""
+    K.meth, which memray gives as meth); @end: with its TRAILER."""
     c = Capture()
     c.thread(0, 77, 'main, "the" one')
     c.alloc(0x1000, 100, stack=2).alloc(0x2000, 50, stack=3).alloc(0x3000, 7, stack=3)
     c.stack(1, 0, 1).stack(2, 1, 2).stack(3, 2, 3)
     c.code(1, AWKWARD_FILE, "<module>", 1).code(2, AWKWARD_FILE, AWKWARD_FN, 3)
     c.code(3, "/app/k.py", "K.meth", 12)
-    c.trailer(10)
-    return c
+    return c.trailer(10) if end else c
 
 
 def test_csv_awkward_names_read_back(memtrace, tmp_path):
@@ -240,11 +239,11 @@ def expected_speedscope(rows, command_line):
 
 
 def test_speedscope(memtrace, tmp_path):
-    c = awkward()
+    c = awkward(end=False)
     # a second stack whose frames read the same as stack 3's (another
     # bytecode offset on the same line), and a block of 0 bytes elsewhere
     c.alloc(0x4000, 5, stack=4).alloc(0x5000, 0, stack=5)
-    c.stack(4, 2, 3, 2).stack(5, 1, 4).code(4, "/app/z.py", "zero", 2)
+    c.stack(4, 2, 3, 2).stack(5, 1, 4).code(4, "/app/z.py", "zero", 2).trailer(10)
     cap = c.save(tmp_path / "a.bin")
     run(memtrace, "transform", "csv", cap)
     rows = rows_of(tmp_path / "memtrace-csv-a.csv")
