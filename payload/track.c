@@ -82,8 +82,9 @@ static struct {
 	int native;                /* native stacks recorded */
 	pthread_key_t key;
 	int key_ok;
-	struct mt_thread *free_threads;
-	unsigned n_free;           /* structs on free_threads */
+	struct mt_thread *free_threads; /* ended threads' structs, pages in */
+	struct mt_thread *free_cold;    /* ... and those whose pages went back */
+	unsigned n_free;                /* structs on free_threads */
 	struct mt_thread *late;    /* the ending threads' events' (late_event()) */
 	atomic_flag late_lock;
 	_Atomic int lost; /* a CODE or STACK record was dropped: its id means nothing */
@@ -126,7 +127,8 @@ static void tell_checked(struct mt_thread *t);
  * in: a service that starts a thread per request reuses a few. Past this
  * many (after a burst of threads), an ended thread's caches and frames go
  * back to the system, some 80 KB each that would otherwise stay in the
- * program's RSS for good; zero is their state at a thread's start. */
+ * program's RSS for good; zero is their state at a thread's start. A new
+ * thread takes a warm one while there is one. */
 #define WARM_THREADS 8
 
 static void cool_down(struct mt_thread *t)
@@ -153,9 +155,10 @@ static void thread_exit(void *arg)
 	if (cool)
 		cool_down(t);
 	lock();
-	t->next_free = g.free_threads;
-	g.free_threads = t;
-	g.n_free++;
+	struct mt_thread **list = cool ? &g.free_cold : &g.free_threads;
+	t->next_free = *list;
+	*list = t;
+	g.n_free += !cool;
 	unlock();
 }
 
@@ -271,10 +274,12 @@ static struct mt_thread *thread_setup(void)
 	uint64_t session = atomic_load_explicit(&g.session, memory_order_acquire);
 	if (!t) {
 		lock();
-		t = g.free_threads;
-		if (t) {
+		/* a warm one first: a cold one faults its pages in again */
+		if ((t = g.free_threads)) {
 			g.free_threads = t->next_free;
 			g.n_free--;
+		} else if ((t = g.free_cold)) {
+			g.free_cold = t->next_free;
 		}
 		unlock();
 		if (!t) {
