@@ -65,6 +65,13 @@ static __thread struct mt_thread *self __attribute__((tls_model("initial-exec"))
  * that would never be given back (late_event()) */
 enum { RUNNING, ENDING, LATE };
 static __thread unsigned char ending __attribute__((tls_model("initial-exec")));
+/* Frees of a thread with no struct go through g.late, up to this many: a
+ * thread that never allocated may free others' blocks as it ends, after
+ * its key destructors (none of ours, the key was never set for it), and
+ * a struct it took then would never be given back. A thread that goes
+ * on freeing takes one. */
+#define LATE_FREES 64
+static __thread unsigned char late_frees __attribute__((tls_model("initial-exec")));
 
 /* g.session: the capture's session in the low half, bumped when the
  * threads must register again; in the high half, how many code objects
@@ -593,6 +600,11 @@ track_alloc(unsigned kind, const void *ptr, size_t size, const struct mt_pylayou
 static inline __attribute__((always_inline)) void track_free(unsigned kind, const void *ptr,
 								   size_t size, int x)
 {
+	if (__builtin_expect(!self, 0) && ending == RUNNING && late_frees < LATE_FREES) {
+		late_frees++;
+		late_event(kind, ptr, size, x, 1);
+		return;
+	}
 	struct mt_thread *t = thread_get();
 	if (!t) {
 		if (__builtin_expect(ending == ENDING, 0))
@@ -610,17 +622,21 @@ static inline __attribute__((always_inline)) void track_free(unsigned kind, cons
 				      : mt_raw_free(p, kind, (uintptr_t)ptr, size));
 }
 
-/* An event of a thread whose key destructor ran. glibc, as a thread ends,
- * frees the TLS blocks of threads that ended before it once its stack
- * cache is full (after a burst of threads), after the destructors: a
- * struct the ending thread took then was never given back, some 90 KB of
- * the program's memory lost for each. Such events share one struct,
- * g.late, a thread index of its own in the capture, under its own lock;
- * the key is not set for it (a destructor round still to come would give
- * it away while g.late holds it). */
+/* An event of a thread whose key destructor ran, or a free of a thread
+ * with no struct (LATE_FREES). glibc, as a thread ends, frees the TLS
+ * blocks of threads that ended before it once its stack cache is full
+ * (after a burst of threads), after the destructors: a struct the ending
+ * thread took then was never given back, some 90 KB of the program's
+ * memory lost for each. Such events share one struct, g.late, a thread
+ * index of its own in the capture, under its own lock; the key is not set
+ * for it (a destructor round still to come would give it away while
+ * g.late holds it). No event of g.late has a stack a report reads by
+ * thread: a free names a block, and a temporary is freed by the thread
+ * that made it, which has a struct of its own. */
 static __attribute__((noinline)) void late_event(unsigned kind, const void *ptr, size_t size,
 						 int x, int is_free)
 {
+	unsigned char was = ending;
 	while (atomic_flag_test_and_set_explicit(&g.late_lock, memory_order_acquire))
 		sched_yield();
 	self = g.late;
@@ -631,7 +647,7 @@ static __attribute__((noinline)) void late_event(unsigned kind, const void *ptr,
 		track_alloc(kind, ptr, size, NULL, x);
 	g.late = self;
 	self = NULL;
-	ending = ENDING;
+	ending = was;
 	atomic_flag_clear_explicit(&g.late_lock, memory_order_release);
 }
 

@@ -7,6 +7,7 @@
 #include <malloc.h>  /* memalign, pvalloc */
 #include <pthread.h> /* pthread_mutex_t, pthread_create */
 #include <sys/prctl.h> /* PR_SET_NAME */
+#include <stdint.h> /* uintptr_t */
 #include <stdlib.h> /* malloc, posix_memalign */
 #include <unistd.h> /* valloc */
 
@@ -17,6 +18,7 @@ void mt_target_free(void *p);
 size_t mt_target_churn(size_t n, size_t size, size_t keep, void **kept);
 void mt_target_ordered(size_t n);
 void *mt_target_named_thread(const char *name, size_t size);
+int mt_target_idle_threads(int n);
 
 /* mt_target_alloc() - @size bytes from the allocator named @kind (one of
  * malloc, calloc, realloc, valloc, pvalloc, memalign, posix_memalign,
@@ -128,4 +130,45 @@ void *mt_target_named_thread(const char *name, size_t size)
 		return NULL;
 	pthread_join(t, NULL);
 	return n.block;
+}
+
+static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle_go = PTHREAD_COND_INITIALIZER;
+static unsigned idle_round;
+
+static void *idle_main(void *arg)
+{
+	unsigned round = (unsigned)(uintptr_t)arg;
+	pthread_mutex_lock(&idle_lock);
+	while (idle_round == round)
+		pthread_cond_wait(&idle_go, &idle_lock);
+	pthread_mutex_unlock(&idle_lock);
+	return NULL;
+}
+
+/* mt_target_idle_threads() - @n detached threads that allocate nothing
+ * and end together once all have started (as they end, glibc frees the
+ * TLS of those that ended before them). Returns how many started; the
+ * caller learns from the kernel when they have ended. */
+int mt_target_idle_threads(int n)
+{
+	pthread_attr_t attr;
+	int started = 0;
+	if (pthread_attr_init(&attr) != 0)
+		return 0;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_mutex_lock(&idle_lock);
+	unsigned round = idle_round;
+	pthread_mutex_unlock(&idle_lock);
+	for (; started < n; started++) {
+		pthread_t t;
+		if (pthread_create(&t, &attr, idle_main, (void *)(uintptr_t)round) != 0)
+			break;
+	}
+	pthread_attr_destroy(&attr);
+	pthread_mutex_lock(&idle_lock);
+	idle_round++;
+	pthread_cond_broadcast(&idle_go);
+	pthread_mutex_unlock(&idle_lock);
+	return started;
 }
