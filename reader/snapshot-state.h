@@ -187,5 +187,8 @@ int mt__snap_on_trailer(void *ctx, const struct mt_record *r);
 /* snapshot-agg.c: an aggregated capture's SITE and TOTALS records */
 int mt__snap_on_site(void *ctx, const struct mt_record *r);
 int mt__snap_on_totals(void *ctx, const struct mt_record *r);
+/* mt__snap_agg_peak_until() - an aggregated capture's peak_until_us: the
+ * first sample after its peak_time_us, or the end */
+uint64_t mt__snap_agg_peak_until(const struct mt_snapshot *s);
 
 #endif /* MT_READER_SNAPSHOT_STATE_H */

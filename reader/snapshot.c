@@ -667,7 +667,9 @@ int mt_snapshot_end(struct mt_snapshot *s)
 	struct mt__snapshot_state *st = s->st;
 
 	st->closed = 1;
-	if (st->peak_open || s->peak_until_us < s->peak_time_us)
+	if (s->header.flags & MT_HDR_AGGREGATED)
+		s->peak_until_us = mt__snap_agg_peak_until(s);
+	else if (st->peak_open || s->peak_until_us < s->peak_time_us)
 		s->peak_until_us = s->end_time_us > s->peak_time_us ? s->end_time_us
 								     : s->peak_time_us;
 	if (st->hwm && !st->hwm->finished) {

@@ -312,3 +312,23 @@ def test_peak_time_between_samples_far_apart(memtrace, script, tmp_path):
         assert ("between " in run(memtrace, "summary", cap).stdout.splitlines()[0]) == between
         d, html = flamegraph(memtrace, cap)  # the page's subtitle says it from these
         assert (d["peak_time_us"], d["peak_until_us"]) == (first, until), d
+
+
+def test_aggregated_peak_time_between_samples_far_apart(memtrace, script, tmp_path):
+    """An aggregated capture's TOTALS give the sample before the peak; the
+    sample after it is in the capture as well: its reports say between
+    which two the peak was, as those of a capture of events do."""
+    prog = script("import time\n"
+                  "time.sleep(1.3)\n"
+                  "x = bytearray(30_000_000)\n"
+                  "time.sleep(0.4)\n")
+    cap = tmp_path / "agg.bin"
+    run(memtrace, "run", "-q", "--aggregate", "--memory-interval-ms", "1000", "--python",
+        "/usr/bin/python3", "-o", cap, prog)
+    totals = json.loads(run(memtrace, "stats", "--json", cap).stdout)["totals"]
+    first, until = totals["peak_time_us"], totals["peak_time_until_us"]
+    assert first <= 1_500_000 and until >= 1_250_000 and until - first > 500_000, totals
+    lines = [l for l in run(memtrace, "stats", cap).stdout.splitlines()
+             if "peak tracked heap:" in l]
+    assert len(lines) == 1 and "(between " in lines[0], lines
+    assert "between " in run(memtrace, "summary", cap).stdout.splitlines()[0]
