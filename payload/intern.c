@@ -9,6 +9,8 @@
 #include "payload/python.h"
 #include "payload/tbuf.h"
 
+#include "util/spin.h"
+
 #include <string.h>   /* memcmp, memset */
 #include <sys/mman.h> /* mmap */
 
@@ -30,6 +32,7 @@ struct node_entry {
 };
 
 static struct {
+	atomic_flag lock;
 	struct code_entry *codes;
 	size_t codes_cap, codes_used;
 	uint32_t next_code;
@@ -38,7 +41,22 @@ static struct {
 	uint32_t next_node;
 	uint8_t *scratch; /* CODE record strings, then the encoded record */
 	int lines;        /* STACK records carry lines (MT_HDR_LINES) */
-} g;
+} g = { .lock = ATOMIC_FLAG_INIT };
+
+void mt_intern_lock(void)
+{
+	mt_spin_lock(&g.lock);
+}
+
+void mt_intern_unlock(void)
+{
+	mt_spin_unlock(&g.lock);
+}
+
+void mt_intern_after_fork(void)
+{
+	mt_intern_unlock();
+}
 
 static void *map(size_t bytes)
 {

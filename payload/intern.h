@@ -5,8 +5,8 @@
  * The capture's tables of code objects and stack nodes: each new one gets
  * the next id and its record (CODE, STACK, NATIVE or HYBRID), pushed to the
  * buffer of the thread that met it first. One shared state, guarded by
- * the caller's lock (track.c's): every function here is called with it
- * held, and is hook-safe (tables grow with mmap, never malloc).
+ * one spinlock, mt_intern_lock(): every other function here is called with
+ * it held, and is hook-safe (tables grow with mmap, never malloc).
  *
  * A stack node is (parent, code, offset), whatever its record carries: a
  * Python frame with code a CODE id; a native frame with code NATIVE_CODE |
@@ -21,6 +21,13 @@ struct mt_tbuf;
 
 #define MT_NATIVE_CODE 0x80000000u
 #define MT_HYBRID_CODE 0xc0000000u
+
+/* mt_intern_lock() / mt_intern_unlock() - the tables' lock: a spinlock,
+ * held for one stack's lookups. mt_intern_after_fork() frees it in a fork
+ * child (a thread the child does not have may have held it). */
+void mt_intern_lock(void);
+void mt_intern_unlock(void);
+void mt_intern_after_fork(void);
 
 /* mt_intern_code() - the id of code object @code, a new one (its CODE
  * record pushed to @buf) if it is new, or if the object known at its
