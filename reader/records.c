@@ -14,9 +14,16 @@
 #include <stdlib.h> /* realloc */
 #include <string.h> /* memset */
 
-/* Thread indexes above this are treated as corruption rather than as a
- * request for gigabytes of delta state. */
-#define MAX_THREADS (1u << 20)
+/* The payload announces every thread index with a THREAD record in the
+ * buffer its events go through, before them, and numbers them densely; a
+ * thread-per-request service reaches millions in a night. An event of an
+ * index beyond THREAD_SLACK past the highest announced is corrupt (one
+ * such record would otherwise ask for a pointer per index up to it), and
+ * so is a THREAD record beyond THREAD_SLACK + 2 x the THREAD records
+ * before it (gaps: records a stuck writer lost). Past MAX_THREADS, a
+ * reader's per-thread figures would not fit their keys. */
+#define MAX_THREADS (1u << 27)
+#define THREAD_SLACK (1u << 16)
 
 /* The coding state of a thread index that a THREAD record said had ended:
  * its own was freed, and a record that names it is corrupt. */
@@ -69,6 +76,9 @@ void mt_records_start(struct mt_records *p, const struct mt_header *h)
 	p->aggregated = !!(h->flags & MT_HDR_AGGREGATED);
 	p->oom = 0;
 	p->ended_used = 0;
+	p->far_thread = 0;
+	p->thread_records = 0;
+	p->announced = 0;
 	p->n_records = 0;
 	p->events = 0;
 	p->trailer_seen = 0;
@@ -104,8 +114,10 @@ static struct mt_delta *get_delta(void *ctx, uint32_t thread)
 		c->ended_used = 1;
 		return NULL;
 	}
-	if (thread >= MAX_THREADS)
+	if (thread >= MAX_THREADS || thread >= THREAD_SLACK + c->announced) {
+		c->far_thread = thread;
 		return NULL;
+	}
 	/* A state is some 700 bytes: made only for the indexes in use, so
 	 * that one record with a thread index near MAX_THREADS costs a
 	 * pointer per index, not 700 MB. */
@@ -145,14 +157,38 @@ static void ended(struct mt_records *c, uint32_t thread)
 	 * as corrupt, but that is not worth a slot for every index */
 }
 
-/* The error of get_delta() failing: memory, or an index that ended. */
+/* The error of get_delta() failing: memory, an index that ended or one
+ * far beyond those announced. */
 static int no_delta(struct mt_records *c)
 {
+	if (c->far_thread) {
+		snprintf(c->why, sizeof(c->why),
+			 "an allocation or free of thread index %u, far beyond the %u announced",
+			 c->far_thread, c->announced);
+		return -MT_ECORRUPT;
+	}
 	if (!c->ended_used)
 		return -ENOMEM;
 	snprintf(c->why, sizeof(c->why),
 		 "an allocation or free of a thread that a THREAD record said had ended");
 	return -MT_ECORRUPT;
+}
+
+/* A THREAD record announced index @thread. Returns 0, or -MT_ECORRUPT for
+ * an index far beyond the records before it. */
+static int announced(struct mt_records *c, uint32_t thread)
+{
+	if (thread >= MAX_THREADS ||
+	    (uint64_t)thread >= THREAD_SLACK + 2 * (uint64_t)c->thread_records) {
+		snprintf(c->why, sizeof(c->why),
+			 "a THREAD record of index %u after %llu such records", thread,
+			 (unsigned long long)c->thread_records);
+		return -MT_ECORRUPT;
+	}
+	c->thread_records++;
+	if (thread >= c->announced)
+		c->announced = thread + 1;
+	return 0;
 }
 
 /* The TRAILER is the last record: what follows it (another capture's
@@ -276,8 +312,12 @@ int mt_records_read(struct mt_records *c, const uint8_t *data, size_t len,
 				err = k == -ENOMEM ? no_delta(c) : (int)k;
 				break;
 			}
-			if (r.type == MT_REC_THREAD && r.thread.ended)
-				ended(c, r.tidx - (uint32_t)r.thread.ended);
+			if (r.type == MT_REC_THREAD) {
+				if ((err = announced(c, r.tidx)) < 0)
+					break;
+				if (r.thread.ended)
+					ended(c, r.tidx - (uint32_t)r.thread.ended);
+			}
 			d = NULL; /* a hot record with its head may change in.thread */
 			if (c->aggregated ? is_event(r.type)
 					  : r.type == MT_REC_SITE || r.type == MT_REC_TOTALS) {

@@ -31,6 +31,9 @@ struct mt_records {
 	int aggregated;           /* MT_HDR_AGGREGATED: the TRAILER is not checked */
 	int oom;                  /* memory ran out */
 	int ended_used;           /* a hot record named a thread index that had ended */
+	uint32_t far_thread;      /* ... or one far beyond those announced, or 0 */
+	uint64_t thread_records;  /* THREAD records read */
+	uint32_t announced;       /* 1 + the highest thread index they announced */
 	/* the pass so far */
 	uint64_t n_records;       /* records read */
 	uint64_t events;          /* ALLOC and FREE records read */

@@ -27,7 +27,7 @@
  * ignored, for definitions) instead of growing tables without bound. */
 #define MAX_STACK_ID (1u << 24)
 #define MAX_CODE_ID (1u << 24)
-#define MAX_THREAD (1u << 20)
+#define MAX_THREAD (1u << 27) /* a site key holds it beside an allocator */
 /* The writer numbers stacks, code objects and threads densely from the
  * start (1, 2, 3, ...), and each number comes with a record that defines
  * it: so an id far above the ids defined so far is corruption too. Without
@@ -52,6 +52,7 @@ struct acc {
 #define SITE_KIND_BITS 5
 #define SITE_KIND_MASK ((1u << SITE_KIND_BITS) - 1)
 _Static_assert(MT_ALLOC__COUNT <= 1u << SITE_KIND_BITS, "an allocator fits a site key");
+_Static_assert((uint64_t)MAX_THREAD << SITE_KIND_BITS <= 1ull << 32, "a thread index fits a site key");
 
 /* Memory is counted per site, a (stack, thread, allocator) triple; the
  * per-stack and per-thread figures are sums over sites, made once at the

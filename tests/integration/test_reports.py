@@ -348,15 +348,18 @@ def _hostile(kind):
         c.alloc(0x10000, 2**63, kind=cw.MMAP).free(0x10000, 2**63, kind=cw.MUNMAP)
     elif kind == "far-address":  # a 16-byte delta past 2^64
         c.alloc(2**64 - 16, 32).alloc(2**64 - 16 + 2**63, 32)
-    elif kind == "huge-ids":  # ids and a thread index no capture this small could reach
+    elif kind == "huge-ids":  # ids no capture this small could reach
         c.code(2**24 - 1, "/app/a.py", "f", 1).stack(2**24 - 1, 0, 2**24 - 1)
-        c.alloc(0x1000, 100, stack=2**24 - 1).alloc(0x2000, 100, thread=2**20 - 1)
+        c.alloc(0x1000, 100, stack=2**24 - 1)
+    elif kind == "far-thread":  # an event of a thread index no THREAD record came near
+        c.alloc(0x1000, 100).alloc(0x2000, 100, thread=2**20 - 1)
     return c.trailer(1).flush()
 
 
 @pytest.mark.parametrize("kind,corrupt", [("stack-cycle", True), ("line-overflow", False),
                                           ("huge-sizes", True), ("far-address", False),
-                                          ("huge-ids", False), ("inflated-ids", False),
+                                          ("huge-ids", False), ("far-thread", True),
+                                          ("inflated-ids", False),
                                           ("deep-threads", False)])
 @pytest.mark.parametrize("command", [["stats"], ["summary"], ["tree"], ["parse"],
                                      ["flamegraph", "-f", "-o", "out.html"],

@@ -586,6 +586,58 @@ START_TEST(test_reader_thread_ended)
 }
 END_TEST
 
+/* A thread-per-request service announces a new thread index for every
+ * request, past a million in a night: each reads, as a THREAD record far
+ * beyond those before it does not, nor an event of an index never
+ * announced. _i: 0 the long capture, 1 an event of an index far beyond,
+ * 2 a THREAD record far beyond. */
+START_TEST(test_reader_million_threads)
+{
+	struct cw w;
+	struct counts k = { 0 };
+	struct mt_header h = cw_header(0);
+	const uint32_t n = _i ? 16 : (1u << 20) + 4096;
+
+	cw_init(&w, &h, 1 << 16, 0);
+	for (uint32_t i = 0; i < n; i++) {
+		struct mt_record r = { .type = MT_REC_THREAD, .tidx = i };
+		r.thread.tid = 1000 + i % 30000;
+		r.thread.name = cw_str("worker");
+		r.thread.ended = i > 0; /* it took over the buffer of index i - 1 */
+		if (i >= CW_THREADS - 1) /* a new index codes from a fresh state */
+			memset(&w.deltas[CW_THREADS - 1], 0, sizeof(w.deltas[0]));
+		cw_rec(&w, &r);
+		cw_alloc(&w, i, MT_ALLOC_MALLOC, 0x100000 + 16ull * i, 16, 0);
+		if (i & 1)
+			cw_free(&w, i, MT_ALLOC_FREE, 0x100000 + 16ull * i, 0);
+	}
+	if (_i == 1) {
+		cw_alloc(&w, n + (1u << 16), MT_ALLOC_MALLOC, 0x10, 16, 0);
+		cw_trailer(&w, 1000, n + n / 2 + 1, 0);
+	} else if (_i == 2) {
+		cw_thread(&w, 16 + 32 + (1u << 16), 99, "far");
+		cw_trailer(&w, 1000, n + n / 2, 0);
+	} else {
+		cw_trailer(&w, 1000, n + n / 2, 0);
+	}
+	cw_finish(&w);
+	if (_i) {
+		read_damaged(&w, &k, _i == 1 ? "far beyond the 16 announced"
+					     : "a THREAD record of index 65584 after 16");
+	} else {
+		struct mt_capture *c;
+		ck_assert_int_eq(mt_capture_open_mem(w.buf, w.len, &c), 0);
+		ck_assert_int_eq(mt_capture_read(c, &count_ops, &k), 0);
+		ck_assert(mt_capture_status(c)->trailer_seen && !mt_capture_damage(c));
+		mt_capture_close(c);
+		ck_assert_uint_eq(k.by_type[MT_REC_THREAD], n);
+		ck_assert_uint_eq(k.by_type[MT_REC_ALLOC], n);
+		ck_assert_uint_eq(k.by_type[MT_REC_FREE], n / 2);
+	}
+	cw_release(&w);
+}
+END_TEST
+
 START_TEST(test_reader_no_trailer)
 {
 	struct cw w;
@@ -715,6 +767,7 @@ static Suite *reader_suite(void)
 
 	tc = tcase_create("damage");
 	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_reader_million_threads, 0, 3);
 	tcase_add_loop_test(tc, test_reader_truncation_every_byte, 0, 2);
 	tcase_add_loop_test(tc, test_reader_corrupt_chunk_mid_file, 0, 2);
 	tcase_add_test(tc, test_reader_damaged_last_chunk_is_truncation);

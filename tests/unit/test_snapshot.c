@@ -227,6 +227,42 @@ START_TEST(test_snapshot_threads)
 }
 END_TEST
 
+/* Past a million thread indexes (a thread-per-request service in a
+ * night): each thread's allocations are its own, and the last thread's
+ * name and figures come through. */
+START_TEST(test_snapshot_million_threads)
+{
+	const uint32_t n = (1u << 20) + 4096;
+	struct mt_header h = cw_header(0);
+	cw_init(&w, &h, 1 << 16, 0);
+	for (uint32_t i = 0; i < n; i++) {
+		struct mt_record r = { .type = MT_REC_THREAD, .tidx = i };
+		r.thread.tid = 1000 + i % 30000;
+		r.thread.name = cw_str(i == n - 1 ? "last" : "worker");
+		r.thread.ended = i > 0;
+		if (i >= CW_THREADS - 1) /* a new index codes from a fresh state */
+			memset(&w.deltas[CW_THREADS - 1], 0, sizeof(w.deltas[0]));
+		cw_rec(&w, &r);
+		cw_alloc(&w, i, MT_ALLOC_MALLOC, 0x100000 + 16ull * i, 16, 0);
+		if (i & 1)
+			cw_free(&w, i, MT_ALLOC_FREE, 0x100000 + 16ull * i, 0);
+	}
+	cw_alloc(&w, n - 1, MT_ALLOC_MALLOC, 0x10, 1000, 0);
+	cw_trailer(&w, 1000, n + n / 2 + 1, 0);
+	build();
+	ck_assert_uint_eq(snap.n_allocs, n + 1);
+	ck_assert_uint_eq(snap.n_frees, n / 2);
+	ck_assert_uint_eq(snap.heap_end, 16ull * (n / 2) + 1000);
+	ck_assert_uint_eq(snap.n_threads, n);
+	const struct mt_thread_info *last = &snap.threads[n - 1];
+	ck_assert_uint_eq(last->index, n - 1);
+	ck_assert_str_eq(last->name, "last");
+	ck_assert_uint_eq(last->usage.leak_bytes, 1000); /* its 16 bytes were freed */
+	ck_assert_uint_eq(last->usage.alloc_count, 2);
+	done();
+}
+END_TEST
+
 static const struct mt_location *find_loc(const struct mt_location *v, ssize_t n, const char *fn,
 					  int line)
 {
@@ -626,6 +662,11 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, test_snapshot_cyclic_trie);
 	tcase_add_test(tc, test_snapshot_samples_diags);
 	tcase_add_loop_test(tc, test_snapshot_brute_force, 0, 20);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("many threads");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_snapshot_million_threads);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("bench");
