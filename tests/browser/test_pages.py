@@ -37,6 +37,21 @@ def capture(tmp_path_factory):
     return c.trailer(4000).save(d / "pages.bin")
 
 
+def test_flamegraph_peak_between_samples(browser, memtrace, tmp_path):
+    """Samples a second apart: the plot's peak, as the subtitle, is between
+    the sample before it and the one after, not at the first."""
+    c = Capture()
+    c.thread(0, 100, "MainThread").code(1, "/app/main.py", "<module>", 1).stack(1, 0, 1)
+    c.sample(0, 10 * MB).alloc(0x100000, 6 * MB, stack=1).sample(1_000_000, 20 * MB)
+    c.free(0x100000).sample(2_000_000, 12 * MB)
+    cap = c.trailer(2_500_000).save(tmp_path / "far.bin")
+    page = render(memtrace, cap, "flamegraph", name="far")
+    browser.open(page)
+    check_clean(browser, page)
+    label = browser.eval("memtrace.state.plot")["peak"]["label"]
+    assert label.startswith("heap peak 6.00 MiB between ") and " and " in label, label
+
+
 def render(memtrace, capture, *args, name):
     out = os.path.join(os.path.dirname(str(capture)), name + ".html")
     run(memtrace, args[0], "-f", "-o", out, *args[1:], capture)
@@ -79,6 +94,7 @@ def test_flamegraph_peak(browser, memtrace, capture):
     assert names(browser, 3) == ["parse"]
     plot = browser.eval("memtrace.state.plot")
     assert plot["points"] == 4 and plot["peak"]["heap"] == 14 * MB
+    assert plot["peak"]["label"].startswith("heap peak 14.00 MiB at "), plot["peak"]
     # the tooltip
     x, y = centre(browser, "parse")
     browser.move(x, y)
