@@ -11,7 +11,7 @@
 
 #include <errno.h>       /* errno */
 #include <pthread.h>     /* pthread_key_create */
-#include <string.h>      /* memset */
+#include <string.h>      /* memcpy, memset */
 #include <sys/mman.h>    /* mmap, madvise */
 #include <sys/prctl.h>   /* PR_GET_NAME */
 #include <sys/syscall.h> /* SYS_gettid */
@@ -108,6 +108,11 @@ static void thread_exit(void *arg)
 	mt_spin_unlock(&g.free_lock);
 }
 
+/* The late state's THREAD record says tid 0, which no thread has: it is no
+ * one thread's, whichever registered it (docs/format.md, THREAD). */
+#define LATE_NAME "(ending threads)"
+_Static_assert(sizeof(LATE_NAME) <= 17, "a thread's name");
+
 /* Returns 0, or -1 if the record was not written. */
 static int push_thread_record(struct mt_thread *t)
 {
@@ -115,8 +120,12 @@ static int push_thread_record(struct mt_thread *t)
 	uint8_t buf[64];
 	struct mt_record r = { .type = MT_REC_THREAD, .tidx = t->index };
 
-	prctl(PR_GET_NAME, name, 0, 0, 0);
-	r.thread.tid = (uint64_t)syscall(SYS_gettid);
+	if (mt_thread_ending == MT_LATE) {
+		memcpy(name, LATE_NAME, sizeof(LATE_NAME));
+	} else {
+		prctl(PR_GET_NAME, name, 0, 0, 0);
+		r.thread.tid = (uint64_t)syscall(SYS_gettid);
+	}
 	r.thread.name.p = (const uint8_t *)name;
 	r.thread.name.len = (uint32_t)strlen(name);
 	ssize_t n = mt_rec_encode(buf, sizeof(buf), &r, NULL);

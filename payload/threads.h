@@ -136,10 +136,11 @@ void mt_thread_lost_record(struct mt_thread *t);
  * thread whose key destructor ran (glibc, as a thread ends after a burst,
  * frees the TLS of threads that ended before it, after the destructors)
  * and the first frees of one with no state: they share one state, a
- * thread index of their own in the capture. No event of it has a stack a
- * report reads by thread: a free names a block, and a temporary is freed
- * by the thread that made it, which has a state of its own. Returns
- * mt_thread_ending as it was, for mt_thread_late_end(). */
+ * thread index of their own in the capture (its THREAD record says tid
+ * 0: no one thread's). No event of it has a stack a report reads by
+ * thread: a free names a block, and a temporary is freed by the thread
+ * that made it, which has a state of its own. Returns mt_thread_ending
+ * as it was, for mt_thread_late_end(). */
 unsigned char mt_thread_late_begin(void);
 void mt_thread_late_end(unsigned char was);
 

@@ -90,6 +90,10 @@ int mt__snap_finish(struct mt_snapshot *s)
 	for (uint32_t i = 0; i < st->max_thread; i++) {
 		if (!tu[i].alloc_count && !st->thr_name[i] && !(i == 0 && s->n_events))
 			continue;
+		/* the state ending threads share (tid 0), when it holds only
+		 * frees: no thread of the program */
+		if (!tu[i].alloc_count && st->thr_name[i] && !st->thr_tid[i])
+			continue;
 		struct mt_thread_info *t = &s->threads[s->n_threads++];
 		t->index = i;
 		t->tid = st->thr_tid[i];
