@@ -168,6 +168,21 @@ static inline void cw_thread(struct cw *w, uint32_t index, uint64_t tid, const c
 	cw_rec(w, &r);
 }
 
+/* cw_thread_next() - the THREAD record of index @index, new to the capture
+ * (its events code from a fresh state, as a reader starts one), saying
+ * that index @index - @ended ended (0: none did). */
+static inline void cw_thread_next(struct cw *w, uint32_t index, uint64_t tid, const char *name,
+				  uint32_t ended)
+{
+	struct mt_record r = { .type = MT_REC_THREAD, .tidx = index };
+	r.thread.tid = tid;
+	r.thread.name = cw_str(name);
+	r.thread.ended = ended;
+	if (index >= CW_THREADS - 1)
+		memset(&w->deltas[CW_THREADS - 1], 0, sizeof(w->deltas[0]));
+	cw_rec(w, &r);
+}
+
 /* The program's name for the thread of kernel id @tid (a NAME record). */
 static inline void cw_name(struct cw *w, uint64_t tid, const char *name)
 {

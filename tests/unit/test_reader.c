@@ -600,13 +600,8 @@ START_TEST(test_reader_million_threads)
 
 	cw_init(&w, &h, 1 << 16, 0);
 	for (uint32_t i = 0; i < n; i++) {
-		struct mt_record r = { .type = MT_REC_THREAD, .tidx = i };
-		r.thread.tid = 1000 + i % 30000;
-		r.thread.name = cw_str("worker");
-		r.thread.ended = i > 0; /* it took over the buffer of index i - 1 */
-		if (i >= CW_THREADS - 1) /* a new index codes from a fresh state */
-			memset(&w.deltas[CW_THREADS - 1], 0, sizeof(w.deltas[0]));
-		cw_rec(&w, &r);
+		/* each takes over the buffer of the one before */
+		cw_thread_next(&w, i, 1000 + i % 30000, "worker", i > 0);
 		cw_alloc(&w, i, MT_ALLOC_MALLOC, 0x100000 + 16ull * i, 16, 0);
 		if (i & 1)
 			cw_free(&w, i, MT_ALLOC_FREE, 0x100000 + 16ull * i, 0);
