@@ -32,7 +32,6 @@ int mt__snap_finish(struct mt_snapshot *s)
 {
 	static char no_name[1];
 	struct mt__snapshot_state *st = s->st;
-	struct mt_usage *tu;
 
 	free(s->threads);
 	s->threads = NULL;
@@ -64,12 +63,11 @@ int mt__snap_finish(struct mt_snapshot *s)
 		st->site_out = v;
 		st->site_out_cap = st->n_sites;
 	}
-	tu = calloc(st->max_thread ? st->max_thread : 1, sizeof(*tu));
+	/* by thread index first, then the threads seen moved to the front:
+	 * no second array of a million threads' sums */
 	s->threads = calloc(st->max_thread ? st->max_thread : 1, sizeof(*s->threads));
-	if (!tu || !s->threads) {
-		free(tu);
+	if (!s->threads)
 		return -ENOMEM;
-	}
 	for (uint32_t i = 0; i < st->n_sites; i++) {
 		memset(&st->site_out[i], 0, sizeof(st->site_out[i]));
 		st->stack_usage[st->site_keys[i].stack] = (struct mt_usage){ 0 };
@@ -83,24 +81,25 @@ int mt__snap_finish(struct mt_snapshot *s)
 		o->first_addr = st->site_first[i];
 		usage_add(&o->usage, st, &st->sites[i]);
 		usage_add(&st->stack_usage[o->stack], st, &st->sites[i]);
-		usage_add(&tu[o->thread], st, &st->sites[i]);
+		usage_add(&s->threads[o->thread].usage, st, &st->sites[i]);
 		s->temp_bytes += st->sites[i].tmp_bytes;
 		s->temp_count += st->sites[i].tmp_count;
 	}
 	for (uint32_t i = 0; i < st->max_thread; i++) {
-		if (!tu[i].alloc_count && !st->thr_name[i] && !(i == 0 && s->n_events))
+		struct mt_usage u = s->threads[i].usage;
+		if (!u.alloc_count && !st->thr_name[i] && !(i == 0 && s->n_events))
 			continue;
 		/* the state ending threads share (tid 0), when it holds only
 		 * frees: no thread of the program */
-		if (!tu[i].alloc_count && st->thr_name[i] && !st->thr_tid[i])
+		if (!u.alloc_count && st->thr_name[i] && !st->thr_tid[i])
 			continue;
+		/* n_threads <= i: the slots after i are still to be read */
 		struct mt_thread_info *t = &s->threads[s->n_threads++];
 		t->index = i;
 		t->tid = st->thr_tid[i];
 		t->name = st->thr_name[i] ? st->thr_name[i] : no_name; /* borrowed */
-		t->usage = tu[i];
+		t->usage = u;
 	}
-	free(tu);
 	return 0;
 }
 
