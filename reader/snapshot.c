@@ -384,6 +384,10 @@ static inline __attribute__((always_inline)) int alloc_x(void *ctx, const struct
 	acc_change_x(st, sa, (int64_t)size, 1, extras);
 	s->leak_count++;
 	st->heap += size;
+	/* live blocks larger than an address space, together: no process
+	 * holds that (and sums past 2^64 would wrap) */
+	if (__builtin_expect(st->heap >> MT_SIZE_BITS, 0))
+		return -MT_ECORRUPT;
 	if (st->heap >= s->peak_heap) {
 		s->peak_heap = st->heap;
 		st->peak_event = st->t;

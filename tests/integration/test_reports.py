@@ -346,6 +346,9 @@ def _hostile(kind):
     elif kind == "huge-sizes":  # sizes of 2^63 and more, heap and mappings: no allocation is that big
         c.alloc(0x1000, 2**63).free(0x1000).alloc(0x2000, 2**64 - 1)
         c.alloc(0x10000, 2**63, kind=cw.MMAP).free(0x10000, 2**63, kind=cw.MUNMAP)
+    elif kind == "huge-heap":  # blocks each below the bound, together more than any address space
+        for i in range(200):
+            c.alloc(0x1000 + 16 * i, 2**57 - 1)
     elif kind == "far-address":  # a 16-byte delta past 2^64
         c.alloc(2**64 - 16, 32).alloc(2**64 - 16 + 2**63, 32)
     elif kind == "huge-ids":  # ids no capture this small could reach
@@ -357,7 +360,8 @@ def _hostile(kind):
 
 
 @pytest.mark.parametrize("kind,corrupt", [("stack-cycle", True), ("line-overflow", False),
-                                          ("huge-sizes", True), ("far-address", False),
+                                          ("huge-sizes", True), ("huge-heap", "sums"),
+                                          ("far-address", False),
                                           ("huge-ids", False), ("far-thread", True),
                                           ("inflated-ids", False),
                                           ("deep-threads", False)])
@@ -377,6 +381,8 @@ def test_hostile_captures(memtrace, tmp_path, kind, corrupt, command):
 
     p = subprocess.run([memtrace] + command + [str(path)], cwd=tmp_path, capture_output=True,
                        text=True, timeout=30, preexec_fn=limit)
+    if corrupt == "sums":  # corrupt where memory is summed; parse shows the records as they are
+        corrupt = command != ["parse"]
     if corrupt:
         assert p.returncode == 1 and "capture is corrupt" in p.stderr, p.stderr
         assert p.stderr.count("\n") == 1, p.stderr
