@@ -45,7 +45,7 @@ static inline int mt__hot_decode(struct mt_delta *d, struct mt_record *r, unsign
 {
 	uint64_t addr;
 
-	if (type == MT_REC_ALLOC && size >> MT_SIZE_BITS) /* no allocation that big */
+	if (type == MT_REC_ALLOC && !mt_size_possible(size)) /* no allocation that big */
 		return -MT_ECORRUPT;
 	if (type == MT_REC_ALLOC) {
 		int64_t s = zstack >> 34 ? -1 : (int64_t)d->stack + mt_unzigzag(zstack);

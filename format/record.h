@@ -652,6 +652,12 @@ ssize_t mt_rec_decode(const uint8_t *p, size_t len, struct mt_record *r,
  * length may be asked for: the kernel refuses it.) */
 #define MT_SIZE_BITS 57
 
+/* mt_size_possible() - whether @n bytes fit some address space. */
+static inline int mt_size_possible(uint64_t n)
+{
+	return !(n >> MT_SIZE_BITS);
+}
+
 #define MT_HDR_ATTACHED (1u << 0)  /* started by attach, not at process start */
 #define MT_HDR_PYALLOC (1u << 1)   /* PyMem OBJ, MEM (and from version 6 RAW) traced */
 #define MT_HDR_NATIVE (1u << 2)    /* native stacks recorded */

@@ -203,18 +203,13 @@ static void *hook_mmap64(void *addr, size_t len, int prot, int flags, int fd, of
 	return do_mmap(real.mmap64 ? real.mmap64 : real.mmap, addr, len, prot, flags, fd, off);
 }
 
-/* A length no address space holds (the kernel refuses the call): not an
- * event, as no block that long was ever made (format/hotdec.h) */
-static int len_possible(size_t len)
-{
-	return !(len >> MT_SIZE_BITS);
-}
-
 static int hook_munmap(void *addr, size_t len)
 {
 	if (!enter())
 		return real.munmap(addr, len);
-	if (len_possible(len))
+	/* a length no address space holds (the kernel refuses the call) is
+	 * no event: no block that long was ever made */
+	if (mt_size_possible(len))
 		mt_track_free(MT_ALLOC_MUNMAP, addr, len);
 	int r = real.munmap(addr, len);
 	mt_guard_leave();
@@ -230,7 +225,7 @@ static void *hook_mremap(void *old, size_t old_len, size_t new_len, int flags, .
 		new_addr = va_arg(ap, void *);
 		va_end(ap);
 	}
-	if (!len_possible(old_len) || !enter())
+	if (!mt_size_possible(old_len) || !enter())
 		return real.mremap(old, old_len, new_len, flags, new_addr);
 	/* unmapped before the call, as munmap: once the range is released
 	 * another thread's mmap may get it and record that first */

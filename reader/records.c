@@ -20,9 +20,8 @@
  * index beyond THREAD_SLACK past the highest announced is corrupt (one
  * such record would otherwise ask for a pointer per index up to it), and
  * so is a THREAD record beyond THREAD_SLACK + 2 x the THREAD records
- * before it (gaps: records a stuck writer lost). Past MAX_THREADS, a
- * reader's per-thread figures would not fit their keys. */
-#define MAX_THREADS (1u << 27)
+ * before it (gaps: records a stuck writer lost); any index from
+ * MT_THREADS_MAX on is. */
 #define THREAD_SLACK (1u << 16)
 
 /* The coding state of a thread index that a THREAD record said had ended:
@@ -114,12 +113,12 @@ static struct mt_delta *get_delta(void *ctx, uint32_t thread)
 		c->ended_used = 1;
 		return NULL;
 	}
-	if (thread >= MAX_THREADS || thread >= THREAD_SLACK + c->announced) {
+	if (thread >= MT_THREADS_MAX || thread >= THREAD_SLACK + c->announced) {
 		c->far_thread = thread;
 		return NULL;
 	}
 	/* A state is some 700 bytes: made only for the indexes in use, so
-	 * that one record with a thread index near MAX_THREADS costs a
+	 * that one record with a thread index near MT_THREADS_MAX costs a
 	 * pointer per index, not 700 MB. */
 	if (thread >= c->n_deltas) {
 		uint32_t n = c->n_deltas ? c->n_deltas : 16;
@@ -178,7 +177,7 @@ static int no_delta(struct mt_records *c)
  * an index far beyond the records before it. */
 static int announced(struct mt_records *c, uint32_t thread)
 {
-	if (thread >= MAX_THREADS ||
+	if (thread >= MT_THREADS_MAX ||
 	    (uint64_t)thread >= THREAD_SLACK + 2 * (uint64_t)c->thread_records) {
 		snprintf(c->why, sizeof(c->why),
 			 "a THREAD record of index %u after %llu such records", thread,

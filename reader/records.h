@@ -20,6 +20,10 @@
 #include "format/hotdec.h"
 #include "reader/capture.h"
 
+/* Thread indexes a capture may have: a snapshot's site key holds one
+ * beside an allocator. */
+#define MT_THREADS_MAX (1u << 27)
+
 struct mt_records {
 	struct mt_delta **deltas; /* by thread index, each made on first use and
 				   * freed when a THREAD record says it ended */

@@ -56,14 +56,12 @@ int mt__snap_on_totals(void *ctx, const struct mt_record *r)
 	return 0;
 }
 
-
-/* The end of the span an aggregated capture's peak is known to: its TOTALS
- * give the last sample before the peak, which was reached before the next
- * sample (or the end), as a capture of events tells it. */
+/* Its TOTALS give the last sample before the peak, which was reached
+ * before the next sample, as a capture of events tells it. */
 uint64_t mt__snap_agg_peak_until(const struct mt_snapshot *s)
 {
 	for (size_t i = 0; i < s->n_samples; i++)
 		if (s->samples[i].time_us > s->peak_time_us)
 			return s->samples[i].time_us;
-	return s->end_time_us > s->peak_time_us ? s->end_time_us : s->peak_time_us;
+	return 0;
 }

@@ -14,6 +14,7 @@
 #include "reader/growth.h"
 #include "reader/hwmtime.h"
 #include "reader/native.h"
+#include "reader/records.h" /* MT_THREADS_MAX */
 #include "reader/sizes.h"
 #include "reader/snapshot.h"
 #include "reader/stackkeys.h"
@@ -27,7 +28,7 @@
  * ignored, for definitions) instead of growing tables without bound. */
 #define MAX_STACK_ID (1u << 24)
 #define MAX_CODE_ID (1u << 24)
-#define MAX_THREAD (1u << 27) /* a site key holds it beside an allocator */
+#define MAX_THREAD MT_THREADS_MAX
 /* The writer numbers stacks, code objects and threads densely from the
  * start (1, 2, 3, ...), and each number comes with a record that defines
  * it: so an id far above the ids defined so far is corruption too. Without
@@ -189,7 +190,7 @@ int mt__snap_on_trailer(void *ctx, const struct mt_record *r);
 int mt__snap_on_site(void *ctx, const struct mt_record *r);
 int mt__snap_on_totals(void *ctx, const struct mt_record *r);
 /* mt__snap_agg_peak_until() - an aggregated capture's peak_until_us: the
- * first sample after its peak_time_us, or the end */
+ * first sample after its peak_time_us, or 0 if none came */
 uint64_t mt__snap_agg_peak_until(const struct mt_snapshot *s);
 
 #endif /* MT_READER_SNAPSHOT_STATE_H */

@@ -386,7 +386,7 @@ static inline __attribute__((always_inline)) int alloc_x(void *ctx, const struct
 	st->heap += size;
 	/* live blocks larger than an address space, together: no process
 	 * holds that (and sums past 2^64 would wrap) */
-	if (__builtin_expect(st->heap >> MT_SIZE_BITS, 0))
+	if (__builtin_expect(!mt_size_possible(st->heap), 0))
 		return -MT_ECORRUPT;
 	if (st->heap >= s->peak_heap) {
 		s->peak_heap = st->heap;
@@ -671,9 +671,11 @@ int mt_snapshot_end(struct mt_snapshot *s)
 	struct mt__snapshot_state *st = s->st;
 
 	st->closed = 1;
+	int open = st->peak_open || s->peak_until_us < s->peak_time_us;
 	if (s->header.flags & MT_HDR_AGGREGATED)
-		s->peak_until_us = mt__snap_agg_peak_until(s);
-	else if (st->peak_open || s->peak_until_us < s->peak_time_us)
+		open = !(s->peak_until_us = mt__snap_agg_peak_until(s));
+	/* no sample after the peak: it was before the end */
+	if (open)
 		s->peak_until_us = s->end_time_us > s->peak_time_us ? s->end_time_us
 								     : s->peak_time_us;
 	if (st->hwm && !st->hwm->finished) {
