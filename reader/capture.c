@@ -328,6 +328,11 @@ const char *mt_capture_damage(const struct mt_capture *c)
 	return c->st.stopped ? c->damage : NULL;
 }
 
+const char *mt_capture_error(const struct mt_capture *c, int err)
+{
+	return err == -MT_ECORRUPT && c->st.stopped ? c->damage : mt_strerror(err);
+}
+
 /* Are the bytes from @off to the end zeros? 1, 0, or -1 if they could
  * not be fetched. */
 static int all_zero(struct mt_capture *c, size_t off)
@@ -416,6 +421,25 @@ static int stop_pass(struct mt_capture *c, int rc)
 	c->stop = rc;
 	tell_progress(c, 1);
 	return 0;
+}
+
+/* A callback stopped the pass with @rc; -MT_ECORRUPT, a record that
+ * does not fit the ones before it (a stack defined twice, say), is
+ * damage in chunk @index at @off, and said so with the callback's why. */
+static int refused(struct mt_capture *c, const struct mt_record_ops *ops, void *ctx,
+		   uint64_t index, uint64_t off, int rc)
+{
+	if (rc == -MT_ECORRUPT) {
+		const char *why = ops->why(ctx);
+		c->st.n_bad_chunks = 1;
+		c->st.bad_offset = off;
+		corrupt(c, "capture is corrupt: chunk %llu at byte %llu: %s; read %llu %s before it",
+			(unsigned long long)index, (unsigned long long)off,
+			why ? why : "a record contradicts the records before it",
+			(unsigned long long)c->st.n_chunks,
+			mt_plural(c->st.n_chunks, "chunk", "chunks"));
+	}
+	return stop_pass(c, rc);
 }
 
 /* fetch() failed: out of memory, a read error, or the file is shorter
@@ -570,7 +594,7 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 	if (!why) {
 		int rc = ops.chunk(ctx, index, off, &ch);
 		if (rc)
-			return stop_pass(c, rc);
+			return refused(c, &ops, ctx, index, off, rc);
 		/* the records of the columns that fit together are read
 		 * before a misfit is reported */
 		int stop = 0, misfit = 0;
@@ -578,7 +602,7 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 		c->st.n_records = c->rec.n_records;
 		c->st.trailer_seen = c->rec.trailer_seen;
 		if (stop)
-			return stop_pass(c, stop);
+			return refused(c, &ops, ctx, index, off, stop);
 		if (err == -ENOMEM && c->rec.oom)
 			return stop_pass(c, -ENOMEM);
 		if (c->rec.why[0])

@@ -50,6 +50,10 @@ struct mt_record_ops {
 	int (*unknown)(void *ctx, const struct mt_record *r);
 	/* start of each chunk: @index counts from 0, @offset in the file */
 	int (*chunk)(void *ctx, uint64_t index, uint64_t offset, const struct mt_chunk *c);
+	/* after a callback returned -MT_ECORRUPT: why the record does not
+	 * fit the capture (a phrase, no prefix), or NULL; the pass then
+	 * reports the damage with its chunk (mt_capture_damage()) */
+	const char *(*why)(void *ctx);
 };
 
 /* mt_record_ops_init() - fill the NULL members of @ops with stubs. */
@@ -157,5 +161,10 @@ const struct mt_capture_status *mt_capture_status(const struct mt_capture *c);
  * corruption, one line (no prefix, no newline) saying where and why;
  * NULL otherwise. Borrowed, valid until the next read or close. */
 const char *mt_capture_damage(const struct mt_capture *c);
+
+/* mt_capture_error() - what to say of a pass that returned @err: the
+ * damage it found if @err is -MT_ECORRUPT and it found some, else
+ * mt_strerror(@err). Borrowed, as mt_capture_damage(). */
+const char *mt_capture_error(const struct mt_capture *c, int err);
 
 #endif /* MT_READER_CAPTURE_H */

@@ -121,7 +121,7 @@ int mt_follow_refresh(struct mt_follow *f, char *msg, size_t len)
 		return 0;
 	err = mt_snapshot_feed(&f->s, f->cap);
 	if (err < 0) {
-		snprintf(msg, len, "cannot read '%s': %s", f->path, mt_strerror(err));
+		snprintf(msg, len, "cannot read '%s': %s", f->path, mt_capture_error(f->cap, err));
 		drop(f);
 		return err;
 	}

@@ -103,7 +103,7 @@ int mt_py_open(const char *path, struct mt_py_reader **out, char *err, size_t er
 	mt_capture_set_warn(r->cap, collect_warning, r);
 	e = mt_snapshot_build(&r->snap, r->cap);
 	if (e < 0) {
-		snprintf(err, errlen, "cannot read '%s': %s", path, mt_strerror(e));
+		snprintf(err, errlen, "cannot read '%s': %s", path, mt_capture_error(r->cap, e));
 		mt_capture_close(r->cap);
 		free(r->warnings);
 		free(r);

@@ -35,6 +35,12 @@ static int stub(void *ctx, const struct mt_record *r)
 	return 0;
 }
 
+static const char *stub_why(void *ctx)
+{
+	(void)ctx;
+	return NULL;
+}
+
 static int stub_chunk(void *ctx, uint64_t index, uint64_t offset, const struct mt_chunk *c)
 {
 	(void)ctx;
@@ -67,6 +73,8 @@ void mt_record_ops_init(struct mt_record_ops *ops)
 #undef FILL
 	if (!ops->chunk)
 		ops->chunk = stub_chunk;
+	if (!ops->why)
+		ops->why = stub_why;
 }
 
 void mt_records_start(struct mt_records *p, const struct mt_header *h)

@@ -135,7 +135,7 @@ int mt_report_load(struct mt_snapshot *s, const struct mt_report_opts *o,
 	mt_capture_set_progress(l.cap, o->progress, o->progress_ctx);
 	err = mt_snapshot_build_opts(s, l.cap, &so);
 	if (err < 0) {
-		snprintf(msg, len, "cannot read '%s': %s", o->path, mt_strerror(err));
+		snprintf(msg, len, "cannot read '%s': %s", o->path, mt_capture_error(l.cap, err));
 	} else if (mt_capture_damage(l.cap)) {
 		snprintf(msg, len, "cannot read '%s': %s", o->path, mt_capture_damage(l.cap));
 		mt_snapshot_release(s);

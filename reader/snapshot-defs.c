@@ -91,6 +91,9 @@ int mt__snap_on_stack(void *ctx, const struct mt_record *r)
 	if (!mt__snap_believed(st, k->id, DEF_STACK))
 		return 0;
 	int fresh = mt_stacks_define_stack(&st->stk, k);
+	if (fresh == -MT_ECORRUPT)
+		snprintf(st->why, sizeof(st->why), "stack %u is defined twice, with other frames",
+			 (unsigned)k->id);
 	if (fresh < 0)
 		return fresh;
 	st->n_def[DEF_STACK] += (uint32_t)fresh;

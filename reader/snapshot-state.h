@@ -137,6 +137,7 @@ struct mt__snapshot_state {
 	int python_only;          /* mt_snapshot_opts.python_only */
 	int closed;               /* no more feeds: ended */
 	int resolved;             /* hybrid stacks resolved in stk, until the next feed */
+	char why[96];             /* why a record made the feed -MT_ECORRUPT */
 };
 
 /* A counter's value at the peak */

@@ -11,6 +11,7 @@
 #include "util/slots.h"
 
 #include <errno.h>  /* ENOMEM */
+#include <stdio.h>  /* snprintf */
 #include <stdlib.h> /* malloc */
 #include <string.h> /* memcpy */
 
@@ -386,8 +387,11 @@ static inline __attribute__((always_inline)) int alloc_x(void *ctx, const struct
 	st->heap += size;
 	/* live blocks larger than an address space, together: no process
 	 * holds that (and sums past 2^64 would wrap) */
-	if (__builtin_expect(!mt_size_possible(st->heap), 0))
+	if (__builtin_expect(!mt_size_possible(st->heap), 0)) {
+		snprintf(st->why, sizeof(st->why),
+			 "the blocks live here add up to more than any address space holds");
 		return -MT_ECORRUPT;
+	}
 	if (st->heap >= s->peak_heap) {
 		s->peak_heap = st->heap;
 		st->peak_event = st->t;
@@ -521,6 +525,12 @@ static int on_sample(void *ctx, const struct mt_record *r)
 /* ------------------------------------------------------------------------
  * Build and release
  * ---------------------------------------------------------------------- */
+static const char *on_why(void *ctx)
+{
+	struct mt_snapshot *s = ctx;
+	return s->st->why[0] ? s->st->why : NULL;
+}
+
 #define SNAPSHOT_OPS(on_alloc, on_free)            \
 	{                                          \
 		.alloc = on_alloc,                 \
@@ -537,6 +547,7 @@ static int on_sample(void *ctx, const struct mt_record *r)
 		.site = mt__snap_on_site,          \
 		.totals = mt__snap_on_totals,      \
 		.name = mt__snap_on_name,          \
+		.why = on_why,                     \
 	}
 static const struct mt_record_ops snapshot_ops = SNAPSHOT_OPS(on_alloc, on_free);
 static const struct mt_record_ops snapshot_ops_extras = SNAPSHOT_OPS(on_alloc_extras,

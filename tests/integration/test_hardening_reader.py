@@ -380,6 +380,8 @@ def test_records_no_capture_has_are_corruption(memtrace, tmp_path, kind, how):
         assert rc == 1 and len(lines) == 1 and lines[0].startswith("memtrace: "), (rc, out, err)
     if kind == "records after the trailer":
         assert "records after the end-of-capture record" in lines[0], err
+    if kind == "stack id defined twice":  # where, and why, as for any damage
+        assert "chunk 0 at byte 68: stack 2 is defined twice, with other frames" in lines[0], err
 
 
 def test_times_out_of_range_are_a_capture_error(tmp_path):

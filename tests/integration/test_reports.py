@@ -356,11 +356,15 @@ def _hostile(kind):
         c.alloc(0x1000, 100, stack=2**24 - 1)
     elif kind == "far-thread":  # an event of a thread index no THREAD record came near
         c.alloc(0x1000, 100).alloc(0x2000, 100, thread=2**20 - 1)
+    elif kind == "stack-twice":  # one stack id, two definitions
+        c.code(1, "/app/a.py", "f", 1).stack(1, 0, 1).alloc(0x1000, 100, stack=1)
+        c.stack(1, 0, 5).alloc(0x2000, 100, stack=1)
     return c.trailer(1).flush()
 
 
 @pytest.mark.parametrize("kind,corrupt", [("stack-cycle", True), ("line-overflow", False),
                                           ("huge-sizes", True), ("huge-heap", "sums"),
+                                          ("stack-twice", "sums"),
                                           ("far-address", False),
                                           ("huge-ids", False), ("far-thread", True),
                                           ("inflated-ids", False),
@@ -384,7 +388,9 @@ def test_hostile_captures(memtrace, tmp_path, kind, corrupt, command):
     if corrupt == "sums":  # corrupt where memory is summed; parse shows the records as they are
         corrupt = command != ["parse"]
     if corrupt:
-        assert p.returncode == 1 and "capture is corrupt" in p.stderr, p.stderr
+        assert p.returncode == 1 and "capture is corrupt: chunk 0 at byte " in p.stderr, p.stderr
         assert p.stderr.count("\n") == 1, p.stderr
+        why = {"stack-twice": "stack 1 is defined twice", "huge-heap": "add up to more than"}
+        assert why.get(kind, "") in p.stderr, p.stderr
     else:
         assert p.returncode == 0 and p.stderr == "", p.stderr
