@@ -6,6 +6,7 @@
 #include "cli/cmd.h"
 #include "mt-config.h"
 #include "util/error.h"
+#include "util/fd.h"
 
 #include <errno.h>  /* errno */
 #include <limits.h> /* PATH_MAX */
@@ -64,6 +65,12 @@ const char *mt_self_dir(void)
 
 int main(int argc, char **argv)
 {
+	/* A standard descriptor memtrace was started without is held by
+	 * /dev/null, close-on-exec, for good: nothing memtrace opens takes its
+	 * number (a report's output would take stdout's, and the capture
+	 * memtrace run hands the program its stderr), and the program it runs
+	 * finds it closed, as it would without memtrace. */
+	(void)mt_fd_hold();
 	/* memray's -v/--verbose before the command, repeated or not (-vv):
 	 * attach's and detach's own -v; the other commands say nothing more
 	 * with it */

@@ -40,6 +40,7 @@
 #include "payload/track.h"
 #include "payload/wait.h"
 #include "payload/writer.h"
+#include "util/fd.h"
 
 #include <errno.h>       /* errno */
 #include <fcntl.h>       /* O_NONBLOCK */
@@ -104,7 +105,7 @@ static int open_socket(void)
 		struct sockaddr_un a = { .sun_family = AF_UNIX };
 		int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "memtrace-%d-%016llx",
 				 (int)getpid(), (unsigned long long)random64());
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		int fd = mt_fd_high(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
 		if (fd < 0)
 			return -errno;
 		socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
@@ -291,7 +292,7 @@ static int read_request(int fd, char *req, size_t cap, int *passed)
 				int f;
 				memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
 				if (*passed < 0)
-					*passed = f;
+					*passed = mt_fd_high(f);
 				else
 					close(f);
 			}
@@ -499,7 +500,7 @@ static void *control_main(void *arg)
 		int pr = poll(&p, 1, wait_ms);
 		if (pr <= 0 || !(p.revents & POLLIN) || keep_listener() < 0)
 			continue;
-		int fd = accept4(ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		int fd = mt_fd_high(accept4(ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC));
 		if (fd >= 0) {
 			handle(fd);
 		} else if (errno == EMFILE || errno == ENFILE || errno == ENOMEM ||

@@ -32,6 +32,7 @@
 #include "payload/tbuf.h"
 #include "payload/track.h"
 #include "payload/writer.h"
+#include "util/fd.h"
 
 #include <errno.h>       /* EBUSY */
 #include <fcntl.h>       /* open */
@@ -109,7 +110,7 @@ static uint64_t realtime_ns(void)
 
 static uint32_t read_cmdline(uint8_t *buf, uint32_t cap)
 {
-	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	int fd = mt_fd_high(open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC));
 	ssize_t n, got = 0;
 	if (fd < 0)
 		return 0;
@@ -319,7 +320,8 @@ static void follow_fork_locked(void)
 	st.follow_pending = 0;
 	int n = snprintf(cfg.path, sizeof(cfg.path), "%s.%d", st.path, (int)getpid());
 	int fd = n > 0 && (size_t)n < sizeof(cfg.path)
-			 ? open(cfg.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
+			 ? mt_fd_high(open(cfg.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+					       0600))
 			 : -1;
 	if (fd < 0)
 		goto untracked;
@@ -426,7 +428,7 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 		/* memtrace attach made the file, and removes it when it gives up
 		 * waiting for the start: tracking must not begin after that */
 		int create = cfg->flags & MT_HDR_ATTACHED ? 0 : O_CREAT;
-		fd = open(cfg->path, O_WRONLY | create | O_TRUNC | O_CLOEXEC, 0600);
+		fd = mt_fd_high(open(cfg->path, O_WRONLY | create | O_TRUNC | O_CLOEXEC, 0600));
 		if (fd < 0)
 			return -errno;
 	}
@@ -693,7 +695,7 @@ __attribute__((constructor)) static void preload_init(void)
 		/* "fd:N:PATH": the capture memtrace run made, open; "fd:N": with
 		 * --live-remote, a connection to the live client. Never
 		 * inherited by the program's children. */
-		cfg.fd = run.capture_fd;
+		cfg.fd = mt_fd_high(run.capture_fd);
 		if (cfg.fd < 0 || fcntl(cfg.fd, F_SETFD, FD_CLOEXEC) != 0) {
 			report_line(cfg.path[0] ? "memtrace run gave no capture"
 						: "memtrace run gave no connection to the live client");

@@ -9,6 +9,7 @@
 #include "payload/phdr.h"
 #include "payload/dynsym.h"
 #include "payload/fault.h"
+#include "util/fd.h"
 
 #include <dlfcn.h>    /* dlopen, dlsym */
 #include <elf.h>      /* Elf64_Dyn, R_X86_64_* */
@@ -209,7 +210,7 @@ static int page_prot(uintptr_t page)
 {
 	char buf[4096];
 	size_t have = 0;
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC), prot = -1;
+	int fd = mt_fd_high(open("/proc/self/maps", O_RDONLY | O_CLOEXEC)), prot = -1;
 	if (fd < 0)
 		return -1;
 	for (;;) {

@@ -6,6 +6,7 @@
 #include "payload/native.h"
 #include "payload/phdr.h"
 #include "payload/unwind.h"
+#include "util/fd.h"
 
 #include <dlfcn.h>   /* dlopen, dlsym */
 #include <elf.h>     /* NT_GNU_BUILD_ID */
@@ -183,7 +184,11 @@ int mt_native_start(void)
 	if (__atomic_load_n(&n.backtrace, __ATOMIC_ACQUIRE))
 		return 0;
 	int token = mt_phdr_enter(0);
+	/* libunwind keeps a pipe from its first unwind on: not on the
+	 * standard descriptors of a program that closed them */
+	unsigned held = mt_fd_hold();
 	int rc = start_unwinding();
+	mt_fd_release(held);
 	mt_phdr_leave(token);
 	return rc;
 }

@@ -8,6 +8,7 @@
  */
 #include "payload/writer.h"
 #include "format/columns.h" /* mt_header_columns */
+#include "util/fd.h"        /* mt_fd_high */
 #include "format/error.h"
 #include "format/nodes.h"
 #include "format/record.h"
@@ -343,7 +344,7 @@ int mt_writer_start(int fd, const struct mt_header *h)
 		w.sink = (struct mt_sink){ .fd = -1 }; /* the caller's to close */
 		return e;
 	}
-	w.statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	w.statm_fd = mt_fd_high(open("/proc/self/statm", O_RDONLY | O_CLOEXEC));
 	if (mt_fd_id_take(w.statm_fd, &w.statm_id) < 0 && w.statm_fd >= 0) {
 		close(w.statm_fd);
 		w.statm_fd = -1;

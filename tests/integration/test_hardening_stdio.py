@@ -1,0 +1,117 @@
+"""A program started with its standard descriptors closed (a daemon):
+memtrace's files must not take their numbers, or the program's next
+write to "stderr" goes into the capture, or a read of "stdin" into a
+pipe of libunwind's."""
+import json
+import os
+import socket
+import subprocess
+
+import pytest
+
+from conftest import run
+from attach_target import attach, detach
+
+DAEMON = r"""
+import os, socket, sys
+ctl = socket.socket(fileno=int(sys.argv[1]))
+f = ctl.makefile("rw", buffering=1)
+keep = []
+def probe():
+    seen = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+            seen.append(os.readlink("/proc/self/fd/%d" % fd))
+        except OSError:
+            seen.append("closed")
+    return " ".join(seen)
+f.write(probe() + "\n")
+for line in f:
+    if line.strip() == "quit":
+        break
+    keep.extend(bytearray(4096) for _ in range(100))
+    try:
+        os.write(2, b"complaint\n")  # a C library's perror(), say
+        said = "written"
+    except OSError as e:
+        said = os.strerror(e.errno)
+    f.write(probe() + " " + said + "\n")
+"""
+
+
+def _closed_stdio():
+    for fd in (0, 1, 2):
+        os.close(fd)
+
+
+def _start(cmd, tmp_path):
+    """@cmd with fds 0-2 closed and a control socket as fd argv[-1]."""
+    ours, theirs = socket.socketpair()
+    p = subprocess.Popen(cmd + [str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                         preexec_fn=_closed_stdio, cwd=tmp_path)
+    theirs.close()
+    return p, ours.makefile("rw", buffering=1)
+
+
+def _say(f, line):
+    f.write(line + "\n")
+    f.flush()
+
+
+def _allocations(memtrace, cap):
+    return json.loads(run(memtrace, "stats", "--json", cap).stdout)["totals"]["allocations"]
+
+
+@pytest.mark.parametrize("mode", [[], ["--native"], ["--trace-python-allocators"]],
+                         ids=["default", "native", "pyalloc"])
+def test_run_keeps_the_standard_descriptors_closed(memtrace, script, tmp_path, mode):
+    prog = script(DAEMON, name="daemon.py")
+    cap = tmp_path / "r.bin"
+    p, f = _start([memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", str(cap)]
+                  + mode + [str(prog)], tmp_path)
+    try:
+        assert f.readline() == "closed closed closed\n"
+        _say(f, "go")
+        assert f.readline() == "closed closed closed Bad file descriptor\n"
+        _say(f, "quit")
+        assert p.wait(timeout=60) == 0
+    finally:
+        p.kill()
+        p.wait()
+    assert _allocations(memtrace, cap) >= 100
+
+
+@pytest.mark.parametrize("mode", [[], ["--native"]], ids=["default", "native"])
+def test_attach_to_a_daemon_without_standard_descriptors(memtrace, script, tmp_path, mode):
+    prog = script(DAEMON, name="daemon.py")
+    p, f = _start(["/usr/bin/python3", str(prog)], tmp_path)
+    cap = tmp_path / "a.bin"
+    try:
+        assert f.readline() == "closed closed closed\n"
+        attach(memtrace, p.pid, cap, *mode)
+        _say(f, "go")
+        assert f.readline() == "closed closed closed Bad file descriptor\n"
+        detach(memtrace, p.pid)
+        _say(f, "go")
+        assert f.readline() == "closed closed closed Bad file descriptor\n"
+        _say(f, "quit")
+        assert p.wait(timeout=60) == 0
+    finally:
+        p.kill()
+        p.wait()
+    assert _allocations(memtrace, cap) >= 100
+
+
+def test_report_with_stdout_closed(memtrace, script, tmp_path):
+    """The page goes to its file, not to the file that took stdout's number."""
+    prog = script("x = [bytearray(1000) for _ in range(100)]\n", name="p.py")
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", cap, prog)
+    page = tmp_path / "page.html"
+    p = subprocess.run([memtrace, "flamegraph", "-o", str(page), str(cap)],
+                       preexec_fn=lambda: os.close(1), stderr=subprocess.PIPE,
+                       universal_newlines=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    text = page.read_text()
+    assert text.lstrip().startswith("<!DOCTYPE html>") and "wrote" not in text[-200:]
