@@ -32,6 +32,41 @@ void mt_cli_say_written(const char *lead, const char *path, const char *dropped)
 		fprintf(stderr, "memtrace: %scapture written to %s\n", lead, path);
 }
 
+/* The files this command reads (its captures, the script it runs): never
+ * replaced by one it writes, -f or not. */
+static struct input {
+	dev_t dev;
+	ino_t ino;
+	const char *what;
+} inputs[2];
+static int n_inputs;
+
+void mt_cli_reads(const char *path, const char *what)
+{
+	struct stat sb;
+	if (n_inputs < (int)(sizeof(inputs) / sizeof(inputs[0])) && stat(path, &sb) == 0 &&
+	    S_ISREG(sb.st_mode))
+		inputs[n_inputs++] = (struct input){ sb.st_dev, sb.st_ino, what };
+}
+
+/* @sb, of the name to be replaced (a link itself, not what it points to) */
+static int read_here(const struct stat *sb, const char *path, const char *what)
+{
+	for (int i = 0; S_ISREG(sb->st_mode) && i < n_inputs; i++)
+		if (inputs[i].dev == sb->st_dev && inputs[i].ino == sb->st_ino) {
+			mt_error(0, "%s'%s' is %s: give it another name", what, path,
+				 inputs[i].what);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+int mt_cli_check_output(const char *path, const char *what)
+{
+	struct stat sb;
+	return lstat(path, &sb) == 0 ? read_here(&sb, path, what) : 0;
+}
+
 static const char *kind_of(mode_t m)
 {
 	return S_ISDIR(m)    ? "a directory"
@@ -130,6 +165,8 @@ static int create_file(const char *path, int force, mode_t mode, const char *wha
 			e = -EINVAL;
 			goto fail;
 		}
+		if ((e = read_here(&sb, path, what)) < 0)
+			goto fail;
 		if (!force) {
 			mt_error(0, "%s'%s' exists (use -f to overwrite it)", what, path);
 			e = -EEXIST;

@@ -228,6 +228,10 @@ int cmd_diff(int argc, char **argv)
 
 	struct mt_snapshot before, after;
 	struct mt_diff d;
+	mt_cli_reads(o.before, "the capture read");
+	mt_cli_reads(o.after, "the capture read");
+	if (output && strcmp(output, "-") && mt_cli_check_output(output, "diff page ") < 0)
+		return 1;
 	if (load(&before, o.before, quiet))
 		return 1;
 	if (load(&after, o.after, quiet)) {

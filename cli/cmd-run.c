@@ -504,6 +504,8 @@ int cmd_run(int argc, char **argv)
 	int bad = !strcmp(o.kind, "script") ? mt_cli_check_script(o.target) : 0;
 	if (bad)
 		return bad;
+	if (!strcmp(o.kind, "script"))
+		mt_cli_reads(o.target, "the script to run");
 
 	/* --live-remote: one client, before the program starts, so that it
 	 * sees the capture from its header on. */

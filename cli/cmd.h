@@ -230,6 +230,17 @@ void mt_cli_say_written(const char *lead, const char *path, const char *dropped)
 int mt_cli_create_file(const char *path, int force, mode_t mode, const char *what, char *abs,
 		       size_t cap);
 
+/* mt_cli_reads() - @path (a regular file) is read by this command, and
+ * mt_cli_create_file() refuses to replace it: "OUT is @what: give it
+ * another name" (@what: "the capture read", say). At most two; a static
+ * string. (cli/capture-file.c) */
+void mt_cli_reads(const char *path, const char *what);
+
+/* mt_cli_check_output() - 0, or -EINVAL after saying so when @path is a
+ * file this command reads: before the reading, rather than after it.
+ * @what names it, as for mt_cli_create_file(). (cli/capture-file.c) */
+int mt_cli_check_output(const char *path, const char *what);
+
 /* mt_cli_is_null_device() - @path is /dev/null (or another name of that
  * device): a capture thrown away as it is written, as memray allows.
  * (cli/capture-file.c) */

@@ -376,3 +376,32 @@ def test_scripts_python_runs_are_not_refused(memtrace, tmp_path):
         p = run(memtrace, "run", "--python", python, "-o", cap, target, cwd=tmp_path, timeout=60)
         assert p.stdout == out + "\n", (target, p.stderr)
         assert "capture written" in p.stderr
+
+
+# -- what a command reads is never what it writes ------------------------------
+
+def test_run_refuses_to_write_the_capture_over_its_script(memtrace, script):
+    prog = script("keep = bytearray(1000)\n", name="prog.py")
+    before = prog.read_bytes()
+    p = subprocess.run([memtrace, "run", "-f", "-o", str(prog), str(prog)],
+                       capture_output=True, text=True, timeout=60)
+    assert "capture '%s' is the script to run" % prog in one_line_error(p)
+    assert prog.read_bytes() == before
+
+
+@pytest.mark.parametrize("cmd", [["flamegraph"], ["table"], ["transform", "csv"],
+                                 ["stats", "--json"], ["growth", "--html"],
+                                 ["diff", "--html", "OTHER"]])
+@pytest.mark.parametrize("name", ["same", "hard link"])
+def test_report_refuses_to_write_over_the_capture_it_reads(memtrace, capture, tmp_path, cmd,
+                                                          name):
+    before = capture.read_bytes()
+    out = capture
+    if name == "hard link":
+        out = tmp_path / "link.bin"
+        os.link(capture, out)
+    args = [str(capture) if a == "OTHER" else a for a in cmd]
+    p = subprocess.run([memtrace] + args + ["-f", "-o", str(out), str(capture)],
+                       capture_output=True, text=True, timeout=60)
+    assert "'%s' is the capture read: give it another name" % out in one_line_error(p)
+    assert capture.read_bytes() == before
