@@ -433,6 +433,12 @@ static int report(const struct run_opts *o, int wstatus, const struct mt_run_sta
 		mt_error(0, "no Python interpreter started under memtrace: capture '%s' is empty",
 			 capture);
 		mt_unlink_regular(capture);
+		if (rc == 0)
+			rc = 1;
+	} else if (!said->end && o->null && !WIFSIGNALED(wstatus)) {
+		mt_error(0, "no Python interpreter started under memtrace: nothing was captured");
+		if (rc == 0)
+			rc = 1;
 	} else if (WIFSIGNALED(wstatus)) {
 		if (!o->quiet) /* the exit status says it */
 			say_killed(WTERMSIG(wstatus), said, capture, o->remote);

@@ -81,8 +81,17 @@ int mt_cli_close_page(FILE *f, const char *path, int err, const char *cmd)
 	struct stat sb;
 	if (f == stdout)
 		return err < 0 ? (mt_error(err, "%s: cannot write the report", cmd), 1) : 0;
-	/* the size of the file we wrote, whatever the name points to now */
-	int sized = fflush(f) == 0 && fstat(fileno(f), &sb) == 0;
+	/* the size of the file we wrote, whatever the name points to now; a
+	 * report that fits in the stream's buffer meets a full disk here,
+	 * and one that did not says why again here (a writer knows only
+	 * that the stream failed: -EIO) */
+	int sized = 0;
+	if (fflush(f) != 0) {
+		if (err == 0 || err == -EIO)
+			err = -errno;
+	} else {
+		sized = fstat(fileno(f), &sb) == 0;
+	}
 	if (fclose(f) != 0 && err == 0)
 		err = -errno;
 	if (err < 0) {

@@ -44,9 +44,10 @@ int mt__html_write(FILE *out, enum mt__html_page page, const struct mt_strbuf *j
 	if (!slot)
 		return -EINVAL;
 	size_t head = (size_t)(slot - t), tail_off = head + strlen(DATA_SLOT);
+	errno = 0;
 	if (fwrite(t, 1, head, out) != head || fwrite(json->buf, 1, json->len, out) != json->len ||
 	    fwrite(t + tail_off, 1, len - tail_off, out) != len - tail_off)
-		return -EIO;
+		return errno ? -errno : -EIO; /* a full disk says so */
 	return ferror(out) ? -EIO : 0;
 }
 

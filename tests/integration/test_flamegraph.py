@@ -378,10 +378,15 @@ def test_report_to_a_device_is_refused_and_a_failed_page_removed(memtrace, scrip
         assert p.returncode == 1 and p.stderr == (
             "memtrace: %s page '/dev/full' is a character device, not a regular file\n" % cmd)
         assert os.path.exists("/dev/full") and not os.path.isfile("/dev/full")
-    for cmd in ("flamegraph", "table"):
-        page = full_fs / (cmd + ".html")
-        p = run(memtrace, cmd, "-o", page, cap, check=False)
-        assert p.returncode == 1 and "cannot write '%s'" % page in p.stderr, p.stderr
+    # small outputs too (they fit in the stream's buffer until it is
+    # closed), each saying why in one line
+    for cmd in (["flamegraph"], ["table"], ["growth", "--html"], ["stats", "--json"],
+                ["transform", "csv"], ["transform", "gprof2dot"], ["diff", "--html", cap]):
+        page = full_fs / "out"
+        p = run(memtrace, *cmd, "-o", page, cap, check=False)
+        assert p.returncode == 1, (cmd, p.stderr)
+        assert p.stderr.endswith("cannot write '%s': No space left on device\n" % page), p.stderr
+        assert p.stderr.count("\n") == 1 + p.stderr.count("memtrace: note: "), p.stderr
         assert not page.exists()
 
 

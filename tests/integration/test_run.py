@@ -418,11 +418,15 @@ def test_run_usage_errors(memtrace, tmp_path, args, message):
     assert not any(n.endswith(".bin") for n in os.listdir(tmp_path))
 
 
-def test_not_python_interpreter(memtrace, tmp_path):
+@pytest.mark.parametrize("out", ["n.bin", "/dev/null"])
+def test_not_python_interpreter(memtrace, tmp_path, out):
+    """/bin/true exits 0, and still nothing was profiled: an error."""
     (tmp_path / "x.py").write_text("pass\n")
-    p = run(memtrace, "run", "--python", "/bin/true", "-o", tmp_path / "n.bin", "x.py",
+    p = run(memtrace, "run", "--python", "/bin/true", "-o", out, "x.py",
             check=False, cwd=tmp_path)
-    assert "no Python interpreter started" in p.stderr
+    assert p.returncode == 1
+    assert p.stderr.startswith("memtrace: no Python interpreter started under memtrace")
+    assert p.stderr.count("\n") == 1, p.stderr
     assert not (tmp_path / "n.bin").exists()
 
 
