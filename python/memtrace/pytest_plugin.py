@@ -385,8 +385,11 @@ class _Manager:
             for marker in item.iter_markers(name):
                 try:
                     _marker_limit(marker)
+                    continue
                 except pytest.UsageError as e:
-                    pytest.fail(str(e), pytrace=False)
+                    problem = str(e)
+                # outside the except clause: the message once, not chained to itself
+                pytest.fail(problem, pytrace=False)
 
     # -- tracking -------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)

@@ -395,6 +395,61 @@ def test_one_bad_marker_or_filter_fails_only_its_test(memtrace, tmp_path):
     assert peaks == [1, 5], peaks
 
 
+UNREADABLE_LIMITS = """\
+import pytest
+
+
+@pytest.mark.limit_memory("garbage")
+def test_garbage():
+    pass
+
+
+@pytest.mark.limit_memory(True)
+def test_bool():
+    pass
+
+
+@pytest.mark.limit_leaks([1])
+def test_list():
+    pass
+"""
+
+def check_limit_errors(tmp_path, suite_text, expected):
+    """Run @suite_text with --memtrace: each test named in @expected errors
+    before it runs with one line starting as given there, no traceback and
+    the message once, not chained to itself. The other tests' results."""
+    suite = tmp_path / "test_limits.py"
+    suite.write_text(suite_text)
+    junit = tmp_path / "j.xml"
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD)
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
+                        "no:cacheprovider", "-q", "--memtrace", "--junitxml", str(junit),
+                        str(suite)], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+    assert p.returncode == 1, p.stdout
+    for word in ("Traceback", "During handling", "Error:", "INTERNALERROR"):
+        assert word not in p.stdout, p.stdout
+    results = junit_results(junit)
+    for name, line in expected.items():
+        outcome, message, text = results.pop(name)
+        assert outcome == "error", (name, p.stdout)
+        assert line in message, (name, message)
+        assert text.strip().startswith(line) and "\n" not in text.strip(), (name, text)
+        # the error's section is its one line
+        section = p.stdout.split(" ERROR at setup of %s _" % name, 1)[1].split("\n", 2)[1]
+        assert section.startswith(line), (name, p.stdout)
+    return results
+
+
+def test_unreadable_limit_is_said_once(tmp_path):
+    check_limit_errors(tmp_path, UNREADABLE_LIMITS, {
+        "test_garbage": "memtrace: cannot read the size 'garbage' (expected e.g. '24 MB'",
+        "test_bool": "memtrace: cannot read the size True",
+        "test_list": "memtrace: cannot read the size [1]",
+    })
+
+
 def test_native_stacks_in_failure_messages(tmp_path):
     # bytearray's buffer comes from the interpreter's C code: with
     # --memtrace-native the message names the C frames under the test's line
