@@ -57,14 +57,25 @@ _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([KMGTP]?)(I?B)?\
 
 
 def parse_size(text):
-    """"24 MB" -> 25165824 (units are powers of 1024)."""
+    """"24 MB" -> 25165824 (units are powers of 1024). A size is a whole
+    number of bytes, 0 or more: a negative, infinite or NaN one is a
+    ValueError, as what does not read as a size is."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return int(text)
-    m = _SIZE_RE.match(str(text))
-    if not m:
-        raise ValueError("memtrace: cannot read the size %r (expected e.g. '24 MB' or '512 KB')"
+        value = text
+    else:
+        m = _SIZE_RE.match(str(text))
+        if not m:
+            raise ValueError("memtrace: cannot read the size %r (expected e.g. '24 MB' or "
+                             "'512 KB')" % (text,))
+        value = float(m.group(1)) * _UNITS[m.group(2).upper()]
+    if value != value:
+        raise ValueError("memtrace: the size %r is not a number (expected e.g. '24 MB')"
                          % (text,))
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    if value < 0:
+        raise ValueError("memtrace: the size %r is negative (a limit is 0 B or more)" % (text,))
+    if value == float("inf"):
+        raise ValueError("memtrace: the size %r is too large to be a number of bytes" % (text,))
+    return int(value)
 
 
 def format_size(n):

@@ -414,6 +414,46 @@ def test_list():
     pass
 """
 
+OUT_OF_RANGE_LIMITS = """\
+import pytest
+
+
+@pytest.mark.limit_memory("1e400 MB")
+def test_overflows():
+    pass
+
+
+@pytest.mark.limit_memory(float("inf"))
+def test_infinite():
+    pass
+
+
+@pytest.mark.limit_memory(float("nan"))
+def test_nan():
+    pass
+
+
+@pytest.mark.limit_memory(-5)
+def test_negative():
+    pass
+
+
+@pytest.mark.limit_leaks(-5)
+def test_negative_leaks():
+    pass
+
+
+@pytest.mark.limit_leaks(location_limit="-1 KB")
+def test_negative_text():
+    pass
+
+
+@pytest.mark.limit_memory(0)
+def test_zero_is_a_limit():
+    pass
+"""
+
+
 def check_limit_errors(tmp_path, suite_text, expected):
     """Run @suite_text with --memtrace: each test named in @expected errors
     before it runs with one line starting as given there, no traceback and
@@ -448,6 +488,23 @@ def test_unreadable_limit_is_said_once(tmp_path):
         "test_bool": "memtrace: cannot read the size True",
         "test_list": "memtrace: cannot read the size [1]",
     })
+
+
+def test_limit_is_a_finite_size_of_0_or_more(tmp_path):
+    """An infinite, NaN or negative limit is refused as one that does not
+    read (pytest-memray's pattern refuses a sign), for both markers; 0 B is
+    a limit that any test reaches."""
+    others = check_limit_errors(tmp_path, OUT_OF_RANGE_LIMITS, {
+        "test_overflows": "memtrace: the size '1e400 MB' is too large to be a number of bytes",
+        "test_infinite": "memtrace: the size inf is too large to be a number of bytes",
+        "test_nan": "memtrace: the size nan is not a number",
+        "test_negative": "memtrace: the size -5 is negative (a limit is 0 B or more)",
+        "test_negative_leaks": "memtrace: the size -5 is negative (a limit is 0 B or more)",
+        "test_negative_text": "memtrace: cannot read the size '-1 KB'",
+    })
+    assert list(others) == ["test_zero_is_a_limit"], others
+    outcome, _, text = others["test_zero_is_a_limit"]
+    assert outcome == "failure" and "Test was limited to 0 B" in text, others
 
 
 def test_native_stacks_in_failure_messages(tmp_path):
