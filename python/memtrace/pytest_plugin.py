@@ -31,6 +31,7 @@ which prints the one report and saves the baselines.
 """
 
 import collections
+import errno
 import functools
 import hashlib
 import inspect
@@ -344,6 +345,27 @@ def _marker_limit(marker):
         raise pytest.UsageError(str(e)) from None
 
 
+def _bin_dir(path):
+    """The absolute path of the --memtrace-bin-path directory, made (with
+    its parents) if it is not there; a UsageError, naming it and why, if
+    captures cannot be written in it."""
+    where = os.path.abspath(path)
+    try:
+        if os.path.exists(where) and not os.path.isdir(where):
+            reason = os.strerror(errno.ENOTDIR)
+        else:
+            os.makedirs(where, exist_ok=True)
+            reason = None if os.access(where, os.W_OK | os.X_OK) else os.strerror(errno.EACCES)
+    except OSError as e:
+        reason = e.strerror or str(e)
+    except ValueError as e:  # an embedded null byte
+        reason = str(e)
+    if reason:
+        raise pytest.UsageError("memtrace: cannot keep the captures in %s (--memtrace-bin-path): "
+                                "%s" % (where, reason))
+    return where
+
+
 class _Manager:
     def __init__(self, config):
         self.config = config
@@ -354,6 +376,8 @@ class _Manager:
         # pytest-memray's default prefix: a random one per run
         self.prefix = _option(config, "--memtrace-bin-prefix") or uuid.uuid4().hex
         self._dir = None
+        if self.keep:  # checked now, rather than failing each test
+            self._dir = _bin_dir(self.keep)
         self.stacks = max(1, _option(config, "--memtrace-stacks"))
         self.pyalloc = _option(config, "--memtrace-trace-python-allocators")
         self.native = _option(config, "--memtrace-native")
@@ -368,13 +392,10 @@ class _Manager:
 
     @property
     def dir(self):
-        """Where the captures go, made at the first test tracked."""
+        """Where the captures go: the --memtrace-bin-path directory, made
+        at the start, or a temporary one made at the first test tracked."""
         if self._dir is None:
-            if self.keep:
-                self._dir = os.path.abspath(self.keep)
-                os.makedirs(self._dir, exist_ok=True)
-            else:
-                self._dir = tempfile.mkdtemp(prefix="memtrace-pytest-")
+            self._dir = tempfile.mkdtemp(prefix="memtrace-pytest-")
         return self._dir
 
     # -- naming ---------------------------------------------------------

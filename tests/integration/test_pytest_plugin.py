@@ -3,7 +3,9 @@ Debian's python3-pytest in a subprocess."""
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import textwrap
 import xml.etree.ElementTree as ET
 
@@ -100,6 +102,19 @@ def run_pytest(tmp_path, *args):
         else:
             outcomes[name] = "passed"
     return p, outcomes, messages
+
+
+def run_pytest_plain(tmp_path, *args):
+    """run_pytest() for a run that may stop before any test runs."""
+    suite = tmp_path / "test_suite.py"
+    suite.write_text(SUITE)
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD)
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
+                        "no:cacheprovider", "-q"] + list(args) + [str(suite)],
+                       cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
+    return p
 
 
 def test_limits_fail_and_pass_with_memtrace(tmp_path):
@@ -313,6 +328,64 @@ def test_bin_path_keeps_readable_captures(memtrace, tmp_path):
     # --most-allocations 1: one test in the report
     report = p.stdout.split("memtrace: tests with the highest peak memory", 1)[1]
     assert sum(1 for line in report.splitlines() if line.startswith("test_suite.py::")) == 1, report
+
+
+def usage_error(p):
+    """The one line of a pytest run that stopped at the start on a usage
+    error, before any test ran."""
+    assert p.returncode == 4, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stdout + p.stderr, p.stderr
+    assert " passed" not in p.stdout and " failed" not in p.stdout, p.stdout
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ERROR: memtrace: "), p.stderr
+    return lines[0][len("ERROR: "):]
+
+
+def test_unusable_bin_path_is_a_usage_error(tmp_path):
+    """A --memtrace-bin-path that cannot hold the captures stops pytest at
+    the start with one line naming it and why, rather than failing every
+    test (those without a marker too) with a traceback."""
+    (tmp_path / "a_file").write_text("")
+    for path in ("/dev/null", str(tmp_path / "a_file"), str(tmp_path / "a_file" / "sub")):
+        for option in ("--memtrace-bin-path", "--memray-bin-path"):
+            p = run_pytest_plain(tmp_path, "--memtrace", option, path)
+            assert usage_error(p) == ("memtrace: cannot keep the captures in %s "
+                                      "(--memtrace-bin-path): Not a directory" % path), p.stderr
+    # a directory that is not there yet is made, with its parents
+    p, outcomes, _ = run_pytest(tmp_path, "--memtrace-bin-path", str(tmp_path / "new" / "dir"))
+    assert outcomes["test_big_under_large_limit"] == "passed", p.stdout
+    assert len(os.listdir(str(tmp_path / "new" / "dir"))) == 5
+
+
+def test_unwritable_bin_path_is_a_usage_error(tmp_path):
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run pytest as another user")
+    for d in (PYTHON_DIR, BUILD):
+        while d != "/":
+            if not os.stat(d).st_mode & 0o001:
+                pytest.skip("%s is not searchable by other users" % d)
+            d = os.path.dirname(d)
+    shared = tempfile.mkdtemp(prefix="memtrace-plugin-test-")
+    try:
+        os.chmod(shared, 0o755)
+        with open(os.path.join(shared, "test_suite.py"), "w") as f:
+            f.write(SUITE)
+        os.mkdir(os.path.join(shared, "ro"), 0o555)
+        os.chmod(os.path.join(shared, "ro"), 0o555)
+        env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD)
+        env.pop("PYTEST_ADDOPTS", None)
+        for path, reason in ((os.path.join(shared, "ro"), "Permission denied"),
+                             (os.path.join(shared, "ro", "sub"), "Permission denied")):
+            p = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                                PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
+                                "no:cacheprovider", "-q", "--memtrace", "--memtrace-bin-path",
+                                path, "test_suite.py"], cwd=shared, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True, timeout=120)
+            assert usage_error(p) == ("memtrace: cannot keep the captures in %s "
+                                      "(--memtrace-bin-path): %s" % (path, reason)), p.stderr
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def test_bad_limit_is_a_usage_error(tmp_path):
