@@ -366,12 +366,44 @@ def _bin_dir(path):
     return where
 
 
+def _tracked_already():
+    """Whether this process is tracked already (by `memtrace run` or
+    `memtrace attach`), so that no Tracker can start in it. Only a process
+    with the payload in it can be: a Tracker started and stopped at once,
+    its capture thrown away, tells."""
+    from . import _native
+    from .tracker import FileDestination
+    if _native._mapped_payload() is None:
+        return False
+    try:
+        with Tracker(destination=FileDestination(os.devnull)):
+            pass
+    except RuntimeError:
+        return True
+    except (OSError, ImportError):  # each tracked test says it
+        pass
+    return False
+
+
+def _cannot_track(nodeid, e):
+    """One line: why the test's body could not be tracked."""
+    if isinstance(e, OSError) and e.strerror and e.filename:
+        why = "%s: %s" % (e.filename, e.strerror)
+    else:
+        why = str(e) or type(e).__name__
+    return "memtrace: cannot track %s: %s" % (nodeid, why)
+
+
 class _Manager:
     def __init__(self, config):
         self.config = config
         self.rootdir = str(config.rootpath) if hasattr(config, "rootpath") else str(config.rootdir)
         # every test body, or (without --memtrace) those with a marker
         self.everything = bool(_option(config, "--memtrace"))
+        if self.everything and _tracked_already():
+            raise pytest.UsageError("memtrace: --memtrace cannot track each test: this process is "
+                                    "already being tracked (by `memtrace run`, `memtrace attach` or "
+                                    "a Tracker)")
         self.keep = _option(config, "--memtrace-bin-path")
         # pytest-memray's default prefix: a random one per run
         self.prefix = _option(config, "--memtrace-bin-prefix") or uuid.uuid4().hex
@@ -440,18 +472,37 @@ class _Manager:
 
         nodeid, tids = pyfuncitem.nodeid, self.test_tid
 
+        # A Tracker that cannot start fails the test with one line (said
+        # outside the except clause, so not chained to the error); what the
+        # body raises, once tracking started, is the test's own.
         if inspect.iscoroutinefunction(func):
             @functools.wraps(func)
             async def wrapper(*args, **kwargs):
                 tids[nodeid] = threading.get_native_id()
-                with tracker():
-                    return await func(*args, **kwargs)
+                started = False
+                try:
+                    with tracker():
+                        started = True
+                        return await func(*args, **kwargs)
+                except (OSError, RuntimeError, ImportError) as e:
+                    if started:
+                        raise
+                    problem = _cannot_track(nodeid, e)
+                pytest.fail(problem, pytrace=False)
         else:
             @functools.wraps(func)
             def wrapper(*args, **kwargs):
                 tids[nodeid] = threading.get_native_id()
-                with tracker():
-                    return func(*args, **kwargs)
+                started = False
+                try:
+                    with tracker():
+                        started = True
+                        return func(*args, **kwargs)
+                except (OSError, RuntimeError, ImportError) as e:
+                    if started:
+                        raise
+                    problem = _cannot_track(nodeid, e)
+                pytest.fail(problem, pytrace=False)
 
         self.captures.pop(pyfuncitem.nodeid, None)
         try:  # a capture of an earlier session must not pass for this one's

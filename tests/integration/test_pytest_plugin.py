@@ -388,6 +388,60 @@ def test_unwritable_bin_path_is_a_usage_error(tmp_path):
         shutil.rmtree(shared, ignore_errors=True)
 
 
+def test_under_memtrace_run_is_one_error(memtrace, tmp_path):
+    """Under `memtrace run` no Tracker can start: --memtrace stops pytest
+    at the start with one line; without it, each marked test fails with
+    one line (the others run, untracked), and the run's capture is kept."""
+    suite = tmp_path / "test_suite.py"
+    suite.write_text(SUITE)
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD)
+    env.pop("PYTEST_ADDOPTS", None)
+
+    def under_run(*args):
+        return subprocess.run([memtrace, "run", "-q", "-f", "-o", str(tmp_path / "outer.bin"),
+                               "--python", PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin",
+                               "-p", "no:cacheprovider", "-q"] + list(args) + [str(suite)],
+                              cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
+
+    p = under_run("--memtrace")
+    assert usage_error(p) == ("memtrace: --memtrace cannot track each test: this process is "
+                              "already being tracked (by `memtrace run`, `memtrace attach` or a "
+                              "Tracker)")
+    junit = tmp_path / "j.xml"
+    p = under_run("--junitxml", str(junit))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "Traceback" not in p.stdout and "RuntimeError" not in p.stdout, p.stdout
+    results = junit_results(junit)
+    for name, (outcome, message, text) in results.items():
+        if name != "test_unmarked":  # the marked tests
+            assert outcome == "failure", (name, p.stdout)
+            assert text.strip() == (
+                "memtrace: cannot track test_suite.py::%s: No more than one Tracker instance "
+                "can be active at the same time: this process is already being tracked (by "
+                "`memtrace run`, `memtrace attach` or another Tracker)" % name), (name, text)
+        else:
+            assert outcome == "passed", (name, p.stdout)
+    assert report_json(memtrace, "stats", tmp_path / "outer.bin")["totals"]["peak_heap"] > 0
+
+
+def test_capture_that_cannot_be_made_fails_its_test_in_one_line(tmp_path):
+    """A test whose capture cannot be made (here a directory is in its
+    place) fails with one line naming it; the other tests go on."""
+    keep = tmp_path / "kept"
+    (keep / "P-test_suite.py-test_unmarked.bin").mkdir(parents=True)
+    p, outcomes, messages = run_pytest(tmp_path, "--memtrace", "--memtrace-bin-path", str(keep),
+                                       "--memtrace-bin-prefix", "P")
+    assert outcomes["test_unmarked"] == "failed", p.stdout
+    line = ("memtrace: cannot track test_suite.py::test_unmarked: %s: capture path is a "
+            "directory" % (keep / "P-test_suite.py-test_unmarked.bin"))
+    assert line in messages["test_unmarked"], messages
+    assert "\n" not in messages["test_unmarked"].strip(), messages
+    assert "Traceback" not in p.stdout and "IsADirectoryError" not in p.stdout, p.stdout
+    assert outcomes["test_big_under_large_limit"] == "passed", p.stdout
+    assert outcomes["test_big_under_small_limit"] == "failed", p.stdout
+
+
 def test_bad_limit_is_a_usage_error(tmp_path):
     suite = tmp_path / "test_bad.py"
     suite.write_text(textwrap.dedent("""
