@@ -407,6 +407,11 @@ class _Manager:
         self.keep = _option(config, "--memtrace-bin-path")
         # pytest-memray's default prefix: a random one per run
         self.prefix = _option(config, "--memtrace-bin-prefix") or uuid.uuid4().hex
+        for sep in (os.sep, os.altsep):
+            # the start of a file name in the bin path: not a way out of it
+            if sep and sep in self.prefix:
+                raise pytest.UsageError("memtrace: --memtrace-bin-prefix %r cannot contain %r: it "
+                                        "starts file names in the bin path" % (self.prefix, sep))
         self._dir = None
         if self.keep:  # checked now, rather than failing each test
             self._dir = _bin_dir(self.keep)

@@ -357,6 +357,25 @@ def test_unusable_bin_path_is_a_usage_error(tmp_path):
     assert len(os.listdir(str(tmp_path / "new" / "dir"))) == 5
 
 
+def test_bin_prefix_with_a_separator_is_a_usage_error(tmp_path):
+    """The prefix starts the captures' file names: one with a "/" would put
+    them outside the bin path (or in a directory that is not there)."""
+    keep = tmp_path / "kept"
+    for prefix in ("../escaped", "sub/name", "/abs"):
+        for option in ("--memtrace-bin-prefix", "--memray-bin-prefix"):
+            p = run_pytest_plain(tmp_path, "--memtrace", "--memtrace-bin-path", str(keep), option,
+                                 prefix)
+            assert usage_error(p) == ("memtrace: --memtrace-bin-prefix %r cannot contain '/': "
+                                      "it starts file names in the bin path" % prefix), p.stderr
+    assert os.listdir(str(tmp_path)) == ["test_suite.py"]  # nothing made, nothing escaped
+    # dots alone stay in the name (given with "=": pytest takes a lone ".."
+    # for a path, to find its rootdir by)
+    p, outcomes, _ = run_pytest(tmp_path, "--memtrace-bin-path", str(keep),
+                                "--memtrace-bin-prefix=..")
+    assert outcomes["test_big_under_large_limit"] == "passed", p.stdout
+    assert "..-test_suite.py-test_big_under_large_limit.bin" in os.listdir(str(keep))
+
+
 def test_unwritable_bin_path_is_a_usage_error(tmp_path):
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to run pytest as another user")
