@@ -312,6 +312,16 @@ class _Capture:
             pass
 
 
+def _c_path(path):
+    """@path as the C reader takes it, a C string: bytes that end at a NUL.
+    A path holding one is refused, as open() refuses it, rather than read
+    cut short."""
+    encoded = os.fsencode(path)
+    if b"\0" in encoded:
+        raise ValueError("embedded null byte")
+    return encoded
+
+
 class FileReader:
     """An open capture.
 
@@ -336,7 +346,7 @@ class FileReader:
         self._max_memory_records = max_memory_records
         handle = ctypes.c_void_p()
         err = _err_buf()
-        rc = self._lib.mt_py_open(os.fsencode(self.path), ctypes.byref(handle), err, len(err))
+        rc = self._lib.mt_py_open(_c_path(self.path), ctypes.byref(handle), err, len(err))
         if rc < 0:
             msg = _decode(err.value)
             if -rc == 2:
@@ -787,7 +797,7 @@ def dump_all_records(file_name):
         return length
 
     err = _err_buf()
-    rc = lib.mt_py_dump(os.fsencode(os.fspath(file_name)), _native.WRITE_FN(write), None, err,
+    rc = lib.mt_py_dump(_c_path(os.fspath(file_name)), _native.WRITE_FN(write), None, err,
                         len(err))
     if failure:
         raise failure[0]

@@ -470,6 +470,39 @@ def test_user_errors(memtrace, tmp_path, python):
 
 
 @pytest.mark.parametrize("python", python_params())
+def test_path_with_a_null_byte_is_refused(tmp_path, python):
+    """A C string ends at a NUL: "one.bin\\0/etc/passwd" would read
+    one.bin. As open() and the Tracker, the readers refuse it."""
+    p = run_py(python, """
+        import memtrace
+        with memtrace.Tracker("one.bin"):
+            pass
+        for what, fn in [
+                ("FileReader", lambda: memtrace.FileReader("one.bin\\0/etc/passwd")),
+                ("FileReader bytes", lambda: memtrace.FileReader(b"one.bin\\0x")),
+                ("dump_all_records", lambda: memtrace.dump_all_records("one.bin\\0x")),
+                ("Tracker", lambda: memtrace.Tracker("two.bin\\0x").__enter__()),
+                ("open", lambda: open("one.bin\\0x", "rb"))]:
+            try:
+                fn()
+            except ValueError as e:
+                print(what, "ValueError", e)
+            else:
+                print(what, "read it")
+        """, tmp_path)
+    lines = p.stdout.splitlines()
+    assert lines[:3] + lines[4:] == [
+        "FileReader ValueError embedded null byte",
+        "FileReader bytes ValueError embedded null byte",
+        "dump_all_records ValueError embedded null byte",
+        "open ValueError embedded null byte",
+    ], p.stdout
+    # os.open()'s words, which 3.13 changed ("embedded null character in path")
+    assert lines[3].startswith("Tracker ValueError ") and "embedded null" in lines[3], p.stdout
+    assert sorted(os.listdir(str(tmp_path))) == ["one.bin", "prog.py"]
+
+
+@pytest.mark.parametrize("python", python_params())
 def test_tracker_under_memtrace_run_raises(memtrace, tmp_path, python):
     prog = tmp_path / "inner.py"
     prog.write_text(textwrap.dedent("""
