@@ -37,6 +37,7 @@
 #include "payload/fd-id.h"
 #include "payload/phdr.h"
 #include "payload/spawn.h"
+#include "payload/threads.h"
 #include "payload/track.h"
 #include "payload/wait.h"
 #include "payload/writer.h"
@@ -155,6 +156,7 @@ static int config_of(const struct mt_ctl_request *r, struct memtrace_config *cfg
 static void thread_begin(const char *name)
 {
 	mt_in_hook = 1; /* memtrace's own thread: never recorded */
+	mt_thread_own();
 	prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 

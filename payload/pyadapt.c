@@ -6,6 +6,7 @@
 #include "payload/pyfeed.h"
 #include "payload/pyhooks.h"
 #include "payload/spawn.h"
+#include "payload/threads.h"
 #include "payload/track.h"
 
 #include <stdatomic.h> /* atomic_* */
@@ -35,6 +36,7 @@ static void *apply(void *arg)
 {
 	(void)arg;
 	mt_in_hook = 1; /* memtrace's own thread: never recorded */
+	mt_thread_own();
 	prctl(PR_SET_NAME, "memtrace-feed", 0, 0, 0);
 	int state;
 	if (atomic_load(&ad.active) && mt_pyhooks_gil_take(&state)) {

@@ -113,6 +113,13 @@ static void thread_exit(void *arg)
 #define LATE_NAME "(ending threads)"
 _Static_assert(sizeof(LATE_NAME) <= 17, "a thread's name");
 
+static __thread unsigned char own __attribute__((tls_model("initial-exec")));
+
+void mt_thread_own(void)
+{
+	own = 1;
+}
+
 /* Returns 0, or -1 if the record was not written. */
 static int push_thread_record(struct mt_thread *t)
 {
@@ -124,7 +131,8 @@ static int push_thread_record(struct mt_thread *t)
 		memcpy(name, LATE_NAME, sizeof(LATE_NAME));
 	} else {
 		prctl(PR_GET_NAME, name, 0, 0, 0);
-		r.thread.tid = (uint64_t)syscall(SYS_gettid);
+		if (!own)
+			r.thread.tid = (uint64_t)syscall(SYS_gettid);
 	}
 	r.thread.name.p = (const uint8_t *)name;
 	r.thread.name.len = (uint32_t)strlen(name);

@@ -67,6 +67,12 @@ extern __thread struct mt_thread *mt_thread_self
 enum { MT_RUNNING, MT_ENDING, MT_LATE };
 extern __thread unsigned char mt_thread_ending
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
+/* mt_thread_own() - the calling thread is memtrace's own (a start's,
+ * a stop's, the feed switch's): what it records is no thread's of the
+ * program, and its THREAD record says tid 0, as the late state's does,
+ * under its own name (readers list neither without allocations). */
+void mt_thread_own(void);
+
 /* frees recorded through the late state by a thread with no state */
 extern __thread unsigned char mt_thread_late_frees
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));

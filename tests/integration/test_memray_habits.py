@@ -370,6 +370,11 @@ def test_thread_names_after_attach(memtrace, tmp_path):
             out = run("/usr/bin/python3", dump, cap, env=module_env()).stdout.strip()
             # the commands run on a thread of threading's default name
             assert out.startswith("['Thread-") and "python3" not in out, (i, out)
+            # the threads stats counts are the program's: not the one
+            # memtrace started tracking on
+            threads = json.loads(run(memtrace, "stats", "--json", cap).stdout)["threads"]
+            assert all(x["tid"] and not x["name"].startswith("memtrace-") for x in threads), \
+                threads
         status, _ = t.finish()
         assert status == 3
     finally:
