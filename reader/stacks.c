@@ -113,7 +113,9 @@ int mt_stacks_set_frame(struct mt_stacks *k, uint32_t id, uint32_t parent,
 
 int mt_stacks_alias(struct mt_stacks *k, uint32_t id, uint32_t of)
 {
-	static const struct mt_frame none = { "<no frames>", "", 0, 1 };
+	/* a stack of native frames only, with them folded away: named as a
+	 * capture without native stacks names it */
+	static const struct mt_frame none = { "<no Python frames>", "", 0, 0 };
 	if (of == 0)
 		return mt_stacks_set_frame(k, id, 0, &none);
 	if (id >= k->nodes_cap &&

@@ -255,6 +255,8 @@ def test_every_report_reads_a_native_capture(native_capture, memtrace, tmp_path)
     assert "[C] mt_native_a at " in tree and "[C] mt_native_b at " in tree
     py_only = run(memtrace, "tree", "-n", "0", "--python-only", cap).stdout
     assert "mt_native_a" not in py_only and "f at %s:10" % prog in py_only, py_only
+    # the threads started from C have no Python frame, as without --native
+    assert "<no Python frames>" in py_only and "<no frames>" not in py_only, py_only
     for cmd in ("summary", "parse"):
         run(memtrace, cmd, cap)
     # a Python line's total holds the C allocations under it
