@@ -442,7 +442,9 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	h.start_ns = realtime_ns();
 	h.interval_ms = cfg->interval_ms ? cfg->interval_ms : 10;
 	h.page_size = (uint32_t)sysconf(_SC_PAGESIZE);
-	h.main_tid = (uint64_t)getpid();
+	/* a Tracker's main thread is the one that entered it, as memray's
+	 * is: its hybrid stacks end at its outermost Python frame */
+	h.main_tid = (h.flags & MT_HDR_TRACKER) ? (uint64_t)syscall(SYS_gettid) : (uint64_t)getpid();
 	h.cmdline.p = cmdline;
 	h.cmdline.len = read_cmdline(cmdline, sizeof(cmdline));
 	e = mt_writer_start(fd, &h);

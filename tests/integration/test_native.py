@@ -697,3 +697,29 @@ def test_cpp_frames_are_demangled(memtrace, tmp_path, debug):
     assert not any(n.startswith("_Z") for n in names), names
     tree = run(memtrace, "tree", "--leaks", cap).stdout
     assert "ns::Pool<int>::grow(unsigned long)" in tree, tree
+
+
+def test_tracker_entered_on_another_thread(tmp_path):
+    """memray's main thread of a Tracker's capture is the thread that
+    entered it, whose hybrid stacks end at its outermost Python frame
+    (below it: the threading module's C calls that started the thread)."""
+    from test_python_api import py_env
+    cap = tmp_path / "thr.bin"
+    prog = tmp_path / "thr.py"
+    prog.write_text("import sys, threading, memtrace\n"
+                    "def work():\n"
+                    "    return bytearray(1234567)\n"
+                    "def in_thread():\n"
+                    "    print(threading.get_native_id())\n"
+                    "    with memtrace.Tracker(sys.argv[1], native_traces=True):\n"
+                    "        x = work()\n"
+                    "t = threading.Thread(target=in_thread)\n"
+                    "t.start()\n"
+                    "t.join()\n")
+    tid = int(run("/usr/bin/python3", prog, cap, env=py_env()).stdout)
+    with reader(cap) as r:
+        assert r.metadata.main_thread_id == tid
+        rec = [x for x in r.get_allocation_records() if x.size == 1234567 + 1][0]
+        assert rec.tid == tid
+        hybrid = [fr[0] for fr in rec.hybrid_stack_trace()]
+        assert "work" in hybrid and hybrid[-1] == "in_thread", hybrid
