@@ -205,8 +205,13 @@ static void *start_main(void *arg)
 	pthread_mutex_lock(&ctl.lock);
 	if (rc < 0) {
 		ctl.state = ctl.cancel ? CTL_IDLE : CTL_FAILED;
-		snprintf(ctl.error, sizeof(ctl.error), "cannot start tracking: %s",
-			 mt_strerror(rc));
+		if (rc == -EBUSY) /* not by an attach: the control thread knows those */
+			snprintf(ctl.error, sizeof(ctl.error),
+				 "it is tracked already, by memtrace run or a memtrace.Tracker "
+				 "(one capture at a time)");
+		else
+			snprintf(ctl.error, sizeof(ctl.error), "cannot start tracking: %s",
+				 mt_strerror(rc));
 		ctl.cancel = 0;
 		goto out;
 	}

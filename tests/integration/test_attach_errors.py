@@ -131,3 +131,43 @@ def test_signal_handler_rejected(memtrace, script, tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+TRACKED = r"""
+import os, sys
+if sys.argv[1:2] == ["tracker"]:
+    import memtrace
+    tracker = memtrace.Tracker(sys.argv[2])
+    tracker.__enter__()
+print(os.getpid(), flush=True)
+sys.stdin.readline()
+x = bytearray(1234567)
+"""
+
+
+@pytest.mark.parametrize("how", ["run", "tracker"])
+def test_error_tracked_already(memtrace, script, tmp_path, how):
+    """A process that memtrace run or a Tracker tracks: one line saying so,
+    and the capture under way goes on unharmed."""
+    from test_python_api import py_env
+    prog = script(TRACKED, name="tracked.py")
+    cap = tmp_path / "own.bin"
+    cmd = ([memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", str(cap), str(prog)]
+           if how == "run" else ["/usr/bin/python3", str(prog), "tracker", str(cap)])
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         env=py_env())
+    try:
+        pid = int(p.stdout.readline())
+        msg = one_line_error(attach(memtrace, pid, tmp_path / "b.bin", check=False))
+        assert msg == ("memtrace: pid %d could not start tracking: it is tracked already, by "
+                       "memtrace run or a memtrace.Tracker (one capture at a time)" % pid), msg
+        assert not (tmp_path / "b.bin").exists()
+        p.stdin.write("go\n")
+        p.stdin.close()
+        assert p.wait(timeout=60) == 0
+    finally:
+        p.kill()
+        p.wait()
+    sizes = run(memtrace, "stats", "--json", cap).stdout
+    assert '"allocations": ' in sizes and run(memtrace, "parse", cap).stdout.count(
+        "size=1234568") == 1
