@@ -447,6 +447,22 @@ static int live_then_detach(const struct mt_target *t, const char *capture,
 	return rc;
 }
 
+/* mt_error_override()'s while the target is attached to: whatever fails
+ * once it has exited (its /proc gone, its socket reset) is its exit's,
+ * said once. */
+static const char *target_gone(void *ctx)
+{
+	static char msg[64];
+	pid_t pid = *(const pid_t *)ctx;
+	struct mt_procstat ps;
+	if (msg[0])
+		return "";
+	if (mt_procstat_read(pid, &ps) == 0 && ps.state != 'Z' && ps.state != 'X')
+		return NULL;
+	snprintf(msg, sizeof(msg), "pid %d exited while attaching", (int)pid);
+	return msg;
+}
+
 int cmd_attach(int argc, char **argv)
 {
 	enum { OPT_PYALLOC = 256, OPT_INTERVAL, OPT_DURATION, OPT_METHOD, OPT_NATIVE,
@@ -553,6 +569,9 @@ int cmd_attach(int argc, char **argv)
 	struct mt_target t;
 	if (mt_inject_inspect((pid_t)lpid, &t) < 0)
 		return 1;
+	static pid_t gone_pid;
+	gone_pid = t.pid;
+	mt_error_override(target_gone, &gone_pid);
 	/* a child's capture is made by the child, at a path of its own view */
 	if ((flags & MT_HDR_FOLLOW_FORK) && (t.other_mntns || t.other_root)) {
 		mt_error(0, "--follow-fork: pid %d sees other files than we do (another mount "
@@ -642,6 +661,7 @@ int cmd_attach(int argc, char **argv)
 		drop_capture(&cap);
 		return 1;
 	}
+	mt_error_override(NULL, NULL); /* attached: errors from here on are their own */
 	close(cap.fd);
 	if (lock >= 0)
 		close(lock); /* attached: another attach now hears so from the payload */

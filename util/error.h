@@ -11,6 +11,11 @@
 /* mt_error() - print "memtrace: <fmt>[: <mt_strerror(err)>]" and return
  * @err (pass 0 to omit the reason). */
 int mt_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* mt_error_override() - until called again with NULL, each mt_error()
+ * first asks @fn(@ctx): a message it returns is said instead (a process
+ * that exited explains more than the error its exit caused), "" says
+ * nothing (said already), NULL lets the error be said. */
+void mt_error_override(const char *(*fn)(void *ctx), void *ctx);
 /* mt_warning() - print "memtrace: warning: <fmt>". */
 void mt_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* mt_note() - print "memtrace: <fmt>": what -v asks to be told. */

@@ -171,3 +171,29 @@ def test_error_tracked_already(memtrace, script, tmp_path, how):
     sizes = run(memtrace, "stats", "--json", cap).stdout
     assert '"allocations": ' in sizes and run(memtrace, "parse", cap).stdout.count(
         "size=1234568") == 1
+
+
+EXITING_PAYLOAD = r"""
+#include <unistd.h>
+int memtrace_attach_entry(const void *cfg) { (void)cfg; _exit(3); }
+int memtrace_attach_entry_str(const char *s) { (void)s; _exit(3); }
+int memtrace_payload_start(const void *cfg) { (void)cfg; return -1; }
+int memtrace_payload_stop(void) { return -1; }
+"""
+
+
+def test_error_target_exits_while_attaching(memtrace, target_script, targets, tmp_path):
+    """A process that exits in the middle of the attach (here: as the
+    payload's entry is called) is said to have exited, once, whatever
+    failed for want of it."""
+    src = tmp_path / "exiting.c"
+    src.write_text(EXITING_PAYLOAD)
+    lib = tmp_path / "exiting.so"
+    run("cc", "-shared", "-fPIC", "-o", lib, src)
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    p = run(memtrace, "attach", "-o", tmp_path / "a.bin", t.pid, check=False, timeout=60,
+            env=dict(os.environ, MEMTRACE_PAYLOAD=str(lib)))
+    assert one_line_error(p) == "memtrace: pid %d exited while attaching" % t.pid
+    assert t.p.wait(timeout=60) == 3
+    assert not (tmp_path / "a.bin").exists()
