@@ -542,8 +542,7 @@ int cmd_attach(int argc, char **argv)
 			fputs(usage, stdout);
 			return 0;
 		default:
-			fputs(usage, stderr);
-			return 2;
+			return mt_cli_option_error("attach", argv, "o:fvh", opts);
 		}
 	}
 	if (live && (duration >= 0 || (flags & MT_HDR_AGGREGATED))) {
@@ -551,11 +550,8 @@ int cmd_attach(int argc, char **argv)
 			 duration >= 0 ? "--duration" : "--aggregate (figures, not events)");
 		return 2;
 	}
-	if (optind + 1 != argc) {
-		mt_error(0, optind >= argc ? "attach: no pid given" : "attach: one pid only");
-		fputs(usage, stderr);
-		return 2;
-	}
+	if (optind + 1 != argc)
+		return mt_cli_usage_error("attach", optind >= argc ? "no pid given" : "one pid only");
 	long lpid = strtol(argv[optind], &end, 10);
 	if (*end || end == argv[optind] || lpid <= 0 || lpid > 0x3fffffff) {
 		mt_error(0, "invalid pid '%s'", argv[optind]);

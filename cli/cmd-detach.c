@@ -122,14 +122,11 @@ int cmd_detach(int argc, char **argv)
 			fputs(usage, stdout);
 			return 0;
 		default:
-			fputs(usage, stderr);
-			return 2;
+			return mt_cli_option_error("detach", argv, "vh", opts);
 		}
 	}
-	if (optind + 1 != argc) {
-		fputs(usage, stderr);
-		return 2;
-	}
+	if (optind + 1 != argc)
+		return mt_cli_usage_error("detach", optind >= argc ? "no pid given" : "one pid only");
 	char *end;
 	long pid = strtol(argv[optind], &end, 10);
 	if (*end || end == argv[optind] || pid <= 0 || pid > 0x3fffffff) {

@@ -200,15 +200,11 @@ int cmd_diff(int argc, char **argv)
 			fputs(usage, stdout);
 			return 0;
 		default:
-			fputs(usage, stderr);
-			return 2;
+			return mt_cli_option_error("diff", argv, "n:o:fqh", opts);
 		}
 	}
-	if (argc - optind != 2) {
-		mt_error(0, "diff: wants two captures, BEFORE and AFTER (%d given; see memtrace diff "
-			    "--help)", argc - optind);
-		return 2;
-	}
+	if (argc - optind != 2)
+		return mt_cli_operands_error("diff", "two captures, BEFORE and AFTER", argc - optind);
 	if (o.json && (html || output)) {
 		mt_error(0, "diff: --json and a page (--html, -o) exclude each other");
 		return 2;

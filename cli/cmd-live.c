@@ -349,14 +349,11 @@ int cmd_live(int argc, char **argv)
 			fputs(usage, stdout);
 			return 0;
 		default:
-			fputs(usage, stderr);
-			return 2;
+			return mt_cli_option_error("live", argv, "n:h", opts);
 		}
 	}
-	if (argc - optind != 1) {
-		fputs(usage, stderr);
-		return 2;
-	}
+	if (argc - optind != 1)
+		return mt_cli_operands_error("live", "one capture or PORT", argc - optind);
 	if (once && sort == MT_LIVE_SORT_GROWTH) {
 		mt_error(0, "live: --sort growth compares frames: not with --once");
 		return 2;

@@ -188,7 +188,8 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 	*o = (struct run_opts){ .kind = "script", .python = "python3", .interval = 10 };
 
 	/* -m and -c end our options, as they end Python's */
-	while (!o->target && (c = getopt_long(argc, argv, "+o:fhqm:c:p:", opts, NULL)) != -1) {
+	static const char short_opts[] = "+o:fhqm:c:p:";
+	while (!o->target && (c = getopt_long(argc, argv, short_opts, opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 		case 'c':
@@ -252,8 +253,7 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 			fputs(usage, stdout);
 			return 0;
 		default:
-			fputs(usage, stderr);
-			return 2;
+			return mt_cli_option_error("run", argv, short_opts, opts);
 		}
 	}
 	if (o->remote && (o->live || o->output || (o->flags & MT_HDR_FOLLOW_FORK))) {
@@ -275,11 +275,8 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 		mt_error(0, "--live-port goes with --live-remote");
 		return 2;
 	}
-	if (!o->target && optind >= argc) {
-		mt_error(0, "run: no program given");
-		fputs(usage, stderr);
-		return 2;
-	}
+	if (!o->target && optind >= argc)
+		return mt_cli_usage_error("run", "no program given");
 	if (!o->target)
 		o->target = argv[optind++];
 	o->rest = optind;

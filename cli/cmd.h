@@ -32,6 +32,24 @@ int cmd_growth(int argc, char **argv);   /* cli/cmd-growth.c */
 int cmd_diff(int argc, char **argv);     /* cli/cmd-diff.c */
 int cmd_transform(int argc, char **argv); /* cli/cmd-transform.c */
 
+/*
+ * Usage errors (cli/options.c): one line on standard error, "memtrace:
+ * CMD: what is wrong (see memtrace CMD --help)"; only --help prints the
+ * usage. Each returns 2, the exit status of a usage error. The commands
+ * parse with opterr 0 (set in main()): getopt_long() prints nothing.
+ */
+/* mt_cli_usage_error() - @fmt says what is wrong. */
+int mt_cli_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* mt_cli_operands_error() - "CMD: wants @wants (@given given; see ...)":
+ * too few or too many operands. */
+int mt_cli_operands_error(const char *cmd, const char *wants, int given);
+/* mt_cli_option_error() - what made getopt_long(@argv, @short_opts,
+ * @opts) return '?': an option unknown or ambiguous, or one with a value
+ * missing or not taken. */
+struct option;
+int mt_cli_option_error(const char *cmd, char **argv, const char *short_opts,
+			const struct option *opts);
 /* mt_cli_method_option() - a --method name (auto, ptrace, gdb, lldb) into
  * *@m: 0, or 2 after saying it is none of them (cli/cmd-attach.c). */
 #include "inject/inject.h" /* enum mt_inject_method */

@@ -9,6 +9,7 @@
 #include "util/fd.h"
 
 #include <errno.h>  /* errno */
+#include <getopt.h> /* opterr */
 #include <limits.h> /* PATH_MAX */
 #include <stdio.h>  /* printf */
 #include <string.h> /* strcmp */
@@ -83,7 +84,7 @@ int main(int argc, char **argv)
 		argc--;
 	}
 	if (argc < 2) {
-		usage(stderr);
+		mt_error(0, "no command given (see memtrace --help)");
 		return 2;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -99,6 +100,9 @@ int main(int argc, char **argv)
 		mt_error(0, "unknown command '%s' (see memtrace --help)", argv[1]);
 		return 2;
 	}
+	/* a command says what is wrong with an option itself, in one line
+	 * with its name (mt_cli_option_error()) */
+	opterr = 0;
 	int rc;
 	if (verbose && (cmd->fn == cmd_attach || cmd->fn == cmd_detach)) {
 		/* the -v before the command (at argv[0] now) goes after it,

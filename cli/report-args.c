@@ -248,14 +248,13 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 			fputs(c->usage, stdout);
 			return 0;
 		default:
-			fputs(c->usage, stderr);
-			return 2;
+			return mt_cli_option_error(c->name, argv, short_opts, opts);
 		}
 	}
-	if (argc - optind != ((has & MT_RA_FORMAT) ? 2 : 1)) {
-		fputs(c->usage, stderr);
-		return 2;
-	}
+	if (argc - optind != ((has & MT_RA_FORMAT) ? 2 : 1))
+		return mt_cli_operands_error(c->name,
+					     (has & MT_RA_FORMAT) ? "a FORMAT and a capture" : "one capture",
+					     argc - optind);
 	if (has & MT_RA_FORMAT)
 		a->format = argv[optind++];
 	/* the threshold alone asks for the temporary view, as in memray */

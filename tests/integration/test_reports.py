@@ -309,10 +309,74 @@ def test_bad_files(memtrace, tmp_path, content, message, command):
 def test_directory_and_usage(memtrace, tmp_path):
     p = run(memtrace, "stats", tmp_path, check=False)
     assert p.returncode == 1 and "Is a directory" in p.stderr
-    for args in (["stats"], ["summary", "-n", "x", "c.bin"], ["parse", "a", "b"]):
+    for args, said in ((["stats"], "wants one capture (0 given"),
+                       (["summary", "-n", "x", "c.bin"], "-n wants a number"),
+                       (["parse", "a", "b"], "wants one capture (2 given")):
         p = run(memtrace, *args, check=False)
         assert p.returncode == 2, (args, p.stderr)
-        assert "usage" in p.stderr or "wants a number" in p.stderr, p.stderr
+        assert p.stderr.count("\n") == 1 and said in p.stderr, p.stderr
+
+
+def commands(memtrace):
+    """The commands `memtrace --help` lists."""
+    text = run(memtrace, "--help").stdout
+    listed = text.split("commands:\n", 1)[1].split("\n\n", 1)[0]
+    return [line.split()[0] for line in listed.splitlines()]
+
+
+def usage_error(p, cmd, *words):
+    """@p said what is wrong in one line naming @cmd and its --help, and
+    exited 2 without the usage."""
+    assert p.returncode == 2 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+    assert p.stderr.count("\n") == 1 and "usage" not in p.stderr, p.stderr
+    assert p.stderr.startswith("memtrace: %s: " % cmd), p.stderr
+    assert p.stderr.endswith("see memtrace %s --help)\n" % cmd), p.stderr
+    for w in words:
+        assert w in p.stderr, (w, p.stderr)
+
+
+def test_usage_errors_are_one_line(memtrace, tmp_path):
+    """Every command says in one line what is wrong with its arguments
+    (and points at its --help); --help alone prints the usage."""
+    cmds = commands(memtrace)
+    assert len(cmds) >= 13 and "run" in cmds and "live" in cmds, cmds
+    wants = {"run": "no program given", "attach": "no pid given", "detach": "no pid given",
+             "diff": "two captures", "live": "one capture or PORT",
+             "transform": "a FORMAT and a capture"}
+    for cmd in cmds:
+        p = run(memtrace, cmd, check=False, cwd=tmp_path)
+        usage_error(p, cmd, wants.get(cmd, "wants one capture (0 given"))
+        for bad, said in (("--bogus", "unrecognized option '--bogus'"),
+                          ("-Z", "invalid option '-Z'")):
+            usage_error(run(memtrace, cmd, bad, "x", check=False, cwd=tmp_path), cmd, said)
+        p = run(memtrace, cmd, "--help")
+        assert p.stdout.startswith("usage: memtrace %s" % cmd) and p.stderr == "", cmd
+    cap = program().save(tmp_path / "p.bin")
+    for args, said in (
+            (["tree", cap, cap], "wants one capture (2 given"),
+            (["stats", cap, cap], "wants one capture (2 given"),
+            (["transform", "csv"], "wants a FORMAT and a capture (1 given"),
+            (["detach", "1", "2"], "one pid only"),
+            (["attach", "1", "2"], "one pid only"),
+            (["live", cap, cap], "one capture or PORT (2 given"),
+            (["tree", "-n"], "option '-n' wants a value"),
+            (["summary", cap, "--max-rows"], "option '--max-rows' wants a value"),
+            (["summary", "-r"], "option '-r' wants a value"),
+            (["tree", "--leaks=1", cap], "option '--leaks' takes no value"),
+            (["flamegraph", "--inverted=yes", cap], "option '--inverted' takes no value"),
+            (["tree", "--leaks", "-qZ", cap], "invalid option '-Z'"),
+            (["table", "-r", "1", cap], "invalid option '-r'"),
+            (["tree", "--t", "3", cap],
+             "option '--t' is ambiguous: --top, --temporary-allocations, "
+             "--temporary-allocation-threshold"),
+            (["run", "--bogus", "x.py"], "unrecognized option '--bogus'"),
+            (["run", "-q", "--live-port"], "option '--live-port' wants a value")):
+        usage_error(run(memtrace, *args, check=False, cwd=tmp_path), args[0], said)
+    # no command at all
+    p = run(memtrace, check=False)
+    assert p.returncode == 2 and p.stderr == "memtrace: no command given (see memtrace --help)\n"
+    assert not any(n.endswith((".bin", ".html", ".csv")) and n != "p.bin"
+                   for n in os.listdir(tmp_path))
 
 
 def _coded_chunk(data):
