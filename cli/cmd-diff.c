@@ -160,18 +160,15 @@ int cmd_diff(int argc, char **argv)
 	const char *output = NULL, *fail_arg = NULL;
 	int ch, html = 0, force = 0, top_given = 0, quiet = 0, rc;
 	uint64_t fail_over = 0;
-	char page[4096], *end;
+	char page[4096];
 
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "n:o:fqh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'n':
-			o.top_n = (unsigned)strtoul(optarg, &end, 10);
-			top_given = 1;
-			if (*end || !*optarg || optarg[0] == '-') {
-				mt_error(0, "diff: -n wants a number, not '%s'", optarg);
+			if (mt_cli_count_option(optarg, 0, UINT32_MAX, &o.top_n, "diff", "-n"))
 				return 2;
-			}
+			top_given = 1;
 			break;
 		case OPT_JSON:
 			o.json = 1;

@@ -34,7 +34,7 @@ int cmd_growth(int argc, char **argv)
 	struct mt_report_cmd cmd = {
 		.name = "growth",
 		.usage = usage,
-		.args = MT_RA_TOP | MT_RA_TOP_NO_SIGN | MT_RA_JSON | MT_RA_OUTPUT,
+		.args = MT_RA_TOP | MT_RA_JSON | MT_RA_OUTPUT,
 		.own = own,
 		.write = mt_report_growth,
 	};

@@ -327,11 +327,8 @@ int cmd_live(int argc, char **argv)
 			}
 			break;
 		case 'n':
-			o.top_n = (unsigned)strtoul(optarg, &end, 10);
-			if (*end || !*optarg || optarg[0] == '-') {
-				mt_error(0, "live: -n wants a number, not '%s'", optarg);
+			if (mt_cli_count_option(optarg, 0, UINT32_MAX, &o.top_n, "live", "-n"))
 				return 2;
-			}
 			top_given = 1;
 			break;
 		case '1':

@@ -25,7 +25,7 @@ int cmd_tree(int argc, char **argv)
 	static const struct mt_report_cmd cmd = {
 		.name = "tree",
 		.usage = usage,
-		.args = MT_RA_TOP | MT_RA_TOP_NO_SIGN | MT_RA_VIEWS,
+		.args = MT_RA_TOP | MT_RA_VIEWS,
 		.top_alias = "biggest-allocs",
 		.top_alias_short = 'b',
 		.write = mt_report_tree,

@@ -50,6 +50,12 @@ int mt_cli_operands_error(const char *cmd, const char *wants, int given);
 struct option;
 int mt_cli_option_error(const char *cmd, char **argv, const char *short_opts,
 			const struct option *opts);
+/* mt_cli_count_option() - @arg, the value of option @name, as a count
+ * from @lo to @hi into *@out: digits alone, no sign or space. 0, or 2
+ * after saying, as @cmd, that @name wants such a number and not @arg. */
+int mt_cli_count_option(const char *arg, unsigned lo, unsigned hi, unsigned *out, const char *cmd,
+			const char *name);
+
 /* mt_cli_method_option() - a --method name (auto, ptrace, gdb, lldb) into
  * *@m: 0, or 2 after saying it is none of them (cli/cmd-attach.c). */
 #include "inject/inject.h" /* enum mt_inject_method */
@@ -66,7 +72,6 @@ int mt_cli_method_option(const char *s, enum mt_inject_method *m);
 
 enum {
 	MT_RA_TOP = 1 << 0,         /* -n, --top N */
-	MT_RA_TOP_NO_SIGN = 1 << 1, /* ... and -n refuses a leading '-' */
 	MT_RA_VIEWS = 1 << 2,       /* --leaks | --temporary-allocations (with
 				     * --temporary-allocation-threshold N) */
 	MT_RA_THRESHOLD = 1 << 3,   /* --temporary-allocation-threshold N alone */

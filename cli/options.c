@@ -2,14 +2,17 @@
 /*
  * What every command's option parsing shares: a usage error is one line
  * on stderr that says what is wrong and where the command's options are
- * told (its --help, which alone prints the usage).
+ * told (its --help, which alone prints the usage), and a count is digits
+ * and nothing else.
  */
 #include "cli/cmd.h"
 #include "util/error.h"
 
+#include <errno.h>  /* errno */
 #include <getopt.h> /* optind, optopt */
 #include <stdarg.h> /* va_list */
 #include <stdio.h>  /* vsnprintf */
+#include <stdlib.h> /* strtoull */
 #include <string.h> /* strcspn */
 
 int mt_cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -94,4 +97,25 @@ int mt_cli_option_error(const char *cmd, char **argv, const char *short_opts,
 	if (optopt != ':' && known && known[1] == ':')
 		return mt_cli_usage_error(cmd, "option '-%c' wants a value", optopt);
 	return mt_cli_usage_error(cmd, "invalid option '-%c'", optopt);
+}
+
+int mt_cli_count_option(const char *arg, unsigned lo, unsigned hi, unsigned *out, const char *cmd,
+			const char *name)
+{
+	unsigned long long v = 0;
+	char *end = NULL;
+
+	/* strtoull() would take a sign, a space in front, and a '-' that
+	 * wraps: none of them is a count */
+	if (*arg >= '0' && *arg <= '9') {
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+	}
+	if (!end || *end || errno || v < lo || v > hi) {
+		mt_error(0, "%s: %s wants a number from %u to %u, not '%s'", cmd, name, lo, hi,
+			 arg);
+		return 2;
+	}
+	*out = (unsigned)v;
+	return 0;
 }

@@ -14,7 +14,6 @@
 #include <errno.h>    /* errno */
 #include <getopt.h>   /* getopt_long */
 #include <stdio.h>    /* fdopen */
-#include <stdlib.h>   /* strtoull */
 #include <string.h>   /* strrchr */
 #include <sys/stat.h> /* stat */
 #include <unistd.h>   /* unlink */
@@ -110,36 +109,11 @@ int mt_cli_close_page(FILE *f, const char *path, int err, const char *cmd)
  * as memray counts): 0, or 2 after a usage error */
 static int threshold_option(const char *arg, struct mt_report_opts *o, const char *cmd)
 {
-	char *end;
+	unsigned n;
 
-	errno = 0;
-	o->temp_threshold = strtoull(arg, &end, 10);
-	if (*end || !*arg || errno || o->temp_threshold > UINT32_MAX / 2 || arg[0] == '-') {
-		mt_error(0, "%s: --temporary-allocation-threshold wants a number from 0, not '%s'", cmd,
-			 arg);
+	if (mt_cli_count_option(arg, 0, UINT32_MAX / 2, &n, cmd, "--temporary-allocation-threshold"))
 		return 2;
-	}
-	return 0;
-}
-
-/* an option's number from @lo to @hi into *@out: 0, or 2 after a usage
- * error */
-static int count_option(const char *arg, unsigned long lo, unsigned long hi, unsigned *out,
-			const char *cmd, const char *name)
-{
-	char *end;
-
-	errno = 0;
-	unsigned long v = strtoul(arg, &end, 10);
-	if (*end || !*arg || errno || arg[0] == '-' || arg[0] == '+' || v < lo || v > hi) {
-		if (hi == UINT32_MAX)
-			mt_error(0, "%s: %s wants a number from %lu, not '%s'", cmd, name, lo, arg);
-		else
-			mt_error(0, "%s: %s wants a number from %lu to %lu, not '%s'", cmd, name, lo,
-				 hi, arg);
-		return 2;
-	}
-	*out = (unsigned)v;
+	o->temp_threshold = n;
 	return 0;
 }
 
@@ -169,7 +143,7 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 	struct option opts[sizeof(shared) / sizeof(shared[0]) + MT_REPORT_OWN_MAX + 4];
 	unsigned has = c->args;
 	size_t n = 0;
-	char short_opts[16], *end;
+	char short_opts[16];
 	int ch, views = 0, threshold_given = 0;
 
 	char alias[3] = "";
@@ -203,12 +177,9 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 			a->force = 1;
 			break;
 		case 'n':
-			a->o.top_n = (unsigned)strtoul(optarg, &end, 10);
-			a->top_given = 1;
-			if (*end || !*optarg || ((has & MT_RA_TOP_NO_SIGN) && optarg[0] == '-')) {
-				mt_error(0, "%s: -n wants a number, not '%s'", c->name, optarg);
+			if (mt_cli_count_option(optarg, 0, UINT32_MAX, &a->o.top_n, c->name, "-n"))
 				return 2;
-			}
+			a->top_given = 1;
 			break;
 		case 'L':
 			views++;
@@ -224,12 +195,13 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 				return 2;
 			break;
 		case 's':
-			if (count_option(optarg, 1, 5, &a->o.sort_column, c->name, "--sort-column"))
+			if (mt_cli_count_option(optarg, 1, 5, &a->o.sort_column, c->name,
+						"--sort-column"))
 				return 2;
 			break;
 		case 'M':
-			if (count_option(optarg, 1, UINT32_MAX, &a->o.max_points, c->name,
-					 "--max-memory-records"))
+			if (mt_cli_count_option(optarg, 1, UINT32_MAX, &a->o.max_points, c->name,
+						"--max-memory-records"))
 				return 2;
 			break;
 		case 'J':

@@ -196,7 +196,8 @@ def test_the_page(memtrace, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--json", "--html"], "growth: --json and --html (or -o) exclude each other"),
     (["--json", "-o", "x.html"], "growth: --json and --html (or -o) exclude each other"),
-    (["-n", "-1"], "growth: -n wants a number, not '-1'"),
+    (["-n", "-1"], "growth: -n wants a number from 0 to 4294967295, not '-1'"),
+    (["-n", "4294967297"], "growth: -n wants a number from 0 to 4294967295, not '4294967297'"),
 ])
 def test_usage_errors(memtrace, tmp_path, args, message):
     cap = hand_made(tmp_path / "svc.bin")

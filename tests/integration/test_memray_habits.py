@@ -148,7 +148,7 @@ def test_flamegraph_max_memory_records(memtrace, script, tmp_path):
         p = run(memtrace, "flamegraph", "--max-memory-records", bad, "-o", tmp_path / "c.html",
                 cap, check=False)
         assert p.returncode == 2 and p.stderr == "memtrace: flamegraph: --max-memory-records " \
-            "wants a number from 1, not '%s'\n" % bad
+            "wants a number from 1 to 4294967295, not '%s'\n" % bad
         assert not (tmp_path / "c.html").exists()
 
 
