@@ -19,6 +19,7 @@
 
 #include <arpa/inet.h> /* htons */
 #include <ctype.h>     /* isdigit */
+#include <dirent.h>    /* opendir */
 #include <errno.h>     /* errno */
 #include <fcntl.h>     /* O_CLOEXEC */
 #include <getopt.h>    /* getopt_long */
@@ -245,22 +246,54 @@ int mt_cli_live_accept(int port, char *where, size_t len)
 	return c;
 }
 
-/* Is the process that writes the capture gone? kill(pid, 0) alone would
- * take a zombie, or a later process that got the same pid, for it. */
-static int writer_gone(const struct mt_header *h)
+/* Does process @pid hold file @sb open? 1 yes, 0 no, -1 if its
+ * descriptors are not ours to see (another user's, or not dumpable). */
+static int holds_open(pid_t pid, const struct stat *sb)
+{
+	char dir[32];
+	struct dirent *e;
+	struct stat fs;
+	int held = 0;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	/* each descriptor's link followed: the file it has open */
+	while (!held && (e = readdir(d)))
+		held = e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &fs, 0) == 0 &&
+		       fs.st_dev == sb->st_dev && fs.st_ino == sb->st_ino;
+	closedir(d);
+	return held;
+}
+
+/* Is the process that writes capture @path gone? kill(pid, 0) alone would
+ * take a zombie, or another process that has the pid now, for it: a later
+ * one that got the same pid, or, for a capture made on another host or in
+ * another pid namespace, whatever has it here (pid 1, say). The writer
+ * holds the capture open until its trailer is written: a process that
+ * does not is another one. */
+static int writer_gone(const struct mt_header *h, const char *path)
 {
 	pid_t pid = (pid_t)h->pid;
+	struct stat sb;
+	int named = stat(path, &sb) == 0; /* not if it was removed since */
 
 	if (pid <= 0)
 		return 0;
-	if (kill(pid, 0) < 0)
-		return errno == ESRCH;
+	if (kill(pid, 0) < 0) {
+		/* one we may not signal runs as another user, and did not
+		 * write a capture of ours */
+		return errno == ESRCH || (errno == EPERM && named && sb.st_uid == geteuid());
+	}
 	struct mt_procstat ps;
 	if (mt_procstat_read(pid, &ps) < 0)
 		return 0;
 	char state = ps.state;
 	unsigned long long start_ticks = ps.start;
 	if (state == 'Z' || state == 'X')
+		return 1;
+	if (named && holds_open(pid, &sb) == 0)
 		return 1;
 	/* a process started after the capture did is another one */
 	FILE *st = fopen("/proc/stat", "re");
@@ -505,7 +538,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 			err = refresh(fol, &rd, &read_us, msg, sizeof(msg));
 			if (err == 0) {
 				sp = mt_follow_snapshot(fol);
-				gone = !sp->have_trailer && writer_gone(&sp->header);
+				gone = !sp->have_trailer && writer_gone(&sp->header, o.path);
 				if (gone) /* read again: the last chunks may have come */
 					err = refresh(fol, &rd, &read_us, msg, sizeof(msg));
 			}

@@ -5,8 +5,11 @@ import os
 import pty
 import re
 import select
+import shutil
 import signal
+import struct
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -211,6 +214,63 @@ def test_process_killed_midway(memtrace, script, tmp_path):
     p = run(memtrace, "live", "--interval", "0.1", cap, timeout=30)
     assert "the process is gone: the capture ends here, cut short" in p.stdout
     assert row(p.stdout, "first"), p.stdout
+
+
+CUT_SHORT = """\
+import time
+
+
+def first():
+    return bytearray(30_000_000)
+
+
+a = first()
+time.sleep(0.6)  # a chunk written before the last one
+"""
+
+
+def test_cut_short_capture_named_for_another_process(memtrace, script, tmp_path):
+    """A capture cut short whose header names a pid that another process
+    has here (pid 1, for a capture of a container or another host; or an
+    older process that is not its writer) is not waited for: that process
+    does not hold the capture open, as its writer would."""
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-q", "-o", cap, script(CUT_SHORT))
+    data = cap.read_bytes()
+    at, ends = struct.unpack_from("<H", data, 10)[0], []
+    while data[at:at + 4] == b"MTCK":
+        at += 16 + struct.unpack_from("<I", data, at + 8)[0]
+        ends.append(at)
+    assert len(ends) >= 2 and ends[-1] == len(data), ends
+    cut = bytearray(data[:ends[-2]])  # the trailer's chunk left out
+
+    def follow(pid, *setpriv, where=tmp_path):
+        cut[16:20] = struct.pack("<I", pid)
+        path = os.path.join(str(where), "cut-%d.bin" % pid)
+        with open(path, "wb") as f:
+            f.write(cut)
+        if setpriv:
+            os.chown(path, 65534, 65534)
+        p = run(*setpriv, memtrace, "live", "--interval", "0.1", path, timeout=30)
+        assert "the process is gone: the capture ends here, cut short" in p.stdout, p.stdout
+        assert row(p.stdout, "first") and p.stderr == "", (p.stdout, p.stderr)
+
+    follow(1)
+    follow(os.getpid())  # started before the capture, and ours to signal
+    # a user who may not look at pid 1's descriptors
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return
+    d = os.path.dirname(memtrace)
+    while d != "/":
+        if not os.stat(d).st_mode & 0o001:
+            return
+        d = os.path.dirname(d)
+    shared = tempfile.mkdtemp(prefix="memtrace-live-", dir="/tmp")
+    try:
+        os.chmod(shared, 0o755)
+        follow(1, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", where=shared)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def test_on_a_terminal(memtrace, script, tmp_path):

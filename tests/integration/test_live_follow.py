@@ -31,6 +31,13 @@ def writing(pid=None, start_ns=None):
     return c
 
 
+def held(path):
+    """@path held open as a capture's writer holds it until its trailer:
+    live takes the process its header names (this one) for gone, and the
+    capture for cut short, when it does not."""
+    return open(path, "ab")
+
+
 def chunks(c):
     """Flush @c and take the bytes written since the last call."""
     c.flush()
@@ -75,6 +82,7 @@ def test_refresh_reads_only_new_chunks(memtrace, tmp_path):
     c.alloc(0x2000000, 3 * MB, stack=3).sample(1000, 40 * MB)
     first += chunks(c)
     cap.write_bytes(first)
+    writer = held(cap)
     live = subprocess.Popen([memtrace, "live", "--interval", "0.05", "-n", "9", cap],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -112,6 +120,7 @@ def test_refresh_reads_only_new_chunks(memtrace, tmp_path):
         assert live.wait(timeout=30) == 0
     finally:
         stop(live)
+        writer.close()
     assert live.stderr.read() == b""
 
 
@@ -121,6 +130,7 @@ def test_capture_written_over(memtrace, tmp_path):
     c = writing()
     c.alloc(0x100000, 10 * MB, stack=2)
     cap.write_bytes(chunks(c))
+    writer = held(cap)
     live = subprocess.Popen([memtrace, "live", "--interval", "0.05", cap],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -142,6 +152,7 @@ def test_capture_written_over(memtrace, tmp_path):
         assert live.wait(timeout=30) == 0
     finally:
         stop(live)
+        writer.close()
 
 
 def test_once_reads_from_the_start(memtrace, tmp_path):
@@ -163,6 +174,7 @@ def test_corruption_after_a_refresh(memtrace, tmp_path):
     c = writing()
     c.alloc(0x100000, 10 * MB, stack=2)
     cap.write_bytes(chunks(c))
+    writer = held(cap)
     live = subprocess.Popen([memtrace, "live", "--interval", "0.05", cap],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -178,6 +190,7 @@ def test_corruption_after_a_refresh(memtrace, tmp_path):
         assert err.count("\n") == 1 and "corrupt" in err and "checksum" in err, err
     finally:
         stop(live)
+        writer.close()
 
 
 # Python -> C -> Python ... -> C's malloc, deeper as the program goes on:
@@ -241,6 +254,7 @@ def test_native_capture_followed_a_chunk_at_a_time(memtrace, tmp_path, python):
     cut = ends[0] + 7
     cap = tmp_path / "c.bin"
     cap.write_bytes(data[:cut])
+    writer = held(cap)
     live = subprocess.Popen([memtrace, "live", "--interval", "0.05", "-n", "6", cap],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -268,4 +282,5 @@ def test_native_capture_followed_a_chunk_at_a_time(memtrace, tmp_path, python):
         assert live.wait(timeout=30) == 0
     finally:
         stop(live)
+        writer.close()
     assert live.stderr.read() == b""
