@@ -495,6 +495,8 @@ int cmd_attach(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "o:fvh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
+			if (mt_cli_path_option(optarg, "attach", "-o", "output"))
+				return 2;
 			output = optarg;
 			break;
 		case 'f':

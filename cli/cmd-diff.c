@@ -177,6 +177,8 @@ int cmd_diff(int argc, char **argv)
 			html = 1;
 			break;
 		case 'o':
+			if (mt_cli_path_option(optarg, "diff", "-o", "output"))
+				return 2;
 			output = optarg;
 			break;
 		case 'f':

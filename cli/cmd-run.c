@@ -197,6 +197,8 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 			o->target = optarg;
 			break;
 		case 'o':
+			if (mt_cli_path_option(optarg, "run", "-o", "output"))
+				return 2;
 			o->output = optarg;
 			break;
 		case 'f':
@@ -246,6 +248,8 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 			break;
 		}
 		case OPT_PYTHON:
+			if (mt_cli_path_option(optarg, "run", "--python", "interpreter"))
+				return 2;
 			o->python = optarg;
 			o->python_given = 1;
 			break;

@@ -50,6 +50,11 @@ int mt_cli_operands_error(const char *cmd, const char *wants, int given);
 struct option;
 int mt_cli_option_error(const char *cmd, char **argv, const char *short_opts,
 			const struct option *opts);
+/* mt_cli_path_option() - @arg, the value of option @name, is a path:
+ * 0, or 2 after saying, as @cmd, that the @what ("output") path is
+ * empty. ("" would be taken for the current directory, or searched for
+ * on PATH.) */
+int mt_cli_path_option(const char *arg, const char *cmd, const char *name, const char *what);
 /* mt_cli_count_option() - @arg, the value of option @name, as a count
  * from @lo to @hi into *@out: digits alone, no sign or space. 0, or 2
  * after saying, as @cmd, that @name wants such a number and not @arg. */

@@ -99,6 +99,14 @@ int mt_cli_option_error(const char *cmd, char **argv, const char *short_opts,
 	return mt_cli_usage_error(cmd, "invalid option '-%c'", optopt);
 }
 
+int mt_cli_path_option(const char *arg, const char *cmd, const char *name, const char *what)
+{
+	if (*arg)
+		return 0;
+	mt_error(0, "%s: the %s path is empty (%s '')", cmd, what, name);
+	return 2;
+}
+
 int mt_cli_count_option(const char *arg, unsigned lo, unsigned hi, unsigned *out, const char *cmd,
 			const char *name)
 {

@@ -171,6 +171,8 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		case 0: /* a flag of the command's own options, set by getopt_long */
 			break;
 		case 'o':
+			if (mt_cli_path_option(optarg, c->name, "-o", "output"))
+				return 2;
 			a->output = optarg;
 			break;
 		case 'f':

@@ -128,6 +128,18 @@ def test_counts_are_digits_in_range(memtrace, tmp_path):
             "2147483647, not '%s'\n" % bad, p.stderr
 
 
+def test_empty_output_path(memtrace, tmp_path):
+    """-o '' is said to be empty, before the capture is read, not taken
+    for the current directory."""
+    cap = program().save(tmp_path / "p.bin")
+    for args in (["flamegraph"], ["table"], ["stats"], ["growth"], ["transform", "csv"],
+                 ["diff", cap]):
+        p = run(memtrace, args[0], "-o", "", *args[1:], cap, check=False, cwd=tmp_path)
+        assert p.returncode == 2 and p.stdout == "" and p.stderr == \
+            "memtrace: %s: the output path is empty (-o '')\n" % args[0], (args, p.stderr)
+    assert os.listdir(tmp_path) == ["p.bin"]
+
+
 def test_parse_lines(memtrace, tmp_path):
     cap = program().save(tmp_path / "p.bin")
     lines = run(memtrace, "parse", cap).stdout.splitlines()

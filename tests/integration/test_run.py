@@ -418,6 +418,20 @@ def test_run_usage_errors(memtrace, tmp_path, args, message):
     assert not any(n.endswith(".bin") for n in os.listdir(tmp_path))
 
 
+def test_empty_paths(memtrace, tmp_path):
+    """An empty -o or --python is said to be empty, not taken for the
+    current directory (or searched for on PATH)."""
+    (tmp_path / "x.py").write_text("pass\n")
+    for args, said in ((["run", "-o", "", "x.py"], "run: the output path is empty (-o '')"),
+                       (["run", "--output=", "x.py"], "run: the output path is empty (-o '')"),
+                       (["run", "--python", "", "x.py"],
+                        "run: the interpreter path is empty (--python '')"),
+                       (["attach", "-o", "", "1"], "attach: the output path is empty (-o '')")):
+        p = run(memtrace, *args, check=False, cwd=tmp_path)
+        assert p.returncode == 2 and p.stderr == "memtrace: %s\n" % said, (args, p.stderr)
+    assert sorted(os.listdir(tmp_path)) == ["x.py"]
+
+
 @pytest.mark.parametrize("out", ["n.bin", "/dev/null"])
 def test_not_python_interpreter(memtrace, tmp_path, out):
     """/bin/true exits 0, and still nothing was profiled: an error."""
