@@ -99,19 +99,28 @@ int mt_native_hybrid(struct mt_native *n, const struct mt_rec_hybrid *r)
 	return fresh;
 }
 
+static int module_has(const struct mt_nmodule *m, uint64_t a)
+{
+	for (uint32_t s = 0; s < m->nsegs; s++)
+		if (a >= m->lo[s] && a < m->hi[s])
+			return 1;
+	return 0;
+}
+
 /* The module holding address @a in the map of generation @gen: of the
  * modules of that generation and those before it, the newest (a later
- * module loaded where an unloaded one was takes its place), or NULL. */
+ * module loaded where an unloaded one was takes its place). Failing
+ * that, the first of a later generation: a library's constructors run
+ * inside dlopen(), before the map that holds it is written. NULL if
+ * none holds @a. */
 static struct mt_nmodule *module_at(struct mt_native *n, uint32_t gen, uint64_t a)
 {
-	for (uint32_t i = n->n_mods; i-- > 0;) {
-		struct mt_nmodule *m = &n->mods[i];
-		if (m->gen > gen)
-			continue;
-		for (uint32_t s = 0; s < m->nsegs; s++)
-			if (a >= m->lo[s] && a < m->hi[s])
-				return m;
-	}
+	for (uint32_t i = n->n_mods; i-- > 0;)
+		if (n->mods[i].gen <= gen && module_has(&n->mods[i], a))
+			return &n->mods[i];
+	for (uint32_t i = 0; i < n->n_mods; i++)
+		if (n->mods[i].gen > gen && module_has(&n->mods[i], a))
+			return &n->mods[i];
 	return NULL;
 }
 

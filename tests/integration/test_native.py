@@ -723,3 +723,36 @@ def test_tracker_entered_on_another_thread(tmp_path):
         assert rec.tid == tid
         hybrid = [fr[0] for fr in rec.hybrid_stack_trace()]
         assert "work" in hybrid and hybrid[-1] == "in_thread", hybrid
+
+
+CTOR_SRC = r'''
+#include <stdlib.h>
+#include <string.h>
+char *mt_ctor_kept;
+__attribute__((constructor)) static void mt_ctor_init(void)
+{
+	static char big[123457];
+	memset(big, 'x', sizeof(big) - 1);
+	mt_ctor_kept = strdup(big); /* libc's malloc, through libc's own GOT */
+}
+'''
+
+
+def test_frames_of_a_library_whose_constructor_runs(memtrace, tmp_path):
+    """A library's constructor runs inside dlopen(), before the module map
+    that holds the library is written: its frames are still named."""
+    src = tmp_path / "ctor.c"
+    src.write_text(CTOR_SRC)
+    lib = tmp_path / "libctor.so"
+    run("cc", "-shared", "-fPIC", "-g", "-o", lib, src)
+    prog = tmp_path / "prog.py"
+    prog.write_text("import ctypes, sys\nlib = ctypes.CDLL(sys.argv[1])\n")
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-q", "--native", "-o", cap, "--python", "/usr/bin/python3", prog, lib)
+    with reader(cap) as r:
+        recs = [x for x in r.get_allocation_records() if x.size == 123457]
+        assert len(recs) == 1, recs
+        frames = recs[0].hybrid_stack_trace()
+    ctor = [f for f in frames if f[0] == "mt_ctor_init"]
+    assert ctor and ctor[0][1] == str(src) and ctor[0][2] == 9, frames[:4]
+    assert not any(f[1] == "<native>" for f in frames), frames
