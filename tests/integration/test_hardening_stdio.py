@@ -2,6 +2,7 @@
 memtrace's files must not take their numbers, or the program's next
 write to "stderr" goes into the capture, or a read of "stdin" into a
 pipe of libunwind's."""
+import contextlib
 import json
 import os
 import socket
@@ -45,18 +46,37 @@ def _closed_stdio():
         os.close(fd)
 
 
-def _start(cmd, tmp_path):
-    """@cmd with fds 0-2 closed and a control socket as fd argv[-1]."""
+@contextlib.contextmanager
+def _daemon(cmd, tmp_path):
+    """@cmd with fds 0-2 closed and a control socket as fd argv[-1]: the
+    process and the socket's file, once it found 0-2 closed at its start."""
     ours, theirs = socket.socketpair()
     p = subprocess.Popen(cmd + [str(theirs.fileno())], pass_fds=(theirs.fileno(),),
                          preexec_fn=_closed_stdio, cwd=tmp_path)
     theirs.close()
-    return p, ours.makefile("rw", buffering=1)
+    try:
+        f = ours.makefile("rw", buffering=1)
+        assert f.readline() == "closed closed closed\n"
+        yield p, f
+    finally:
+        p.kill()
+        p.wait()
 
 
 def _say(f, line):
     f.write(line + "\n")
     f.flush()
+
+
+def _still_closed(f):
+    """The program allocates, writes to stderr, and finds 0-2 closed."""
+    _say(f, "go")
+    assert f.readline() == "closed closed closed Bad file descriptor\n"
+
+
+def _ends(p, f):
+    _say(f, "quit")
+    assert p.wait(timeout=60) == 0
 
 
 def _allocations(memtrace, cap):
@@ -68,38 +88,23 @@ def _allocations(memtrace, cap):
 def test_run_keeps_the_standard_descriptors_closed(memtrace, script, tmp_path, mode):
     prog = script(DAEMON, name="daemon.py")
     cap = tmp_path / "r.bin"
-    p, f = _start([memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", str(cap)]
-                  + mode + [str(prog)], tmp_path)
-    try:
-        assert f.readline() == "closed closed closed\n"
-        _say(f, "go")
-        assert f.readline() == "closed closed closed Bad file descriptor\n"
-        _say(f, "quit")
-        assert p.wait(timeout=60) == 0
-    finally:
-        p.kill()
-        p.wait()
+    with _daemon([memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", str(cap)]
+                 + mode + [str(prog)], tmp_path) as (p, f):
+        _still_closed(f)
+        _ends(p, f)
     assert _allocations(memtrace, cap) >= 100
 
 
 @pytest.mark.parametrize("mode", [[], ["--native"]], ids=["default", "native"])
 def test_attach_to_a_daemon_without_standard_descriptors(memtrace, script, tmp_path, mode):
     prog = script(DAEMON, name="daemon.py")
-    p, f = _start(["/usr/bin/python3", str(prog)], tmp_path)
     cap = tmp_path / "a.bin"
-    try:
-        assert f.readline() == "closed closed closed\n"
+    with _daemon(["/usr/bin/python3", str(prog)], tmp_path) as (p, f):
         attach(memtrace, p.pid, cap, *mode)
-        _say(f, "go")
-        assert f.readline() == "closed closed closed Bad file descriptor\n"
+        _still_closed(f)
         detach(memtrace, p.pid)
-        _say(f, "go")
-        assert f.readline() == "closed closed closed Bad file descriptor\n"
-        _say(f, "quit")
-        assert p.wait(timeout=60) == 0
-    finally:
-        p.kill()
-        p.wait()
+        _still_closed(f)
+        _ends(p, f)
     assert _allocations(memtrace, cap) >= 100
 
 

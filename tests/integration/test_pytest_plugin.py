@@ -600,11 +600,10 @@ def test_zero_is_a_limit():
 """
 
 
-def check_limit_errors(tmp_path, suite_text, expected):
-    """Run @suite_text with --memtrace: each test named in @expected errors
-    before it runs with one line starting as given there, no traceback and
-    the message once, not chained to itself. The other tests' results."""
-    suite = tmp_path / "test_limits.py"
+def run_suite_memtrace(tmp_path, name, suite_text):
+    """pytest --memtrace over @suite_text as tmp_path/@name, with a JUnit
+    report: the process and the report's path."""
+    suite = tmp_path / name
     suite.write_text(suite_text)
     junit = tmp_path / "j.xml"
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD)
@@ -613,6 +612,14 @@ def check_limit_errors(tmp_path, suite_text, expected):
                         "no:cacheprovider", "-q", "--memtrace", "--junitxml", str(junit),
                         str(suite)], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+    return p, junit
+
+
+def check_limit_errors(tmp_path, suite_text, expected):
+    """Run @suite_text with --memtrace: each test named in @expected errors
+    before it runs with one line starting as given there, no traceback and
+    the message once, not chained to itself. The other tests' results."""
+    p, junit = run_suite_memtrace(tmp_path, "test_limits.py", suite_text)
     assert p.returncode == 1, p.stdout
     for word in ("Traceback", "During handling", "Error:", "INTERNALERROR"):
         assert word not in p.stdout, p.stdout
@@ -793,15 +800,7 @@ def test_unknown_keyword():
 
 
 def test_current_thread_only_and_marker_arguments(tmp_path):
-    suite = tmp_path / "test_threads.py"
-    suite.write_text(THREADS)
-    junit = tmp_path / "j.xml"
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD)
-    env.pop("PYTEST_ADDOPTS", None)
-    p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
-                        "no:cacheprovider", "-q", "--memtrace", "--junitxml", str(junit),
-                        str(suite)], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+    p, junit = run_suite_memtrace(tmp_path, "test_threads.py", THREADS)
     outcomes, messages = {}, {}
     for name, (outcome, message, text) in junit_results(junit).items():
         outcomes[name], messages[name] = outcome, message + text
