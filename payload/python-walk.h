@@ -77,12 +77,37 @@ mt_first_frame(const struct mt_pylayout *lo, const void *tstate)
 	return cframe ? mt_ld_ptr(cframe, lo->cframe_current) : NULL;
 }
 
+/* Live frame @f's position. Before 3.11 its offset (f_lasti); from 3.11
+ * its instruction pointer, which in the chain has the low bit
+ * (instructions are two bytes apart, at even addresses) set for an entry
+ * frame, the first one an evaluation loop runs: 3.11 reads the frame's
+ * flag here; from 3.12 mt_chain_extend() sets it where the frame below
+ * is a C-stack shim (or there is none). A frame run again at the same
+ * instruction by another loop (a generator resumed by next() through C,
+ * then inline by FOR_ITER, at the same address) is so at another
+ * position: nothing keyed by positions (the chain, the threads' caches of
+ * stack ids, track.c) takes the one for the other. */
 static inline __attribute__((always_inline)) const void *
 mt_frame_pos(const struct mt_pylayout *lo, const void *f)
 {
 	if (lo->minor <= 10)
 		return (const void *)(intptr_t)mt_ld_int(f, lo->fr_instr);
+	if (lo->minor == 11)
+		return (const void *)((uintptr_t)mt_ld_ptr(f, lo->fr_instr) |
+				      (*((const char *)f + lo->fr_entry) != 0));
 	return mt_ld_ptr(f, lo->fr_instr);
+}
+
+/* Positions @a and @b of a frame (mt_frame_pos()'s or the chain's) are
+ * the same; asked only where the frames below it are the same ones at the
+ * same positions, or it is the same activation, not suspended since (a
+ * marked frame). From 3.12 its entry bit then follows from the frame
+ * below, a shim or not (shims live on the C stack, other frames never
+ * do), and is left out. */
+static inline __attribute__((always_inline)) int
+mt_pos_same(const struct mt_pylayout *lo, const void *a, const void *b)
+{
+	return lo->minor <= 11 ? a == b : ((uintptr_t)a ^ (uintptr_t)b) <= 1;
 }
 
 /* Before 3.11 the position is an offset, so the code object is part of
@@ -93,12 +118,23 @@ mt_frame_code(const struct mt_pylayout *lo, const void *f)
 	return lo->minor <= 10 ? mt_ld_ptr(f, lo->fr_code) : NULL;
 }
 
+/* The chain's position for live frame @f, chain frame @i moved on to
+ * another instruction (on the terms of mt_pos_same()): from 3.12 with the
+ * entry bit the chain had. */
+static inline __attribute__((always_inline)) const void *
+mt_frame_pos_at(const struct mt_pylayout *lo, const void *f, const struct mt_pychain *c, size_t i)
+{
+	if (lo->minor <= 11)
+		return mt_frame_pos(lo, f);
+	return (const void *)((uintptr_t)mt_frame_pos(lo, f) | ((uintptr_t)c->pos[i] & 1));
+}
+
 /* Live frame @f is where frame @i of the last chain was, at the same
- * position. */
+ * position (mt_pos_same()). */
 static inline __attribute__((always_inline)) int
 mt_frame_same(const struct mt_pylayout *lo, const void *f, const struct mt_pychain *c, size_t i)
 {
-	return mt_frame_pos(lo, f) == c->pos[i] &&
+	return mt_pos_same(lo, mt_frame_pos(lo, f), c->pos[i]) &&
 	       (lo->minor > 10 || mt_frame_code(lo, f) == c->code[i]);
 }
 
@@ -313,22 +349,17 @@ mt_frame_describe(const struct mt_pylayout *lo, struct mt_pychain *c, size_t i)
 		if (lo->minor >= 13 &&
 		    (code == NULL || mt_ld_ptr(code, lo->ob_type) != mt_api.code_type))
 			return;
-		const char *first = code + lo->co_code_adaptive, *instr = c->pos[i];
+		/* the position's low bit, kept as the offset's (always even):
+		 * the frame is an entry frame (mt_frame_pos()); the reader
+		 * pairs such frames with the loop's native frames */
+		uintptr_t pos = (uintptr_t)c->pos[i];
+		const char *first = code + lo->co_code_adaptive;
+		const char *instr = (const char *)(pos & ~(uintptr_t)1);
 		if (owner != lo->owned_by_generator &&
 		    instr < first + 2 * mt_ld_int(code, lo->co_firsttraceable))
 			return;
-		/* the low bit of an offset (always even): the frame is an entry
-		 * frame, the first one an evaluation loop runs (3.11: its flag;
-		 * from 3.12: the frame below is a C-stack shim); the reader
-		 * pairs such frames with the loop's native frames */
-		uint32_t entry;
-		if (lo->minor == 11)
-			entry = *((const char *)f + lo->fr_entry) != 0;
-		else
-			entry = i == 0 || *((const signed char *)c->frame[i - 1] + lo->fr_owner) ==
-						  lo->owned_by_cstack;
 		c->fr[i].code = code;
-		c->fr[i].offset = (uint32_t)(instr - first) | entry;
+		c->fr[i].offset = (uint32_t)(instr - first) | (uint32_t)(pos & 1);
 	}
 	c->kept[i] = 1;
 }
@@ -356,8 +387,13 @@ mt_chain_extend(const struct mt_pylayout *lo, struct mt_pychain *c, size_t keep,
 	for (size_t t = 0; t < j; t++) {
 		size_t i = keep + t;
 		const struct mt_pyraw *r = &c->scratch[j - 1 - t];
+		uintptr_t pos = (uintptr_t)r->pos;
+		if (lo->minor >= 12) /* the entry bit (mt_frame_pos()) */
+			pos = (pos & ~(uintptr_t)1) |
+			      (i == 0 || *((const signed char *)c->frame[i - 1] + lo->fr_owner) ==
+						 lo->owned_by_cstack);
 		c->frame[i] = r->frame;
-		c->pos[i] = r->pos;
+		c->pos[i] = (const void *)pos;
 		c->code[i] = r->code;
 		mt_frame_describe(lo, c, i);
 		if (mark != MT_UNMARKED && c->kept[i]) {
@@ -470,7 +506,7 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 			c->lazy = 0;
 			return nold;
 		} else {
-			c->pos[nold - 1] = mt_frame_pos(lo, f);
+			c->pos[nold - 1] = mt_frame_pos_at(lo, f, c, nold - 1);
 			if (lo->minor > 10) { /* code[] stays NULL from 3.11 */
 				c->lazy = 1;
 			} else {
@@ -560,7 +596,8 @@ mt_update_version(const struct mt_pylayout *lo, const void *tstate, struct mt_py
 	}
 	for (keep = 0; keep < j && keep < nold; keep++) {
 		const struct mt_pyraw *r = &c->scratch[j - 1 - keep];
-		if (r->frame != c->frame[keep] || r->pos != c->pos[keep] || r->code != c->code[keep])
+		if (r->frame != c->frame[keep] || !mt_pos_same(lo, r->pos, c->pos[keep]) ||
+		    r->code != c->code[keep])
 			break;
 	}
 	c->whole = 1;

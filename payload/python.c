@@ -303,7 +303,8 @@ int mt_python_complete(const struct mt_pychain *c, size_t i)
 	const struct mt_pylayout *lo = mt_lo;
 	const char *code = c->fr[i].code;
 	const char *first = code + lo->co_code_adaptive;
-	return (const char *)c->pos[i] >= first + 2 * mt_ld_int(code, lo->co_firsttraceable);
+	const char *instr = (const char *)((uintptr_t)c->pos[i] & ~(uintptr_t)1); /* the entry bit */
+	return instr >= first + 2 * mt_ld_int(code, lo->co_firsttraceable);
 }
 
 void mt_python_code_key(const void *code, struct mt_pycode_key *key)
