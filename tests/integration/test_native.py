@@ -572,6 +572,134 @@ def test_python_called_from_c_called_from_python(memtrace, tmp_path, python):
         assert [f[0] for f in rec.stack_trace()] == ["g", "g", "g", "g", "<module>"]
 
 
+GEN_UNDER_CALLBACK = r'''
+import ctypes
+libc = ctypes.CDLL(None)
+CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+keep = []
+
+
+def gen(n):
+    for i in range(n):
+        keep.append(bytearray(1_000_000 + i))  # the allocation
+        yield i
+
+
+def burst():
+    for _ in gen(2):  # through C until FOR_ITER is specialized, then inline
+        pass
+
+
+def cmp(a, b):
+    burst()
+    return 0
+
+
+def outer():
+    arr = (ctypes.c_int * 2)(2, 1)
+    libc.qsort(arr, 2, 4, CMP(cmp))  # into C, which calls cmp
+
+
+for _ in range(5):
+    outer()
+'''
+
+
+def tree_paths(text):
+    """`memtrace tree`'s nodes as paths from the root, outermost first."""
+    paths, stack = [], []
+    for line in text.splitlines():
+        m = re.match(r"^([│ ]*)[├└]─ \S+ \S+ +\S+%  (.*)$", line)
+        if not m:
+            continue
+        depth = len(m.group(1)) // 3
+        del stack[depth:]
+        stack.append(m.group(2))
+        paths.append(list(stack))
+    return paths
+
+
+@pytest.mark.parametrize("traced", [True, False], ids=["pymem", "malloc"])
+@pytest.mark.parametrize("python", python_params())
+def test_generator_resumed_inline_under_a_callback(memtrace, tmp_path, python, traced):
+    """A generator run first through C (FOR_ITER calls its next() until it
+    is specialized: the generator's frame is the first its evaluation loop
+    runs) and then resumed inline, at the same address and instructions,
+    in Python called from C: every allocation of it keeps the C frames
+    between the callback and the Python that called into C."""
+    prog = tmp_path / "gen.py"
+    prog.write_text(GEN_UNDER_CALLBACK)
+    cap = tmp_path / "g.bin"
+    run(memtrace, "run", "--native", "-q", "-o", cap, "--python", python,
+        *(["--trace-python-allocators"] if traced else []), prog)
+    with reader(cap) as r:
+        # bytearray(n) asks for n + 1 bytes
+        recs = [x for x in r.get_allocation_records() if x.size in (1_000_001, 1_000_002)]
+        assert len(recs) == 10, recs
+        for rec in recs:
+            hybrid = rec.hybrid_stack_trace()
+            names = [f[0] for f in hybrid]
+            assert "gen" in names and "cmp" in names and "outer" in names, hybrid
+            between = names[names.index("cmp") + 1:names.index("outer")]
+            assert any("qsort" in n for n in between), (rec.size, names)
+            assert [f[0] for f in rec.stack_trace()][:5] == \
+                ["gen", "burst", "cmp", "outer", "<module>"]
+    # the reports: the callback under the C that called it, never under outer
+    out = run(memtrace, "tree", "-q", "-n", "0", cap).stdout
+    cmps = [p for p in tree_paths(out) if p[-1].startswith("cmp at ")]
+    assert cmps, out
+    for p in cmps:
+        assert not p[-2].startswith("outer at ") and \
+            any("qsort" in f for f in p[:-1]), "\n".join(p)
+
+
+ONE_CALL_TWO_WAYS = r'''
+import functools
+
+
+def h(n):
+    a = [n]
+    b = {"n": a}
+    return bytearray(2_000_000 + n)  # the allocation
+
+
+def caller():
+    out = []
+    for i, fn in enumerate((h, functools.partial(h)) * 4):
+        out.append(fn(i))  # inline, then through C, from the same instruction
+    return out
+
+
+keep = [caller() for _ in range(3)]
+'''
+
+
+@pytest.mark.parametrize("traced", [True, False], ids=["pymem", "malloc"])
+@pytest.mark.parametrize("python", python_params())
+def test_one_call_inline_and_through_c(memtrace, tmp_path, python, traced):
+    """One call instruction that runs a function inline, then through C
+    (functools.partial), at the same address and instructions: the
+    allocations of the calls through C have partial's C frames between the
+    two Python frames, which the inline ones have not (they have none from
+    3.11; Debian's interpreter names no static function)."""
+    prog = tmp_path / "calls.py"
+    prog.write_text(ONE_CALL_TWO_WAYS)
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "--native", "-q", "-o", cap, "--python", python,
+        *(["--trace-python-allocators"] if traced else []), prog)
+    with reader(cap) as r:
+        recs = [x for x in r.get_allocation_records() if 2_000_001 <= x.size <= 2_000_008]
+        assert len(recs) == 24, recs
+        between = {False: [], True: []}  # by: through C
+        for rec in recs:
+            names = [f[0] for f in rec.hybrid_stack_trace()]
+            between[(rec.size - 2_000_001) % 2 == 1].append(
+                (rec.size, names[names.index("h") + 1:names.index("caller")]))
+    inline = set(n for _, b in between[False] for n in b)
+    for size, b in between[True]:
+        assert set(b) - inline, (size, b, inline)
+
+
 DEEP = RECURSE.replace("keep = g(int(sys.argv[2]))", r'''
 import threading
 out = []
