@@ -415,7 +415,6 @@ static int live_then_detach(const struct mt_target *t, const char *capture,
 	struct sigaction ign = { .sa_handler = SIG_IGN }, dfl = { .sa_handler = SIG_DFL };
 	struct sigaction pipe_was;
 	struct mt_ctl_reply reply;
-	struct mt_procstat ps;
 	int rc;
 
 	sigaction(SIGPIPE, &ign, &pipe_was); /* a closed pipe ends the view, not us */
@@ -427,8 +426,7 @@ static int live_then_detach(const struct mt_target *t, const char *capture,
 	if (mt_control_ask(t->pid, t->nspid, &status, -1, line, sizeof(line), &reply, 2000) == 0) {
 		/* not active: detached meanwhile, by another memtrace */
 		rc = reply.kind == MT_CTL_OK_ACTIVE ? mt_detach_pid((int)t->pid, (int)t->nspid) : 0;
-	} else if (mt_procstat_read(t->pid, &ps) == 0 && ps.state != 'Z' && ps.state != 'X' &&
-		   (!start || ps.start == start)) {
+	} else if (mt_procstat_running(t->pid, start)) {
 		rc = mt_detach_pid((int)t->pid, (int)t->nspid); /* it says what is wrong */
 	} else if (lo.cut_short) {
 		mt_error(0, "pid %d ended without finishing the capture (killed?): %s is cut short",
@@ -454,10 +452,9 @@ static const char *target_gone(void *ctx)
 {
 	static char msg[64];
 	pid_t pid = *(const pid_t *)ctx;
-	struct mt_procstat ps;
 	if (msg[0])
 		return "";
-	if (mt_procstat_read(pid, &ps) == 0 && ps.state != 'Z' && ps.state != 'X')
+	if (mt_procstat_running(pid, 0))
 		return NULL;
 	snprintf(msg, sizeof(msg), "pid %d exited while attaching", (int)pid);
 	return msg;

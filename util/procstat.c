@@ -32,3 +32,10 @@ int mt_procstat_read(pid_t pid, struct mt_procstat *st)
 		return -1;
 	return 0;
 }
+
+int mt_procstat_running(pid_t pid, unsigned long long start)
+{
+	struct mt_procstat ps;
+	return mt_procstat_read(pid, &ps) == 0 && ps.state != 'Z' && ps.state != 'X' &&
+	       (!start || ps.start == start);
+}

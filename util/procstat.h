@@ -18,4 +18,9 @@ struct mt_procstat {
  * it could not be read (gone, no /proc). */
 int mt_procstat_read(pid_t pid, struct mt_procstat *st);
 
+/* mt_procstat_running() - 1 if @pid is still the process it was: its stat
+ * reads, it is not a zombie nor dead (Z, X), and, unless @start is 0, it
+ * started at @start (a reused pid is another process); else 0. */
+int mt_procstat_running(pid_t pid, unsigned long long start);
+
 #endif /* MT_UTIL_PROCSTAT_H */

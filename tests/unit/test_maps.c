@@ -3,6 +3,7 @@
  * libc's code, mappings the test makes (anonymous, a file whose name has a
  * space, a file deleted once mapped) and a hole between mappings. */
 #include "inject/internal.h"
+#include "util/procstat.h"
 
 #include <check.h>
 #include <dlfcn.h>    /* dladdr, dlsym */
@@ -14,7 +15,8 @@
 #include <string.h>   /* strstr */
 #include <sys/mman.h> /* mmap */
 #include <sys/stat.h> /* fstat */
-#include <unistd.h>   /* getpid, sysconf */
+#include <sys/wait.h> /* waitid, waitpid */
+#include <unistd.h>   /* getpid, sysconf, fork */
 
 static size_t page(void)
 {
@@ -212,6 +214,34 @@ START_TEST(test_maps_no_process)
 }
 END_TEST
 
+/* The stat of a running process, a zombie, a reaped one, and one that
+ * started at another time than the one asked about. */
+START_TEST(test_procstat_running)
+{
+	struct mt_procstat ps;
+	ck_assert_int_eq(mt_procstat_read(0, &ps), 0);
+	ck_assert_int_eq(ps.state, 'R');
+	ck_assert_int_ge(ps.threads, 1);
+	ck_assert_int_eq(mt_procstat_running(getpid(), 0), 1);
+	ck_assert_int_eq(mt_procstat_running(getpid(), ps.start), 1);
+	ck_assert_int_eq(mt_procstat_running(getpid(), ps.start + 1), 0);
+
+	pid_t child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0)
+		_exit(0);
+	siginfo_t si;
+	/* exited, left a zombie until reaped */
+	ck_assert_int_eq(waitid(P_PID, (id_t)child, &si, WEXITED | WNOWAIT), 0);
+	ck_assert_int_eq(mt_procstat_read(child, &ps), 0);
+	ck_assert_int_eq(ps.state, 'Z');
+	ck_assert_int_eq(mt_procstat_running(child, 0), 0);
+	ck_assert_int_eq(waitpid(child, NULL, 0), child);
+	ck_assert_int_eq(mt_procstat_running(child, 0), 0);
+	ck_assert_int_eq(mt_procstat_running(INT_MAX, 0), 0);
+}
+END_TEST
+
 static Suite *maps_suite(void)
 {
 	Suite *s = suite_create("maps");
@@ -222,6 +252,7 @@ static Suite *maps_suite(void)
 	tcase_add_test(tc, test_maps_space_in_name);
 	tcase_add_test(tc, test_maps_deleted);
 	tcase_add_test(tc, test_maps_no_process);
+	tcase_add_test(tc, test_procstat_running);
 	suite_add_tcase(s, tc);
 	return s;
 }
