@@ -41,12 +41,14 @@ static struct input {
 } inputs[2];
 static int n_inputs;
 
-void mt_cli_reads(const char *path, const char *what)
+int mt_cli_reads(const char *path, const char *what)
 {
 	struct stat sb;
-	if (n_inputs < (int)(sizeof(inputs) / sizeof(inputs[0])) && stat(path, &sb) == 0 &&
-	    S_ISREG(sb.st_mode))
+	if (stat(path, &sb) != 0)
+		return 0;
+	if (n_inputs < (int)(sizeof(inputs) / sizeof(inputs[0])) && S_ISREG(sb.st_mode))
 		inputs[n_inputs++] = (struct input){ sb.st_dev, sb.st_ino, what };
+	return 1;
 }
 
 /* @sb, of the name to be replaced (a link itself, not what it points to) */
@@ -59,12 +61,6 @@ static int read_here(const struct stat *sb, const char *path, const char *what)
 			return -EINVAL;
 		}
 	return 0;
-}
-
-int mt_cli_check_output(const char *path, const char *what)
-{
-	struct stat sb;
-	return lstat(path, &sb) == 0 ? read_here(&sb, path, what) : 0;
 }
 
 static const char *kind_of(mode_t m)
@@ -82,6 +78,33 @@ int mt_cli_is_null_device(const char *path)
 	struct stat a, b;
 	return stat(path, &a) == 0 && S_ISCHR(a.st_mode) && stat("/dev/null", &b) == 0 &&
 	       a.st_rdev == b.st_rdev;
+}
+
+/* Whether the existing name @path (@sb: the link itself, not what it
+ * points to) may be replaced: 0 with @force when it is a regular file or
+ * a link, and no file this command reads; else -errno after saying why. */
+static int replaceable(const struct stat *sb, const char *path, const char *what, int force)
+{
+	if (!S_ISREG(sb->st_mode) && !S_ISLNK(sb->st_mode)) {
+		mt_error(0, "%s'%s' is %s, not a regular file", what, path, kind_of(sb->st_mode));
+		return -EINVAL;
+	}
+	int e = read_here(sb, path, what);
+	if (e < 0)
+		return e;
+	if (!force) {
+		mt_error(0, "%s'%s' exists (use -f to overwrite it)", what, path);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+int mt_cli_check_output(const char *path, const char *what, int force)
+{
+	struct stat sb;
+	if (lstat(path, &sb) != 0 || mt_cli_is_null_device(path))
+		return 0;
+	return replaceable(&sb, path, what, force);
 }
 
 /* Split @path into its directory (opened, following links as the user
@@ -159,19 +182,8 @@ static int create_file(const char *path, int force, mode_t mode, const char *wha
 			return fd;
 		}
 		/* a link is replaced itself (with -f), never followed */
-		if (!S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
-			mt_error(0, "%s'%s' is %s, not a regular file", what, path,
-				 kind_of(sb.st_mode));
-			e = -EINVAL;
+		if ((e = replaceable(&sb, path, what, force)) < 0)
 			goto fail;
-		}
-		if ((e = read_here(&sb, path, what)) < 0)
-			goto fail;
-		if (!force) {
-			mt_error(0, "%s'%s' exists (use -f to overwrite it)", what, path);
-			e = -EEXIST;
-			goto fail;
-		}
 		replace = 1;
 		fd = create_in(dfd, NULL, tmp, sizeof(tmp), mode);
 	}

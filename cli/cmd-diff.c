@@ -223,9 +223,10 @@ int cmd_diff(int argc, char **argv)
 
 	struct mt_snapshot before, after;
 	struct mt_diff d;
-	mt_cli_reads(o.before, "the capture read");
-	mt_cli_reads(o.after, "the capture read");
-	if (output && strcmp(output, "-") && mt_cli_check_output(output, "diff page ") < 0)
+	int found = mt_cli_reads(o.before, "the capture read");
+	found &= mt_cli_reads(o.after, "the capture read");
+	if (found && output && strcmp(output, "-") &&
+	    mt_cli_check_output(output, "diff page ", force) < 0)
 		return 1;
 	if (load(&before, o.before, quiet))
 		return 1;

@@ -261,13 +261,17 @@ int mt_cli_create_file(const char *path, int force, mode_t mode, const char *wha
 /* mt_cli_reads() - @path (a regular file) is read by this command, and
  * mt_cli_create_file() refuses to replace it: "OUT is @what: give it
  * another name" (@what: "the capture read", say). At most two; a static
- * string. (cli/capture-file.c) */
-void mt_cli_reads(const char *path, const char *what);
+ * string. Returns 1 if @path is there, 0 if not (the read will say why):
+ * an output is checked (mt_cli_check_output()) only after its input is
+ * found, as memray does. (cli/capture-file.c) */
+int mt_cli_reads(const char *path, const char *what);
 
-/* mt_cli_check_output() - 0, or -EINVAL after saying so when @path is a
- * file this command reads: before the reading, rather than after it.
- * @what names it, as for mt_cli_create_file(). (cli/capture-file.c) */
-int mt_cli_check_output(const char *path, const char *what);
+/* mt_cli_check_output() - 0 if mt_cli_create_file(@path, @force, ...)
+ * may go on, or -errno after saying why not: @path is a file this command
+ * reads, exists without @force, or is not a regular file. Said before
+ * the reading rather than after it (the create checks again). @what
+ * names it, as for mt_cli_create_file(). (cli/capture-file.c) */
+int mt_cli_check_output(const char *path, const char *what, int force);
 
 /* mt_cli_is_null_device() - @path is /dev/null (or another name of that
  * device): a capture thrown away as it is written, as memray allows.

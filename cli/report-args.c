@@ -270,12 +270,12 @@ int mt_cli_report_write(const struct mt_report_cmd *c, const struct mt_report_ar
 	 * goes before anything else is printed, and before a report on
 	 * standard output is written */
 	mt_cli_progress_start(&p, o.path, "making the report", a->quiet);
-	mt_cli_reads(o.path, "the capture read");
+	int found = mt_cli_reads(o.path, "the capture read");
 	char what[80];
 	snprintf(what, sizeof(what), "%s%s", c->output_what ? c->output_what : c->name,
 		 c->output_what ? " " : " page ");
-	if ((c->args & MT_RA_OUTPUT) && a->output && strcmp(a->output, "-") &&
-	    mt_cli_check_output(a->output, what) < 0) {
+	if (found && (c->args & MT_RA_OUTPUT) && a->output && strcmp(a->output, "-") &&
+	    mt_cli_check_output(a->output, what, a->force) < 0) {
 		mt_cli_progress_end(&p);
 		return 1;
 	}

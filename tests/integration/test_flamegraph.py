@@ -227,6 +227,36 @@ def test_text_reports_show_control_characters_escaped(memtrace, tmp_path, comman
         assert "hello\\x1b]0;title\\x07" in out, out
 
 
+@pytest.mark.parametrize("command", [["flamegraph"], ["table"], ["growth"], ["transform", "csv"],
+                                     ["stats", "--json"], ["diff", "--html"]])
+def test_existing_output_refused_before_the_read(memtrace, tmp_path, command):
+    """An output that exists (without -f) is refused before the capture is
+    read: a capture that would not read says nothing, and a good one is
+    not read for nothing first."""
+    good = program().save(tmp_path / "p.bin")
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(good.read_bytes()[:40])
+    out = tmp_path / "out.page"
+    out.write_text("mine")
+    caps = [bad, bad] if command[0] == "diff" else [bad]
+    p = run(memtrace, *command, "-o", out, *caps, check=False)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
+    assert "'%s' exists (use -f to overwrite it)" % out in p.stderr, p.stderr
+    assert out.read_text() == "mine"
+    # a capture that is not there is said first, as memray does
+    gone = [tmp_path / "gone.bin"] * len(caps)
+    p = run(memtrace, *command, "-o", out, *gone, check=False)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "gone.bin" in p.stderr, p.stderr
+    # with -f the capture is read, and what is wrong with it said
+    p = run(memtrace, *command, "-f", "-o", out, *caps, check=False)
+    assert p.returncode == 1 and "exists" not in p.stderr and "bad.bin" in p.stderr, p.stderr
+    assert out.read_text() == "mine"
+    d = tmp_path / "dir.page"
+    d.mkdir()
+    p = run(memtrace, *command, "-f", "-o", d, *caps, check=False)
+    assert p.returncode == 1 and "is a directory, not a regular file" in p.stderr, p.stderr
+
+
 def test_output_files(memtrace, tmp_path):
     cap = program().save(tmp_path / "p.bin")
     p = run(memtrace, "flamegraph", cap, cwd=tmp_path)
