@@ -562,6 +562,7 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 		n->interp = -1;
 	}
 	mt_native_unresolve(n, k);
+	n->unpaired = 0;
 	if (k->next_free <= n->max_id)
 		k->next_free = n->max_id + 1;
 	n->frames_from = k->next_free;
@@ -592,8 +593,10 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 			evals = n->nodes[nat].evals - 1;
 		if (y->python && y->python < cap_runs && runs[y->python])
 			r = runs[y->python] - 1;
-		if (!(r > 1 && evals == r))
+		if (!(r > 1 && evals == r)) {
+			n->unpaired += r > 1;
 			continue;
+		}
 		paired[h] = 1;
 		/* its Python frames into the pool, up to one that is there
 		 * (with all below it) */
@@ -726,6 +729,7 @@ void mt_native_stats(const struct mt_native *n, struct mt_native_stats *st)
 	st->addresses = ss.addresses;
 	st->unresolved = ss.unresolved + n->unresolved;
 	st->modules_missing = ss.modules_missing;
+	st->unpaired = n->unpaired;
 }
 
 void mt_native_release(struct mt_native *n)

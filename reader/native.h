@@ -68,6 +68,8 @@ struct mt_native {
 	uint32_t frames_from;    /* the first id the resolution in the trie gave a frame */
 	uint32_t n_aliased;      /* hybrid stacks (n->hyb[0..)) it defined there */
 	int in_trie;             /* the trie holds a resolution (mt_native_unresolve()) */
+	uint32_t unpaired;       /* hybrid stacks of several Python runs that the last
+				  * resolution gave without the C frames between them */
 };
 
 /* mt_native_module() / mt_native_node() / mt_native_hybrid() - a record
@@ -122,6 +124,9 @@ struct mt_native_stats {
 	uint64_t addresses;   /* distinct return addresses resolved */
 	uint64_t unresolved;  /* ... with no symbol (module+offset shown) */
 	uint32_t modules_missing; /* modules whose file could not be found */
+	uint32_t unpaired;    /* hybrid stacks whose Python runs did not match their
+			       * evaluation loops: shown as their Python stack over
+			       * their innermost C frames */
 };
 void mt_native_stats(const struct mt_native *n, struct mt_native_stats *st);
 

@@ -254,6 +254,11 @@ static void print_header(FILE *out, const struct mt_snapshot *s, const char *pat
 			     "%u module%s not found here\n",
 			(unsigned long long)ns.addresses, (unsigned long long)ns.unresolved,
 			ns.modules_missing, ns.modules_missing == 1 ? "" : "s");
+		if (ns.unpaired)
+			fprintf(out, "                      %u stack%s shown without the C frames "
+				     "between %s Python calls (%s evaluation loops were not found)\n",
+				ns.unpaired, ns.unpaired == 1 ? "" : "s",
+				ns.unpaired == 1 ? "its" : "their", ns.unpaired == 1 ? "its" : "their");
 	}
 	mt_strbuf_release(&sb);
 }
@@ -504,6 +509,7 @@ static void json_header(struct mt_json *j, const struct mt_snapshot *s, const ch
 		mt_json_u64(j, "addresses", ns.addresses);
 		mt_json_u64(j, "unresolved", ns.unresolved);
 		mt_json_u64(j, "modules_missing", ns.modules_missing);
+		mt_json_u64(j, "unpaired_stacks", ns.unpaired);
 		mt_json_end(j);
 	}
 	mt_json_bool(j, "follow_fork", !!(h->flags & MT_HDR_FOLLOW_FORK));

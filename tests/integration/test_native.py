@@ -527,6 +527,36 @@ def test_capture_read_where_a_library_is_gone(memtrace, tmp_path):
     assert m and int(m.group(2)) >= 2 and int(m.group(3)) == 1, out
 
 
+def test_stacks_unpaired_when_the_interpreter_is_gone(memtrace, tmp_path):
+    """Read where the interpreter's file is not (a copy run, then removed),
+    the evaluation loops of Python -> C -> Python stacks are not found:
+    such stacks lose the C frames between their Python calls, and stats
+    says how many."""
+    import shutil
+    exe = tmp_path / "bin" / "python3.11"
+    exe.parent.mkdir()
+    shutil.copy(os.path.realpath("/usr/bin/python3"), exe)
+    prog = tmp_path / "recurse.py"
+    prog.write_text(RECURSE)
+    cap = tmp_path / "r.bin"
+    run(memtrace, "run", "--native", "-o", cap, "--python", exe, prog, TARGET_LIB, 2)
+
+    def native_stats():
+        return report_json(memtrace, "stats", cap)["header"]["native_frames"]
+    assert native_stats()["unpaired_stacks"] == 0
+    assert "C frames between" not in run(memtrace, "stats", cap).stdout
+    exe.unlink()
+    st = native_stats()
+    assert st["modules_missing"] == 1 and st["unpaired_stacks"] >= 1, st
+    out = run(memtrace, "stats", cap).stdout
+    m = re.search(r"^ +(\d+) stacks? shown without the C frames between (its|their) Python "
+                  r"calls \((its|their) evaluation loops were not found\)$", out, re.M)
+    assert m and int(m.group(1)) == st["unpaired_stacks"], out
+    with reader(cap) as r:
+        rec = [x for x in r.get_allocation_records() if x.size == 888888][0]
+        assert [f[0] for f in rec.stack_trace()][:4] == ["g", "g", "g", "<module>"]
+
+
 RECURSE = r'''
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
