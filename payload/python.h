@@ -93,7 +93,9 @@ struct mt_pychain {
 	uint64_t toknext; /* odd: never an object's address */
 	uint64_t checked; /* frames checked or described so far: what reading costs */
 	const void *frame[MT_CHAIN_MAX];
-	const void *pos[MT_CHAIN_MAX];  /* 3.11+: instruction pointer; before: f_lasti */
+	/* 3.11+: instruction pointer, its low bit set for an entry frame
+	 * (see mt_frame_pos() in python-walk.h); before: f_lasti */
+	const void *pos[MT_CHAIN_MAX];
 	const void *code[MT_CHAIN_MAX]; /* before 3.11: f_code; from 3.11 NULL */
 	struct mt_pyframe fr[MT_CHAIN_MAX]; /* code and offset where kept[i] */
 	uint8_t kept[MT_CHAIN_MAX];         /* frame i is a frame of the Python stack */
