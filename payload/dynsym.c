@@ -251,3 +251,32 @@ int mt_dynsym_find(const char *name, char *path, size_t room)
 	mt_phdr_walk(find_cb, &c);
 	return c.found;
 }
+
+struct each_ctx {
+	const char *name;
+	int (*fn)(uintptr_t addr, void *ctx);
+	void *ctx;
+	int ret;
+};
+
+static int each_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct each_ctx *c = arg;
+	struct mt_dynsym t;
+	(void)size;
+	if (mt_dynsym_skip(info) || mt_dynsym_open(&t, info->dlpi_addr, info->dlpi_phdr,
+						   info->dlpi_phnum) < 0)
+		return 0;
+	const ElfW(Sym) *s = mt_dynsym_lookup(&t, c->name);
+	if (!s || !mt_dynsym_defined(s) || ELF64_ST_TYPE(s->st_info) != STT_FUNC)
+		return 0;
+	c->ret = c->fn(info->dlpi_addr + s->st_value, c->ctx);
+	return c->ret;
+}
+
+int mt_dynsym_each(const char *name, int (*fn)(uintptr_t addr, void *ctx), void *ctx)
+{
+	struct each_ctx c = { name, fn, ctx, 0 };
+	mt_phdr_walk(each_cb, &c);
+	return c.ret;
+}

@@ -78,4 +78,10 @@ int mt_dynsym_skip(const struct dl_phdr_info *info);
  * Takes the loader's lock: never call under dl_iterate_phdr. */
 int mt_dynsym_find(const char *name, char *path, size_t room);
 
+/* mt_dynsym_each() - @fn(address, @ctx) for each function named @name
+ * that a loaded object defines (load order, skipped ones aside: another
+ * build of this module, say), until @fn returns nonzero. Returns that, or
+ * 0. Takes the loader's lock, as mt_dynsym_find(). */
+int mt_dynsym_each(const char *name, int (*fn)(uintptr_t addr, void *ctx), void *ctx);
+
 #endif /* MT_PAYLOAD_DYNSYM_H */

@@ -15,6 +15,7 @@
 #include "format/record.h"
 #include "format/runproto.h"
 #include "payload/fatal.h"
+#include "payload/dynsym.h"
 #include "payload/entry.h"
 #include "payload/got.h"
 #include "payload/hooks.h"
@@ -395,6 +396,17 @@ static void on_fork_child(void)
 		mt_python_pymem_quiet();
 }
 
+MT_EXPORT int memtrace_payload_tracking(void)
+{
+	return __atomic_load_n(&st.active, __ATOMIC_ACQUIRE) && st.pid == getpid();
+}
+
+static int tracks(uintptr_t fn, void *ctx)
+{
+	(void)ctx;
+	return ((int (*)(void))fn)() == 1;
+}
+
 /* @deferred: everything is ready but events are not recorded until the
  * Python program starts (run mode: the audit hook turns tracking on). */
 static int start_locked(const struct memtrace_config *cfg, int deferred)
@@ -407,10 +419,11 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	if (cfg->size < sizeof(*cfg))
 		return -EINVAL; /* too old to tell a descriptor */
 	/* a capture descriptor given is ours from here on, failing or not */
-	if (st.active || (e = mt_hooks_resolve()) < 0) {
+	if (st.active || mt_dynsym_each("memtrace_payload_tracking", tracks, NULL) ||
+	    (e = mt_hooks_resolve()) < 0) {
 		if (cfg->fd >= 0)
 			close(cfg->fd);
-		return st.active ? -EBUSY : e;
+		return e < 0 ? e : -EBUSY;
 	}
 	st.python = mt_python_init(&python_hex) == 0;
 	st.python_hex = python_hex;

@@ -49,6 +49,12 @@ int memtrace_payload_start(const struct memtrace_config *cfg);
  * if not tracking, or the capture's first write error. */
 int memtrace_payload_stop(void);
 
+/* memtrace_payload_tracking() - 1 if this copy of the payload tracks this
+ * process, else 0. Another copy (another build, loaded from another path:
+ * a Tracker's, then an attach's) asks before it starts: one capture at a
+ * time across them too. */
+int memtrace_payload_tracking(void);
+
 /* memtrace_attach_entry() - the injector's entry point: copy @cfg, start
  * the payload's control thread (which starts tracking and serves the
  * control socket, see payload/control.c) and return at once. Returns 0,

@@ -145,17 +145,31 @@ x = bytearray(1234567)
 """
 
 
-@pytest.mark.parametrize("how", ["run", "tracker"])
+def payload_copy(tmp_path):
+    """The build's payload copied to another path: another memtrace's, as
+    far as the loader can tell (a Tracker of an installed package, say)."""
+    from conftest import BUILD
+    other = tmp_path / "other"
+    other.mkdir()
+    lib = other / "libmemtrace-payload.so"
+    shutil.copy(os.path.join(BUILD, "payload", "libmemtrace-payload.so"), lib)
+    return str(lib)
+
+
+@pytest.mark.parametrize("how", ["run", "tracker", "tracker-other-payload"])
 def test_error_tracked_already(memtrace, script, tmp_path, how):
     """A process that memtrace run or a Tracker tracks: one line saying so,
-    and the capture under way goes on unharmed."""
+    and the capture under way goes on unharmed; also when the Tracker's
+    payload is another copy than the one attach loads."""
     from test_python_api import py_env
     prog = script(TRACKED, name="tracked.py")
     cap = tmp_path / "own.bin"
     cmd = ([memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", str(cap), str(prog)]
            if how == "run" else ["/usr/bin/python3", str(prog), "tracker", str(cap)])
+    env = py_env(MEMTRACE_PAYLOAD=payload_copy(tmp_path)) if how.endswith("other-payload") \
+        else py_env()
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                         env=py_env())
+                         env=env)
     try:
         pid = int(p.stdout.readline())
         msg = one_line_error(attach(memtrace, pid, tmp_path / "b.bin", check=False))
@@ -171,6 +185,56 @@ def test_error_tracked_already(memtrace, script, tmp_path, how):
     sizes = run(memtrace, "stats", "--json", cap).stdout
     assert '"allocations": ' in sizes and run(memtrace, "parse", cap).stdout.count(
         "size=1234568") == 1
+
+
+TRACKER_AFTER_ATTACH = r"""
+import os, sys
+import memtrace
+with memtrace.Tracker(sys.argv[1]):
+    x = bytearray(111111)
+print(os.getpid(), flush=True)
+sys.stdin.readline()
+try:
+    with memtrace.Tracker(sys.argv[2]):
+        y = bytearray(222222)
+    print("ran", flush=True)
+except RuntimeError as e:
+    print("refused:", e, flush=True)
+sys.stdin.readline()
+z = bytearray(333333)
+"""
+
+
+def test_tracker_refused_while_another_payload_tracks(memtrace, script, tmp_path):
+    """A Tracker's payload (one copy) has ended its capture; an attach
+    loads another copy and tracks: a second Tracker is refused, as it
+    would be by the one payload, and the attach's capture goes on."""
+    from test_python_api import py_env
+    prog = script(TRACKER_AFTER_ATTACH, name="late.py")
+    p = subprocess.Popen(["/usr/bin/python3", str(prog), str(tmp_path / "t1.bin"),
+                          str(tmp_path / "t2.bin")], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True,
+                         env=py_env(MEMTRACE_PAYLOAD=payload_copy(tmp_path)))
+    try:
+        pid = int(p.stdout.readline())
+        cap = tmp_path / "a.bin"
+        attach(memtrace, pid, cap)
+        maps = open("/proc/%d/maps" % pid).read()
+        assert maps.count("libmemtrace-payload.so") >= 2 and "/other/" in maps
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        line = p.stdout.readline()
+        assert line.startswith("refused: No more than one Tracker instance"), line
+        p.stdin.write("go\n")
+        p.stdin.close()
+        assert p.wait(timeout=60) == 0
+    finally:
+        p.kill()
+        p.wait()
+    assert not (tmp_path / "t2.bin").exists()
+    out = run(memtrace, "parse", cap).stdout
+    assert out.count("size=333334") == 1 and "size=222223" not in out
+    assert run(memtrace, "parse", tmp_path / "t1.bin").stdout.count("size=111112") == 1
 
 
 EXITING_PAYLOAD = r"""
