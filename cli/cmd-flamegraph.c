@@ -10,7 +10,7 @@ static const char usage[] =
 	"usage: memtrace flamegraph [-o OUT.html] [-f] [--leaks | --temporary-allocations\n"
 	"                           [--temporary-allocation-threshold N]] [--python-only] [--inverted]\n"
 	"                           [--split-threads] [--temporal] [--max-memory-records N]\n"
-	"                           [--show-hidden-frames] [-q] CAPTURE\n"
+	"                           [--show-hidden-frames] [--no-web] [-q] CAPTURE\n"
 	"\n"
 	"  -o, --output OUT     the page to write (default memtrace-flamegraph-<capture\n"
 	"                       name>.html beside the capture; - for standard output)\n"
@@ -30,6 +30,7 @@ static const char usage[] =
 	"                       at most N points on the memory plot (default 1500)\n"
 	"  --show-hidden-frames start with the frames of the import system and of memtrace\n"
 	"                       shown (the page has a checkbox for them)\n"
+	"  --no-web             accepted as memray takes it; the page never needs the network\n"
 	"  -q, --quiet          no progress line on the terminal while the capture is read\n";
 
 int cmd_flamegraph(int argc, char **argv)
@@ -37,8 +38,10 @@ int cmd_flamegraph(int argc, char **argv)
 	struct mt_report_args a = {
 		.o = { .view = MT_VIEW_PEAK, .temp_threshold = 1 },
 	};
+	int no_web = 0; /* memray's: its page's assets from the page itself */
 	const struct option own[] = {
 		{ "inverted", no_argument, &a.o.inverted, 1 },
+		{ "no-web", no_argument, &no_web, 1 },
 		{ "split-threads", no_argument, &a.o.split_threads, 1 },
 		{ "temporal", no_argument, &a.o.temporal, 1 },
 		{ NULL, 0, NULL, 0 },

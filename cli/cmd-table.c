@@ -3,10 +3,13 @@
 #include "cli/cmd.h"
 #include "reader/report.h"
 
+#include <getopt.h> /* struct option */
+
 static const char usage[] =
 	"usage: memtrace table [-o OUT.html] [-f] [--leaks | --temporary-allocations\n"
 	"                      [--temporary-allocation-threshold N]] [--python-only]\n"
-	"                      [--show-hidden-frames] [-q] CAPTURE\n"
+	"                      [--show-hidden-frames] [--split-threads] [--no-web] [-q]\n"
+	"                      CAPTURE\n"
 	"\n"
 	"  -o, --output OUT     the page to write (default memtrace-table-<capture\n"
 	"                       name>.html beside the capture; - for standard output)\n"
@@ -19,14 +22,24 @@ static const char usage[] =
 	"  --python-only        with native stacks: the Python frames alone\n"
 	"  --show-hidden-frames frames of the import system and of memtrace too (hidden\n"
 	"                       by default: their memory is their callers')\n"
+	"  --split-threads, --no-web\n"
+	"                       accepted as memray takes them: the table always has a row\n"
+	"                       per thread (and a filter), and never needs the network\n"
 	"  -q, --quiet          no progress line on the terminal while the capture is read\n";
 
 int cmd_table(int argc, char **argv)
 {
+	static int memray_only; /* memray's --split-threads and --no-web: nothing to do */
+	static const struct option own[] = {
+		{ "split-threads", no_argument, &memray_only, 1 },
+		{ "no-web", no_argument, &memray_only, 1 },
+		{ NULL, 0, NULL, 0 },
+	};
 	static const struct mt_report_cmd cmd = {
 		.name = "table",
 		.usage = usage,
 		.args = MT_RA_OUTPUT | MT_RA_VIEWS,
+		.own = own,
 		.write = mt_report_table,
 	};
 	struct mt_report_args a = {

@@ -72,6 +72,20 @@ def test_memray_options_taken(memtrace, script, tmp_path):
     assert top == run(memtrace, "stats", "-n", "1", tmp_path / "c.bin").stdout
 
 
+def test_memray_page_options_taken(memtrace, script, tmp_path):
+    """memray's flamegraph --no-web, and table --split-threads and --no-web:
+    the pages need no network and the table has its thread column anyway,
+    so each makes the very page made without it."""
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-q", "-o", cap, script(PROG))
+    for cmd, flags in (("flamegraph", ("--no-web",)),
+                       ("table", ("--no-web", "--split-threads"))):
+        plain = run(memtrace, cmd, "-o", "-", cap).stdout
+        for flag in flags:
+            p = run(memtrace, cmd, flag, "-o", "-", cap)
+            assert p.stdout == plain and "option" not in p.stderr, (cmd, flag, p.stderr)
+
+
 SORT_PROG = """\
 def many():
     return [bytearray(1000) for _ in range(3000)]
