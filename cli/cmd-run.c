@@ -53,6 +53,8 @@ static const char usage[] =
 	"      --memory-interval-ms N   sample RSS every N ms (default 10)\n"
 	"      --compress-on-exit, --no-compress  accepted as memray takes them; they change\n"
 	"                               nothing: chunks are compressed as they are written\n"
+	"      --buffered-file-io       accepted as memray takes it; it changes nothing:\n"
+	"                               the capture is written with write(2), never mapped\n"
 	"  -q, --quiet                  say nothing when all went well (errors still)\n"
 	"      --python PATH            interpreter to run (default: python3 on PATH, or the\n"
 	"                               virtual environment's memtrace is installed in)\n";
@@ -180,6 +182,7 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 		{ "python", required_argument, NULL, OPT_PYTHON },
 		{ "compress-on-exit", no_argument, NULL, OPT_COMPRESS },
 		{ "no-compress", no_argument, NULL, OPT_COMPRESS },
+		{ "buffered-file-io", no_argument, NULL, OPT_COMPRESS },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -216,7 +219,7 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 		case OPT_AGGREGATE:
 			o->flags |= MT_HDR_AGGREGATED;
 			break;
-		case OPT_COMPRESS: /* memray's: no compression pass at exit here */
+		case OPT_COMPRESS: /* memray's: no compression pass at exit, no mapped file here */
 			break;
 		case OPT_FOLLOW_FORK:
 			o->flags |= MT_HDR_FOLLOW_FORK;
