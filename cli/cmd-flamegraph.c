@@ -10,7 +10,8 @@ static const char usage[] =
 	"usage: memtrace flamegraph [-o OUT.html] [-f] [--leaks | --temporary-allocations\n"
 	"                           [--temporary-allocation-threshold N]] [--python-only] [--inverted]\n"
 	"                           [--split-threads] [--temporal] [--max-memory-records N]\n"
-	"                           [--show-hidden-frames] [--no-web] [-q] CAPTURE\n"
+	"                           [--show-hidden-frames] [--confidential-files all|none|default]\n"
+	"                           [--no-web] [-q] CAPTURE\n"
 	"\n"
 	"  -o, --output OUT     the page to write (default memtrace-flamegraph-<capture\n"
 	"                       name>.html beside the capture; - for standard output)\n"
@@ -30,6 +31,10 @@ static const char usage[] =
 	"                       at most N points on the memory plot (default 1500)\n"
 	"  --show-hidden-frames start with the frames of the import system and of memtrace\n"
 	"                       shown (the page has a checkbox for them)\n"
+	"  --confidential-files all|none|default\n"
+	"                       the files whose source lines the page leaves out: all, none,\n"
+	"                       or (default) all but *.py and files executable or readable\n"
+	"                       by all, as memray guesses which may hold secrets\n"
 	"  --no-web             accepted as memray takes it; the page never needs the network\n"
 	"  -q, --quiet          no progress line on the terminal while the capture is read\n";
 
@@ -49,7 +54,7 @@ int cmd_flamegraph(int argc, char **argv)
 	const struct mt_report_cmd cmd = {
 		.name = "flamegraph",
 		.usage = usage,
-		.args = MT_RA_OUTPUT | MT_RA_VIEWS | MT_RA_MAX_POINTS,
+		.args = MT_RA_OUTPUT | MT_RA_VIEWS | MT_RA_MAX_POINTS | MT_RA_SOURCES,
 		.own = own,
 		.write = mt_report_flamegraph,
 	};

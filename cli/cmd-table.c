@@ -8,8 +8,8 @@
 static const char usage[] =
 	"usage: memtrace table [-o OUT.html] [-f] [--leaks | --temporary-allocations\n"
 	"                      [--temporary-allocation-threshold N]] [--python-only]\n"
-	"                      [--show-hidden-frames] [--split-threads] [--no-web] [-q]\n"
-	"                      CAPTURE\n"
+	"                      [--show-hidden-frames] [--confidential-files all|none|default]\n"
+	"                      [--split-threads] [--no-web] [-q] CAPTURE\n"
 	"\n"
 	"  -o, --output OUT     the page to write (default memtrace-table-<capture\n"
 	"                       name>.html beside the capture; - for standard output)\n"
@@ -22,6 +22,10 @@ static const char usage[] =
 	"  --python-only        with native stacks: the Python frames alone\n"
 	"  --show-hidden-frames frames of the import system and of memtrace too (hidden\n"
 	"                       by default: their memory is their callers')\n"
+	"  --confidential-files all|none|default\n"
+	"                       the files whose lines the Source column leaves out: all,\n"
+	"                       none, or (default) all but *.py and files executable or\n"
+	"                       readable by all (as flamegraph's)\n"
 	"  --split-threads, --no-web\n"
 	"                       accepted as memray takes them: the table always has a row\n"
 	"                       per thread (and a filter), and never needs the network\n"
@@ -38,7 +42,7 @@ int cmd_table(int argc, char **argv)
 	static const struct mt_report_cmd cmd = {
 		.name = "table",
 		.usage = usage,
-		.args = MT_RA_OUTPUT | MT_RA_VIEWS,
+		.args = MT_RA_OUTPUT | MT_RA_VIEWS | MT_RA_SOURCES,
 		.own = own,
 		.write = mt_report_table,
 	};

@@ -91,6 +91,8 @@ enum {
 					  * stays NULL unless -o was given */
 	MT_RA_SORT = 1 << 9,        /* -s, --sort-column N (memray's summary: 1 to 5) */
 	MT_RA_MAX_POINTS = 1 << 10, /* --max-memory-records N (memray's flamegraph) */
+	MT_RA_SOURCES = 1 << 11,    /* --confidential-files all|none|default (memray's
+				     * flamegraph): whose source lines a page leaves out */
 };
 
 #define MT_REPORT_OWN_MAX 6

@@ -137,6 +137,7 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 		{ { "show-hidden-frames", no_argument, NULL, 'H' }, MT_RA_VIEWS },
 		{ { "sort-column", required_argument, NULL, 's' }, MT_RA_SORT },
 		{ { "max-memory-records", required_argument, NULL, 'M' }, MT_RA_MAX_POINTS },
+		{ { "confidential-files", required_argument, NULL, 'C' }, MT_RA_SOURCES },
 	};
 	static const struct option help = { "help", no_argument, NULL, 'h' };
 	static const struct option quiet = { "quiet", no_argument, NULL, 'q' };
@@ -206,6 +207,19 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 						"--max-memory-records"))
 				return 2;
 			break;
+		case 'C': {
+			static const char *const names[] = { "default", "none", "all" };
+			int k = 0;
+			while (k < 3 && strcmp(optarg, names[k]))
+				k++;
+			if (k == 3) {
+				mt_error(0, "%s: invalid --confidential-files '%s' (all, none or default)",
+					 c->name, optarg);
+				return 2;
+			}
+			a->o.confidential = k; /* enum mt_confidential's order */
+			break;
+		}
 		case 'J':
 			a->o.json = 1;
 			break;

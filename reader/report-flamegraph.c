@@ -193,7 +193,7 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	struct temporal tp = { 0 };
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt__strtab strs = { 0 };
-	struct mt_srclines src = { 0 };
+	struct mt_srclines src = { .confidential = o->confidential };
 	struct mt_ctree t;
 	struct mt_json j;
 	int64_t *fn = NULL, *file = NULL, *text = NULL;

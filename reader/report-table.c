@@ -133,7 +133,7 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt__strtab strs = { 0 };
-	struct mt_srclines src = { 0 };
+	struct mt_srclines src = { .confidential = o->confidential };
 	struct row *rows;
 	struct mt_json j;
 	uint64_t total_bytes = 0, total_count = 0, dropped_bytes = 0;

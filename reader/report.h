@@ -44,6 +44,8 @@ struct mt_report_opts {
 	int show_hidden;     /* summary, tree, flamegraph, table: the frames that
 			      * reader/frames.h hides too (the flamegraph's
 			      * checkbox starts ticked) */
+	int confidential;    /* flamegraph, table: whose source lines stay out
+			      * (enum mt_confidential, reader/srclines.h) */
 };
 
 /* mt_report_load() - open @o->path and build @s from it (read once), with

@@ -48,7 +48,7 @@ static int ends_with(const char *s, const char *tail)
 
 /* @path's contents (malloc'ed, *@len bytes), or NULL if it is not to be
  * read (see the header) or cannot be. */
-static char *slurp(const char *path, size_t budget, size_t *len)
+static char *slurp(const char *path, size_t budget, size_t *len, enum mt_confidential conf)
 {
 	struct stat st;
 	char *buf = NULL;
@@ -62,7 +62,7 @@ static char *slurp(const char *path, size_t budget, size_t *len)
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
 	    (unsigned long long)st.st_size > MT_SRCLINES_MAX_FILE || (size_t)st.st_size > budget)
 		goto out;
-	if (!ends_with(path, ".py") && !ends_with(path, ".pyw") &&
+	if (conf == MT_CONFIDENTIAL_DEFAULT && !ends_with(path, ".py") && !ends_with(path, ".pyw") &&
 	    !(st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH | S_IROTH)))
 		goto out;
 	buf = malloc((size_t)st.st_size + 1);
@@ -160,7 +160,7 @@ int mt_srclines_read(struct mt_srclines *c)
 {
 	size_t budget = MT_SRCLINES_MAX_TOTAL;
 
-	if (!c->n)
+	if (!c->n || c->confidential == MT_CONFIDENTIAL_ALL)
 		return 0;
 	c->text = calloc(c->n, sizeof(*c->text));
 	c->owned = malloc(c->n * sizeof(*c->owned));
@@ -172,7 +172,7 @@ int mt_srclines_read(struct mt_srclines *c)
 					     !strcmp(c->v[j].file, c->v[i].file)); j++)
 			;
 		size_t len = 0;
-		char *buf = slurp(c->v[i].file, budget, &len);
+		char *buf = slurp(c->v[i].file, budget, &len, c->confidential);
 		if (!buf)
 			continue;
 		c->files_read++;

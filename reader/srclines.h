@@ -13,10 +13,19 @@
  * MT_SRCLINES_MAX_CHARS characters (then ending in "..." as one
  * character). A missing, unreadable or changed file gives no text, never
  * an error: the file read is the one there now, which may differ from
- * the one that ran. Zero-initialised is empty.
+ * the one that ran. Zero-initialised is empty. The guess is memray's
+ * --confidential-files=default; @confidential says otherwise (set before
+ * mt_srclines_read()).
  */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint32_t */
+
+/* memray's --confidential-files: which files' lines stay out of a page */
+enum mt_confidential {
+	MT_CONFIDENTIAL_DEFAULT, /* all but *.py, *.pyw, executables, files readable by all */
+	MT_CONFIDENTIAL_NONE,    /* none: any file's lines */
+	MT_CONFIDENTIAL_ALL,     /* all: no line at all */
+};
 
 #define MT_SRCLINES_MAX_CHARS 120
 #define MT_SRCLINES_MAX_FILE (32u << 20)
@@ -35,6 +44,7 @@ struct mt_srclines {
 	char **owned;        /* the texts, each once */
 	size_t n_owned;
 	size_t files_read;   /* files opened and read whole */
+	enum mt_confidential confidential; /* which files keep their lines */
 };
 
 /* mt_srclines_add() - ask for line @line (from 1) of @file, which must

@@ -98,6 +98,31 @@ def test_source_lines_in_both_pages(memtrace, tmp_path, files):
     assert texts(page(memtrace, cap, "flamegraph"), False)[("f", 1)] == "def g():"
 
 
+def test_confidential_files(memtrace, tmp_path, files):
+    """memray's --confidential-files: all (no line), none (any file's
+    line, the secret one's too) and default (the guess above)."""
+    cap = capture(tmp_path, [(files["py"], "f", 1), (files["secret"], "secret", 1),
+                             (files["shared"], "shared", 1)])
+    want = {
+        "default": {("f", 1): "def f():", ("secret", 1): None, ("shared", 1): "shared = 1"},
+        "none": {("f", 1): "def f():", ("secret", 1): "token = hunter2",
+                 ("shared", 1): "shared = 1"},
+        "all": {("f", 1): None, ("secret", 1): None, ("shared", 1): None},
+    }
+    for command in ("flamegraph", "table"):
+        for which, lines in want.items():
+            out = tmp_path / ("%s-%s.html" % (command, which))
+            p = run(memtrace, command, "--confidential-files", which, "-o", out, cap)
+            assert p.stderr == ""
+            d = json.loads(DATA_RE.search(out.read_text()).group(1))
+            assert texts(d, command == "table") == lines, (command, which)
+            if which == "all":
+                assert "hunter2" not in out.read_text() and "def f():" not in out.read_text()
+        p = run(memtrace, command, "--confidential-files=some", "-o", "-", cap, check=False)
+        assert p.returncode == 2 and p.stderr == "memtrace: %s: invalid --confidential-files " \
+            "'some' (all, none or default)\n" % command
+
+
 def test_the_same_line_is_read_once_for_many_frames(memtrace, tmp_path, files):
     cap = capture(tmp_path, [(files["py"], "f", 1), (files["py"], "f.<locals>.g", 1)])
     d = page(memtrace, cap, "flamegraph")
