@@ -18,7 +18,7 @@ static double pct(uint64_t part, uint64_t whole)
 }
 
 static int summary_json(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o,
-			const struct mt_location *locs, size_t rows, int hidden)
+			const struct mt_location *locs, size_t n, size_t rows, int hidden)
 {
 	struct mt_strbuf sb = MT_STRBUF_INIT;
 	struct mt_json j;
@@ -35,6 +35,11 @@ static int summary_json(FILE *out, const struct mt_snapshot *s, const struct mt_
 		mt_json_u64(&j, "total_allocations", s->temp_count);
 		mt_json_u64(&j, "temporary_allocation_threshold", s->temp_threshold);
 	} else {
+		/* live at the peak: every location's own, as the other views' */
+		uint64_t count = 0;
+		for (size_t i = 0; i < n; i++)
+			count += locs[i].own_count;
+		mt_json_u64(&j, "total_allocations", count);
 		mt_json_u64(&j, "peak_event", s->peak_event);
 		mt_json_u64(&j, "peak_time_us", s->peak_time_us);
 	}
@@ -80,7 +85,7 @@ int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_re
 		      : col <= 4 ? mt_location_cmp_own : mt_location_cmp_total_count);
 	size_t rows = o->top_n && o->top_n < (size_t)n ? o->top_n : (size_t)n;
 	if (o->json) {
-		int err = summary_json(out, s, o, locs, rows, hidden > 0);
+		int err = summary_json(out, s, o, locs, (size_t)n, rows, hidden > 0);
 		free(locs);
 		return err;
 	}

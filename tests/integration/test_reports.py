@@ -78,6 +78,12 @@ def test_summary_peak_and_leaks(memtrace, tmp_path):
     assert by["<module>"]["total_bytes"] == 13 * MB and by["<module>"]["own_bytes"] == 0
     assert by["f"]["own_bytes"] == 10 * MB and by["g"]["own_bytes"] == 3 * MB
     assert peak[0]["function"] == "<module>"
+    # the count at the peak, as the other views give theirs, of every row
+    # (the count of the tree, table and flamegraph at the peak)
+    for extra in ((), ("-n", "1")):
+        top = json.loads(run(memtrace, "summary", "--json", *extra, cap).stdout)
+        assert top["total_bytes"] == 13 * MB and top["total_allocations"] == 2, top
+    assert "Memory at the peak: 13.00 MiB in 2 allocations" in run(memtrace, "tree", cap).stdout
     leaks = json.loads(run(memtrace, "summary", "--json", "--leaks", cap).stdout)["rows"]
     by = {r["function"]: r for r in leaks}
     assert "f" not in by
