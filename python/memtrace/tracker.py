@@ -78,10 +78,13 @@ class FileDestination(Destination):
     compress_on_exit: accepted for compatibility. memtrace compresses each
     chunk of records as it writes it, so there is no separate compression
     step at exit to turn on or off.
+    buffered: accepted for compatibility (memray 1.20's choice between a
+    mapped file and write(2)): memtrace always writes with write(2).
     """
     path: "str | os.PathLike[str]"
     overwrite: bool = False
     compress_on_exit: bool = True
+    buffered: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
