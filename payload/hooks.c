@@ -17,7 +17,7 @@
 #include <stdarg.h>   /* va_list */
 #include <stdint.h>   /* SIZE_MAX */
 #include <sys/mman.h> /* MAP_ANONYMOUS */
-#include <unistd.h>   /* access, execve */
+#include <unistd.h>   /* access, execve, sysconf */
 
 /* X(name, return type, parameters) of every hooked function. */
 #define MT_HOOKED(X)                                                     \
@@ -116,6 +116,27 @@ static void hook_free(void *p)
 	mt_guard_leave();
 }
 
+/* The allocator's malloc_usable_size(), found with the hooked functions
+ * (NULL if it has none), and the page size munmap() wants. */
+static size_t (*real_usable_size)(void *);
+static uintptr_t page_size;
+
+/* A realloc of @p to @size returned @q: when it failed (NULL for a size
+ * that is not 0, errno ENOMEM), @p lives on as it was, which the capture
+ * has freed (before the call): it is recorded again at the allocator's
+ * usable size, its requested size not being known here, under this
+ * call's stack. Returns @q. */
+static void *realloc_kept(void *p, size_t size, void *q)
+{
+	if (!q && p && size && real_usable_size) {
+		int e = errno;
+		size_t usable = real_usable_size(p);
+		errno = e;
+		mt_track_alloc(MT_ALLOC_REALLOC, p, usable);
+	}
+	return q;
+}
+
 /* realloc: the old block is recorded freed before the call, because once
  * realloc returns another thread may already own its address. */
 static void *hook_realloc(void *p, size_t size)
@@ -125,7 +146,7 @@ static void *hook_realloc(void *p, size_t size)
 	if (p) {
 		mt_track_free(MT_ALLOC_FREE, p, 0);
 	}
-	return record_alloc(MT_ALLOC_REALLOC, real.realloc(p, size), size);
+	return record_alloc(MT_ALLOC_REALLOC, realloc_kept(p, size, real.realloc(p, size)), size);
 }
 
 static void *hook_reallocarray(void *p, size_t n, size_t size)
@@ -140,7 +161,8 @@ static void *hook_reallocarray(void *p, size_t n, size_t size)
 	if (p) {
 		mt_track_free(MT_ALLOC_FREE, p, 0);
 	}
-	return record_alloc(MT_ALLOC_REALLOC, real.reallocarray(p, n, size), total);
+	return record_alloc(MT_ALLOC_REALLOC, realloc_kept(p, total, real.reallocarray(p, n, size)),
+			    total);
 }
 
 static int hook_posix_memalign(void **out, size_t align, size_t size)
@@ -207,9 +229,10 @@ static int hook_munmap(void *addr, size_t len)
 {
 	if (!enter())
 		return real.munmap(addr, len);
-	/* a length no address space holds (the kernel refuses the call) is
-	 * no event: no block that long was ever made */
-	if (mt_size_possible(len))
+	/* a call the kernel refuses (EINVAL: an address not on a page
+	 * boundary, a length of 0 or one no address space holds) is no
+	 * event: it unmaps nothing */
+	if (mt_size_possible(len) && len && !((uintptr_t)addr & (page_size - 1)))
 		mt_track_free(MT_ALLOC_MUNMAP, addr, len);
 	int r = real.munmap(addr, len);
 	mt_guard_leave();
@@ -318,6 +341,8 @@ int mt_hooks_resolve(void)
 	if (resolved)
 		return 0;
 	int rc = mt_got_resolve(hooks, N_HOOKS);
+	real_usable_size = (size_t(*)(void *))mt_got_find_definition("malloc_usable_size");
+	page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
 	resolved = rc == 0;
 	return rc;
 }

@@ -428,8 +428,9 @@ static inline __attribute__((always_inline)) void *pymem_calloc(const struct mt_
  * a block over 512 bytes goes back to the C library inside it, and a
  * thread without the GIL may have its address (and record that) before
  * the call returns. A failed realloc leaves @ptr live; the capture then
- * has it freed, as for the C library's realloc (its size is not known
- * here to record it again). PyMem realloc(p, 0) returns a live block. */
+ * has it freed: unlike the C library's realloc (hooks.c), a pymalloc
+ * block has no usable size to ask for and record it again at. PyMem
+ * realloc(p, 0) returns a live block. */
 static inline __attribute__((always_inline)) void *pymem_realloc(const struct mt_pylayout *lo,
 								   void *ctx, void *ptr,
 								   size_t size)

@@ -142,3 +142,63 @@ def test_a_munmap_the_kernel_refuses_is_no_event(memtrace, tmp_path, cc):
     rows = json.loads(run(memtrace, "summary", "--leaks", "--json", cap).stdout)["rows"]
     line2 = [r for r in rows if r["file"] == str(prog) and r["line"] == 2]
     assert line2 and line2[0]["own_bytes"] == 1 << 20, rows[:5]
+
+
+FAILS = r"""
+#include <malloc.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+void *kept_block(size_t n) { return malloc(n); }
+/* fails (ENOMEM): the block lives on as it was */
+void *grow(void *p, size_t n) { return realloc(p, n); }
+void *grow_array(void *p, size_t n) { return reallocarray(p, n, 1); }
+size_t usable(void *p) { return malloc_usable_size(p); }
+void *map(size_t n) { void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); return p == MAP_FAILED ? NULL : p; }
+/* fails (EINVAL: not on a page boundary, or no length): unmaps nothing */
+int unmap(void *p, size_t n) { return munmap(p, n); }
+"""
+
+FAILS_PROG = """\
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+for f, res, args in (("kept_block", ctypes.c_void_p, [ctypes.c_size_t]),
+                     ("grow", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t]),
+                     ("grow_array", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t]),
+                     ("usable", ctypes.c_size_t, [ctypes.c_void_p]),
+                     ("map", ctypes.c_void_p, [ctypes.c_size_t]),
+                     ("unmap", ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t])):
+    getattr(lib, f).restype, getattr(lib, f).argtypes = res, args
+q = lib.kept_block(3000007)                 # line 10
+assert not lib.grow(q, 1 << 62)             # line 11
+small = lib.kept_block(1000)                # line 12
+assert not lib.grow_array(small, 1 << 62)   # line 13
+m = lib.map(1 << 20)                        # line 14
+assert lib.unmap(m + 1, 1 << 18) == -1      # line 15
+assert lib.unmap(m, 0) == -1                # line 16
+print(lib.usable(q), lib.usable(small))
+"""
+
+
+def test_failed_realloc_and_munmap_keep_their_blocks(memtrace, tmp_path, cc):
+    """A realloc that fails leaves its block, and a munmap the kernel
+    refuses unmaps nothing: the leaks hold both blocks and the mapping, the
+    blocks at the allocator's usable size (the size asked for is not known
+    where the failure is seen), under the failed call's line."""
+    (tmp_path / "fails.c").write_text(FAILS)
+    lib = tmp_path / "libfails.so"
+    run(cc, "-shared", "-fPIC", "-O1", "-o", lib, tmp_path / "fails.c")
+    prog = tmp_path / "prog.py"
+    prog.write_text(FAILS_PROG)
+    cap = tmp_path / "cap.bin"
+    out = run(memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", cap, prog, lib,
+              cwd=tmp_path).stdout
+    usable_q, usable_small = map(int, out.split()[-2:])
+    assert usable_q >= 3000007 and usable_small >= 1000
+    leaks = json.loads(run(memtrace, "summary", "--leaks", "--json", cap).stdout)
+    own = {}
+    for row in leaks["rows"]:
+        if row["file"] == str(prog):
+            own[row["line"]] = own.get(row["line"], 0) + row["own_bytes"]
+    assert own.get(11) == usable_q and own.get(13) == usable_small, own
+    assert own.get(14) == MB, own
+    assert 10 not in own and 12 not in own, own
