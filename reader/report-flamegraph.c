@@ -148,6 +148,60 @@ static int view_holds(const struct mt_usage *u, enum mt_view view, int temporal)
 	}
 }
 
+static uint64_t view_bytes(const struct mt_usage *u, enum mt_view view, int temporal)
+{
+	if (temporal)
+		return u->alloc_bytes;
+	switch (view) {
+	case MT_VIEW_PEAK: return u->peak_bytes;
+	case MT_VIEW_LEAKS: return u->leak_bytes;
+	case MT_VIEW_TEMPORARY: return u->temp_bytes;
+	default: return u->alloc_bytes;
+	}
+}
+
+/* Without split threads the page names the threads that hold something
+ * in the view, at most this many (those holding the most): a service
+ * that starts a thread per request has a million in a night. */
+#define PAGE_THREADS_MAX 256
+
+struct held {
+	uint64_t bytes;
+	uint32_t index;
+};
+
+static int by_bytes_desc(const void *a, const void *b)
+{
+	const struct held *x = a, *y = b;
+	return x->bytes != y->bytes ? (x->bytes < y->bytes ? 1 : -1)
+				    : (x->index > y->index) - (x->index < y->index);
+}
+
+/* @used (by thread index) down to the PAGE_THREADS_MAX threads of @s that
+ * hold the most in the view; returns how many held something, or -ENOMEM. */
+static int64_t keep_biggest(uint8_t *used, const struct mt_snapshot *s, enum mt_view view,
+			    int temporal)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->n_threads; i++)
+		n += used[s->threads[i].index];
+	if (n <= PAGE_THREADS_MAX)
+		return (int64_t)n;
+	struct held *h = malloc(n * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < s->n_threads; i++)
+		if (used[s->threads[i].index])
+			h[k++] = (struct held){ view_bytes(&s->threads[i].usage, view, temporal),
+						s->threads[i].index };
+	qsort(h, k, sizeof(*h), by_bytes_desc);
+	for (size_t i = PAGE_THREADS_MAX; i < k; i++)
+		used[h[i].index] = 0;
+	free(h);
+	return (int64_t)n;
+}
+
 /* the boundaries (their times and tracked heap) and the intervals */
 static void json_temporal(struct mt_json *j, const struct mt_snapshot *s, const struct temporal *tp)
 {
@@ -256,6 +310,9 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 			used[t.v[i].thread] = 1;
 	for (size_t i = 0; !o->split_threads && i < s->n_threads; i++)
 		used[s->threads[i].index] = view_holds(&s->threads[i].usage, o->view, tp.iv != NULL);
+	int64_t holding = o->split_threads ? 0 : keep_biggest(used, s, o->view, tp.iv != NULL);
+	if (holding < 0)
+		goto out;
 
 	mt_json_init(&j, &sb, 0);
 	mt_json_begin_object(&j, NULL);
@@ -263,6 +320,8 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 	mt__html_describe(&j, s, o, total_bytes, total_count, used, n_used);
 	mt_json_bool(&j, "inverted", o->inverted);
 	mt_json_bool(&j, "split_threads", o->split_threads);
+	if (!o->split_threads)
+		mt_json_u64(&j, "threads_holding", (uint64_t)holding);
 	mt_json_bool(&j, "show_hidden", o->show_hidden);
 	mt_json_begin_object(&j, "merge");
 	mt_json_u64(&j, "nodes", t.n_merged);

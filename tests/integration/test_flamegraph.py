@@ -257,6 +257,26 @@ def test_existing_output_refused_before_the_read(memtrace, tmp_path, command):
     assert p.returncode == 1 and "is a directory, not a regular file" in p.stderr, p.stderr
 
 
+def test_page_names_the_threads_holding_the_most(memtrace, tmp_path):
+    """Without split threads the page names at most 256 threads, those that
+    hold the most in the view, and says how many held something: a thread
+    per request makes a million in a night."""
+    c = Capture()
+    c.code(1, "/app/svc.py", "handle", 1).stack(1, 0, 1)
+    n = 300
+    for i in range(n):
+        c.thread(i, 5000 + i, "req-%d" % i)
+        c.alloc(0x100000 + 0x10000 * i, 1000 + (i * 7919) % n, stack=1, thread=i)
+    cap = c.trailer(10).save(tmp_path / "t.bin")
+    d, _ = flamegraph(memtrace, cap, "--leaks")
+    assert d["threads_holding"] == n
+    held = sorted(range(n), key=lambda i: (-(1000 + (i * 7919) % n), i))[:256]
+    assert sorted(t["index"] for t in d["threads"]) == sorted(held)
+    assert all(t["name"] == "req-%d" % t["index"] for t in d["threads"])
+    d, _ = flamegraph(memtrace, cap, "--leaks", "--split-threads")
+    assert len(d["threads"]) == n and "threads_holding" not in d
+
+
 def test_output_files(memtrace, tmp_path):
     cap = program().save(tmp_path / "p.bin")
     p = run(memtrace, "flamegraph", cap, cwd=tmp_path)
