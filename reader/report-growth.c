@@ -157,8 +157,11 @@ int mt_report_growth(FILE *out, const struct mt_snapshot *s, const struct mt_rep
 		struct mt_json j;
 		mt_json_init(&j, &sb, o->json);
 		mt_json_begin_object(&j, NULL);
+		/* the page's rows are call paths of every thread: it names
+		 * none (a thread per request makes a million) */
+		static const uint8_t no_threads[1];
 		if (o->html)
-			mt__html_describe(&j, s, o, s->heap_end, s->leak_count, NULL, 0);
+			mt__html_describe(&j, s, o, s->heap_end, s->leak_count, no_threads, 0);
 		else
 			mt_json_str(&j, "capture", o->path ? o->path : "");
 		growth_json_body(&j, s, g, rows, (size_t)n, shown);

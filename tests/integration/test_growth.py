@@ -184,6 +184,7 @@ def test_the_page(memtrace, tmp_path):
     data = json.loads(html.split('<script id="mt-data" type="application/json">')[1].split("</script>")[0])
     assert [r["stack"][0]["function"] for r in data["rows"]] == ["f", "h"]
     assert data["rows"][0]["plot"] == [1000 * (i + 1) for i in range(10)]
+    assert data["threads"] == []  # its rows are every thread's: a million, for some
     # -o implies the page; an existing page is not overwritten without -f
     out = tmp_path / "g.html"
     run(memtrace, "growth", "-o", out, cap)
