@@ -341,7 +341,14 @@ int mt_hooks_resolve(void)
 	if (resolved)
 		return 0;
 	int rc = mt_got_resolve(hooks, N_HOOKS);
-	real_usable_size = (size_t(*)(void *))mt_got_find_definition("malloc_usable_size");
+	/* only the realloc's own object's: another's would read a block it
+	 * does not know (a program's allocator that defines no
+	 * malloc_usable_size, before the C library's) */
+	void *usable = mt_got_find_definition("malloc_usable_size");
+	Dl_info a, b;
+	if (usable && real.realloc && dladdr(usable, &a) && dladdr((void *)real.realloc, &b) &&
+	    a.dli_fbase == b.dli_fbase)
+		real_usable_size = (size_t(*)(void *))usable;
 	page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
 	resolved = rc == 0;
 	return rc;
