@@ -218,16 +218,18 @@ int mt_dynsym_skip(const struct dl_phdr_info *info)
 	return 0;
 }
 
-struct find_ctx {
+/* The loaded objects, skipped ones aside, that define a symbol: @fn for
+ * each, with the definition, until it returns nonzero. */
+struct defs_ctx {
 	const char *name;
-	char *path;
-	size_t room;
-	int found;
+	int (*fn)(const struct dl_phdr_info *info, const ElfW(Sym) *s, void *ctx);
+	void *ctx;
+	int ret;
 };
 
-static int find_cb(struct dl_phdr_info *info, size_t size, void *arg)
+static int defs_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	struct find_ctx *c = arg;
+	struct defs_ctx *c = arg;
 	struct mt_dynsym t;
 	(void)size;
 	if (mt_dynsym_skip(info) || mt_dynsym_open(&t, info->dlpi_addr, info->dlpi_phdr,
@@ -236,47 +238,56 @@ static int find_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	const ElfW(Sym) *s = mt_dynsym_lookup(&t, c->name);
 	if (!s || !mt_dynsym_defined(s))
 		return 0;
+	return c->ret = c->fn(info, s, c->ctx);
+}
+
+static int each_definition(const char *name,
+			   int (*fn)(const struct dl_phdr_info *info, const ElfW(Sym) *s, void *ctx),
+			   void *ctx)
+{
+	struct defs_ctx c = { name, fn, ctx, 0 };
+	mt_phdr_walk(defs_cb, &c);
+	return c.ret;
+}
+
+struct path_room {
+	char *path;
+	size_t room;
+};
+
+static int path_of(const struct dl_phdr_info *info, const ElfW(Sym) *s, void *ctx)
+{
+	struct path_room *p = ctx;
 	const char *n = info->dlpi_name ? info->dlpi_name : "";
 	size_t len = strlen(n);
-	if (len >= c->room)
+	(void)s;
+	if (len >= p->room)
 		return 0;
-	memcpy(c->path, n, len + 1);
-	c->found = 1;
+	memcpy(p->path, n, len + 1);
 	return 1;
 }
 
 int mt_dynsym_find(const char *name, char *path, size_t room)
 {
-	struct find_ctx c = { name, path, room, 0 };
-	mt_phdr_walk(find_cb, &c);
-	return c.found;
+	struct path_room p = { path, room };
+	return each_definition(name, path_of, &p);
 }
 
-struct each_ctx {
-	const char *name;
+struct call_ctx {
 	int (*fn)(uintptr_t addr, void *ctx);
 	void *ctx;
-	int ret;
 };
 
-static int each_cb(struct dl_phdr_info *info, size_t size, void *arg)
+static int call_function(const struct dl_phdr_info *info, const ElfW(Sym) *s, void *ctx)
 {
-	struct each_ctx *c = arg;
-	struct mt_dynsym t;
-	(void)size;
-	if (mt_dynsym_skip(info) || mt_dynsym_open(&t, info->dlpi_addr, info->dlpi_phdr,
-						   info->dlpi_phnum) < 0)
+	struct call_ctx *c = ctx;
+	if (ELF64_ST_TYPE(s->st_info) != STT_FUNC)
 		return 0;
-	const ElfW(Sym) *s = mt_dynsym_lookup(&t, c->name);
-	if (!s || !mt_dynsym_defined(s) || ELF64_ST_TYPE(s->st_info) != STT_FUNC)
-		return 0;
-	c->ret = c->fn(info->dlpi_addr + s->st_value, c->ctx);
-	return c->ret;
+	return c->fn(info->dlpi_addr + s->st_value, c->ctx);
 }
 
 int mt_dynsym_each(const char *name, int (*fn)(uintptr_t addr, void *ctx), void *ctx)
 {
-	struct each_ctx c = { name, fn, ctx, 0 };
-	mt_phdr_walk(each_cb, &c);
-	return c.ret;
+	struct call_ctx c = { fn, ctx };
+	return each_definition(name, call_function, &c);
 }
