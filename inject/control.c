@@ -259,6 +259,51 @@ static int recv_line(int fd, char *reply, size_t cap, int64_t deadline)
 	}
 }
 
+/* Whether @pid has the payload's control thread ("memtrace-ctl"). */
+static int has_control_thread(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return 0;
+	int found = 0;
+	struct dirent *e;
+	while (!found && (e = readdir(d)) != NULL) {
+		char comm[32];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/comm", (int)pid, e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, comm, sizeof(comm) - 1);
+		close(fd);
+		found = n > 0 && strncmp(comm, "memtrace-ctl\n", 13) == 0;
+	}
+	closedir(d);
+	return found;
+}
+
+/* The control socket's name, as mt_control_find(). A program may close
+ * the socket (a daemon closing every descriptor): its control thread
+ * makes a new one within a second (payload/control.c), which is waited
+ * for, until @deadline, rather than taking the target for one that is
+ * not attached. */
+static int find_socket(pid_t pid, pid_t nspid, char *name, size_t cap, int64_t deadline)
+{
+	int64_t until = mt_now_ms() + 2000;
+	if (until > deadline)
+		until = deadline;
+	int rc = mt_control_find(pid, nspid, name, cap);
+	while (rc == -ECONNREFUSED && mt_now_ms() < until && has_control_thread(pid)) {
+		struct timespec ts = { 0, 20 * 1000000L };
+		nanosleep(&ts, NULL);
+		rc = mt_control_find(pid, nspid, name, cap);
+	}
+	return rc;
+}
+
 /* One exchange: @req out (with @pass_fd if >= 0), a line back in @reply. */
 static int exchange(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *reply, size_t cap,
 		    int timeout_ms)
@@ -267,7 +312,7 @@ static int exchange(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *
 	char name[108];
 	if (cap < 2)
 		return -EINVAL;
-	int rc = mt_control_find(pid, nspid, name, sizeof(name));
+	int rc = find_socket(pid, nspid, name, sizeof(name), deadline);
 	if (rc < 0)
 		return rc;
 	int fd = socket_for(pid);

@@ -143,6 +143,57 @@ def test_descriptor_reused_after_detach(memtrace, script, tmp_path):
         p.wait()
 
 
+SOCKET_CLOSER = r"""
+import os, sys
+keep = []
+print("ready", flush=True)
+for line in sys.stdin:
+    if line.startswith("close"):  # every socket it holds, memtrace's among them
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink("/proc/self/fd/" + fd).startswith("socket:"):
+                    os.close(int(fd))
+            except OSError:
+                pass
+    else:
+        keep.append(bytearray(3000007))
+    print("done", flush=True)
+"""
+
+
+def test_control_socket_closed_while_attached(memtrace, script, targets, tmp_path):
+    """While attached, the program closes the control socket (a daemon
+    closing its descriptors): the payload makes a new one within a second.
+    An attach or a detach meanwhile waits for it, instead of taking the
+    target for one not attached (detach: "not attached", the capture left
+    running; attach: injected again, then "being attached by another
+    memtrace")."""
+    prog = script(SOCKET_CLOSER, name="closer.py")
+    p = subprocess.Popen(["/usr/bin/python3", str(prog)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, universal_newlines=True, bufsize=1)
+
+    def cmd(line):
+        p.stdin.write(line + "\n")
+        assert p.stdout.readline() == "done\n"
+    try:
+        assert p.stdout.readline() == "ready\n"
+        cap = tmp_path / "cap.bin"
+        attach(memtrace, p.pid, cap)
+        cmd("alloc")
+        cmd("close")
+        a = attach(memtrace, p.pid, tmp_path / "other.bin", check=False)
+        assert "is already attached (capture %s)" % cap in one_line_error(a)
+        cmd("close")
+        d = detach(memtrace, p.pid)
+        assert "capture written to %s" % cap in d.stderr, d.stderr
+        assert any(r["own_bytes"] >= 3000007 for r in leak_rows(memtrace, cap))
+        cmd("alloc")
+        assert p.poll() is None
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_detach_of_a_stopped_process(memtrace, target_script, targets, tmp_path):
     t = Target("/usr/bin/python3", target_script, "sleep")
     targets.append(t)
