@@ -48,6 +48,7 @@
 static struct {
 	pthread_mutex_t lock;
 	int active;
+	int hooked;         /* the GOTs are patched: a fork child can follow */
 	pid_t pid;          /* process that owns the capture */
 	uint32_t flags;
 	int python;         /* Python binding available */
@@ -370,7 +371,7 @@ static void on_fork_child(void)
 	 * memtrace run's status pipe open. Locks held by other threads at the
 	 * fork would never be released here. */
 	pid_t parent = st.pid;
-	int follow = st.active && (st.flags & MT_HDR_FOLLOW_FORK) && st.path[0];
+	int follow = st.active && st.hooked && (st.flags & MT_HDR_FOLLOW_FORK) && st.path[0];
 	int pymem = st.pymem;
 	mt_tracking = 0;
 	mt_track_native(0);
@@ -504,6 +505,10 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 		stop_locked("GOT patching failed", 0);
 		return e;
 	}
+	/* a child forked before this (the program of an attach forks at any
+	 * time) has GOTs that are not patched: it does not follow, it runs
+	 * untracked */
+	st.hooked = 1;
 	if (!st.exit_hooks) {
 		atexit(on_exit_handler);
 		pthread_atfork(NULL, NULL, on_fork_child);
@@ -529,6 +534,7 @@ static int stop_locked(const char *why, int in_python)
 	/* a fork child's hooks stay, passing calls through, as they do in a
 	 * child that is not followed: walking the loaded objects could wait
 	 * forever for a loader lock a thread of the parent held at the fork */
+	st.hooked = 0; /* a child forked from here on does not follow */
 	if (!(st.flags & MT_HDR_FORKED))
 		mt_hooks_uninstall();
 	if (st.python)

@@ -313,3 +313,32 @@ def test_forks_while_attaching_and_detaching(memtrace, script, tmp_path):
     assert int(said.split()[1]) > 20
     children = [n for n in os.listdir(tmp_path) if n.startswith("c.bin.")]
     assert children, "no child was followed"
+
+
+def test_followed_children_are_tracked_from_the_fork(memtrace, script, tmp_path):
+    """The program forks while the attach starts: a child forked before
+    the GOTs were patched (with --native, the walk of the module map comes
+    first, and a fork held off by it comes right after) had a capture of
+    its own, but no hooks: nothing recorded, and its _exit() left the
+    capture without its end. Such a child now runs untracked, as one
+    forked before the attach; every child's capture is whole and holds the
+    child's allocation."""
+    prog = script(FORKS_ALL_THE_TIME)
+    t = Program("/usr/bin/python3", prog)
+    try:
+        assert t.line() == "ready\n"
+        for i in range(20):
+            run(memtrace, "attach", "--follow-fork", "--native", "-f", "-o",
+                tmp_path / "c.bin", t.p.pid)
+            run(memtrace, "detach", t.p.pid)
+        t.say("end")
+        assert t.line().startswith("forks ")
+        assert t.p.wait(timeout=60) == 0
+    finally:
+        t.kill()
+    children = [n for n in os.listdir(tmp_path) if n.startswith("c.bin.")]
+    assert children, "no child was followed"
+    for name in children:
+        stats = report_json(memtrace, "stats", tmp_path / name)
+        assert stats["status"]["complete"], (name, stats["status"], stats["totals"])
+        assert stats["totals"]["live_bytes_at_end"] >= 10_000, (name, stats["totals"])
