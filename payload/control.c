@@ -202,10 +202,15 @@ static void *start_main(void *arg)
 	pthread_mutex_unlock(&ctl.lock);
 
 	int rc = mt_start_attached(&cfg);
+	int forked = rc == -EBUSY && mt_entry_forked(); /* before our lock: entry.c's first */
 	pthread_mutex_lock(&ctl.lock);
 	if (rc < 0) {
 		ctl.state = ctl.cancel ? CTL_IDLE : CTL_FAILED;
-		if (rc == -EBUSY) /* not by an attach: the control thread knows those */
+		if (forked)
+			snprintf(ctl.error, sizeof(ctl.error),
+				 "it is tracked already, as a child of a process tracked with "
+				 "--follow-fork (its capture ends when it does)");
+		else if (rc == -EBUSY) /* not by an attach: the control thread knows those */
 			snprintf(ctl.error, sizeof(ctl.error),
 				 "it is tracked already, by memtrace run or a memtrace.Tracker "
 				 "(one capture at a time)");

@@ -600,6 +600,14 @@ int mt_start_attached(const struct memtrace_config *cfg)
 	return rc;
 }
 
+int mt_entry_forked(void)
+{
+	pthread_mutex_lock(&st.lock);
+	int forked = st.active && st.pid == getpid() && (st.flags & MT_HDR_FORKED);
+	pthread_mutex_unlock(&st.lock);
+	return forked;
+}
+
 int mt_start_attached_python(void)
 {
 	int own = mt_guard_enter(), gil_state = 0, done = 0;

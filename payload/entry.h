@@ -23,6 +23,10 @@ int mt_start_attached(const struct memtrace_config *cfg);
  * did, 0 if tracking had stopped meanwhile or Python is not there. */
 int mt_start_attached_python(void);
 
+/* mt_entry_forked() - 1 while the capture under way is this process's own
+ * as a fork child followed (--follow-fork), else 0. */
+int mt_entry_forked(void);
+
 /* mt_entry_count_threads() - @count tells how many threads of its own the
  * caller has in this process (called from Python's before-fork hook,
  * with the GIL held; it must not wait for the GIL). NULL: none. */

@@ -230,6 +230,45 @@ sys.stdin.readline()
         assert any(size <= r["own_bytes"] < size + 100_000 for r in leaks), (path, leaks[:5])
 
 
+
+def test_attach_to_a_followed_child_says_so(memtrace, script, tmp_path):
+    """A child of a process attached with --follow-fork writes a capture of
+    its own until it ends: an attach to it says so, not that memtrace run
+    or a Tracker tracks it."""
+    prog = script("""\
+import os, sys
+print("ready", flush=True)
+sys.stdin.readline()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    print("child", os.getpid(), flush=True)
+    os.read(r, 1)
+    os._exit(0)
+sys.stdin.readline()
+os.write(w, b"x")
+os.waitpid(pid, 0)
+print("parent", flush=True)
+""")
+    t = Program("/usr/bin/python3", prog)
+    try:
+        assert t.line() == "ready\n"
+        run(memtrace, "attach", "--follow-fork", "-o", tmp_path / "c.bin", t.p.pid)
+        t.say("go")
+        child = int(t.line().split()[1])
+        p = run(memtrace, "attach", "-o", tmp_path / "other.bin", child, check=False)
+        assert p.returncode == 1, p.stderr
+        assert p.stderr == ("memtrace: pid %d could not start tracking: it is tracked already, "
+                            "as a child of a process tracked with --follow-fork (its capture "
+                            "ends when it does)\n" % child), p.stderr
+        t.say("end")
+        assert t.line() == "parent\n"
+        run(memtrace, "detach", t.p.pid)
+        assert t.p.wait(timeout=60) == 0
+    finally:
+        t.kill()
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a target of another user)")
 def test_attach_follow_fork_warns_where_children_cannot_write(memtrace, tmp_path):
     """A target of another user that could not create its children's
