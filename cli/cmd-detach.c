@@ -14,6 +14,8 @@
 #include <stdio.h>  /* fputs, snprintf */
 #include <stdlib.h> /* strtol */
 #include <string.h> /* strrchr */
+#include <sys/stat.h> /* stat */
+#include <unistd.h> /* geteuid */
 
 static const char usage[] =
 	"usage: memtrace detach [--method M] [-v] PID\n"
@@ -25,8 +27,21 @@ static const char usage[] =
 /* The payload flushes and closes the capture before it answers. */
 #define STOP_TIMEOUT_MS 60000
 
+/* Whether @pid runs as another user than we do (its uid into @uid). */
+static int other_user(int pid, uid_t *uid)
+{
+	char path[32];
+	struct stat sb;
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	if (stat(path, &sb) != 0 || sb.st_uid == geteuid())
+		return 0;
+	*uid = sb.st_uid;
+	return 1;
+}
+
 void mt_cli_control_error(int rc, int pid)
 {
+	uid_t uid;
 	if (rc == MT_CONTROL_OTHER_NETNS)
 		mt_error(0, "pid %d is in another network namespace, where its control socket "
 			 "lives: only root (CAP_SYS_ADMIN) can reach it", pid);
@@ -36,6 +51,10 @@ void mt_cli_control_error(int rc, int pid)
 		mt_error(0, "pid %d has exited", pid);
 	else if (rc == -ETIMEDOUT)
 		mt_error(0, "pid %d did not answer on its control socket in time", pid);
+	else if (rc == -EACCES && other_user(pid, &uid))
+		mt_error(0, "cannot reach the control socket of pid %d: it runs as uid %u and we "
+			 "as uid %u (run memtrace as that user or as root)", pid, (unsigned)uid,
+			 (unsigned)geteuid());
 	else
 		mt_error(rc, "cannot talk to the payload in pid %d", pid);
 }

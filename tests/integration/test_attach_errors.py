@@ -96,6 +96,28 @@ def test_error_other_user(memtrace, target_script, tmp_path):
         shutil.rmtree(shared, ignore_errors=True)
 
 
+def test_error_detach_as_another_user(memtrace, target_script, targets, tmp_path):
+    """A process attached as root, detached by another user: one line that
+    names the two users, and the capture goes on until root detaches."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to detach as another user")
+    d = os.path.dirname(memtrace)
+    while d != "/":
+        if not os.stat(d).st_mode & 0o001:
+            pytest.skip("%s is not searchable by other users" % d)
+        d = os.path.dirname(d)
+    t = Target("/usr/bin/python3", target_script, "sleep")
+    targets.append(t)
+    cap = tmp_path / "c.bin"
+    attach(memtrace, t.pid, cap)
+    q = run(*(_setpriv(65534) + [memtrace, "detach", t.pid]), check=False, cwd="/")
+    assert one_line_error(q) == (
+        "memtrace: cannot reach the control socket of pid %d: it runs as uid 0 and we as "
+        "uid 65534 (run memtrace as that user or as root)" % t.pid), q.stderr
+    detach(memtrace, t.pid)
+    t.finish()
+
+
 SIGNAL_TARGET = r"""
 import ctypes, signal, sys, time
 libc = ctypes.CDLL(None)
