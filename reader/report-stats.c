@@ -398,9 +398,10 @@ static void print_coverage(FILE *out, const struct mt_snapshot *s)
 	if (c[0].start != MT_SAMPLE_UNKNOWN)
 		fprintf(out, "                      %s was in use as tracking started%s\n",
 			mt__report_bytes(a, c[0].start),
-			s->header.flags & MT_HDR_ATTACHED  ? " (the program's, before the attach)"
-			: s->header.flags & MT_HDR_TRACKER ? " (the program's, before the Tracker)"
-							   : " (the interpreter's own start-up)");
+			s->header.flags & MT_HDR_FORKED	   ? " (the parent's, copied at the fork)"
+			: s->header.flags & MT_HDR_ATTACHED ? " (the program's, before the attach)"
+			: s->header.flags & MT_HDR_TRACKER  ? " (the program's, before the Tracker)"
+							    : " (the interpreter's own start-up)");
 	for (int i = 0; i < 2; i++) {
 		if (!known[i] || !c[i].warn || (i == 1 && c[0].warn))
 			continue;

@@ -70,6 +70,11 @@ def test_child_of_a_fork_gets_a_capture_of_its_own(memtrace, script, tmp_path, p
     # address this capture never saw
     assert own(leaks, "<module>", prog) < 1_000_000
     assert stats["totals"]["unmatched_frees"] >= 1, stats["totals"]
+    # what the allocator held as tracking started, when a sample says, is
+    # the parent's
+    text = run(memtrace, "stats", child_cap).stdout
+    assert "as tracking started" not in text or \
+        "was in use as tracking started (the parent's, copied at the fork)" in text, text
 
     pstats = report_json(memtrace, "stats", cap)
     assert pstats["status"]["complete"] and pstats["header"]["pid"] == parent
