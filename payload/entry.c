@@ -420,8 +420,12 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	if (cfg->size < sizeof(*cfg))
 		return -EINVAL; /* too old to tell a descriptor */
 	/* a capture descriptor given is ours from here on, failing or not */
-	if (st.active || mt_dynsym_each("memtrace_payload_tracking", tracks, NULL) ||
-	    (e = mt_hooks_resolve()) < 0) {
+	/* another copy of the payload tracking (not asked in a fork child,
+	 * which follows its parent's copy: walking the loaded objects there
+	 * could wait forever for a loader lock held at the fork) */
+	int other = !(cfg->flags & MT_HDR_FORKED) &&
+		    mt_dynsym_each("memtrace_payload_tracking", tracks, NULL);
+	if (st.active || other || (e = mt_hooks_resolve()) < 0) {
 		if (cfg->fd >= 0)
 			close(cfg->fd);
 		return e < 0 ? e : -EBUSY;
