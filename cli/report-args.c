@@ -8,6 +8,7 @@
  */
 #include "cli/cmd.h"
 #include "reader/report.h"
+#include "reader/srclines.h" /* enum mt_confidential */
 #include "util/error.h"
 #include "util/io.h"
 
@@ -208,16 +209,20 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 				return 2;
 			break;
 		case 'C': {
-			static const char *const names[] = { "default", "none", "all" };
-			int k = 0;
-			while (k < 3 && strcmp(optarg, names[k]))
+			static const char *const names[] = {
+				[MT_CONFIDENTIAL_DEFAULT] = "default",
+				[MT_CONFIDENTIAL_NONE] = "none",
+				[MT_CONFIDENTIAL_ALL] = "all",
+			};
+			unsigned k = 0;
+			while (k < sizeof(names) / sizeof(names[0]) && strcmp(optarg, names[k]))
 				k++;
-			if (k == 3) {
+			if (k == sizeof(names) / sizeof(names[0])) {
 				mt_error(0, "%s: invalid --confidential-files '%s' (all, none or default)",
 					 c->name, optarg);
 				return 2;
 			}
-			a->o.confidential = k; /* enum mt_confidential's order */
+			a->o.confidential = (int)k;
 			break;
 		}
 		case 'J':

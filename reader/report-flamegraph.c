@@ -136,27 +136,21 @@ out:
 }
 
 /* Whether @u has anything in @view (of the temporal page: anything). */
-static int view_holds(const struct mt_usage *u, enum mt_view view, int temporal)
-{
-	if (temporal)
-		return u->alloc_count != 0;
-	switch (view) {
-	case MT_VIEW_PEAK: return u->peak_count != 0;
-	case MT_VIEW_LEAKS: return u->leak_count != 0;
-	case MT_VIEW_TEMPORARY: return u->temp_count != 0;
-	default: return u->alloc_count != 0;
-	}
-}
+/* What a thread holds in @view, or over the whole capture (@temporal:
+ * any interval may be chosen). */
+struct amount {
+	uint64_t bytes, count;
+};
 
-static uint64_t view_bytes(const struct mt_usage *u, enum mt_view view, int temporal)
+static struct amount view_amount(const struct mt_usage *u, enum mt_view view, int temporal)
 {
 	if (temporal)
-		return u->alloc_bytes;
+		return (struct amount){ u->alloc_bytes, u->alloc_count };
 	switch (view) {
-	case MT_VIEW_PEAK: return u->peak_bytes;
-	case MT_VIEW_LEAKS: return u->leak_bytes;
-	case MT_VIEW_TEMPORARY: return u->temp_bytes;
-	default: return u->alloc_bytes;
+	case MT_VIEW_PEAK: return (struct amount){ u->peak_bytes, u->peak_count };
+	case MT_VIEW_LEAKS: return (struct amount){ u->leak_bytes, u->leak_count };
+	case MT_VIEW_TEMPORARY: return (struct amount){ u->temp_bytes, u->temp_count };
+	default: return (struct amount){ u->alloc_bytes, u->alloc_count };
 	}
 }
 
@@ -193,7 +187,7 @@ static int64_t keep_biggest(uint8_t *used, const struct mt_snapshot *s, enum mt_
 	size_t k = 0;
 	for (size_t i = 0; i < s->n_threads; i++)
 		if (used[s->threads[i].index])
-			h[k++] = (struct held){ view_bytes(&s->threads[i].usage, view, temporal),
+			h[k++] = (struct held){ view_amount(&s->threads[i].usage, view, temporal).bytes,
 						s->threads[i].index };
 	qsort(h, k, sizeof(*h), by_bytes_desc);
 	for (size_t i = PAGE_THREADS_MAX; i < k; i++)
@@ -309,7 +303,8 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 		if (t.v[i].thread < n_used)
 			used[t.v[i].thread] = 1;
 	for (size_t i = 0; !o->split_threads && i < s->n_threads; i++)
-		used[s->threads[i].index] = view_holds(&s->threads[i].usage, o->view, tp.iv != NULL);
+		used[s->threads[i].index] =
+			view_amount(&s->threads[i].usage, o->view, tp.iv != NULL).count != 0;
 	int64_t holding = o->split_threads ? 0 : keep_biggest(used, s, o->view, tp.iv != NULL);
 	if (holding < 0)
 		goto out;
