@@ -46,6 +46,20 @@ def memtrace():
     return MEMTRACE
 
 
+def skip_unless_other_users_can(what, *dirs):
+    """Skip, saying the test needs it to @what, unless we are root with
+    setpriv and another user can search every directory up to each of
+    @dirs (where memtrace, its package or a script lives)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to %s" % what)
+    for d in dirs:
+        d = str(d)
+        while d != "/":
+            if not os.stat(d).st_mode & 0o001:
+                pytest.skip("%s is not searchable by other users" % d)
+            d = os.path.dirname(d)
+
+
 def run(*args, check=True, timeout=120, **kw):
     """Run a command, capture its output, fail with the output on error."""
     p = subprocess.run([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import run
+from conftest import run, skip_unless_other_users_can
 from attach_target import Target, _setpriv, attach, detach, one_line_error
 from attach_target import target_script, targets  # noqa: F401 (fixtures)
 
@@ -67,8 +67,7 @@ def test_error_capture_exists(memtrace, target_script, targets, tmp_path):
 
 
 def test_error_other_user(memtrace, target_script, tmp_path):
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to run a target as another user")
+    skip_unless_other_users_can("run a target as another user", os.path.dirname(memtrace))
     # Both users need to reach the target script and memtrace.
     shared = "/tmp/memtrace-attach-test-%d" % os.getpid()
     os.makedirs(shared, exist_ok=True)
@@ -76,11 +75,6 @@ def test_error_other_user(memtrace, target_script, tmp_path):
     prog = os.path.join(shared, "target.py")
     shutil.copy(str(target_script), prog)
     os.chmod(prog, 0o644)
-    d = os.path.dirname(memtrace)
-    while d != "/":
-        if not os.stat(d).st_mode & 0o001:
-            pytest.skip("%s is not searchable by other users" % d)
-        d = os.path.dirname(d)
     p = subprocess.Popen(_setpriv(65534) + ["/usr/bin/python3", prog, "sleep"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True)
     try:
@@ -99,13 +93,7 @@ def test_error_other_user(memtrace, target_script, tmp_path):
 def test_error_detach_as_another_user(memtrace, target_script, targets, tmp_path):
     """A process attached as root, detached by another user: one line that
     names the two users, and the capture goes on until root detaches."""
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to detach as another user")
-    d = os.path.dirname(memtrace)
-    while d != "/":
-        if not os.stat(d).st_mode & 0o001:
-            pytest.skip("%s is not searchable by other users" % d)
-        d = os.path.dirname(d)
+    skip_unless_other_users_can("detach as another user", os.path.dirname(memtrace))
     t = Target("/usr/bin/python3", target_script, "sleep")
     targets.append(t)
     cap = tmp_path / "c.bin"

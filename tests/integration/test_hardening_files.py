@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from conftest import ROOT, run
+from conftest import ROOT, run, skip_unless_other_users_can
 
 NOBODY = 65534
 PYTHON_DIR = os.path.join(ROOT, "python")
@@ -73,13 +73,7 @@ def capture(memtrace, script, tmp_path):
 def nobody_dir(memtrace):
     """A directory uid 65534 owns (and the memtrace tree searchable by it),
     with a root-owned victim outside it and a helper to plant links."""
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to act as another user")
-    d = os.path.dirname(memtrace)
-    while d != "/":
-        if not os.stat(d).st_mode & 0o001:
-            pytest.skip("%s is not searchable by other users" % d)
-        d = os.path.dirname(d)
+    skip_unless_other_users_can("act as another user", os.path.dirname(memtrace))
     top = tempfile.mkdtemp(prefix="memtrace-hardening-", dir="/tmp")
     os.chmod(top, 0o755)
     victim = os.path.join(top, "victim")

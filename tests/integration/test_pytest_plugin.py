@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import BUILD, ROOT, report_json
+from conftest import BUILD, ROOT, report_json, skip_unless_other_users_can
 
 PYTHON = "/usr/bin/python3"
 PYTHON_DIR = os.path.join(ROOT, "python")
@@ -377,13 +377,7 @@ def test_bin_prefix_with_a_separator_is_a_usage_error(tmp_path):
 
 
 def test_unwritable_bin_path_is_a_usage_error(tmp_path):
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to run pytest as another user")
-    for d in (PYTHON_DIR, BUILD):
-        while d != "/":
-            if not os.stat(d).st_mode & 0o001:
-                pytest.skip("%s is not searchable by other users" % d)
-            d = os.path.dirname(d)
+    skip_unless_other_users_can("run pytest as another user", PYTHON_DIR, BUILD)
     shared = tempfile.mkdtemp(prefix="memtrace-plugin-test-")
     try:
         os.chmod(shared, 0o755)
