@@ -13,7 +13,9 @@
  * So every walk of the payload goes through mt_phdr_walk() (or
  * mt_phdr_walk_if()), and every call into libunwind (which walks on its
  * own) and the payload's own dlopen/dlclose between mt_phdr_enter() and
- * mt_phdr_leave(). Once mt_phdr_guard() has run, a fork waits for the
+ * mt_phdr_leave(). So does the one other call of the payload's that holds
+ * a lock a fork child cannot get back: the making of a Python thread
+ * state for a thread of memtrace's (python.h, mt_python_gil_take()). Once mt_phdr_guard() has run, a fork waits for the
  * walks under way (pthread_atfork prepare) and new walks wait while it
  * forks, however many threads fork at once. Both waits are bounded, so
  * that a fork handler of the program's that waits for a thread which

@@ -211,23 +211,15 @@ const char *mt_pyhooks_allocator(void)
 
 int mt_pyhooks_gil_take(int *state)
 {
-	/* resolved once: a lookup walks every loaded object */
-	static int (*ensure)(void);
-	if (!ensure)
-		ensure = (int (*)(void))mt_got_find_definition("PyGILState_Ensure");
-	if (!ensure || !mt_python_initialized())
+	if (!mt_python_initialized())
 		return 0;
-	*state = ensure();
+	*state = mt_python_gil_take();
 	return 1;
 }
 
 void mt_pyhooks_gil_give(int state)
 {
-	static void (*release)(int);
-	if (!release)
-		release = (void (*)(int))mt_got_find_definition("PyGILState_Release");
-	if (release)
-		release(state);
+	mt_python_gil_give(state);
 }
 
 void mt_pyhooks_init(const struct mt_pyhooks_ops *ops)

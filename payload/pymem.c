@@ -169,7 +169,7 @@ int mt_python_pymem_install(void)
 
 	if (!mt_gil_usable())
 		return -MT_ENOPY;
-	g = mt_api.gil_ensure();
+	g = mt_python_gil_take();
 	/* With PYTHONMALLOC=malloc every block reaches the malloc hooks;
 	 * wrapping the domains would count them twice. */
 	name = mt_api.allocator_name != NULL ? mt_api.allocator_name() : NULL;
@@ -201,7 +201,7 @@ int mt_python_pymem_install(void)
 		d->active = 1;
 	}
 out:
-	mt_api.gil_release(g);
+	mt_python_gil_give(g);
 	return err;
 }
 
@@ -218,7 +218,7 @@ int mt_python_pymem_uninstall(void)
 
 	if (!mt_gil_usable())
 		return -MT_ENOPY;
-	g = mt_api.gil_ensure();
+	g = mt_python_gil_take();
 	for (int i = 0; i < MT_PYMEM_DOMAINS; i++) {
 		struct mt_pymem_allocator cur;
 		struct mt_pymem_domain *top;
@@ -238,7 +238,7 @@ int mt_python_pymem_uninstall(void)
 			top->used = 0;
 		}
 	}
-	mt_api.gil_release(g);
+	mt_python_gil_give(g);
 	return 0;
 }
 

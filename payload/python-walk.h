@@ -24,6 +24,13 @@ struct mt_pyapi {
 	void *(*gil_tstate)(void); /* the GIL holder's thread state */
 	mt_gilstate (*gil_ensure)(void);
 	void (*gil_release)(mt_gilstate);
+	/* a thread state made out of a fork's way (mt_python_gil_take());
+	 * all NULL if one of them is missing */
+	void *(*tstate_new)(void *interp);
+	void *(*interp_main)(void);
+	void (*restore)(void *tstate);
+	void (*tstate_clear)(void *tstate);
+	void (*delete_current)(void);
 	void (*mem_get)(int domain, struct mt_pymem_allocator *a);
 	void (*mem_set)(int domain, struct mt_pymem_allocator *a);
 	const char *(*allocator_name)(void); /* may be NULL */

@@ -11,6 +11,7 @@
 #include "payload/python-layout.h"
 #include "payload/python-walk.h"
 #include "payload/fault.h"
+#include "payload/phdr.h"
 #include "format/error.h"
 #include "format/linetable.h"
 #include "format/record.h"
@@ -21,6 +22,7 @@
 #include <stdlib.h> /* getenv */
 #include <string.h> /* strcmp, memcmp, memcpy */
 #include <sys/types.h> /* ssize_t */
+#include <time.h>      /* nanosleep */
 
 /* See python-walk.h. */
 struct mt_pyapi mt_api;
@@ -31,6 +33,8 @@ int mt_py_ready;
  * before it was left out (MEMTRACE_TEST_FULL_QUALNAME=1, for tests that
  * compare the two) */
 static int mt_full_qualname;
+/* MEMTRACE_TEST_TSTATE_HOLD_MS: a thread state's making takes this long */
+static int mt_tstate_hold_ms;
 
 static mt_python_update_fn mt_updater_for(size_t row);
 mt_python_update_fn mt_python_updater;
@@ -85,6 +89,8 @@ int mt_python_init(uint32_t *python_hex)
 	}
 	const char *full = getenv("MEMTRACE_TEST_FULL_QUALNAME");
 	mt_full_qualname = full && full[0] == '1' && !full[1];
+	const char *hold = getenv("MEMTRACE_TEST_TSTATE_HOLD_MS");
+	mt_tstate_hold_ms = hold ? atoi(hold) : 0;
 	if (!mt_dynsym_find("Py_GetVersion", path, sizeof(path)))
 		return -MT_ENOPY;
 	h = dlopen(path[0] ? path : NULL, RTLD_NOLOAD | RTLD_LAZY);
@@ -123,6 +129,14 @@ int mt_python_init(uint32_t *python_hex)
 		api.gil_tstate = api.this_tstate;
 	api.gil_ensure = (mt_gilstate(*)(void))dlsym(h, "PyGILState_Ensure");
 	api.gil_release = (void (*)(mt_gilstate))dlsym(h, "PyGILState_Release");
+	api.tstate_new = (void *(*)(void *))dlsym(h, "PyThreadState_New");
+	api.interp_main = (void *(*)(void))dlsym(h, "PyInterpreterState_Main");
+	api.restore = (void (*)(void *))dlsym(h, "PyEval_RestoreThread");
+	api.tstate_clear = (void (*)(void *))dlsym(h, "PyThreadState_Clear");
+	api.delete_current = (void (*)(void))dlsym(h, "PyThreadState_DeleteCurrent");
+	if (!api.tstate_new || !api.interp_main || !api.restore || !api.tstate_clear ||
+	    !api.delete_current)
+		api.tstate_new = NULL;
 	api.mem_get = (void (*)(int, struct mt_pymem_allocator *))dlsym(h, "PyMem_GetAllocator");
 	api.mem_set = (void (*)(int, struct mt_pymem_allocator *))dlsym(h, "PyMem_SetAllocator");
 	api.allocator_name = (const char *(*)(void))dlsym(h, "_PyMem_GetCurrentAllocatorName");
@@ -228,6 +242,41 @@ int mt_python_initialized(void)
 	if (!__atomic_load_n(&mt_py_ready, __ATOMIC_ACQUIRE))
 		return 0;
 	return mt_api.is_initialized() && !mt_api.is_finalizing();
+}
+
+/* What mt_python_gil_take() returns for a thread state it made: the give
+ * ends it, as PyGILState_Release() ends one that PyGILState_Ensure() made
+ * (PyGILState_STATE is 0 or 1). */
+#define MT_GIL_MADE 2
+
+int mt_python_gil_take(void)
+{
+	if (mt_api.tstate_new && mt_api.this_tstate() == NULL) {
+		void *interp = mt_api.interp_main();
+		int token = mt_phdr_enter(0);
+		void *tstate = interp ? mt_api.tstate_new(interp) : NULL;
+		if (mt_tstate_hold_ms > 0) {
+			struct timespec t = { mt_tstate_hold_ms / 1000,
+					      (mt_tstate_hold_ms % 1000) * 1000000L };
+			nanosleep(&t, NULL);
+		}
+		mt_phdr_leave(token);
+		if (tstate) {
+			mt_api.restore(tstate);
+			return MT_GIL_MADE;
+		}
+	}
+	return mt_api.gil_ensure();
+}
+
+void mt_python_gil_give(int state)
+{
+	if (state != MT_GIL_MADE) {
+		mt_api.gil_release(state);
+		return;
+	}
+	mt_api.tstate_clear(mt_api.this_tstate());
+	mt_api.delete_current();
 }
 
 #define MT_WALKER(row)                                                                 \

@@ -46,6 +46,19 @@ size_t mt_python_layout_row(void);
  * Hook-safe. False before mt_python_init() succeeded. */
 int mt_python_initialized(void);
 
+/* mt_python_gil_take() / mt_python_gil_give() - PyGILState_Ensure() and
+ * PyGILState_Release(), for memtrace's own threads too: take returns the
+ * state for give. A thread with no Python thread state gets one made out
+ * of a fork's way (phdr.h): PyThreadState_New() holds the runtime's HEAD
+ * lock without the GIL, and 3.8 to 3.11 take that lock in the child of a
+ * fork (PyOS_AfterFork_Child()) before they make it anew, so a program's
+ * thread that forked meanwhile (holding the GIL) left a child that waited
+ * forever. Waiting for the GIL comes after, outside the gate: a fork
+ * waits for a thread state's making, never for the GIL. Only with
+ * mt_python_initialized() true. */
+int mt_python_gil_take(void);
+void mt_python_gil_give(int state);
+
 /* One frame of a chain as walked: enough to recognise it again. */
 struct mt_pyraw {
 	const void *frame, *pos, *code;

@@ -83,10 +83,11 @@ sys.stdin.readline()
 
 
 class Program:
-    def __init__(self, python, prog, *args):
+    def __init__(self, python, prog, *args, env=None):
         self.p = subprocess.Popen([python, "-W", "ignore::DeprecationWarning", str(prog)] +
                                   list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, universal_newlines=True, bufsize=1)
+                                  stderr=subprocess.PIPE, universal_newlines=True, bufsize=1,
+                                  env=env)
 
     def line(self, timeout=30):
         ready, _, _ = select.select([self.p.stdout], [], [], timeout)
@@ -381,3 +382,51 @@ def test_followed_children_are_tracked_from_the_fork(memtrace, script, tmp_path)
         stats = report_json(memtrace, "stats", tmp_path / name)
         assert stats["status"]["complete"], (name, stats["status"], stats["totals"])
         assert stats["totals"]["live_bytes_at_end"] >= 10_000, (name, stats["totals"])
+
+
+FORKS_FROM_A_THREAD = """\
+import os, select, sys, threading, time
+longest, forks, stop = 0.0, 0, threading.Event()
+def forker():
+    global longest, forks
+    while not stop.is_set():
+        began = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        longest = max(longest, time.monotonic() - began)
+        os.waitpid(pid, 0)  # a child that never ends stops the program here
+        forks += 1
+t = threading.Thread(target=forker)
+t.start()
+print("ready", flush=True)
+sys.stdin.readline()
+stop.set()
+t.join()
+print("forks", forks, "longest %.3f" % longest, flush=True)
+"""
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_a_fork_waits_while_memtrace_makes_its_thread_state(memtrace, script, tmp_path, python):
+    """memtrace's thread makes itself a Python thread state to take the
+    GIL, and making one holds the runtime's HEAD lock without the GIL: a
+    program's thread that forked meanwhile left, on 3.8 to 3.11, a child
+    that waited forever for that lock in PyOS_AfterFork_Child(). So a fork
+    waits until the making is done: with the making held for 400 ms
+    (MEMTRACE_TEST_TSTATE_HOLD_MS), a fork of the program's that came
+    meanwhile returns only after it, and every child ends."""
+    prog = script(FORKS_FROM_A_THREAD)
+    env = dict(os.environ, MEMTRACE_TEST_TSTATE_HOLD_MS="400")
+    t = Program(python, prog, env=env)
+    try:
+        assert t.line() == "ready\n"
+        run(memtrace, "attach", "-f", "-o", tmp_path / "c.bin", t.p.pid)
+        run(memtrace, "detach", t.p.pid)
+        t.say("end")
+        said = t.line().split()
+        assert t.p.wait(timeout=60) == 0
+    finally:
+        t.kill()
+    assert said[0] == "forks" and int(said[1]) > 0, said
+    assert float(said[3]) >= 0.3, "no fork waited for the thread state's making: %s" % said
