@@ -4,10 +4,15 @@ with how big the page is and the reader's peak RSS, and how long a
 refresh of `memtrace live` takes on a long capture. A benchmark, not a
 test; standard library only.
 
-Two captures:
+Three captures:
   churn  bench/workloads/churn.py under `memtrace run
          --trace-python-allocators`, scaled to about --events allocation
          and free events (default 10 million): a real program's capture.
+  hoard  a program that keeps --hoard-objects small objects (default 5
+         million: 10 million blocks, a tuple and a str each) live to its
+         end, under `memtrace run --trace-python-allocators`: the reader
+         follows every live block, which is the size of its live map and
+         a miss to memory for every event (the "8 GB overnight" case).
   wide   a synthetic capture written here from docs/format.md with
          --wide-stacks distinct call paths (default 300,000) of 20 frames
          each: what keeps the page small is the node budget, so this shows
@@ -25,7 +30,7 @@ time per refresh, drawing included), then the last N chunks appended (the
 time of the refresh that reads them); and the peak RSS of the view.
 
   /usr/bin/python3 bench/report_speed.py [--memtrace build/cli/memtrace]
-      [--events 10000000] [--rounds 3] [--keep DIR] [--markdown FILE]
+      [--events 10000000] [--hoard-objects 5000000] [--rounds 3] [--keep DIR] [--markdown FILE]
       [--churn-capture FILE] [--live-chunks N] [--idle-frames 20]
 """
 
@@ -95,6 +100,15 @@ def write_wide(path, n_paths, depth=20):
     flush()
     with open(path, "wb") as f:
         f.write(out)
+
+
+HOARD = """\
+import sys
+keep = []
+for i in range(int(sys.argv[1])):
+    keep.append((i, str(i)))
+print(len(keep))
+"""
 
 
 def timed(cmd):
@@ -228,6 +242,7 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--wide-stacks", type=int, default=300_000)
+    ap.add_argument("--hoard-objects", type=int, default=5_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", help="leave captures and pages in this directory")
     ap.add_argument("--markdown", help="append the results as a Markdown table to this file")
@@ -254,6 +269,16 @@ def main():
             print("following churn with memtrace live ...", flush=True)
             live.append(("churn", measure_live(a.memtrace, churn, workdir, a.live_chunks,
                                                a.idle_frames)))
+        if a.hoard_objects:
+            prog, hoard = os.path.join(workdir, "hoard.py"), os.path.join(workdir, "hoard.bin")
+            with open(prog, "w") as f:
+                f.write(HOARD)
+            print("recording a program that keeps %d objects live ..." % a.hoard_objects,
+                  flush=True)
+            subprocess.run([a.memtrace, "run", "-q", "-f", "--trace-python-allocators", "--python",
+                            a.python, "-o", hoard, prog, str(a.hoard_objects)], check=True,
+                           stdout=subprocess.DEVNULL)
+            results.append(measure(a.memtrace, hoard, a.rounds, workdir, "hoard"))
         if a.wide_stacks:
             wide = os.path.join(workdir, "wide.bin")
             print("writing a capture with %d distinct call paths ..." % a.wide_stacks, flush=True)

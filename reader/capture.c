@@ -601,6 +601,8 @@ static int step(struct mt_capture *c, const struct mt_record_ops *ops_in, void *
 		int err = mt_records_read(&c->rec, data, raw_len, &ops, ctx, &stop, &misfit);
 		c->st.n_records = c->rec.n_records;
 		c->st.trailer_seen = c->rec.trailer_seen;
+		if (!stop)
+			stop = ops.chunk_end(ctx);
 		if (stop)
 			return refused(c, &ops, ctx, index, off, stop);
 		if (err == -ENOMEM && c->rec.oom)

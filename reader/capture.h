@@ -50,6 +50,10 @@ struct mt_record_ops {
 	int (*unknown)(void *ctx, const struct mt_record *r);
 	/* start of each chunk: @index counts from 0, @offset in the file */
 	int (*chunk)(void *ctx, uint64_t index, uint64_t offset, const struct mt_chunk *c);
+	/* after the last record of each chunk that was read: a callback that
+	 * holds records back (a queue) is done with them here, and what it
+	 * refuses is the chunk's damage */
+	int (*chunk_end)(void *ctx);
 	/* after a callback returned -MT_ECORRUPT: why the record does not
 	 * fit the capture (a phrase, no prefix), or NULL; the pass then
 	 * reports the damage with its chunk (mt_capture_damage()) */

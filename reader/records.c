@@ -41,6 +41,12 @@ static const char *stub_why(void *ctx)
 	return NULL;
 }
 
+static int stub_chunk_end(void *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
 static int stub_chunk(void *ctx, uint64_t index, uint64_t offset, const struct mt_chunk *c)
 {
 	(void)ctx;
@@ -73,6 +79,8 @@ void mt_record_ops_init(struct mt_record_ops *ops)
 #undef FILL
 	if (!ops->chunk)
 		ops->chunk = stub_chunk;
+	if (!ops->chunk_end)
+		ops->chunk_end = stub_chunk_end;
 	if (!ops->why)
 		ops->why = stub_why;
 }

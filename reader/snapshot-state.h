@@ -81,8 +81,28 @@ struct mt__unmap {
 	int on;
 };
 
+/* ALLOC and FREE records wait here, a few at a time, while the cache
+ * fetches their slots of the live map: with millions of blocks live, a
+ * slot is a miss to memory, and the misses of the records in the queue
+ * overlap instead of each stalling the pass. The records leave in their
+ * order, and every other record (and each chunk, and the feed's end)
+ * empties the queue first, so the figures are those of one record at a
+ * time. */
+#define MT__AHEAD 16
+struct mt__event {
+	uint64_t addr, size; /* size: a FREE's only for munmap */
+	uint32_t stack, tidx;
+	uint8_t free, kind;
+};
+struct mt__ahead {
+	struct mt__event r[MT__AHEAD];
+	unsigned head, n;
+	int extras; /* the feed's records go through the extras' paths */
+};
+
 struct mt__snapshot_state {
 	struct mt_livemap live; /* malloc family */
+	struct mt__ahead ahead;
 
 	struct mt_mappings mm; /* mmap family */
 	struct mt__map *maps;  /* ... its mappings, by value */

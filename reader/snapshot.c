@@ -318,14 +318,14 @@ static void malloc_count(struct mt_snapshot *s, unsigned kind, uint64_t size, in
 }
 
 /* An ALLOC record; @extras: as acc_change_x()'s. */
-static inline __attribute__((always_inline)) int alloc_x(void *ctx, const struct mt_record *r,
+static inline __attribute__((always_inline)) int alloc_x(void *ctx, const struct mt__event *r,
 							 int extras)
 {
 	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
-	uint64_t size = r->alloc.size, addr = r->alloc.addr;
-	unsigned kind = r->alloc.kind;
-	uint32_t stack = mt__snap_believed(st, r->alloc.stack, DEF_STACK) ? r->alloc.stack : 0;
+	uint64_t size = r->size, addr = r->addr;
+	unsigned kind = r->kind;
+	uint32_t stack = mt__snap_believed(st, r->stack, DEF_STACK) ? r->stack : 0;
 	uint32_t thread = mt__snap_believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
 
 	st->t++;
@@ -401,20 +401,20 @@ static inline __attribute__((always_inline)) int alloc_x(void *ctx, const struct
 	return 0;
 }
 
-static inline __attribute__((always_inline)) int free_x(void *ctx, const struct mt_record *r,
+static inline __attribute__((always_inline)) int free_x(void *ctx, const struct mt__event *r,
 							int extras)
 {
 	struct mt_snapshot *s = ctx;
 	struct mt__snapshot_state *st = s->st;
-	uint64_t addr = r->free.addr;
+	uint64_t addr = r->addr;
 
 	st->t++;
 	s->n_events++;
 	s->n_frees++;
-	if (r->free.kind == MT_ALLOC_MUNMAP) {
-		uint64_t len = (r->free.size + st->page_mask) & ~st->page_mask;
+	if (r->kind == MT_ALLOC_MUNMAP) {
+		uint64_t len = (r->size + st->page_mask) & ~st->page_mask;
 		uint32_t thread = mt__snap_believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
-		st->unmap = (struct mt__unmap){ addr, r->free.size, thread, 1 };
+		st->unmap = (struct mt__unmap){ addr, r->size, thread, 1 };
 		uint64_t gone = mt_mappings_remove(&st->mm, addr, range_end(addr, len), mm_removed, s);
 		st->unmap.on = 0;
 		if (gone == (uint64_t)-1)
@@ -454,26 +454,47 @@ static inline __attribute__((always_inline)) int free_x(void *ctx, const struct 
 	return 0;
 }
 
-static int on_alloc(void *ctx, const struct mt_record *r)
+/* The record at the head of the queue leaves it and is counted; on an
+ * error the records behind it are dropped, as they would not have been
+ * read. */
+static int ahead_run(struct mt_snapshot *s)
 {
-	return alloc_x(ctx, r, 0);
+	struct mt__ahead *q = &s->st->ahead;
+	const struct mt__event *r = &q->r[q->head];
+	int rc = !r->free ? (q->extras ? alloc_x(s, r, 1) : alloc_x(s, r, 0))
+			  : (q->extras ? free_x(s, r, 1) : free_x(s, r, 0));
+	q->head = (q->head + 1) % MT__AHEAD;
+	q->n--;
+	if (rc < 0)
+		q->n = 0;
+	return rc;
 }
 
-static int on_free(void *ctx, const struct mt_record *r)
+static int ahead_flush(struct mt_snapshot *s)
 {
-	return free_x(ctx, r, 0);
+	int rc = 0;
+	while (s->st->ahead.n && rc >= 0)
+		rc = ahead_run(s);
+	return rc;
 }
 
-/* ... of a snapshot with growth, temporal intervals, high-water marks or
- * exact sizes */
-static int on_alloc_extras(void *ctx, const struct mt_record *r)
+static int on_hot(void *ctx, const struct mt_record *r)
 {
-	return alloc_x(ctx, r, 1);
-}
-
-static int on_free_extras(void *ctx, const struct mt_record *r)
-{
-	return free_x(ctx, r, 1);
+	struct mt_snapshot *s = ctx;
+	struct mt__snapshot_state *st = s->st;
+	struct mt__ahead *q = &st->ahead;
+	int rc = q->n == MT__AHEAD ? ahead_run(s) : 0;
+	if (rc < 0)
+		return rc;
+	struct mt__event *h = &q->r[(q->head + q->n++) % MT__AHEAD];
+	if (r->type == MT_REC_ALLOC)
+		*h = (struct mt__event){ r->alloc.addr, r->alloc.size, r->alloc.stack, r->tidx, 0,
+				       r->alloc.kind };
+	else
+		*h = (struct mt__event){ r->free.addr, r->free.size, 0, r->tidx, 1, r->free.kind };
+	if (st->live.v)
+		__builtin_prefetch(&st->live.v[mt_livemap_slot(&st->live, h->addr)]);
+	return 0;
 }
 
 static int on_sample(void *ctx, const struct mt_record *r)
@@ -531,27 +552,50 @@ static const char *on_why(void *ctx)
 	return s->st->why[0] ? s->st->why : NULL;
 }
 
-#define SNAPSHOT_OPS(on_alloc, on_free)            \
-	{                                          \
-		.alloc = on_alloc,                 \
-		.free = on_free,                   \
-		.thread = mt__snap_on_thread,      \
-		.code = mt__snap_on_code,          \
-		.stack = mt__snap_on_stack,        \
-		.sample = on_sample,               \
-		.diag = mt__snap_on_diag,          \
-		.trailer = mt__snap_on_trailer,    \
-		.native = mt__snap_on_native,      \
-		.hybrid = mt__snap_on_hybrid,      \
-		.module = mt__snap_on_module,      \
-		.site = mt__snap_on_site,          \
-		.totals = mt__snap_on_totals,      \
-		.name = mt__snap_on_name,          \
-		.why = on_why,                     \
+/* every record but ALLOC and FREE empties the queue first */
+#define AFTER_AHEAD(fn)                                                \
+	static int fn##_ahead(void *ctx, const struct mt_record *r)      \
+	{                                                                \
+		int rc = ahead_flush(ctx);                               \
+		return rc < 0 ? rc : fn(ctx, r);                          \
 	}
-static const struct mt_record_ops snapshot_ops = SNAPSHOT_OPS(on_alloc, on_free);
-static const struct mt_record_ops snapshot_ops_extras = SNAPSHOT_OPS(on_alloc_extras,
-								     on_free_extras);
+AFTER_AHEAD(mt__snap_on_thread)
+AFTER_AHEAD(mt__snap_on_code)
+AFTER_AHEAD(mt__snap_on_stack)
+AFTER_AHEAD(on_sample)
+AFTER_AHEAD(mt__snap_on_diag)
+AFTER_AHEAD(mt__snap_on_trailer)
+AFTER_AHEAD(mt__snap_on_native)
+AFTER_AHEAD(mt__snap_on_hybrid)
+AFTER_AHEAD(mt__snap_on_module)
+AFTER_AHEAD(mt__snap_on_site)
+AFTER_AHEAD(mt__snap_on_totals)
+AFTER_AHEAD(mt__snap_on_name)
+
+/* a record's damage is told with its own chunk */
+static int on_chunk_end(void *ctx)
+{
+	return ahead_flush(ctx);
+}
+
+static const struct mt_record_ops snapshot_ops = {
+	.alloc = on_hot,
+	.free = on_hot,
+	.thread = mt__snap_on_thread_ahead,
+	.code = mt__snap_on_code_ahead,
+	.stack = mt__snap_on_stack_ahead,
+	.sample = on_sample_ahead,
+	.diag = mt__snap_on_diag_ahead,
+	.trailer = mt__snap_on_trailer_ahead,
+	.native = mt__snap_on_native_ahead,
+	.hybrid = mt__snap_on_hybrid_ahead,
+	.module = mt__snap_on_module_ahead,
+	.site = mt__snap_on_site_ahead,
+	.totals = mt__snap_on_totals_ahead,
+	.name = mt__snap_on_name_ahead,
+	.chunk_end = on_chunk_end,
+	.why = on_why,
+};
 
 int mt_snapshot_build(struct mt_snapshot *s, struct mt_capture *cap)
 {
@@ -642,9 +686,8 @@ int mt_snapshot_feed(struct mt_snapshot *s, struct mt_capture *cap)
 		mt_native_unresolve(&st->nat, &st->stk);
 		st->resolved = 0;
 	}
-	const struct mt_record_ops *ops =
-		st->growth || st->temporal || st->hwm || st->sizes ? &snapshot_ops_extras : &snapshot_ops;
-	while (mt_capture_step(cap, ops, s, &rc))
+	st->ahead.extras = st->growth || st->temporal || st->hwm || st->sizes;
+	while (mt_capture_step(cap, &snapshot_ops, s, &rc))
 		;
 	s->status = *mt_capture_status(cap);
 	s->heap_end = st->heap;
