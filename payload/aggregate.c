@@ -182,16 +182,15 @@ void mt_agg_alloc(uint32_t thread, unsigned kind, uint64_t addr, uint64_t size, 
 		if (mt_mappings_add(&ag.mm, addr, end, (uint32_t)(s - ag.sites)) < 0)
 			goto oom;
 	} else {
-		if (mt_livemap_reserve(&ag.live) < 0)
+		int had;
+		struct mt_live *e = mt_livemap_put(&ag.live, addr, &had);
+		if (!e)
 			goto oom;
-		struct mt_live *e = mt_livemap_find(&ag.live, addr);
-		if (e->addr) {
+		if (had) {
 			/* the free of the previous block was never recorded */
 			change(&ag.sites[e->site], 0 - e->size, (uint64_t)-1);
 			ag.tot.heap -= e->size;
 			ag.tot.live_count--;
-		} else {
-			ag.live.n++;
 		}
 		*e = (struct mt_live){ addr, size, (uint32_t)(s - ag.sites), 0 };
 	}
@@ -229,8 +228,8 @@ void mt_agg_free(uint32_t thread, unsigned kind, uint64_t addr, uint64_t size)
 		ag.tot.bytes_freed += gone;
 		return;
 	}
-	struct mt_live *e = addr && ag.live.v ? mt_livemap_find(&ag.live, addr) : NULL;
-	if (!e || !e->addr) {
+	struct mt_live *e = addr ? mt_livemap_get(&ag.live, addr) : NULL;
+	if (!e) {
 		ag.tot.n_unmatched_frees++;
 		return;
 	}

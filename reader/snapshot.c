@@ -164,23 +164,20 @@ static void temporal_alloc(struct mt__snapshot_state *st, uint32_t site, uint64_
 			   uint64_t size)
 {
 	uint64_t a = mt_temporal_alloc(st->temporal, path_key(st, site), size);
-	if (mt_livemap_reserve(&st->tlive) < 0) {
+	int had;
+	struct mt_live *e = mt_livemap_put(&st->tlive, addr, &had);
+	if (!e) {
 		st->oom = 1;
 		return;
 	}
-	struct mt_live *e = mt_livemap_find(&st->tlive, addr);
-	if (!e->addr)
-		st->tlive.n++;
 	*e = (struct mt_live){ addr, a, site, 0 };
 }
 
 /* ... and freed now */
 static void temporal_free(struct mt__snapshot_state *st, uint64_t addr, uint64_t size)
 {
-	if (!st->tlive.v)
-		return;
-	struct mt_live *e = mt_livemap_find(&st->tlive, addr);
-	if (!e->addr)
+	struct mt_live *e = mt_livemap_get(&st->tlive, addr);
+	if (!e)
 		return;
 	mt_temporal_free(st->temporal, path_key(st, e->site), e->size, size, 1);
 	mt_livemap_delete(&st->tlive, e);
@@ -360,10 +357,11 @@ static inline __attribute__((always_inline)) int alloc_x(void *ctx, const struct
 		if (value < 0 || mt_mappings_add(&st->mm, addr, end, (uint32_t)value) < 0)
 			return -ENOMEM;
 	} else {
-		if (mt_livemap_reserve(&st->live) < 0)
+		int had;
+		struct mt_live *e = mt_livemap_put(&st->live, addr, &had);
+		if (!e)
 			return -ENOMEM;
-		struct mt_live *e = mt_livemap_find(&st->live, addr);
-		if (e->addr) {
+		if (had) {
 			/* the free of the previous block was never recorded */
 			if (extras && st->temporal)
 				temporal_free(st, addr, e->size);
@@ -371,10 +369,7 @@ static inline __attribute__((always_inline)) int alloc_x(void *ctx, const struct
 			st->heap -= e->size;
 			malloc_count(s, st->site_keys[e->site].thread_kind & SITE_KIND_MASK, e->size, -1);
 			s->leak_count--;
-		} else {
-			st->live.n++;
 		}
-		e->addr = addr;
 		e->size = size;
 		e->site = (uint32_t)si;
 		e->seq = seq;
@@ -425,12 +420,8 @@ static inline __attribute__((always_inline)) int free_x(void *ctx, const struct 
 		s->bytes_freed += gone;
 		return 0;
 	}
-	if (addr == 0 || !st->live.v) {
-		s->n_unmatched_frees++;
-		return 0;
-	}
-	struct mt_live *e = mt_livemap_find(&st->live, addr);
-	if (!e->addr) {
+	struct mt_live *e = addr ? mt_livemap_get(&st->live, addr) : NULL;
+	if (!e) {
 		s->n_unmatched_frees++;
 		return 0;
 	}
@@ -492,8 +483,7 @@ static int on_hot(void *ctx, const struct mt_record *r)
 				       r->alloc.kind };
 	else
 		*h = (struct mt__event){ r->free.addr, r->free.size, 0, r->tidx, 1, r->free.kind };
-	if (st->live.v)
-		__builtin_prefetch(&st->live.v[mt_livemap_slot(&st->live, h->addr)]);
+	mt_livemap_prefetch(&st->live, h->addr);
 	return 0;
 }
 
@@ -644,7 +634,7 @@ int mt_snapshot_begin(struct mt_snapshot *s, struct mt_capture *cap,
 	st->python_only = o->python_only;
 	s->temp_threshold = st->temp_threshold;
 	st->page_mask = h->page_size && !(h->page_size & (h->page_size - 1)) ? h->page_size - 1 : 0;
-	if (mt_livemap_reserve(&st->live) < 0 || mt__snap_stack_room(st, 0) < 0 ||
+	if (mt__snap_stack_room(st, 0) < 0 ||
 	    mt__snap_thread_room(st, 0) < 0 || site_slots_grow(st) < 0) {
 		mt_snapshot_release(s);
 		return -ENOMEM;

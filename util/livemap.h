@@ -5,10 +5,15 @@
  * The live blocks of the malloc family by address, for the reader's
  * snapshot and the payload's aggregation (payload/aggregate.h): open
  * addressing, linear probing, backward-shift deletion (no tombstones).
- * Lookups are inline: they are the snapshot's hottest path. It allocates
- * with malloc; zero-initialised is empty (mt_livemap_reserve() before the
- * first mt_livemap_find()).
+ *
+ * The map is 64 tables, chosen by the top bits of an address's hash, each
+ * at most half full and doubling on its own: a map of 100 million blocks
+ * then never holds its old and new tables at once (half as much again),
+ * only one table's 1/64 of it. Lookups are inline: they are the
+ * snapshot's hottest path. It allocates with malloc; zero-initialised is
+ * empty.
  */
+#include <stddef.h> /* NULL */
 #include <stdint.h> /* uint64_t */
 
 struct mt_live {
@@ -18,38 +23,93 @@ struct mt_live {
 	uint32_t seq; /* the snapshot's: the thread's allocation count after this one */
 };
 
-struct mt_livemap {
+#define MT_LIVEMAP_SEG_BITS 6
+
+struct mt_liveseg {
 	struct mt_live *v;
 	uint64_t mask, n;
 	unsigned shift;
 };
 
-static inline uint64_t mt_livemap_slot(const struct mt_livemap *m, uint64_t addr)
+struct mt_livemap {
+	struct mt_liveseg seg[1u << MT_LIVEMAP_SEG_BITS];
+};
+
+static inline uint64_t mt_livemap_hash(uint64_t addr)
 {
-	return (addr * 0x9E3779B97F4A7C15ull) >> m->shift;
+	return addr * 0x9E3779B97F4A7C15ull;
 }
 
-/* mt_livemap_reserve() - room for one more block (the table at most half
- * full). 0 or -ENOMEM, with the map as it was. */
-int mt_livemap_grow(struct mt_livemap *m);
-static inline int mt_livemap_reserve(struct mt_livemap *m)
+static inline struct mt_liveseg *mt_livemap_seg(struct mt_livemap *m, uint64_t h)
 {
-	return m->v && (m->n + 1) * 2 <= m->mask + 1 ? 0 : mt_livemap_grow(m);
+	return &m->seg[h >> (64 - MT_LIVEMAP_SEG_BITS)];
 }
 
-/* mt_livemap_find() - the slot holding @addr (non-zero), or the empty one
- * where it would go (then set it and count it: m->n++). */
-static inline struct mt_live *mt_livemap_find(struct mt_livemap *m, uint64_t addr)
+/* the slot of hash @h in its table: the bits below the table's choice */
+static inline uint64_t mt_liveseg_slot(const struct mt_liveseg *g, uint64_t h)
 {
-	for (uint64_t j = mt_livemap_slot(m, addr);; j = (j + 1) & m->mask) {
-		struct mt_live *e = &m->v[j];
-		if (e->addr == addr || e->addr == 0)
+	return (h << MT_LIVEMAP_SEG_BITS) >> g->shift;
+}
+
+/* mt_liveseg_grow() - @g's table doubled (or made). 0 or -ENOMEM, with
+ * the table as it was. */
+int mt_liveseg_grow(struct mt_liveseg *g);
+
+/* mt_livemap_get() - the block at @addr (non-zero), or NULL. */
+static inline struct mt_live *mt_livemap_get(struct mt_livemap *m, uint64_t addr)
+{
+	uint64_t h = mt_livemap_hash(addr);
+	struct mt_liveseg *g = mt_livemap_seg(m, h);
+	if (!g->v)
+		return NULL;
+	for (uint64_t j = mt_liveseg_slot(g, h);; j = (j + 1) & g->mask) {
+		struct mt_live *e = &g->v[j];
+		if (e->addr == addr)
 			return e;
+		if (!e->addr)
+			return NULL;
 	}
 }
 
-/* mt_livemap_delete() - empty slot @e (from mt_livemap_find()). */
+/* mt_livemap_put() - the slot of @addr (non-zero): the block there, with
+ * *@had = 1, or a new one with only its address set and *@had = 0. NULL
+ * without memory, the map as it was. */
+static inline struct mt_live *mt_livemap_put(struct mt_livemap *m, uint64_t addr, int *had)
+{
+	uint64_t h = mt_livemap_hash(addr);
+	struct mt_liveseg *g = mt_livemap_seg(m, h);
+	if (!(g->v && (g->n + 1) * 2 <= g->mask + 1) && mt_liveseg_grow(g) < 0)
+		return NULL;
+	for (uint64_t j = mt_liveseg_slot(g, h);; j = (j + 1) & g->mask) {
+		struct mt_live *e = &g->v[j];
+		if (e->addr == addr) {
+			*had = 1;
+			return e;
+		}
+		if (!e->addr) {
+			e->addr = addr;
+			g->n++;
+			*had = 0;
+			return e;
+		}
+	}
+}
+
+/* mt_livemap_prefetch() - start fetching @addr's first slot into the
+ * cache: a lookup that follows soon then finds it there. */
+static inline void mt_livemap_prefetch(struct mt_livemap *m, uint64_t addr)
+{
+	uint64_t h = mt_livemap_hash(addr);
+	struct mt_liveseg *g = mt_livemap_seg(m, h);
+	if (g->v)
+		__builtin_prefetch(&g->v[mt_liveseg_slot(g, h)]);
+}
+
+/* mt_livemap_delete() - empty slot @e (from mt_livemap_get() or _put()). */
 void mt_livemap_delete(struct mt_livemap *m, struct mt_live *e);
+
+/* mt_livemap_count() - the blocks in the map. */
+uint64_t mt_livemap_count(const struct mt_livemap *m);
 
 void mt_livemap_release(struct mt_livemap *m);
 

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/* The live map against a plain model: puts, gets and deletes of many
+ * addresses in a random order, through every table's doubling; and the
+ * tables double one at a time. */
+#include "util/livemap.h"
+
+#include <check.h>
+#include <stdint.h> /* uint64_t */
+#include <stdlib.h> /* EXIT_SUCCESS, calloc, free */
+
+#define N 200000
+
+static uint64_t rnd(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+START_TEST(test_livemap_model)
+{
+	struct mt_livemap m = { 0 };
+	/* addresses as allocators give them: runs of 16-byte steps in a few
+	 * arenas, and some anywhere */
+	uint64_t *addr = calloc(N, sizeof(*addr));
+	unsigned char *in = calloc(N, 1);
+	uint64_t x = 88172645463325252ull, live = 0;
+	for (int i = 0; i < N; i++)
+		addr[i] = i % 5 ? 0x7f0000000000ull + (uint64_t)(i % 3) * (1ull << 32) + 16u * (uint64_t)i
+				: (rnd(&x) | 1);
+	/* checked without ck_assert() in the loop: each one writes a mark */
+	int bad = -1;
+	for (int round = 0; round < 4 * N && bad < 0; round++) {
+		int i = (int)(rnd(&x) % N), had;
+		if (round < N || rnd(&x) % 3) {
+			struct mt_live *e = mt_livemap_put(&m, addr[i], &had);
+			if (!e || had != in[i] || e->addr != addr[i] || (had && e->size != (uint64_t)i)) {
+				bad = round;
+				break;
+			}
+			e->size = (uint64_t)i;
+			e->site = (uint32_t)i * 7;
+			live += !in[i];
+			in[i] = 1;
+		} else {
+			struct mt_live *e = mt_livemap_get(&m, addr[i]);
+			if ((e != NULL) != in[i] ||
+			    (e && (e->size != (uint64_t)i || e->site != (uint32_t)i * 7))) {
+				bad = round;
+				break;
+			}
+			if (e) {
+				mt_livemap_delete(&m, e);
+				in[i] = 0;
+				live--;
+			}
+		}
+	}
+	ck_assert_int_eq(bad, -1);
+	ck_assert_uint_eq(mt_livemap_count(&m), live);
+	for (int i = 0; i < N; i++) {
+		struct mt_live *e = mt_livemap_get(&m, addr[i]);
+		if ((e != NULL) != in[i] || (e && e->size != (uint64_t)i))
+			bad = i;
+	}
+	ck_assert_int_eq(bad, -1);
+	/* every table at most half full, and none far larger than another:
+	 * the map grows a table at a time */
+	uint64_t least = UINT64_MAX, most = 0;
+	for (unsigned k = 0; k < 1u << MT_LIVEMAP_SEG_BITS; k++) {
+		const struct mt_liveseg *g = &m.seg[k];
+		ck_assert_ptr_nonnull(g->v);
+		ck_assert(g->n * 2 <= g->mask + 1);
+		least = g->mask + 1 < least ? g->mask + 1 : least;
+		most = g->mask + 1 > most ? g->mask + 1 : most;
+	}
+	ck_assert_uint_le(most, 4 * least);
+	mt_livemap_release(&m);
+	ck_assert_uint_eq(mt_livemap_count(&m), 0);
+	ck_assert_ptr_null(mt_livemap_get(&m, addr[0]));
+	free(addr);
+	free(in);
+}
+END_TEST
+
+static Suite *livemap_suite(void)
+{
+	Suite *s = suite_create("livemap");
+	TCase *tc = tcase_create("livemap");
+
+	tcase_add_test(tc, test_livemap_model);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(livemap_suite());
+	srunner_run_all(sr, CK_ENV);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
