@@ -484,6 +484,8 @@ static int on_hot(void *ctx, const struct mt_record *r)
 	else
 		*h = (struct mt__event){ r->free.addr, r->free.size, 0, r->tidx, 1, r->free.kind };
 	mt_livemap_prefetch(&st->live, h->addr);
+	if (st->temporal)
+		mt_livemap_prefetch(&st->tlive, h->addr);
 	return 0;
 }
 
