@@ -15,9 +15,10 @@
  * own) and the payload's own dlopen/dlclose between mt_phdr_enter() and
  * mt_phdr_leave(). So does the one other call of the payload's that holds
  * a lock a fork child cannot get back: the making of a Python thread
- * state for a thread of memtrace's (python.h, mt_python_gil_take()). Once mt_phdr_guard() has run, a fork waits for the
- * walks under way (pthread_atfork prepare) and new walks wait while it
- * forks, however many threads fork at once. Both waits are bounded, so
+ * state for a thread of memtrace's (python.h, mt_python_gil_take()).
+ * Once mt_phdr_guard() has run, a fork waits for the walks under way
+ * (pthread_atfork prepare) and new walks wait while it forks, however
+ * many threads fork at once. Both waits are bounded, so
  * that a fork handler of the program's that waits for a thread which
  * waits here costs a delay, never a deadlock: an optional walk (an
  * unwind's) waits at most 10 ms and is then skipped, a needed one waits

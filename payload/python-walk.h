@@ -25,7 +25,7 @@ struct mt_pyapi {
 	mt_gilstate (*gil_ensure)(void);
 	void (*gil_release)(mt_gilstate);
 	/* a thread state made out of a fork's way (mt_python_gil_take());
-	 * all NULL if one of them is missing */
+	 * tstate_new is NULL if any of the five is missing */
 	void *(*tstate_new)(void *interp);
 	void *(*interp_main)(void);
 	void (*restore)(void *tstate);
