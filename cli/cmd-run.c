@@ -21,6 +21,7 @@
 #include <stdio.h>    /* snprintf */
 #include <stdlib.h>   /* calloc */
 #include <string.h>   /* strrchr */
+#include <sys/resource.h> /* setrlimit */
 #include <sys/stat.h> /* stat */
 #include <sys/wait.h> /* WIFSIGNALED */
 #include <unistd.h>   /* getpid, dup */
@@ -467,8 +468,16 @@ static int report(const struct run_opts *o, int wstatus, const struct mt_run_sta
 	if (o->live && !o->quiet)
 		fprintf(stderr, "memtrace: the program's output is in %s\n", log);
 	if (WIFSIGNALED(wstatus)) {
-		/* Die the same way, so that shells and supervisors see it. */
+		/* Die the same way, so that shells and supervisors see it;
+		 * without a core of ours, which would take the place of the
+		 * program's (a core_pattern of "core" names both alike), as
+		 * GNU timeout dies */
 		int sig = WTERMSIG(wstatus);
+		struct rlimit core;
+		if (getrlimit(RLIMIT_CORE, &core) == 0) {
+			core.rlim_cur = 0;
+			setrlimit(RLIMIT_CORE, &core);
+		}
 		signal(sig, SIG_DFL);
 		fflush(stdout);
 		kill(getpid(), sig);

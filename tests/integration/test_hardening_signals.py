@@ -146,6 +146,31 @@ def test_sigkill_is_said(memtrace, script, tmp_path):
                    "capture: %s holds what was written up to 250 ms before\n" % cap)
 
 
+def test_the_core_dumped_is_the_programs(memtrace, tmp_path):
+    """A program that dumps core leaves its core: memtrace run dies of the
+    same signal without a core of its own, which the kernel would write
+    over the program's where core_pattern names both alike ("core")."""
+    pattern = open("/proc/sys/kernel/core_pattern").read().strip()
+    if pattern.startswith("|"):
+        pytest.skip("cores go to %s, not to files" % pattern.split()[0])
+    resource = pytest.importorskip("resource")
+
+    def unlimited_cores():
+        hard = resource.getrlimit(resource.RLIMIT_CORE)[1]
+        resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+        signal.signal(signal.SIGABRT, signal.SIG_DFL)
+
+    proc = subprocess.Popen([memtrace, "run", "-q", "-o", str(tmp_path / "t.bin"), "-c",
+                             "import os; os.abort()"], cwd=str(tmp_path),
+                            preexec_fn=unlimited_cores)
+    pid, status = os.waitpid(proc.pid, 0)
+    proc.returncode = 0  # reaped here
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGABRT, status
+    assert not os.WCOREDUMP(status)
+    if pattern == "core":
+        assert (tmp_path / "core").exists()  # the program's
+
+
 POOL = """\
 import multiprocessing as mp, os
 
