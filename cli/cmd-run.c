@@ -556,6 +556,10 @@ int cmd_run(int argc, char **argv)
 	int wstatus;
 	if (mt_spawn_wait(&sp, &wstatus) < 0)
 		return 1;
+	/* the program has ended: a message of ours that a closed pipe
+	 * refuses (`memtrace run prog.py 2>&1 | head`) is lost, and the
+	 * exit status stays the program's rather than SIGPIPE's */
+	signal(SIGPIPE, SIG_IGN);
 	if (!sp.started)
 		return WIFEXITED(wstatus) && WEXITSTATUS(wstatus) ? WEXITSTATUS(wstatus) : 1;
 	char line[512];

@@ -120,3 +120,28 @@ def test_report_with_stdout_closed(memtrace, script, tmp_path):
     assert p.returncode == 0, p.stderr
     text = page.read_text()
     assert text.lstrip().startswith("<!DOCTYPE html>") and "wrote" not in text[-200:]
+
+
+HEAD = r"""
+import os, select, sys
+print("first line", flush=True)
+p = select.poll()
+p.register(1, 0)
+p.poll()  # POLLERR: the reader has gone
+sys.exit(3)
+"""
+
+
+def test_run_piped_into_head_keeps_the_exit_status(memtrace, script, tmp_path):
+    """`memtrace run prog.py 2>&1 | head -1`: the reader is gone when the
+    program ends, so memtrace's "capture written" meets a closed pipe; it
+    is lost, and the exit status stays the program's, not SIGPIPE's."""
+    prog = script(HEAD, name="head.py")
+    r, w = os.pipe()
+    p = subprocess.Popen([memtrace, "run", "-o", str(tmp_path / "h.bin"), str(prog)],
+                         stdout=w, stderr=w, cwd=tmp_path)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        assert f.readline() == b"first line\n"
+    assert p.wait(timeout=60) == 3
+    assert _allocations(memtrace, tmp_path / "h.bin") > 0
