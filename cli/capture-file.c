@@ -159,7 +159,12 @@ static int create_file(const char *path, int force, mode_t mode, const char *wha
 
 	int dfd = open_parent(path, base, sizeof(base), dir, sizeof(dir));
 	if (dfd == -EISDIR) {
-		mt_error(0, "%s'%s' is a directory, not a regular file", what, path);
+		/* "x/", "." or "..": a directory's name, whatever is there */
+		if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+			mt_error(0, "%s'%s' is a directory, not a regular file", what, path);
+		else
+			mt_error(0, "%s'%s' names a directory (it ends with '/'), not a file", what,
+				 path);
 		return -EISDIR;
 	}
 	if (dfd < 0)

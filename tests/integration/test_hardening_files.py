@@ -245,6 +245,21 @@ def test_run_f_to_non_regular_file(memtrace, odd_path, tmp_path):
     assert os.path.exists(path) and not os.path.isfile(path)
 
 
+def test_run_to_a_name_ending_with_a_slash(memtrace, tmp_path):
+    """-o NAME/: a directory is said to be one; a file or nothing there is
+    not taken for a directory."""
+    (tmp_path / "file.bin").write_text("")
+    (tmp_path / "dir").mkdir()
+    for out, said in (("dir/", "is a directory, not a regular file"),
+                      ("file.bin/", "names a directory (it ends with '/'), not a file"),
+                      ("none/", "names a directory (it ends with '/'), not a file")):
+        p = run(memtrace, "run", "-f", "-o", out, "-c", "print('ran')", check=False,
+                timeout=20, cwd=tmp_path)
+        assert one_line_error(p) == "memtrace: capture '%s' %s\n" % (out, said)
+        assert p.stdout == ""
+    assert sorted(os.listdir(tmp_path)) == ["dir", "file.bin"]
+
+
 def test_attach_f_to_non_regular_file(memtrace, odd_path, script, tmp_path):
     path, kind = odd_path
     t = Sleeper(script(SLEEPER, name="target.py"))
