@@ -15,8 +15,10 @@
 #include <sys/wait.h> /* waitpid, waitid */
 #include <unistd.h>   /* fork, execv, pipe2 */
 
-#define N_SIGS 4
-static const int sigs[N_SIGS] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+/* the signals a user sends a program, whose default action would end
+ * memtrace alone and leave the program running on, unwaited for */
+#define N_SIGS 7
+static const int sigs[N_SIGS] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM };
 
 /* The program, for the handlers; and the handlers they replaced. */
 static struct {

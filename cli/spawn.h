@@ -7,9 +7,9 @@
  * Used by `memtrace run`; one spawned program at a time per process (the
  * signal handlers find it in a static).
  *
- * mt_spawn_start() puts in the handlers for SIGINT, SIGTERM, SIGHUP and
- * SIGQUIT that pass each signal on to the program, except one it got
- * already: the terminal sends ^C, ^\ and its hangup (the kernel's signal,
+ * mt_spawn_start() puts in the handlers for SIGINT, SIGTERM, SIGHUP,
+ * SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM that pass each signal on to the
+ * program, except one it got already: the terminal sends ^C, ^\ and its hangup (the kernel's signal,
  * SI_KERNEL) to its whole foreground process group, which holds the
  * program while it stays in ours. A kill of memtrace's pid (SI_USER)
  * reached memtrace alone. mt_spawn_wait() puts the old handlers back.

@@ -129,6 +129,45 @@ def test_kill_of_memtrace_reaches_the_program(memtrace, script, tmp_path):
     check_ended_by(memtrace, cap, prog, "SIGTERM")
 
 
+USR = """\
+import signal, threading
+
+got = []
+done = threading.Event()
+
+
+def handler(sig, frame):
+    got.append(signal.Signals(sig).name)
+    print("got", got[-1], flush=True)
+    if len(got) == 3:
+        done.set()
+
+
+for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
+    signal.signal(sig, handler)
+print("ready", flush=True)
+assert done.wait(60)
+"""
+
+
+def test_user_signals_to_memtrace_reach_the_program(memtrace, script, tmp_path):
+    """`kill -USR1 <memtrace run's pid>` (SIGUSR2, SIGALRM) is the
+    program's, as under memray: memtrace does not die of it, leaving the
+    program to run on unwaited for."""
+    prog = script(USR)
+    cap = tmp_path / "t.bin"
+    proc = subprocess.Popen([memtrace, "run", "-q", "-o", str(cap), str(prog)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True)
+    assert proc.stdout.readline() == "ready\n"
+    for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
+        proc.send_signal(sig)
+        assert proc.stdout.readline() == "got %s\n" % sig.name
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and (out, err) == ("", "")
+    assert report_json(memtrace, "stats", cap)["status"]["complete"]
+
+
 def test_sigkill_is_said(memtrace, script, tmp_path):
     """SIGKILL cannot be caught: the capture holds what was written (up to
     the last flush), and run says so rather than "capture written"."""
