@@ -441,7 +441,9 @@ static int report(const struct run_opts *o, int wstatus, const struct mt_run_sta
 		if (rc == 0)
 			rc = 1;
 	} else if (!said->end && o->null && !WIFSIGNALED(wstatus)) {
-		mt_error(0, "no Python interpreter started under memtrace: nothing was captured");
+		/* no capture to look at, as below: either */
+		mt_error(0, "no Python interpreter started under memtrace (or the program closed "
+			    "memtrace's descriptors): nothing was captured");
 		if (rc == 0)
 			rc = 1;
 	} else if (WIFSIGNALED(wstatus)) {

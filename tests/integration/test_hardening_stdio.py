@@ -145,3 +145,13 @@ def test_run_piped_into_head_keeps_the_exit_status(memtrace, script, tmp_path):
         assert f.readline() == b"first line\n"
     assert p.wait(timeout=60) == 3
     assert _allocations(memtrace, tmp_path / "h.bin") > 0
+
+
+def test_descriptors_closed_with_the_capture_thrown_away(memtrace, tmp_path):
+    """-o /dev/null and a program that closes every descriptor it did not
+    open: Python did start, so run does not say that none did."""
+    p = run(memtrace, "run", "-o", "/dev/null", "-c", "import os; os.closerange(3, 4096)",
+            check=False, cwd=tmp_path)
+    assert p.returncode == 1
+    assert p.stderr == ("memtrace: no Python interpreter started under memtrace (or the program "
+                        "closed memtrace's descriptors): nothing was captured\n")
