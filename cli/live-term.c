@@ -108,13 +108,21 @@ void mt_live_term_draw(const char *frame, size_t len)
 		fflush(stdout);
 		return;
 	}
-	/* home, each line then erase to its end, then erase below */
+	/* Home, each line then erase to its end, then erase below. A line
+	 * break after the terminal's last row would scroll the frame's first
+	 * lines away: breaks go between lines only, and the lines that do not
+	 * fit are left out. */
+	unsigned cols, rows, row = 0;
+	if (mt_live_term_size(&cols, &rows) < 0)
+		rows = 0; /* no known size: all of it */
 	fputs("\x1b[H", stdout);
-	for (const char *p = frame, *end = frame + len; p < end;) {
+	for (const char *p = frame, *end = frame + len; p < end && (!rows || row < rows); row++) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		if (row)
+			fputs("\r\n", stdout);
 		fwrite(p, 1, n, stdout);
-		fputs("\x1b[K\r\n", stdout);
+		fputs("\x1b[K", stdout);
 		p += n + 1;
 	}
 	fputs("\x1b[J", stdout);

@@ -30,7 +30,8 @@ int mt_live_term_keys(void);
  * has no known size (or there is none). */
 int mt_live_term_size(unsigned *cols, unsigned *rows);
 
-/* mt_live_term_draw() - one frame of @len bytes (lines ended by '\n'). */
+/* mt_live_term_draw() - one frame of @len bytes (lines ended by '\n'); in
+ * place, as many of its lines as the terminal has rows for. */
 void mt_live_term_draw(const char *frame, size_t len);
 
 /* mt_live_term_wait() - wait @ms, or less if a key, a signal (Ctrl-Z

@@ -1,0 +1,64 @@
+"""memtrace live and run --live where the view is drawn: a terminal of a
+given size, and an output that goes away."""
+
+import fcntl
+import os
+import pty
+import select
+import struct
+import termios
+
+import pytest
+
+from conftest import run
+
+# call paths that all rise: more rows than any terminal here has
+MANY = "keep = []\n" + "".join(
+    "def f%d():\n    return bytearray(%d)\n" % (i, 100_000 + 1000 * i) for i in range(30)) + \
+    "for r in range(5):\n" + "".join("    keep.append(f%d())\n" % i for i in range(30))
+
+
+def on_terminal(argv, rows, cols):
+    """Run @argv on a terminal of @rows and @cols; its output, and its exit
+    status."""
+    pid, master = pty.fork()
+    if pid == 0:
+        # the size set before the view starts, by the view's own terminal
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        os.execv(argv[0], argv)
+    out = b""
+    try:
+        while True:
+            select.select([master], [], [], 30)
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO once the terminal's last user is gone
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+    _, status = os.waitpid(pid, 0)
+    return out, os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.parametrize("rows,sort", [(12, "steady"), (12, "own"), (5, "own"), (1, "own")])
+def test_frame_fits_the_terminal(memtrace, script, tmp_path, rows, sort):
+    """A frame drawn in place takes the terminal's rows at most, with no
+    line break after its last one: the terminal never scrolls, which would
+    push the frame's first lines out of sight."""
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-o", cap, "--python", "/usr/bin/python3", script(MANY))
+    out, status = on_terminal([memtrace, "live", "--once", "--sort", sort, str(cap)], rows, 100)
+    assert status == 0, out[-500:]
+    start = out.index(b"\x1b[H")
+    frame = out[start + 3:out.index(b"\x1b[J", start)]
+    lines = frame.split(b"\r\n")
+    assert len(lines) <= rows and frame.count(b"\n") == len(lines) - 1, frame
+    assert lines[0].startswith(b"memtrace live: "), frame
+    if rows == 12:
+        assert len(lines) >= 11 and b" at " in lines[-1], frame  # the room is used
+    # the last frame, left on the terminal once the view ends, is whole
+    assert out[out.index(b"\x1b[?1049l"):].count(b"\n") >= 8
+
