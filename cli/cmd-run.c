@@ -380,14 +380,17 @@ static void exec_failed(void *data)
 static void run_live(struct mt_spawn *sp, const char *capture, const char *log)
 {
 	struct mt_live_opts lo = { .path = capture, .interval = 1.0, .writer = sp->pid };
-	struct sigaction tstp, winch;
+	struct sigaction tstp, winch, pipe_was, ign = { .sa_handler = SIG_IGN };
 	sigaction(SIGTSTP, NULL, &tstp);
 	sigaction(SIGWINCH, NULL, &winch);
+	/* a closed pipe ends the view, not us: we wait for the program */
+	sigaction(SIGPIPE, &ign, &pipe_was);
 	mt_cli_live(&lo);
 	/* the view's signal handlers out, ours back in */
 	mt_spawn_rearm(sp);
 	sigaction(SIGTSTP, &tstp, NULL);
 	sigaction(SIGWINCH, &winch, NULL);
+	sigaction(SIGPIPE, &pipe_was, NULL);
 	/* a signal that ended the view was meant for the program too,
 	 * as without --live, unless it got it already */
 	mt_spawn_forward(sp, lo.stopped_by, lo.stopped_by_kernel);

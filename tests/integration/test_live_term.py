@@ -6,6 +6,7 @@ import os
 import pty
 import select
 import struct
+import subprocess
 import termios
 
 import pytest
@@ -62,3 +63,40 @@ def test_frame_fits_the_terminal(memtrace, script, tmp_path, rows, sort):
     # the last frame, left on the terminal once the view ends, is whole
     assert out[out.index(b"\x1b[?1049l"):].count(b"\n") >= 8
 
+
+LIVE_RUN = """\
+import sys
+
+keep = bytearray(10_000_000)
+print("hello from the program", flush=True)
+with open(sys.argv[1]) as fifo:
+    fifo.read()
+sys.exit(5)
+"""
+
+
+def test_run_live_output_closed(memtrace, script, tmp_path):
+    """run --live whose view goes to a pipe closed early: the view ends,
+    not memtrace (no SIGPIPE), which waits for the program and exits with
+    its status."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    cap = tmp_path / "c.bin"
+    p = subprocess.Popen([memtrace, "run", "--live", "--python", "/usr/bin/python3", "-o",
+                          str(cap), str(script(LIVE_RUN)), str(fifo)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert p.stdout.readline().startswith(b"memtrace live: ")
+        p.stdout.close()  # the next frame finds no reader
+        with open(fifo, "w") as w:  # opened once the program waits there
+            w.write("go")
+        assert p.wait(60) == 5, p.stderr.read()
+        err = p.stderr.read().decode()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert "capture written to %s" % cap in err, err
+    assert (tmp_path / "c.log").read_text() == "hello from the program\n"
+    rows = run(memtrace, "summary", "--json", "--leaks", cap).stdout
+    assert "\"own_bytes\": 10000001," in rows  # the program ran to its end, tracked
