@@ -142,6 +142,33 @@ void mt_live_term_suspend(void)
 	mt_live_term_enter();
 }
 
+/* A key that is not a character comes as a sequence that starts with Esc
+ * (an arrow "\x1b[A", F2 "\x1bOQ", Alt-x "\x1bx"): its letters are not
+ * keys of ours. @c[@i] is an Esc of the @*k bytes read (@cap at most).
+ * Returns the index of the sequence's last byte, or -1 for the Esc key
+ * alone: nothing after it, even a moment later (a terminal writes a
+ * sequence at once; the rest of one cut by the read is read here). */
+static ssize_t key_sequence_end(char *c, ssize_t *k, ssize_t cap, ssize_t i)
+{
+	if (i + 1 == *k && *k < cap) {
+		struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+		ssize_t more = poll(&p, 1, 30) > 0 ? read(STDIN_FILENO, c + *k, (size_t)(cap - *k)) : 0;
+		if (more > 0)
+			*k += more;
+	}
+	if (i + 1 >= *k)
+		return -1;
+	if (c[i + 1] == 'O')
+		return i + 2 < *k ? i + 2 : *k - 1; /* SS3: one byte more */
+	if (c[i + 1] != '[')
+		return i + 1; /* Alt and a key */
+	/* CSI: parameters, then a final byte from @ to ~ */
+	ssize_t j = i + 2;
+	while (j < *k && !(c[j] >= 0x40 && c[j] <= 0x7e))
+		j++;
+	return j < *k ? j : *k - 1;
+}
+
 int mt_live_term_wait(int ms, int wake, const char *sort_keys, char *key)
 {
 	struct pollfd p[2];
@@ -158,9 +185,16 @@ int mt_live_term_wait(int ms, int wake, const char *sort_keys, char *key)
 	if (wake >= 0)
 		p[n++] = (struct pollfd){ .fd = wake, .events = POLLIN };
 	if (poll(p, (nfds_t)n, ms) > 0 && keys >= 0 && (p[keys].revents & POLLIN)) {
-		char c[16];
+		char c[64];
 		ssize_t k = read(STDIN_FILENO, c, sizeof(c));
 		for (ssize_t i = 0; i < k; i++) {
+			if (c[i] == '\x1b') {
+				ssize_t end = key_sequence_end(c, &k, (ssize_t)sizeof(c), i);
+				if (end < 0)
+					return 1; /* Esc alone quits, as q does */
+				i = end;
+				continue;
+			}
 			if (c[i] == 'q' || c[i] == 'Q')
 				return 1;
 			if (c[i] && strchr(sort_keys, c[i]))

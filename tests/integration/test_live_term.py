@@ -100,3 +100,57 @@ def test_run_live_output_closed(memtrace, script, tmp_path):
     assert (tmp_path / "c.log").read_text() == "hello from the program\n"
     rows = run(memtrace, "summary", "--json", "--leaks", cap).stdout
     assert "\"own_bytes\": 10000001," in rows  # the program ran to its end, tracked
+
+
+WAITS = """\
+import sys
+
+keep = bytearray(10_000_000)
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_keys_that_are_sequences(memtrace, script, tmp_path):
+    """Keys that come as sequences starting with Esc (arrows, F2 "Esc O Q")
+    do nothing, whatever letters they hold; Esc alone quits, as memray's."""
+    cap = tmp_path / "c.bin"
+    target = subprocess.Popen([memtrace, "run", "-o", str(cap), "--python", "/usr/bin/python3",
+                               str(script(WAITS))], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    master = None
+    try:
+        assert target.stdout.readline() == b"ready\n"
+        pid, master = pty.fork()
+        if pid == 0:
+            os.execv(memtrace, [memtrace, "live", "--interval", "0.05", str(cap)])
+        out = b""
+
+        def frames(n):
+            """Read until @n more frames are drawn: the view is still on."""
+            nonlocal out
+            want = out.count(b"\x1b[H") + n
+            while out.count(b"\x1b[H") < want:
+                assert select.select([master], [], [], 30)[0], out[-300:]
+                try:
+                    out += os.read(master, 65536)
+                except OSError:  # EIO: the view ended
+                    pytest.fail("the view ended: %r" % out[-300:])
+
+        frames(1)
+        # F2, an arrow, Ctrl-Left, F5, Alt-q: none is q
+        for seq in (b"\x1bOQ", b"\x1b[A", b"\x1b[1;5D", b"\x1b[15~", b"\x1bq"):
+            os.write(master, seq)
+            frames(2)
+        os.write(master, b"\x1b")
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.wait(60) == 0
+    finally:
+        if master is not None:
+            os.close(master)
+        if target.poll() is None:
+            target.kill()
+            target.wait()
