@@ -37,21 +37,23 @@
 #include <unistd.h>    /* close */
 
 static const char usage[] =
-	"usage: memtrace live [--interval SECONDS] [-n N] [--sort own|growth|steady] [--once]\n"
-	"                     CAPTURE\n"
-	"       memtrace live [--interval SECONDS] [-n N] [--sort own|growth|steady] PORT\n"
+	"usage: memtrace live [--interval SECONDS] [-n N] [--sort KEY] [--once] CAPTURE\n"
+	"       memtrace live [--interval SECONDS] [-n N] [--sort KEY] PORT\n"
 	"\n"
 	"Follows a capture while it is written (by memtrace run, attach or a Tracker),\n"
 	"or as `memtrace run --live-remote` or a Tracker's SocketDestination sends it\n"
 	"to PORT on 127.0.0.1, and shows what holds memory now, and how much more than\n"
 	"when the view started, until tracking ends. On a terminal the view is redrawn\n"
-	"in place (q or Esc quits; o sorts by own live memory, g by growth, s by steady\n"
-	"rise; other keys, arrows and function keys among them, do nothing);\n"
+	"in place (q or Esc quits; o sorts by own live memory, t by total, a by own\n"
+	"blocks, g by growth, s by steady rise; other keys, arrows and function keys\n"
+	"among them, do nothing);\n"
 	"otherwise a frame is printed at every refresh.\n"
 	"\n"
 	"  --interval S  seconds between refreshes (default 1; 0.05 to 3600)\n"
 	"  -n, --top N   locations to show (default: what the terminal has room for, or 20)\n"
-	"  --sort K      own: the most memory live first (default); growth: the most\n"
+	"  --sort KEY    own: the most memory live first (default); total: the most\n"
+	"                memory live in what they called too first; blocks: the most\n"
+	"                blocks of their own live first; growth: the most\n"
 	"                growth since the view started first; steady: the call paths\n"
 	"                whose live bytes rose most steadily across the capture so far\n"
 	"                first, as `memtrace growth` ranks them, with their rise, its\n"
@@ -59,8 +61,8 @@ static const char usage[] =
 	"  --once        show one frame of a CAPTURE and exit (not with --sort growth)\n";
 
 /* --sort's names and the keys that choose them, by enum mt_live_sort */
-static const char *const sort_names[] = { "own", "growth", "steady" };
-static const char sort_keys[] = "ogs";
+static const char *const sort_names[] = { "own", "growth", "steady", "total", "blocks" };
+static const char sort_keys[] = "ogsta";
 #define N_SORTS ((int)(sizeof(sort_names) / sizeof(sort_names[0])))
 
 /* How long a capture may stay without its header (attach writes it once
@@ -372,7 +374,8 @@ int cmd_live(int argc, char **argv)
 			for (sort = 0; sort < N_SORTS && strcmp(optarg, sort_names[sort]); sort++)
 				;
 			if (sort == N_SORTS) {
-				mt_error(0, "live: --sort wants own, growth or steady, not '%s'", optarg);
+				mt_error(0, "live: --sort wants own, total, blocks, growth or steady, "
+					    "not '%s'", optarg);
 				return 2;
 			}
 			break;
@@ -488,7 +491,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 	int ms = (int)(interval * 1000 + 0.5);
 	int64_t first_try = mt_now_ms();
 	struct mt_header seen = { 0 };
-	char *frame = NULL, hint[64];
+	char *frame = NULL, hint[128];
 	size_t len = 0;
 	struct mt_live_base *base = NULL;
 	/* the last frame's rows, while nothing new is read */
@@ -606,7 +609,9 @@ int mt_cli_live(struct mt_live_opts *lo)
 		}
 		if (!done) {
 			snprintf(hint, sizeof(hint), "every %g s%s", interval,
-				 mt_live_term_keys() ? "; q quits, o/g/s sorts by own/growth/steady" : "");
+				 mt_live_term_keys()
+					 ? "; q quits, o/t/a/g/s sorts by own/total/blocks/growth/steady"
+					 : "");
 			f.hint = hint;
 		}
 		/* another capture in the same file: growth starts again */
@@ -619,6 +624,8 @@ int mt_cli_live(struct mt_live_opts *lo)
 			base = mt_live_base_new(sp); /* growth since the view started */
 		f.base = base;
 		f.by_growth = sort == MT_LIVE_SORT_GROWTH;
+		f.by_total = sort == MT_LIVE_SORT_TOTAL;
+		f.by_blocks = sort == MT_LIVE_SORT_BLOCKS;
 		unsigned cols, lines;
 		if (mt_live_term_screen()) {
 			if (mt_live_term_size(&cols, &lines) == 0) {

@@ -192,6 +192,8 @@ enum mt_live_sort {
 	MT_LIVE_SORT_GROWTH, /* the most growth since the view started first */
 	MT_LIVE_SORT_STEADY, /* the steadiest and biggest rise across the capture
 			      * so far first (reader/growth.h) */
+	MT_LIVE_SORT_TOTAL,  /* the most memory live in what they called too first */
+	MT_LIVE_SORT_BLOCKS, /* the most blocks of their own live first */
 };
 
 /* mt_cli_live() - the live view of capture @path until tracking ends or

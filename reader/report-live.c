@@ -141,6 +141,17 @@ static int grown_cmp(const void *a, const void *b)
 	return mt_location_cmp_own(x->l, y->l);
 }
 
+static int grown_cmp_total(const void *a, const void *b)
+{
+	return mt_location_cmp_total(((const struct grown *)a)->l, ((const struct grown *)b)->l);
+}
+
+static int grown_cmp_blocks(const void *a, const void *b)
+{
+	return mt_location_cmp_own_count(((const struct grown *)a)->l,
+					 ((const struct grown *)b)->l);
+}
+
 /* "+1.50 MiB", "-3.00 KiB", "0 B" into @buf (>= 40 bytes) */
 static char *signed_bytes(char *buf, int64_t d)
 {
@@ -302,6 +313,10 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 	}
 	if (f->base && f->by_growth && n > 1)
 		qsort(g, (size_t)n, sizeof(*g), grown_cmp);
+	else if (f->by_total && n > 1)
+		qsort(g, (size_t)n, sizeof(*g), grown_cmp_total);
+	else if (f->by_blocks && n > 1)
+		qsort(g, (size_t)n, sizeof(*g), grown_cmp_blocks);
 
 	mt_strbuf_addstr(&sb, "memtrace live: ");
 	mt__report_text(&sb, o->path ? o->path : "");
@@ -343,23 +358,27 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 		return ferror(out) ? -EIO : 0;
 	}
 	fputc('\n', out);
+	/* the column sorted on, when not the first, is marked */
+	const char *total = f->by_total ? "Total live*" : "Total live";
+	const char *blocks = f->by_blocks ? "Own blocks*" : "Own blocks";
 	if (f->base)
-		mt_strbuf_addf(&sb, "%12s %12s %12s %10s  %s", "Own live", "Total live",
-			       f->by_growth ? "Growth*" : "Growth", "Own blocks", "Location");
+		mt_strbuf_addf(&sb, "%12s %12s %12s %11s  %s", "Own live", total,
+			       f->by_growth ? "Growth*" : "Growth", blocks, "Location");
 	else
-		mt_strbuf_addf(&sb, "%12s %12s %10s  %s", "Own live", "Total live", "Own blocks",
-			       "Location");
+		mt_strbuf_addf(&sb, "%12s %12s %11s  %s", "Own live", total, blocks, "Location");
 	line(out, &sb, f->width);
 	size_t rows = 0;
 	for (size_t i = 0; i < (size_t)n && (!o->top_n || rows < o->top_n); i++) {
 		const struct mt_location *l = g[i].l;
-		if (f->base && f->by_growth ? g[i].growth <= 0 : !l->own_bytes && !l->own_count)
+		if (f->base && f->by_growth ? g[i].growth <= 0
+		    : f->by_total	    ? !l->total_bytes && !l->total_count
+					    : !l->own_bytes && !l->own_count)
 			break; /* sorted: nothing more to show */
 		mt_strbuf_addf(&sb, "%12s %12s ", mt__report_bytes(a, l->own_bytes),
 			       mt__report_bytes(b, l->total_bytes));
 		if (f->base)
 			mt_strbuf_addf(&sb, "%12s ", signed_bytes(c, g[i].growth));
-		mt_strbuf_addf(&sb, "%10llu  ", (unsigned long long)l->own_count);
+		mt_strbuf_addf(&sb, "%11llu  ", (unsigned long long)l->own_count);
 		if (l->native)
 			mt_strbuf_addstr(&sb, "[C] "); /* a native frame */
 		mt__report_location(&sb, l->function, l->file, l->line);

@@ -112,6 +112,8 @@ struct mt_live_frame {
 	unsigned width;    /* columns every line is cut to; 0 = no limit */
 	const struct mt_live_base *base; /* a Growth column since then, or NULL */
 	int by_growth;     /* with @base: the locations that grew most first */
+	int by_total;      /* the most live in them and their callees first */
+	int by_blocks;     /* the most blocks of their own live first */
 	/* what this refresh read (reader/follow.h): a line says it */
 	uint64_t read_chunks, read_events;
 	uint64_t read_us;  /* how long reading them and making the figures took */

@@ -363,7 +363,7 @@ def test_bad_input(memtrace, tmp_path, case):
     assert p.returncode == (2 if case.startswith("bad") else 1), p.stderr
     assert p.stdout == ""
     expect = {"missing": "x.bin", "not-a-capture": "not a memtrace capture",
-              "bad-interval": "--interval", "bad-top": "-n wants a number", "bad-sort": "--sort wants own, growth or steady, not 'size'",
+              "bad-interval": "--interval", "bad-top": "-n wants a number", "bad-sort": "--sort wants own, total, blocks, growth or steady, not 'size'",
               "bad-once": "not with --once",
               "no-header": "has no capture header", "bad-port": "invalid port 70000"}[case]
     assert expect in p.stderr

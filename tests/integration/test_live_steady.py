@@ -174,7 +174,7 @@ def test_once_ranks_as_growth_does(memtrace, script, tmp_path):
 def test_bad_sort(memtrace, tmp_path):
     p = run(memtrace, "live", "--sort", "steadily", tmp_path / "x.bin", check=False)
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr == ("memtrace: live: --sort wants own, growth or steady, not "
+    assert p.stderr == ("memtrace: live: --sort wants own, total, blocks, growth or steady, not "
                         "'steadily'\n"), p.stderr
 
 
@@ -205,7 +205,7 @@ def test_key_s_on_a_terminal(memtrace, script, tmp_path):
         if pid == 0:
             os.execv(memtrace, [memtrace, "live", "--interval", "0.1", str(cap)])
         read_until(b"jump at")
-        assert b"o/g/s sorts by own/growth/steady" in out and b"Steady*" not in out
+        assert b"o/t/a/g/s sorts by own/total/blocks/growth/steady" in out and b"Steady*" not in out
         os.write(master, b"s")  # the capture read again, with each path's series
         mark = len(out)
         read_until(b"Steady*")

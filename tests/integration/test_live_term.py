@@ -4,10 +4,12 @@ given size, and an output that goes away."""
 import fcntl
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
 import termios
+import time
 
 import pytest
 
@@ -113,7 +115,8 @@ sys.stdin.readline()
 
 def test_keys_that_are_sequences(memtrace, script, tmp_path):
     """Keys that come as sequences starting with Esc (arrows, F2 "Esc O Q")
-    do nothing, whatever letters they hold; Esc alone quits, as memray's."""
+    do nothing, whatever letters they hold; Esc alone quits, as memray's;
+    t and a sort as memray's do."""
     cap = tmp_path / "c.bin"
     target = subprocess.Popen([memtrace, "run", "-o", str(cap), "--python", "/usr/bin/python3",
                                str(script(WAITS))], stdin=subprocess.PIPE,
@@ -142,6 +145,14 @@ def test_keys_that_are_sequences(memtrace, script, tmp_path):
         for seq in (b"\x1bOQ", b"\x1b[A", b"\x1b[1;5D", b"\x1b[15~", b"\x1bq"):
             os.write(master, seq)
             frames(2)
+        # memray's keys for sorting by total and by allocations: the
+        # column sorted on is marked
+        for k, heading in ((b"t", b"Total live*"), (b"a", b"Own blocks*")):
+            os.write(master, k)
+            deadline = time.monotonic() + 30
+            while heading not in out.rsplit(b"\x1b[H", 1)[-1]:
+                assert time.monotonic() < deadline, out[-300:]
+                frames(1)
         os.write(master, b"\x1b")
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
@@ -154,3 +165,43 @@ def test_keys_that_are_sequences(memtrace, script, tmp_path):
         if target.poll() is None:
             target.kill()
             target.wait()
+
+
+SORTS = """\
+def big():
+    return bytearray(1_000_000)
+
+
+def small():
+    return bytearray(1_000)
+
+
+def outer():
+    return [big() for _ in range(3)]
+
+
+keep = outer()
+bits = [small() for _ in range(50)]
+"""
+
+
+def test_sort_by_total_and_blocks(memtrace, script, tmp_path):
+    """--sort total puts first the locations with the most live in them and
+    in what they called (outer, with no memory of its own), --sort blocks
+    those with the most blocks of their own (small's 50)."""
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-o", cap, "--python", "/usr/bin/python3", script(SORTS))
+
+    def rows(sort):
+        out = run(memtrace, "live", "--once", "--sort", sort, "-n", "3", cap).stdout
+        table = out.split("\n\n", 1)[1].splitlines()
+        assert ("Total live*" in table[0]) == (sort == "total"), table[0]
+        assert ("Own blocks*" in table[0]) == (sort == "blocks"), table[0]
+        return [re.match(r"\s*(\S+ \S+)\s+(\S+ \S+)\s+(\d+)  (\S+)", r).groups()
+                for r in table[1:] if r]
+
+    top = rows("total")
+    assert [r[3] for r in top[:2]] == ["<module>", "outer"], top
+    assert top[1][:3] == ("0 B", "2.86 MiB", "0"), top
+    assert rows("blocks")[0] == ("48.88 KiB", "48.88 KiB", "50", "small"), rows("blocks")
+    assert rows("own")[0][3] == "big"
