@@ -394,7 +394,9 @@ static void run_live(struct mt_spawn *sp, const char *capture, const char *log)
 	/* a signal that ended the view was meant for the program too,
 	 * as without --live, unless it got it already */
 	mt_spawn_forward(sp, lo.stopped_by, lo.stopped_by_kernel);
-	if (mt_spawn_running(sp))
+	/* a program the signal ends is given the moment that takes before
+	 * it is said to run on */
+	if (mt_spawn_running_after(sp, lo.stopped_by ? 1000 : 0))
 		mt_warning("the program (pid %d) runs on: waiting for it to end; its output "
 			   "goes to %s", (int)sp->pid, log);
 }

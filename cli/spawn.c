@@ -11,7 +11,9 @@
 #include <signal.h>   /* sigaction */
 #include <stdio.h>    /* snprintf */
 #include <stdlib.h>   /* getenv, setenv */
+#include <poll.h>     /* poll */
 #include <string.h>   /* strlen */
+#include <sys/syscall.h> /* SYS_pidfd_open */
 #include <sys/wait.h> /* waitpid, waitid */
 #include <unistd.h>   /* fork, execv, pipe2 */
 
@@ -165,6 +167,19 @@ int mt_spawn_running(struct mt_spawn *sp)
 {
 	siginfo_t si = { 0 };
 	return waitid(P_PID, (id_t)sp->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && !si.si_pid;
+}
+
+int mt_spawn_running_after(struct mt_spawn *sp, int ms)
+{
+	int fd = (int)syscall(SYS_pidfd_open, sp->pid, 0);
+	if (fd >= 0) {
+		/* readable once the program has ended */
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		while (poll(&p, 1, ms) < 0 && errno == EINTR)
+			;
+		close(fd);
+	}
+	return mt_spawn_running(sp);
 }
 
 int mt_spawn_wait(struct mt_spawn *sp, int *wstatus)

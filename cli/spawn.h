@@ -76,6 +76,10 @@ void mt_spawn_forward(struct mt_spawn *sp, int sig, int from_kernel);
  * reaped). */
 int mt_spawn_running(struct mt_spawn *sp);
 
+/* mt_spawn_running_after() - whether the program has not ended within
+ * @ms milliseconds (woken by its end, not polled). */
+int mt_spawn_running_after(struct mt_spawn *sp, int ms);
+
 /* mt_spawn_wait() - wait for the program to end, its wait status into
  * *@wstatus, and put the old signal handlers back. Returns 0, or -1
  * after printing why. */

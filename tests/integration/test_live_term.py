@@ -6,6 +6,7 @@ import os
 import pty
 import re
 import select
+import signal
 import struct
 import subprocess
 import termios
@@ -205,3 +206,45 @@ def test_sort_by_total_and_blocks(memtrace, script, tmp_path):
     assert top[1][:3] == ("0 B", "2.86 MiB", "0"), top
     assert rows("blocks")[0] == ("48.88 KiB", "48.88 KiB", "50", "small"), rows("blocks")
     assert rows("own")[0][3] == "big"
+
+
+LOOPS = """\
+import time
+
+keep = bytearray(10_000_000)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_run_live_ended_by_sigterm_does_not_say_the_program_runs_on(memtrace, script, tmp_path):
+    """SIGTERM to run --live ends the view and is passed on to the program,
+    which it ends: memtrace waits for that end before it would say that the
+    program runs on, and so does not say it."""
+    cap = tmp_path / "c.bin"
+    pid, master = pty.fork()
+    if pid == 0:
+        os.execv(memtrace, [memtrace, "run", "--live", "--python", "/usr/bin/python3", "-o",
+                            str(cap), str(script(LOOPS))])
+    out = b""
+    try:
+        while b"\x1b[H" not in out:  # the view's first frame
+            assert select.select([master], [], [], 30)[0], out[-300:]
+            out += os.read(master, 65536)
+        os.kill(pid, signal.SIGTERM)
+        while True:
+            select.select([master], [], [], 30)
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO once the terminal's last user is gone
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == -signal.SIGTERM, out[-500:]
+    text = out.decode(errors="replace")
+    assert "killed by SIGTERM" in text, text[-500:]
+    assert "runs on" not in text, text[-500:]
