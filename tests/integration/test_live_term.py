@@ -22,9 +22,9 @@ MANY = "keep = []\n" + "".join(
     "for r in range(5):\n" + "".join("    keep.append(f%d())\n" % i for i in range(30))
 
 
-def on_terminal(argv, rows, cols):
-    """Run @argv on a terminal of @rows and @cols; its output, and its exit
-    status."""
+def on_terminal(argv, rows=24, cols=80, then=None):
+    """Run @argv on a terminal of @rows and @cols, and once it has drawn a
+    frame call @then(its pid), if given; its output, and its exit status."""
     pid, master = pty.fork()
     if pid == 0:
         # the size set before the view starts, by the view's own terminal
@@ -32,6 +32,11 @@ def on_terminal(argv, rows, cols):
         os.execv(argv[0], argv)
     out = b""
     try:
+        while then and b"\x1b[H" not in out:  # the view's first frame
+            assert select.select([master], [], [], 30)[0], out[-300:]
+            out += os.read(master, 65536)
+        if then:
+            then(pid)
         while True:
             select.select([master], [], [], 30)
             try:
@@ -222,29 +227,10 @@ def test_run_live_ended_by_sigterm_does_not_say_the_program_runs_on(memtrace, sc
     which it ends: memtrace waits for that end before it would say that the
     program runs on, and so does not say it."""
     cap = tmp_path / "c.bin"
-    pid, master = pty.fork()
-    if pid == 0:
-        os.execv(memtrace, [memtrace, "run", "--live", "--python", "/usr/bin/python3", "-o",
-                            str(cap), str(script(LOOPS))])
-    out = b""
-    try:
-        while b"\x1b[H" not in out:  # the view's first frame
-            assert select.select([master], [], [], 30)[0], out[-300:]
-            out += os.read(master, 65536)
-        os.kill(pid, signal.SIGTERM)
-        while True:
-            select.select([master], [], [], 30)
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO once the terminal's last user is gone
-                break
-            if not chunk:
-                break
-            out += chunk
-    finally:
-        os.close(master)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == -signal.SIGTERM, out[-500:]
+    out, code = on_terminal([memtrace, "run", "--live", "--python", "/usr/bin/python3", "-o",
+                             str(cap), str(script(LOOPS))],
+                            then=lambda pid: os.kill(pid, signal.SIGTERM))
+    assert code == -signal.SIGTERM, out[-500:]
     text = out.decode(errors="replace")
     assert "killed by SIGTERM" in text, text[-500:]
     assert "runs on" not in text, text[-500:]
