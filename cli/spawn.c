@@ -8,10 +8,10 @@
 
 #include <errno.h>    /* errno */
 #include <fcntl.h>    /* O_CLOEXEC */
+#include <poll.h>     /* poll */
 #include <signal.h>   /* sigaction */
 #include <stdio.h>    /* snprintf */
 #include <stdlib.h>   /* getenv, setenv */
-#include <poll.h>     /* poll */
 #include <string.h>   /* strlen */
 #include <sys/syscall.h> /* SYS_pidfd_open */
 #include <sys/wait.h> /* waitpid, waitid */

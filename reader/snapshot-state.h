@@ -85,9 +85,8 @@ struct mt__unmap {
  * fetches their slots of the live map: with millions of blocks live, a
  * slot is a miss to memory, and the misses of the records in the queue
  * overlap instead of each stalling the pass. The records leave in their
- * order, and every other record (and each chunk, and the feed's end)
- * empties the queue first, so the figures are those of one record at a
- * time. */
+ * order, and every other record, and each chunk's end, empties the
+ * queue first, so the figures are those of one record at a time. */
 #define MT__AHEAD 16
 struct mt__event {
 	uint64_t addr, size; /* size: a FREE's only for munmap */

@@ -44,8 +44,8 @@ static void table_free(struct mt_live *v, uint64_t slots)
 {
 	size_t bytes = (size_t)slots * sizeof(*v);
 	if (bytes < HUGE)
-		free(v);
-	else if (v)
+		free(v); /* NULL too: a table never made */
+	else
 		munmap(v, bytes);
 }
 
@@ -104,7 +104,6 @@ uint64_t mt_livemap_count(const struct mt_livemap *m)
 void mt_livemap_release(struct mt_livemap *m)
 {
 	for (unsigned k = 0; k < 1u << MT_LIVEMAP_SEG_BITS; k++)
-		if (m->seg[k].v)
-			table_free(m->seg[k].v, m->seg[k].mask + 1);
+		table_free(m->seg[k].v, m->seg[k].mask + 1);
 	*m = (struct mt_livemap){ 0 };
 }

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from conftest import run
+from test_live import stop
 
 # call paths that all rise: more rows than any terminal here has
 MANY = "keep = []\n" + "".join(
@@ -101,9 +102,7 @@ def test_run_live_output_closed(memtrace, script, tmp_path):
         assert p.wait(60) == 5, p.stderr.read()
         err = p.stderr.read().decode()
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        stop(p)
     assert "capture written to %s" % cap in err, err
     assert (tmp_path / "c.log").read_text() == "hello from the program\n"
     rows = run(memtrace, "summary", "--json", "--leaks", cap).stdout
@@ -168,9 +167,7 @@ def test_keys_that_are_sequences(memtrace, script, tmp_path):
     finally:
         if master is not None:
             os.close(master)
-        if target.poll() is None:
-            target.kill()
-            target.wait()
+        stop(target)
 
 
 SORTS = """\
