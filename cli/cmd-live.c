@@ -9,6 +9,7 @@
  */
 #include "cli/cmd.h"
 #include "cli/live-term.h"
+#include "cli/live-view.h"
 #include "format/error.h"
 #include "format/peer.h"
 #include "reader/follow.h"
@@ -45,8 +46,9 @@ static const char usage[] =
 	"to PORT on 127.0.0.1, and shows what holds memory now, and how much more than\n"
 	"when the view started, until tracking ends. On a terminal the view is redrawn\n"
 	"in place (q or Esc quits; o sorts by own live memory, t by total, a by own\n"
-	"blocks, g by growth, s by steady rise; other keys, arrows and function keys\n"
-	"among them, do nothing);\n"
+	"blocks, g by growth, s by steady rise; m shows one thread at a time and <\n"
+	"and > or the left and right arrows go from one to the next; space pauses;\n"
+	"the up and down arrows, Page Up and Down, Home and End scroll the rows);\n"
 	"otherwise a frame is printed at every refresh.\n"
 	"\n"
 	"  --interval S  seconds between refreshes (default 1; 0.05 to 3600)\n"
@@ -146,16 +148,16 @@ static void stream_stop(void)
 }
 
 /* Wait @ms, or less if a key, a signal or the end of a stream comes.
- * Returns 1 if the user asked to quit; o, g and s choose the sort. */
-static int wait_or_quit(int ms, int *sort)
+ * Returns 1 if the user asked to quit; the other keys change @v. */
+static int wait_or_quit(int ms, struct mt_live_view *v)
 {
 	int wake = stream.wake[0] >= 0 && !atomic_load(&stream.eof) ? stream.wake[0] : -1;
-	char key = 0;
+	char keys[64];
+	size_t n;
 
-	if (mt_live_term_wait(ms, wake, sort_keys, &key))
+	if (mt_live_term_wait(ms, wake, keys, sizeof(keys), &n))
 		return 1;
-	if (key)
-		*sort = (int)(strchr(sort_keys, key) - sort_keys);
+	mt_live_view_keys(v, keys, n, sort_keys);
 	return 0;
 }
 
@@ -438,7 +440,8 @@ int mt_cli_live(struct mt_live_opts *lo)
 {
 	struct mt_report_opts o = { .view = MT_VIEW_LEAKS, .temp_threshold = 1 };
 	double interval = lo->interval;
-	int once = lo->once, top_given = lo->top_given, sort = lo->sort;
+	int once = lo->once, top_given = lo->top_given;
+	struct mt_live_view v = { .sort = lo->sort };
 
 	o.path = lo->path;
 	o.top_n = lo->top_n;
@@ -491,12 +494,14 @@ int mt_cli_live(struct mt_live_opts *lo)
 	int ms = (int)(interval * 1000 + 0.5);
 	int64_t first_try = mt_now_ms();
 	struct mt_header seen = { 0 };
-	char *frame = NULL, hint[128];
+	char *frame = NULL;
 	size_t len = 0;
-	struct mt_live_base *base = NULL;
-	/* the last frame's rows, while nothing new is read */
+	/* the last frame's rows, while nothing new is read (and of the same
+	 * threads) */
 	struct mt_location *locs = NULL;
 	ssize_t n_locs = -1;
+	int locs_split = 0;
+	uint32_t locs_thread = 0;
 	struct mt_growth_row *steady = NULL;
 	ssize_t n_steady = -1;
 	int err = 0;
@@ -504,7 +509,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 	/* each call path's series across the samples, for the steady sort
 	 * only: it adds to the cost of every event read */
 	struct mt_snapshot_opts so = { .temp_threshold = o.temp_threshold,
-				       .growth = sort == MT_LIVE_SORT_STEADY };
+				       .growth = v.sort == MT_LIVE_SORT_STEADY };
 	struct mt_follow *fol = mt_follow_new(o.path, &so);
 	if (!fol) {
 		mt_error(-ENOMEM, "live");
@@ -520,16 +525,21 @@ int mt_cli_live(struct mt_live_opts *lo)
 		char msg[600];
 
 		mt_live_term_suspend();
-		if (sort == MT_LIVE_SORT_STEADY && !so.growth) {
+		if (v.sort == MT_LIVE_SORT_STEADY && !so.growth) {
 			/* s pressed: the capture read again, its series from the start */
 			so.growth = 1;
+			v.paused = 0;
 			mt_follow_set_opts(fol, &so);
 		}
 		/* If the process is gone without a trailer, what is read after
 		 * finding that out is all there will be. */
 		int gone = 0, pending;
 		int64_t began = mt_now_ms();
-		if (stream.fd >= 0) {
+		if (v.paused && frame) {
+			/* the last frame's snapshot, as it was */
+			err = 0;
+			pending = 0;
+		} else if (stream.fd >= 0) {
 			gone = atomic_load(&stream.eof); /* then the file holds it all */
 			err = atomic_load(&stream.err);
 			if (err < 0)
@@ -555,7 +565,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		}
 		if (err < 0) {
 			if (pending && !once && mt_now_ms() - first_try < HEADER_WAIT_MS) {
-				if (wait_or_quit(ms < 200 ? ms : 200, &sort))
+				if (wait_or_quit(ms < 200 ? ms : 200, &v))
 					break;
 				continue;
 			}
@@ -574,22 +584,30 @@ int mt_cli_live(struct mt_live_opts *lo)
 			goto fail;
 		}
 		sp = mt_follow_snapshot(fol);
-		if (rd.chunks || rd.from_start) {
+		mt_live_view_thread(&v, sp);
+		if (rd.chunks || rd.from_start || locs_split != v.split ||
+		    (v.split && locs_thread != v.thread)) {
 			free(locs);
 			free(steady);
 			locs = NULL;
 			steady = NULL;
 			n_locs = n_steady = -1;
 		}
-		if (sort != MT_LIVE_SORT_STEADY && n_locs < 0 &&
-		    (err = (int)(n_locs = mt_live_locations(sp, &locs))) < 0)
+		if (v.sort != MT_LIVE_SORT_STEADY && n_locs < 0 &&
+		    (err = (int)(n_locs = mt_live_locations(sp, v.split ? v.thread : MT_ALL_THREADS,
+							     &locs))) < 0)
 			goto fail_draw;
-		if (sort == MT_LIVE_SORT_STEADY && n_steady < 0 &&
+		locs_split = v.split;
+		locs_thread = v.thread;
+		if (v.sort == MT_LIVE_SORT_STEADY && n_steady < 0 &&
 		    (err = (int)(n_steady = mt_live_steady(sp, &steady))) < 0)
 			goto fail_draw;
 		f.locs = n_locs >= 0 ? locs : NULL;
 		f.n_locs = n_locs >= 0 ? (size_t)n_locs : 0;
-		f.by_steady = sort == MT_LIVE_SORT_STEADY;
+		f.by_steady = v.sort == MT_LIVE_SORT_STEADY;
+		f.split = v.split;
+		f.thread = v.thread;
+		f.first_row = &v.first;
 		f.steady = steady;
 		f.n_steady = n_steady >= 0 ? (size_t)n_steady : 0;
 		f.read_chunks = rd.chunks;
@@ -607,31 +625,29 @@ int mt_cli_live(struct mt_live_opts *lo)
 					  : "the process is gone: the capture ends here, cut short";
 			done = 1;
 		}
-		if (!done) {
-			snprintf(hint, sizeof(hint), "every %g s%s", interval,
-				 mt_live_term_keys()
-					 ? "; q quits, o/t/a/g/s sorts by own/total/blocks/growth/steady"
-					 : "");
-			f.hint = hint;
+		if (v.paused && frame) {
+			f.state = "paused: nothing is read";
+			f.hint = "space goes on, q quits";
+		} else if (!done && mt_live_term_keys()) {
+			f.hint = "q quits, o/t/a/g/s sort, m < > threads, space pauses, arrows scroll";
 		}
+		f.interval = done ? 0 : interval;
 		/* another capture in the same file: growth starts again */
-		if (base && (sp->header.pid != seen.pid || sp->header.start_ns != seen.start_ns)) {
-			mt_live_base_free(base);
-			base = NULL;
-		}
+		if (sp->header.pid != seen.pid || sp->header.start_ns != seen.start_ns)
+			mt_live_view_forget(&v);
 		seen = sp->header;
-		if (!base && !once)
-			base = mt_live_base_new(sp); /* growth since the view started */
-		f.base = base;
-		f.by_growth = sort == MT_LIVE_SORT_GROWTH;
-		f.by_total = sort == MT_LIVE_SORT_TOTAL;
-		f.by_blocks = sort == MT_LIVE_SORT_BLOCKS;
+		/* growth since the view started, or since the thread was first
+		 * shown on its own */
+		f.base = once ? NULL : mt_live_view_base(&v, sp);
+		f.by_growth = v.sort == MT_LIVE_SORT_GROWTH;
+		f.by_total = v.sort == MT_LIVE_SORT_TOTAL;
+		f.by_blocks = v.sort == MT_LIVE_SORT_BLOCKS;
 		unsigned cols, lines;
 		if (mt_live_term_screen()) {
 			if (mt_live_term_size(&cols, &lines) == 0) {
 				f.width = cols;
 				if (!top_given)
-					o.top_n = lines > 9 ? lines - 8u : 1u;
+					o.top_n = lines > 10 ? lines - 9u : 1u;
 			} else if (!top_given) {
 				o.top_n = 20; /* a terminal of no known size */
 			}
@@ -662,7 +678,8 @@ int mt_cli_live(struct mt_live_opts *lo)
 		 * goes to reading it. */
 		int64_t took = mt_now_ms() - began;
 		int wait = took > (int64_t)ms ? (int)(took < 3600000 ? took : 3600000) : ms;
-		if (done || wait_or_quit(wait, &sort))
+		v.page = o.top_n;
+		if (done || wait_or_quit(wait, &v))
 			break;
 	}
 	if (mt_live_term_screen()) {
@@ -671,7 +688,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 			fwrite(frame, 1, len, stdout);
 	}
 	free(frame);
-	mt_live_base_free(base);
+	mt_live_view_forget(&v);
 	mt_follow_free(fol);
 	free(locs);
 	free(steady);
@@ -684,7 +701,7 @@ fail_draw:
 	mt_error(err, "live: cannot draw the view");
 fail:
 	free(frame);
-	mt_live_base_free(base);
+	mt_live_view_forget(&v);
 	mt_follow_free(fol);
 	free(locs);
 	free(steady);

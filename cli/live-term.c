@@ -144,12 +144,14 @@ void mt_live_term_suspend(void)
 
 /* A key that is not a character comes as a sequence that starts with Esc
  * (an arrow "\x1b[A", F2 "\x1bOQ", Alt-x "\x1bx"): its letters are not
- * keys of ours. @c[@i] is an Esc of the @*k bytes read (@cap at most).
- * Returns the index of the sequence's last byte, or -1 for the Esc key
- * alone: nothing after it, even a moment later (a terminal writes a
- * sequence at once; the rest of one cut by the read is read here). */
-static ssize_t key_sequence_end(char *c, ssize_t *k, ssize_t cap, ssize_t i)
+ * keys of their own. @c[@i] is an Esc of the @*k bytes read (@cap at
+ * most). Returns the index of the sequence's last byte, or -1 for the Esc
+ * key alone: nothing after it, even a moment later (a terminal writes a
+ * sequence at once; the rest of one cut by the read is read here). The
+ * key it is, if one of ours, in *@key (else 0). */
+static ssize_t key_sequence_end(char *c, ssize_t *k, ssize_t cap, ssize_t i, char *key)
 {
+	*key = 0;
 	if (i + 1 == *k && *k < cap) {
 		struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
 		ssize_t more = poll(&p, 1, 30) > 0 ? read(STDIN_FILENO, c + *k, (size_t)(cap - *k)) : 0;
@@ -158,47 +160,66 @@ static ssize_t key_sequence_end(char *c, ssize_t *k, ssize_t cap, ssize_t i)
 	}
 	if (i + 1 >= *k)
 		return -1;
-	if (c[i + 1] == 'O')
-		return i + 2 < *k ? i + 2 : *k - 1; /* SS3: one byte more */
-	if (c[i + 1] != '[')
+	ssize_t j;
+	if (c[i + 1] == 'O') {
+		j = i + 2 < *k ? i + 2 : *k - 1; /* SS3: one byte more */
+	} else if (c[i + 1] == '[') {
+		/* CSI: parameters, then a final byte from @ to ~ */
+		j = i + 2;
+		while (j < *k && !(c[j] >= 0x40 && c[j] <= 0x7e))
+			j++;
+		if (j >= *k)
+			return *k - 1;
+	} else {
 		return i + 1; /* Alt and a key */
-	/* CSI: parameters, then a final byte from @ to ~ */
-	ssize_t j = i + 2;
-	while (j < *k && !(c[j] >= 0x40 && c[j] <= 0x7e))
-		j++;
-	return j < *k ? j : *k - 1;
+	}
+	/* the arrows and Home and End with or without a modifier ("1;5D"),
+	 * the others by their number ("5~") */
+	static const char finals[] = "ABCDHF", ours[] = { MT_KEY_UP, MT_KEY_DOWN, '>', '<',
+							 MT_KEY_HOME, MT_KEY_END };
+	const char *f = j > i + 1 ? strchr(finals, c[j]) : NULL;
+	if (c[j] && f)
+		*key = ours[f - finals];
+	else if (c[j] == '~' && c[i + 1] == '[' && j == i + 3)
+		*key = c[i + 2] == '5'				 ? MT_KEY_PGUP
+		       : c[i + 2] == '6'			 ? MT_KEY_PGDN
+		       : c[i + 2] == '1' || c[i + 2] == '7' ? MT_KEY_HOME
+		       : c[i + 2] == '4' || c[i + 2] == '8' ? MT_KEY_END
+							 : 0;
+	return j;
 }
 
-int mt_live_term_wait(int ms, int wake, const char *sort_keys, char *key)
+int mt_live_term_wait(int ms, int wake, char *keys, size_t cap, size_t *n_keys)
 {
 	struct pollfd p[2];
-	int n = 0, keys = -1;
+	int n = 0, in = -1;
 
+	*n_keys = 0;
 	if (stop_sig)
 		return 1;
 	if (suspend)
 		return 0;
 	if (term.keys) {
-		keys = n;
+		in = n;
 		p[n++] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
 	}
 	if (wake >= 0)
 		p[n++] = (struct pollfd){ .fd = wake, .events = POLLIN };
-	if (poll(p, (nfds_t)n, ms) > 0 && keys >= 0 && (p[keys].revents & POLLIN)) {
-		char c[64];
+	if (poll(p, (nfds_t)n, ms) > 0 && in >= 0 && (p[in].revents & POLLIN)) {
+		char c[64], key;
 		ssize_t k = read(STDIN_FILENO, c, sizeof(c));
 		for (ssize_t i = 0; i < k; i++) {
-			if (c[i] == '\x1b') {
-				ssize_t end = key_sequence_end(c, &k, (ssize_t)sizeof(c), i);
+			key = c[i];
+			if (key == '\x1b') {
+				ssize_t end = key_sequence_end(c, &k, (ssize_t)sizeof(c), i, &key);
 				if (end < 0)
 					return 1; /* Esc alone quits, as q does */
 				i = end;
-				continue;
 			}
-			if (c[i] == 'q' || c[i] == 'Q')
+			if (key == 'q' || key == 'Q')
 				return 1;
-			if (c[i] && strchr(sort_keys, c[i]))
-				*key = c[i];
+			if (key && *n_keys < cap)
+				keys[(*n_keys)++] = key;
 		}
 	}
 	return stop_sig != 0;

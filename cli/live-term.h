@@ -34,12 +34,18 @@ int mt_live_term_size(unsigned *cols, unsigned *rows);
  * place, as many of its lines as the terminal has rows for. */
 void mt_live_term_draw(const char *frame, size_t len);
 
+/* Keys that come as sequences, as mt_live_term_wait() gives them: the
+ * arrows up and down, Page Up and Down, Home and End (left and right are
+ * given as '<' and '>'). */
+enum { MT_KEY_UP = 1, MT_KEY_DOWN, MT_KEY_PGUP, MT_KEY_PGDN, MT_KEY_HOME, MT_KEY_END };
+
 /* mt_live_term_wait() - wait @ms, or less if a key, a signal (Ctrl-Z
  * among them) or input on @wake (a descriptor, or -1) comes. Returns 1 if
- * the view is to end (q, or one of the signals above), else 0 with the
- * last of the keys in @sort_keys that was pressed in *@key (unchanged if
- * none). */
-int mt_live_term_wait(int ms, int wake, const char *sort_keys, char *key);
+ * the view is to end (q, Esc, or one of the signals above), else 0 with
+ * the keys pressed, in order, in @keys[0..*@n) (at most @cap): characters
+ * and MT_KEY_*; other sequences (function keys, Alt and a key) are left
+ * out. */
+int mt_live_term_wait(int ms, int wake, char *keys, size_t cap, size_t *n);
 /* mt_live_term_suspend() - after a Ctrl-Z: the terminal given back, the
  * process stopped, and the terminal taken again once continued (to be
  * drawn again); a no-op otherwise. */

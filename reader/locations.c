@@ -9,7 +9,7 @@
 
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* malloc */
-#include <string.h> /* strcmp */
+#include <string.h> /* memcpy, strcmp */
 
 /* Location table for one mt_snapshot_locations() call. */
 struct loctab {
@@ -82,8 +82,9 @@ static ssize_t loc_get(struct loctab *t, const char *fn, const char *file, int l
  * node passes its nearest shown caller's location (NONE: none) to its
  * callees, and its own memory goes there, or to MT_HIDDEN_FRAMES (or the
  * "<no Python frames>" location for a native frame). */
-ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view, unsigned how,
-				  size_t *n_hidden, struct mt_location **out)
+ssize_t mt_snapshot_thread_locations(const struct mt_snapshot *s, enum mt_view view,
+				     unsigned how, uint32_t thread, size_t *n_hidden,
+				     struct mt_location **out)
 {
 	size_t n = (size_t)mt_snapshot_max_stack(s) + 1;
 	struct loctab t = { 0 };
@@ -94,16 +95,33 @@ ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view
 	uint32_t *todo = malloc(2 * n * sizeof(*todo));
 	uint8_t *linked = calloc(n, 1);
 	uint8_t *hid = calloc(n, 1);
+	/* one thread's: each stack's own memory, from its sites */
+	uint64_t *own = thread != MT_ALL_THREADS ? calloc(n, 2 * sizeof(*own)) : NULL;
 	ssize_t ret = -ENOMEM;
 	const uint32_t EXIT = 1u << 31; /* stack ids are below 2^24 */
 	const uint32_t NONE = UINT32_MAX;
 	size_t hidden = 0;
 
-	if (!sub || !first || !next || !li || !todo || !linked || !hid)
+	if (!sub || !first || !next || !li || !todo || !linked || !hid ||
+	    (thread != MT_ALL_THREADS && !own))
 		goto out;
-	for (uint32_t id = 0; id < n; id++) {
-		struct mt_usage u = mt_snapshot_stack_usage(s, id);
-		mt_usage_view(&u, view, &sub[2 * id], &sub[2 * id + 1]);
+	if (own) {
+		const struct mt_site *sites;
+		size_t n_sites = mt_snapshot_sites(s, &sites);
+		for (size_t i = 0; i < n_sites; i++) {
+			uint64_t b, c;
+			if (sites[i].thread != thread || sites[i].stack >= n)
+				continue;
+			mt_usage_view(&sites[i].usage, view, &b, &c);
+			own[2 * sites[i].stack] += b;
+			own[2 * sites[i].stack + 1] += c;
+		}
+		memcpy(sub, own, n * 2 * sizeof(*sub));
+	} else {
+		for (uint32_t id = 0; id < n; id++) {
+			struct mt_usage u = mt_snapshot_stack_usage(s, id);
+			mt_usage_view(&u, view, &sub[2 * id], &sub[2 * id + 1]);
+		}
 	}
 	if (sub[0] || sub[1]) {
 		ssize_t k = loc_get(&t, no_frames, "", 0, 0);
@@ -155,9 +173,14 @@ ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view
 		}
 		struct mt_frame f;
 		mt_snapshot_stack_frame(s, id, &f);
-		struct mt_usage u = mt_snapshot_stack_usage(s, id);
 		uint64_t own_bytes, own_count;
-		mt_usage_view(&u, view, &own_bytes, &own_count);
+		if (own) {
+			own_bytes = own[2 * id];
+			own_count = own[2 * id + 1];
+		} else {
+			struct mt_usage u = mt_snapshot_stack_usage(s, id);
+			mt_usage_view(&u, view, &own_bytes, &own_count);
+		}
 		ssize_t k;
 		int native = (how & MT_LOC_PYTHON) && f.native;
 		if (native || ((how & MT_LOC_HIDE) &&
@@ -215,7 +238,14 @@ out:
 	free(todo);
 	free(linked);
 	free(hid);
+	free(own);
 	return ret;
+}
+
+ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view, unsigned how,
+				  size_t *n_hidden, struct mt_location **out)
+{
+	return mt_snapshot_thread_locations(s, view, how, MT_ALL_THREADS, n_hidden, out);
 }
 
 ssize_t mt_snapshot_locations(const struct mt_snapshot *s, enum mt_view view,

@@ -48,6 +48,14 @@ enum { MT_LOC_HIDE = 1, MT_LOC_PYTHON = 2 };
 ssize_t mt_snapshot_locations_opt(const struct mt_snapshot *s, enum mt_view view, unsigned how,
 				  size_t *n_hidden, struct mt_location **out);
 
+/* mt_snapshot_thread_locations() - mt_snapshot_locations_opt() of one
+ * thread's memory: the sites whose thread index (struct mt_site.thread)
+ * is @thread; MT_ALL_THREADS, all of them. */
+#define MT_ALL_THREADS UINT32_MAX
+ssize_t mt_snapshot_thread_locations(const struct mt_snapshot *s, enum mt_view view,
+				     unsigned how, uint32_t thread, size_t *n_hidden,
+				     struct mt_location **out);
+
 /* qsort comparators: descending, ties by function, file, line. */
 int mt_location_cmp_total(const void *a, const void *b);
 int mt_location_cmp_own(const void *a, const void *b);

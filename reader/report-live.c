@@ -79,11 +79,11 @@ void mt_live_base_free(struct mt_live_base *b)
 	free(b);
 }
 
-struct mt_live_base *mt_live_base_new(const struct mt_snapshot *s)
+struct mt_live_base *mt_live_base_new(const struct mt_snapshot *s, uint32_t thread)
 {
 	struct mt_live_base *b = calloc(1, sizeof(*b));
 	struct mt_location *locs = NULL;
-	ssize_t n = mt_snapshot_locations(s, MT_VIEW_LEAKS, &locs);
+	ssize_t n = mt_snapshot_thread_locations(s, MT_VIEW_LEAKS, 0, thread, NULL, &locs);
 
 	if (!b || n < 0)
 		goto fail;
@@ -161,9 +161,9 @@ static char *signed_bytes(char *buf, int64_t d)
 	return buf;
 }
 
-ssize_t mt_live_locations(const struct mt_snapshot *s, struct mt_location **out)
+ssize_t mt_live_locations(const struct mt_snapshot *s, uint32_t thread, struct mt_location **out)
 {
-	ssize_t n = mt_snapshot_locations(s, MT_VIEW_LEAKS, out);
+	ssize_t n = mt_snapshot_thread_locations(s, MT_VIEW_LEAKS, 0, thread, NULL, out);
 
 	if (n > 1)
 		qsort(*out, (size_t)n, sizeof(**out), mt_location_cmp_own);
@@ -230,23 +230,21 @@ static void steady_location(struct mt_strbuf *sb, const struct mt_snapshot *s, u
  * first: each by its innermost frame, and by as many of its callers as
  * tell it apart from the other rows shown. Returns the rows shown. */
 static size_t steady_table(FILE *out, struct mt_strbuf *sb, const struct mt_snapshot *s,
-			   const struct mt_report_opts *o, const struct mt_live_frame *f)
+			   const struct mt_live_frame *f, size_t skip, size_t shown)
 {
 	const struct mt_growth *g = mt_snapshot_growth_sofar(s);
+	const struct mt_growth_row *rows = f->steady + skip;
 	char a[32], b[40], c[40], t[32];
-	size_t shown = f->n_steady;
 
-	if (o->top_n && shown > o->top_n)
-		shown = o->top_n;
 	unsigned *up = calloc(shown ? shown : 1, sizeof(*up)); /* NULL: no callers shown */
 	for (unsigned level = 0; up && level < STEADY_CALLERS; level++) {
 		int more = 0;
 		for (size_t i = 0; i < shown; i++) {
-			if (up[i] != level || !f->steady[i].stack)
+			if (up[i] != level || !rows[i].stack)
 				continue;
 			for (size_t j = 0; j < shown; j++)
-				if (j != i && f->steady[j].stack &&
-				    rows_alike(s, f->steady[i].stack, f->steady[j].stack, level)) {
+				if (j != i && rows[j].stack &&
+				    rows_alike(s, rows[i].stack, rows[j].stack, level)) {
 					up[i] = level + 1;
 					more = 1;
 					break;
@@ -266,7 +264,7 @@ static size_t steady_table(FILE *out, struct mt_strbuf *sb, const struct mt_snap
 		       "r", "Location");
 	line(out, sb, f->width);
 	for (size_t i = 0; i < shown; i++) {
-		const struct mt_growth_row *r = &f->steady[i];
+		const struct mt_growth_row *r = &rows[i];
 		mt_strbuf_addf(sb, "%12s %12s %12s %7.0f%% %5.2f  ",
 			       mt__report_bytes(a, r->end_bytes),
 			       signed_bytes(b, (int64_t)(r->rise < 0 ? r->rise - 0.5 : r->rise + 0.5)),
@@ -280,6 +278,51 @@ static size_t steady_table(FILE *out, struct mt_strbuf *sb, const struct mt_snap
 	}
 	free(up);
 	return shown;
+}
+
+/* Whether location row @r has something to show in the frame's sort. */
+static int shows(const struct mt_live_frame *f, const struct grown *r)
+{
+	const struct mt_location *l = r->l;
+	if (f->base && f->by_growth)
+		return r->growth > 0;
+	if (f->by_total)
+		return l->total_bytes || l->total_count;
+	return l->own_bytes || l->own_count;
+}
+
+/* Which threads' memory is shown, and which rows of how many. */
+static void view_line(struct mt_strbuf *sb, const struct mt_snapshot *s,
+		      const struct mt_live_frame *f, size_t skip, size_t shown, size_t avail)
+{
+	size_t k = 0;
+	char a[32];
+
+	while (f->split && k < s->n_threads && s->threads[k].index != f->thread)
+		k++;
+	if (!f->split || k == s->n_threads) {
+		mt_strbuf_addf(sb, "all threads (%zu)", s->n_threads);
+	} else {
+		const struct mt_thread_info *t = &s->threads[k];
+		mt_strbuf_addf(sb, "thread %zu of %zu: ", k + 1, s->n_threads);
+		if (t->tid)
+			mt_strbuf_addf(sb, "tid %llu", (unsigned long long)t->tid);
+		else
+			mt_strbuf_addf(sb, "#%u", t->index);
+		if (*t->name) {
+			mt_strbuf_addstr(sb, " \"");
+			mt__report_text(sb, t->name);
+			mt_strbuf_addstr(sb, "\"");
+		}
+		mt_strbuf_addf(sb, ", %s live in %llu %s", mt__report_bytes(a, t->usage.leak_bytes),
+			       (unsigned long long)t->usage.leak_count,
+			       mt_plural(t->usage.leak_count, "block", "blocks"));
+		if (f->by_steady)
+			mt_strbuf_addstr(sb, " (the rows: of all threads)");
+	}
+	if (skip || shown < avail)
+		mt_strbuf_addf(sb, "   rows %zu-%zu of %zu", shown ? skip + 1 : skip, skip + shown,
+			       avail);
 }
 
 int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o,
@@ -298,7 +341,7 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 		if (!(locs = malloc(((size_t)n + 1) * sizeof(*locs))))
 			return -ENOMEM;
 		memcpy(locs, f->locs, (size_t)n * sizeof(*locs));
-	} else if ((n = mt_live_locations(s, &locs)) < 0) {
+	} else if ((n = mt_live_locations(s, f->split ? f->thread : MT_ALL_THREADS, &locs)) < 0) {
 		return (int)n;
 	}
 	/* in the order shown: by own live bytes, or by growth */
@@ -347,10 +390,35 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 		       mt_plural(f->read_events, "event", "events"),
 		       f->read_from_start ? "from the start" : "since the last refresh",
 		       (double)f->read_us / 1000);
+	if (f->interval > 0)
+		mt_strbuf_addf(&sb, ", every %g s", f->interval);
+	line(out, &sb, f->width);
+
+	/* the rows there are (sorted: they end at the first with nothing to
+	 * show), and those shown */
+	size_t avail = 0;
+	if (f->by_steady)
+		avail = f->n_steady;
+	else
+		while (avail < (size_t)n && shows(f, &g[avail]))
+			avail++;
+	size_t skip = f->first_row ? *f->first_row : 0;
+	if (o->top_n && avail > o->top_n) {
+		if (skip > avail - o->top_n)
+			skip = avail - o->top_n;
+	} else {
+		skip = 0;
+	}
+	if (f->first_row)
+		*f->first_row = skip;
+	size_t shown = avail - skip;
+	if (o->top_n && shown > o->top_n)
+		shown = o->top_n;
+	view_line(&sb, s, f, skip, shown, avail);
 	line(out, &sb, f->width);
 
 	if (f->by_steady) {
-		if (!steady_table(out, &sb, s, o, f))
+		if (!steady_table(out, &sb, s, f, skip, shown))
 			fprintf(out, "%12s\n", "(nothing rose)");
 		mt_strbuf_release(&sb);
 		free(g);
@@ -367,13 +435,8 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 	else
 		mt_strbuf_addf(&sb, "%12s %12s %11s  %s", "Own live", total, blocks, "Location");
 	line(out, &sb, f->width);
-	size_t rows = 0;
-	for (size_t i = 0; i < (size_t)n && (!o->top_n || rows < o->top_n); i++) {
+	for (size_t i = skip; i < skip + shown; i++) {
 		const struct mt_location *l = g[i].l;
-		if (f->base && f->by_growth ? g[i].growth <= 0
-		    : f->by_total	    ? !l->total_bytes && !l->total_count
-					    : !l->own_bytes && !l->own_count)
-			break; /* sorted: nothing more to show */
 		mt_strbuf_addf(&sb, "%12s %12s ", mt__report_bytes(a, l->own_bytes),
 			       mt__report_bytes(b, l->total_bytes));
 		if (f->base)
@@ -383,9 +446,8 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 			mt_strbuf_addstr(&sb, "[C] "); /* a native frame */
 		mt__report_location(&sb, l->function, l->file, l->line);
 		line(out, &sb, f->width);
-		rows++;
 	}
-	if (!rows)
+	if (!shown)
 		fprintf(out, "%12s\n", f->base && f->by_growth ? "(nothing grew)" : "(nothing live)");
 	mt_strbuf_release(&sb);
 	free(g);

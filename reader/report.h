@@ -99,16 +99,19 @@ int mt_report_transform_speedscope(FILE *out, const struct mt_snapshot *s,
  * indented tree of text (or JSON). */
 int mt_report_tree(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
 int mt_report_summary(FILE *out, const struct mt_snapshot *s, const struct mt_report_opts *o);
-/* Each location's own live bytes at one moment (mt_live_base_new()), for
- * the growth of later frames since; NULL if out of memory. */
+/* Each location's own live bytes at one moment (mt_live_base_new()), of
+ * all threads or of one (@thread, as mt_snapshot_thread_locations()
+ * takes it), for the growth of later frames since; NULL if out of
+ * memory. */
 struct mt_live_base;
-struct mt_live_base *mt_live_base_new(const struct mt_snapshot *s);
+struct mt_live_base *mt_live_base_new(const struct mt_snapshot *s, uint32_t thread);
 void mt_live_base_free(struct mt_live_base *b);
 
 /* What `memtrace live` tells a frame besides the snapshot. */
 struct mt_live_frame {
 	const char *state; /* "tracking", "tracking ended", ... */
 	const char *hint;  /* shown after it in parentheses, or NULL */
+	double interval;   /* seconds to the next refresh, or 0: none */
 	unsigned width;    /* columns every line is cut to; 0 = no limit */
 	const struct mt_live_base *base; /* a Growth column since then, or NULL */
 	int by_growth;     /* with @base: the locations that grew most first */
@@ -128,14 +131,22 @@ struct mt_live_frame {
 	int by_steady;
 	const struct mt_growth_row *steady;
 	size_t n_steady;
+	/* with @split, the locations are the memory of one @thread (its index
+	 * in the capture) only: a line says which of how many threads is
+	 * shown (the steady sort's call paths are of all threads) */
+	int split;
+	uint32_t thread;
+	/* in: the rows scrolled past; out: as many as there are rows to
+	 * scroll past (the last page is full), or NULL: none */
+	size_t *first_row;
 };
 
 /* mt_live_locations() - the locations a frame of @s shows (live at its
- * end, the biggest own first), for the frames after it while nothing new
+ * end, the biggest own first; of one @thread, or MT_ALL_THREADS), for the frames after it while nothing new
  * is read: their cost is then that of the locations, not of the stacks.
  * *@out is malloc'ed (free() it; its strings are the snapshot's). Returns
  * how many, or -ENOMEM. */
-ssize_t mt_live_locations(const struct mt_snapshot *s, struct mt_location **out);
+ssize_t mt_live_locations(const struct mt_snapshot *s, uint32_t thread, struct mt_location **out);
 
 /* mt_live_steady() - the call paths whose live bytes rose across what @s
  * has read, ranked by reader/growth.h as if the capture ended there (a

@@ -109,6 +109,65 @@ def test_run_live_output_closed(memtrace, script, tmp_path):
     assert "\"own_bytes\": 10000001," in rows  # the program ran to its end, tracked
 
 
+class Term:
+    """`memtrace live` on a terminal of @rows and @cols, driven by keys:
+    its frames as text, the newest last."""
+
+    def __init__(self, argv, rows=24, cols=100):
+        self.pid, self.master = pty.fork()
+        if self.pid == 0:
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            os.execv(argv[0], argv)
+        self.out = b""
+
+    def frames(self, n=1):
+        """Read until @n more frames are drawn: the view is still on."""
+        want = self.out.count(b"\x1b[H") + n
+        while self.out.count(b"\x1b[H") < want:
+            assert select.select([self.master], [], [], 30)[0], self.out[-300:]
+            try:
+                self.out += os.read(self.master, 65536)
+            except OSError:  # EIO: the view ended
+                pytest.fail("the view ended: %r" % self.out[-300:])
+
+    def frame(self):
+        """The newest whole frame, its lines."""
+        last = self.out.rsplit(b"\x1b[H", 1)[-1]
+        while b"\x1b[J" not in last:
+            self.frames(1)
+            last = self.out.rsplit(b"\x1b[H", 1)[-1]
+        text = last.split(b"\x1b[J", 1)[0].replace(b"\x1b[K", b"").decode()
+        return re.split(r"\r*\n", text)
+
+    def until(self, test, keys=b""):
+        """Press @keys, then read frames until @test(a frame's lines) is
+        true; that frame."""
+        if keys:
+            os.write(self.master, keys)
+        deadline = time.monotonic() + 30
+        while not test(self.frame()):
+            assert time.monotonic() < deadline, self.frame()
+            self.frames(1)
+        return self.frame()
+
+    def quit(self):
+        """q, and the view's exit status."""
+        os.write(self.master, b"q")
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        return os.waitstatus_to_exitcode(status)
+
+    def kill(self):
+        """The view killed if it still runs, its terminal closed."""
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+        os.close(self.master)
+
+
 WAITS = """\
 import sys
 
@@ -120,53 +179,35 @@ sys.stdin.readline()
 
 def test_keys_that_are_sequences(memtrace, script, tmp_path):
     """Keys that come as sequences starting with Esc (arrows, F2 "Esc O Q")
-    do nothing, whatever letters they hold; Esc alone quits, as memray's;
+    never quit, whatever letters they hold; Esc alone quits, as memray's;
     t and a sort as memray's do."""
     cap = tmp_path / "c.bin"
     target = subprocess.Popen([memtrace, "run", "-o", str(cap), "--python", "/usr/bin/python3",
                                str(script(WAITS))], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    master = None
+    view = None
     try:
         assert target.stdout.readline() == b"ready\n"
-        pid, master = pty.fork()
-        if pid == 0:
-            os.execv(memtrace, [memtrace, "live", "--interval", "0.05", str(cap)])
-        out = b""
-
-        def frames(n):
-            """Read until @n more frames are drawn: the view is still on."""
-            nonlocal out
-            want = out.count(b"\x1b[H") + n
-            while out.count(b"\x1b[H") < want:
-                assert select.select([master], [], [], 30)[0], out[-300:]
-                try:
-                    out += os.read(master, 65536)
-                except OSError:  # EIO: the view ended
-                    pytest.fail("the view ended: %r" % out[-300:])
-
-        frames(1)
+        view = Term([memtrace, "live", "--interval", "0.05", str(cap)])
+        view.frames(1)
         # F2, an arrow, Ctrl-Left, F5, Alt-q: none is q
         for seq in (b"\x1bOQ", b"\x1b[A", b"\x1b[1;5D", b"\x1b[15~", b"\x1bq"):
-            os.write(master, seq)
-            frames(2)
+            os.write(view.master, seq)
+            view.frames(2)
         # memray's keys for sorting by total and by allocations: the
         # column sorted on is marked
-        for k, heading in ((b"t", b"Total live*"), (b"a", b"Own blocks*")):
-            os.write(master, k)
-            deadline = time.monotonic() + 30
-            while heading not in out.rsplit(b"\x1b[H", 1)[-1]:
-                assert time.monotonic() < deadline, out[-300:]
-                frames(1)
-        os.write(master, b"\x1b")
-        _, status = os.waitpid(pid, 0)
+        for k, heading in ((b"t", "Total live*"), (b"a", "Own blocks*")):
+            view.until(lambda f: heading in f[7], k)
+        os.write(view.master, b"\x1b")
+        _, status = os.waitpid(view.pid, 0)
+        view.pid = None
         assert os.waitstatus_to_exitcode(status) == 0
         target.stdin.write(b"\n")
         target.stdin.flush()
         assert target.wait(60) == 0
     finally:
-        if master is not None:
-            os.close(master)
+        if view:
+            view.kill()
         stop(target)
 
 
@@ -231,3 +272,127 @@ def test_run_live_ended_by_sigterm_does_not_say_the_program_runs_on(memtrace, sc
     text = out.decode(errors="replace")
     assert "killed by SIGTERM" in text, text[-500:]
     assert "runs on" not in text, text[-500:]
+
+
+THREADS = """\
+import sys
+import threading
+
+
+def worker_alloc():
+    return bytearray(3_000_000)
+
+
+def main_alloc():
+    return bytearray(5_000_000)
+
+
+keep = [main_alloc()]
+t = threading.Thread(target=lambda: keep.append(worker_alloc()), name="worker")
+t.start()
+t.join()
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def rows_of(frame):
+    """The functions of a frame's table rows."""
+    table = frame[frame.index("") + 2:]
+    return [r.split("  ")[-1].split(" at ")[0] for r in table if r.strip()]
+
+
+def test_threads_one_at_a_time(memtrace, script, tmp_path):
+    """memray's keys for threads: m shows one thread's memory at a time,
+    < and > (and the left and right arrows) go from one to the next, round,
+    m shows them all again."""
+    cap = tmp_path / "c.bin"
+    target = subprocess.Popen([memtrace, "run", "-o", str(cap), "--python", "/usr/bin/python3",
+                               str(script(THREADS))], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    view = None
+    try:
+        assert target.stdout.readline() == b"ready\n"
+        view = Term([memtrace, "live", "--interval", "0.05", str(cap)])
+        both = view.until(lambda f: f[5].startswith("all threads (2)"))
+        assert {"main_alloc", "worker_alloc"} <= set(rows_of(both)), both
+        view.until(lambda f: f[5].startswith("all threads"), b">")  # merged: nothing to switch
+
+        def thread(k):
+            return lambda f: f[5].startswith("thread %d of 2: tid " % k)
+
+        main = view.until(thread(1), b"m")
+        assert "main_alloc" in rows_of(main) and "worker_alloc" not in rows_of(main), main
+        assert '"MainThread", 4.' in main[5], main  # 4.77 MiB and a few small blocks
+        worker = view.until(thread(2), b">")
+        assert '"worker"' in worker[5] and "2.86 MiB live in 1 block" in worker[5], worker
+        assert rows_of(worker)[0] == "worker_alloc", worker
+        assert "main_alloc" not in rows_of(worker), worker
+        view.until(thread(1), b"\x1b[C")  # right, round to the first
+        view.until(thread(2), b"<")
+        view.until(thread(1), b"\x1b[D")  # left
+        view.until(lambda f: f[5].startswith("all threads (2)"), b"m")
+        assert view.quit() == 0
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.wait(60) == 0
+    finally:
+        if view:
+            view.kill()
+        stop(target)
+
+
+def test_scroll_and_pause(memtrace, script, tmp_path):
+    """The arrows, Page Up and Down, Home and End scroll the rows, and
+    space pauses the view as memray's does: what the program does
+    meanwhile is not read until space again."""
+    cap = tmp_path / "c.bin"
+    prog = MANY.replace("for r in range(5)", "for r in range(1)") + \
+        "import sys\nprint('ready', flush=True)\nsys.stdin.readline()\n" \
+        "more = bytearray(40_000_000)\nprint('more', flush=True)\nsys.stdin.readline()\n"
+    target = subprocess.Popen([memtrace, "run", "-o", str(cap), "--python", "/usr/bin/python3",
+                               str(script(prog))], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    view = None
+    try:
+        assert target.stdout.readline() == b"ready\n"
+        # 20 rows: 11 of the table
+        view = Term([memtrace, "live", "--interval", "0.05", str(cap)], rows=20)
+        first = view.until(lambda f: "rows 1-11 of " in f[5])
+        total = int(re.search(r"of (\d+)", first[5]).group(1))
+        assert total >= 31, first  # f0 to f29, <module>, and the rest
+        top = rows_of(first)
+        assert len(top) == 11 and top.index("f29") < top.index("f28") < 3, first
+        down = view.until(lambda f: "rows 3-13 of" in f[5], b"\x1b[B\x1b[B")
+        assert rows_of(down)[:9] == top[2:], down
+        view.until(lambda f: "rows 2-12 of" in f[5], b"\x1b[A")
+        view.until(lambda f: "rows 13-23 of" in f[5], b"\x1b[6~")
+        end = view.until(lambda f: "rows %d-%d of" % (total - 10, total) in f[5], b"\x1b[F")
+        view.until(lambda f: "rows %d-%d of" % (total - 10, total) in f[5], b"\x1b[B")  # no further
+        view.until(lambda f: "rows 1-11 of" in f[5], b"\x1b[H")
+        assert rows_of(end)[-1] != top[-1]
+
+        paused = view.until(lambda f: f[1].startswith("paused"), b" ")
+        events = paused[3]
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.stdout.readline() == b"more\n"
+        # the 40 MB are in the capture: the paused view does not show them
+        deadline = time.monotonic() + 30
+        while True:
+            view.frames(5)
+            assert view.frame()[3] == events, view.frame()
+            out = run(memtrace, "live", "--once", cap).stdout
+            if "38.15 MiB" in out or time.monotonic() > deadline:
+                break
+        assert "38.15 MiB" in out, out
+        view.until(lambda f: f[1].startswith("paused"))
+        view.until(lambda f: "38.15 MiB" in "\n".join(f), b" \x1b[H")
+        assert view.quit() == 0
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.wait(60) == 0
+    finally:
+        if view:
+            view.kill()
+        stop(target)

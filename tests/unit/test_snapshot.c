@@ -268,6 +268,58 @@ static const struct mt_location *find_loc(const struct mt_location *v, ssize_t n
 	return NULL;
 }
 
+/* One thread's locations: its sites only, own and total; a thread with
+ * nothing, none. */
+START_TEST(test_snapshot_thread_locations)
+{
+	start(0);
+	cw_alloc(&w, 0, MT_ALLOC_MALLOC, 0x10000, 3 * MB, 3);
+	cw_alloc(&w, 1, MT_ALLOC_MALLOC, 0x20000, 2 * MB, 2);
+	cw_alloc(&w, 1, MT_ALLOC_MALLOC, 0x30000, 1 * MB, 3);
+	cw_alloc(&w, 1, MT_ALLOC_MALLOC, 0x40000, 5, 3);
+	cw_free(&w, 0, MT_ALLOC_FREE, 0x40000, 0); /* another thread's free */
+	cw_stack(&w, 1, 0, 1, 0); /* main */
+	cw_stack(&w, 2, 1, 2, 0); /* main > f */
+	cw_stack(&w, 3, 2, 3, 0); /* main > f > g */
+	cw_code(&w, 1, "x.py", "main", 1);
+	cw_code(&w, 2, "x.py", "f", 10);
+	cw_code(&w, 3, "x.py", "g", 20);
+	cw_trailer(&w, 1, 5, 0);
+	build();
+
+	struct mt_location *v;
+	ssize_t n = mt_snapshot_thread_locations(&snap, MT_VIEW_LEAKS, 0, 0, NULL, &v);
+	ck_assert_int_eq(n, 3);
+	ck_assert_uint_eq(find_loc(v, n, "g", 20)->own_bytes, 3 * MB);
+	ck_assert_uint_eq(find_loc(v, n, "f", 10)->own_bytes, 0);
+	ck_assert_uint_eq(find_loc(v, n, "f", 10)->total_bytes, 3 * MB);
+	ck_assert_uint_eq(find_loc(v, n, "main", 1)->total_count, 1);
+	free(v);
+
+	n = mt_snapshot_thread_locations(&snap, MT_VIEW_LEAKS, 0, 1, NULL, &v);
+	ck_assert_int_eq(n, 3);
+	ck_assert_uint_eq(find_loc(v, n, "g", 20)->own_bytes, 1 * MB);
+	ck_assert_uint_eq(find_loc(v, n, "f", 10)->own_bytes, 2 * MB);
+	ck_assert_uint_eq(find_loc(v, n, "main", 1)->total_bytes, 3 * MB);
+	ck_assert_uint_eq(find_loc(v, n, "main", 1)->total_count, 2);
+	free(v);
+
+	/* what was allocated: thread 1's freed block too */
+	n = mt_snapshot_thread_locations(&snap, MT_VIEW_ALLOCATED, 0, 1, NULL, &v);
+	ck_assert_uint_eq(find_loc(v, n, "g", 20)->own_bytes, 1 * MB + 5);
+	free(v);
+
+	n = mt_snapshot_thread_locations(&snap, MT_VIEW_LEAKS, 0, 7, NULL, &v);
+	ck_assert_int_eq(n, 0);
+	free(v);
+
+	n = mt_snapshot_thread_locations(&snap, MT_VIEW_LEAKS, 0, MT_ALL_THREADS, NULL, &v);
+	ck_assert_uint_eq(find_loc(v, n, "g", 20)->own_bytes, 4 * MB);
+	ck_assert_uint_eq(find_loc(v, n, "main", 1)->total_bytes, 6 * MB);
+	free(v);
+}
+END_TEST
+
 /*   main (x.py:1) -> f (x.py:10) -> g (x.py:20) allocates 3 MB, kept
  *   main -> f -> f (recursion) -> g allocates 1 MB, freed
  *   main allocates 100 bytes directly; no-frame allocation 7 bytes.
@@ -653,6 +705,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, test_snapshot_threads);
 	tcase_add_test(tc, test_snapshot_reused_tid);
 	tcase_add_test(tc, test_snapshot_locations);
+	tcase_add_test(tc, test_snapshot_thread_locations);
 	tcase_add_loop_test(tc, test_snapshot_locations_random, 0, 20);
 	tcase_add_test(tc, test_snapshot_cyclic_trie);
 	tcase_add_test(tc, test_snapshot_samples_diags);
