@@ -17,6 +17,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/procstat.h"
+#include "util/strbuf.h"
 
 #include <arpa/inet.h> /* htons */
 #include <ctype.h>     /* isdigit */
@@ -145,6 +146,20 @@ static void stream_stop(void)
 	if (stream.file >= 0)
 		close(stream.file);
 	stream.fd = stream.file = stream.wake[0] = stream.wake[1] = -1;
+}
+
+/* While a capture has no header yet (attach writes it once the payload
+ * runs, a sender once its program starts): a frame that says so. */
+static void draw_waiting(const char *what, int64_t waited_ms)
+{
+	struct mt_strbuf sb = MT_STRBUF_INIT;
+
+	mt_strbuf_addstr(&sb, "memtrace live: ");
+	mt__report_text(&sb, what); /* no terminal controls from a name */
+	mt_strbuf_addf(&sb, "\nwaiting for the capture's header: %lld s of %d  (q quits)",
+		       (long long)(waited_ms / 1000), HEADER_WAIT_MS / 1000);
+	mt_live_term_draw(sb.buf, sb.len);
+	mt_strbuf_release(&sb);
 }
 
 /* Wait @ms, or less if a key, a signal or the end of a stream comes.
@@ -565,6 +580,9 @@ int mt_cli_live(struct mt_live_opts *lo)
 		}
 		if (err < 0) {
 			if (pending && !once && mt_now_ms() - first_try < HEADER_WAIT_MS) {
+				if (mt_live_term_screen())
+					draw_waiting(stream.fd >= 0 ? remote : o.path,
+						     mt_now_ms() - first_try);
 				if (wait_or_quit(ms < 200 ? ms : 200, &v))
 					break;
 				continue;

@@ -33,7 +33,7 @@ def on_terminal(argv, rows=24, cols=80, then=None):
         os.execv(argv[0], argv)
     out = b""
     try:
-        while then and b"\x1b[H" not in out:  # the view's first frame
+        while then and b"live blocks" not in out:  # the view's first frame of a capture
             assert select.select([master], [], [], 30)[0], out[-300:]
             out += os.read(master, 65536)
         if then:
@@ -396,3 +396,27 @@ def test_scroll_and_pause(memtrace, script, tmp_path):
         if view:
             view.kill()
         stop(target)
+
+
+def test_a_frame_while_the_header_is_awaited(memtrace, script, tmp_path):
+    """A capture with no header yet (attach creates the file before the
+    payload writes it): the terminal is not left blank, a frame says what
+    the view waits for, until the capture comes."""
+    done = tmp_path / "done.bin"
+    run(memtrace, "run", "-o", done, "--python", "/usr/bin/python3", script(SORTS))
+    cap = tmp_path / "c.bin"
+    cap.write_bytes(b"")
+    view = Term([memtrace, "live", "--interval", "0.05", str(cap)])
+    try:
+        waiting = view.until(lambda f: len(f) > 1 and "waiting" in f[1])
+        assert waiting[0] == "memtrace live: %s" % cap, waiting
+        assert re.match(r"waiting for the capture's header: \d+ s of 30  \(q quits\)$",
+                        waiting[1]), waiting
+        with open(cap, "r+b") as f:  # the same file, as a writer fills it
+            f.write(done.read_bytes())
+        view.until(lambda f: f[1] == "tracking ended")
+        _, status = os.waitpid(view.pid, 0)
+        view.pid = None
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        view.kill()
