@@ -148,6 +148,19 @@ static void stream_stop(void)
 	stream.fd = stream.file = stream.wake[0] = stream.wake[1] = -1;
 }
 
+/* Whether the terminal takes UTF-8, as the locale's variables say (the
+ * first of them that is set counts). */
+static int locale_utf8(void)
+{
+	static const char *const vars[] = { "LC_ALL", "LC_CTYPE", "LANG" };
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+		if (v && *v)
+			return strcasestr(v, "utf-8") || strcasestr(v, "utf8");
+	}
+	return 0;
+}
+
 /* While a capture has no header yet (attach writes it once the payload
  * runs, a sender once its program starts): a frame that says so. */
 static void draw_waiting(const char *what, int64_t waited_ms)
@@ -650,6 +663,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 			f.hint = "q quits, o/t/a/g/s sort, m < > threads, space pauses, arrows scroll";
 		}
 		f.interval = done ? 0 : interval;
+		f.utf8 = locale_utf8();
 		/* another capture in the same file: growth starts again */
 		if (sp->header.pid != seen.pid || sp->header.start_ns != seen.start_ns)
 			mt_live_view_forget(&v);
@@ -665,7 +679,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 			if (mt_live_term_size(&cols, &lines) == 0) {
 				f.width = cols;
 				if (!top_given)
-					o.top_n = lines > 10 ? lines - 9u : 1u;
+					o.top_n = lines > 11 ? lines - 10u : 1u;
 			} else if (!top_given) {
 				o.top_n = 20; /* a terminal of no known size */
 			}

@@ -280,6 +280,64 @@ static size_t steady_table(FILE *out, struct mt_strbuf *sb, const struct mt_snap
 	return shown;
 }
 
+/* The tracked heap over the samples so far, as memray's view plots it:
+ * a column for each stretch of time, as high as the most the heap held
+ * in it. Glyphs of one column each: block elements (three bytes each in
+ * UTF-8), or letters of ASCII; the line fits @f->width columns. */
+static void heap_plot(FILE *out, struct mt_strbuf *sb, const struct mt_snapshot *s,
+		      const struct mt_live_frame *f)
+{
+	static const char *const blocks[] = { "\u2581", "\u2582", "\u2583", "\u2584",
+					      "\u2585", "\u2586", "\u2587", "\u2588" };
+	static const char ascii[] = "._-=+*#@";
+	char a[32], t[32];
+
+	if (s->n_samples < 2) {
+		mt_strbuf_addstr(sb, "heap over time: (not sampled yet)");
+		line(out, sb, f->width);
+		return;
+	}
+	/* the samples, and the peak and the end between and after them */
+	uint64_t t0 = s->samples[0].time_us, t1 = s->samples[s->n_samples - 1].time_us;
+	uint64_t top = s->peak_heap;
+	t1 = s->end_time_us > t1 ? s->end_time_us : t1;
+	uint64_t span = t1 - t0;
+	for (size_t i = 0; i < s->n_samples; i++)
+		top = s->samples[i].heap > top ? s->samples[i].heap : top;
+	mt_strbuf_addf(sb, "heap over %s, up to %s: ", mt__report_seconds(t, sizeof(t), span),
+		       mt__report_bytes(a, top));
+	size_t cols = f->width ? (f->width > sb->len ? f->width - sb->len : 0) : 60;
+	if (cols > 200)
+		cols = 200;
+	if ((uint64_t)cols > s->n_samples)
+		cols = s->n_samples; /* a column has a sample at least */
+	uint64_t col_max[200];
+	for (size_t k = 0; k < cols; k++)
+		col_max[k] = UINT64_MAX; /* no sample in it yet */
+	for (size_t i = 0; i < s->n_samples + 2; i++) {
+		uint64_t at = i < s->n_samples ? s->samples[i].time_us
+			      : i == s->n_samples ? s->peak_time_us : t1;
+		uint64_t heap = i < s->n_samples ? s->samples[i].heap
+				: i == s->n_samples ? s->peak_heap : s->heap_end;
+		at = at > t0 ? at - t0 : 0;
+		size_t k = span ? (size_t)((double)at / (double)span * (double)cols) : 0;
+		k = k < cols ? k : cols - 1;
+		if (col_max[k] == UINT64_MAX || heap > col_max[k])
+			col_max[k] = heap;
+	}
+	for (size_t k = 0; k < cols; k++) {
+		if (col_max[k] == UINT64_MAX) /* a stretch with no sample: as before it */
+			col_max[k] = k ? col_max[k - 1] : 0;
+		int lv = top ? (int)((double)col_max[k] / (double)top * 7 + 0.5) : 0;
+		if (f->utf8)
+			mt_strbuf_addstr(sb, blocks[lv]);
+		else
+			mt_strbuf_addch(sb, ascii[lv]);
+	}
+	fprintf(out, "%s\n", sb->buf); /* fits: its glyphs take a column each */
+	mt_strbuf_reset(sb);
+}
+
 /* Whether location row @r has something to show in the frame's sort. */
 static int shows(const struct mt_live_frame *f, const struct grown *r)
 {
@@ -379,6 +437,7 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 		       mt__report_bytes(a, s->heap_end), mt__report_bytes(b, s->peak_heap),
 		       s->n_samples ? mt__report_bytes(c, rss) : "-");
 	line(out, &sb, f->width);
+	heap_plot(out, &sb, s, f);
 	mt_strbuf_addf(&sb, "live blocks %llu   events %llu   dropped %llu",
 		       (unsigned long long)s->leak_count, (unsigned long long)s->n_events,
 		       (unsigned long long)s->n_dropped);

@@ -112,6 +112,7 @@ struct mt_live_frame {
 	const char *state; /* "tracking", "tracking ended", ... */
 	const char *hint;  /* shown after it in parentheses, or NULL */
 	double interval;   /* seconds to the next refresh, or 0: none */
+	int utf8;          /* the terminal takes UTF-8 (the heap's plot) */
 	unsigned width;    /* columns every line is cut to; 0 = no limit */
 	const struct mt_live_base *base; /* a Growth column since then, or NULL */
 	int by_growth;     /* with @base: the locations that grew most first */

@@ -52,9 +52,10 @@ def append(path, data):
 
 def read_line(frame):
     """(chunks, events, 'from the start' or 'since the last refresh') of
-    the line 'read C chunks, E events from the start (T ms)'."""
+    the line 'read C chunks, E events from the start (T ms), every I s'."""
     for line in frame.splitlines():
-        m = re.match(r"read (\d+) chunks?, (\d+) events? (.*) \(\d+\.\d ms\)$", line)
+        m = re.match(r"read (\d+) chunks?, (\d+) events? (.*) \(\d+\.\d ms\)(, every \S+ s)?$",
+                     line)
         if m:
             return int(m.group(1)), int(m.group(2)), m.group(3)
     raise AssertionError("no read line in %r" % frame)

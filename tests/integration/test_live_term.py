@@ -120,22 +120,25 @@ class Term:
             os.execv(argv[0], argv)
         self.out = b""
 
+    def read(self):
+        """What the view wrote next; it must still be on."""
+        assert select.select([self.master], [], [], 30)[0], self.out[-300:]
+        try:
+            self.out += os.read(self.master, 65536)
+        except OSError:  # EIO: the view ended
+            pytest.fail("the view ended: %r" % self.out[-300:])
+
     def frames(self, n=1):
-        """Read until @n more frames are drawn: the view is still on."""
+        """Read until @n more frames are drawn."""
         want = self.out.count(b"\x1b[H") + n
         while self.out.count(b"\x1b[H") < want:
-            assert select.select([self.master], [], [], 30)[0], self.out[-300:]
-            try:
-                self.out += os.read(self.master, 65536)
-            except OSError:  # EIO: the view ended
-                pytest.fail("the view ended: %r" % self.out[-300:])
+            self.read()
 
     def frame(self):
         """The newest whole frame, its lines."""
+        while b"\x1b[H" not in self.out or b"\x1b[J" not in self.out.rsplit(b"\x1b[H", 1)[-1]:
+            self.read()
         last = self.out.rsplit(b"\x1b[H", 1)[-1]
-        while b"\x1b[J" not in last:
-            self.frames(1)
-            last = self.out.rsplit(b"\x1b[H", 1)[-1]
         text = last.split(b"\x1b[J", 1)[0].replace(b"\x1b[K", b"").decode()
         return re.split(r"\r*\n", text)
 
@@ -197,7 +200,7 @@ def test_keys_that_are_sequences(memtrace, script, tmp_path):
         # memray's keys for sorting by total and by allocations: the
         # column sorted on is marked
         for k, heading in ((b"t", "Total live*"), (b"a", "Own blocks*")):
-            view.until(lambda f: heading in f[7], k)
+            view.until(lambda f: any(heading in l for l in f), k)
         os.write(view.master, b"\x1b")
         _, status = os.waitpid(view.pid, 0)
         view.pid = None
@@ -296,6 +299,11 @@ sys.stdin.readline()
 """
 
 
+def threads_line(frame):
+    """The line of a frame that says which threads are shown."""
+    return next(l for l in frame if l.startswith(("all threads", "thread ")))
+
+
 def rows_of(frame):
     """The functions of a frame's table rows."""
     table = frame[frame.index("") + 2:]
@@ -314,24 +322,24 @@ def test_threads_one_at_a_time(memtrace, script, tmp_path):
     try:
         assert target.stdout.readline() == b"ready\n"
         view = Term([memtrace, "live", "--interval", "0.05", str(cap)])
-        both = view.until(lambda f: f[5].startswith("all threads (2)"))
+        both = view.until(lambda f: threads_line(f).startswith("all threads (2)"))
         assert {"main_alloc", "worker_alloc"} <= set(rows_of(both)), both
-        view.until(lambda f: f[5].startswith("all threads"), b">")  # merged: nothing to switch
+        view.until(lambda f: threads_line(f).startswith("all threads"), b">")  # merged: nothing to switch
 
         def thread(k):
-            return lambda f: f[5].startswith("thread %d of 2: tid " % k)
+            return lambda f: threads_line(f).startswith("thread %d of 2: tid " % k)
 
         main = view.until(thread(1), b"m")
         assert "main_alloc" in rows_of(main) and "worker_alloc" not in rows_of(main), main
-        assert '"MainThread", 4.' in main[5], main  # 4.77 MiB and a few small blocks
+        assert '"MainThread", 4.' in threads_line(main), main  # 4.77 MiB and a few small blocks
         worker = view.until(thread(2), b">")
-        assert '"worker"' in worker[5] and "2.86 MiB live in 1 block" in worker[5], worker
+        assert '"worker"' in threads_line(worker) and "2.86 MiB live in 1 block" in threads_line(worker), worker
         assert rows_of(worker)[0] == "worker_alloc", worker
         assert "main_alloc" not in rows_of(worker), worker
         view.until(thread(1), b"\x1b[C")  # right, round to the first
         view.until(thread(2), b"<")
         view.until(thread(1), b"\x1b[D")  # left
-        view.until(lambda f: f[5].startswith("all threads (2)"), b"m")
+        view.until(lambda f: threads_line(f).startswith("all threads (2)"), b"m")
         assert view.quit() == 0
         target.stdin.write(b"\n")
         target.stdin.flush()
@@ -356,24 +364,24 @@ def test_scroll_and_pause(memtrace, script, tmp_path):
     view = None
     try:
         assert target.stdout.readline() == b"ready\n"
-        # 20 rows: 11 of the table
+        # 20 rows: 10 of the table
         view = Term([memtrace, "live", "--interval", "0.05", str(cap)], rows=20)
-        first = view.until(lambda f: "rows 1-11 of " in f[5])
-        total = int(re.search(r"of (\d+)", first[5]).group(1))
+        first = view.until(lambda f: "rows 1-10 of " in threads_line(f))
+        total = int(re.search(r"of (\d+)", threads_line(first)).group(1))
         assert total >= 31, first  # f0 to f29, <module>, and the rest
         top = rows_of(first)
-        assert len(top) == 11 and top.index("f29") < top.index("f28") < 3, first
-        down = view.until(lambda f: "rows 3-13 of" in f[5], b"\x1b[B\x1b[B")
-        assert rows_of(down)[:9] == top[2:], down
-        view.until(lambda f: "rows 2-12 of" in f[5], b"\x1b[A")
-        view.until(lambda f: "rows 13-23 of" in f[5], b"\x1b[6~")
-        end = view.until(lambda f: "rows %d-%d of" % (total - 10, total) in f[5], b"\x1b[F")
-        view.until(lambda f: "rows %d-%d of" % (total - 10, total) in f[5], b"\x1b[B")  # no further
-        view.until(lambda f: "rows 1-11 of" in f[5], b"\x1b[H")
+        assert len(top) == 10 and top.index("f29") < top.index("f28") < 3, first
+        down = view.until(lambda f: "rows 3-12 of" in threads_line(f), b"\x1b[B\x1b[B")
+        assert rows_of(down)[:8] == top[2:], down
+        view.until(lambda f: "rows 2-11 of" in threads_line(f), b"\x1b[A")
+        view.until(lambda f: "rows 12-21 of" in threads_line(f), b"\x1b[6~")
+        end = view.until(lambda f: "rows %d-%d of" % (total - 9, total) in threads_line(f), b"\x1b[F")
+        view.until(lambda f: "rows %d-%d of" % (total - 9, total) in threads_line(f), b"\x1b[B")  # no further
+        view.until(lambda f: "rows 1-10 of" in threads_line(f), b"\x1b[H")
         assert rows_of(end)[-1] != top[-1]
 
         paused = view.until(lambda f: f[1].startswith("paused"), b" ")
-        events = paused[3]
+        events = next(l for l in paused if l.startswith("live blocks"))
         target.stdin.write(b"\n")
         target.stdin.flush()
         assert target.stdout.readline() == b"more\n"
@@ -381,7 +389,7 @@ def test_scroll_and_pause(memtrace, script, tmp_path):
         deadline = time.monotonic() + 30
         while True:
             view.frames(5)
-            assert view.frame()[3] == events, view.frame()
+            assert events in view.frame(), view.frame()
             out = run(memtrace, "live", "--once", cap).stdout
             if "38.15 MiB" in out or time.monotonic() > deadline:
                 break
@@ -420,3 +428,50 @@ def test_a_frame_while_the_header_is_awaited(memtrace, script, tmp_path):
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
         view.kill()
+
+
+RISES = """\
+import time
+
+
+
+def step():
+    t = time.monotonic()
+    while time.monotonic() - t < 0.03:  # time for samples between the steps
+        pass
+
+
+keep = []
+for _ in range(10):
+    keep.append(bytearray(5_000_000))
+    step()
+for _ in range(10):
+    keep.pop()
+    step()
+"""
+
+
+@pytest.mark.parametrize("lang,glyphs", [("C.UTF-8", "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"),
+                                         ("C", "._-=+*#@")])
+def test_heap_plot(memtrace, script, tmp_path, lang, glyphs):
+    """The tracked heap over time, as memray's view plots it: a column for
+    each stretch, as high as the heap's most in it (block elements where
+    the locale is UTF-8, ASCII otherwise), the line no wider than the
+    terminal."""
+    cap = tmp_path / "c.bin"
+    run(memtrace, "run", "-o", cap, "--python", "/usr/bin/python3", script(RISES))
+    out, status = on_terminal(["/usr/bin/env", "LANG=" + lang, "LC_ALL=", "LC_CTYPE=", memtrace,
+                               "live", "--once", str(cap)], 24, 70)
+    assert status == 0, out[-500:]
+    frame = out[out.index(b"\x1b[H"):].decode()
+    line = next(l for l in re.split(r"\r*\n", frame) if "heap over" in l)
+    line = line.replace("\x1b[K", "").replace("\x1b[H", "")
+    assert re.match(r"heap over \S+ s, up to 47.7\d MiB: ", line), line
+    plot = line.split(": ", 1)[1]
+    assert len(line) <= 70 and len(plot) >= 20 and set(plot) <= set(glyphs), line
+    level = [glyphs.index(c) for c in plot]
+    top = level.index(7)
+    # up from the start to the top, then down to the end
+    assert level[0] <= 1 and level[-1] <= 1 and 0 < top < len(level) - 1, plot
+    assert level[:top + 1] == sorted(level[:top + 1]), plot
+    assert level[top:] == sorted(level[top:], reverse=True), plot
