@@ -425,6 +425,10 @@ int mt_report_live(FILE *out, const struct mt_snapshot *s, const struct mt_repor
 	if (h->python_hex)
 		mt_strbuf_addf(&sb, "  python %u.%u.%u", h->python_hex >> 24,
 			       (h->python_hex >> 16) & 0xff, (h->python_hex >> 8) & 0xff);
+	if (h->cmdline.len) { /* memray's view shows the command too */
+		mt_strbuf_addstr(&sb, "  command ");
+		mt__report_cmdline_text(&sb, &h->cmdline);
+	}
 	line(out, &sb, f->width);
 	mt_strbuf_addf(&sb, "%s", f->state);
 	if (f->hint)

@@ -199,7 +199,7 @@ char *mt_report_describe_open_error(char *buf, size_t len, const char *path, int
 /* ------------------------------------------------------------------------
  * Header
  * ---------------------------------------------------------------------- */
-static void add_cmdline(struct mt_strbuf *sb, const struct mt_bytes *c)
+void mt__report_cmdline_text(struct mt_strbuf *sb, const struct mt_bytes *c)
 {
 	for (uint32_t i = 0; i < c->len; i++) {
 		uint8_t ch = c->p[i];
@@ -222,7 +222,7 @@ static void print_header(FILE *out, const struct mt_snapshot *s, const char *pat
 
 	if (h->start_ns && gmtime_r(&t, &tm))
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
-	add_cmdline(&sb, &h->cmdline);
+	mt__report_cmdline_text(&sb, &h->cmdline);
 	fprintf(out, "Capture: %s\n", path ? path : "");
 	fprintf(out, "  pid:                %u\n", h->pid);
 	fprintf(out, "  command line:       %s\n", sb.len ? sb.buf : "(unknown)");

@@ -205,6 +205,9 @@ void mt__report_location(struct mt_strbuf *sb, const char *function, const char 
  * gives it (reader/report-stats-memray.c) */
 struct mt_bytes;
 void mt__report_cmdline(struct mt_strbuf *sb, const struct mt_bytes *c);
+/* mt__report_cmdline_text() - the same for a terminal, its bytes as
+ * mt__report_text() gives them. */
+void mt__report_cmdline_text(struct mt_strbuf *sb, const struct mt_bytes *c);
 /* "12.345 s" */
 char *mt__report_seconds(char *buf, size_t len, unsigned long long us);
 /* mt__report_peak_time() - when @s's tracked heap peaked: "at 1.250 s",

@@ -475,3 +475,14 @@ def test_heap_plot(memtrace, script, tmp_path, lang, glyphs):
     assert level[0] <= 1 and level[-1] <= 1 and 0 < top < len(level) - 1, plot
     assert level[:top + 1] == sorted(level[:top + 1]), plot
     assert level[top:] == sorted(level[top:], reverse=True), plot
+
+
+def test_the_command_in_the_title(memtrace, script, tmp_path):
+    """The first line names the command that was tracked, as memray's view
+    does, with its control characters shown as escapes, not sent to the
+    terminal."""
+    cap = tmp_path / "c.bin"
+    prog = script("import sys\nkeep = bytearray(1_000_000)\n")
+    run(memtrace, "run", "-o", cap, "--python", "/usr/bin/python3", prog, "--flag", "a\x1b[2Jb")
+    title = run(memtrace, "live", "--once", cap).stdout.splitlines()[0]
+    assert title.endswith("  command /usr/bin/python3 %s --flag a\\x1b[2Jb" % prog), title
