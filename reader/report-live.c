@@ -311,6 +311,10 @@ static void heap_plot(FILE *out, struct mt_strbuf *sb, const struct mt_snapshot 
 		cols = 200;
 	if ((uint64_t)cols > s->n_samples)
 		cols = s->n_samples; /* a column has a sample at least */
+	if (!cols) { /* no room left */
+		line(out, sb, f->width);
+		return;
+	}
 	uint64_t col_max[200];
 	for (size_t k = 0; k < cols; k++)
 		col_max[k] = UINT64_MAX; /* no sample in it yet */
