@@ -12,8 +12,9 @@ become checks:
     @pytest.mark.limit_leaks("1 KB", filter_fn=None)  # still live at its end, per stack
 
 Both take current_thread_only=True, and pytest-memray's memory_limit= and
-location_limit= for the limit. Sizes are a number and a unit, B, KB, MB,
-GB, TB or PB, counted in powers of 1024 (KiB, MiB... are accepted too).
+location_limit= for the limit. Sizes are a number ("+" allowed) and a
+unit, B, KB, MB, GB, TB or PB, counted in powers of 1024 (KiB, MiB...
+are accepted too).
 Without --memtrace only the tests with a marker are tracked, and checked,
 as pytest-memray does, and there is no report at the end.
 Peak and leaks are computed by the C reader (memtrace.FileReader) from
@@ -54,13 +55,16 @@ StackFrame = collections.namedtuple("StackFrame", "function filename lineno")
 Stack = collections.namedtuple("Stack", "frames")
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
-_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([KMGTP]?)(I?B)?\s*$", re.I)
+_SIZE_RE = re.compile(r"^\s*\+?([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([KMGTP]?)(I?B)?\s*$", re.I)
 
 
-def parse_size(text):
-    """"24 MB" -> 25165824 (units are powers of 1024). A size is a whole
-    number of bytes, 0 or more: a negative, infinite or NaN one is a
-    ValueError, as what does not read as a size is."""
+def parse_size(text, exact=False):
+    """"24 MB" -> 25165824 (units are powers of 1024; a "+" before the
+    number is allowed, as pytest-memray's pattern allows it). A size is a
+    whole number of bytes, 0 or more: a negative, infinite or NaN one is a
+    ValueError, as what does not read as a size is. With @exact, a
+    fraction of a byte ("0.1 KB": 102.4) is kept, for a limit compared as
+    pytest-memray compares it."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = text
     else:
@@ -76,7 +80,7 @@ def parse_size(text):
         raise ValueError("memtrace: the size %r is negative (a limit is 0 B or more)" % (text,))
     if value == float("inf"):
         raise ValueError("memtrace: the size %r is too large to be a number of bytes" % (text,))
-    return int(value)
+    return value if exact else int(value)
 
 
 def format_size(n):
@@ -340,7 +344,7 @@ def _marker_limit(marker):
         raise pytest.UsageError("memtrace: @pytest.mark.%s needs a limit, e.g. '1 MB'"
                                 % marker.name)
     try:
-        return parse_size(limit), kw
+        return parse_size(limit, exact=True), kw
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
 

@@ -639,7 +639,7 @@ def test_unreadable_limit_is_said_once(tmp_path):
 
 def test_limit_is_a_finite_size_of_0_or_more(tmp_path):
     """An infinite, NaN or negative limit is refused as one that does not
-    read (pytest-memray's pattern refuses a sign), for both markers; 0 B is
+    read (pytest-memray's pattern refuses a minus sign), for both markers; 0 B is
     a limit that any test reaches."""
     others = check_limit_errors(tmp_path, OUT_OF_RANGE_LIMITS, {
         "test_overflows": "memtrace: the size '1e400 MB' is too large to be a number of bytes",
@@ -652,6 +652,43 @@ def test_limit_is_a_finite_size_of_0_or_more(tmp_path):
     assert list(others) == ["test_zero_is_a_limit"], others
     outcome, _, text = others["test_zero_is_a_limit"]
     assert outcome == "failure" and "Test was limited to 0 B" in text, others
+
+
+PYTEST_MEMRAY_SIZES = """\
+import pytest
+
+KEEP = [None]
+
+
+@pytest.mark.limit_memory("+100 MB")
+def test_plus_sign():
+    pass
+
+
+# 0.1 KB is 102.4 bytes: 102 bytes are under it, 103 are not
+@pytest.mark.limit_leaks("0.1 KB")
+def test_102_bytes_under_a_tenth_of_a_kb():
+    KEEP[0] = bytes(102 - bytes.__basicsize__)
+
+
+@pytest.mark.limit_leaks("0.1 KB")
+def test_103_bytes_over_a_tenth_of_a_kb():
+    KEEP[0] = bytes(103 - bytes.__basicsize__)
+"""
+
+
+def test_sizes_read_as_pytest_memray_reads_them(tmp_path):
+    """pytest-memray reads "+100 MB" (its pattern allows a plus sign) and
+    compares a test with the limit's exact value, fraction of a byte and
+    all: "0.1 KB" lets a test reach 102 bytes, not 103."""
+    p, junit = run_suite_memtrace(tmp_path, "test_sizes.py", PYTEST_MEMRAY_SIZES)
+    results = junit_results(junit)
+    assert {name: r[0] for name, r in results.items()} == {
+        "test_plus_sign": "passed",
+        "test_102_bytes_under_a_tenth_of_a_kb": "passed",
+        "test_103_bytes_over_a_tenth_of_a_kb": "failure",
+    }, p.stdout
+    assert "103 B in 1 allocation" in results["test_103_bytes_over_a_tenth_of_a_kb"][2], p.stdout
 
 
 def test_native_stacks_in_failure_messages(tmp_path):
