@@ -122,7 +122,7 @@ def test_same_capture_twice(memtrace, pair):
 
 @pytest.mark.parametrize("size,status", [
     ("1 MB", 1), ("1.5MiB", 1), ("2097151", 1), ("2 MB", 0), ("2MiB", 0), ("2097152", 0),
-    ("0.001 GB", 1), (" 1 gib ", 0), ("2048 KB", 0), ("2047k", 1),
+    ("0.001 GB", 1), (" 1 gib ", 0), ("2048 KB", 0), ("2047k", 1), ("+2 MB", 0), ("+1 MB", 1),
 ])
 def test_fail_over(memtrace, pair, size, status):
     """The peak grew by exactly 2 MiB: more than SIZE fails, equal passes."""
