@@ -538,7 +538,10 @@ class _Manager:
         if path is None:
             return
         try:
-            problem = self._analyse(item, path)
+            # a body that raised (failed, skipped itself, xfailed) has no
+            # limits to check, and stays out of the report, as pytest-memray
+            # leaves it out
+            problem = self._analyse(item, path) if call.excinfo is None else None
         except Exception as e:  # a filter_fn that raises, an unreadable capture
             problem = "memtrace: cannot check the limits of %s: %s: %s" % (
                 item.nodeid, type(e).__name__, e)

@@ -296,6 +296,48 @@ def test_xdist_saves_the_workers_baselines(tmp_path):
     assert after["test_runs.py::test_breaks"] < MiB, after  # passed with less: moved
 
 
+OUTCOMES_SUITE = """\
+import pytest
+
+
+def test_passes():
+    data = bytearray(1 * 1024 * 1024)
+
+
+@pytest.mark.limit_memory("1 MB")
+def test_over_its_limit():
+    data = bytearray(2 * 1024 * 1024)
+
+
+def test_raises():
+    data = bytearray(3 * 1024 * 1024)
+    assert data is None
+
+
+def test_skips_itself():
+    data = bytearray(4 * 1024 * 1024)
+    pytest.skip("not here")
+
+
+@pytest.mark.xfail(reason="known")
+def test_xfails():
+    data = bytearray(5 * 1024 * 1024)
+    assert data is None
+"""
+
+
+def test_report_leaves_out_bodies_that_raised(tmp_path):
+    """As pytest-memray's, the report lists the tests whose body returned
+    (a test over its limit is one), not those that failed, skipped
+    themselves or xfailed in their body, whatever their peak."""
+    p, outcomes, _ = run(tmp_path, "--memtrace", "--most-allocations", "0",
+                         suite=OUTCOMES_SUITE, name="test_o.py")
+    assert outcomes["test_over_its_limit"] == "failure", p.stdout
+    assert outcomes["test_raises"] == "failure", p.stdout
+    assert list(report_rows(p.stdout)) == ["test_o.py::test_over_its_limit",
+                                           "test_o.py::test_passes"], p.stdout
+
+
 def test_allocations_by_stack_counts_as_the_events_do(tmp_path):
     """The plugin's count of another thread's allocations (the reader's
     pass that makes no record per event) agrees with the events, over a
