@@ -233,6 +233,10 @@ def pytest_addoption(parser):
         if aliases and _dest(name) in _INI_ALIASES:
             parser.addini(_INI_ALIASES[_dest(name)], type=ini_type, default=None,
                           help="as %s (pytest-memray's ini key)" % _dest(name))
+    parser.addini("verbosity_memtrace", default="auto",
+                  help="how many of its allocating stacks a limit_memory failure lists: none "
+                       "below 0, the 10 largest at 0 and 1, all from 2; 'auto' (the default) "
+                       "follows -v and -q (pytest-memray's verbosity_memray)")
 
 
 def _has_pytest_memray():
@@ -263,6 +267,19 @@ def _option(config, name):
                 raise pytest.UsageError("memtrace: the ini key %s wants a number, not %r"
                                         % (dest, value)) from None
     return _DEFAULTS.get(dest) if value is None else value
+
+
+def _verbosity(config):
+    """The verbosity_memtrace ini key as a number: "auto" is pytest's own
+    verbosity (-v, -q), as pytest-memray reads its verbosity_memray."""
+    value = config.getini("verbosity_memtrace")
+    if value in (None, "", "auto"):
+        return config.getoption("verbose")
+    try:
+        return int(value)
+    except ValueError:
+        raise pytest.UsageError("memtrace: the ini key verbosity_memtrace wants a number or "
+                                "'auto', not %r" % (value,)) from None
 
 
 def pytest_configure(config):
@@ -420,6 +437,7 @@ class _Manager:
         if self.keep:  # checked now, rather than failing each test
             self._dir = _bin_dir(self.keep)
         self.stacks = max(1, _option(config, "--memtrace-stacks"))
+        self.verbosity = _verbosity(config)
         self.pyalloc = _option(config, "--memtrace-trace-python-allocators")
         self.native = _option(config, "--memtrace-native")
         self.captures = {}  # nodeid -> capture path of the current run
@@ -558,7 +576,8 @@ class _Manager:
                 # xdist sends the longrepr as text: the headline goes too
                 report.memtrace_headline = problem.reprcrash.message
 
-    def _top(self, records, n, native=None):
+    def _top(self, records, n=None, native=None):
+        """The @n largest stacks of @records (all without @n), largest first."""
         native = self.native if native is None else native
         groups = sorted(_per_stack(records, native), key=lambda g: g[0], reverse=True)
         return [(size, count, _shown(frames)[:self.stacks]) for size, count, frames in groups[:n]]
@@ -655,9 +674,15 @@ class _Manager:
                                                            then))
                     heads.append("fail-on-increase: %s > %s (+%s)" % (
                         format_size(used), format_size(before), format_size(used - before)))
-                if lines:
+                if lines and self.verbosity >= 0:
+                    # as pytest-memray lists them: the 10 largest, all at -vv
+                    top = self._top(records)
+                    shown = top if self.verbosity >= 2 else top[:10]
                     lines.append("Largest allocations live at the peak:")
-                    lines.extend(self._describe(self._top(records, 5)))
+                    lines.extend(self._describe(shown))
+                    if len(top) > len(shown):
+                        lines.append("    ...and %d more" % (len(top) - len(shown)))
+                if lines:
                     failed(lines, heads, marker, node, len(memory) > 1)
             leaked = None
             for marker, node in leaks:
@@ -679,7 +704,7 @@ class _Manager:
                     lines = ["Test was allowed to leak %s per call stack but %d stack%s "
                              "leaked that much or more:" % (format_size(limit), len(bad),
                                                             "" if len(bad) == 1 else "s")]
-                    lines.extend(self._describe(bad[:10]))
+                    lines.extend(self._describe(bad))
                     failed(lines, ["limit_leaks: %s %s %s from one call stack" % (
                         format_size(bad[0][0]), ">" if bad[0][0] > limit else "=",
                         format_size(limit))], marker, node, len(leaks) > 1)

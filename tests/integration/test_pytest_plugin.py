@@ -82,8 +82,10 @@ def run_pytest(tmp_path, *args):
     env["PYTHONPATH"] = PYTHON_DIR
     env["MEMTRACE_BUILD_DIR"] = BUILD
     env.pop("PYTEST_ADDOPTS", None)
+    # -q, with the failures' allocations listed all the same
     p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
-                        "no:cacheprovider", "-q", "--junitxml", str(junit)] + list(args)
+                        "no:cacheprovider", "-q", "-o", "verbosity_memtrace=0",
+                        "--junitxml", str(junit)] + list(args)
                        + [str(suite)], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
     if not junit.exists():
@@ -689,6 +691,54 @@ def test_sizes_read_as_pytest_memray_reads_them(tmp_path):
         "test_103_bytes_over_a_tenth_of_a_kb": "failure",
     }, p.stdout
     assert "103 B in 1 allocation" in results["test_103_bytes_over_a_tenth_of_a_kb"][2], p.stdout
+
+
+TWELVE_STACKS = """\
+import pytest
+
+KEEP = []
+MAKERS = []
+for i in range(12):
+    exec("def make%d():\\n    return bytearray(%d * 1024)\\n" % (i, 100 * (i + 1)))
+    MAKERS.append(globals()["make%d" % i])
+
+
+@pytest.mark.limit_memory("1 KB")
+def test_peak():
+    data = [make() for make in MAKERS]
+
+
+@pytest.mark.limit_leaks("1 KB")
+def test_leaks():
+    KEEP.extend(make() for make in MAKERS)
+"""
+
+
+@pytest.mark.parametrize("args,listed", [
+    ([], 10), (["-v"], 10), (["-q"], 0), (["-vv"], 12),
+    (["-q", "-o", "verbosity_memtrace=2"], 12), (["-vv", "-o", "verbosity_memtrace=-1"], 0),
+])
+def test_stacks_listed_by_verbosity(tmp_path, args, listed):
+    """A limit_memory failure lists its allocating stacks as pytest-memray
+    lists them: the 10 largest and how many more, all from -vv, none with
+    -q; the ini key verbosity_memtrace (pytest-memray's verbosity_memray)
+    overrides -v and -q. A limit_leaks failure lists all its stacks over
+    the limit, whatever the verbosity."""
+    (tmp_path / "test_twelve.py").write_text(TWELVE_STACKS)
+    junit = tmp_path / "j.xml"
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MEMTRACE_BUILD_DIR=BUILD)
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p",
+                        "no:cacheprovider", "--memtrace", "--junitxml", str(junit)] + args
+                       + ["test_twelve.py"], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+    results = junit_results(junit)
+    peak, leaks = results["test_peak"], results["test_leaks"]
+    assert peak[0] == "failure" and leaks[0] == "failure", p.stdout
+    assert peak[2].startswith("Test was limited to 1.00 KiB"), peak
+    assert peak[2].count(" from:") == listed, peak
+    assert ("...and 2 more" in peak[2]) == (listed == 10), peak
+    assert leaks[2].count(" from:") == 12, leaks
 
 
 def test_native_stacks_in_failure_messages(tmp_path):

@@ -72,7 +72,9 @@ def run(tmp_path, *args, env=None, suite=SUITE, name="test_runs.py"):
     e.pop("PYTEST_ADDOPTS", None)
     e["COLUMNS"] = "200"  # the short summary uncut
     e.update(env or {})
+    # -q, with the failures' allocations listed all the same
     p = subprocess.run([PYTHON, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-q", "-rf",
+                        "-o", "verbosity_memtrace=0",
                         "--junitxml", str(junit)] + list(args) + [name], cwd=str(tmp_path),
                        env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True, timeout=300)
