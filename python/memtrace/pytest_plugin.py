@@ -11,6 +11,9 @@ become checks:
     @pytest.mark.limit_memory("24 MB")   # peak of the test body
     @pytest.mark.limit_leaks("1 KB", filter_fn=None)  # still live at its end, per stack
 
+(a limit_leaks stack is native and Python frames, as pytest-memray's: its
+tests are tracked with native stacks and Python allocators).
+
 Both take current_thread_only=True, and pytest-memray's memory_limit= and
 location_limit= for the limit. Sizes are a number ("+" allowed) and a
 unit, B, KB, MB, GB, TB or PB, counted in powers of 1024 (KiB, MiB...
@@ -171,7 +174,7 @@ _OPTIONS = [
     ("--memtrace-native", "--native", dict(
         action="store_true", default=None,
         help="record native (C) stacks too, and show them under the Python lines in failure "
-             "messages")),
+             "messages (limit_leaks tests always do)")),
     ("--memtrace-trace-python-allocators", "--trace-python-allocators", dict(
         action="store_true", default=None,
         help="record every Python object allocation, not only pymalloc's arenas (limit_leaks "
@@ -491,8 +494,9 @@ class _Manager:
             yield
             return
         path = self._capture_path(pyfuncitem.nodeid)
+        # a leak is per native and Python stack, as pytest-memray's
         tracker_kw = {"trace_python_allocators": bool(self.pyalloc or leaks),
-                      "native_traces": bool(self.native)}
+                      "native_traces": bool(self.native or leaks)}
 
         def tracker():
             return Tracker(destination=_file_destination(path), **tracker_kw)
@@ -692,7 +696,7 @@ class _Manager:
                     leaked = [r for r in reader.get_leaked_allocation_records(
                         merge_threads=False) if not xdist(r)]
                 bad = []
-                for size, count, frames in _per_stack(mine(leaked, kw)):
+                for size, count, frames in _per_stack(mine(leaked, kw), native=True):
                     if size < limit:
                         continue
                     if filter_fn is not None and not filter_fn(

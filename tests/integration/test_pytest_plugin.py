@@ -741,6 +741,51 @@ def test_stacks_listed_by_verbosity(tmp_path, args, listed):
     assert leaks[2].count(" from:") == 12, leaks
 
 
+HYBRID_LEAKS = """\
+import pytest
+
+KEEP = []
+
+
+def innermost_is_native(stack):
+    # as a filter for a C extension's leaks reads them: by the binary that
+    # allocated, the innermost frame
+    return not stack.frames[0].filename.endswith(".py")
+
+
+@pytest.mark.limit_leaks("1 KB", filter_fn=innermost_is_native)
+def test_filter_sees_native_frames():
+    KEEP.append(bytearray(64 * 1024))  # NATIVE-LEAK
+
+
+# about 98 KiB of buffers and 5 KiB of bytearray objects: 103 KiB from the
+# line, but neither of its two native stacks reaches 100 KiB
+@pytest.mark.limit_leaks("100 KB")
+def test_each_native_stack_under_the_limit():
+    for _ in range(100):
+        KEEP.append(bytearray(1000))
+"""
+
+
+def test_leaks_are_per_hybrid_stack(tmp_path):
+    """As pytest-memray's, a limit_leaks test is tracked with native stacks:
+    its filter_fn sees them (native frames first, then the Python lines),
+    the limit is per native and Python stack, and the message shows them."""
+    p, junit = run_suite_memtrace(tmp_path, "test_hybrid.py", HYBRID_LEAKS)
+    results = junit_results(junit)
+    assert {name: r[0] for name, r in results.items()} == {
+        "test_filter_sees_native_frames": "failure",
+        "test_each_native_stack_under_the_limit": "passed",
+    }, p.stdout
+    lines = [line.strip() for line in results["test_filter_sees_native_frames"][2].splitlines()]
+    where = "test_filter_sees_native_frames at test_hybrid.py:%d" % (
+        HYBRID_LEAKS.splitlines().index("    KEEP.append(bytearray(64 * 1024))  # NATIVE-LEAK")
+        + 1)
+    assert where in lines, lines
+    first = lines.index(where) - 1
+    assert " at " in lines[first] and not lines[first].endswith(".py"), lines
+
+
 def test_native_stacks_in_failure_messages(tmp_path):
     # bytearray's buffer comes from the interpreter's C code: with
     # --memtrace-native the message names the C frames under the test's line
@@ -928,7 +973,8 @@ def test_messages_hide_import_system_and_memtrace_frames(tmp_path):
                        universal_newlines=True, timeout=120)
     assert p.returncode == 1, p.stdout
     out = p.stdout
-    assert ("from:\n        <module> at leaky_mod.py:1\n        test_imports at test_hidden.py:6\n"
+    # (under the native frames of the interpreter that allocated)
+    assert ("\n        <module> at leaky_mod.py:1\n        test_imports at test_hidden.py:6\n"
             in out), out
     assert "frozen" not in out and "_bootstrap" not in out, out
     assert "tracker.py" not in out and "__exit__" not in out, out
