@@ -363,6 +363,10 @@ def _marker_limit(marker):
     if limit is None:
         raise pytest.UsageError("memtrace: @pytest.mark.%s needs a limit, e.g. '1 MB'"
                                 % marker.name)
+    filter_fn = kw.get("filter_fn")
+    if filter_fn is not None and not callable(filter_fn):
+        raise pytest.UsageError("memtrace: the filter_fn of @pytest.mark.limit_leaks is called "
+                                "with each leaking stack, and %r cannot be" % (filter_fn,))
     try:
         return parse_size(limit, exact=True), kw
     except ValueError as e:

@@ -554,6 +554,12 @@ def test_bool():
 @pytest.mark.limit_leaks([1])
 def test_list():
     pass
+
+
+# nothing leaks: the filter would never be called
+@pytest.mark.limit_leaks("1 MB", filter_fn="not_kept")
+def test_filter_not_callable():
+    pass
 """
 
 OUT_OF_RANGE_LIMITS = """\
@@ -636,6 +642,8 @@ def test_unreadable_limit_is_said_once(tmp_path):
         "test_garbage": "memtrace: cannot read the size 'garbage' (expected e.g. '24 MB'",
         "test_bool": "memtrace: cannot read the size True",
         "test_list": "memtrace: cannot read the size [1]",
+        "test_filter_not_callable": "memtrace: the filter_fn of @pytest.mark.limit_leaks is "
+                                    "called with each leaking stack, and 'not_kept' cannot be",
     })
 
 
