@@ -767,7 +767,9 @@ class _Manager:
                 or not self.results):
             return
         n = _option(self.config, "--most-allocations")
-        results = sorted(self.results, key=lambda r: r.peak, reverse=True)
+        # a test with nothing live at its peak has nothing to show, and
+        # pytest-memray leaves it out
+        results = sorted((r for r in self.results if r.top), key=lambda r: r.peak, reverse=True)
         if n > 0:
             results = results[:n]
         tr = terminalreporter

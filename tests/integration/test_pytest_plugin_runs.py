@@ -313,7 +313,7 @@ def test_over_its_limit():
 
 def test_raises():
     data = bytearray(3 * 1024 * 1024)
-    assert data is None
+    raise ValueError("no")
 
 
 def test_skips_itself():
@@ -324,14 +324,19 @@ def test_skips_itself():
 @pytest.mark.xfail(reason="known")
 def test_xfails():
     data = bytearray(5 * 1024 * 1024)
-    assert data is None
+    raise ValueError("no")
+
+
+def test_allocates_nothing():
+    pass
 """
 
 
-def test_report_leaves_out_bodies_that_raised(tmp_path):
+def test_report_leaves_out_bodies_that_raised_or_allocated_nothing(tmp_path):
     """As pytest-memray's, the report lists the tests whose body returned
     (a test over its limit is one), not those that failed, skipped
-    themselves or xfailed in their body, whatever their peak."""
+    themselves or xfailed in their body, whatever their peak, nor those
+    with nothing live at their peak."""
     p, outcomes, _ = run(tmp_path, "--memtrace", "--most-allocations", "0",
                          suite=OUTCOMES_SUITE, name="test_o.py")
     assert outcomes["test_over_its_limit"] == "failure", p.stdout
