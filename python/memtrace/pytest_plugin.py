@@ -285,14 +285,22 @@ def _verbosity(config):
                                 "'auto', not %r" % (value,)) from None
 
 
+# pytest-memray's marker for the objects a test leaves alive (Python
+# 3.13.3 and later): a test that has it is not checked as it expects
+_NO_SUCH_MARKER = "limit_leaked_objects"
+
+
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "limit_memory(limit): with --memtrace, fail if the test body's memory at its "
-                   "peak exceeds limit (e.g. '24 MB')")
+        "markers", "limit_memory(limit, current_thread_only=False): fail if the test body's "
+                   "memory at its peak reaches limit (e.g. '24 MB')")
     config.addinivalue_line(
-        "markers", "limit_leaks(limit, filter_fn=None): with --memtrace, fail if memory "
-                   "allocated by one call stack in the test body and still live at its end "
-                   "exceeds limit; filter_fn(stack) -> bool selects the stacks checked")
+        "markers", "limit_leaks(limit, filter_fn=None, current_thread_only=False): fail if "
+                   "memory allocated by one call stack in the test body and still live at its "
+                   "end reaches limit; filter_fn(stack) -> bool selects the stacks checked")
+    config.addinivalue_line(
+        "markers", "%s: pytest-memray's, which memtrace does not have: errors the test"
+        % _NO_SUCH_MARKER)
     config.pluginmanager.register(_Manager(config), "memtrace-manager")
 
 
@@ -479,6 +487,10 @@ class _Manager:
 
     # -- checking the markers before the test runs ----------------------
     def pytest_runtest_setup(self, item):
+        if item.get_closest_marker(_NO_SUCH_MARKER) is not None:
+            pytest.fail("memtrace: @pytest.mark.%s (pytest-memray's, for the objects a test "
+                        "leaves alive) is not one of memtrace's markers: the test cannot be "
+                        "checked as it asks" % _NO_SUCH_MARKER, pytrace=False)
         for name in ("limit_memory", "limit_leaks"):
             for marker in item.iter_markers(name):
                 try:

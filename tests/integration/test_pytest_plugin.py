@@ -561,6 +561,11 @@ def test_list():
 @pytest.mark.limit_leaks("1 MB", filter_fn="not_kept")
 def test_filter_not_callable():
     pass
+
+
+@pytest.mark.limit_leaked_objects()
+def test_pytest_memray_objects_marker():
+    pass
 """
 
 OUT_OF_RANGE_LIMITS = """\
@@ -638,13 +643,19 @@ def check_limit_errors(tmp_path, suite_text, expected):
     return results
 
 
-def test_unreadable_limit_is_said_once(tmp_path):
+def test_unreadable_limit_or_marker_is_said_once(tmp_path):
+    """A limit that does not read, a filter_fn that cannot be called and
+    pytest-memray's limit_leaked_objects, which memtrace does not have,
+    each error their test with one line."""
     check_limit_errors(tmp_path, UNREADABLE_LIMITS, {
         "test_garbage": "memtrace: cannot read the size 'garbage' (expected e.g. '24 MB'",
         "test_bool": "memtrace: cannot read the size True",
         "test_list": "memtrace: cannot read the size [1]",
         "test_filter_not_callable": "memtrace: the filter_fn of @pytest.mark.limit_leaks is "
                                     "called with each leaking stack, and 'not_kept' cannot be",
+        "test_pytest_memray_objects_marker": "memtrace: @pytest.mark.limit_leaked_objects "
+                                             "(pytest-memray's, for the objects a test leaves "
+                                             "alive) is not one of memtrace's markers",
     })
 
 
