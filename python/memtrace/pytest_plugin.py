@@ -441,8 +441,11 @@ class _Manager:
                                     "already being tracked (by `memtrace run`, `memtrace attach` or "
                                     "a Tracker)")
         self.keep = _option(config, "--memtrace-bin-path")
-        # pytest-memray's default prefix: a random one per run
-        self.prefix = _option(config, "--memtrace-bin-prefix") or uuid.uuid4().hex
+        # pytest-memray's default prefix: a random one per run, which an
+        # xdist worker has from the controller
+        self.prefix = (_option(config, "--memtrace-bin-prefix")
+                       or getattr(config, "workerinput", {}).get("memtrace_bin_prefix")
+                       or uuid.uuid4().hex)
         for sep in (os.sep, os.altsep):
             # the start of a file name in the bin path: not a way out of it
             if sep and sep in self.prefix:
@@ -456,6 +459,7 @@ class _Manager:
         self.pyalloc = _option(config, "--memtrace-trace-python-allocators")
         self.native = _option(config, "--memtrace-native")
         self.captures = {}  # nodeid -> capture path of the current run
+        self.made = 0  # captures made, by this process and (on xdist's controller) its workers
         self.test_tid = {}  # nodeid -> the thread that ran its body
         self.results = []
         self.worker = hasattr(config, "workerinput")  # a pytest-xdist worker
@@ -564,6 +568,7 @@ class _Manager:
             pyfuncitem.obj = func
         if os.path.exists(path):
             self.captures[pyfuncitem.nodeid] = path
+            self.made += 1
 
     # -- checking -------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)
@@ -751,6 +756,7 @@ class _Manager:
         if self.worker:
             self.config.workeroutput["memtrace"] = {
                 "results": [r.to_wire() for r in self.results],
+                "made": self.made,
                 "baselines": dict(self.baselines.passed) if self.baselines else {},
             }
         elif self.baselines is not None:
@@ -763,11 +769,16 @@ class _Manager:
                     session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):
+        node.workerinput["memtrace_bin_prefix"] = self.prefix
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):
         sent = getattr(node, "workeroutput", {}).get("memtrace")
         if not sent:  # a worker that crashed sends nothing
             return
         self.results.extend(_Result.from_wire(r) for r in sent["results"])
+        self.made += sent["made"]
         if self.baselines is not None:
             self.baselines.passed.update(sent["baselines"])
 
@@ -795,6 +806,10 @@ class _Manager:
                 tr.write_line("    %12s  %s" % (format_size(size), where))
             if r.path:
                 tr.write_line("    capture: %s" % r.path)
+        if self.keep:
+            # as pytest-memray's report ends: where every test's capture is
+            tr.write_line("%d capture%s kept in %s, named %s-<test id>.bin" % (
+                self.made, "" if self.made == 1 else "s", self.dir, self.prefix))
 
     def pytest_unconfigure(self, config):
         if not self.keep and self._dir is not None:

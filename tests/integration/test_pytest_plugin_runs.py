@@ -281,6 +281,22 @@ def test_xdist_workers_report_to_the_controller(tmp_path):
 
 
 @needs_xdist
+def test_xdist_workers_name_captures_with_the_runs_prefix(tmp_path):
+    """The default prefix of kept captures is one per run, workers'
+    included, and the report ends by saying where the captures are and how
+    they are named, as pytest-memray's does."""
+    kept = tmp_path / "kept"
+    p, outcomes, _ = run(tmp_path, "-n", "2", "--memtrace", "--memtrace-bin-path", str(kept),
+                         "--most-allocations", "1", suite=XDIST_SUITE, name="test_x.py")
+    assert len(outcomes) == 8, p.stdout
+    names = sorted(os.listdir(str(kept)))
+    prefixes = {name.split("-test_x.py-", 1)[0] for name in names}
+    assert len(names) == 8 and len(prefixes) == 1, names
+    assert "\n8 captures kept in %s, named %s-<test id>.bin\n" % (kept, prefixes.pop()) \
+        in p.stdout, p.stdout
+
+
+@needs_xdist
 def test_xdist_saves_the_workers_baselines(tmp_path):
     p, outcomes, _ = run(tmp_path, "-n", "2", "--memtrace", "--fail-on-increase",
                          env={"GROW": "4"})
