@@ -260,13 +260,13 @@ class Tracker:
     def _claim(self):
         global _active
         with _active_lock:
-            if _active is self:
-                raise RuntimeError("memtrace.Tracker: this Tracker is already active")
-            if self._used:
-                raise RuntimeError("Attempting to use stale output handle")  # memray's
+            # memray's checks, in its order, with its words: this Tracker
+            # entered again in its own block is a second one at a time
             if _active is not None and _active._pid == os.getpid():
                 raise RuntimeError("No more than one Tracker instance can be active at the "
                                    "same time")
+            if self._used or _active is self:
+                raise RuntimeError("Attempting to use stale output handle")
             _active = self
 
     def _release(self):

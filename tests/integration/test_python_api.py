@@ -648,3 +648,29 @@ def test_tracker_capture_says_where_it_started(memtrace, tmp_path):
     prog.write_text("x = bytearray(1000)\n")
     run(memtrace, "run", "-q", "--python", "/usr/bin/python3", "-o", tmp_path / "r.bin", prog)
     assert not report_json(memtrace, "stats", tmp_path / "r.bin")["header"]["tracker"]
+
+
+def test_tracker_entered_again_in_its_block_says_what_memray_says(tmp_path):
+    """memray's words for a Tracker entered inside its own block: there is
+    one active already. In a fork child, whose tracking is gone, the same
+    Tracker is a used one."""
+    p = run_py("/usr/bin/python3", """
+        import os, memtrace
+        t = memtrace.Tracker("t.bin")
+        with t:
+            try:
+                t.__enter__()
+            except RuntimeError as e:
+                print(e)
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    t.__enter__()
+                except RuntimeError as e:
+                    print("child:", e, flush=True)
+                os._exit(0)
+            os.waitpid(pid, 0)
+        """, tmp_path)
+    assert p.stdout.splitlines() == [
+        "No more than one Tracker instance can be active at the same time",
+        "child: Attempting to use stale output handle"], p.stdout + p.stderr
