@@ -341,6 +341,7 @@ class FileReader:
                              % (max_memory_records,))
         self._lib = _native.reader()
         self._keep = None     # the _Capture, until close(): None once closed
+        self._snapshots = None  # get_memory_snapshots()'s, once read
         self._capture = None  # a weak reference to it: records may keep it
         self.path = os.fspath(file_name)
         self._max_memory_records = max_memory_records
@@ -370,7 +371,10 @@ class FileReader:
     def close(self):
         """Close the reader: its methods fail from now on. The records it
         gave keep their stacks, as memray's do: the capture's tables go
-        with the last of them (at once if none is left)."""
+        with the last of them (at once if none is left). The metadata and
+        get_memory_snapshots() stay, as memray's."""
+        if self._keep is not None and self._snapshots is None:
+            self._snapshots = self._read_snapshots()
         self._keep = None
 
     def __enter__(self):
@@ -766,7 +770,13 @@ class FileReader:
         return records, hwm
 
     def get_memory_snapshots(self):
-        """RSS and tracked heap over time, as MemorySnapshot tuples."""
+        """RSS and tracked heap over time, as MemorySnapshot tuples; after
+        close() too, as memray's, which reads them when it opens."""
+        if self._snapshots is None:
+            self._snapshots = self._read_snapshots()
+        return iter(self._snapshots)
+
+    def _read_snapshots(self):
         n = ctypes.c_size_t()
         p = self._lib.mt_py_samples(self._h(), ctypes.byref(n))
         start_ms = self._metadata.start_time.timestamp() * 1000.0
@@ -776,7 +786,7 @@ class FileReader:
         for i in range(0, count, step):
             s = p[i]
             out.append(MemorySnapshot(int(start_ms + s.time_us / 1000.0), s.rss, s.heap))
-        return iter(out)
+        return tuple(out)
 
     def __repr__(self):
         return "<memtrace.FileReader %r%s>" % (self.path, " closed" if self.closed else "")

@@ -67,6 +67,7 @@ class _View(FileReader):
         self._capture = weakref.ref(self._keep)
         self.path = owner._where
         self._max_memory_records = 10000
+        self._snapshots = None
         self._stacks, self._natives, self._hybrids = {}, {}, {}
         self._path_keys, self._pyframes, self._threads = {}, {}, {}
         self._owner = weakref.ref(owner)

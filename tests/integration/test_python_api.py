@@ -674,3 +674,22 @@ def test_tracker_entered_again_in_its_block_says_what_memray_says(tmp_path):
     assert p.stdout.splitlines() == [
         "No more than one Tracker instance can be active at the same time",
         "child: Attempting to use stale output handle"], p.stdout + p.stderr
+
+
+def test_memory_snapshots_and_metadata_outlive_the_reader(tmp_path):
+    """memray's FileReader reads the memory snapshots when it opens: they,
+    as the metadata, are there after close()."""
+    p = run_py("/usr/bin/python3", """
+        import memtrace
+        with memtrace.Tracker("t.bin", memory_interval_ms=1):
+            data = bytearray(3_000_000)
+        with memtrace.FileReader("t.bin") as r:
+            before = list(r.get_memory_snapshots())
+        print(r.closed, len(before) >= 2, list(r.get_memory_snapshots()) == before,
+              r.metadata.peak_memory >= 3_000_000)
+        r = memtrace.FileReader("t.bin")
+        first = list(r.get_memory_snapshots())
+        r.close()
+        print(list(r.get_memory_snapshots()) == first == before)
+        """, tmp_path)
+    assert p.stdout.split() == ["True"] * 5, p.stdout + p.stderr
