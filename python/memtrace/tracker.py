@@ -89,8 +89,9 @@ class FileDestination(Destination):
 
 @dataclasses.dataclass(frozen=True)
 class SocketDestination(Destination):
-    """Stream the records to one `memtrace live PORT` client: entering the
-    Tracker listens on (address, server_port) and waits for it to connect.
+    """Stream the records to one `memtrace live PORT` client: making the
+    Tracker listens on (address, server_port) and waits for it to connect,
+    as memray's does.
     """
     server_port: int
     address: str = "127.0.0.1"
@@ -253,6 +254,16 @@ class Tracker:
         self._used = False  # a Tracker tracks once, as memray's
         self._created = False
         self._cfg = None
+        self._client = None
+        if isinstance(destination, SocketDestination):
+            # as memray's, the Tracker is made once a client has connected
+            self._client = self._accept_client()
+
+    def __del__(self):
+        client = getattr(self, "_client", None)
+        if client is not None:  # made, never entered
+            self._client = None
+            os.close(client)
 
     def __repr__(self):
         return "<memtrace.Tracker %r%s>" % (self.destination, " active" if self._pid else "")
@@ -325,7 +336,13 @@ class Tracker:
         remote = isinstance(self.destination, SocketDestination)
         try:
             lib = _native.payload()
-            path, fd = (b"", self._accept_client()) if remote else self._prepare_file()
+            if remote:  # the client the constructor waited for
+                if self._client is None:  # given to a start that failed
+                    raise RuntimeError("Attempting to use stale output handle")
+                path, fd = b"", self._client
+                self._client = None
+            else:
+                path, fd = self._prepare_file()
         except BaseException:
             self._release()
             raise

@@ -692,7 +692,7 @@ def readline(stream, timeout):
 
 
 def test_tracker_socket_destination(memtrace, tmp_path):
-    """Tracker(destination=SocketDestination(port)): entering waits for a
+    """Tracker(destination=SocketDestination(port)): making it waits for a
     `memtrace live PORT` client, which then follows the block."""
     import socket
     from test_python_api import py_env

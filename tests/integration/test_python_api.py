@@ -693,3 +693,42 @@ def test_memory_snapshots_and_metadata_outlive_the_reader(tmp_path):
         print(list(r.get_memory_snapshots()) == first == before)
         """, tmp_path)
     assert p.stdout.split() == ["True"] * 5, p.stdout + p.stderr
+
+
+def test_socket_destination_tracker_is_made_once_a_client_connects(tmp_path):
+    """memray's Tracker with a SocketDestination listens and waits for its
+    client when it is made, not when it is entered. Made by the main
+    thread, the Tracker has its client when the constructor returns:
+    the client thread, which tries until something listens, connects
+    before the `with` statement."""
+    p = run_py("/usr/bin/python3", """
+        import socket, threading, time, memtrace
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        connected = threading.Event()
+        got = []
+
+        def client():
+            while True:
+                try:
+                    c = socket.create_connection(("127.0.0.1", port))
+                    break
+                except ConnectionRefusedError:
+                    time.sleep(0.01)  # the Tracker does not listen yet
+            connected.set()
+            with c:
+                got.append(len(c.makefile("rb").read()))
+
+        t = threading.Thread(target=client)
+        t.start()
+        tracker = memtrace.Tracker(destination=memtrace.SocketDestination(port))
+        # a guard against waiting for ever: the client connects at once
+        print("connected before entering:", connected.wait(10))
+        with tracker:
+            data = bytearray(100_000)
+        t.join()
+        print("capture sent:", got[0] > 0)
+        """, tmp_path)
+    assert p.stdout.splitlines() == ["connected before entering: True",
+                                     "capture sent: True"], p.stdout + p.stderr
