@@ -30,23 +30,24 @@ class CaptureError(OSError, ValueError):
 
 
 class AllocatorType(enum.IntEnum):
-    """Which function made or released a block (format/record.h,
-    MT_ALLOCATORS; the numbering is memray's)."""
-    MALLOC = 1
-    FREE = 2
-    CALLOC = 3
-    REALLOC = 4
-    POSIX_MEMALIGN = 5
-    ALIGNED_ALLOC = 6
-    MEMALIGN = 7
-    VALLOC = 8
-    PVALLOC = 9
-    MMAP = 10
-    MUNMAP = 11
-    PYMALLOC_MALLOC = 12
-    PYMALLOC_CALLOC = 13
-    PYMALLOC_REALLOC = 14
-    PYMALLOC_FREE = 15
+    """Which function made or released a block: memray's names and numbers,
+    then the PyMem RAW domain's, which memray has not. A capture numbers
+    them otherwise (format/record.h, MT_ALLOCATORS): see _FROM_FORMAT."""
+    PYMALLOC_FREE = 1
+    PYMALLOC_MALLOC = 2
+    PYMALLOC_CALLOC = 3
+    PYMALLOC_REALLOC = 4
+    FREE = 5
+    MALLOC = 6
+    REALLOC = 7
+    CALLOC = 8
+    POSIX_MEMALIGN = 9
+    ALIGNED_ALLOC = 10
+    MEMALIGN = 11
+    VALLOC = 12
+    PVALLOC = 13
+    MMAP = 14
+    MUNMAP = 15
     # The PyMem RAW domain (PyMem_RawMalloc & co): memray has no such kinds
     # and records these calls as the PYMALLOC_* ones.
     PYMALLOC_RAW_MALLOC = 16
@@ -57,6 +58,15 @@ class AllocatorType(enum.IntEnum):
     @property
     def is_deallocator(self):
         return self in _FREES
+
+
+# the AllocatorType of each of the capture's allocator numbers: the
+# names of format/record.h's MT_ALLOCATORS, in its order, from 1
+_FROM_FORMAT = {i: AllocatorType[name] for i, name in enumerate((
+    "MALLOC", "FREE", "CALLOC", "REALLOC", "POSIX_MEMALIGN", "ALIGNED_ALLOC", "MEMALIGN",
+    "VALLOC", "PVALLOC", "MMAP", "MUNMAP", "PYMALLOC_MALLOC", "PYMALLOC_CALLOC",
+    "PYMALLOC_REALLOC", "PYMALLOC_FREE", "PYMALLOC_RAW_MALLOC", "PYMALLOC_RAW_CALLOC",
+    "PYMALLOC_RAW_REALLOC", "PYMALLOC_RAW_FREE"), 1)}
 
 
 #: one RSS sample: time in ms since the epoch, rss and tracked heap in bytes
@@ -146,10 +156,7 @@ class AllocationRecord:
         self.address = rec.address
         self.size = rec.size
         self.n_allocations = rec.n_allocations
-        try:
-            self.allocator = AllocatorType(rec.allocator)
-        except ValueError:
-            self.allocator = rec.allocator
+        self.allocator = _FROM_FORMAT.get(rec.allocator, rec.allocator)
         self.stack_id = rec.stack
         self.thread_name = thread_name
 
@@ -599,7 +606,7 @@ class FileReader:
         size = ctypes.sizeof(rec)
         tid_at, step64 = rec.tid.offset // 8, size // 8
         alloc_at, stack_at, step32 = rec.allocator.offset // 4, rec.stack.offset // 4, size // 4
-        frees = {int(a) for a in AllocatorType if a.is_deallocator}
+        frees = {code for code, a in _FROM_FORMAT.items() if a.is_deallocator}
         counts = collections.Counter()
         cursor = ctypes.c_void_p()
         self._checked(lib.mt_py_events_open(self._h(), ctypes.byref(cursor)))

@@ -561,10 +561,45 @@ def test_allocator_enum_matches_the_format():
     import sys
     sys.path.insert(0, PYTHON_DIR)
     try:
-        from memtrace.reader import AllocatorType
+        from memtrace.reader import _FROM_FORMAT, AllocatorType
     finally:
         sys.path.remove(PYTHON_DIR)
-    assert table and {a.name: a.value for a in AllocatorType} == table
+    # every allocator of the format, by its name, and nothing else
+    assert table and {a.name: code for code, a in _FROM_FORMAT.items()} == table
+    assert {a.name for a in AllocatorType} == set(table)
+
+
+# memray's AllocatorType (src/memray/_memray.pyx), which scripts may
+# compare the records' allocator with as a number
+MEMRAY_ALLOCATORS = {
+    "PYMALLOC_FREE": 1, "PYMALLOC_MALLOC": 2, "PYMALLOC_CALLOC": 3, "PYMALLOC_REALLOC": 4,
+    "FREE": 5, "MALLOC": 6, "REALLOC": 7, "CALLOC": 8, "POSIX_MEMALIGN": 9, "ALIGNED_ALLOC": 10,
+    "MEMALIGN": 11, "VALLOC": 12, "PVALLOC": 13, "MMAP": 14, "MUNMAP": 15}
+
+
+def test_allocator_numbers_are_memrays(tmp_path):
+    p = run_py("/usr/bin/python3", """
+        import json, memtrace
+        with memtrace.Tracker("c.bin"):
+            data = bytearray(300_000)
+            del data
+        with memtrace.Tracker("py.bin", trace_python_allocators=True):
+            objs = [object() for _ in range(100)]
+            del objs
+        seen = {}
+        for path in ("c.bin", "py.bin"):
+            for rec in memtrace.FileReader(path).get_allocation_records():
+                seen[rec.allocator.name] = int(rec.allocator)
+        print(json.dumps([{a.name: a.value for a in memtrace.AllocatorType}, seen]))
+        """, tmp_path)
+    numbers, seen = json.loads(p.stdout)
+    assert {k: v for k, v in numbers.items() if k in MEMRAY_ALLOCATORS} == MEMRAY_ALLOCATORS
+    assert {k: v for k, v in numbers.items() if k not in MEMRAY_ALLOCATORS} == {
+        "PYMALLOC_RAW_MALLOC": 16, "PYMALLOC_RAW_CALLOC": 17, "PYMALLOC_RAW_REALLOC": 18,
+        "PYMALLOC_RAW_FREE": 19}
+    # the records' allocators are memray's numbers too
+    assert {"MALLOC", "FREE", "PYMALLOC_MALLOC", "PYMALLOC_FREE"} <= set(seen), seen
+    assert all(MEMRAY_ALLOCATORS[k] == v for k, v in seen.items() if k in MEMRAY_ALLOCATORS), seen
 
 
 def test_error_messages_match_the_format():
