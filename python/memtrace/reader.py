@@ -139,6 +139,17 @@ def _name(qualname):
     return qualname.rpartition(".")[2] if qualname else qualname
 
 
+def _first(frames, max_stacks):
+    """The first @max_stacks of @frames (all of them for None), a list. A
+    negative count is refused with memray's OverflowError (its count is a
+    size_t), not taken as one to leave out at the end."""
+    if max_stacks is None:
+        return list(frames)
+    if max_stacks < 0:
+        raise OverflowError("can't convert negative value to size_t")
+    return list(frames[:max_stacks])
+
+
 class AllocationRecord:
     """One allocation or free (get_allocation_records), or the allocations of
     one call path (and thread) taken together, whatever their allocators, as
@@ -167,7 +178,7 @@ class AllocationRecord:
         A free or munmap has none: NotImplementedError, as in memray."""
         self._not_dealloc()
         frames = self._reader._python_stack(self.stack_id)
-        return list(frames if max_stacks is None else frames[:max_stacks])
+        return _first(frames, max_stacks)
 
     def _qualified_stack(self, native=False):
         """stack_trace() (hybrid_stack_trace() with @native) with the
@@ -181,7 +192,7 @@ class AllocationRecord:
         A free or munmap: NotImplementedError, as in memray."""
         self._not_dealloc()
         frames = self._native()[0]
-        return list(frames if max_stacks is None else frames[:max_stacks])
+        return _first(frames, max_stacks)
 
     @property
     def native_stack_id(self):
@@ -217,7 +228,7 @@ class AllocationRecord:
         if self._reader.metadata.has_native_traces and self.allocator not in _FREES:
             frames, outermost = self._reader._hybrid_stack(self.stack_id)
         if not frames:
-            return self.stack_trace(max_stacks)
+            frames = self._reader._python_stack(self.stack_id)
         if outermost and self.tid == self._reader.metadata.main_thread_id:
             frames = frames[:outermost]
         return list(frames if max_stacks is None else frames[:max_stacks])

@@ -767,3 +767,33 @@ def test_socket_destination_tracker_is_made_once_a_client_connects(tmp_path):
         """, tmp_path)
     assert p.stdout.splitlines() == ["connected before entering: True",
                                      "capture sent: True"], p.stdout + p.stderr
+
+
+def test_max_stacks_is_a_count_of_frames(tmp_path):
+    """max_stacks keeps the innermost frames, none for 0; memray takes it
+    as a size_t: a negative one is its OverflowError, not a count of
+    frames to leave out at the end (its hybrid_stack_trace() slices)."""
+    p = run_py("/usr/bin/python3", """
+        import memtrace
+        def inner():
+            return bytearray(200_000)
+        def outer():
+            return inner()
+        with memtrace.Tracker("t.bin"):
+            data = outer()
+        rec = next(r for r in memtrace.FileReader("t.bin").get_allocation_records()
+                   if r.size > 200_000)
+        whole = rec.stack_trace()
+        print([f[0] for f in whole])
+        print(rec.stack_trace(max_stacks=0), rec.stack_trace(max_stacks=2) == whole[:2],
+              rec.stack_trace(max_stacks=99) == whole, rec.hybrid_stack_trace(max_stacks=-1) == whole[:-1])
+        for method in (rec.stack_trace, rec.native_stack_trace):
+            try:
+                method(max_stacks=-1)
+            except OverflowError as e:
+                print("OverflowError", e)
+        """, tmp_path)
+    assert p.stdout.splitlines() == [
+        "['inner', 'outer', '<module>']", "[] True True True",
+        "OverflowError can't convert negative value to size_t",
+        "OverflowError can't convert negative value to size_t"], p.stdout + p.stderr
