@@ -787,6 +787,15 @@ class FileReader:
             records.append(TemporalAllocationRecord(self, rec, names(rec.thread), intervals))
         return records, hwm
 
+    def get_object_lifetime_events(self, included_objects=None):
+        """memray's object creations and destructions, from a capture made
+        with track_object_lifetimes=True: memtrace makes none, so this is
+        memray's error for a capture without them, at the first next()."""
+        self._h()
+        raise RuntimeError("Object lifetime events are not available in this capture file. "
+                           "The file was not generated with track_object_lifetimes=True.")
+        yield  # a generator, as memray's
+
     def get_memory_snapshots(self):
         """RSS and tracked heap over time, as MemorySnapshot tuples; after
         close() too, as memray's, which reads them when it opens."""

@@ -216,10 +216,14 @@ class Tracker:
 
     def __init__(self, file_name=None, *, destination=None, native_traces=False,
                  memory_interval_ms=10, follow_fork=False, trace_python_allocators=False,
-                 file_format=FileFormat.ALL_ALLOCATIONS):
+                 track_object_lifetimes=False, file_format=FileFormat.ALL_ALLOCATIONS):
         # memray's exception types and messages, which its users' code may match
         if (file_name is None) == (destination is None):
             raise TypeError("Exactly one of 'file_name' or 'destination' argument must be specified")
+        if track_object_lifetimes:
+            # memray's exception where it cannot track them (before 3.13.3)
+            raise RuntimeError("memtrace does not track Python object lifetimes "
+                               "(track_object_lifetimes=True)")
         if destination is None:
             destination = FileDestination(file_name)
         if not isinstance(destination, Destination):
@@ -267,6 +271,12 @@ class Tracker:
 
     def __repr__(self):
         return "<memtrace.Tracker %r%s>" % (self.destination, " active" if self._pid else "")
+
+    def get_surviving_objects(self):
+        """memray's objects still alive when a Tracker made with
+        track_object_lifetimes=True ended: memtrace does not track them, so
+        this is memray's error for a Tracker made without."""
+        raise RuntimeError("track_object_lifetimes=True was not provided at Tracker construction")
 
     def _claim(self):
         global _active

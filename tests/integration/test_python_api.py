@@ -797,3 +797,32 @@ def test_max_stacks_is_a_count_of_frames(tmp_path):
         "['inner', 'outer', '<module>']", "[] True True True",
         "OverflowError can't convert negative value to size_t",
         "OverflowError can't convert negative value to size_t"], p.stdout + p.stderr
+
+
+def test_object_lifetime_api_says_what_memray_says_without_them(tmp_path):
+    """memtrace does not track object lifetimes. memray's API for them
+    answers as memray's does where there are none: track_object_lifetimes
+    is accepted (True is memray's RuntimeError on an interpreter it cannot
+    track them in), get_surviving_objects() and a FileReader's
+    get_object_lifetime_events() raise memray's RuntimeError."""
+    p = run_py("/usr/bin/python3", """
+        import memtrace
+        t = memtrace.Tracker("t.bin", track_object_lifetimes=False)
+        with t:
+            data = bytearray(1000)
+        for call in (lambda: memtrace.Tracker("u.bin", track_object_lifetimes=True),
+                     t.get_surviving_objects):
+            try:
+                call()
+            except RuntimeError as e:
+                print("RuntimeError")
+        events = memtrace.FileReader("t.bin").get_object_lifetime_events()
+        try:
+            next(events)
+        except RuntimeError as e:
+            print(e)
+        """, tmp_path)
+    assert p.stdout.splitlines() == [
+        "RuntimeError", "RuntimeError",
+        "Object lifetime events are not available in this capture file. The file was not "
+        "generated with track_object_lifetimes=True."], p.stdout + p.stderr
