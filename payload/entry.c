@@ -413,6 +413,8 @@ static int tracks(uintptr_t fn, void *ctx)
 static int start_locked(const struct memtrace_config *cfg, int deferred)
 {
 	static uint8_t cmdline[MT_CMDLINE_MAX];
+	static uint32_t cmdline_len;
+	static int cmdline_given; /* by a Tracker (cfg->cmdline) */
 	struct mt_header h = { .version = MT_FORMAT_VERSION };
 	uint32_t python_hex = 0;
 	int fd, e = 0;
@@ -463,8 +465,17 @@ static int start_locked(const struct memtrace_config *cfg, int deferred)
 	/* a Tracker's main thread is the one that entered it, as memray's
 	 * is: its hybrid stacks end at its outermost Python frame */
 	h.main_tid = (h.flags & MT_HDR_TRACKER) ? (uint64_t)syscall(SYS_gettid) : (uint64_t)getpid();
+	if (cfg->cmdline) {
+		cmdline_len = cfg->cmdline_len < sizeof(cmdline) ? (uint32_t)cfg->cmdline_len
+								 : (uint32_t)sizeof(cmdline);
+		memcpy(cmdline, cfg->cmdline, cmdline_len);
+		cmdline_given = 1;
+	} else if (!(cfg->flags & MT_HDR_FORKED) || !cmdline_given) {
+		cmdline_len = read_cmdline(cmdline, sizeof(cmdline));
+		cmdline_given = 0;
+	} /* else a followed child's capture: its parent's Tracker's */
 	h.cmdline.p = cmdline;
-	h.cmdline.len = read_cmdline(cmdline, sizeof(cmdline));
+	h.cmdline.len = cmdline_len;
 	e = mt_writer_start(fd, &h);
 	if (e < 0) {
 		close(fd);

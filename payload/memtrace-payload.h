@@ -38,6 +38,13 @@ struct memtrace_config {
 	 * TRACKER_ROOT diagnostic, at which the reader cuts that thread's
 	 * stacks, as memray does */
 	char root[64];
+	/* NULL or, from a Tracker, the command line to record instead of
+	 * /proc/self/cmdline: sys.argv, a NUL between two arguments, as
+	 * memray records " ".join(sys.argv); @cmdline_len bytes. A pointer
+	 * in the caller's process: read during memtrace_payload_start() only
+	 * (a followed fork child's capture keeps it) */
+	const char *cmdline;
+	uint64_t cmdline_len;
 };
 
 /* memtrace_payload_start() - start tracking into a new capture. Returns 0,

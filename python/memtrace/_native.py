@@ -83,6 +83,8 @@ class _Config(ctypes.Structure):
         ("fd", ctypes.c_int32),
         ("path", ctypes.c_char * PATH_MAX),
         ("root", ctypes.c_char * 64),
+        ("cmdline", ctypes.c_char_p),
+        ("cmdline_len", ctypes.c_uint64),
     ]
 
 

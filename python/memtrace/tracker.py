@@ -258,6 +258,10 @@ class Tracker:
         self._used = False  # a Tracker tracks once, as memray's
         self._created = False
         self._cfg = None
+        # memray's command line, " ".join(sys.argv) as the Tracker is made:
+        # here the arguments with a NUL between them, as /proc/self/cmdline
+        # has them
+        self._argv = b"\0".join(os.fsencode(a) for a in getattr(sys, "argv", None) or ())
         self._client = None
         if isinstance(destination, SocketDestination):
             # as memray's, the Tracker is made once a client has connected
@@ -367,6 +371,8 @@ class Tracker:
         cfg.fd = fd
         cfg.path = path
         cfg.root = _root_mark(sys._getframe(1)).encode("ascii")
+        # the cfg keeps the bytes while tracking
+        cfg.cmdline, cfg.cmdline_len = self._argv, len(self._argv)
         ref = ctypes.byref(cfg)
         # The config's buffer is malloc'ed: it must not be freed while
         # tracking, or its free would be the capture's first event.

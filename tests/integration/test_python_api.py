@@ -345,7 +345,8 @@ def test_views_match_the_reports(memtrace, tmp_path, python):
     assert got["meta"][2] == stats["header"]["pid"]
     assert got["meta"][3] == stats["header"]["python"]
     assert got["meta"][4] is False and got["meta"][5] is False
-    assert got["meta"][6].startswith(python) and "prog.py" in got["meta"][6]
+    # memray's command line: " ".join(sys.argv), no interpreter
+    assert got["meta"][6] == os.path.join(str(tmp_path), "prog.py")
     assert sum(x[0] for x in got["leaks"]) == tot["live_bytes_at_end"]
     assert sum(x[1] for x in got["leaks"]) == tot["live_allocations_at_end"]
     assert sum(x[0] for x in got["peak_threads"]) == tot["peak_heap"]
@@ -826,3 +827,26 @@ def test_object_lifetime_api_says_what_memray_says_without_them(tmp_path):
         "RuntimeError", "RuntimeError",
         "Object lifetime events are not available in this capture file. The file was not "
         "generated with track_object_lifetimes=True."], p.stdout + p.stderr
+
+
+def test_tracker_records_memrays_command_line(tmp_path, memtrace):
+    """memray's capture of a Tracker has " ".join(sys.argv) as its command
+    line, as sys.argv is when the Tracker is made; a followed fork child's
+    capture has its parent's. The reports show it too."""
+    p = run_py("/usr/bin/python3", """
+        import os, sys, memtrace
+        sys.argv = ["python", "-m", "pytest", "two words"]
+        tracker = memtrace.Tracker("t.bin", follow_fork=True)
+        sys.argv = ["changed"]
+        with tracker:
+            pid = os.fork()
+            if pid == 0:
+                data = bytearray(1000)
+                os._exit(0)
+            os.waitpid(pid, 0)
+        print(memtrace.FileReader("t.bin").metadata.command_line)
+        print(memtrace.FileReader("t.bin.%d" % pid).metadata.command_line)
+        """, tmp_path)
+    assert p.stdout.splitlines() == ["python -m pytest two words"] * 2, p.stdout + p.stderr
+    stats = report_json(memtrace, "stats", tmp_path / "t.bin")
+    assert stats["header"]["cmdline"] == ["python", "-m", "pytest", "two words"]
