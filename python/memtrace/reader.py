@@ -72,7 +72,9 @@ _FROM_FORMAT = {i: AllocatorType[name] for i, name in enumerate((
 #: one RSS sample: time in ms since the epoch, rss and tracked heap in bytes
 MemorySnapshot = collections.namedtuple("MemorySnapshot", "time rss heap")
 
-MERGED_THREAD_NAME = "(merged threads)"
+#: a merged record's thread_name: memray's record of threads merged has tid 0,
+#: whose name is ""
+MERGED_THREAD_NAME = ""
 
 _HDR_ATTACHED = 1 << 0
 _HDR_PYALLOC = 1 << 1

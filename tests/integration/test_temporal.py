@@ -56,9 +56,9 @@ def test_temporal_records_of_a_hand_made_capture(memtrace, tmp_path):
     cap = temporal_capture(tmp_path / "t.bin")
     out = read_temporal(tmp_path, cap)
     assert out.splitlines() == [
-        "f MALLOC 0 (merged threads) [(0, 3, 1, %d)]" % MB,
-        "g MALLOC 0 (merged threads) [(1, None, 1, %d)]" % (2 * MB),
-        "h MALLOC 0 (merged threads) [(2, 4, 1, %d)]" % (4 * MB),
+        "f MALLOC 0  [(0, 3, 1, %d)]" % MB,
+        "g MALLOC 0  [(1, None, 1, %d)]" % (2 * MB),
+        "h MALLOC 0  [(2, 4, 1, %d)]" % (4 * MB),
         "heap [%d, %d, %d, %d]" % (MB, 3 * MB, 7 * MB, 6 * MB)], out
     # one snapshot in two kept: the indexes are the kept snapshots'
     out = read_temporal(tmp_path, cap, max_records=2, merge=False)
