@@ -416,11 +416,10 @@ class Tracker:
         path = self._where()
         if child:  # the child's own capture
             path = "%s.%d" % (path, os.getpid())
-        err = OSError(-rc, "memtrace.Tracker: the capture was not written completely: %s"
-                      % _strerror(rc), path)
-        if exc_type is None:
-            raise err
-        logger.error("%s", err)
+        # As memray's: said, and the program goes on (a live client that
+        # went away, a full disk); tracking stopped where the writing failed.
+        logger.error("memtrace.Tracker: the capture was not written completely: %s: %s",
+                     _strerror(rc), path)
         return False
 
 
