@@ -34,6 +34,7 @@ pytest-xdist each worker sends its results and baselines to the controller,
 which prints the one report and saves the baselines.
 """
 
+import argparse
 import collections
 import errno
 import functools
@@ -164,11 +165,12 @@ _OPTIONS = [
         metavar="PREFIX", default=None,
         help="start the kept captures' names with PREFIX (with --memtrace-bin-path)")),
     ("--most-allocations", None, dict(
-        metavar="N", type=int, default=None,
+        metavar="N", type=lambda v: _count(v, 0), default=None,
         help="report the N tests with the highest peak and where they allocated (default 5; "
              "0 = all)")),
     ("--memtrace-stacks", "--stacks", dict(
-        metavar="N", type=int, default=None, help="frames shown per allocating stack (default 1)")),
+        metavar="N", type=lambda v: _count(v, 1), default=None,
+        help="frames shown per allocating stack (default 1)")),
     ("--hide-memtrace-summary", "--hide-memray-summary", dict(
         action="store_true", default=None, help="do not print the memtrace report at the end")),
     ("--memtrace-native", "--native", dict(
@@ -189,6 +191,19 @@ _OPTIONS = [
              "pytest's cache")),
 ]
 _DEFAULTS = {"most_allocations": 5, "memtrace_stacks": 1}
+
+
+def _count(value, least):
+    """A count of at least @least from @value (an option's or ini key's
+    text), or the usage error pytest shows for a bad option value."""
+    try:
+        n = int(value)
+    except ValueError:
+        n = None
+    if n is None or n < least:
+        raise argparse.ArgumentTypeError("%r is not a whole number of %d or more"
+                                          % (value, least))
+    return n
 
 
 # pytest-memray's budget for a kept capture's name: a path component's
@@ -265,10 +280,9 @@ def _option(config, name):
             value = None
         elif isinstance(value, str) and name in ("--most-allocations", "--memtrace-stacks"):
             try:
-                value = int(value)
-            except ValueError:
-                raise pytest.UsageError("memtrace: the ini key %s wants a number, not %r"
-                                        % (dest, value)) from None
+                value = _count(value, 1 if name == "--memtrace-stacks" else 0)
+            except argparse.ArgumentTypeError as e:
+                raise pytest.UsageError("memtrace: the ini key %s: %s" % (dest, e)) from None
     return _DEFAULTS.get(dest) if value is None else value
 
 
@@ -454,7 +468,7 @@ class _Manager:
         self._dir = None
         if self.keep:  # checked now, rather than failing each test
             self._dir = _bin_dir(self.keep)
-        self.stacks = max(1, _option(config, "--memtrace-stacks"))
+        self.stacks = _option(config, "--memtrace-stacks")
         self.verbosity = _verbosity(config)
         self.pyalloc = _option(config, "--memtrace-trace-python-allocators")
         self.native = _option(config, "--memtrace-native")

@@ -883,7 +883,26 @@ def test_ini_keys(tmp_path):
     # the command line wins over the ini file
     (tmp_path / "pytest.ini").write_text("[pytest]\nmemtrace_stacks = lots\n")
     p, _, _ = run_pytest(tmp_path, "--memtrace")
-    assert "the ini key memtrace_stacks wants a number, not 'lots'" in p.stdout + p.stderr
+    assert "the ini key memtrace_stacks: 'lots' is not a whole number of 1 or more" in \
+        p.stdout + p.stderr
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmemtrace_stacks = 0\n")
+    p, _, _ = run_pytest(tmp_path, "--memtrace")
+    assert "the ini key memtrace_stacks: '0' is not a whole number of 1 or more" in \
+        p.stdout + p.stderr
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--stacks", "0"], "argument --memtrace-stacks/--stacks: '0' is not a whole number of 1"),
+    (["--memtrace-stacks", "x"], "argument --memtrace-stacks/--stacks: 'x' is not a whole number"),
+    (["--most-allocations", "-1"],
+     "argument --most-allocations: '-1' is not a whole number of 0 or more")])
+def test_bad_counts_are_usage_errors(tmp_path, args, said):
+    """--stacks is a count of frames, 1 or more (pytest-memray's
+    positive_int), --most-allocations a count of tests, 0 for all: other
+    values are pytest's usage error, before any test runs."""
+    p = run_pytest_plain(tmp_path, "--memtrace", *args)
+    assert p.returncode == 4 and said in p.stderr, p.stdout + p.stderr
 
 
 def test_pytest_memray_ini_keys(tmp_path):
