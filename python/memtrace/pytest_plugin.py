@@ -441,6 +441,8 @@ def _cannot_track(nodeid, e):
         why = "%s: %s" % (e.filename, e.strerror)
     else:
         why = str(e) or type(e).__name__
+    if why.startswith("memtrace: "):  # the Tracker's own words: said once
+        why = why[len("memtrace: "):]
     return "memtrace: cannot track %s: %s" % (nodeid, why)
 
 
@@ -591,6 +593,13 @@ class _Manager:
         report = outcome.get_result()
         if call.when != "call":
             return
+        if report.failed and str(report.longrepr).startswith("memtrace: cannot track "):
+            # the short summary's reason: why (pytest.fail without a trace
+            # gives none)
+            why = str(report.longrepr)
+            report.longrepr = _LimitFailure([why], why)
+            if self.worker:  # xdist sends the longrepr as text
+                report.memtrace_headline = why
         path = self.captures.pop(item.nodeid, None)
         if path is None:
             return

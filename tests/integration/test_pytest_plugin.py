@@ -458,6 +458,21 @@ def test_capture_that_cannot_be_made_fails_its_test_in_one_line(tmp_path):
     assert outcomes["test_big_under_small_limit"] == "failed", p.stdout
 
 
+def test_payload_that_cannot_be_found_said_once_with_a_reason(tmp_path, monkeypatch):
+    """Tracking that cannot start: each test fails with one line that says
+    "memtrace:" once, and the short summary gives it as the reason."""
+    monkeypatch.setenv("MEMTRACE_PAYLOAD", str(tmp_path / "none" / "libmemtrace-payload.so"))
+    monkeypatch.setenv("COLUMNS", "400")
+    p = run_pytest_plain(tmp_path, "--memtrace")
+    why = ("memtrace: cannot track test_suite.py::test_unmarked: cannot find "
+           "libmemtrace-payload.so (looked at: %s)" % (tmp_path / "none" / "libmemtrace-payload.so"))
+    lines = p.stdout.splitlines()
+    assert any(l.startswith(why) for l in lines), p.stdout
+    assert any(l.startswith("FAILED test_suite.py::test_unmarked - " + why) for l in lines), \
+        p.stdout
+    assert "memtrace: memtrace:" not in p.stdout and "Traceback" not in p.stdout, p.stdout
+
+
 def test_bad_limit_is_a_usage_error(tmp_path):
     suite = tmp_path / "test_bad.py"
     suite.write_text(textwrap.dedent("""
