@@ -165,10 +165,17 @@ def flamegraph_magic(shell, line, cell):
 
 
 def load_ipython_extension(ipython):
-    """`%load_ext memtrace`: registers the %%memtrace_flamegraph cell magic."""
+    """`%load_ext memtrace`: registers the %%memtrace_flamegraph cell magic,
+    and memray's name for it, %%memray_flamegraph, unless memray's own
+    extension has it."""
     def memtrace_flamegraph(line, cell):
         return flamegraph_magic(ipython, line, cell)
     memtrace_flamegraph.__doc__ = ("Profile the memory of the cell and show its flame graph.\n\n"
                                    + argument_parser().format_help())
     ipython.register_magic_function(memtrace_flamegraph, magic_kind="cell",
                                     magic_name="memtrace_flamegraph")
+    # memray's name too, so that a notebook switches by its %load_ext line
+    # alone; not over memray's own magic if its extension is loaded
+    if "memray_flamegraph" not in ipython.magics_manager.magics["cell"]:
+        ipython.register_magic_function(memtrace_flamegraph, magic_kind="cell",
+                                        magic_name="memray_flamegraph")

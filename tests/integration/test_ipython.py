@@ -106,6 +106,18 @@ def test_leaks_cell(ipython, tmp_path):
     assert bytes_under(paths, (("<module>", 4), ("grow", 2))) >= 50 * 100000, paths
 
 
+def test_memrays_name_for_the_magic(ipython, tmp_path):
+    """A notebook of memray's switches by its %load_ext line: the cells'
+    %%memray_flamegraph is memtrace's magic too."""
+    cell = ("%%memray_flamegraph --leaks\n"
+            "kept = [bytearray(100000) for _ in range(20)]\n")
+    out, err, res = shell(tmp_path, (cell, ["kept"]))
+    assert res[0]["success"], (out, err)
+    [page] = pages(tmp_path)
+    paths, data = graph(page)
+    assert data["view"] == "leaks" and bytes_under(paths, (("<module>", 1),)) >= 20 * 100000
+
+
 def test_temporary_and_peak(ipython, tmp_path):
     """--temporary-allocations graphs what was freed soon after; the
     default graph is the peak."""
