@@ -47,6 +47,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import typing
 import uuid
 
 import pytest
@@ -57,6 +58,14 @@ from .tracker import Tracker
 #: what a limit_leaks filter_fn receives: the leaking stack, innermost first
 StackFrame = collections.namedtuple("StackFrame", "function filename lineno")
 Stack = collections.namedtuple("Stack", "frames")
+
+
+class LeaksFilterFunction(typing.Protocol):
+    """The type of a limit_leaks filter_fn, as pytest-memray names it:
+    whether the leaks of @stack count against the limit."""
+
+    def __call__(self, stack: Stack) -> bool:
+        ...
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 _SIZE_RE = re.compile(r"^\s*\+?([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([KMGTP]?)(I?B)?\s*$", re.I)

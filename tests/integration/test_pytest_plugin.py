@@ -214,6 +214,8 @@ SEVERAL = """\
 import threading
 import pytest
 
+from memtrace.pytest_plugin import LeaksFilterFunction, Stack, StackFrame
+
 HELD = []
 KEEP = []
 
@@ -228,8 +230,12 @@ def keep_forever():
     KEEP.append(bytearray(50_000))
 
 
-def not_keep_forever(stack):
+def not_keep_forever(stack: Stack) -> bool:  # pytest-memray's names for the types
+    assert isinstance(stack, Stack) and all(isinstance(f, StackFrame) for f in stack.frames)
     return all(f.function != "keep_forever" for f in stack.frames)
+
+
+_typed: LeaksFilterFunction = not_keep_forever
 
 
 @pytest.mark.limit_memory("1 MB")
