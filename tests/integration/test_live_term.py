@@ -1,6 +1,7 @@
 """memtrace live and run --live where the view is drawn: a terminal of a
 given size, and an output that goes away."""
 
+import contextlib
 import fcntl
 import os
 import pty
@@ -171,6 +172,29 @@ class Term:
         os.close(self.master)
 
 
+@contextlib.contextmanager
+def live_on(memtrace, prog, cap, **size):
+    """`memtrace run` of @prog, which says "ready" and then waits for a
+    line on its standard input, and `memtrace live` of its capture @cap on
+    a terminal (Term, of @size): (the program, the view). At the end of
+    the block the program gets its line, and must end well."""
+    target = subprocess.Popen([memtrace, "run", "-o", str(cap), "--python", "/usr/bin/python3",
+                               str(prog)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    view = None
+    try:
+        assert target.stdout.readline() == b"ready\n"
+        view = Term([memtrace, "live", "--interval", "0.05", str(cap)], **size)
+        yield target, view
+        target.stdin.write(b"\n")
+        target.stdin.flush()
+        assert target.wait(60) == 0
+    finally:
+        if view:
+            view.kill()
+        stop(target)
+
+
 WAITS = """\
 import sys
 
@@ -185,13 +209,7 @@ def test_keys_that_are_sequences(memtrace, script, tmp_path):
     never quit, whatever letters they hold; Esc alone quits, as memray's;
     t and a sort as memray's do."""
     cap = tmp_path / "c.bin"
-    target = subprocess.Popen([memtrace, "run", "-o", str(cap), "--python", "/usr/bin/python3",
-                               str(script(WAITS))], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    view = None
-    try:
-        assert target.stdout.readline() == b"ready\n"
-        view = Term([memtrace, "live", "--interval", "0.05", str(cap)])
+    with live_on(memtrace, script(WAITS), cap) as (target, view):
         view.frames(1)
         # F2, an arrow, Ctrl-Left, F5, Alt-q: none is q
         for seq in (b"\x1bOQ", b"\x1b[A", b"\x1b[1;5D", b"\x1b[15~", b"\x1bq"):
@@ -205,13 +223,6 @@ def test_keys_that_are_sequences(memtrace, script, tmp_path):
         _, status = os.waitpid(view.pid, 0)
         view.pid = None
         assert os.waitstatus_to_exitcode(status) == 0
-        target.stdin.write(b"\n")
-        target.stdin.flush()
-        assert target.wait(60) == 0
-    finally:
-        if view:
-            view.kill()
-        stop(target)
 
 
 SORTS = """\
@@ -315,16 +326,11 @@ def test_threads_one_at_a_time(memtrace, script, tmp_path):
     < and > (and the left and right arrows) go from one to the next, round,
     m shows them all again."""
     cap = tmp_path / "c.bin"
-    target = subprocess.Popen([memtrace, "run", "-o", str(cap), "--python", "/usr/bin/python3",
-                               str(script(THREADS))], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    view = None
-    try:
-        assert target.stdout.readline() == b"ready\n"
-        view = Term([memtrace, "live", "--interval", "0.05", str(cap)])
+    with live_on(memtrace, script(THREADS), cap) as (target, view):
         both = view.until(lambda f: threads_line(f).startswith("all threads (2)"))
         assert {"main_alloc", "worker_alloc"} <= set(rows_of(both)), both
-        view.until(lambda f: threads_line(f).startswith("all threads"), b">")  # merged: nothing to switch
+        # merged: nothing to switch
+        view.until(lambda f: threads_line(f).startswith("all threads"), b">")
 
         def thread(k):
             return lambda f: threads_line(f).startswith("thread %d of 2: tid " % k)
@@ -333,7 +339,8 @@ def test_threads_one_at_a_time(memtrace, script, tmp_path):
         assert "main_alloc" in rows_of(main) and "worker_alloc" not in rows_of(main), main
         assert '"MainThread", 4.' in threads_line(main), main  # 4.77 MiB and a few small blocks
         worker = view.until(thread(2), b">")
-        assert '"worker"' in threads_line(worker) and "2.86 MiB live in 1 block" in threads_line(worker), worker
+        line = threads_line(worker)
+        assert '"worker"' in line and "2.86 MiB live in 1 block" in line, worker
         assert rows_of(worker)[0] == "worker_alloc", worker
         assert "main_alloc" not in rows_of(worker), worker
         view.until(thread(1), b"\x1b[C")  # right, round to the first
@@ -341,13 +348,6 @@ def test_threads_one_at_a_time(memtrace, script, tmp_path):
         view.until(thread(1), b"\x1b[D")  # left
         view.until(lambda f: threads_line(f).startswith("all threads (2)"), b"m")
         assert view.quit() == 0
-        target.stdin.write(b"\n")
-        target.stdin.flush()
-        assert target.wait(60) == 0
-    finally:
-        if view:
-            view.kill()
-        stop(target)
 
 
 def test_scroll_and_pause(memtrace, script, tmp_path):
@@ -358,14 +358,8 @@ def test_scroll_and_pause(memtrace, script, tmp_path):
     prog = MANY.replace("for r in range(5)", "for r in range(1)") + \
         "import sys\nprint('ready', flush=True)\nsys.stdin.readline()\n" \
         "more = bytearray(40_000_000)\nprint('more', flush=True)\nsys.stdin.readline()\n"
-    target = subprocess.Popen([memtrace, "run", "-o", str(cap), "--python", "/usr/bin/python3",
-                               str(script(prog))], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    view = None
-    try:
-        assert target.stdout.readline() == b"ready\n"
-        # 20 rows: 10 of the table
-        view = Term([memtrace, "live", "--interval", "0.05", str(cap)], rows=20)
+    # 20 rows: 10 of the table
+    with live_on(memtrace, script(prog), cap, rows=20) as (target, view):
         first = view.until(lambda f: "rows 1-10 of " in threads_line(f))
         total = int(re.search(r"of (\d+)", threads_line(first)).group(1))
         assert total >= 31, first  # f0 to f29, <module>, and the rest
@@ -375,8 +369,9 @@ def test_scroll_and_pause(memtrace, script, tmp_path):
         assert rows_of(down)[:8] == top[2:], down
         view.until(lambda f: "rows 2-11 of" in threads_line(f), b"\x1b[A")
         view.until(lambda f: "rows 12-21 of" in threads_line(f), b"\x1b[6~")
-        end = view.until(lambda f: "rows %d-%d of" % (total - 9, total) in threads_line(f), b"\x1b[F")
-        view.until(lambda f: "rows %d-%d of" % (total - 9, total) in threads_line(f), b"\x1b[B")  # no further
+        last = "rows %d-%d of" % (total - 9, total)
+        end = view.until(lambda f: last in threads_line(f), b"\x1b[F")
+        view.until(lambda f: last in threads_line(f), b"\x1b[B")  # no further
         view.until(lambda f: "rows 1-10 of" in threads_line(f), b"\x1b[H")
         assert rows_of(end)[-1] != top[-1]
 
@@ -397,13 +392,6 @@ def test_scroll_and_pause(memtrace, script, tmp_path):
         view.until(lambda f: f[1].startswith("paused"))
         view.until(lambda f: "38.15 MiB" in "\n".join(f), b" \x1b[H")
         assert view.quit() == 0
-        target.stdin.write(b"\n")
-        target.stdin.flush()
-        assert target.wait(60) == 0
-    finally:
-        if view:
-            view.kill()
-        stop(target)
 
 
 def test_a_frame_while_the_header_is_awaited(memtrace, script, tmp_path):
@@ -434,7 +422,6 @@ RISES = """\
 import time
 
 
-
 def step():
     t = time.monotonic()
     while time.monotonic() - t < 0.03:  # time for samples between the steps
@@ -451,8 +438,8 @@ for _ in range(10):
 """
 
 
-@pytest.mark.parametrize("lang,glyphs", [("C.UTF-8", "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"),
-                                         ("C", "._-=+*#@")])
+@pytest.mark.parametrize("lang,glyphs", [
+    ("C.UTF-8", "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"), ("C", "._-=+*#@")])
 def test_heap_plot(memtrace, script, tmp_path, lang, glyphs):
     """The tracked heap over time, as memray's view plots it: a column for
     each stretch, as high as the heap's most in it (block elements where

@@ -733,27 +733,36 @@ def test_memory_snapshots_and_metadata_outlive_the_reader(tmp_path):
     assert p.stdout.split() == ["True"] * 5, p.stdout + p.stderr
 
 
+# A program's start, for a Tracker with a SocketDestination: a free port,
+# and connect(), which tries it until the Tracker listens there.
+CONNECTS = textwrap.dedent("""\
+    import socket, threading, time, memtrace
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+
+    def connect():
+        while True:
+            try:
+                return socket.create_connection(("127.0.0.1", port))
+            except ConnectionRefusedError:
+                time.sleep(0.01)  # the Tracker does not listen yet
+    """)
+
+
 def test_socket_destination_tracker_is_made_once_a_client_connects(tmp_path):
     """memray's Tracker with a SocketDestination listens and waits for its
     client when it is made, not when it is entered. Made by the main
     thread, the Tracker has its client when the constructor returns:
     the client thread, which tries until something listens, connects
     before the `with` statement."""
-    p = run_py("/usr/bin/python3", """
-        import socket, threading, time, memtrace
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+    p = run_py("/usr/bin/python3", CONNECTS + textwrap.dedent("""
         connected = threading.Event()
         got = []
 
         def client():
-            while True:
-                try:
-                    c = socket.create_connection(("127.0.0.1", port))
-                    break
-                except ConnectionRefusedError:
-                    time.sleep(0.01)  # the Tracker does not listen yet
+            c = connect()
             connected.set()
             with c:
                 got.append(len(c.makefile("rb").read()))
@@ -767,7 +776,7 @@ def test_socket_destination_tracker_is_made_once_a_client_connects(tmp_path):
             data = bytearray(100_000)
         t.join()
         print("capture sent:", got[0] > 0)
-        """, tmp_path)
+        """), tmp_path)
     assert p.stdout.splitlines() == ["connected before entering: True",
                                      "capture sent: True"], p.stdout + p.stderr
 
@@ -776,20 +785,9 @@ def test_a_client_that_goes_away_does_not_stop_the_program(tmp_path):
     """A live client that goes away before the block ends: as memray's,
     leaving the block says so on standard error (the memtrace logger) and
     the program goes on; nothing is raised into it."""
-    p = run_py("/usr/bin/python3", """
-        import socket, threading, time, memtrace
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-
+    p = run_py("/usr/bin/python3", CONNECTS + textwrap.dedent("""
         def client():
-            while True:
-                try:
-                    c = socket.create_connection(("127.0.0.1", port))
-                    break
-                except ConnectionRefusedError:
-                    time.sleep(0.01)  # the Tracker does not listen yet
-            c.close()  # gone before anything is read
+            connect().close()  # gone before anything is read
 
         t = threading.Thread(target=client)
         t.start()
@@ -798,7 +796,7 @@ def test_a_client_that_goes_away_does_not_stop_the_program(tmp_path):
         with tracker:
             keep = [bytearray(1000 + i) for i in range(20_000)]
         print("after the block", len(keep))
-        """, tmp_path)
+        """), tmp_path)
     assert p.returncode == 0 and p.stdout == "after the block 20000\n", p.stdout + p.stderr
     assert "memtrace.Tracker: the capture was not written completely: " in p.stderr, p.stderr
 

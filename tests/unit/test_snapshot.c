@@ -268,6 +268,20 @@ static const struct mt_location *find_loc(const struct mt_location *v, ssize_t n
 	return NULL;
 }
 
+/* Stacks 1 to 5: main (x.py:1), main > f (x.py:10), main > f > g
+ * (x.py:20), main > f > f, main > f > f > g. */
+static void main_f_g(void)
+{
+	cw_stack(&w, 1, 0, 1, 0); /* main */
+	cw_stack(&w, 2, 1, 2, 0); /* main > f */
+	cw_stack(&w, 3, 2, 3, 0); /* main > f > g */
+	cw_stack(&w, 4, 2, 2, 0); /* main > f > f */
+	cw_stack(&w, 5, 4, 3, 0); /* main > f > f > g */
+	cw_code(&w, 1, "x.py", "main", 1);
+	cw_code(&w, 2, "x.py", "f", 10);
+	cw_code(&w, 3, "x.py", "g", 20);
+}
+
 /* One thread's locations: its sites only, own and total; a thread with
  * nothing, none. */
 START_TEST(test_snapshot_thread_locations)
@@ -278,12 +292,7 @@ START_TEST(test_snapshot_thread_locations)
 	cw_alloc(&w, 1, MT_ALLOC_MALLOC, 0x30000, 1 * MB, 3);
 	cw_alloc(&w, 1, MT_ALLOC_MALLOC, 0x40000, 5, 3);
 	cw_free(&w, 0, MT_ALLOC_FREE, 0x40000, 0); /* another thread's free */
-	cw_stack(&w, 1, 0, 1, 0); /* main */
-	cw_stack(&w, 2, 1, 2, 0); /* main > f */
-	cw_stack(&w, 3, 2, 3, 0); /* main > f > g */
-	cw_code(&w, 1, "x.py", "main", 1);
-	cw_code(&w, 2, "x.py", "f", 10);
-	cw_code(&w, 3, "x.py", "g", 20);
+	main_f_g();
 	cw_trailer(&w, 1, 5, 0);
 	build();
 
@@ -332,14 +341,7 @@ START_TEST(test_snapshot_locations)
 	cw_alloc(&w, 0, MT_ALLOC_MALLOC, 0x30000, 100, 1);
 	cw_alloc(&w, 0, MT_ALLOC_MALLOC, 0x40000, 7, 0);
 	cw_free(&w, 0, MT_ALLOC_FREE, 0x20000, 0);
-	cw_stack(&w, 1, 0, 1, 0); /* main */
-	cw_stack(&w, 2, 1, 2, 0); /* main > f */
-	cw_stack(&w, 3, 2, 3, 0); /* main > f > g */
-	cw_stack(&w, 4, 2, 2, 0); /* main > f > f */
-	cw_stack(&w, 5, 4, 3, 0); /* main > f > f > g */
-	cw_code(&w, 1, "x.py", "main", 1);
-	cw_code(&w, 2, "x.py", "f", 10);
-	cw_code(&w, 3, "x.py", "g", 20);
+	main_f_g();
 	cw_trailer(&w, 1, 5, 0);
 	build();
 
