@@ -153,6 +153,34 @@ def test_flamegraph_threads(browser, memtrace, capture):
     check_clean(browser, page)
 
 
+def test_split_threads_keep_a_location_of_two_threads_apart(browser, memtrace, tmp_path):
+    """memray's --split-threads: one line run by two threads is a box per
+    thread (merged only without the option), and the tooltip names the
+    box's thread."""
+    c = Capture()
+    c.thread(0, 100, "MainThread").thread(1, 101, "worker")
+    c.code(1, "/app/main.py", "work", 5).stack(1, 0, 1)
+    c.alloc(0x100000, 3 * MB, stack=1).alloc(0x1000000, 2 * MB, stack=1, thread=1)
+    cap = c.trailer(1000).save(tmp_path / "two.bin")
+    page = render(memtrace, cap, "flamegraph", name="two")
+    browser.open(page)
+    assert [b["bytes"] for b in drawn(browser, 1)] == [5 * MB]
+    assert "Thread" not in tooltip_of(browser, "work", "/app/main.py", 5)
+    page = render(memtrace, cap, "flamegraph", "--split-threads", name="two-split")
+    browser.open(page)
+    check_clean(browser, page)
+    assert [(b["name"], b["bytes"]) for b in drawn(browser, 1)] == [("work", 3 * MB), ("work", 2 * MB)]
+    box = drawn(browser, 1)[1]
+    r = browser.eval("(function(){var r=document.getElementById('flame').getBoundingClientRect();"
+                     "return [r.left, r.top];})()")
+    browser.move(r[0] + box["x"] + box["w"] / 2, r[1] + 18 + 9)
+    tip = browser.eval("document.getElementById('tooltip').innerText")
+    assert "2.00 MiB" in tip and "Thread: worker (tid 101)" in tip, tip
+    browser.eval("document.getElementById('invert').click()")
+    assert [b["bytes"] for b in drawn(browser, 1)] == [3 * MB, 2 * MB]
+    check_clean(browser, page)
+
+
 @pytest.mark.parametrize("view,top,title", [
     ("--leaks", ["<module>", "work"], "leaks (live at the end)"),
     ("--temporary-allocations", ["work"], "temporary allocations (threshold 1)"),
