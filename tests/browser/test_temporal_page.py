@@ -1,7 +1,8 @@
 """memtrace flamegraph --temporal in headless Chromium: a drag on the memory
-plot selects a range of time and the graph shows what was allocated in it
-and still live at its end, at the heap's highest point in it, or never
-freed; numbers checked exactly against a hand-made capture."""
+plot selects a range of time and the graph shows what was live at the
+heap's highest point in it (as memray's, whenever it was allocated), or
+what was allocated in it and still live at its end, or never freed;
+numbers checked exactly against a hand-made capture."""
 
 import json
 import os
@@ -47,7 +48,14 @@ def test_drag_selects_a_range(browser, memtrace, capture, tmp_path):
     browser.open(out)
     assert browser.problems() == []
     assert browser.requests() == ["file://" + os.path.abspath(out)]
-    # the whole run: what is still live at the end
+    # as memray's, the page opens on the heap's highest point in the whole
+    # run (7 MB at 3 ms), as the flame graph of the peak shows it: f, g and h
+    assert browser.eval("document.querySelector('input[value=hwm]').checked") is True
+    assert leaves(browser) == {"f": 1 * MB, "g": 2 * MB, "h": 4 * MB}
+    assert browser.eval("document.getElementById('range').textContent") == \
+        "live at 0.003 s (heap 7.00 MiB), the highest point from 0.000 s to 0.005 s"
+    # what is still live at the end of the whole run
+    browser.eval("document.querySelector('input[value=live]').click()")
     assert leaves(browser) == {"g": 2 * MB}
     assert browser.eval("document.getElementById('range').textContent") == \
         "allocated from 0.000 s to 0.005 s, live at 0.005 s"
@@ -62,11 +70,14 @@ def test_drag_selects_a_range(browser, memtrace, capture, tmp_path):
     assert browser.eval("memtrace.state.range") == [1, 2]
     assert leaves(browser) == {"g": 2 * MB, "h": 4 * MB}
     browser.screenshot(os.path.join(ARTIFACTS, "temporal-range.png"))
-    # the heap's highest point in the whole run (7 MB at 3 ms): f, g and h
-    browser.eval("memtrace.select(0, 5000)")
+    # the heap's highest point in that range (7 MB at 3 ms) holds f's block
+    # too, allocated before the range: memray's high-water-mark view
     browser.eval("document.querySelector('input[value=hwm]').click()")
     assert leaves(browser) == {"f": 1 * MB, "g": 2 * MB, "h": 4 * MB}
-    assert "live at 0.003 s (heap 7.00 MiB)" in browser.eval("document.getElementById('range').textContent")
+    # from 3.5 ms on, the highest point is at 4 ms (6 MB): g and h
+    browser.eval("memtrace.select(3500, 5000)")
+    assert leaves(browser) == {"g": 2 * MB, "h": 4 * MB}
+    assert "live at 0.004 s (heap 6.00 MiB)" in browser.eval("document.getElementById('range').textContent")
     # never freed, of what was allocated up to 2 ms
     browser.eval("document.querySelector('input[value=leaks]').click()")
     browser.eval("memtrace.select(0, 2000)")
@@ -75,6 +86,20 @@ def test_drag_selects_a_range(browser, memtrace, capture, tmp_path):
     assert leaves(browser) == {}
     browser.eval("document.getElementById('wholerun').click()")
     assert browser.eval("memtrace.state.range") == [0, 4]
+    assert browser.problems() == []
+
+
+def test_leaks_opens_on_what_the_range_left_live(browser, memtrace, capture, tmp_path):
+    """--leaks --temporal, as memray's: what was allocated in the range and
+    not freed by its end; over the whole run, what was never freed."""
+    out = str(tmp_path / "l.html")
+    run(memtrace, "flamegraph", "--temporal", "--leaks", "-o", out, capture)
+    browser.open(out)
+    assert browser.eval("document.querySelector('input[value=live]').checked") is True
+    assert leaves(browser) == {"g": 2 * MB}
+    # up to 2 ms: f's block (freed at 4 ms) and g's were live at its end
+    browser.eval("memtrace.select(0, 2000)")
+    assert leaves(browser) == {"f": 1 * MB, "g": 2 * MB}
     assert browser.problems() == []
 
 
