@@ -218,6 +218,48 @@ def test_table(browser, memtrace, capture):
     check_clean(browser, page)
 
 
+def test_table_pages_and_sorts_from_the_keyboard(browser, memtrace, tmp_path):
+    """2,100 rows, as memray's table: 100 a page, every row reachable by
+    Previous and Next (the smallest on the last page); a header sorts
+    with Enter once focused."""
+    c = Capture()
+    c.thread(0, 100, "MainThread")
+    for i in range(1, 2101):
+        c.code(i, "/app/gen.py", "f%d" % i, i).stack(i, 0, i)
+        c.alloc(0x100000 + i * 0x10000, 1000 + i, stack=i)
+    cap = c.trailer(1000).save(tmp_path / "rows.bin")
+    page = render(memtrace, cap, "table", name="rows")
+    browser.open(page)
+    check_clean(browser, page)
+    shown = lambda: browser.eval("memtrace.state.shown")
+    text = lambda: browser.eval("document.getElementById('shown').textContent")
+    assert browser.eval("document.querySelectorAll('#rows tr').length") == 100
+    assert shown()[0] == "f2100" and text() == "showing 1 to 100 of 2,100 rows"
+    assert browser.eval("document.getElementById('prev').disabled") is True
+    browser.eval("document.getElementById('next').click()")
+    assert shown()[0] == "f2000" and text() == "showing 101 to 200 of 2,100 rows"
+    for _ in range(25):
+        browser.eval("document.getElementById('next').click()")
+    assert shown()[-1] == "f1" and text() == "showing 2,001 to 2,100 of 2,100 rows"
+    assert browser.eval("document.getElementById('next').disabled") is True
+    # the filter starts again at the first page
+    browser.eval("var f=document.getElementById('filter'); f.value='f210';"
+                 "f.dispatchEvent(new Event('input'))")
+    assert shown() == ["f2100", "f210"] and text() == "2 of 2,100 rows"
+    assert browser.eval("document.getElementById('pager').hidden") is True
+    browser.eval("var f=document.getElementById('filter'); f.value='';"
+                 "f.dispatchEvent(new Event('input'))")
+    # Tab order reaches the headers; Enter on Function sorts by it
+    browser.eval("document.querySelector('th[data-col=fn]').focus()")
+    assert browser.eval("document.activeElement.tabIndex") == 0
+    for kind in ("keyDown", "keyUp"):
+        browser.call("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter",
+                     windowsVirtualKeyCode=13)
+    assert browser.eval("document.querySelector('th[data-col=fn]').getAttribute('aria-sort')") == "ascending"
+    assert shown()[0] == "f1"
+    check_clean(browser, page)
+
+
 @pytest.mark.parametrize("command", ["flamegraph", "table"])
 def test_dropped_events_and_diagnostics_are_shown(browser, memtrace, tmp_path, command):
     """A capture that lost events and says why: both pages say so, the
