@@ -21,12 +21,13 @@ function placeTip(tip, ev) {
   tip.style.left = tx + 'px'; tip.style.top = ty + 'px';
 }
 /* the node of the box under the pointer of @ev on @canvas: @drawn holds
- * {node, depth, x, w} boxes of rows @row pixels high, the last on top */
+ * {node, depth, x, w} boxes of rows @row pixels high (in row .at, if set,
+ * else in row .depth), the last on top */
 function hitBox(canvas, drawn, row, ev) {
   var r = canvas.getBoundingClientRect(), x = ev.clientX - r.left, d = Math.floor((ev.clientY - r.top) / row);
   for (var i = drawn.length - 1; i >= 0; i--) {
     var b = drawn[i];
-    if (b.depth === d && x >= b.x && x < b.x + Math.max(b.w, 1)) return b.node;
+    if ((b.at != null ? b.at : b.depth) === d && x >= b.x && x < b.x + Math.max(b.w, 1)) return b.node;
   }
   return null;
 }

@@ -153,6 +153,33 @@ def test_flamegraph_threads(browser, memtrace, capture):
     check_clean(browser, page)
 
 
+def test_flames_put_the_root_at_the_bottom(browser, memtrace, capture):
+    """memray's icicle/flame switch: icicles (the default) hang from the
+    root at the top; flames draw the same boxes mirrored, the root in the
+    bottom row, and the pointer finds the box where it is drawn."""
+    page = render(memtrace, capture, "flamegraph", name="flames")
+    browser.open(page)
+    assert browser.eval("document.getElementById('flames').checked") is False
+    assert {b["name"]: b["row"] for b in drawn(browser)}["all"] == 0
+    browser.eval("document.getElementById('flames').click()")
+    rows = {b["name"]: b["row"] for b in drawn(browser)}
+    assert rows["all"] == 3 and rows["<module>"] == 2 and rows["load"] == 1 and rows["parse"] == 0
+    assert browser.eval("parseFloat(document.getElementById('flame').style.height)") == 4 * 18
+    box = [b for b in drawn(browser) if b["name"] == "parse"][0]
+    r = browser.eval("(function(){var r=document.getElementById('flame').getBoundingClientRect();"
+                     "return [r.left, r.top];})()")
+    x, y = r[0] + box["x"] + box["w"] / 2, r[1] + 9
+    browser.move(x, y)
+    assert "/app/main.py:20" in browser.eval("document.getElementById('tooltip').innerText")
+    browser.click(x, y)  # zooms into parse, still the top row
+    assert browser.eval("memtrace.state.focus.name") == "parse"
+    assert [b["row"] for b in drawn(browser) if b["name"] == "parse"] == [0]
+    shot(browser, "flamegraph-flames")
+    browser.eval("document.getElementById('flames').click()")
+    assert {b["name"]: b["row"] for b in drawn(browser)}["parse"] == 3
+    check_clean(browser, page)
+
+
 def test_split_threads_keep_a_location_of_two_threads_apart(browser, memtrace, tmp_path):
     """memray's --split-threads: one line run by two threads is a box per
     thread (merged only without the option), and the tooltip names the
