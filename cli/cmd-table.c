@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* memtrace table: an HTML page of memory by location, thread, allocator. */
+/* memtrace table: an HTML page of memory by location and allocator (and
+ * thread, with --split-threads). */
 #include "cli/cmd.h"
 #include "reader/report.h"
 
@@ -26,28 +27,28 @@ static const char usage[] =
 	"                       the files whose lines the Source column leaves out: all,\n"
 	"                       none, or (default) all but *.py and files executable or\n"
 	"                       readable by all (as flamegraph's)\n"
-	"  --split-threads, --no-web\n"
-	"                       accepted as memray takes them: the table always has a row\n"
-	"                       per thread (and a filter), and never needs the network\n"
+	"  --split-threads      a row per thread, with a Thread column (by default a\n"
+	"                       location's rows of all threads are one, as memray's)\n"
+	"  --no-web             accepted as memray takes it; the page never needs the network\n"
 	"  -q, --quiet          no progress line on the terminal while the capture is read\n";
 
 int cmd_table(int argc, char **argv)
 {
-	static int memray_only; /* memray's --split-threads and --no-web: nothing to do */
-	static const struct option own[] = {
-		{ "split-threads", no_argument, &memray_only, 1 },
-		{ "no-web", no_argument, &memray_only, 1 },
+	struct mt_report_args a = {
+		.o = { .view = MT_VIEW_PEAK, .temp_threshold = 1 },
+	};
+	int no_web = 0; /* memray's: its page's assets from the page itself */
+	const struct option own[] = {
+		{ "split-threads", no_argument, &a.o.split_threads, 1 },
+		{ "no-web", no_argument, &no_web, 1 },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const struct mt_report_cmd cmd = {
+	const struct mt_report_cmd cmd = {
 		.name = "table",
 		.usage = usage,
 		.args = MT_RA_OUTPUT | MT_RA_VIEWS | MT_RA_SOURCES,
 		.own = own,
 		.write = mt_report_table,
-	};
-	struct mt_report_args a = {
-		.o = { .view = MT_VIEW_PEAK, .temp_threshold = 1 },
 	};
 	int rc = mt_cli_report_args(argc, argv, &cmd, &a);
 

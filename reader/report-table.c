@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The table report: the view's memory by allocating location (innermost
- * frame), thread and allocator, as an HTML page (reader/html/table.html)
+ * frame), allocator and, with split threads, thread (merged across threads
+ * otherwise, as memray's table), as an HTML page (reader/html/table.html)
  * that sorts and filters the rows; each row with the text of its source
  * line (reader/srclines.h).
  */
@@ -85,11 +86,12 @@ static int innermost(const struct mt_snapshot *s, uint32_t id, int hide, struct 
 	return 1;
 }
 
-/* Rows of @view, merged by location, thread and allocator, biggest first,
- * and whether a frame was hidden (@hide) into *@hidden. Returns the
- * number of rows (*@out malloc'ed) or -ENOMEM. */
-static ssize_t table_rows(const struct mt_snapshot *s, enum mt_view view, int hide, int *hidden,
-			  struct row **out)
+/* Rows of @view, merged by location, allocator and (@split) thread,
+ * biggest first, and whether a frame was hidden (@hide) into *@hidden.
+ * Without @split a row's thread is 0. Returns the number of rows (*@out
+ * malloc'ed) or -ENOMEM. */
+static ssize_t table_rows(const struct mt_snapshot *s, enum mt_view view, int split, int hide,
+			  int *hidden, struct row **out)
 {
 	const struct mt_site *sites;
 	size_t n_sites = mt_snapshot_sites(s, &sites), n = 0, nslots = 64;
@@ -105,7 +107,7 @@ static ssize_t table_rows(const struct mt_snapshot *s, enum mt_view view, int hi
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n_sites; i++) {
-		struct row r = { no_frames, "", 0, sites[i].thread, sites[i].allocator, 0, 0 };
+		struct row r = { no_frames, "", 0, split ? sites[i].thread : 0, sites[i].allocator, 0, 0 };
 		mt_usage_view(&sites[i].usage, view, &r.bytes, &r.count);
 		if (!r.bytes && !r.count)
 			continue;
@@ -140,7 +142,7 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 	int64_t *idx = NULL;
 	uint8_t *used = NULL;
 	int err = -ENOMEM, hidden = 0;
-	ssize_t n = table_rows(s, o->view, !o->show_hidden, &hidden, &rows);
+	ssize_t n = table_rows(s, o->view, o->split_threads, !o->show_hidden, &hidden, &rows);
 
 	if (n < 0)
 		return (int)n;
@@ -171,19 +173,20 @@ int mt_report_table(FILE *out, const struct mt_snapshot *s, const struct mt_repo
 		if ((idx[4 * i + 3] = line ? mt__strtab_get(&strs, line) : -1) < 0 && line)
 			goto out;
 	}
-	/* the threads of the rows shown */
+	/* the threads of the rows shown (none when they are merged) */
 	size_t n_used = 0;
-	for (size_t i = 0; i < shown; i++)
+	for (size_t i = 0; o->split_threads && i < shown; i++)
 		if (rows[i].thread + 1 > n_used)
 			n_used = rows[i].thread + 1;
 	if (!(used = calloc(n_used ? n_used : 1, 1)))
 		goto out;
-	for (size_t i = 0; i < shown; i++)
+	for (size_t i = 0; o->split_threads && i < shown; i++)
 		used[rows[i].thread] = 1;
 	mt_json_init(&j, &sb, 0);
 	mt_json_begin_object(&j, NULL);
 	mt_json_str(&j, "kind", "table");
 	mt__html_describe(&j, s, o, total_bytes, total_count, used, n_used);
+	mt_json_bool(&j, "split_threads", o->split_threads);
 	mt_json_u64(&j, "rows_dropped", (uint64_t)n - shown);
 	mt_json_u64(&j, "bytes_dropped", dropped_bytes);
 	mt_json_bool(&j, "frames_hidden", hidden);

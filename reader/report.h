@@ -22,7 +22,7 @@ struct mt_report_opts {
 	int json;           /* one JSON object instead of text */
 	uint64_t temp_threshold; /* for MT_VIEW_TEMPORARY: at most this many allocations of the thread in between */
 	int inverted;       /* flamegraph: callers below callees at first */
-	int split_threads;  /* flamegraph: a thread filter in the page */
+	int split_threads;  /* flamegraph: a thread filter in the page; table: a row per thread */
 	double min_fraction; /* flamegraph: merge nodes below this share; 0 = default */
 	unsigned max_nodes;  /* flamegraph: node budget; 0 = default */
 	int open_flags;      /* mt_capture_open_flags()'s, for mt_report_load() */

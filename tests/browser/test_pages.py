@@ -224,7 +224,7 @@ def test_flamegraph_views(browser, memtrace, capture, view, top, title):
 
 
 def test_table(browser, memtrace, capture):
-    page = render(memtrace, capture, "table", name="table")
+    page = render(memtrace, capture, "table", "--split-threads", name="table")
     browser.open(page)
     check_clean(browser, page)
     assert browser.eval("memtrace.state.shown") == ["parse", "work", "load", EVIL]
@@ -262,6 +262,9 @@ def test_table_pages_and_sorts_from_the_keyboard(browser, memtrace, tmp_path):
     text = lambda: browser.eval("document.getElementById('shown').textContent")
     assert browser.eval("document.querySelectorAll('#rows tr').length") == 100
     assert shown()[0] == "f2100" and text() == "showing 1 to 100 of 2,100 rows"
+    # threads merged, as memray's table without --split-threads: no Thread column
+    assert browser.eval("document.getElementById('threadcol').hidden") is True
+    assert browser.eval("document.querySelector('#rows tr').children.length") == 7
     assert browser.eval("document.getElementById('prev').disabled") is True
     browser.eval("document.getElementById('next').click()")
     assert shown()[0] == "f2000" and text() == "showing 101 to 200 of 2,100 rows"

@@ -172,9 +172,9 @@ def test_stats_and_summary_golden(memtrace, tmp_path):
 def test_table_golden(memtrace, tmp_path):
     cap = program().save(tmp_path / "p.bin")
     out = tmp_path / "t.html"
-    run(memtrace, "table", "--leaks", "-o", out, cap)
+    run(memtrace, "table", "--leaks", "--split-threads", "-o", out, cap)
     d, _ = page_data(out)
-    assert d["kind"] == "table" and d["view"] == "leaks"
+    assert d["kind"] == "table" and d["view"] == "leaks" and d["split_threads"] is True
     s, r = d["strings"], d["rows"]
     rows = [(s[r["fn"][i]], s[r["file"][i]], r["line"][i], r["thread"][i], s[r["allocator"][i]],
              r["bytes"][i], r["count"][i]) for i in range(len(r["bytes"]))]
@@ -182,6 +182,23 @@ def test_table_golden(memtrace, tmp_path):
                     ("<no Python frames>", "", 0, 1, "calloc", MB, 1),
                     ("g", "/app/prog.py", 9, 0, "mmap", 15 * 4096, 1)]
     assert d["rows_dropped"] == 0
+
+
+def test_table_merges_threads_unless_split(memtrace, tmp_path):
+    """As memray's table: a location's allocations in two threads are one
+    row, with no thread named, unless --split-threads."""
+    c = Capture()
+    c.thread(0, 100, "MainThread").thread(1, 101, "worker")
+    c.code(1, "/app/main.py", "work", 5).stack(1, 0, 1)
+    c.alloc(0x100000, 3 * MB, stack=1).alloc(0x1000000, 2 * MB, stack=1, thread=1)
+    cap = c.trailer(1000).save(tmp_path / "two.bin")
+    for flags, want, threads in (([], [(5 * MB, 2)], []),
+                                 (["--split-threads"], [(3 * MB, 1), (2 * MB, 1)], ["MainThread", "worker"])):
+        out = tmp_path / "t.html"
+        run(memtrace, "table", "-f", *flags, "-o", out, cap)
+        d, _ = page_data(out)
+        assert list(zip(d["rows"]["bytes"], d["rows"]["count"])) == want, flags
+        assert [t["name"] for t in d["threads"]] == threads and d["split_threads"] is bool(flags)
 
 
 def hostile_capture(tmp_path):
@@ -197,10 +214,10 @@ def hostile_capture(tmp_path):
 def test_hostile_names_are_inert(memtrace, tmp_path, command):
     evil, cap = hostile_capture(tmp_path)
     out = tmp_path / "evil.html"
-    run(memtrace, command, "-o", out, cap)
+    run(memtrace, command, "--split-threads", "-o", out, cap)
     html = out.read_text()
     template = (tmp_path / "clean.html")
-    run(memtrace, command, "-o", template, program().save(tmp_path / "p.bin"))
+    run(memtrace, command, "--split-threads", "-o", template, program().save(tmp_path / "p.bin"))
     # no new elements, comments or script ends: the names only exist escaped
     for token in ("</script", "<b", "<i", "<!--", "\u2028"):
         assert html.count(token) == template.read_text().count(token), token

@@ -76,13 +76,12 @@ def test_memray_options_taken(memtrace, script, tmp_path):
 
 
 def test_memray_page_options_taken(memtrace, script, tmp_path):
-    """memray's flamegraph --no-web, and table --split-threads and --no-web:
-    the pages need no network and the table has its thread column anyway,
-    so each makes the very page made without it."""
+    """memray's flamegraph and table --no-web: the pages need no network,
+    so it makes the very page made without it."""
     cap = tmp_path / "c.bin"
     run(memtrace, "run", "-q", "-o", cap, script(PROG))
     for cmd, flags in (("flamegraph", ("--no-web",)),
-                       ("table", ("--no-web", "--split-threads"))):
+                       ("table", ("--no-web",))):
         plain = run(memtrace, cmd, "-o", "-", cap).stdout
         for flag in flags:
             p = run(memtrace, cmd, flag, "-o", "-", cap)
@@ -360,7 +359,7 @@ def test_thread_names(memtrace, script, tmp_path, python, alloc_lib):
     assert got == {"100001": "loader", "200001": "renamed-after", "300001": "os-named",
                    "400001": "MainThread"}, got
     # the reports show them too
-    run(memtrace, "table", "-o", tmp_path / "t.html", cap)
+    run(memtrace, "table", "--split-threads", "-o", tmp_path / "t.html", cap)
     page = (tmp_path / "t.html").read_text()
     assert '"name":"loader"' in page and '"name":"renamed-after"' in page
     assert "name tid=" in run(memtrace, "parse", cap).stdout
