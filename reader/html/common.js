@@ -33,14 +33,20 @@ function hitBox(canvas, drawn, row, ev) {
 }
 /* A flame chart, as the flamegraph and diff pages draw it: boxes of rows
  * @row pixels high on @canvas, under the page's #chart. */
-/* sizes @canvas to #chart's width and @rows rows, in the device's pixels,
- * clears it and sets the labels' font; returns its width */
+/* A canvas taller than 32,767 pixels, or of more than about 2^28 of
+ * them, is not drawn at all: a deep graph gets fewer pixels than the
+ * device has (blurred), not a blank page. */
+var CANVAS_SIDE = 32000, CANVAS_AREA = 1 << 25;
+/* sizes @canvas to #chart's width and @rows rows, in the device's pixels
+ * (fewer for a very deep graph), clears it and sets the labels' font;
+ * returns its width */
 function flameCanvas(canvas, ctx, rows, row) {
-  var W = Math.max(200, document.getElementById('chart').clientWidth - 32), dpr = window.devicePixelRatio || 1;
-  canvas.style.width = W + 'px'; canvas.style.height = rows * row + 'px';
-  canvas.width = Math.round(W * dpr); canvas.height = Math.round(rows * row * dpr);
+  var W = Math.max(200, document.getElementById('chart').clientWidth - 32), H = rows * row;
+  var dpr = Math.min(window.devicePixelRatio || 1, CANVAS_SIDE / H, Math.sqrt(CANVAS_AREA / (W * H)));
+  canvas.style.width = W + 'px'; canvas.style.height = H + 'px';
+  canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.clearRect(0, 0, W, rows * row);
+  ctx.clearRect(0, 0, W, H);
   ctx.font = '12px system-ui, sans-serif';
   ctx.textBaseline = 'middle';
   return W;

@@ -180,6 +180,37 @@ def test_flames_put_the_root_at_the_bottom(browser, memtrace, capture):
     check_clean(browser, page)
 
 
+DRAWN_AT = """(function (d) {
+  var c = document.getElementById('flame'), k = c.getContext('2d').getTransform().a;
+  var b = memtrace.drawn().filter(function (e) { return e.depth === d; })[0];
+  var x = Math.floor((b.x + b.w / 2) * k), y = Math.floor((b.row * 18 + 9) * k);
+  return c.getContext('2d').getImageData(x, y, 1, 1).data[3];
+})"""
+
+
+def test_a_deep_graph_is_drawn_on_a_hidpi_screen(browser, memtrace, tmp_path):
+    """2,000 frames deep, 36,000 pixels of graph: at two device pixels to
+    the pixel, more than a canvas may have, and the page was blank; it is
+    drawn with fewer pixels instead, from the root to the deepest box."""
+    c = Capture()
+    c.thread(0, 100, "MainThread").code(1, "/app/deep.py", "deep", 2)
+    for i in range(1, 2001):
+        c.stack(i, i - 1, 1)
+    c.alloc(0x100000, MB, stack=2000)
+    cap = c.trailer(1000).save(tmp_path / "deep.bin")
+    page = render(memtrace, cap, "flamegraph", name="deep")
+    browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=2,
+                 mobile=False)
+    try:
+        browser.open(page)
+        check_clean(browser, page)
+        assert browser.eval("memtrace.state.maxDepth") == 2000
+        for depth in (0, 1, 1000, 2000):
+            assert browser.eval(DRAWN_AT + "(%d)" % depth) == 255, depth
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride")
+
+
 def test_split_threads_keep_a_location_of_two_threads_apart(browser, memtrace, tmp_path):
     """memray's --split-threads: one line run by two threads is a box per
     thread (merged only without the option), and the tooltip names the
