@@ -308,6 +308,11 @@ def test_table_pages_and_sorts_from_the_keyboard(browser, memtrace, tmp_path):
                  "f.dispatchEvent(new Event('input'))")
     assert shown() == ["f2100", "f210"] and text() == "2 of 2,100 rows"
     assert browser.eval("document.getElementById('pager').hidden") is True
+    assert browser.eval("document.getElementById('none').hidden") is True
+    browser.eval("var f=document.getElementById('filter'); f.value='nothing like it';"
+                 "f.dispatchEvent(new Event('input'))")
+    assert browser.eval("document.getElementById('none').textContent") == "No row matches the filter."
+    assert browser.eval("document.getElementById('none').hidden") is False
     browser.eval("var f=document.getElementById('filter'); f.value='';"
                  "f.dispatchEvent(new Event('input'))")
     # Tab order reaches the headers; Enter on Function sorts by it
@@ -319,6 +324,22 @@ def test_table_pages_and_sorts_from_the_keyboard(browser, memtrace, tmp_path):
     assert browser.eval("document.querySelector('th[data-col=fn]').getAttribute('aria-sort')") == "ascending"
     assert shown()[0] == "f1"
     check_clean(browser, page)
+
+
+@pytest.mark.parametrize("command", ["flamegraph", "table"])
+def test_an_empty_view_says_so(browser, memtrace, tmp_path, command):
+    """A capture with no allocation: each page says there is nothing to
+    show, as memray's table says it has no data."""
+    c = Capture()
+    c.thread(0, 100, "MainThread").code(1, "/app/x.py", "f", 2).stack(1, 0, 1)
+    cap = c.sample(0, MB).sample(1000, MB).trailer(2000).save(tmp_path / "none.bin")
+    page = render(memtrace, cap, command, name="none-" + command)
+    browser.open(page)
+    check_clean(browser, page)
+    said = browser.eval("(function () { var e = document.getElementById('%s');"
+                        " return e.offsetParent !== null ? e.textContent : null; })()"
+                        % ("empty" if command == "flamegraph" else "none"))
+    assert said == "Nothing to show: no memory in this view."
 
 
 @pytest.mark.parametrize("command", ["flamegraph", "table"])
