@@ -54,9 +54,12 @@ def test_drag_selects_a_range(browser, memtrace, capture, tmp_path):
     assert leaves(browser) == {"f": 1 * MB, "g": 2 * MB, "h": 4 * MB}
     assert browser.eval("document.getElementById('range').textContent") == \
         "live at 0.003 s (heap 7.00 MiB), the highest point from 0.000 s to 0.005 s"
+    subtitle = lambda: browser.eval("document.getElementById('subtitle').textContent")
+    assert " 7.00 MiB in 3 allocations in the range\u2019s view \u2014 capture " in subtitle()
     # what is still live at the end of the whole run
     browser.eval("document.querySelector('input[value=live]').click()")
     assert leaves(browser) == {"g": 2 * MB}
+    assert " 2.00 MiB in 1 allocation in the range\u2019s view \u2014 capture " in subtitle()
     assert browser.eval("document.getElementById('range').textContent") == \
         "allocated from 0.000 s to 0.005 s, live at 0.005 s"
     # a drag over the plot from 1.5 ms to 3.5 ms: boundaries 2 and 3 ms
