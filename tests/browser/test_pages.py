@@ -89,6 +89,7 @@ def test_flamegraph_peak(browser, memtrace, capture):
     browser.open(page)
     check_clean(browser, page)
     assert browser.eval("document.title") == "memtrace flamegraph: memory at the peak \u2014 pages.bin"
+    assert browser.eval("document.getElementById('framekinds').hidden") is True  # no native frame
     assert names(browser, 1) == ["<module>", "work"]
     assert names(browser, 2) == [EVIL, "load"]
     assert names(browser, 3) == ["parse"]
@@ -401,6 +402,10 @@ def test_native_frames_are_blue(browser, memtrace, tmp_path):
     browser.move(x, y)
     tip = browser.eval("document.getElementById('tooltip').innerText")
     assert "[C] mt_native_a" in tip
+    # and a key to the colours says which is which
+    assert browser.eval("document.getElementById('framekinds').hidden") is False
+    assert browser.eval("document.getElementById('framekinds').textContent") == \
+        "Python frames native (C) frames"
     # a C frame's line too, its source being readable here
     assert "void *p = mt_native_b(n); /* native-target: b call */" in tip, tip
     shot(browser, "flamegraph-native")
