@@ -71,7 +71,7 @@ static int64_t child(struct builder *b, uint32_t parent, const struct mt_frame *
 	c->file = f->file;
 	c->line = f->line;
 	c->native = (uint8_t)f->native;
-	c->kind = (uint8_t)mt_frame_kind(f->function, f->file, f->native);
+	c->kind = (uint8_t)mt_frame_page_kind(f->function, f->file, f->native);
 	c->parent = parent;
 	c->thread = thread;
 	c->depth = t->v[parent].depth + 1;

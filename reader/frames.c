@@ -52,3 +52,14 @@ enum mt_frame_kind mt_frame_kind(const char *function, const char *file, int nat
 			return MT_FRAME_MEMTRACE;
 	return MT_FRAME_SHOWN;
 }
+
+enum mt_frame_kind mt_frame_page_kind(const char *function, const char *file, int native)
+{
+	enum mt_frame_kind k = mt_frame_kind(function, file, native);
+
+	if (k != MT_FRAME_SHOWN || native || !file || !function)
+		return k;
+	if (!strcmp(file, "<frozen runpy>") || ends_with(file, strlen(file), "/runpy.py"))
+		return MT_FRAME_RUNPY;
+	return MT_FRAME_SHOWN;
+}

@@ -24,6 +24,8 @@ enum mt_frame_kind {
 	MT_FRAME_SHOWN,
 	MT_FRAME_IMPORT,   /* the import system */
 	MT_FRAME_MEMTRACE, /* memtrace's own Python package */
+	MT_FRAME_RUNPY,    /* runpy's, of "python -m": the flame graph's alone
+			    * (mt_frame_page_kind()) */
 };
 
 /* the frame that stands for a path of hidden frames alone */
@@ -32,5 +34,11 @@ enum mt_frame_kind {
 /* mt_frame_kind() - which of the above a frame is. @file and @function
  * may be NULL (a frame without them is shown). */
 enum mt_frame_kind mt_frame_kind(const char *function, const char *file, int native);
+
+/* mt_frame_page_kind() - the kind of a frame in the flame graph page,
+ * which also hides runpy's frames (<frozen runpy>, .../runpy.py) above a
+ * "python -m" program's, as memray's flame graph hides them as irrelevant;
+ * the text reports and the table show them, as memray's do. */
+enum mt_frame_kind mt_frame_page_kind(const char *function, const char *file, int native);
 
 #endif /* MT_READER_FRAMES_H */

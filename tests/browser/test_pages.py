@@ -504,6 +504,26 @@ def test_import_system_frames_hidden_and_source_lines(browser, memtrace, real):
     check_clean(browser, page)
 
 
+def test_runpy_frames_hidden_in_the_flame_graph(browser, memtrace, tmp_path):
+    """A program run with python -m: as memray's flame graph, the page
+    starts at its <module>, runpy's frames above it hidden with the
+    import system's; the text reports keep them, as memray's."""
+    c = Capture()
+    c.thread(0, 100, "MainThread")
+    c.code(1, "<frozen runpy>", "_run_module_as_main", 198).code(2, "<frozen runpy>", "_run_code", 88)
+    c.code(3, "/app/modx.py", "<module>", 1)
+    c.stack(1, 0, 1).stack(2, 1, 2).stack(3, 2, 3)
+    c.alloc(0x100000, 3 * MB, stack=3)
+    cap = c.trailer(1000).save(tmp_path / "m.bin")
+    page = render(memtrace, cap, "flamegraph", name="runpy")
+    browser.open(page)
+    check_clean(browser, page)
+    assert names(browser, 1) == ["<module>"] and names(browser, 2) == []
+    toggle_hidden(browser)
+    assert names(browser, 1) == ["_run_module_as_main"] and names(browser, 3) == ["<module>"]
+    assert "_run_code at <frozen runpy>:88" in run(memtrace, "summary", cap).stdout
+
+
 def test_memtrace_frames_hidden(browser, memtrace, real):
     # the Tracker's __exit__ allocates a little, freed at once: temporary
     page = render(memtrace, real, "flamegraph", "--temporary-allocations", name="real-temp")

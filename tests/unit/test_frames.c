@@ -56,6 +56,20 @@ START_TEST(test_memtrace_package)
 }
 END_TEST
 
+/* the flame graph page's: runpy's frames too, as memray's flame graph */
+START_TEST(test_page_kind)
+{
+	ck_assert_int_eq(mt_frame_page_kind("_run_module_as_main", "<frozen runpy>", 0), MT_FRAME_RUNPY);
+	ck_assert_int_eq(mt_frame_page_kind("_run_code", "/usr/lib/python3.8/runpy.py", 0), MT_FRAME_RUNPY);
+	ck_assert_int_eq(mt_frame_page_kind("f", "/app/myrunpy.py", 0), MT_FRAME_SHOWN);
+	ck_assert_int_eq(mt_frame_page_kind("f", "<frozen runpy>", 1), MT_FRAME_SHOWN);
+	ck_assert_int_eq(mt_frame_page_kind("f", "<frozen importlib._bootstrap>", 0), MT_FRAME_IMPORT);
+	ck_assert_int_eq(mt_frame_page_kind("f", "/v/memtrace/tracker.py", 0), MT_FRAME_MEMTRACE);
+	ck_assert_int_eq(mt_frame_page_kind("f", "/app/x.py", 0), MT_FRAME_SHOWN);
+	ck_assert_int_eq(mt_frame_page_kind("f", NULL, 0), MT_FRAME_SHOWN);
+}
+END_TEST
+
 static Suite *frames_suite(void)
 {
 	Suite *s = suite_create("frames");
@@ -63,6 +77,7 @@ static Suite *frames_suite(void)
 
 	tcase_add_test(tc, test_import_system);
 	tcase_add_test(tc, test_memtrace_package);
+	tcase_add_test(tc, test_page_kind);
 	suite_add_tcase(s, tc);
 	return s;
 }
