@@ -327,6 +327,31 @@ def test_table_pages_and_sorts_from_the_keyboard(browser, memtrace, tmp_path):
     check_clean(browser, page)
 
 
+def test_names_of_pages_stay_on_the_screen(browser, memtrace, tmp_path):
+    """A function, a file and a thread named by thousands of characters:
+    the tooltip keeps a few lines of each and its figures on the screen,
+    and the table wraps them rather than growing 40,000 pixels wide."""
+    c = Capture()
+    c.thread(0, 100, "T" * 5000).code(1, "/app/" + "d/" * 2000 + "x.py", "f_" + "ab<&>" * 3000, 2)
+    c.stack(1, 0, 1).alloc(0x1000, MB, stack=1)
+    cap = c.trailer(1000).save(tmp_path / "long.bin")
+    page = render(memtrace, cap, "flamegraph", "--split-threads", name="long")
+    browser.open(page)
+    check_clean(browser, page)
+    box = drawn(browser, 1)[0]
+    r = browser.eval("(function(){var r=document.getElementById('flame').getBoundingClientRect();"
+                     "return [r.left, r.top];})()")
+    browser.move(r[0] + box["x"] + box["w"] / 2, r[1] + 18 + 9)
+    tip = browser.eval("(function () { var t = document.getElementById('tooltip'),"
+                       " r = t.getBoundingClientRect();"
+                       " return {bottom: r.bottom, height: innerHeight, text: t.innerText}; })()")
+    assert tip["bottom"] <= tip["height"] and "1.00 MiB" in tip["text"], tip["bottom"]
+    page = render(memtrace, cap, "table", "--split-threads", name="long-table")
+    browser.open(page)
+    check_clean(browser, page)
+    assert browser.eval("document.documentElement.scrollWidth <= innerWidth")
+
+
 @pytest.mark.parametrize("command", ["flamegraph", "table"])
 def test_an_empty_view_says_so(browser, memtrace, tmp_path, command):
     """A capture with no allocation: each page says there is nothing to
