@@ -106,6 +106,35 @@ def test_leaks_opens_on_what_the_range_left_live(browser, memtrace, capture, tmp
     assert browser.problems() == []
 
 
+def test_sliders_choose_a_range_from_the_keyboard(browser, memtrace, capture, tmp_path):
+    """memray's page has two sliders for the range: here too, moved with
+    the arrow keys a boundary at a time, and a drag moves them."""
+    out = str(tmp_path / "k.html")
+    run(memtrace, "flamegraph", "--temporal", "-o", out, capture)
+    browser.open(out)
+    value = lambda i: browser.eval("+document.getElementById('%s').value" % i)
+    assert (value("from"), value("to")) == (0, 4)
+
+    def keys(key, n):
+        for _ in range(n):
+            for kind in ("keyDown", "keyUp"):
+                browser.call("Input.dispatchKeyEvent", type=kind, key=key, code=key,
+                             windowsVirtualKeyCode=39 if key == "ArrowRight" else 37)
+    browser.eval("document.getElementById('to').focus()")
+    keys("ArrowLeft", 2)
+    browser.eval("document.getElementById('from').focus()")
+    keys("ArrowRight", 1)
+    assert browser.eval("memtrace.state.range") == [1, 2]
+    # the heap's highest point up to 3 ms: 7 MB, f, g and h
+    assert leaves(browser) == {"f": 1 * MB, "g": 2 * MB, "h": 4 * MB}
+    # the start never passes the end
+    keys("ArrowRight", 2)
+    assert browser.eval("memtrace.state.range") == [3, 3] and value("to") == 3
+    browser.eval("memtrace.select(1500, 2500)")
+    assert (value("from"), value("to")) == (1, 1)
+    assert browser.problems() == []
+
+
 def test_refusals(memtrace, capture, script, tmp_path):
     for args, word in ((["--temporary-allocations"], "--temporary-allocations"),
                        (["--split-threads"], "--split-threads")):
