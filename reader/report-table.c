@@ -16,7 +16,10 @@
 #include <stdlib.h> /* qsort */
 #include <string.h> /* memset */
 
-#define MAX_ROWS 20000
+/* rows in the page at most (about 40 bytes of page each, and their
+ * names): the page shows them 100 at a time, every one reachable, as
+ * memray's table has every location's */
+#define MAX_ROWS 200000
 
 static const char no_frames[] = "<no Python frames>";
 static const char hidden_frames[] = MT_HIDDEN_FRAMES;
