@@ -88,7 +88,12 @@ static void json_memory(struct mt_json *j, const struct mt_snapshot *s, size_t m
 struct temporal {
 	struct mt_interval *iv;
 	size_t n;
-	uint32_t *node; /* by interval */
+	uint32_t *node; /* by interval, then by entry of the peak */
+	/* what was live at the heap's peak, by site: the page's highest
+	 * point when the range holds the peak, which falls between samples */
+	size_t n_peak;
+	uint64_t *peak_bytes, *peak_count;
+	uint64_t *peak_mem[2]; /* the arrays they point into */
 };
 
 static int temporal_tree(struct mt_ctree *t, const struct mt_snapshot *s,
@@ -99,14 +104,19 @@ static int temporal_tree(struct mt_ctree *t, const struct mt_snapshot *s,
 	uint64_t *bytes = NULL, *counts = NULL;
 	int err = -ENOMEM;
 
+	const struct mt_site *sites;
+	size_t n_sites = mt_snapshot_sites(s, &sites), all;
 	long n = mt_temporal_intervals(T, &tp->iv);
 	if (n < 0)
 		return (int)n;
 	tp->n = (size_t)n;
-	keys = malloc((tp->n + 1) * sizeof(*keys));
-	bytes = malloc((tp->n + 1) * sizeof(*bytes));
-	counts = malloc((tp->n + 1) * sizeof(*counts));
-	tp->node = malloc((tp->n + 1) * sizeof(*tp->node));
+	for (size_t i = 0; i < n_sites; i++)
+		tp->n_peak += sites[i].usage.peak_bytes || sites[i].usage.peak_count;
+	all = tp->n + tp->n_peak;
+	keys = malloc((all + 1) * sizeof(*keys));
+	bytes = malloc((all + 1) * sizeof(*bytes));
+	counts = malloc((all + 1) * sizeof(*counts));
+	tp->node = malloc((all + 1) * sizeof(*tp->node));
 	if (!keys || !bytes || !counts || !tp->node)
 		goto out;
 	for (size_t i = 0; i < tp->n; i++) {
@@ -114,7 +124,14 @@ static int temporal_tree(struct mt_ctree *t, const struct mt_snapshot *s,
 		bytes[i] = tp->iv[i].bytes;
 		counts[i] = tp->iv[i].count;
 	}
-	err = mt_ctree_build_paths(t, s, keys, bytes, counts, tp->n, tp->node);
+	for (size_t i = 0, k = tp->n; i < n_sites; i++) {
+		if (!sites[i].usage.peak_bytes && !sites[i].usage.peak_count)
+			continue;
+		keys[k] = sites[i].stack;
+		bytes[k] = sites[i].usage.peak_bytes;
+		counts[k++] = sites[i].usage.peak_count;
+	}
+	err = mt_ctree_build_paths(t, s, keys, bytes, counts, all, tp->node);
 	if (err < 0)
 		goto out;
 	err = -ENOMEM;
@@ -124,8 +141,13 @@ static int temporal_tree(struct mt_ctree *t, const struct mt_snapshot *s,
 				 o->max_nodes ? o->max_nodes : DEFAULT_MAX_NODES, remap);
 	if (err < 0)
 		goto out;
-	for (size_t i = 0; i < tp->n; i++)
+	for (size_t i = 0; i < all; i++)
 		tp->node[i] = remap[tp->node[i]];
+	tp->peak_bytes = bytes + tp->n;
+	tp->peak_count = counts + tp->n;
+	tp->peak_mem[0] = bytes;
+	tp->peak_mem[1] = counts;
+	bytes = counts = NULL;
 	err = 0;
 out:
 	free(keys);
@@ -230,6 +252,16 @@ static void json_temporal(struct mt_json *j, const struct mt_snapshot *s, const 
 			default: mt_json_u64(j, NULL, e->count); break;
 			}
 		}
+		mt_json_end(j);
+	}
+	mt_json_end(j);
+	mt_json_begin_object(j, "peak");
+	for (int col = 0; col < 3; col++) {
+		static const char *const names[] = { "node", "bytes", "count" };
+		mt_json_begin_array(j, names[col]);
+		for (size_t i = 0; i < tp->n_peak; i++)
+			mt_json_u64(j, NULL, col == 0 ? tp->node[tp->n + i]
+					   : col == 1 ? tp->peak_bytes[i] : tp->peak_count[i]);
 		mt_json_end(j);
 	}
 	mt_json_end(j);
@@ -364,6 +396,8 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 out:
 	free(tp.iv);
 	free(tp.node);
+	free(tp.peak_mem[0]);
+	free(tp.peak_mem[1]);
 	free(used);
 	free(fn);
 	free(file);

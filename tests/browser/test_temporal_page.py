@@ -49,13 +49,15 @@ def test_drag_selects_a_range(browser, memtrace, capture, tmp_path):
     assert browser.problems() == []
     assert browser.requests() == ["file://" + os.path.abspath(out)]
     # as memray's, the page opens on the heap's highest point in the whole
-    # run (7 MB at 3 ms), as the flame graph of the peak shows it: f, g and h
+    # run, exactly as the flame graph of the peak shows it: the peak (14
+    # MB, between the samples of 3 and 4 ms) holds g, h and k, whose block
+    # is live at no sample
     assert browser.eval("document.querySelector('input[value=hwm]').checked") is True
-    assert leaves(browser) == {"f": 1 * MB, "g": 2 * MB, "h": 4 * MB}
+    assert leaves(browser) == {"g": 2 * MB, "h": 4 * MB, "k": 8 * MB}
     assert browser.eval("document.getElementById('range').textContent") == \
-        "live at 0.003 s (heap 7.00 MiB), the highest point from 0.000 s to 0.005 s"
+        "live at the heap\u2019s peak (14.00 MiB) at 0.003 s, the highest point from 0.000 s to 0.005 s"
     subtitle = lambda: browser.eval("document.getElementById('subtitle').textContent")
-    assert " 7.00 MiB in 3 allocations in the range\u2019s view \u2014 capture " in subtitle()
+    assert " 14.00 MiB in 3 allocations in the range\u2019s view \u2014 capture " in subtitle()
     # what is still live at the end of the whole run
     browser.eval("document.querySelector('input[value=live]').click()")
     assert leaves(browser) == {"g": 2 * MB}
@@ -77,10 +79,13 @@ def test_drag_selects_a_range(browser, memtrace, capture, tmp_path):
     # too, allocated before the range: memray's high-water-mark view
     browser.eval("document.querySelector('input[value=hwm]').click()")
     assert leaves(browser) == {"f": 1 * MB, "g": 2 * MB, "h": 4 * MB}
-    # from 3.5 ms on, the highest point is at 4 ms (6 MB): g and h
+    # from 3.5 ms on: the range holds the peak, between 3 and 4 ms
     browser.eval("memtrace.select(3500, 5000)")
-    assert leaves(browser) == {"g": 2 * MB, "h": 4 * MB}
-    assert "live at 0.004 s (heap 6.00 MiB)" in browser.eval("document.getElementById('range').textContent")
+    assert leaves(browser) == {"g": 2 * MB, "h": 4 * MB, "k": 8 * MB}
+    # from 4.5 ms on, the highest point is the end's sample (2 MB): g
+    browser.eval("memtrace.select(4500, 5000)")
+    assert leaves(browser) == {"g": 2 * MB}
+    assert "live at 0.005 s (heap 2.00 MiB)" in browser.eval("document.getElementById('range').textContent")
     # never freed, of what was allocated up to 2 ms
     browser.eval("document.querySelector('input[value=leaks]').click()")
     browser.eval("memtrace.select(0, 2000)")
