@@ -55,12 +55,6 @@ int cmd_parse(int argc, char **argv)
 		mt_error(0, "%s", mt_report_describe_open_error(msg, sizeof(msg), a.o.path, err));
 		return 1;
 	}
-	if (mt_capture_header(cap)->flags & MT_HDR_AGGREGATED) {
-		mt_error(0, "parse: '%s' is an aggregated capture, which keeps no single "
-			    "allocations to list (capture without --aggregate)", a.o.path);
-		mt_capture_close(cap);
-		return 1;
-	}
 	pc.cap = cap;
 	mt_cli_progress_start(&pc.p, a.o.path, NULL, a.quiet || !to_file());
 	mt_capture_set_warn(cap, warn_line, &pc);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The parse report: the header and every record as one line of text,
- * "<type> key=value ...", for debugging captures and the format. Not a
- * stable interface.
+ * "<type> key=value ...", for debugging captures and the format; an
+ * aggregated capture's SITE and TOTALS records too. Not a stable
+ * interface.
  */
 #include "reader/report.h"
 #include "util/strbuf.h"
@@ -137,6 +138,59 @@ static int on_sample(void *ctx, const struct mt_record *r)
 	return 0;
 }
 
+/* an allocator kind by name, or by number if it has none */
+static void kind(FILE *out, unsigned k)
+{
+	const char *name = mt_allocator_name(k);
+
+	if (name)
+		fputs(name, out);
+	else
+		fprintf(out, "%u", k);
+}
+
+static int on_site(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	const struct mt_rec_site *s = &r->site;
+	fprintf(p->out, "site stack=%u thread=%u kind=", s->stack, s->thread);
+	kind(p->out, s->allocator);
+	fprintf(p->out, " peak_bytes=%" PRIu64 " peak_count=%" PRIu64 " leak_bytes=%" PRIu64
+			" leak_count=%" PRIu64 " alloc_bytes=%" PRIu64 " alloc_count=%" PRIu64
+			" first_addr=0x%" PRIx64 "\n",
+		s->peak_bytes, s->peak_count, s->leak_bytes, s->leak_count, s->alloc_bytes,
+		s->alloc_count, s->first_addr);
+	return 0;
+}
+
+/* the kinds and the size classes with a count only: kinds=[malloc:N/BYTES,...]
+ * sizes=[K:N,...], K the histogram's bucket (2^(K-1) <= size < 2^K) */
+static int on_totals(void *ctx, const struct mt_record *r)
+{
+	struct parse_ctx *p = ctx;
+	const struct mt_rec_totals *t = &r->totals;
+	int n = 0;
+	fprintf(p->out, "totals allocs=%" PRIu64 " frees=%" PRIu64 " unmatched_frees=%" PRIu64
+			" bytes_allocated=%" PRIu64 " bytes_freed=%" PRIu64 " heap=%" PRIu64
+			" peak_heap=%" PRIu64 " peak_time_us=%" PRIu64 " live_count=%" PRIu64 " kinds=[",
+		t->n_allocs, t->n_frees, t->n_unmatched_frees, t->bytes_allocated, t->bytes_freed,
+		t->heap, t->peak_heap, t->peak_time_us, t->live_count);
+	for (unsigned k = 0; k < MT_TOTALS_KINDS; k++) {
+		if (!t->kind_count[k] && !t->kind_bytes[k])
+			continue;
+		fputs(n++ ? "," : "", p->out);
+		kind(p->out, k);
+		fprintf(p->out, ":%" PRIu64 "/%" PRIu64, t->kind_count[k], t->kind_bytes[k]);
+	}
+	fputs("] sizes=[", p->out);
+	n = 0;
+	for (unsigned k = 0; k < MT_TOTALS_BUCKETS; k++)
+		if (t->size_hist[k])
+			fprintf(p->out, "%s%u:%" PRIu64, n++ ? "," : "", k, t->size_hist[k]);
+	fputs("]\n", p->out);
+	return 0;
+}
+
 static int on_diag(void *ctx, const struct mt_record *r)
 {
 	struct parse_ctx *p = ctx;
@@ -184,6 +238,8 @@ int mt_report_parse(FILE *out, struct mt_capture *c)
 		.native = on_native,
 		.module = on_module,
 		.hybrid = on_hybrid,
+		.site = on_site,
+		.totals = on_totals,
 		.name = on_name,
 		.unknown = on_unknown,
 		.chunk = on_chunk,

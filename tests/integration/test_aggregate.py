@@ -99,13 +99,41 @@ def test_aggregated_refuses_what_needs_events(memtrace, script, tmp_path):
     run(memtrace, "run", "--aggregate", "-o", agg, prog)
     for args in (("summary", "--temporary-allocations"),
                  ("flamegraph", "--temporary-allocations", "-o", tmp_path / "t.html"),
-                 ("summary", "--temporary-allocation-threshold", "2"),
-                 ("parse",)):
+                 ("summary", "--temporary-allocation-threshold", "2")):
         p = run(memtrace, *args, agg, check=False)
         assert p.returncode == 1 and "aggregated capture" in p.stderr, (args, p.stderr)
         assert p.stderr.count("\n") == 1 and p.stdout == "", (args, p.stdout)
     p = run(memtrace, "run", "--aggregate", "--live", "-o", tmp_path / "l.bin", prog, check=False)
     assert p.returncode == 2 and "--aggregate" in p.stderr
+
+
+
+def test_parse_lists_an_aggregated_capture(memtrace, script, tmp_path):
+    """parse prints an aggregated capture's records, as memray's parse
+    does: its SITE records (the last one of a site holds) add up to the
+    peak and the leaks the reports show, its TOTALS record to stats'."""
+    prog = script("keep = [bytearray(1000 + i % 7) for i in range(300)]\n"
+                  "big = bytearray(3_000_000)\ndel big\n")
+    agg = tmp_path / "agg.bin"
+    run(memtrace, "run", "-q", "--aggregate", "-o", agg, prog)
+    p = run(memtrace, "parse", agg)
+    assert p.stderr == "" and p.stdout.startswith("header ")
+    lines = p.stdout.splitlines()
+    fields = lambda l: dict(kv.split("=", 1) for kv in l.split()[1:])
+    sites = {}
+    for l in lines:
+        if l.startswith("site "):
+            f = fields(l)
+            sites[(f["stack"], f["thread"], f["kind"])] = f
+    assert sites and not any(l.startswith(("alloc ", "free ")) for l in lines)
+    totals = fields([l for l in lines if l.startswith("totals ")][-1])
+    for view, key in (([], "peak_bytes"), (["--leaks"], "leak_bytes")):
+        summary = json.loads(run(memtrace, "summary", "--json", *view, agg).stdout)
+        assert sum(int(f[key]) for f in sites.values()) == summary["total_bytes"], view
+    peak = json.loads(run(memtrace, "summary", "--json", agg).stdout)["total_bytes"]
+    assert int(totals["peak_heap"]) == peak and "malloc:" in totals["kinds"]
+    assert int(totals["allocs"]) == sum(int(f["alloc_count"]) for f in sites.values())
+    assert lines[-1].startswith("trailer ")
 
 
 KILLED = """\
