@@ -166,7 +166,15 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 	opts[n] = (struct option){ NULL, 0, NULL, 0 };
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, short_opts, opts, NULL)) != -1) {
+	int li = -1;
+	while ((ch = getopt_long(argc, argv, short_opts, opts, &li)) != -1) {
+		/* the option as it was given, for its error: "-r", "--max-rows" */
+		char given[48];
+		if (li >= 0)
+			snprintf(given, sizeof(given), "--%s", opts[li].name);
+		else
+			snprintf(given, sizeof(given), "-%c", ch);
+		li = -1;
 		if (alias[0] && ch == alias[0])
 			ch = 'n';
 		switch (ch) {
@@ -181,7 +189,7 @@ int mt_cli_report_args(int argc, char **argv, const struct mt_report_cmd *c,
 			a->force = 1;
 			break;
 		case 'n':
-			if (mt_cli_count_option(optarg, 0, UINT32_MAX, &a->o.top_n, c->name, "-n"))
+			if (mt_cli_count_option(optarg, 0, UINT32_MAX, &a->o.top_n, c->name, given))
 				return 2;
 			a->top_given = 1;
 			break;

@@ -110,18 +110,20 @@ def test_memray_names_for_the_row_count(memtrace, tmp_path):
 def test_counts_are_digits_in_range(memtrace, tmp_path):
     """-n (and memray's names for it) and the threshold are digits from 0
     and no more than 2^32 - 1: nothing wraps to a few rows, and a sign
-    or a space in front is refused as any other word."""
+    or a space in front is refused as any other word; the error names the
+    option as it was typed (memray's -r, not -n)."""
     cap = program().save(tmp_path / "p.bin")
-    for cmd, name in (("tree", "-n"), ("tree", "-b"), ("summary", "-n"), ("summary", "-r"),
-                      ("summary", "--max-rows"), ("stats", "-n"), ("stats", "--num-largest"),
+    for cmd, name in (("tree", "-n"), ("tree", "-b"), ("tree", "--biggest-allocs"),
+                      ("summary", "-n"), ("summary", "-r"), ("summary", "--max-rows"),
+                      ("summary", "--top"), ("stats", "-n"), ("stats", "--num-largest"),
                       ("growth", "-n"), ("live", "-n"), ("diff", "-n")):
         operands = [cap, cap] if cmd == "diff" else [cap]
         for bad in ("4294967297", "4294967296", "99999999999999999999999", "-5", "-1", " 3",
                     "+5", "", "3x", "0x10"):
             p = run(memtrace, cmd, name, bad, *operands, check=False)
             assert p.returncode == 2 and p.stdout == "" and p.stderr == \
-                "memtrace: %s: -n wants a number from 0 to 4294967295, not '%s'\n" % (cmd, bad), \
-                (cmd, name, bad, p.stderr)
+                "memtrace: %s: %s wants a number from 0 to 4294967295, not '%s'\n" \
+                % (cmd, name, bad), (cmd, name, bad, p.stderr)
     # the largest count is all rows, as 0 is
     for cmd in ("tree", "summary", "stats"):
         assert run(memtrace, cmd, "-n", "4294967295", cap).stdout == \
