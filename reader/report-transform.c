@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * memtrace transform: a view's sites written for other tools, in the
- * layouts of memray's transform command. csv: one row per site (stack,
- * thread, allocator) with memory in the view, its stack as memray joins
+ * layouts of memray's transform command. csv: one row per record as
+ * FileReader groups them (groups.h: call path and thread, the allocator
+ * its first site's) with memory in the view, its stack as memray joins
  * one ("function;file;line" frames, innermost first, between '|'), quoted
  * as Python's csv module quotes; gprof2dot: the JSON that gprof2dot's
  * "-f json" reads, a list of functions and one event per site with a
