@@ -109,8 +109,8 @@ def test_wheel_holds_the_command_libraries_and_package(wheel):
         assert z.read(data + "scripts/memtrace")[:4] == b"\x7fELF"
         for f in ("libmemtrace-payload.so", "libmemtrace-reader.so", "__init__.py",
                   "__main__.py", "_native.py", "_ipython.py", "tracker.py", "reader.py",
-                  "socket_reader.py", "pytest_plugin.py", "_pytest_limits.py", "attach-gdb.py",
-                  "attach_lldb.py"):
+                  "socket_reader.py", "pytest_plugin.py", "_pytest_limits.py", "_records.py",
+                  "attach-gdb.py", "attach_lldb.py"):
             assert data + "purelib/memtrace/" + f in names, f
         entry = z.read("memtrace-%s.dist-info/entry_points.txt" % ver).decode()
         assert "[pytest11]" in entry and "memtrace.pytest_plugin" in entry, entry
