@@ -31,9 +31,10 @@ static const char usage[] =
 	"  -q, --quiet       no progress line on the terminal while the captures are read\n";
 
 /* @arg as bytes into *@out, read as the pytest plugin reads a size
- * (python/memtrace/pytest_plugin.py parse_size): a number, maybe after a
+ * (python/memtrace/_pytest_limits.py parse_size): a number, maybe after a
  * "+", maybe with a fraction or an exponent, then K, M, G, T or P (powers
- * of 1024), then B or iB, any case, spaces around. Returns 0, or -1 if it is not one. */
+ * of 1024), then B or iB, any case, spaces around. Returns 0, or -1 if it
+ * is not one. */
 static int parse_size(const char *arg, uint64_t *out)
 {
 	static const char units[] = "KMGTP";

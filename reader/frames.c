@@ -24,6 +24,7 @@ static const char *const import_functions[] = { "import_name", "import_from", "i
 static const char *const memtrace_files[] = {
 	"/memtrace/__init__.py",      "/memtrace/__main__.py", "/memtrace/_native.py",
 	"/memtrace/pytest_plugin.py", "/memtrace/reader.py",   "/memtrace/tracker.py",
+	"/memtrace/_pytest_limits.py", "/memtrace/_records.py",
 };
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))

@@ -92,8 +92,7 @@ struct temporal {
 	/* what was live at the heap's peak, by site: the page's highest
 	 * point when the range holds the peak, which falls between samples */
 	size_t n_peak;
-	uint64_t *peak_bytes, *peak_count;
-	uint64_t *peak_mem[2]; /* the arrays they point into */
+	uint64_t *bytes, *counts; /* the peak's, by entry: from [n] on */
 };
 
 static int temporal_tree(struct mt_ctree *t, const struct mt_snapshot *s,
@@ -143,10 +142,8 @@ static int temporal_tree(struct mt_ctree *t, const struct mt_snapshot *s,
 		goto out;
 	for (size_t i = 0; i < all; i++)
 		tp->node[i] = remap[tp->node[i]];
-	tp->peak_bytes = bytes + tp->n;
-	tp->peak_count = counts + tp->n;
-	tp->peak_mem[0] = bytes;
-	tp->peak_mem[1] = counts;
+	tp->bytes = bytes;
+	tp->counts = counts;
 	bytes = counts = NULL;
 	err = 0;
 out:
@@ -261,7 +258,7 @@ static void json_temporal(struct mt_json *j, const struct mt_snapshot *s, const 
 		mt_json_begin_array(j, names[col]);
 		for (size_t i = 0; i < tp->n_peak; i++)
 			mt_json_u64(j, NULL, col == 0 ? tp->node[tp->n + i]
-					   : col == 1 ? tp->peak_bytes[i] : tp->peak_count[i]);
+					   : col == 1 ? tp->bytes[tp->n + i] : tp->counts[tp->n + i]);
 		mt_json_end(j);
 	}
 	mt_json_end(j);
@@ -396,8 +393,8 @@ int mt_report_flamegraph(FILE *out, const struct mt_snapshot *s, const struct mt
 out:
 	free(tp.iv);
 	free(tp.node);
-	free(tp.peak_mem[0]);
-	free(tp.peak_mem[1]);
+	free(tp.bytes);
+	free(tp.counts);
 	free(used);
 	free(fn);
 	free(file);

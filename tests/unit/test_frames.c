@@ -43,6 +43,8 @@ START_TEST(test_memtrace_package)
 		"/v/memtrace/reader.py",
 		"/v/memtrace/_native.py",
 		"/v/memtrace/__main__.py",
+		"/v/memtrace/_records.py",
+		"/v/memtrace/_pytest_limits.py",
 	};
 	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
 		ck_assert_int_eq(mt_frame_kind("f", ours[i], 0), MT_FRAME_MEMTRACE);
