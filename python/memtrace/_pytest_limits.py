@@ -1,12 +1,14 @@
 """The pytest plugin's limits (memtrace.pytest_plugin): the markers'
 arguments and their sizes, read as pytest-memray reads them; the stacks a
 limit_leaks filter_fn is given, under pytest-memray's type names; the
-failures as pytest shows them; and the baselines of
---memtrace-fail-on-increase, kept between runs. No pytest hooks here.
+failures as pytest shows them; the end-of-run report's histogram of
+sizes; and the baselines of --memtrace-fail-on-increase, kept between
+runs. No pytest hooks here.
 """
 
 import collections
 import json
+import math
 import os
 import re
 import typing
@@ -125,6 +127,32 @@ def _sizes(a, b):
     return "%s (%d B)" % (format_size(a), a), "%s (%d B)" % (format_size(b), b)
 
 
+#: the histogram's bars, from none to the fullest bin: block elements, or
+#: ASCII where the terminal cannot show them
+_BARS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
+_ASCII_BARS = " .:-=+*#@"
+
+
+def size_histogram(sizes, bins=5, ascii=False):
+    """@sizes (bytes, one for each call stack live at the peak) in @bins
+    bins of equal width on a log scale (fewer bins for fewer sizes), as
+    pytest-memray's report draws them: a bar each, as high as its count
+    against the fullest bin's; "" for no sizes. The largest size counts in
+    the last bin (pytest-memray's own count leaves it out)."""
+    logs = [math.log(s) if s > 1 else 0.0 for s in sizes]
+    if not logs:
+        return ""
+    bars = _ASCII_BARS if ascii else _BARS
+    bins = max(1, min(bins, len(logs)))
+    low, high = min(logs), max(logs)
+    step = (high - low) / bins
+    counts = [0] * bins
+    for x in logs:
+        counts[min(int((x - low) / step), bins - 1) if step else 0] += 1
+    top = max(counts)
+    return "".join(bars[c * (len(bars) - 1) // top] for c in counts)
+
+
 class _Baselines:
     """Each limit_memory test's peak at its last passing run under
     --memtrace-fail-on-increase, by node id: {nodeid: bytes}, read once at
@@ -215,8 +243,8 @@ class _Crash:
 
 class _LimitFailure:
     """A failed limit as pytest shows it: the lines in the failure's
-    section, and the short summary's reason (FAILED id - limit_memory:
-    15.32 MiB > 1.00 MiB)."""
+    section, and the short summary's reason (MEMORY PROBLEMS id -
+    limit_memory: 15.32 MiB > 1.00 MiB)."""
 
     def __init__(self, lines, headline):
         self.lines = lines

@@ -51,7 +51,7 @@ import pytest
 
 from ._pytest_limits import (LeaksFilterFunction, Stack, StackFrame, _Baselines,
                              _LimitFailure, _marker_limit, _marker_text, _markers, _sizes,
-                             format_size, parse_size)
+                             format_size, parse_size, size_histogram)
 from .reader import FileReader
 from .tracker import Tracker
 
@@ -282,27 +282,30 @@ def pytest_configure(config):
 
 
 class _Result:
-    __slots__ = ("nodeid", "peak", "allocations", "top", "path")
+    """A test's line in the end-of-run report: its peak, its allocations,
+    its largest stacks at the peak and the sizes of all of them."""
+    __slots__ = ("nodeid", "peak", "allocations", "top", "sizes", "path")
 
-    def __init__(self, nodeid, peak, allocations, top, path):
+    def __init__(self, nodeid, peak, allocations, top, sizes, path):
         self.nodeid = nodeid
         self.peak = peak
         self.allocations = allocations
         self.top = top
+        self.sizes = sizes
         self.path = path
 
     def to_wire(self):
         """What execnet carries from an xdist worker: plain values."""
         return (self.nodeid, int(self.peak), int(self.allocations),
                 [(int(size), int(count), [(str(f[0]), str(f[1]), int(f[2])) for f in frames])
-                 for size, count, frames in self.top], self.path)
+                 for size, count, frames in self.top], [int(s) for s in self.sizes], self.path)
 
     @classmethod
     def from_wire(cls, data):
-        nodeid, peak, allocations, top, path = data
+        nodeid, peak, allocations, top, sizes, path = data
         return cls(nodeid, peak, allocations,
                    [(size, count, [tuple(f) for f in frames]) for size, count, frames in top],
-                   path)
+                   sizes, path)
 
 
 def _bin_dir(path):
@@ -530,6 +533,9 @@ class _Manager:
         if problem and report.passed:
             report.outcome = "failed"
             report.longrepr = problem
+            # over a limit: pytest shows "M", MEMORY PROBLEMS, as with
+            # pytest-memray (an xdist worker's report carries it too)
+            report.memtrace_limit = isinstance(problem, _LimitFailure)
             if self.worker and isinstance(problem, _LimitFailure):
                 # xdist sends the longrepr as text: the headline goes too
                 report.memtrace_headline = problem.reprcrash.message
@@ -602,11 +608,14 @@ class _Manager:
             peak_records = [r for r in reader.get_high_watermark_allocation_records(
                 merge_threads=False) if not xdist(r)]
             peak = sum(r.size for r in peak_records)
-            # the end-of-run report names Python lines, as pytest-memray's
+            # the end-of-run report names Python lines, as pytest-memray's,
+            # and draws the sizes of all the stacks live at the peak
+            by_stack = _per_stack(peak_records, False)
             top = self._top(peak_records, 5, native=False)
             self.results.append(_Result(item.nodeid, peak,
                                         reader.metadata.total_allocations -
                                         reader.metadata.total_frees - not_mine, top,
+                                        sorted(g[0] for g in by_stack),
                                         path if self.keep else None))
             for i, (marker, node) in enumerate(memory):
                 limit, kw = _marker_limit(marker)
@@ -684,6 +693,14 @@ class _Manager:
         if used is not None and report.passed:
             self.baselines.passed[report.nodeid] = used
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report, config):
+        """A test over its limits, as pytest-memray shows it: "M" in the
+        progress line, MEMORY PROBLEMS with -v."""
+        if report.when == "call" and report.failed and getattr(report, "memtrace_limit", False):
+            return "failed", "M", "MEMORY PROBLEMS"
+        return None
+
     # -- pytest-xdist: the workers' results go to the controller ---------
     def pytest_sessionfinish(self, session):
         if self.worker:
@@ -729,11 +746,16 @@ class _Manager:
         if n > 0:
             results = results[:n]
         tr = terminalreporter
+        ascii = not _shows_blocks(tr)
         tr.write_sep("=", "memtrace: tests with the highest peak memory")
         for r in results:
             tr.write_line("%s" % r.nodeid)
             tr.write_line("    peak memory %s; %d allocation%s in all" % (
                 format_size(r.peak), r.allocations, "" if r.allocations == 1 else "s"))
+            tr.write_line("    sizes of the %d stack%s live at the peak, %s to %s (log scale): "
+                          "|%s|" % (len(r.sizes), "" if len(r.sizes) == 1 else "s",
+                                    format_size(r.sizes[0]), format_size(r.sizes[-1]),
+                                    size_histogram(r.sizes, ascii=ascii)))
             for size, count, frames in r.top:
                 where = _where(frames[0], self.rootdir) if frames else "(no Python frames)"
                 tr.write_line("    %12s  %s" % (format_size(size), where))
@@ -747,6 +769,16 @@ class _Manager:
     def pytest_unconfigure(self, config):
         if not self.keep and self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _shows_blocks(tr):
+    """Whether the terminal's encoding has the histogram's block elements."""
+    stream = getattr(getattr(tr, "_tw", None), "_file", None)
+    try:
+        "\u2588".encode(getattr(stream, "encoding", None) or "ascii")
+    except (UnicodeError, LookupError):
+        return False
+    return True
 
 
 def _nothing(record):

@@ -205,8 +205,8 @@ def test_markers_of_class_and_function(tmp_path):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True, timeout=300)
     out = p.stdout
-    assert "FAILED test_bounds.py::TestBoth::test_over_the_class_limit" in out, out
-    assert "FAILED test_bounds.py::TestLeaks::test_leaks_over_the_function_limit" in out, out
+    assert "MEMORY PROBLEMS test_bounds.py::TestBoth::test_over_the_class_limit" in out, out
+    assert "MEMORY PROBLEMS test_bounds.py::TestLeaks::test_leaks_over_the_function_limit" in out, out
     assert "PASSED test_bounds.py::TestLeaks::test_leaks_under_the_class_limit" in out, out
 
 
@@ -307,7 +307,7 @@ def test_every_marker_checked_with_its_own_options(tmp_path):
     assert "limit_memory('1 MB') of test_several.py::TestThreads" in thread, thread
     assert "limited to 1.00 MiB but its body used 20." in thread, thread
     assert "512" not in thread, thread
-    assert re.search(r"FAILED test_several.py::TestThreads::test_other_thread_over_the_class_limit"
+    assert re.search(r"MEMORY PROBLEMS test_several.py::TestThreads::test_other_thread_over_the_class_limit"
                      r" - limit_memory of TestThreads: 20\.\d\d MiB > 1\.00 MiB\n", p.stdout), \
         p.stdout
 
@@ -858,9 +858,9 @@ def test_pytest_memray_option_names(tmp_path):
         "test_big_under_small_limit", "test_big_under_large_limit", "test_appends_to_module_list",
         "test_frees_everything", "test_filtered_leak", "test_unmarked")), caps
     # (the line is cut to the terminal's width)
-    assert ("FAILED test_suite.py::test_big_under_small_limit - limit_memory: 10.00 MiB >"
+    assert ("MEMORY PROBLEMS test_suite.py::test_big_under_small_limit - limit_memory: 1"
             in p.stdout), p.stdout
-    assert ("FAILED test_suite.py::test_appends_to_module_list - limit_leaks: ") in p.stdout
+    assert ("MEMORY PROBLEMS test_suite.py::test_appends_to_module_list - limit_leaks: ") in p.stdout
 
 
 def test_long_capture_names_fit_as_pytest_memray_cuts_them(tmp_path):

@@ -120,7 +120,7 @@ def test_fail_on_increase_across_runs(tmp_path):
     assert re.search(r"Test's body used 8\.00 MiB at its peak, 4\.00 MiB more than the 4\.00 MiB "
                      r"of its last passing run", msg), msg
     assert "test_grows at test_runs.py:9" in msg, msg
-    assert "FAILED test_runs.py::test_grows - fail-on-increase: 8.00 MiB > 4.00 MiB (+4.00 MiB)" \
+    assert "MEMORY PROBLEMS test_runs.py::test_grows - fail-on-increase: 8.00 MiB > 4.00 MiB (+4.00 MiB)" \
         in p.stdout, p.stdout
     assert cached(tmp_path) == base
 
@@ -276,7 +276,7 @@ def test_xdist_workers_report_to_the_controller(tmp_path):
     assert report_rows(p2.stdout) == rows, (p.stdout, p2.stdout)
     # limit failures fail in the workers, with the reason in the summary
     assert "limited to 1.00 MiB but its body used 7.00 MiB" in messages["test_over"], messages
-    assert "FAILED test_x.py::test_over - limit_memory: 7.00 MiB > 1.00 MiB" in p2.stdout, \
+    assert "MEMORY PROBLEMS test_x.py::test_over - limit_memory: 7.00 MiB > 1.00 MiB" in p2.stdout, \
         p2.stdout
 
 
@@ -308,7 +308,7 @@ def test_xdist_saves_the_workers_baselines(tmp_path):
     p, outcomes, _ = run(tmp_path, "-n", "2", "--memtrace", "--fail-on-increase",
                          env={"GROW": "6", "SHRINK": "0"})
     assert outcomes["test_grows"] == "failure", p.stdout
-    assert "FAILED test_runs.py::test_grows - fail-on-increase: 6.00 MiB > 4.00 MiB" in p.stdout
+    assert "MEMORY PROBLEMS test_runs.py::test_grows - fail-on-increase: 6.00 MiB > 4.00 MiB" in p.stdout
     after = cached(tmp_path)
     assert after["test_runs.py::test_grows"] == base["test_runs.py::test_grows"]
     assert after["test_runs.py::test_breaks"] < MiB, after  # passed with less: moved
@@ -392,3 +392,108 @@ def test_allocations_by_stack_counts_as_the_events_do(tmp_path):
     skip_main, skip_other, skip_none = (int(line.split()[1]) for line in lines[:3])
     assert skip_main >= 3000 and skip_other >= 100_000 and skip_none == skip_main + skip_other
     assert lines[3] == "True", p.stdout
+
+
+def test_size_histogram():
+    """The report's histogram: equal bins on a log scale, a bar each as
+    high as its count against the fullest bin's, the largest size in the
+    last bin; fewer bins for fewer sizes."""
+    import sys
+    sys.path.insert(0, PYTHON_DIR)
+    try:
+        from memtrace._pytest_limits import size_histogram
+    finally:
+        sys.path.remove(PYTHON_DIR)
+    assert size_histogram([]) == ""
+    assert size_histogram([100]) == "\u2588"
+    assert size_histogram([16, 16, 1 << 20]) == "\u2588 \u2584"
+    assert size_histogram([1, 1000]) == "\u2588\u2588"
+    assert size_histogram([0, 1, 1 << 30]) == "\u2588 \u2584"
+    sizes = [10] * 8 + [1000] * 4 + [10 ** 5] * 2 + [10 ** 7]
+    assert size_histogram(sizes) == "\u2588\u2584 \u2582\u2581"
+    assert size_histogram(sizes, ascii=True) == "@= :."
+
+
+HISTOGRAM_SUITE = """\
+import pytest
+
+
+def nest(depth):
+    return bytearray(2000) if depth == 0 else nest(depth - 1)
+
+
+def test_sizes():
+    small = [nest(depth) for depth in range(8)]  # a stack each
+    big = bytearray(8 * 1024 * 1024)
+"""
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_report_draws_the_sizes_at_the_peak(tmp_path, encoding):
+    """As pytest-memray's report, a histogram of the sizes of the stacks
+    live at the peak, with their range; in ASCII where the terminal's
+    encoding has no block elements."""
+    p, outcomes, _ = run(tmp_path, "--memtrace", suite=HISTOGRAM_SUITE, name="test_h.py",
+                         env={"PYTHONIOENCODING": encoding})
+    assert outcomes["test_sizes"] == "passed", p.stdout + p.stderr
+    lines = report_rows(p.stdout)["test_h.py::test_sizes"]
+    hist = [line for line in lines if "(log scale)" in line]
+    assert len(hist) == 1, p.stdout
+    m = re.search(r"sizes of the (\d+) stacks live at the peak, (.+) to (.+) \(log scale\): "
+                  r"\|(.*)\|$", hist[0])
+    assert m, hist[0]
+    # the 8 small arrays, the big one, and whatever else pytest keeps live
+    assert int(m.group(1)) >= 9 and m.group(3) == "8.00 MiB", hist[0]
+    bars = m.group(4)
+    assert len(bars) == 5, hist[0]
+    if encoding == "ascii":
+        assert set(bars) <= set(" .:-=+*#@") and bars[-1] != " ", hist[0]
+    else:
+        assert set(bars) <= set(" \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"), hist[0]
+        assert bars[-1] != " " and "\u2588" in bars, hist[0]
+
+
+STATUS_SUITE = """\
+import pytest
+
+
+@pytest.mark.limit_memory("1 MB")
+def test_over():
+    data = bytearray(2 * 1024 * 1024)
+
+
+def test_wrong():
+    assert False
+
+
+def test_right():
+    pass
+"""
+
+
+@pytest.mark.parametrize("workers", [None, "2"])
+def test_limit_failures_read_memory_problems(tmp_path, workers):
+    """As with pytest-memray, a test over its limit shows "M" in the
+    progress line and MEMORY PROBLEMS with -v, from xdist's workers too;
+    other failures stay "F" and FAILED; all count as failed."""
+    if workers and not _imports("xdist"):
+        pytest.skip("%s has no pytest-xdist (apt-get install python3-pytest-xdist)" % PYTHON)
+    more = ["-n", workers] if workers else []
+    p, outcomes, _ = run(tmp_path, "-p", "no:randomly", *more, suite=STATUS_SUITE,
+                         name="test_s.py")
+    assert outcomes == {"test_over": "failure", "test_wrong": "failure",
+                        "test_right": "passed"}, p.stdout
+    progress = [line for line in p.stdout.splitlines() if re.match(r"^[.FM]+ +\[", line)]
+    assert len(progress) == 1 and sorted(progress[0].split()[0]) == [".", "F", "M"], p.stdout
+    assert "2 failed, 1 passed" in p.stdout, p.stdout
+    assert re.search(r"^MEMORY PROBLEMS test_s.py::test_over - limit_memory: ", p.stdout,
+                     re.M), p.stdout
+    assert re.search(r"^FAILED test_s.py::test_wrong - ", p.stdout, re.M), p.stdout
+    p, _, _ = run(tmp_path, "-vv", *more, suite=STATUS_SUITE, name="test_s.py")  # -q -vv: -v
+    if workers:
+        over = r"^\[gw\d\] \[ *\d+%\] MEMORY PROBLEMS test_s.py::test_over $"
+        wrong = r"^\[gw\d\] \[ *\d+%\] FAILED test_s.py::test_wrong $"
+    else:
+        over = r"^test_s.py::test_over MEMORY PROBLEMS +\["
+        wrong = r"^test_s.py::test_wrong FAILED +\["
+    assert re.search(over, p.stdout, re.M) and re.search(wrong, p.stdout, re.M), p.stdout

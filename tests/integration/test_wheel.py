@@ -236,11 +236,11 @@ def test_pytest_plugin_loads_by_its_entry_point(venv, outside):
         pytest.skip("pytest is not installed for %s (apt-get install python3-pytest)" % PY)
     (outside / "test_budget.py").write_text(PLUGIN_TEST)
     p = run(venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-            "--memtrace", "test_budget.py", check=False, cwd=str(outside), env=_venv_env(venv),
-            timeout=300)
+            "--memtrace", "test_budget.py", check=False, cwd=str(outside),
+            env=dict(_venv_env(venv), COLUMNS="200"), timeout=300)  # the summary uncut
     assert p.returncode == 1, p.stdout + p.stderr
     assert "1 failed, 1 passed" in p.stdout, p.stdout
-    failed = [l for l in p.stdout.splitlines() if l.startswith("FAILED")]
+    failed = [l for l in p.stdout.splitlines() if l.startswith("MEMORY PROBLEMS")]
     assert len(failed) == 1 and "test_over_budget" in failed[0], p.stdout
     assert "limit_memory" in failed[0] and "> 1.00 MiB" in failed[0], failed
 
