@@ -7,9 +7,10 @@
  * addressing, linear probing, backward-shift deletion (no tombstones).
  *
  * The map is 64 tables, chosen by the top bits of an address's hash, each
- * at most half full and doubling on its own: a map of 100 million blocks
- * then never holds its old and new tables at once (half as much again),
- * only one table's 1/64 of it. Lookups are inline: they are the
+ * at most three quarters full and doubling on its own: a map of 100
+ * million blocks then never holds its old and new tables at once (half as
+ * much again), only one table's 1/64 of it. A table is 3/8 to 3/4 full:
+ * 32 to 64 bytes a block, where most of a big heap's memory goes. Lookups are inline: they are the
  * snapshot's hottest path. It allocates with malloc; zero-initialised is
  * empty.
  */
@@ -78,7 +79,7 @@ static inline struct mt_live *mt_livemap_put(struct mt_livemap *m, uint64_t addr
 {
 	uint64_t h = mt_livemap_hash(addr);
 	struct mt_liveseg *g = mt_livemap_seg(m, h);
-	if (!(g->v && (g->n + 1) * 2 <= g->mask + 1) && mt_liveseg_grow(g) < 0)
+	if (!(g->v && (g->n + 1) * 4 <= (g->mask + 1) * 3) && mt_liveseg_grow(g) < 0)
 		return NULL;
 	for (uint64_t j = mt_liveseg_slot(g, h);; j = (j + 1) & g->mask) {
 		struct mt_live *e = &g->v[j];
