@@ -297,9 +297,11 @@ static void heap_plot(FILE *out, struct mt_strbuf *sb, const struct mt_snapshot 
 		line(out, sb, f->width);
 		return;
 	}
-	/* the samples, and the peak and the end between and after them */
+	/* the samples, and the peak and the end between and after them; the
+	 * plot's top is the most of all of them (an aggregated capture's
+	 * figures are as its TOTALS record says, which may disagree) */
 	uint64_t t0 = s->samples[0].time_us, t1 = s->samples[s->n_samples - 1].time_us;
-	uint64_t top = s->peak_heap;
+	uint64_t top = s->peak_heap > s->heap_end ? s->peak_heap : s->heap_end;
 	t1 = s->end_time_us > t1 ? s->end_time_us : t1;
 	uint64_t span = t1 - t0;
 	for (size_t i = 0; i < s->n_samples; i++)

@@ -9,6 +9,8 @@ import struct
 
 HOT_ALLOC, HOT_FREE, THREAD, CODE, STACK, SAMPLE, DIAG, TRAILER = range(1, 9)
 NATIVE, HYBRID = 9, 11
+SITE, TOTALS = 12, 13
+HDR_AGGREGATED = 1 << 5
 HDR_NATIVE, HDR_NATIVE_NODES, HDR_LINES = 1 << 2, 1 << 6, 1 << 7
 MALLOC, FREE, CALLOC, MMAP, MUNMAP = 1, 2, 3, 10, 11
 
@@ -748,6 +750,18 @@ class Capture:
 
     def diag(self, code, msg):
         return self._long(DIAG, varint(code) + blob(msg))
+
+    def site(self, stack, thread, kind, peak=(0, 0), leak=(0, 0), alloc=(0, 0), first_addr=0):
+        """A SITE (aggregated captures): its figures as (bytes, count)."""
+        body = b"".join(varint(v) for v in (stack, thread, kind) + peak + leak + alloc)
+        return self._long(SITE, body + varint(first_addr))
+
+    def totals(self, heap, peak_heap, peak_time_us=0, allocs=0, frees=0, allocated=0, freed=0,
+               live_count=0):
+        """A TOTALS (aggregated captures), with no kinds and no sizes."""
+        body = b"".join(varint(v) for v in (allocs, frees, 0, allocated, freed, heap, peak_heap,
+                                            peak_time_us, live_count))
+        return self._long(TOTALS, body + varint(0) + varint(0))
 
     def trailer(self, time_us, events=None, dropped=0):
         """@events: the ALLOC and FREE records written (None: those written

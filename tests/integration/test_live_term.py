@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from capture_writer import HDR_AGGREGATED, MALLOC, Capture
 from conftest import run
 from test_live import stop
 
@@ -462,6 +463,27 @@ def test_heap_plot(memtrace, script, tmp_path, lang, glyphs):
     assert level[0] <= 1 and level[-1] <= 1 and 0 < top < len(level) - 1, plot
     assert level[:top + 1] == sorted(level[:top + 1]), plot
     assert level[top:] == sorted(level[top:], reverse=True), plot
+
+
+@pytest.mark.parametrize("lang,glyphs", [
+    ("C.UTF-8", "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"), ("C", "._-=+*#@")])
+def test_heap_plot_of_figures_that_disagree(memtrace, tmp_path, lang, glyphs):
+    """An aggregated capture whose last TOTALS says the heap holds more than
+    its peak (damage: the payload never writes that) is plotted up to the
+    most of its figures, the end's: its column is the highest glyph, not
+    one read past the glyphs' end."""
+    c = Capture(flags=HDR_AGGREGATED)
+    c.thread(0, 4242, "main").code(1, "/x.py", "f", 3).stack(1, 0, 1)
+    c.sample(1000, 1 << 20, heap=100).sample(2000, 1 << 20, heap=100)
+    c.site(1, 0, MALLOC, peak=(100, 1), leak=(5_000_000, 1), alloc=(5_000_100, 2))
+    c.totals(heap=5_000_000, peak_heap=100, allocs=2, allocated=5_000_100, live_count=1)
+    cap = c.save(tmp_path / "c.bin")
+    env = dict(os.environ, LANG=lang, LC_ALL="", LC_CTYPE="")
+    out = run(memtrace, "live", "--once", cap, env=env).stdout
+    line = next(l for l in out.splitlines() if l.startswith("heap over"))
+    assert re.match(r"heap over \S+ s, up to 4.77 MiB: ", line), line
+    plot = line.split(": ", 1)[1]
+    assert plot and set(plot) <= set(glyphs) and plot[-1] == glyphs[7], line
 
 
 def test_the_command_in_the_title(memtrace, script, tmp_path):
