@@ -210,6 +210,10 @@ int mt_live_term_wait(int ms, int wake, char *keys, size_t cap, size_t *n_keys)
 		ssize_t k = read(STDIN_FILENO, c, sizeof(c));
 		for (ssize_t i = 0; i < k; i++) {
 			key = c[i];
+			/* Ctrl and a key: none of ours (their bytes are the
+			 * values MT_KEY_* give the sequences) */
+			if ((unsigned char)key < 0x20 && key != '\x1b')
+				continue;
 			if (key == '\x1b') {
 				ssize_t end = key_sequence_end(c, &k, (ssize_t)sizeof(c), i, &key);
 				if (end < 0)

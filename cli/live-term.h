@@ -43,8 +43,8 @@ enum { MT_KEY_UP = 1, MT_KEY_DOWN, MT_KEY_PGUP, MT_KEY_PGDN, MT_KEY_HOME, MT_KEY
  * among them) or input on @wake (a descriptor, or -1) comes. Returns 1 if
  * the view is to end (q, Esc, or one of the signals above), else 0 with
  * the keys pressed, in order, in @keys[0..*@n) (at most @cap): characters
- * and MT_KEY_*; other sequences (function keys, Alt and a key) are left
- * out. */
+ * and MT_KEY_*; other sequences (function keys, Alt and a key) and
+ * control characters (Ctrl and a key) are left out. */
 int mt_live_term_wait(int ms, int wake, char *keys, size_t cap, size_t *n);
 /* mt_live_term_suspend() - after a Ctrl-Z: the terminal given back, the
  * process stopped, and the terminal taken again once continued (to be

@@ -395,6 +395,23 @@ def test_scroll_and_pause(memtrace, script, tmp_path):
         assert view.quit() == 0
 
 
+def test_control_characters_are_no_keys(memtrace, script, tmp_path):
+    """Ctrl and a letter (Ctrl-A to Ctrl-F, bytes 1 to 6, the values the
+    keys that come as sequences are given as) is no key of the view's: the
+    rows stay where they are, as for any other key it has no use for."""
+    cap = tmp_path / "c.bin"
+    prog = MANY.replace("for r in range(5)", "for r in range(1)") + \
+        "import sys\nprint('ready', flush=True)\nsys.stdin.readline()\n"
+    with live_on(memtrace, script(prog), cap, rows=20) as (target, view):
+        view.until(lambda f: "rows 1-10 of " in threads_line(f))
+        view.until(lambda f: "rows 2-11 of " in threads_line(f), b"\x1b[B")
+        # Ctrl-A, B, D, E, F (Ctrl-C is the terminal's: it ends the view)
+        os.write(view.master, b"\x01\x02\x04\x05\x06")
+        view.frames(3)
+        assert "rows 2-11 of " in threads_line(view.frame()), view.frame()
+        assert view.quit() == 0
+
+
 def test_a_frame_while_the_header_is_awaited(memtrace, script, tmp_path):
     """A capture with no header yet (attach creates the file before the
     payload writes it): the terminal is not left blank, a frame says what
