@@ -8,7 +8,7 @@
 #include <poll.h>      /* poll */
 #include <signal.h>    /* sigaction, raise */
 #include <stdio.h>     /* fputs */
-#include <string.h>    /* memchr, strchr */
+#include <string.h>    /* memchr, memmove, strchr */
 #include <sys/ioctl.h> /* TIOCGWINSZ */
 #include <termios.h>   /* tcgetattr */
 #include <unistd.h>    /* isatty */
@@ -142,32 +142,59 @@ void mt_live_term_suspend(void)
 	mt_live_term_enter();
 }
 
+/* Room kept after a sequence for its rest, where a read cut it (a key
+ * held down fills the terminal's queue faster than the view reads it). */
+#define SEQ_ROOM 16
+
+/* More of the keys into @c[*@k..@cap), if any come within 30 ms (a
+ * terminal writes a sequence at once). Returns whether some came. */
+static int read_more(char *c, ssize_t *k, ssize_t cap)
+{
+	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+
+	if (*k >= cap || poll(&p, 1, 30) <= 0)
+		return 0;
+	ssize_t more = read(STDIN_FILENO, c + *k, (size_t)(cap - *k));
+	if (more <= 0)
+		return 0;
+	*k += more;
+	return 1;
+}
+
 /* A key that is not a character comes as a sequence that starts with Esc
  * (an arrow "\x1b[A", F2 "\x1bOQ", Alt-x "\x1bx"): its letters are not
  * keys of their own. @c[@i] is an Esc of the @*k bytes read (@cap at
- * most). Returns the index of the sequence's last byte, or -1 for the Esc
- * key alone: nothing after it, even a moment later (a terminal writes a
- * sequence at once; the rest of one cut by the read is read here). The
- * key it is, if one of ours, in *@key (else 0). */
+ * most). Returns the index of the sequence's last byte in @c, which may
+ * have moved its bytes from @i on to its start, or -1 for the Esc key
+ * alone: nothing after it, even a moment later (the rest of a sequence
+ * cut by the read is read here). The key it is, if one of ours, in *@key
+ * (else 0). */
 static ssize_t key_sequence_end(char *c, ssize_t *k, ssize_t cap, ssize_t i, char *key)
 {
 	*key = 0;
-	if (i + 1 == *k && *k < cap) {
-		struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
-		ssize_t more = poll(&p, 1, 30) > 0 ? read(STDIN_FILENO, c + *k, (size_t)(cap - *k)) : 0;
-		if (more > 0)
-			*k += more;
+	if (cap - *k < SEQ_ROOM && i > 0) {
+		/* the keys before it are taken: the sequence moves to the
+		 * front, its index and what it returns with it */
+		memmove(c, c + i, (size_t)(*k - i));
+		*k -= i;
+		i = 0;
 	}
+	if (i + 1 == *k)
+		read_more(c, k, cap);
 	if (i + 1 >= *k)
 		return -1;
 	ssize_t j;
 	if (c[i + 1] == 'O') {
+		if (i + 2 == *k)
+			read_more(c, k, cap);
 		j = i + 2 < *k ? i + 2 : *k - 1; /* SS3: one byte more */
 	} else if (c[i + 1] == '[') {
 		/* CSI: parameters, then a final byte from @ to ~ */
 		j = i + 2;
-		while (j < *k && !(c[j] >= 0x40 && c[j] <= 0x7e))
-			j++;
+		do {
+			while (j < *k && !(c[j] >= 0x40 && c[j] <= 0x7e))
+				j++;
+		} while (j >= *k && read_more(c, k, cap));
 		if (j >= *k)
 			return *k - 1;
 	} else {

@@ -412,6 +412,26 @@ def test_control_characters_are_no_keys(memtrace, script, tmp_path):
         assert view.quit() == 0
 
 
+def test_keys_held_down(memtrace, script, tmp_path):
+    """A key held down sends its sequence many times before the view reads
+    them: however many there are, and wherever one is cut by what a read
+    takes, they scroll, and none is taken for Esc alone (which quits)."""
+    cap = tmp_path / "c.bin"
+    prog = MANY.replace("for r in range(5)", "for r in range(1)") + \
+        "import sys\nprint('ready', flush=True)\nsys.stdin.readline()\n"
+    with live_on(memtrace, script(prog), cap, rows=20) as (target, view):
+        def at_end(f):  # the last rows (more may come in while it runs)
+            m = re.search(r"rows (\d+)-(\d+) of (\d+)", threads_line(f))
+            return m is not None and int(m.group(1)) > 20 and m.group(2) == m.group(3)
+
+        view.until(lambda f: "rows 1-10 of " in threads_line(f))
+        for seq in (b"\x1b[B", b"\x1bOB", b"\x1b[1;2B"):
+            view.until(lambda f: "rows 1-10 of " in threads_line(f), b"\x1b[H")
+            os.write(view.master, seq * 40)
+            view.until(at_end)
+        assert view.quit() == 0
+
+
 def test_a_frame_while_the_header_is_awaited(memtrace, script, tmp_path):
     """A capture with no header yet (attach creates the file before the
     payload writes it): the terminal is not left blank, a frame says what
