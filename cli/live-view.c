@@ -3,8 +3,9 @@
  * What the keys of `memtrace live` choose (live-view.h).
  */
 #include "cli/live-view.h"
-#include "cli/live-term.h" /* MT_KEY_* */
-#include "reader/report.h" /* mt_live_base_new */
+#include "cli/live-term.h"    /* MT_KEY_* */
+#include "reader/locations.h" /* MT_ALL_THREADS */
+#include "reader/report.h"    /* mt_live_base_new */
 
 #include <stdlib.h> /* realloc */
 #include <string.h> /* strchr */
@@ -23,8 +24,12 @@ void mt_live_view_keys(struct mt_live_view *v, const char *keys, size_t n, const
 		const char *sort = keys[i] ? strchr(sort_keys, keys[i]) : NULL;
 		switch (keys[i]) {
 		case 'm':
+			/* other rows: from the top, and split from the first
+			 * thread (mt_live_view_thread() finds no such one) */
 			v->split = !v->split;
 			v->step = 0;
+			v->first = 0;
+			v->thread = MT_ALL_THREADS;
 			break;
 		case '<':
 		case '>':

@@ -18,7 +18,8 @@ struct mt_live_base;
 struct mt_live_view {
 	int sort;        /* enum mt_live_sort */
 	int split;       /* one thread at a time (m) */
-	uint32_t thread; /* which, by its index in the capture */
+	uint32_t thread; /* which, by its index in the capture (until the
+			  * next frame, MT_ALL_THREADS after m: the first) */
 	int step;        /* threads to move by (< and >), at the next frame */
 	size_t first;    /* the rows scrolled past; the frame keeps it in range */
 	size_t page;     /* the rows of the last frame */

@@ -325,7 +325,7 @@ def rows_of(frame):
 def test_threads_one_at_a_time(memtrace, script, tmp_path):
     """memray's keys for threads: m shows one thread's memory at a time,
     < and > (and the left and right arrows) go from one to the next, round,
-    m shows them all again."""
+    m shows them all again, and m once more the first thread again."""
     cap = tmp_path / "c.bin"
     with live_on(memtrace, script(THREADS), cap) as (target, view):
         both = view.until(lambda f: threads_line(f).startswith("all threads (2)"))
@@ -348,6 +348,10 @@ def test_threads_one_at_a_time(memtrace, script, tmp_path):
         view.until(thread(2), b"<")
         view.until(thread(1), b"\x1b[D")  # left
         view.until(lambda f: threads_line(f).startswith("all threads (2)"), b"m")
+        # split again, from the worker's: the first thread, as at first
+        view.until(thread(2), b"m>")
+        view.until(lambda f: threads_line(f).startswith("all threads (2)"), b"m")
+        view.until(thread(1), b"m")
         assert view.quit() == 0
 
 
@@ -375,6 +379,13 @@ def test_scroll_and_pause(memtrace, script, tmp_path):
         view.until(lambda f: last in threads_line(f), b"\x1b[B")  # no further
         view.until(lambda f: "rows 1-10 of" in threads_line(f), b"\x1b[H")
         assert rows_of(end)[-1] != top[-1]
+        # one thread's rows, and all threads' again, from the top
+        view.until(lambda f: "rows 3-12 of" in threads_line(f), b"\x1b[B\x1b[B")
+        view.until(lambda f: threads_line(f).startswith("thread 1 of 1: ")
+                   and "rows 1-10 of" in threads_line(f), b"m")
+        view.until(lambda f: "rows 3-12 of" in threads_line(f), b"\x1b[B\x1b[B")
+        view.until(lambda f: threads_line(f).startswith("all threads (1)")
+                   and "rows 1-10 of" in threads_line(f), b"m")
 
         paused = view.until(lambda f: f[1].startswith("paused"), b" ")
         events = next(l for l in paused if l.startswith("live blocks"))
