@@ -55,19 +55,56 @@ char *mt__report_peak_time(char *buf, size_t len, const struct mt_snapshot *s)
 	return buf;
 }
 
-/* One byte of a name for a terminal: control characters as \xNN. */
-static void add_text_byte(struct mt_strbuf *sb, unsigned char ch)
+/* The length of the UTF-8 character at @p (of @left bytes), 0 if it is
+ * not one (a stray or cut sequence, an overlong form, a surrogate). */
+static size_t utf8_length(const unsigned char *p, size_t left)
 {
-	if (ch < 0x20 || ch == 0x7f)
-		mt_strbuf_addf(sb, "\\x%02x", ch);
+	size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+	if (n == 0 || n > left)
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
+	    (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
+		return 0;
+	return n;
+}
+
+/* The character of a name at @p (of @left bytes) for a terminal, and how
+ * many bytes it took: control characters as \xNN, C0 and DEL, and C1
+ * (U+0080 to U+009F, which some terminals obey as escape sequences) as
+ * \u00NN; a byte that is not UTF-8 as \xNN, as Python shows it. */
+static size_t add_text_char(struct mt_strbuf *sb, const unsigned char *p, size_t left)
+{
+	if (p[0] < 0x80) {
+		if (p[0] < 0x20 || p[0] == 0x7f)
+			mt_strbuf_addf(sb, "\\x%02x", p[0]);
+		else
+			mt_strbuf_addch(sb, (char)p[0]);
+		return 1;
+	}
+	size_t n = utf8_length(p, left);
+	if (n == 0) {
+		mt_strbuf_addf(sb, "\\x%02x", p[0]);
+		return 1;
+	}
+	if (n == 2 && p[0] == 0xc2 && p[1] < 0xa0)
+		mt_strbuf_addf(sb, "\\u%04x", p[1]);
 	else
-		mt_strbuf_addch(sb, (char)ch);
+		mt_strbuf_add(sb, (const char *)p, n);
+	return n;
 }
 
 void mt__report_text(struct mt_strbuf *sb, const char *text)
 {
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++)
-		add_text_byte(sb, *p);
+	const unsigned char *p = (const unsigned char *)text;
+	size_t left = strlen(text);
+	while (left) {
+		size_t n = add_text_char(sb, p, left);
+		p += n;
+		left -= n;
+	}
 }
 
 void mt__report_location(struct mt_strbuf *sb, const char *function, const char *file, int line)
@@ -201,13 +238,13 @@ char *mt_report_describe_open_error(char *buf, size_t len, const char *path, int
  * ---------------------------------------------------------------------- */
 void mt__report_cmdline_text(struct mt_strbuf *sb, const struct mt_bytes *c)
 {
-	for (uint32_t i = 0; i < c->len; i++) {
-		uint8_t ch = c->p[i];
-		if (ch == 0) {
+	for (uint32_t i = 0; i < c->len;) {
+		if (c->p[i] == 0) {
 			if (i + 1 < c->len)
 				mt_strbuf_addch(sb, ' ');
+			i++;
 		} else {
-			add_text_byte(sb, ch);
+			i += (uint32_t)add_text_char(sb, c->p + i, c->len - i);
 		}
 	}
 }

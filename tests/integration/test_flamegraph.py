@@ -7,6 +7,7 @@ tests/browser."""
 import json
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -258,6 +259,29 @@ def test_text_reports_show_control_characters_escaped(memtrace, tmp_path, comman
     assert "f\\x1b[31m at /app/x.py\\x0a 99.99 MiB 100.00%  fake row:3" in out, out
     if command == ["stats"]:
         assert "hello\\x1b]0;title\\x07" in out, out
+
+
+@pytest.mark.parametrize("command", [["summary"], ["tree"], ["stats"]])
+def test_text_reports_show_c1_controls_and_stray_bytes_escaped(memtrace, tmp_path, command):
+    """A name's C1 controls (U+0080 to U+009F: U+009B is CSI to some
+    terminals) read as \\u00NN and its bytes that are not UTF-8 as \\xNN,
+    as Python shows them; other characters as they are."""
+    c = Capture()
+    c.thread(0, 1, "MainThread")
+    name = b"g\xc2\x9b31m\xff\xe2\x82\xac\xc3\xa9\xe2\x82ok\x9b2J"
+    c.code(1, b"/app/x\xc2\x85y.py", name, 3).stack(1, 0, 1)
+    c.alloc(0x1000, 1000, stack=1)
+    c.diag(0, b"bad \xc2\x9d]0;title\xc2\x9c")
+    cap = c.trailer(10).save(tmp_path / "c1.bin")
+    p = subprocess.run([str(memtrace), *command, str(cap)], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.decode("utf-8")  # all of it UTF-8
+    assert not re.search("[\x80-\x9f]", out), out
+    assert ("g\\u009b31m\\xff\u20ac\u00e9\\xe2\\x82ok\\x9b2J at /app/x\\u0085y.py:3"
+            in out), out
+    if command == ["stats"]:
+        assert "bad \\u009d]0;title\\u009c" in out, out
 
 
 @pytest.mark.parametrize("command", [["flamegraph"], ["table"], ["growth"], ["transform", "csv"],
