@@ -157,6 +157,8 @@ int cmd_detach(int argc, char **argv)
 		mt_error(0, "no process with pid %ld", pid);
 		return 1;
 	}
+	if (mt_inject_not_a_process((pid_t)pid) < 0)
+		return 1;
 	if (verbose)
 		fprintf(stderr, "memtrace: asking the payload of pid %ld to stop over its control "
 				"socket\n", pid);

@@ -49,6 +49,12 @@ enum mt_inject_method {
  * already traced. Fills @t. Returns 0 or a negative error (printed). */
 int mt_inject_inspect(pid_t pid, struct mt_target *t);
 
+/* mt_inject_not_a_process() - -EINVAL after saying so if @pid is a kernel
+ * thread, or a thread other than its process's first (/proc answers for
+ * those too: the message names the process); 0 for a process, or for a
+ * pid that names nothing (the caller says so). */
+int mt_inject_not_a_process(pid_t pid);
+
 /* mt_inject_nspid() - @pid as the process sees itself (innermost pid
  * namespace), or @pid when /proc does not say; -ESRCH if there is no such
  * process. Prints nothing. */

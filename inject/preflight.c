@@ -26,6 +26,8 @@ struct proc_status {
 	gid_t gid[4];
 	pid_t tracer;
 	pid_t nspid;
+	pid_t tgid;
+	int kthread; /* 1 or 0 as "Kthread:" says (Linux 6.4+), -1 if unsaid */
 	unsigned long long capeff;
 };
 
@@ -40,6 +42,8 @@ static int read_status(pid_t pid, struct proc_status *st)
 	if (!f)
 		return -errno;
 	st->nspid = pid;
+	st->tgid = pid;
+	st->kthread = -1;
 	while (fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\n")] = '\0';
 		if (!strncmp(line, "Name:", 5)) {
@@ -56,6 +60,10 @@ static int read_status(pid_t pid, struct proc_status *st)
 			sscanf(line + 4, "%u %u %u %u", &g[0], &g[1], &g[2], &g[3]);
 			for (int i = 0; i < 4; i++)
 				st->gid[i] = g[i];
+		} else if (!strncmp(line, "Tgid:", 5)) {
+			st->tgid = (pid_t)strtol(line + 5, NULL, 10);
+		} else if (!strncmp(line, "Kthread:", 8)) {
+			st->kthread = (int)strtol(line + 8, NULL, 10);
 		} else if (!strncmp(line, "TracerPid:", 10)) {
 			st->tracer = (pid_t)strtol(line + 10, NULL, 10);
 		} else if (!strncmp(line, "NSpid:", 6)) {
@@ -74,6 +82,51 @@ static int read_status(pid_t pid, struct proc_status *st)
 }
 
 /* The reason ptrace is refused, as precisely as /proc tells us. */
+/* Whether @pid is a kernel thread: /proc/@pid/status says so (Kthread:),
+ * or, on kernels before 6.4, the PF_KTHREAD flag of /proc/@pid/stat. */
+static int kernel_thread(pid_t pid, const struct proc_status *st)
+{
+	char path[64], buf[1024];
+	unsigned long flags = 0;
+	FILE *f;
+
+	if (st->kthread >= 0)
+		return st->kthread;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* after "pid (comm) ", which may hold anything: state ppid pgrp
+	 * session tty_nr tpgid flags */
+	const char *p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+		return 0;
+	return (flags & 0x00200000) != 0; /* PF_KTHREAD, include/linux/sched.h */
+}
+
+int mt_inject_not_a_process(pid_t pid)
+{
+	struct proc_status st;
+
+	if (pid <= 0 || read_status(pid, &st) < 0)
+		return 0;
+	if (kernel_thread(pid, &st))
+		return mt_error(0, "pid %d (%s) is a kernel thread, not a Python process", (int)pid,
+				st.name), -EINVAL;
+	/* /proc/TID answers for a thread too, though ls does not show it */
+	if (st.tgid > 0 && st.tgid != pid) {
+		struct proc_status leader;
+		if (read_status(st.tgid, &leader) < 0)
+			snprintf(leader.name, sizeof(leader.name), "?");
+		return mt_error(0, "pid %d is a thread of pid %d (%s): give the process's pid, %d",
+				(int)pid, (int)st.tgid, leader.name, (int)st.tgid), -EINVAL;
+	}
+	return 0;
+}
+
 static int permission_error(pid_t pid, const struct proc_status *tgt)
 {
 	struct proc_status self;
@@ -224,6 +277,9 @@ int mt_inject_inspect(pid_t pid, struct mt_target *t)
 	t->gid = st.gid[0];
 	if (st.state == 'Z' || st.state == 'X')
 		return mt_error(0, "pid %d (%s) is exiting", (int)pid, st.name), -ESRCH;
+	rc = mt_inject_not_a_process(pid);
+	if (rc < 0)
+		return rc;
 	if (st.tracer)
 		return mt__tracer_error(pid, pid);
 	if (st.state == 'T' || st.state == 't')

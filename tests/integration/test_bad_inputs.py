@@ -1,0 +1,84 @@
+"""Bad input, command group by command group: each gets one line on stderr
+naming what is wrong and a non-zero exit, and changes nothing; pids that
+name no process memtrace can attach to (a thread of one, a kernel thread)."""
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import run
+
+THREADED = """\
+import sys, threading, time
+threading.Thread(target=time.sleep, args=(300,), daemon=True).start()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def one_line(p, rc=1):
+    assert p.returncode == rc and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+    assert p.stderr.startswith("memtrace: ") and p.stderr.count("\n") == 1, p.stderr
+    return p.stderr.rstrip("\n")
+
+
+def _kernel_thread():
+    """A kernel thread's pid and name (kthreadd, pid 2, where this pid
+    namespace shows it), or None."""
+    try:
+        with open("/proc/2/status") as f:
+            status = f.read()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if fields.get("Name", "").strip() != "kthreadd":
+        return None
+    return 2, "kthreadd"
+
+
+@pytest.fixture
+def threaded(tmp_path):
+    """A Python process with a second thread: (its pid, the thread's id)."""
+    prog = tmp_path / "threaded.py"
+    prog.write_text(THREADED)
+    p = subprocess.Popen(["/usr/bin/python3", str(prog)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, universal_newlines=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        tids = [int(t) for t in os.listdir("/proc/%d/task" % p.pid) if int(t) != p.pid]
+        assert tids, "no second thread"
+        yield p.pid, tids[0]
+    finally:
+        p.kill()
+        p.wait()
+
+
+def _mapped(pid, what):
+    with open("/proc/%d/maps" % pid) as f:
+        return what in f.read()
+
+
+@pytest.mark.parametrize("cmd", ["attach", "detach"])
+@pytest.mark.parametrize("kind", ["thread of a process", "kernel thread"])
+def test_pids_that_are_no_process(memtrace, tmp_path, threaded, cmd, kind):
+    """/proc answers for a thread's id as for a process: attach used to
+    load its payload into the thread's process, then fail to reach it
+    ("Connection refused") and leave it there; detach said "not
+    attached" of a process it had attached. A kernel thread was "the
+    kernel refused (not dumpable...)"."""
+    cap = tmp_path / "c.bin"
+    argv = [memtrace, cmd] + (["-o", cap] if cmd == "attach" else [])
+    if kind == "kernel thread":
+        k = _kernel_thread()
+        if k is None:
+            pytest.skip("no kernel thread in this pid namespace")
+        msg = one_line(run(*argv, k[0], check=False, timeout=30))
+        assert msg == "memtrace: pid %d (%s) is a kernel thread, not a Python process" % k, msg
+    else:
+        pid, tid = threaded
+        msg = one_line(run(*argv, tid, check=False, timeout=30))
+        assert msg == "memtrace: pid %d is a thread of pid %d (python3): give the process's " \
+            "pid, %d" % (tid, pid, pid), msg
+        assert not _mapped(pid, "memtrace"), "the payload was loaded"
+    assert not cap.exists()
