@@ -63,7 +63,8 @@ int cmd_parse(int argc, char **argv)
 	mt_cli_progress_end(&pc.p);
 	if (err < 0) {
 		mt_capture_close(cap);
-		mt_error(err, "parse: cannot write the records");
+		if (!ferror(stdout)) /* else main() says so, with the reason */
+			mt_error(err, "parse: cannot write the records");
 		return 1;
 	}
 	if (mt_capture_damage(cap)) {

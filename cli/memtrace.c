@@ -87,24 +87,23 @@ int main(int argc, char **argv)
 		mt_error(0, "no command given (see memtrace --help)");
 		return 2;
 	}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-		usage(stdout);
-		return 0;
-	}
-	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
-		printf("memtrace %s\n", MT_VERSION);
-		return 0;
-	}
 	const struct mt_cmd *cmd = find_command(argv[1]);
-	if (!cmd) {
-		mt_error(0, "unknown command '%s' (see memtrace --help)", argv[1]);
-		return 2;
-	}
+	int rc;
 	/* a command says what is wrong with an option itself, in one line
 	 * with its name (mt_cli_option_error()) */
 	opterr = 0;
-	int rc;
-	if (verbose && (cmd->fn == cmd_attach || cmd->fn == cmd_detach)) {
+	/* what is written here is checked below too: a help or version
+	 * that did not reach a full disk is a failure as a report is */
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		rc = 0;
+	} else if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("memtrace %s\n", MT_VERSION);
+		rc = 0;
+	} else if (!cmd) {
+		mt_error(0, "unknown command '%s' (see memtrace --help)", argv[1]);
+		return 2;
+	} else if (verbose && (cmd->fn == cmd_attach || cmd->fn == cmd_detach)) {
 		/* the -v before the command (at argv[0] now) goes after it,
 		 * as many times as it was given (attach says more with two) */
 		argv[0] = argv[1];

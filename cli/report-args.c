@@ -79,8 +79,13 @@ FILE *mt_cli_open_output(const char *path, int force, const char *what_, const c
 int mt_cli_close_page(FILE *f, const char *path, int err, const char *cmd)
 {
 	struct stat sb;
-	if (f == stdout)
-		return err < 0 ? (mt_error(err, "%s: cannot write the report", cmd), 1) : 0;
+	/* a failed standard output is said by main(), once, with the reason
+	 * its last flush gives (a writer knows only that the stream failed) */
+	if (f == stdout) {
+		if (err < 0 && !ferror(stdout))
+			mt_error(err, "%s: cannot write the report", cmd);
+		return err < 0;
+	}
 	/* the size of the file we wrote, whatever the name points to now; a
 	 * report that fits in the stream's buffer meets a full disk here,
 	 * and one that did not says why again here (a writer knows only

@@ -82,3 +82,40 @@ def test_pids_that_are_no_process(memtrace, tmp_path, threaded, cmd, kind):
             "pid, %d" % (tid, pid, pid), msg
         assert not _mapped(pid, "memtrace"), "the payload was loaded"
     assert not cap.exists()
+
+
+# -- standard output on a full disk ------------------------------------------
+
+PROG = """\
+keep = [bytearray(10_000 * (i % 7 + 1)) for i in range(200)]
+"""
+
+
+@pytest.fixture(scope="module")
+def capture(memtrace, tmp_path_factory):
+    d = tmp_path_factory.mktemp("capture")
+    (d / "prog.py").write_text(PROG)
+    run(memtrace, "run", "-q", "-o", d / "c.bin", d / "prog.py")
+    return d / "c.bin"
+
+
+@pytest.mark.parametrize("args", [
+    ["--help"], ["--version"], ["help"], ["stats", "--help"],
+    ["stats", "CAP"], ["stats", "--json", "CAP"], ["stats", "-o", "-", "CAP"],
+    ["summary", "CAP"], ["tree", "CAP"], ["parse", "CAP"],
+    ["transform", "-o", "-", "csv", "CAP"], ["flamegraph", "-o", "-", "CAP"],
+    ["table", "-o", "-", "CAP"], ["growth", "--json", "CAP"], ["growth", "-o", "-", "CAP"],
+    ["diff", "CAP", "CAP"], ["diff", "-o", "-", "CAP", "CAP"], ["live", "--once", "CAP"],
+], ids=" ".join)
+def test_standard_output_on_a_full_disk(memtrace, capture, args):
+    """Said once, with the reason: --help and --version exited 0 having
+    written nothing; a page, JSON or records that did not fit said
+    "cannot write the report" (the records: "Input/output error") and
+    then "write failure on standard output" again."""
+    argv = [memtrace] + [str(capture) if a == "CAP" else a for a in args]
+    with open("/dev/full", "w") as full:
+        p = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, universal_newlines=True,
+                           timeout=60)
+    said = [l for l in p.stderr.splitlines() if not l.startswith("memtrace: note: ")]
+    assert p.returncode == 1 and said == \
+        ["memtrace: write failure on standard output: No space left on device"], p.stderr
