@@ -99,14 +99,6 @@ static int replaceable(const struct stat *sb, const char *path, const char *what
 	return 0;
 }
 
-int mt_cli_check_output(const char *path, const char *what, int force)
-{
-	struct stat sb;
-	if (lstat(path, &sb) != 0 || mt_cli_is_null_device(path))
-		return 0;
-	return replaceable(&sb, path, what, force);
-}
-
 /* Split @path into its directory (opened, following links as the user
  * wrote it) and last component (into @base). Returns the directory's fd,
  * or -errno. */
@@ -150,6 +142,38 @@ static int create_in(int dfd, const char *name, char *tmp, size_t cap, mode_t mo
 	return -EEXIST;
 }
 
+/* "x/", "." or "..": a directory's name, whatever is there */
+static int directory_name(const char *path, const char *what)
+{
+	struct stat sb;
+	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+		mt_error(0, "%s'%s' is a directory, not a regular file", what, path);
+	else
+		mt_error(0, "%s'%s' names a directory (it ends with '/'), not a file", what, path);
+	return -EISDIR;
+}
+
+int mt_cli_check_output(const char *path, const char *what, int force)
+{
+	char base[256], dir[PATH_MAX];
+	struct stat sb;
+	if (lstat(path, &sb) == 0)
+		return mt_cli_is_null_device(path) ? 0 : replaceable(&sb, path, what, force);
+	/* a name that cannot be made (no such directory, one we may not
+	 * write, a read-only file system, a name too long) is said now,
+	 * not once the capture is read */
+	if (errno != ENOENT)
+		return mt_error(-errno, "cannot create %s'%s'", what, path);
+	int dfd = open_parent(path, base, sizeof(base), dir, sizeof(dir));
+	if (dfd == -EISDIR)
+		return directory_name(path, what);
+	if (dfd < 0)
+		return mt_error(dfd, "cannot create %s'%s'", what, path);
+	int e = faccessat(dfd, ".", W_OK | X_OK, AT_EACCESS) != 0 ? -errno : 0;
+	close(dfd);
+	return e < 0 ? mt_error(e, "cannot create %s'%s'", what, path) : 0;
+}
+
 static int create_file(const char *path, int force, mode_t mode, const char *what, char *abs,
 		       size_t cap, int allow_null)
 {
@@ -158,15 +182,8 @@ static int create_file(const char *path, int force, mode_t mode, const char *wha
 	int e;
 
 	int dfd = open_parent(path, base, sizeof(base), dir, sizeof(dir));
-	if (dfd == -EISDIR) {
-		/* "x/", "." or "..": a directory's name, whatever is there */
-		if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-			mt_error(0, "%s'%s' is a directory, not a regular file", what, path);
-		else
-			mt_error(0, "%s'%s' names a directory (it ends with '/'), not a file", what,
-				 path);
-		return -EISDIR;
-	}
+	if (dfd == -EISDIR)
+		return directory_name(path, what);
 	if (dfd < 0)
 		return mt_error(dfd, "cannot create %s'%s'", what, path);
 	int fd = create_in(dfd, base, NULL, 0, mode);

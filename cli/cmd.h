@@ -272,7 +272,8 @@ int mt_cli_reads(const char *path, const char *what);
 
 /* mt_cli_check_output() - 0 if mt_cli_create_file(@path, @force, ...)
  * may go on, or -errno after saying why not: @path is a file this command
- * reads, exists without @force, or is not a regular file. Said before
+ * reads, exists without @force, or is not a regular file, or it cannot be
+ * made (its directory missing, not ours to write, read-only). Said before
  * the reading rather than after it (the create checks again). @what
  * names it, as for mt_cli_create_file(). (cli/capture-file.c) */
 int mt_cli_check_output(const char *path, const char *what, int force);

@@ -119,3 +119,31 @@ def test_standard_output_on_a_full_disk(memtrace, capture, args):
     said = [l for l in p.stderr.splitlines() if not l.startswith("memtrace: note: ")]
     assert p.returncode == 1 and said == \
         ["memtrace: write failure on standard output: No space left on device"], p.stderr
+
+
+# -- an output that cannot be made -------------------------------------------
+
+OUTPUTS = [(["flamegraph", "--leaks"], "flamegraph page"), (["table", "--leaks"], "table page"),
+           (["growth", "--html"], "growth page"), (["transform", "csv"], "csv file"),
+           (["stats"], "stats file"), (["diff", "CAP"], "diff page")]
+
+
+@pytest.mark.parametrize("args,what", OUTPUTS, ids=[" ".join(a) for a, _ in OUTPUTS])
+@pytest.mark.parametrize("where,why", [
+    ("no/such/dir/out", "No such file or directory"),
+    ("c.bin/out", "Not a directory"),
+    ("x" * 300, "File name too long"),
+], ids=["no directory", "a file for a directory", "name too long"])
+def test_output_that_cannot_be_made_is_said_before_the_read(memtrace, capture, tmp_path,
+                                                           args, what, where, why):
+    """Said before the capture is read, in one line: it used to be found
+    only when the page was written, after the read and after the note a
+    leaks view gives (growth, flamegraph --leaks, table --leaks: two
+    lines)."""
+    cap = tmp_path / "c.bin"
+    cap.write_bytes(capture.read_bytes())
+    out = str(tmp_path / where)
+    operands = [cap if a == "CAP" else a for a in args[1:]] + [cap]
+    msg = one_line(run(memtrace, args[0], "-o", out, *operands, check=False, timeout=60))
+    assert msg == "memtrace: cannot create %s '%s': %s" % (what, out, why), msg
+    assert sorted(os.listdir(tmp_path)) == ["c.bin"]
