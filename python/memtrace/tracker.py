@@ -246,6 +246,8 @@ class Tracker:
             # memray's Tracker makes its file when it is made: what would
             # stop it is said now too (the file itself is made on entry)
             given = os.fspath(destination.path)
+            if not given:  # abspath() would make it the current directory
+                raise FileNotFoundError(errno.ENOENT, "capture path is empty", given)
             if not _is_null_device(given) and os.path.lexists(given):
                 _refuse_existing(given, destination.overwrite, given)
         self.destination = destination

@@ -1,13 +1,15 @@
 """Bad input, command group by command group: each gets one line on stderr
-naming what is wrong and a non-zero exit, and changes nothing; pids that
-name no process memtrace can attach to (a thread of one, a kernel thread)."""
+naming what is wrong and a non-zero exit (the Python API: an exception
+saying so), and changes nothing. Pids that name no process memtrace can
+attach to (a thread of one, a kernel thread), standard output on a full
+disk, an output that cannot be made, an empty capture path."""
 
 import os
 import subprocess
 
 import pytest
 
-from conftest import run
+from conftest import BUILD, ROOT, run
 
 THREADED = """\
 import sys, threading, time
@@ -147,3 +149,24 @@ def test_output_that_cannot_be_made_is_said_before_the_read(memtrace, capture, t
     msg = one_line(run(memtrace, args[0], "-o", out, *operands, check=False, timeout=60))
     assert msg == "memtrace: cannot create %s '%s': %s" % (what, out, why), msg
     assert sorted(os.listdir(tmp_path)) == ["c.bin"]
+
+
+# -- the Python API ----------------------------------------------------------
+
+def test_tracker_of_an_empty_path(tmp_path):
+    """An empty path is said to be empty when the Tracker is made, as the
+    commands' -o '' is: it was taken for the current directory, and
+    entering the Tracker said "capture path is a directory: ''"."""
+    code = ("import memtrace\n"
+            "for make in (lambda: memtrace.Tracker(''),\n"
+            "             lambda: memtrace.Tracker(destination=memtrace.FileDestination(b''))):\n"
+            "    try:\n"
+            "        with make():\n"
+            "            pass\n"
+            "    except OSError as e:\n"
+            "        print(type(e).__name__, e)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), MEMTRACE_BUILD_DIR=BUILD)
+    p = run("/usr/bin/python3", "-c", code, env=env, cwd=tmp_path)
+    assert p.stdout == "FileNotFoundError [Errno 2] capture path is empty: ''\n" \
+        "FileNotFoundError [Errno 2] capture path is empty: b''\n", p.stdout
+    assert os.listdir(tmp_path) == []
