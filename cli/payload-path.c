@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Where the payload of this memtrace is: for run (preload) and attach. */
 #include "cli/cmd.h"
+#include "inject/inject.h"
 #include "mt-config.h"
 #include "util/error.h"
 
@@ -59,6 +60,16 @@ int mt_find_payload(char *out, size_t cap)
 			return mt_error(-errno, "cannot read payload '%s' (MEMTRACE_PAYLOAD)", env);
 		if (!realpath(env, out))
 			return mt_error(-errno, "cannot resolve payload '%s'", env);
+		/* another file would be preloaded (or dlopen'ed) in vain, and
+		 * the run then said to have started no Python */
+		int rc = mt_inject_payload_check(out);
+		if (rc == -ENOEXEC || rc == -ENOENT)
+			return mt_error(0, "payload '%s' (MEMTRACE_PAYLOAD) is not memtrace's: %s",
+					env, rc == -ENOEXEC ? "not a 64-bit ELF file"
+							    : "it exports no memtrace_attach_entry"),
+			       rc;
+		if (rc < 0)
+			return mt_error(rc, "cannot read payload '%s' (MEMTRACE_PAYLOAD)", env);
 		return 0;
 	}
 	for (size_t i = 0; dir && i < sizeof(rel) / sizeof(rel[0]); i++) {

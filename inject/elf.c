@@ -4,6 +4,7 @@
  * opened as the target sees it (never assume the target's libc is ours),
  * and addresses are link addresses plus the module's load bias.
  */
+#include "inject/inject.h"
 #include "inject/internal.h"
 
 #include <errno.h>    /* errno */
@@ -251,4 +252,16 @@ int mt__elf_rodata_version(struct mt_elf *e)
 		}
 	}
 	return -1;
+}
+
+int mt_inject_payload_check(const char *path)
+{
+	struct mt_elf e;
+	uint64_t v;
+	int rc = mt__elf_open_path(&e, path);
+	if (rc < 0)
+		return rc;
+	rc = mt__elf_symbol(&e, "memtrace_attach_entry", &v);
+	mt__elf_close(&e);
+	return rc < 0 ? -ENOENT : 0;
 }

@@ -49,6 +49,12 @@ enum mt_inject_method {
  * already traced. Fills @t. Returns 0 or a negative error (printed). */
 int mt_inject_inspect(pid_t pid, struct mt_target *t);
 
+/* mt_inject_payload_check() - 0 if @path is an ELF file that exports the
+ * payload's entry (memtrace_attach_entry), -ENOEXEC if it is no 64-bit
+ * ELF file, -ENOENT if it exports no such entry, or -errno from opening
+ * it. Prints nothing. (inject/elf.c) */
+int mt_inject_payload_check(const char *path);
+
 /* mt_inject_not_a_process() - -EINVAL after saying so if @pid is a kernel
  * thread, or a thread other than its process's first (/proc answers for
  * those too: the message names the process); 0 for a process, or for a

@@ -170,3 +170,31 @@ def test_tracker_of_an_empty_path(tmp_path):
     assert p.stdout == "FileNotFoundError [Errno 2] capture path is empty: ''\n" \
         "FileNotFoundError [Errno 2] capture path is empty: b''\n", p.stdout
     assert os.listdir(tmp_path) == []
+
+
+# -- MEMTRACE_PAYLOAD naming another file ------------------------------------
+
+@pytest.mark.parametrize("cmd", ["run", "attach"])
+@pytest.mark.parametrize("kind,why", [
+    ("text", "not a 64-bit ELF file"),
+    ("another library", "it exports no memtrace_attach_entry"),
+], ids=["text", "another library"])
+def test_payload_that_is_not_memtraces(memtrace, tmp_path, threaded, cmd, kind, why):
+    """run preloaded it in vain: ld.so's error from each process of the
+    interpreter (35 lines through pyenv's shim), then "no Python
+    interpreter started under memtrace"; attach loaded the library into
+    the process before finding it had no entry."""
+    if kind == "text":
+        payload = tmp_path / "payload.so"
+        payload.write_text("not a library\n")
+    else:
+        payload = os.path.join(BUILD, "reader", "libmemtrace-reader.so")
+    env = dict(os.environ, MEMTRACE_PAYLOAD=str(payload))
+    cap = tmp_path / "c.bin"
+    target = ["-c", "pass"] if cmd == "run" else [threaded[0]]
+    msg = one_line(run(memtrace, cmd, "-o", cap, *target, env=env, check=False, timeout=60))
+    assert msg == "memtrace: payload '%s' (MEMTRACE_PAYLOAD) is not memtrace's: %s" \
+        % (payload, why), msg
+    assert not cap.exists()
+    if cmd == "attach":
+        assert not _mapped(threaded[0], str(payload))
