@@ -197,6 +197,12 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 		switch (c) {
 		case 'm':
 		case 'c':
+			/* python would say "No module named", and we then
+			 * that a capture of it was written */
+			if (c == 'm' && !*optarg) {
+				mt_error(0, "run: the module name is empty (-m '')");
+				return 2;
+			}
 			o->kind = c == 'm' ? "-m" : "-c";
 			o->target = optarg;
 			break;

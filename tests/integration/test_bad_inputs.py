@@ -151,6 +151,16 @@ def test_output_that_cannot_be_made_is_said_before_the_read(memtrace, capture, t
     assert sorted(os.listdir(tmp_path)) == ["c.bin"]
 
 
+# -- an empty value ----------------------------------------------------------
+
+def test_run_of_an_empty_module_name(memtrace, tmp_path):
+    """-m '' is said to be empty, as -o '' is: python said "No module
+    named", then memtrace that a capture (memtrace-.PID.bin) was written."""
+    p = run(memtrace, "run", "-m", "", check=False, cwd=tmp_path, timeout=60)
+    assert one_line(p, rc=2) == "memtrace: run: the module name is empty (-m '')"
+    assert os.listdir(tmp_path) == []
+
+
 # -- the Python API ----------------------------------------------------------
 
 def test_tracker_of_an_empty_path(tmp_path):
