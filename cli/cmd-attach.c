@@ -521,14 +521,15 @@ int cmd_attach(int argc, char **argv)
 			break;
 		case OPT_INTERVAL:
 			interval = strtol(optarg, &end, 10);
-			if (*end || end == optarg || interval < 1 || interval > 3600000) {
+			if (!mt_cli_is_number(optarg, 0) || *end || interval < 1 ||
+			    interval > 3600000) {
 				mt_error(0, "invalid --memory-interval-ms '%s' (1..3600000)", optarg);
 				return 2;
 			}
 			break;
 		case OPT_DURATION:
 			duration = strtod(optarg, &end);
-			if (*end || end == optarg || !(duration >= 0) || duration > 1e7) {
+			if (!mt_cli_is_number(optarg, 1) || *end || duration > 1e7) {
 				mt_error(0, "invalid --duration '%s' (seconds)", optarg);
 				return 2;
 			}

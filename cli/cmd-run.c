@@ -242,7 +242,7 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 			char *end;
 			o->port = strtol(optarg, &end, 10);
 			o->port_given = 1;
-			if (*end || !*optarg || o->port < 0 || o->port > 65535) {
+			if (!mt_cli_is_number(optarg, 0) || *end || o->port > 65535) {
 				mt_error(0, "invalid --live-port '%s' (0..65535)", optarg);
 				return 2;
 			}
@@ -251,7 +251,8 @@ static int parse_options(int argc, char **argv, struct run_opts *o)
 		case OPT_INTERVAL: {
 			char *end;
 			o->interval = strtol(optarg, &end, 10);
-			if (*end || o->interval < 1 || o->interval > 3600000) {
+			if (!mt_cli_is_number(optarg, 0) || *end || o->interval < 1 ||
+			    o->interval > 3600000) {
 				mt_error(0, "invalid --memory-interval-ms '%s' (1..3600000)", optarg);
 				return 2;
 			}

@@ -60,6 +60,11 @@ int mt_cli_path_option(const char *arg, const char *cmd, const char *name, const
  * after saying, as @cmd, that @name wants such a number and not @arg. */
 int mt_cli_count_option(const char *arg, unsigned lo, unsigned hi, unsigned *out, const char *cmd,
 			const char *name);
+/* mt_cli_is_number() - @arg is digits alone (with @dot, and at most one
+ * '.' among them): no sign, space, hex or exponent, which strtol() and
+ * strtod() would take. For the options whose own message says what they
+ * want (--memory-interval-ms, --live-port, --duration). */
+int mt_cli_is_number(const char *arg, int dot);
 
 /* mt_cli_method_option() - a --method name (auto, ptrace, gdb, lldb) into
  * *@m: 0, or 2 after saying it is none of them (cli/cmd-attach.c). */

@@ -127,3 +127,17 @@ int mt_cli_count_option(const char *arg, unsigned lo, unsigned hi, unsigned *out
 	*out = (unsigned)v;
 	return 0;
 }
+
+int mt_cli_is_number(const char *arg, int dot)
+{
+	size_t digits = 0, dots = 0;
+	for (const char *p = arg; *p; p++) {
+		if (*p >= '0' && *p <= '9')
+			digits++;
+		else if (*p == '.' && dot && !dots)
+			dots++;
+		else
+			return 0;
+	}
+	return digits > 0;
+}

@@ -151,6 +151,30 @@ def test_output_that_cannot_be_made_is_said_before_the_read(memtrace, capture, t
     assert sorted(os.listdir(tmp_path)) == ["c.bin"]
 
 
+# -- numbers that are not digits ---------------------------------------------
+
+NUMBERS = [("run", "--memory-interval-ms", "1..3600000", [" 3", "+3"]),
+           ("run", "--live-port", "0..65535", [" 3", "+3"]),
+           ("attach", "--memory-interval-ms", "1..3600000", [" 3", "+3"]),
+           ("attach", "--duration", "seconds", [" 3", "+3", "0x10", "1e3"])]
+
+
+@pytest.mark.parametrize("cmd,name,said,value", [
+    (c, n, s, v) for c, n, s, vs in NUMBERS for v in vs
+], ids=lambda v: repr(v) if v.strip() != v or v.startswith("+") else v)
+def test_numbers_are_digits(memtrace, tmp_path, cmd, name, said, value):
+    """A sign, a space in front, hex or an exponent is refused as the
+    counts refuse them: strtol() and strtod() took them, --duration 0x10
+    as 16 seconds, and run --live-remote -p ' 3' listened on port 3."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    argv = ([name, value, "--live-remote", "-c", "pass"] if name == "--live-port" else
+            [name, value, "-c", "pass"] if cmd == "run" else [name, value, gone.pid])
+    p = run(memtrace, cmd, *argv, check=False, cwd=tmp_path, timeout=20)
+    assert one_line(p, rc=2) == "memtrace: invalid %s '%s' (%s)" % (name, value, said)
+    assert os.listdir(tmp_path) == []
+
+
 # -- an empty value ----------------------------------------------------------
 
 def test_run_of_an_empty_module_name(memtrace, tmp_path):
