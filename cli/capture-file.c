@@ -80,6 +80,30 @@ int mt_cli_is_null_device(const char *path)
 	       a.st_rdev == b.st_rdev;
 }
 
+int mt_cli_std_stream(const char *path)
+{
+	struct stat l, a, b;
+	if (lstat(path, &l) != 0 || !S_ISLNK(l.st_mode) || stat(path, &a) != 0)
+		return 0;
+	for (int fd = 1; fd <= 2; fd++)
+		if (fstat(fd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			return fd;
+	return 0;
+}
+
+/* @path links to our standard output or error (/dev/stdout, /dev/fd/2):
+ * -errno after saying so. Never replaced, -f or not: it is the system's,
+ * and a report meant for the stream (as memray writes it there) would
+ * have been written into a new file of that name instead. */
+static int std_stream_error(const char *path, const char *what)
+{
+	int fd = mt_cli_std_stream(path);
+	if (!fd)
+		return 0;
+	mt_error(0, "%s'%s' is standard %s, not a file", what, path, fd == 1 ? "output" : "error");
+	return -EINVAL;
+}
+
 /* Whether the existing name @path (@sb: the link itself, not what it
  * points to) may be replaced: 0 with @force when it is a regular file or
  * a link, and no file this command reads; else -errno after saying why. */
@@ -157,8 +181,12 @@ int mt_cli_check_output(const char *path, const char *what, int force)
 {
 	char base[256], dir[PATH_MAX];
 	struct stat sb;
-	if (lstat(path, &sb) == 0)
-		return mt_cli_is_null_device(path) ? 0 : replaceable(&sb, path, what, force);
+	if (lstat(path, &sb) == 0) {
+		if (mt_cli_is_null_device(path) || mt_cli_std_stream(path) == 1)
+			return 0; /* mt_cli_open_output() writes to standard output */
+		int e = std_stream_error(path, what);
+		return e < 0 ? e : replaceable(&sb, path, what, force);
+	}
 	/* a name that cannot be made (no such directory, one we may not
 	 * write, a read-only file system, a name too long) is said now,
 	 * not once the capture is read */
@@ -181,6 +209,8 @@ static int create_file(const char *path, int force, mode_t mode, const char *wha
 	struct stat sb;
 	int e;
 
+	if ((e = std_stream_error(path, what)) < 0)
+		return e;
 	int dfd = open_parent(path, base, sizeof(base), dir, sizeof(dir));
 	if (dfd == -EISDIR)
 		return directory_name(path, what);

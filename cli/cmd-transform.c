@@ -70,7 +70,7 @@ int cmd_transform(int argc, char **argv)
 	}
 	rc = mt_cli_report_write(&cmd, &a);
 	if (rc == 0 && formats[k].write == mt_report_transform_gprof2dot &&
-	    strcmp(a.output, "-"))
+	    strcmp(a.output, "-") && mt_cli_std_stream(a.output) != 1)
 		printf("to draw it: gprof2dot -f json '%s' | dot -Tpng -o output.png\n", a.output);
 	return rc;
 }

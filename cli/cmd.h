@@ -283,6 +283,12 @@ int mt_cli_reads(const char *path, const char *what);
  * names it, as for mt_cli_create_file(). (cli/capture-file.c) */
 int mt_cli_check_output(const char *path, const char *what, int force);
 
+/* mt_cli_std_stream() - 1 or 2 if @path is a symbolic link to what our
+ * standard output or error is (/dev/stdout, /dev/fd/2, /proc/self/fd/1),
+ * else 0: a report there goes to the stream, and no file is ever made in
+ * its place. (cli/capture-file.c) */
+int mt_cli_std_stream(const char *path);
+
 /* mt_cli_is_null_device() - @path is /dev/null (or another name of that
  * device): a capture thrown away as it is written, as memray allows.
  * (cli/capture-file.c) */

@@ -59,8 +59,8 @@ FILE *mt_cli_open_page(const char *path, int force, const char *cmd)
 FILE *mt_cli_open_output(const char *path, int force, const char *what_, const char *cmd)
 {
 	char what[80];
-	if (!strcmp(path, "-"))
-		return stdout;
+	if (!strcmp(path, "-") || mt_cli_std_stream(path) == 1)
+		return stdout; /* "-", or /dev/stdout as memray's users write it */
 	snprintf(what, sizeof(what), "%s ", what_);
 	int fd = mt_cli_create_file(path, force, 0644, what, NULL, 0);
 	if (fd < 0)

@@ -151,6 +151,46 @@ def test_output_that_cannot_be_made_is_said_before_the_read(memtrace, capture, t
     assert sorted(os.listdir(tmp_path)) == ["c.bin"]
 
 
+# -- /dev/stdout and its kind ------------------------------------------------
+
+@pytest.mark.parametrize("args", [["stats"], ["flamegraph"], ["table"], ["transform", "csv"],
+                                  ["growth"], ["diff", "CAP"]], ids=" ".join)
+@pytest.mark.parametrize("force", [[], ["-f"]], ids=["", "-f"])
+def test_output_linked_to_standard_output(memtrace, capture, tmp_path, args, force):
+    """A link to our standard output (as /dev/stdout is; made here, never
+    the system's) is written through, as memray writes -o /dev/stdout: it
+    was said to exist, and with -f replaced by a regular file, which as
+    root destroyed /dev/stdout itself."""
+    link = tmp_path / "stdout"
+    os.symlink("/proc/self/fd/1", link)
+    operands = [capture if a == "CAP" else a for a in args[1:]] + [capture]
+    p = run(memtrace, args[0], *force, "-o", link, *operands, timeout=60)
+    assert os.readlink(link) == "/proc/self/fd/1"
+    assert p.stdout.startswith(("<!DOCTYPE html>", "{", "allocator,")), p.stdout[:200]
+    assert "wrote" not in p.stdout
+
+
+STREAMS = [(["stats"], 2), (["flamegraph"], 2), (["run", "-c", "pass"], 1),
+           (["run", "-c", "pass"], 2), (["attach", "PID"], 1), (["attach", "PID"], 2)]
+
+
+@pytest.mark.parametrize("args,fd", STREAMS,
+                         ids=["%s %s" % (a[0], ("stdout", "stderr")[fd - 1]) for a, fd in STREAMS])
+def test_no_file_made_for_a_standard_stream(memtrace, capture, tmp_path, threaded, args, fd):
+    """A capture is never written to a standard stream, nor a report to
+    standard error: said in one line, with -f too, the link left alone."""
+    link = tmp_path / "stream"
+    os.symlink("/proc/self/fd/%d" % fd, link)
+    operands = [threaded[0] if a == "PID" else a for a in args[1:]]
+    if args[0] not in ("run", "attach"):
+        operands.append(capture)
+    what = {"stats": "stats file", "flamegraph": "flamegraph page"}.get(args[0], "capture")
+    p = run(memtrace, args[0], "-f", "-o", link, *operands, check=False, timeout=60)
+    name = ("output", "error")[fd - 1]
+    assert one_line(p) == "memtrace: %s '%s' is standard %s, not a file" % (what, link, name)
+    assert os.readlink(link) == "/proc/self/fd/%d" % fd
+
+
 # -- numbers that are not digits ---------------------------------------------
 
 NUMBERS = [("run", "--memory-interval-ms", "1..3600000", [" 3", "+3"]),
