@@ -106,9 +106,34 @@ def _is_null_device(path):
         return False
 
 
+def _std_stream(path):
+    """1 or 2 if @path is a symbolic link to this process's standard output
+    or error (/dev/stdout, /dev/fd/2), else 0; as the commands'
+    mt_cli_std_stream()."""
+    try:
+        if not stat.S_ISLNK(os.lstat(path).st_mode):
+            return 0
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return 0
+    for fd in (1, 2):
+        try:
+            other = os.fstat(fd)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino):
+            return fd
+    return 0
+
+
 def _refuse_existing(path, overwrite, name):
     """What is at @path (which exists) if a capture may not replace it:
-    the error, raised."""
+    the error, raised. A link to a standard stream is never replaced: as
+    root that would have been the system's /dev/stdout."""
+    fd = _std_stream(path)
+    if fd:
+        raise OSError(errno.EINVAL, "capture path is standard %s, not a file"
+                      % ("output", "error")[fd - 1], name)
     mode = os.lstat(path).st_mode
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, "capture path is a directory", name)

@@ -272,3 +272,24 @@ def test_payload_that_is_not_memtraces(memtrace, tmp_path, threaded, cmd, kind, 
     assert not cap.exists()
     if cmd == "attach":
         assert not _mapped(threaded[0], str(payload))
+
+
+@pytest.mark.parametrize("fd", [1, 2], ids=["stdout", "stderr"])
+def test_tracker_never_replaces_a_standard_stream(tmp_path, fd):
+    """FileDestination(path, overwrite=True) replaced a link to a standard
+    stream by a new file, as it does any link: as root, /dev/stdout."""
+    link = tmp_path / "stream"
+    os.symlink("/proc/self/fd/%d" % fd, link)
+    code = ("import sys, memtrace\n"
+            "try:\n"
+            "    with memtrace.Tracker(destination=memtrace.FileDestination(sys.argv[1],\n"
+            "                                                             overwrite=True)):\n"
+            "        pass\n"
+            "except OSError as e:\n"
+            "    sys.stdout.write('%s %s\\n' % (type(e).__name__, e))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), MEMTRACE_BUILD_DIR=BUILD)
+    p = run("/usr/bin/python3", "-c", code, link, env=env)
+    name = ("output", "error")[fd - 1]
+    assert p.stdout == "OSError [Errno 22] capture path is standard %s, not a file: '%s'\n" \
+        % (name, link), p.stdout
+    assert os.readlink(link) == "/proc/self/fd/%d" % fd
