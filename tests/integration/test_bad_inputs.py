@@ -215,6 +215,26 @@ def test_numbers_are_digits(memtrace, tmp_path, cmd, name, said, value):
     assert os.listdir(tmp_path) == []
 
 
+# -- names with control characters -------------------------------------------
+
+@pytest.mark.parametrize("args,said", [
+    (["stats", "no\nsuch.bin"], "cannot read 'no\\nsuch.bin': No such file or directory"),
+    (["flamegraph", "-o", "x\ny/p.html", "CAP"],
+     "cannot create flamegraph page 'x\\ny/p.html': No such file or directory"),
+    (["attach", "12\n"], "invalid pid '12\\n'"),
+    (["run", "-o", "no\x1b[31m/c.bin", "-c", "pass"],
+     "cannot create capture 'no\\x1b[31m/c.bin': No such file or directory"),
+], ids=["stats", "flamegraph -o", "attach", "run -o"])
+def test_control_characters_in_a_name_are_escaped(memtrace, capture, tmp_path, args, said):
+    """A name quoted in an error keeps it one line, and no escape
+    sequence reaches the terminal: a newline in a file name made two
+    lines of one message."""
+    argv = [capture if a == "CAP" else a for a in args]
+    p = run(memtrace, *argv, check=False, cwd=tmp_path, timeout=60)
+    assert p.stdout == "" and p.stderr == "memtrace: %s\n" % said, p.stderr
+    assert p.returncode in (1, 2)
+
+
 # -- an empty value ----------------------------------------------------------
 
 def test_run_of_an_empty_module_name(memtrace, tmp_path):
