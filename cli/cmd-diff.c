@@ -8,6 +8,7 @@
 #include <ctype.h>  /* isdigit */
 #include <errno.h>  /* ENOMEM */
 #include <getopt.h> /* getopt_long */
+#include <limits.h> /* PATH_MAX */
 #include <stdlib.h> /* strtod */
 #include <string.h> /* strcmp */
 
@@ -106,7 +107,7 @@ static int load(struct mt_snapshot *s, const char *path, int quiet)
 	struct mt_report_opts o = { .view = MT_VIEW_PEAK, .path = path, .temp_threshold = 1 };
 	struct load_note note = { "" };
 	struct mt_cli_progress p;
-	char msg[600];
+	char msg[PATH_MAX + 1024]; /* a message quotes the capture's path */
 	int err;
 
 	mt_cli_progress_start(&p, path, NULL, quiet);

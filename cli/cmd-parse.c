@@ -4,6 +4,7 @@
 #include "reader/report.h"
 #include "util/error.h"
 
+#include <limits.h>   /* PATH_MAX */
 #include <stdio.h>    /* stdout */
 #include <sys/stat.h> /* fstat */
 #include <unistd.h>   /* STDOUT_FILENO */
@@ -45,7 +46,7 @@ int cmd_parse(int argc, char **argv)
 	struct mt_report_args a = { 0 };
 	struct parse_ctx pc;
 	struct mt_capture *cap;
-	char msg[512];
+	char msg[PATH_MAX + 1024]; /* a message quotes the capture's path */
 	int err = mt_cli_report_args(argc, argv, &cmd, &a);
 
 	if (err >= 0)

@@ -14,6 +14,7 @@
 
 #include <errno.h>    /* errno */
 #include <getopt.h>   /* getopt_long */
+#include <limits.h>   /* PATH_MAX */
 #include <stdio.h>    /* fdopen */
 #include <string.h>   /* strrchr */
 #include <sys/stat.h> /* stat */
@@ -294,7 +295,7 @@ int mt_cli_report_write(const struct mt_report_cmd *c, const struct mt_report_ar
 	struct mt_report_opts o = a->o;
 	struct mt_cli_progress p;
 	struct mt_snapshot s;
-	char msg[600];
+	char msg[PATH_MAX + 1024]; /* a message quotes the capture's path */
 	FILE *f = stdout;
 	int err;
 

@@ -26,7 +26,8 @@ __all__ = ["AllocatorType", "AllocationRecord", "CaptureError", "FileReader", "I
 
 
 def _err_buf():
-    return ctypes.create_string_buffer(1024)
+    # a message quotes the capture's path, which may be as long as PATH_MAX
+    return ctypes.create_string_buffer(4096 + 1024)
 
 
 def _decode(b):

@@ -235,6 +235,29 @@ def test_control_characters_in_a_name_are_escaped(memtrace, capture, tmp_path, a
     assert p.returncode in (1, 2)
 
 
+# -- a long path -------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["stats", "parse", "flamegraph", "diff", "FileReader"])
+def test_a_long_path_keeps_the_reason(memtrace, capture, tmp_path, how):
+    """The message quotes the whole path and still says why: a path of a
+    few thousand characters (15 directories of 200) was cut with the
+    message at 512 or 600 bytes (FileReader's at 1024), reason and all."""
+    path = str(tmp_path / "/".join(["d" * 200] * 15) / "c.bin")
+    if how == "FileReader":
+        code = ("import sys, memtrace\n"
+                "try:\n"
+                "    memtrace.FileReader(sys.argv[1])\n"
+                "except OSError as e:\n"
+                "    sys.exit('memtrace: ' + e.strerror)\n")
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), MEMTRACE_BUILD_DIR=BUILD)
+        p = run("/usr/bin/python3", "-c", code, path, env=env, check=False)
+    else:
+        p = run(memtrace, how, *([capture] if how == "diff" else []), path, check=False)
+    lead = "memtrace: diff: " if how == "diff" else "memtrace: "
+    assert one_line(p) == "%scannot read '%s': No such file or directory" % (lead, path), \
+        p.stderr[-200:]
+
+
 # -- an empty value ----------------------------------------------------------
 
 def test_run_of_an_empty_module_name(memtrace, tmp_path):
