@@ -25,6 +25,7 @@
 #include <errno.h>     /* errno */
 #include <fcntl.h>     /* O_CLOEXEC */
 #include <getopt.h>    /* getopt_long */
+#include <limits.h>    /* PATH_MAX */
 #include <pthread.h>   /* pthread_create */
 #include <stdatomic.h> /* atomic_int */
 #include <signal.h>    /* kill */
@@ -386,7 +387,8 @@ int cmd_live(int argc, char **argv)
 		switch (c) {
 		case 'i':
 			interval = strtod(optarg, &end);
-			if (end == optarg || *end || !(interval >= 0.05 && interval <= 3600)) {
+			if (!mt_cli_is_number(optarg, 1) || *end ||
+			    !(interval >= 0.05 && interval <= 3600)) {
 				mt_error(0, "live: --interval wants seconds from 0.05 to 3600, not '%s'",
 					 optarg);
 				return 2;
@@ -550,7 +552,7 @@ int mt_cli_live(struct mt_live_opts *lo)
 		struct mt_live_frame f = { .state = "tracking" };
 		struct mt_follow_read rd = { 0 };
 		uint64_t read_us = 0;
-		char msg[600];
+		char msg[PATH_MAX + 1024]; /* a message quotes the capture's path */
 
 		mt_live_term_suspend();
 		if (v.sort == MT_LIVE_SORT_STEADY && !so.growth) {

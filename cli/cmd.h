@@ -63,7 +63,7 @@ int mt_cli_count_option(const char *arg, unsigned lo, unsigned hi, unsigned *out
 /* mt_cli_is_number() - @arg is digits alone (with @dot, and at most one
  * '.' among them): no sign, space, hex or exponent, which strtol() and
  * strtod() would take. For the options whose own message says what they
- * want (--memory-interval-ms, --live-port, --duration). */
+ * want (--memory-interval-ms, --live-port, --duration, live's --interval). */
 int mt_cli_is_number(const char *arg, int dot);
 
 /* mt_cli_method_option() - a --method name (auto, ptrace, gdb, lldb) into

@@ -215,6 +215,18 @@ def test_numbers_are_digits(memtrace, tmp_path, cmd, name, said, value):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("value", [" 3", "+3", "0x10", "1e3", "3.", ".5.5", ""])
+def test_live_interval_is_digits(memtrace, capture, value):
+    """live's --interval as --duration: digits with one '.' at most, or
+    the error (strtod() took " 3", "0x10" as 16 s and "1e3" as 1000 s)."""
+    p = run(memtrace, "live", "--interval", value, "--once", capture, check=False, timeout=20)
+    if value == "3.":
+        assert p.returncode == 0 and p.stderr == "", p.stderr
+        return
+    assert one_line(p, rc=2) == ("memtrace: live: --interval wants seconds from 0.05 to 3600, "
+                                 "not '%s'" % value)
+
+
 # -- names with control characters -------------------------------------------
 
 @pytest.mark.parametrize("args,said", [
@@ -237,7 +249,7 @@ def test_control_characters_in_a_name_are_escaped(memtrace, capture, tmp_path, a
 
 # -- a long path -------------------------------------------------------------
 
-@pytest.mark.parametrize("how", ["stats", "parse", "flamegraph", "diff", "FileReader"])
+@pytest.mark.parametrize("how", ["stats", "parse", "flamegraph", "diff", "live", "FileReader"])
 def test_a_long_path_keeps_the_reason(memtrace, capture, tmp_path, how):
     """The message quotes the whole path and still says why: a path of a
     few thousand characters (15 directories of 200) was cut with the
@@ -251,9 +263,11 @@ def test_a_long_path_keeps_the_reason(memtrace, capture, tmp_path, how):
                 "    sys.exit('memtrace: ' + e.strerror)\n")
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), MEMTRACE_BUILD_DIR=BUILD)
         p = run("/usr/bin/python3", "-c", code, path, env=env, check=False)
+    elif how == "live":
+        p = run(memtrace, how, "--once", path, check=False)
     else:
         p = run(memtrace, how, *([capture] if how == "diff" else []), path, check=False)
-    lead = "memtrace: diff: " if how == "diff" else "memtrace: "
+    lead = "memtrace: %s: " % how if how in ("diff", "live") else "memtrace: "
     assert one_line(p) == "%scannot read '%s': No such file or directory" % (lead, path), \
         p.stderr[-200:]
 
