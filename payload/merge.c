@@ -383,9 +383,11 @@ static void drain_late(struct mt_tbuf *except)
  * them. */
 void mt_merge_drain(int final)
 {
-	/* A few passes per wake-up: chasing the producer record by record
-	 * would share the cache lines it is still writing. */
-	for (int pass = 0; final || pass < 4; pass++) {
+	/* Every epoch taken before this drain, then a few passes more:
+	 * chasing the producer record by record would share the cache
+	 * lines it is still writing. */
+	uint64_t upto = atomic_load_explicit(&mt_whot.epoch, memory_order_acquire);
+	for (int pass = 0; final || pass < 4 || m.cur_epoch < upto; pass++) {
 		struct mt_tbuf *owner = NULL;
 		uint64_t lowest = UINT64_MAX;
 		for (struct mt_tbuf *b = mt_tbuf_all(); b; b = b->next) {

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from conftest import BUILD, python_params, run
+from test_python_api import py_env
 
 ALLOC_LIB = os.path.join(BUILD, "tests", "targets", "libmt-alloc-target.so")
 THREADS, ROUNDS, KEEP = 6, 40_000, 1000
@@ -373,3 +374,55 @@ def test_threads_listed_once_though_their_first_frees_go_late(memtrace, script, 
         script(IDLE, "idle.py"), ALLOC_LIB)
     threads = json.loads(run(memtrace, "stats", "--json", cap).stdout)["threads"]
     assert [t["name"] for t in threads] == ["MainThread"], threads
+
+
+PING_PONG = r"""
+import queue, sys, threading, time
+q1, q2, keep = queue.Queue(), queue.Queue(), []
+def ping():
+    for i in range(20_000):
+        q1.put(bytearray(1000))
+        q2.get()
+def pong():
+    for i in range(20_000):
+        keep.append(q1.get())
+        q2.put(None)
+threads = [threading.Thread(target=ping), threading.Thread(target=pong)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+with open(sys.argv[1], "w") as f:
+    f.write(repr(time.time()))
+time.sleep(0.5)
+"""
+
+SAMPLES_AFTER = r"""
+import sys, memtrace
+done_ms = float(open(sys.argv[2]).read()) * 1000
+heaps = [s.heap for s in memtrace.FileReader(sys.argv[1]).get_memory_snapshots()
+         if s.time > done_ms + 150]
+print(min(heaps), max(heaps), len(heaps))
+"""
+
+
+def test_samples_follow_threads_that_take_turns(memtrace, tmp_path):
+    """Two threads that hand blocks to each other take a new epoch almost
+    every event. The writer merged four epochs per wake-up (about 400 a
+    second): the threads' buffers filled with epochs it had not taken, the
+    threads then waited for it, and the memory samples, which the writer
+    adds where its merge has come to, were placed seconds before events
+    that happened before them (a thread pool's heap at a sample was half
+    what it held). Every epoch taken before a wake-up is now merged in it:
+    a sample taken once the threads are done sees all they kept."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(PING_PONG)
+    reader = tmp_path / "read.py"
+    reader.write_text(SAMPLES_AFTER)
+    cap, done = tmp_path / "p.bin", tmp_path / "done"
+    run(memtrace, "run", "-q", "--python", "/usr/bin/python3", "-f", "-o", cap, prog, done,
+        cwd=tmp_path, timeout=120)
+    lo, hi, n = map(int, run("/usr/bin/python3", reader, cap, done, env=py_env()).stdout.split())
+    assert n >= 10
+    kept = 20_000 * 1000
+    assert kept <= lo and hi - lo < 64 << 10, (lo, hi, kept)
