@@ -16,7 +16,7 @@
 #include <limits.h>   /* INT_MAX */
 #include <sched.h>    /* sched_yield */
 #include <string.h>   /* memcpy */
-#include <sys/mman.h> /* mmap */
+#include <sys/mman.h> /* mmap, madvise */
 
 #define TBUF_SIZE MT_TBUF_SIZE
 #define TBUF_MASK MT_TBUF_MASK
@@ -283,6 +283,18 @@ void mt_tbuf_begin(void (*on_stall)(void), int turn_delay)
 	}
 	atomic_store(&mt_whot.last, NULL);
 	atomic_store(&mt_whot.epoch, 0);
+}
+
+void mt_tbuf_give_back(size_t page)
+{
+	for (struct mt_tbuf *b = atomic_load(&t.bufs); b; b = b->next) {
+		uintptr_t lo = ((uintptr_t)b->data + page - 1) & ~(uintptr_t)(page - 1);
+		uintptr_t hi = ((uintptr_t)b->data + MT_TBUF_SIZE) & ~(uintptr_t)(page - 1);
+		/* a late producer's record, void anyway, only faults a page
+		 * back in */
+		if (hi > lo)
+			(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+	}
 }
 
 void mt_tbuf_forget(void)

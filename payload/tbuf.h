@@ -240,6 +240,13 @@ uint64_t mt_tbuf_dropped(void);
  * widening of the race in taking a turn (MEMTRACE_TEST_TURN_DELAY). */
 void mt_tbuf_begin(void (*on_stall)(void), int turn_delay);
 
+/* mt_tbuf_give_back() - once a capture has ended and its records are
+ * merged: the pages of every buffer's ring go back to the system (a thread
+ * that records again faults them in, zeroed). @page: the page size. A
+ * buffer is kept for good, and each thread that recorded at the same time
+ * as others has one: 100 such threads held 47 MB after a detach. */
+void mt_tbuf_give_back(size_t page);
+
 /* mt_tbuf_forget() - in the child of a fork: nothing is recorded, and no
  * producer waits (those that did are the parent's threads). */
 void mt_tbuf_forget(void);

@@ -486,6 +486,7 @@ int mt_writer_stop(const char *diag)
 	int crashed = atomic_load(&w.crashed) != 0;
 	if (crashed)
 		finish_crashed();
+	mt_tbuf_give_back((size_t)w.page);
 	mt_fault_release();
 	int err = crashed ? -MT_ECRASH : mt_merge_err();
 	mt_fd_id_close(w.statm_fd, &w.statm_id);
