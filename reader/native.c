@@ -490,12 +490,30 @@ static int shared_nodes(const struct mt_native *n, struct memo *m)
  * there is. Each (Python stack, native node) is added to the trie once:
  * whether it pairs up depends on nothing else. 0 means @y's Python
  * stack. */
+/* How a hybrid stack pairs (paired[] of mt_native_resolve()): not (its
+ * Python stack alone over the C frames below its innermost Python frame),
+ * each loop with a run of Python frames, or so from the second loop out,
+ * the innermost being that of a frame not started (below). */
+enum { UNPAIRED, PAIRED, PAIRED_UNSTARTED };
+
+/* Whether a chain of @evals evaluation loops, under a Python stack of @runs
+ * runs, pairs from its second loop out: its innermost loop runs a frame that
+ * has not started, which no stack shows (CPython's own walks skip it) and
+ * which can call nothing: a generator's function called from C, whose loop
+ * makes the generator (RETURN_GENERATOR) or a cell before the function's
+ * first line, from 3.11. Not where the frames above a Tracker are cut:
+ * their loops are left over too, outside. */
+static int unstarted_inside(const struct mt_native *n, uint32_t evals, uint32_t runs)
+{
+	return !n->cut_above && runs > 1 && evals == runs + 1;
+}
+
 static int64_t hybrid_leaf(struct mt_native *n, struct mt_stacks *k, struct memo *m,
 			   const struct mt_nhybrid *y, int paired, struct work *w,
 			   struct work *outer)
 {
 	uint32_t py = y->python, base = 0, x = y->native;
-	int found = 0;
+	int found = 0, unstarted = paired == PAIRED_UNSTARTED;
 	w->depth = 0;
 	for (; x && x < n->cap_nodes && n->nodes[x].defined && !n->nodes[x].hybrid;
 	     x = n->nodes[x].parent) {
@@ -505,7 +523,9 @@ static int64_t hybrid_leaf(struct mt_native *n, struct mt_stacks *k, struct memo
 			found = 1;
 			break;
 		}
-		if (n->nodes[x].eval) {
+		if (n->nodes[x].eval && unstarted) {
+			unstarted = 0; /* its C frames below the innermost Python frame */
+		} else if (n->nodes[x].eval) {
 			found = 1;
 			if (!paired) {
 				base = py;
@@ -593,11 +613,14 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 			evals = n->nodes[nat].evals - 1;
 		if (y->python && y->python < cap_runs && runs[y->python])
 			r = runs[y->python] - 1;
-		if (!(r > 1 && evals == r)) {
+		if (r > 1 && evals == r) {
+			paired[h] = PAIRED;
+		} else if (unstarted_inside(n, evals, r)) {
+			paired[h] = PAIRED_UNSTARTED;
+		} else {
 			n->unpaired += r > 1;
 			continue;
 		}
-		paired[h] = 1;
 		/* its Python frames into the pool, up to one that is there
 		 * (with all below it) */
 		for (uint32_t x = y->python, i = 0; x && x < k->nodes_cap && k->nodes[x].defined &&
@@ -671,6 +694,21 @@ int mt_native_hybrid_parts(const struct mt_native *n, uint32_t id, uint32_t *pyt
 	return 1;
 }
 
+/* The runs of Python frames of stack @py, as python_runs() counts them. */
+static uint32_t runs_of(const struct mt_stacks *k, uint32_t py)
+{
+	uint32_t runs = 0, d = 0;
+	for (uint32_t x = py; x && x < k->nodes_cap && k->nodes[x].defined &&
+			      k->nodes[x].code != MT_CODE_FRAME && d <= k->nodes_cap;
+	     x = k->nodes[x].parent, d++) {
+		uint32_t parent = k->nodes[x].parent;
+		int outermost = !parent || parent >= k->nodes_cap || !k->nodes[parent].defined ||
+				k->nodes[parent].code == MT_CODE_FRAME;
+		runs += outermost || mt_stacks_entry(k, &k->nodes[x]);
+	}
+	return runs;
+}
+
 /* The frames of Python stack @py alone, innermost first, from out[k]. */
 static size_t python_alone(const struct mt_stacks *k, uint32_t py, struct mt_frame *out, size_t max)
 {
@@ -687,13 +725,22 @@ size_t mt_native_merged(const struct mt_native *n, const struct mt_stacks *k, ui
 {
 	if (id >= n->cap_nodes || !n->nodes[id].hybrid)
 		return 0;
-	uint32_t py = (uint32_t)n->nodes[id].ip, p = py;
+	uint32_t py = (uint32_t)n->nodes[id].ip, p = py, leaf = n->nodes[id].parent;
 	size_t d = 0, depth = 0;
+	/* evals: known once mt_native_resolve() counted them */
+	int unstarted = leaf < n->cap_nodes && n->nodes[leaf].evals &&
+			unstarted_inside(n, n->nodes[leaf].evals - 1, runs_of(k, py));
 #define PUT(f) do { if (d < max) out[d] = (f); d++; } while (0)
-	for (uint32_t x = n->nodes[id].parent; x && x < n->cap_nodes && n->nodes[x].defined &&
-					       !n->nodes[x].hybrid && depth++ <= n->cap_nodes;
+	for (uint32_t x = leaf; x && x < n->cap_nodes && n->nodes[x].defined &&
+			       !n->nodes[x].hybrid && depth++ <= n->cap_nodes;
 	     x = n->nodes[x].parent) {
 		const struct mt_nnode *v = &n->nodes[x];
+		if (v->eval && unstarted) {
+			unstarted = 0; /* a frame not started: its loop's C frames */
+			for (uint32_t f = 0; f < v->fn; f++)
+				PUT(n->frames[v->fi + f]);
+			continue;
+		}
 		if (!v->eval || !v->fn || !py) {
 			for (uint32_t f = 0; f < v->fn; f++)
 				PUT(n->frames[v->fi + f]);
