@@ -81,7 +81,6 @@ static int read_status(pid_t pid, struct proc_status *st)
 	return 0;
 }
 
-/* The reason ptrace is refused, as precisely as /proc tells us. */
 /* Whether @pid is a kernel thread: /proc/@pid/status says so (Kthread:),
  * or, on kernels before 6.4, the PF_KTHREAD flag of /proc/@pid/stat. */
 static int kernel_thread(pid_t pid, const struct proc_status *st)
@@ -127,6 +126,7 @@ int mt_inject_not_a_process(pid_t pid)
 	return 0;
 }
 
+/* The reason ptrace is refused, as precisely as /proc tells us. */
 static int permission_error(pid_t pid, const struct proc_status *tgt)
 {
 	struct proc_status self;

@@ -70,8 +70,6 @@ struct mt_native {
 	int in_trie;             /* the trie holds a resolution (mt_native_unresolve()) */
 	uint32_t unpaired;       /* hybrid stacks of several Python runs that the last
 				  * resolution gave without the C frames between them */
-	int cut_above;           /* the Python stacks lack the frames above a Tracker
-				  * (their loops are left over outside) */
 };
 
 /* mt_native_module() / mt_native_node() / mt_native_hybrid() - a record
