@@ -482,14 +482,6 @@ static int shared_nodes(const struct mt_native *n, struct memo *m)
 	return 0;
 }
 
-/* The trie node of hybrid @y: the native frames its innermost Python
- * frame called, under the rest, which is its Python stack if the stacks
- * do not pair up (@paired), and the interleaving of both, from the
- * innermost evaluation loop out, if they do. A chain with no evaluation
- * loop is shown whole if there is no Python stack, and not at all if
- * there is. Each (Python stack, native node) is added to the trie once:
- * whether it pairs up depends on nothing else. 0 means @y's Python
- * stack. */
 /* How a hybrid stack pairs (paired[] of mt_native_resolve()): not (its
  * Python stack alone over the C frames below its innermost Python frame),
  * each loop with a run of Python frames, or so from the second loop out,
@@ -507,6 +499,14 @@ static int unstarted_inside(uint32_t evals, uint32_t runs)
 	return runs >= 1 && evals == runs + 1;
 }
 
+/* The trie node of hybrid @y: the native frames its innermost Python
+ * frame called, under the rest, which is its Python stack if the stacks
+ * do not pair up (@paired), and the interleaving of both, from the
+ * innermost evaluation loop out (the second, with PAIRED_UNSTARTED), if
+ * they do. A chain with no evaluation loop is shown whole if there is no
+ * Python stack, and not at all if there is. Each (Python stack, native
+ * node) is added to the trie once: whether it pairs up depends on nothing
+ * else. 0 means @y's Python stack. */
 static int64_t hybrid_leaf(struct mt_native *n, struct mt_stacks *k, struct memo *m,
 			   const struct mt_nhybrid *y, int paired, struct work *w,
 			   struct work *outer)
