@@ -493,10 +493,12 @@ enum { UNPAIRED, PAIRED, PAIRED_UNSTARTED };
  * has not started, which no stack shows (CPython's own walks skip it) and
  * which can call nothing: a generator's function called from C, whose loop
  * makes the generator (RETURN_GENERATOR) or a cell before the function's
- * first line, from 3.11. */
-static int unstarted_inside(uint32_t evals, uint32_t runs)
+ * first line, from 3.11. Not in a Tracker's capture: its stacks are cut at
+ * the frame that entered it (mt_stacks_cut()), and the loops of the frames
+ * above are left over on the outside. */
+static int unstarted_inside(const struct mt_native *n, uint32_t evals, uint32_t runs)
 {
-	return runs >= 1 && evals == runs + 1;
+	return !n->tracker && runs >= 1 && evals == runs + 1;
 }
 
 /* The trie node of hybrid @y: the native frames its innermost Python
@@ -614,7 +616,7 @@ int mt_native_resolve(struct mt_native *n, struct mt_stacks *k, int python_only)
 			r = runs[y->python] - 1;
 		if (r > 1 && evals == r) {
 			paired[h] = PAIRED;
-		} else if (unstarted_inside(evals, r)) {
+		} else if (unstarted_inside(n, evals, r)) {
 			paired[h] = PAIRED_UNSTARTED;
 		} else {
 			n->unpaired += r > 1;
@@ -728,7 +730,7 @@ size_t mt_native_merged(const struct mt_native *n, const struct mt_stacks *k, ui
 	size_t d = 0, depth = 0;
 	/* evals: known once mt_native_resolve() counted them */
 	int unstarted = leaf < n->cap_nodes && n->nodes[leaf].evals &&
-			unstarted_inside(n->nodes[leaf].evals - 1, runs_of(k, py));
+			unstarted_inside(n, n->nodes[leaf].evals - 1, runs_of(k, py));
 #define PUT(f) do { if (d < max) out[d] = (f); d++; } while (0)
 	for (uint32_t x = leaf; x && x < n->cap_nodes && n->nodes[x].defined &&
 			       !n->nodes[x].hybrid && depth++ <= n->cap_nodes;

@@ -70,6 +70,8 @@ struct mt_native {
 	int in_trie;             /* the trie holds a resolution (mt_native_unresolve()) */
 	uint32_t unpaired;       /* hybrid stacks of several Python runs that the last
 				  * resolution gave without the C frames between them */
+	int tracker;             /* a Tracker's capture: its stacks are cut at the frame
+				  * that entered it, their loops outside left over */
 };
 
 /* mt_native_module() / mt_native_node() / mt_native_hybrid() - a record

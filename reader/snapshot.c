@@ -702,6 +702,7 @@ int mt_snapshot_view(struct mt_snapshot *s)
 		/* hybrid stacks become frames of the trie, with new ids above
 		 * those of the capture, until the next feed */
 		st->resolved = 1;
+		st->nat.tracker = (s->header.flags & MT_HDR_TRACKER) != 0;
 		if (mt_native_resolve(&st->nat, &st->stk, st->python_only) < 0 ||
 		    (st->stk.next_free > st->max_stack + 1 &&
 		     mt__snap_stack_room(st, st->stk.next_free - 1) < 0))
