@@ -55,22 +55,6 @@ char *mt__report_peak_time(char *buf, size_t len, const struct mt_snapshot *s)
 	return buf;
 }
 
-/* The length of the UTF-8 character at @p (of @left bytes), 0 if it is
- * not one (a stray or cut sequence, an overlong form, a surrogate). */
-static size_t utf8_length(const unsigned char *p, size_t left)
-{
-	size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
-	if (n == 0 || n > left)
-		return 0;
-	for (size_t i = 1; i < n; i++)
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-	if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
-	    (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
-		return 0;
-	return n;
-}
-
 /* The character of a name at @p (of @left bytes) for a terminal, and how
  * many bytes it took: control characters as \xNN, C0 and DEL, and C1
  * (U+0080 to U+009F, which some terminals obey as escape sequences) as
@@ -84,7 +68,7 @@ static size_t add_text_char(struct mt_strbuf *sb, const unsigned char *p, size_t
 			mt_strbuf_addch(sb, (char)p[0]);
 		return 1;
 	}
-	size_t n = utf8_length(p, left);
+	size_t n = mt_utf8_len(p, left);
 	if (n == 0) {
 		mt_strbuf_addf(sb, "\\x%02x", p[0]);
 		return 1;
