@@ -281,12 +281,7 @@ def test_table_pages_and_sorts_from_the_keyboard(browser, memtrace, tmp_path):
     """2,100 rows, as memray's table: 100 a page, every row reachable by
     Previous and Next (the smallest on the last page); a header sorts
     with Enter once focused."""
-    c = Capture()
-    c.thread(0, 100, "MainThread")
-    for i in range(1, 2101):
-        c.code(i, "/app/gen.py", "f%d" % i, i).stack(i, 0, i)
-        c.alloc(0x100000 + i * 0x10000, 1000 + i, stack=i)
-    cap = c.trailer(1000).save(tmp_path / "rows.bin")
+    cap = Capture().locations(2100, 0x10000, 1000).trailer(1000).save(tmp_path / "rows.bin")
     page = render(memtrace, cap, "table", name="rows")
     browser.open(page)
     check_clean(browser, page)

@@ -763,6 +763,16 @@ class Capture:
                                             peak_time_us, live_count))
         return self._long(TOTALS, body + varint(0) + varint(0))
 
+    def locations(self, n, step, size):
+        """@n locations of a thread 0 (made here, tid 100), each a function
+        f<i> of /app/gen.py with one block live: <size> + i bytes at
+        0x100000 + i * <step>."""
+        self.thread(0, 100, "MainThread")
+        for i in range(1, n + 1):
+            self.code(i, "/app/gen.py", "f%d" % i, i).stack(i, 0, i)
+            self.alloc(0x100000 + i * step, size + i, stack=i)
+        return self
+
     def trailer(self, time_us, events=None, dropped=0):
         """@events: the ALLOC and FREE records written (None: those written
         here), which a reader checks against those it read."""

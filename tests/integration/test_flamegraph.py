@@ -188,12 +188,7 @@ def test_table_golden(memtrace, tmp_path):
 def test_table_keeps_every_row(memtrace, tmp_path):
     """memray's table has a row for each location: 25,000 of them are all
     in the page (which shows them 100 at a time), none left out."""
-    c = Capture()
-    c.thread(0, 100, "MainThread")
-    for i in range(1, 25001):
-        c.code(i, "/app/gen.py", "f%d" % i, i).stack(i, 0, i)
-        c.alloc(0x100000 + i * 0x1000, 100 + i, stack=i)
-    cap = c.trailer(1000).save(tmp_path / "rows.bin")
+    cap = Capture().locations(25000, 0x1000, 100).trailer(1000).save(tmp_path / "rows.bin")
     out = tmp_path / "t.html"
     run(memtrace, "table", "-o", out, cap)
     d, _ = page_data(out)
