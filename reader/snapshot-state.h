@@ -22,6 +22,7 @@
 #include "reader/temporal.h"
 #include "reader/threadnames.h"
 #include "util/livemap.h"
+#include "util/livemap-ahead.h"
 #include "util/mappings.h"
 
 /* Ids above these are taken as corrupt and folded into stack 0 (or
@@ -101,6 +102,7 @@ struct mt__ahead {
 
 struct mt__snapshot_state {
 	struct mt_livemap live; /* malloc family */
+	struct mt_livemap_ahead *live_tables; /* its tables made ahead, during the pass */
 	struct mt__ahead ahead;
 
 	struct mt_mappings mm; /* mmap family */

@@ -659,6 +659,8 @@ int mt_snapshot_begin(struct mt_snapshot *s, struct mt_capture *cap,
 		mt_snapshot_release(s);
 		return -ENOMEM;
 	}
+	/* NULL without memory: the map then makes its tables itself */
+	st->live_tables = mt_livemap_ahead_new(&st->live);
 	mt_capture_rewind(cap);
 	return 0;
 }
@@ -718,6 +720,8 @@ int mt_snapshot_end(struct mt_snapshot *s)
 	struct mt__snapshot_state *st = s->st;
 
 	st->closed = 1;
+	mt_livemap_ahead_free(st->live_tables); /* its spare tables go */
+	st->live_tables = NULL;
 	int open = st->peak_open || s->peak_until_us < s->peak_time_us;
 	if (s->header.flags & MT_HDR_AGGREGATED)
 		open = !(s->peak_until_us = mt__snap_agg_peak_until(s));
@@ -753,6 +757,7 @@ void mt_snapshot_release(struct mt_snapshot *s)
 	free(s->diags);
 	free(s->threads);
 	if (st) {
+		mt_livemap_ahead_free(st->live_tables);
 		mt_livemap_release(&st->live);
 		mt_mappings_release(&st->mm);
 		free(st->sites);

@@ -47,22 +47,39 @@ static struct mt_live *table_new(size_t bytes)
 	return (struct mt_live *)at;
 }
 
-static void table_free(struct mt_live *v, uint64_t slots)
+struct mt_live *mt_livemap_table(unsigned bits)
 {
-	size_t bytes = (size_t)slots * sizeof(*v);
+	return table_new(((size_t)1 << bits) * sizeof(struct mt_live));
+}
+
+void mt_livemap_table_free(struct mt_live *v, unsigned bits)
+{
+	size_t bytes = ((size_t)1 << bits) * sizeof(*v);
 	if (bytes < MAPPED)
 		free(v); /* NULL too: a table never made */
-	else
+	else if (v)
 		munmap(v, bytes);
 }
 
-int mt_liveseg_grow(struct mt_liveseg *g)
+/* The count at which a put of @g next needs mt_livemap_room(): where its
+ * supply is told of the next table, then where the table doubles. */
+static uint64_t limit_of(const struct mt_livemap *m, const struct mt_liveseg *g)
 {
-	unsigned bits = g->v ? 64 - g->shift + 1 : SEG_FIRST_BITS;
-	struct mt_live *old = g->v, *nv = table_new(((size_t)1 << bits) * sizeof(struct mt_live));
+	uint64_t slots = g->mask + 1, full = slots / 4 * 3;
+	if (m->supply && g->n < slots / 8 * 5)
+		return slots / 8 * 5;
+	return full;
+}
+
+static int grow(struct mt_livemap *m, struct mt_liveseg *g)
+{
+	const struct mt_livemap_supply *sup = m->supply;
+	unsigned seg = (unsigned)(g - m->seg), old_bits = g->v ? 64 - g->shift : 0;
+	unsigned bits = g->v ? old_bits + 1 : SEG_FIRST_BITS;
+	struct mt_live *old = g->v, *nv = sup ? sup->take(sup->ctx, seg, bits) : NULL;
 	uint64_t old_n = old ? g->mask + 1 : 0;
 
-	if (!nv)
+	if (!nv && !(nv = mt_livemap_table(bits)))
 		return -ENOMEM;
 	g->v = nv;
 	g->mask = ((uint64_t)1 << bits) - 1;
@@ -75,7 +92,23 @@ int mt_liveseg_grow(struct mt_liveseg *g)
 			j = (j + 1) & g->mask;
 		nv[j] = old[i];
 	}
-	table_free(old, old_n);
+	if (old && sup && sup->give)
+		sup->give(sup->ctx, old, old_bits);
+	else if (old)
+		mt_livemap_table_free(old, old_bits);
+	g->limit = limit_of(m, g);
+	return 0;
+}
+
+int mt_livemap_room(struct mt_livemap *m, struct mt_liveseg *g)
+{
+	if (!g->v || g->n >= (g->mask + 1) / 4 * 3)
+		return grow(m, g);
+	/* 5/8 full: the next table is asked for */
+	const struct mt_livemap_supply *sup = m->supply;
+	if (sup && sup->soon)
+		sup->soon(sup->ctx, (unsigned)(g - m->seg), 64 - g->shift + 1);
+	g->limit = (g->mask + 1) / 4 * 3;
 	return 0;
 }
 
@@ -111,6 +144,7 @@ uint64_t mt_livemap_count(const struct mt_livemap *m)
 void mt_livemap_release(struct mt_livemap *m)
 {
 	for (unsigned k = 0; k < 1u << MT_LIVEMAP_SEG_BITS; k++)
-		table_free(m->seg[k].v, m->seg[k].mask + 1);
+		if (m->seg[k].v)
+			mt_livemap_table_free(m->seg[k].v, 64 - m->seg[k].shift);
 	*m = (struct mt_livemap){ 0 };
 }

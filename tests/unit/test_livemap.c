@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The live map against a plain model: puts, gets and deletes of many
  * addresses in a random order, through every table's doubling; and the
- * tables double one at a time. */
+ * tables double one at a time. The same with its tables made ahead on a
+ * thread of their own (util/livemap-ahead.h). */
 #include "util/livemap.h"
+#include "util/livemap-ahead.h"
 
 #include <check.h>
 #include <stdint.h> /* uint64_t */
@@ -18,9 +20,12 @@ static uint64_t rnd(uint64_t *x)
 	return *x;
 }
 
-START_TEST(test_livemap_model)
+static void model(int ahead)
 {
 	struct mt_livemap m = { 0 };
+	struct mt_livemap_ahead *a = ahead ? mt_livemap_ahead_new(&m) : NULL;
+	if (ahead)
+		ck_assert_ptr_nonnull(a);
 	/* addresses as allocators give them: runs of 16-byte steps in a few
 	 * arenas, and some anywhere */
 	uint64_t *addr = calloc(N, sizeof(*addr));
@@ -76,11 +81,24 @@ START_TEST(test_livemap_model)
 		most = g->mask + 1 > most ? g->mask + 1 : most;
 	}
 	ck_assert_uint_le(most, 4 * least);
+	mt_livemap_ahead_free(a);
+	ck_assert_ptr_null(m.supply);
 	mt_livemap_release(&m);
 	ck_assert_uint_eq(mt_livemap_count(&m), 0);
 	ck_assert_ptr_null(mt_livemap_get(&m, addr[0]));
 	free(addr);
 	free(in);
+}
+
+START_TEST(test_livemap_model)
+{
+	model(0);
+}
+END_TEST
+
+START_TEST(test_livemap_model_ahead)
+{
+	model(1);
 }
 END_TEST
 
@@ -90,6 +108,7 @@ static Suite *livemap_suite(void)
 	TCase *tc = tcase_create("livemap");
 
 	tcase_add_test(tc, test_livemap_model);
+	tcase_add_test(tc, test_livemap_model_ahead);
 	suite_add_tcase(s, tc);
 	return s;
 }
