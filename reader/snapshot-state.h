@@ -83,8 +83,9 @@ struct mt__unmap {
 };
 
 /* ALLOC and FREE records wait here, a few at a time, while the cache
- * fetches their slots of the live map: with millions of blocks live, a
- * slot is a miss to memory, and the misses of the records in the queue
+ * fetches their slots of the live map and, half way through, the
+ * counters of the sites those name: with millions of blocks live, each
+ * is a miss to memory, and the misses of the records in the queue
  * overlap instead of each stalling the pass. The records leave in their
  * order, and every other record, and each chunk's end, empties the
  * queue first, so the figures are those of one record at a time. */

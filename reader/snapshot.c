@@ -469,6 +469,29 @@ static int ahead_flush(struct mt_snapshot *s)
 	return rc;
 }
 
+/* Half way through the queue, @r's slot of the live map (a FREE's) or its
+ * stack's latest site (an ALLOC's) has come into the cache: what they
+ * name, its site's counters, is fetched in turn. A hint only: the records
+ * before it may still change both. */
+static inline void ahead_site(struct mt__snapshot_state *st, const struct mt__event *r)
+{
+	uint32_t site;
+	if (r->free) {
+		const struct mt_live *e = r->addr ? mt_livemap_get(&st->live, r->addr) : NULL;
+		if (!e)
+			return;
+		site = e->site;
+	} else {
+		if (r->stack >= st->stacks_cap || !st->stack_site[r->stack])
+			return;
+		site = st->stack_site[r->stack] - 1;
+	}
+	if (site < st->n_sites) {
+		__builtin_prefetch(&st->sites[site], 1);
+		__builtin_prefetch(&st->site_keys[site]);
+	}
+}
+
 static int on_hot(void *ctx, const struct mt_record *r)
 {
 	struct mt_snapshot *s = ctx;
@@ -486,6 +509,10 @@ static int on_hot(void *ctx, const struct mt_record *r)
 	mt_livemap_prefetch(&st->live, h->addr);
 	if (st->temporal)
 		mt_livemap_prefetch(&st->tlive, h->addr);
+	if (!h->free && h->stack < st->stacks_cap)
+		__builtin_prefetch(&st->stack_site[h->stack]);
+	if (q->n > MT__AHEAD / 2)
+		ahead_site(st, &q->r[(q->head + q->n - 1 - MT__AHEAD / 2) % MT__AHEAD]);
 	return 0;
 }
 
