@@ -11,6 +11,7 @@
 #include <errno.h>  /* errno */
 #include <getopt.h> /* opterr */
 #include <limits.h> /* PATH_MAX */
+#include <malloc.h> /* mallopt */
 #include <stdio.h>  /* printf */
 #include <string.h> /* strcmp */
 #include <unistd.h> /* readlink */
@@ -72,6 +73,12 @@ int main(int argc, char **argv)
 	 * memtrace run hands the program its stderr), and the program it runs
 	 * finds it closed, as it would without memtrace. */
 	(void)mt_fd_hold();
+	/* A report's big arrays (by stack id, by node) double as a capture
+	 * is read: from 1 MiB each is a mapping of its own, which realloc
+	 * grows with mremap, without a copy. glibc's threshold would
+	 * otherwise rise to 32 MiB as big blocks are freed, and those below
+	 * it be copied at every doubling. */
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	/* memray's -v/--verbose before the command, repeated or not (-vv):
 	 * attach's and detach's own -v; the other commands say nothing more
 	 * with it */

@@ -6,14 +6,20 @@
 #include <stdlib.h> /* realloc */
 #include <string.h> /* memset */
 #include <sys/mman.h> /* madvise */
+#include <unistd.h>   /* sysconf */
 
 #define HUGE ((uintptr_t)2 << 20)
 
 void mt_grow_huge(void *p, size_t len)
 {
-	uintptr_t lo = ((uintptr_t)p + HUGE - 1) & ~(HUGE - 1);
-	uintptr_t hi = ((uintptr_t)p + len) & ~(HUGE - 1);
-	if (hi > lo)
+	/* the whole pages of the block, not its 2 MiB-aligned part alone: a
+	 * block that malloc mapped on its own then stays one mapping, which
+	 * realloc can move and grow with mremap instead of a copy (a mapping
+	 * split in three by a part's flags makes mremap fail) */
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)p & ~(page - 1);
+	uintptr_t hi = ((uintptr_t)p + len + page - 1) & ~(page - 1);
+	if (len >= HUGE)
 		(void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
 }
 

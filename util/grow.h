@@ -23,9 +23,11 @@ int mt_grow(void **v, uint32_t *cap, uint32_t need, size_t elem);
 int mt_grow_buf(uint8_t **buf, size_t *cap, size_t want);
 
 /* mt_grow_huge() - huge pages, where the kernel leaves them to the
- * program (as Debian's does), for the 2 MiB-aligned part of [@p, @p +
- * @len): a report's big arrays then fault once per 2 MiB rather than once
- * per 4 KiB, which on a virtual machine is much of a report's time. */
+ * program (as Debian's does), for the pages of [@p, @p + @len) from 2 MiB
+ * on: a report's big arrays then fault once per 2 MiB rather than once
+ * per 4 KiB, which on a virtual machine is much of a report's time. All
+ * of the block's pages, so that a block malloc mapped on its own stays one
+ * mapping and realloc grows it with mremap, without a copy. */
 void mt_grow_huge(void *p, size_t len);
 
 #endif /* MT_UTIL_GROW_H */
