@@ -63,9 +63,12 @@ static void *run(void *arg)
 			a->ready_bits[k] = bits;
 			pthread_cond_broadcast(&a->made);
 		} else if (a->n_gone) {
-			unsigned i = --a->n_gone;
+			/* taken out under the lock: the slot is the next table
+			 * given back's as soon as it is unlocked */
+			unsigned i = --a->n_gone, bits = a->gone_bits[i];
+			struct mt_live *v = a->gone[i];
 			pthread_mutex_unlock(&a->mu);
-			mt_livemap_table_free(a->gone[i], a->gone_bits[i]);
+			mt_livemap_table_free(v, bits);
 			pthread_mutex_lock(&a->mu);
 		} else if (a->stop) {
 			break;
