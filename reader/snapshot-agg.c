@@ -26,7 +26,7 @@ int mt__snap_on_site(void *ctx, const struct mt_record *r)
 	st->sites[si] = (struct acc){ .cur_bytes = x->leak_bytes, .cur_count = x->leak_count,
 				      .pk_bytes = x->peak_bytes, .pk_count = x->peak_count,
 				      .last = 1, .alloc_bytes = x->alloc_bytes,
-				      .alloc_count = x->alloc_count };
+				      .alloc_count = x->alloc_count, .key = st->sites[si].key };
 	return 0;
 }
 

@@ -13,7 +13,8 @@
 /* ------------------------------------------------------------------------
  * Views
  * ---------------------------------------------------------------------- */
-static void usage_add(struct mt_usage *u, const struct mt__snapshot_state *st, const struct acc *a)
+static void usage_add(struct mt_usage *u, const struct mt__snapshot_state *st, const struct acc *a,
+		      const struct acc_tmp *t)
 {
 	u->peak_bytes += acc_peak_bytes(st, a);
 	u->peak_count += acc_peak_count(st, a);
@@ -21,8 +22,8 @@ static void usage_add(struct mt_usage *u, const struct mt__snapshot_state *st, c
 	u->leak_count += a->cur_count;
 	u->alloc_bytes += a->alloc_bytes;
 	u->alloc_count += a->alloc_count;
-	u->temp_bytes += a->tmp_bytes;
-	u->temp_count += a->tmp_count;
+	u->temp_bytes += t->bytes;
+	u->temp_count += t->count;
 }
 
 /* Per-stack, per-thread and per-site figures from the site counters, made
@@ -70,20 +71,21 @@ int mt__snap_finish(struct mt_snapshot *s)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < st->n_sites; i++) {
 		memset(&st->site_out[i], 0, sizeof(st->site_out[i]));
-		st->stack_usage[st->site_keys[i].stack] = (struct mt_usage){ 0 };
+		st->stack_usage[st->sites[i].key.stack] = (struct mt_usage){ 0 };
 	}
 	for (uint32_t i = 0; i < st->n_sites; i++) {
-		const struct site_key *k = &st->site_keys[i];
+		const struct site_key *k = &st->sites[i].key;
+		const struct acc_tmp *t = &st->site_tmp[i];
 		struct mt_site *o = &st->site_out[i];
 		o->stack = k->stack;
 		o->thread = k->thread_kind >> SITE_KIND_BITS;
 		o->allocator = k->thread_kind & SITE_KIND_MASK;
 		o->first_addr = st->site_first[i];
-		usage_add(&o->usage, st, &st->sites[i]);
-		usage_add(&st->stack_usage[o->stack], st, &st->sites[i]);
-		usage_add(&s->threads[o->thread].usage, st, &st->sites[i]);
-		s->temp_bytes += st->sites[i].tmp_bytes;
-		s->temp_count += st->sites[i].tmp_count;
+		usage_add(&o->usage, st, &st->sites[i], t);
+		usage_add(&st->stack_usage[o->stack], st, &st->sites[i], t);
+		usage_add(&s->threads[o->thread].usage, st, &st->sites[i], t);
+		s->temp_bytes += t->bytes;
+		s->temp_count += t->count;
 	}
 	for (uint32_t i = 0; i < st->max_thread; i++) {
 		struct mt_usage u = s->threads[i].usage;

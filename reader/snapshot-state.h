@@ -40,16 +40,6 @@
  * an id is believed below ID_SLACK + 2 x the ids of its kind defined. */
 #define ID_SLACK (1u << 16)   /* ids whose records may still be in other threads' buffers */
 
-/* A usage counter with lazy peak capture: pk_* is the value at the peak
- * whenever last > peak_event; otherwise cur_* still is. */
-struct acc {
-	uint64_t cur_bytes, cur_count;
-	uint64_t pk_bytes, pk_count;
-	uint64_t last;
-	uint64_t alloc_bytes, alloc_count;
-	uint64_t tmp_bytes, tmp_count;
-};
-
 /* The allocator's bits in a site key: its kinds are below 2^5. */
 #define SITE_KIND_BITS 5
 #define SITE_KIND_MASK ((1u << SITE_KIND_BITS) - 1)
@@ -63,6 +53,24 @@ _Static_assert((uint64_t)MAX_THREAD << SITE_KIND_BITS <= 1ull << 32, "a thread i
 struct site_key {
 	uint32_t stack;
 	uint32_t thread_kind; /* thread << SITE_KIND_BITS | allocator */
+};
+
+/* A site's usage counters, with lazy peak capture: pk_* is the value at
+ * the peak whenever last > peak_event; otherwise cur_* still is. With its
+ * key, what every event of the site reads and writes, in 64 bytes: one
+ * line of the cache where the array is aligned (its temporary figures,
+ * rarely changed, are apart, in struct acc_tmp). */
+struct acc {
+	uint64_t cur_bytes, cur_count;
+	uint64_t pk_bytes, pk_count;
+	uint64_t last;
+	uint64_t alloc_bytes, alloc_count;
+	struct site_key key;
+};
+_Static_assert(sizeof(struct acc) == 64, "a site's counters fill a line");
+
+struct acc_tmp {
+	uint64_t bytes, count;
 };
 
 /* A live mapping, what the mappings' values (st->mm) index: its site,
@@ -113,7 +121,7 @@ struct mt__snapshot_state {
 	struct mt__unmap unmap;
 
 	struct acc *sites;
-	struct site_key *site_keys;
+	struct acc_tmp *site_tmp; /* by site: its temporary allocations */
 	uint64_t *site_first; /* address of each site's first allocation */
 	uint32_t sites_cap, n_sites;
 	uint32_t *site_slots; /* hash of site keys: util/slots.h */

@@ -14,6 +14,7 @@
 #include <stdio.h>  /* snprintf */
 #include <stdlib.h> /* malloc */
 #include <string.h> /* memcpy */
+#include <sys/mman.h> /* mmap, mremap */
 
 /* ------------------------------------------------------------------------
  * Counters
@@ -39,7 +40,7 @@ acc_change_x(struct mt__snapshot_state *st, struct acc *a, int64_t dbytes, int64
 		mt_hwmtime_change(st->hwm, (uint32_t)(a - st->sites), dbytes, dcount);
 	if (st->growth && dbytes) {
 		/* one series per printed call path (stackkeys.h) */
-		uint32_t stack = st->site_keys[a - st->sites].stack;
+		uint32_t stack = a->key.stack;
 		uint32_t key = mt_stackkeys_get(&st->gkeys, &st->stk, stack, &st->oom);
 		if (mt_growth_change(st->growth, key, dbytes) < 0)
 			st->oom = 1;
@@ -95,7 +96,7 @@ static inline uint64_t site_key_hash(struct site_key k)
 
 static uint64_t site_hash_at(const void *ctx, size_t i)
 {
-	return site_key_hash(((const struct mt__snapshot_state *)ctx)->site_keys[i]);
+	return site_key_hash(((const struct mt__snapshot_state *)ctx)->sites[i].key);
 }
 
 /* Twice the site slots (64 at first), holding every site. */
@@ -108,6 +109,27 @@ static int site_slots_grow(struct mt__snapshot_state *st)
 	return 0;
 }
 
+/* Room for site @need in the sites' counters: a mapping of their own,
+ * page-aligned, so that each site's counters are one line of the cache
+ * (malloc's 16-byte alignment put every one across two), grown by mremap,
+ * its new pages zero. 0 or -ENOMEM, with the array as it was. */
+static int acc_grow(struct acc **v, uint32_t *cap, uint32_t need)
+{
+	uint32_t n = *cap ? *cap : 64; /* as mt_grow(): the same capacity as the arrays beside */
+	while (n <= need)
+		n *= 2;
+	size_t old = (size_t)*cap * sizeof(struct acc), len = (size_t)n * sizeof(struct acc);
+	void *p = *v ? mremap(*v, old, len, MREMAP_MAYMOVE)
+		     : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	if (len >= (2u << 20))
+		(void)madvise(p, len, MADV_HUGEPAGE);
+	*v = p;
+	*cap = n;
+	return 0;
+}
+
 /* The site of (@stack, @thread, @kind), created on first use by the
  * allocation at @addr; -1 when out of memory. The caller made room for
  * @stack and @thread. */
@@ -116,12 +138,12 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 {
 	struct site_key k = { stack, thread << SITE_KIND_BITS | kind };
 	uint32_t c = st->stack_site[stack];
-	if (c && st->site_keys[c - 1].thread_kind == k.thread_kind)
+	if (c && st->sites[c - 1].key.thread_kind == k.thread_kind)
 		return c - 1;
 	uint32_t j = (uint32_t)site_key_hash(k) & st->site_slots_mask;
 	while (st->site_slots[j]) {
 		uint32_t i = st->site_slots[j] - 1;
-		if (st->site_keys[i].stack == stack && st->site_keys[i].thread_kind == k.thread_kind) {
+		if (st->sites[i].key.stack == stack && st->sites[i].key.thread_kind == k.thread_kind) {
 			st->stack_site[stack] = i + 1;
 			return i;
 		}
@@ -129,10 +151,10 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 	}
 	if (st->n_sites == st->sites_cap) {
 		uint32_t cap = st->sites_cap;
-		if (mt_grow((void **)&st->sites, &cap, st->n_sites, sizeof(struct acc)) < 0)
+		if (acc_grow(&st->sites, &cap, st->n_sites) < 0)
 			return -1;
 		cap = st->sites_cap;
-		if (mt_grow((void **)&st->site_keys, &cap, st->n_sites, sizeof(struct site_key)) < 0)
+		if (mt_grow((void **)&st->site_tmp, &cap, st->n_sites, sizeof(struct acc_tmp)) < 0)
 			return -1;
 		cap = st->sites_cap;
 		if (mt_grow((void **)&st->site_first, &cap, st->n_sites, sizeof(uint64_t)) < 0)
@@ -140,7 +162,7 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 		st->sites_cap = cap;
 	}
 	uint32_t i = st->n_sites++;
-	st->site_keys[i] = k;
+	st->sites[i].key = k;
 	st->site_first[i] = addr;
 	st->site_slots[j] = i + 1;
 	st->stack_site[stack] = i + 1;
@@ -156,7 +178,7 @@ static inline uint32_t path_key(struct mt__snapshot_state *st, uint32_t site)
 {
 	if (st->temporal_by_site)
 		return site;
-	return mt_stackkeys_get(&st->gkeys, &st->stk, st->site_keys[site].stack, &st->oom);
+	return mt_stackkeys_get(&st->gkeys, &st->stk, st->sites[site].key.stack, &st->oom);
 }
 
 /* A block of the malloc family at @addr allocated now. */
@@ -223,11 +245,11 @@ static void map_temporary(struct mt__snapshot_state *st, const struct mt__map *m
 	const struct mt__unmap *u = &st->unmap;
 
 	if (!u->on || m->addr != u->addr || m->size != u->size ||
-	    st->site_keys[m->site].thread_kind >> SITE_KIND_BITS != u->thread ||
+	    st->sites[m->site].key.thread_kind >> SITE_KIND_BITS != u->thread ||
 	    (uint32_t)(st->thr_seq[u->thread] - m->seq) > st->temp_threshold)
 		return;
-	st->sites[m->site].tmp_bytes += m->size;
-	st->sites[m->site].tmp_count++;
+	st->site_tmp[m->site].bytes += m->size;
+	st->site_tmp[m->site].count++;
 }
 
 /* A part of live mapping @value gone (@last: the mapping's last part). */
@@ -367,7 +389,7 @@ static inline __attribute__((always_inline)) int alloc_x(void *ctx, const struct
 				temporal_free(st, addr, e->size);
 			acc_change_x(st, &st->sites[e->site], (int64_t)(0 - e->size), -1, extras);
 			st->heap -= e->size;
-			malloc_count(s, st->site_keys[e->site].thread_kind & SITE_KIND_MASK, e->size, -1);
+			malloc_count(s, st->sites[e->site].key.thread_kind & SITE_KIND_MASK, e->size, -1);
 			s->leak_count--;
 		}
 		e->size = size;
@@ -430,13 +452,13 @@ static inline __attribute__((always_inline)) int free_x(void *ctx, const struct 
 	/* temporary: freed by the allocating thread with at most
 	 * temp_threshold of its allocations in between (memray's meaning) */
 	uint32_t thread = mt__snap_believed(st, r->tidx, DEF_THREAD) ? r->tidx : 0;
-	if (st->site_keys[e->site].thread_kind >> SITE_KIND_BITS == thread &&
+	if (st->sites[e->site].key.thread_kind >> SITE_KIND_BITS == thread &&
 	    (uint32_t)(st->thr_seq[thread] - e->seq) <= st->temp_threshold) {
-		a->tmp_bytes += e->size;
-		a->tmp_count++;
+		st->site_tmp[e->site].bytes += e->size;
+		st->site_tmp[e->site].count++;
 	}
 	st->heap -= e->size;
-	malloc_count(s, st->site_keys[e->site].thread_kind & SITE_KIND_MASK, e->size, -1);
+	malloc_count(s, st->sites[e->site].key.thread_kind & SITE_KIND_MASK, e->size, -1);
 	s->bytes_freed += e->size;
 	s->leak_count--;
 	if (extras && st->temporal)
@@ -488,7 +510,6 @@ static inline void ahead_site(struct mt__snapshot_state *st, const struct mt__ev
 	}
 	if (site < st->n_sites) {
 		__builtin_prefetch(&st->sites[site], 1);
-		__builtin_prefetch(&st->site_keys[site]);
 	}
 }
 
@@ -787,8 +808,9 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		mt_livemap_ahead_free(st->live_tables);
 		mt_livemap_release(&st->live);
 		mt_mappings_release(&st->mm);
-		free(st->sites);
-		free(st->site_keys);
+		if (st->sites)
+			munmap(st->sites, (size_t)st->sites_cap * sizeof(*st->sites));
+		free(st->site_tmp);
 		free(st->site_first);
 		free(st->site_slots);
 		free(st->stack_site);
