@@ -11,33 +11,40 @@
 #define NSEG (1u << MT_LIVEMAP_SEG_BITS)
 #define START_BYTES ((size_t)64 << 10) /* the first table worth a thread */
 #define GONE_MAX (2 * NSEG)            /* old tables waiting to be unmapped */
+#define READY_MAX 8                    /* tables made and not yet taken, at most */
+#define ASKS_MAX (2 * NSEG)            /* a table asked for twice: once called off */
 
 struct mt_livemap_ahead {
 	struct mt_livemap_supply supply;
 	struct mt_livemap *map;
 	pthread_mutex_t mu;
-	pthread_cond_t work; /* the thread's: something asked for or given back */
+	pthread_cond_t work; /* the thread's: something asked for, taken or given back */
 	pthread_cond_t made; /* the map's: the table being made is there */
 	pthread_t thread;
 	int started, failed, stop;
-	int busy;                   /* the table being made now, -1: none */
-	unsigned want[NSEG];        /* bits asked for, 0: nothing */
+	int busy;                    /* the table being made now, -1: none */
+	unsigned asked[NSEG];        /* bits asked for, 0: nothing (or called off) */
+	unsigned asks[ASKS_MAX];     /* the tables asked for, in order: a ring */
+	unsigned ask_head, n_asks;
 	struct mt_live *ready[NSEG]; /* made, not yet taken ... */
 	unsigned ready_bits[NSEG];   /* ... of this many bits */
+	unsigned n_ready;
 	struct mt_live *gone[GONE_MAX]; /* given back, to unmap */
 	unsigned gone_bits[GONE_MAX];
-	unsigned n_gone, next;
+	unsigned n_gone;
 };
 
-/* the next table asked for, from where the last search ended, or -1 */
+/* The table asked for first and not called off, out of the ring; -1 if
+ * none. The tables fill up in about the order they were asked for (their
+ * blocks come evenly), so the few made ahead are those needed next. */
 static int wanted(struct mt_livemap_ahead *a)
 {
-	for (unsigned i = 0; i < NSEG; i++) {
-		unsigned k = (a->next + i) % NSEG;
-		if (a->want[k]) {
-			a->next = (k + 1) % NSEG;
+	while (a->n_asks) {
+		unsigned k = a->asks[a->ask_head];
+		a->ask_head = (a->ask_head + 1) % ASKS_MAX;
+		a->n_asks--;
+		if (a->asked[k])
 			return (int)k;
-		}
 	}
 	return -1;
 }
@@ -48,19 +55,22 @@ static void *run(void *arg)
 
 	pthread_mutex_lock(&a->mu);
 	for (;;) {
-		int k = a->stop ? -1 : wanted(a);
+		/* a few tables ahead, not one for every table: those made
+		 * when the map stops growing are memory for nothing */
+		int k = a->stop || a->n_ready >= READY_MAX ? -1 : wanted(a);
 		if (k >= 0) {
-			unsigned bits = a->want[k];
-			a->want[k] = 0;
+			unsigned bits = a->asked[k];
+			a->asked[k] = 0;
 			a->busy = k;
 			pthread_mutex_unlock(&a->mu);
 			struct mt_live *t = mt_livemap_table(bits);
 			pthread_mutex_lock(&a->mu);
 			a->busy = -1;
-			if (a->ready[k]) /* not taken: the map made its own */
-				mt_livemap_table_free(a->ready[k], a->ready_bits[k]);
-			a->ready[k] = t;
-			a->ready_bits[k] = bits;
+			if (t) {
+				a->ready[k] = t;
+				a->ready_bits[k] = bits;
+				a->n_ready++;
+			}
 			pthread_cond_broadcast(&a->made);
 		} else if (a->n_gone) {
 			/* taken out under the lock: the slot is the next table
@@ -103,8 +113,10 @@ static void soon(void *ctx, unsigned seg, unsigned bits)
 	if (((size_t)1 << bits) * sizeof(struct mt_live) < START_BYTES)
 		return;
 	pthread_mutex_lock(&a->mu);
-	if (start(a) && !a->ready[seg] && a->busy != (int)seg) {
-		a->want[seg] = bits;
+	if (start(a) && !a->asked[seg] && !a->ready[seg] && a->busy != (int)seg &&
+	    a->n_asks < ASKS_MAX) {
+		a->asked[seg] = bits;
+		a->asks[(a->ask_head + a->n_asks++) % ASKS_MAX] = seg;
 		pthread_cond_signal(&a->work);
 	}
 	pthread_mutex_unlock(&a->mu);
@@ -113,17 +125,25 @@ static void soon(void *ctx, unsigned seg, unsigned bits)
 static struct mt_live *take(void *ctx, unsigned seg, unsigned bits)
 {
 	struct mt_livemap_ahead *a = ctx;
-	struct mt_live *t = NULL;
+	struct mt_live *t = NULL, *stale = NULL;
+	unsigned stale_bits = 0;
 
 	pthread_mutex_lock(&a->mu);
-	a->want[seg] = 0; /* not started: the map's to make */
+	a->asked[seg] = 0; /* not started: called off, the map's to make */
 	while (a->busy == (int)seg)
 		pthread_cond_wait(&a->made, &a->mu);
-	if (a->ready[seg] && a->ready_bits[seg] == bits) {
-		t = a->ready[seg];
+	if (a->ready[seg]) {
+		if (a->ready_bits[seg] == bits)
+			t = a->ready[seg];
+		else
+			stale = a->ready[seg], stale_bits = a->ready_bits[seg];
 		a->ready[seg] = NULL;
+		a->n_ready--;
+		pthread_cond_signal(&a->work); /* room for one more */
 	}
 	pthread_mutex_unlock(&a->mu);
+	if (stale)
+		mt_livemap_table_free(stale, stale_bits);
 	return t;
 }
 

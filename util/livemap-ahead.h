@@ -10,7 +10,10 @@
  * supply of its own, the map asks for a table when it is 5/8 full (5/6
  * of the way to doubling at 3/4), the thread makes it while the map goes
  * on, and the doubling then only moves the blocks; the old table goes
- * back to the thread to be unmapped.
+ * back to the thread to be unmapped. It makes them in the order they
+ * were asked for (a map's tables fill up evenly, so in about that order)
+ * and keeps at most 8 made and not yet taken: a map that stops growing
+ * leaves that much memory unused, not a second map's worth.
  *
  * The thread starts with the first table of 64 KiB or more asked for
  * (a small map never has one); if it cannot, the map makes its own as
