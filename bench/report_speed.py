@@ -13,6 +13,13 @@ Three captures:
          end, under `memtrace run --trace-python-allocators`: the reader
          follows every live block, which is the size of its live map and
          a miss to memory for every event (the "8 GB overnight" case).
+  pandas with --pandas-rows N (default 400,000; 0: none), a pandas job
+         under `memtrace run --native --trace-python-allocators`: a
+         CSV of N rows of text read with object columns three times
+         over, grouped and joined, and its first 30% once more (about
+         10 million events for 400,000 rows, half of them live at the
+         end; the issue's "10-million-event --native capture", symbols
+         included). Skipped, with a note, where pandas does not import.
   wide   a synthetic capture written here from docs/format.md with
          --wide-stacks distinct call paths (default 300,000) of 20 frames
          each: what keeps the page small is the node budget, so this shows
@@ -30,7 +37,8 @@ time per refresh, drawing included), then the last N chunks appended (the
 time of the refresh that reads them); and the peak RSS of the view.
 
   /usr/bin/python3 bench/report_speed.py [--memtrace build/cli/memtrace]
-      [--events 10000000] [--hoard-objects 5000000] [--rounds 3] [--keep DIR] [--markdown FILE]
+      [--events 10000000] [--hoard-objects 5000000] [--pandas-rows 400000] [--rounds 3]
+      [--keep DIR] [--markdown FILE]
       [--churn-capture FILE] [--live-chunks N] [--idle-frames 20]
 """
 
@@ -109,6 +117,34 @@ for i in range(int(sys.argv[1])):
     keep.append((i, str(i)))
 print(len(keep))
 """
+
+
+PANDAS_JOB = """\
+import sys
+import pandas as pd
+path, rows = sys.argv[1], int(sys.argv[2])
+totals = {}
+for nrows in (None, None, None, rows * 3 // 10):
+    df = pd.read_csv(path, dtype=object, nrows=nrows)
+    counts = df.groupby("city").size()
+    df["key"] = df["name"].str.cat(df["code"], sep="-")
+    for city, n in counts.items():
+        totals[city] = totals.get(city, 0) + n
+print(len(totals))
+"""
+
+
+def write_rows(path, n):
+    """A CSV of @n rows of text, the same every time."""
+    import csv
+    import random
+    rnd = random.Random(1)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["name", "city", "code", "n"])
+        for i in range(n):
+            w.writerow(["name%d" % rnd.randrange(10**6), "city%d" % rnd.randrange(5000),
+                        "c%x" % rnd.randrange(1 << 30), i])
 
 
 def timed(cmd):
@@ -243,6 +279,7 @@ def main():
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--wide-stacks", type=int, default=300_000)
     ap.add_argument("--hoard-objects", type=int, default=5_000_000)
+    ap.add_argument("--pandas-rows", type=int, default=400_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", help="leave captures and pages in this directory")
     ap.add_argument("--markdown", help="append the results as a Markdown table to this file")
@@ -279,6 +316,22 @@ def main():
                             a.python, "-o", hoard, prog, str(a.hoard_objects)], check=True,
                            stdout=subprocess.DEVNULL)
             results.append(measure(a.memtrace, hoard, a.rounds, workdir, "hoard"))
+        if a.pandas_rows and subprocess.run([a.python, "-c", "import pandas"],
+                                            stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL).returncode != 0:
+            print("pandas: skipped, pandas does not import in %s" % a.python, flush=True)
+        elif a.pandas_rows:
+            prog, rows = os.path.join(workdir, "pandas_job.py"), os.path.join(workdir, "rows.csv")
+            cap = os.path.join(workdir, "pandas.bin")
+            with open(prog, "w") as f:
+                f.write(PANDAS_JOB)
+            write_rows(rows, a.pandas_rows)
+            print("recording a pandas job over %d rows under --native ..." % a.pandas_rows,
+                  flush=True)
+            subprocess.run([a.memtrace, "run", "-q", "-f", "--native", "--trace-python-allocators",
+                            "--python", a.python, "-o", cap, prog, rows, str(a.pandas_rows)],
+                           check=True, stdout=subprocess.DEVNULL)
+            results.append(measure(a.memtrace, cap, a.rounds, workdir, "pandas-native"))
         if a.wide_stacks:
             wide = os.path.join(workdir, "wide.bin")
             print("writing a capture with %d distinct call paths ..." % a.wide_stacks, flush=True)
