@@ -150,10 +150,10 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 		j = (j + 1) & st->site_slots_mask;
 	}
 	if (st->n_sites == st->sites_cap) {
-		uint32_t cap = st->sites_cap;
-		if (acc_grow(&st->sites, &cap, st->n_sites) < 0)
+		if (st->sites_mapped <= st->n_sites &&
+		    acc_grow(&st->sites, &st->sites_mapped, st->n_sites) < 0)
 			return -1;
-		cap = st->sites_cap;
+		uint32_t cap = st->sites_cap;
 		if (mt_grow((void **)&st->site_tmp, &cap, st->n_sites, sizeof(struct acc_tmp)) < 0)
 			return -1;
 		cap = st->sites_cap;
@@ -508,9 +508,8 @@ static inline void ahead_site(struct mt__snapshot_state *st, const struct mt__ev
 			return;
 		site = st->stack_site[r->stack] - 1;
 	}
-	if (site < st->n_sites) {
+	if (site < st->n_sites)
 		__builtin_prefetch(&st->sites[site], 1);
-	}
 }
 
 static int on_hot(void *ctx, const struct mt_record *r)
@@ -809,7 +808,7 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		mt_livemap_release(&st->live);
 		mt_mappings_release(&st->mm);
 		if (st->sites)
-			munmap(st->sites, (size_t)st->sites_cap * sizeof(*st->sites));
+			munmap(st->sites, (size_t)st->sites_mapped * sizeof(*st->sites));
 		free(st->site_tmp);
 		free(st->site_first);
 		free(st->site_slots);
