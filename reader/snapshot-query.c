@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The snapshot's views (the figures made from its counters at each view)
- * and its queries (snapshot.h), once it is built.
+ * The snapshot's views (the figures made from its counters at each view),
+ * the end of its pass, and its queries (snapshot.h), once it is built.
  */
 #include "reader/snapshot-state.h"
 #include "util/grow.h"
 
 #include <errno.h>  /* ENOMEM */
 #include <stdlib.h> /* calloc */
-#include <string.h> /* memset */
+#include <string.h> /* memset, strncmp */
 
 /* ------------------------------------------------------------------------
  * Views
@@ -218,4 +218,62 @@ int mt_snapshot_hybrid_parts(const struct mt_snapshot *s, uint32_t id, uint32_t 
 			     uint32_t *leaf)
 {
 	return mt_native_hybrid_parts(&s->st->nat, id, python, leaf);
+}
+
+/* ------------------------------------------------------------------------
+ * A view of what was read, and the end of the pass
+ * ---------------------------------------------------------------------- */
+int mt_snapshot_closed(const struct mt_snapshot *s)
+{
+	return s->st->closed;
+}
+
+int mt_snapshot_view(struct mt_snapshot *s)
+{
+	struct mt__snapshot_state *st = s->st;
+
+	if (st->nat.n_hyb && !st->resolved) {
+		/* hybrid stacks become frames of the trie, with new ids above
+		 * those of the capture, until the next feed */
+		st->resolved = 1;
+		st->nat.tracker = (s->header.flags & MT_HDR_TRACKER) != 0;
+		if (mt_native_resolve(&st->nat, &st->stk, st->python_only) < 0 ||
+		    (st->stk.next_free > st->max_stack + 1 &&
+		     mt__snap_stack_room(st, st->stk.next_free - 1) < 0))
+			return -ENOMEM;
+	}
+	if (st->root_depth && mt_stacks_cut(&st->stk, st->root_depth, st->root_hash) < 0)
+		return -ENOMEM;
+	return mt__snap_finish(s);
+}
+
+int mt_snapshot_end(struct mt_snapshot *s)
+{
+	struct mt__snapshot_state *st = s->st;
+
+	st->closed = 1;
+	mt_livemap_ahead_free(st->live_tables); /* its spare tables go */
+	st->live_tables = NULL;
+	int open = st->peak_open || s->peak_until_us < s->peak_time_us;
+	if (s->header.flags & MT_HDR_AGGREGATED)
+		open = !(s->peak_until_us = mt__snap_agg_peak_until(s));
+	/* no sample after the peak: it was before the end */
+	if (open)
+		s->peak_until_us = s->end_time_us > s->peak_time_us ? s->end_time_us
+								     : s->peak_time_us;
+	if (st->hwm && !st->hwm->finished) {
+		mt_hwmtime_finish(st->hwm);
+		if (st->hwm->oom)
+			return -ENOMEM;
+	}
+	if (st->growth && !st->growth->finished)
+		mt_growth_finish(st->growth, s->end_time_us);
+	return mt_snapshot_view(s);
+}
+
+int mt_snapshot_small_hidden(const struct mt_snapshot *s)
+{
+	return !(s->header.flags & MT_HDR_PYALLOC) &&
+	       (strncmp(s->python_allocator, "pymalloc", 8) == 0 ||
+		strncmp(s->python_allocator, "mimalloc", 8) == 0);
 }

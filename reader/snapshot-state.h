@@ -3,10 +3,10 @@
 #define MT_READER_SNAPSHOT_STATE_H
 /*
  * The snapshot's private state, shared by its files: snapshot.c (the
- * record pass, build and release), snapshot-defs.c (its definition
+ * record pass, its start and release), snapshot-defs.c (its definition
  * records), snapshot-agg.c (an aggregated capture's figures) and
- * snapshot-query.c (the views and queries). Nothing outside
- * reader/snapshot*.c includes it.
+ * snapshot-query.c (the views, the pass's end and the queries). Nothing
+ * outside reader/snapshot*.c includes it.
  */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint64_t */

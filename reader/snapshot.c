@@ -738,61 +738,6 @@ int mt_snapshot_feed(struct mt_snapshot *s, struct mt_capture *cap)
 	return 0;
 }
 
-int mt_snapshot_closed(const struct mt_snapshot *s)
-{
-	return s->st->closed;
-}
-
-int mt_snapshot_view(struct mt_snapshot *s)
-{
-	struct mt__snapshot_state *st = s->st;
-
-	if (st->nat.n_hyb && !st->resolved) {
-		/* hybrid stacks become frames of the trie, with new ids above
-		 * those of the capture, until the next feed */
-		st->resolved = 1;
-		st->nat.tracker = (s->header.flags & MT_HDR_TRACKER) != 0;
-		if (mt_native_resolve(&st->nat, &st->stk, st->python_only) < 0 ||
-		    (st->stk.next_free > st->max_stack + 1 &&
-		     mt__snap_stack_room(st, st->stk.next_free - 1) < 0))
-			return -ENOMEM;
-	}
-	if (st->root_depth && mt_stacks_cut(&st->stk, st->root_depth, st->root_hash) < 0)
-		return -ENOMEM;
-	return mt__snap_finish(s);
-}
-
-int mt_snapshot_end(struct mt_snapshot *s)
-{
-	struct mt__snapshot_state *st = s->st;
-
-	st->closed = 1;
-	mt_livemap_ahead_free(st->live_tables); /* its spare tables go */
-	st->live_tables = NULL;
-	int open = st->peak_open || s->peak_until_us < s->peak_time_us;
-	if (s->header.flags & MT_HDR_AGGREGATED)
-		open = !(s->peak_until_us = mt__snap_agg_peak_until(s));
-	/* no sample after the peak: it was before the end */
-	if (open)
-		s->peak_until_us = s->end_time_us > s->peak_time_us ? s->end_time_us
-								     : s->peak_time_us;
-	if (st->hwm && !st->hwm->finished) {
-		mt_hwmtime_finish(st->hwm);
-		if (st->hwm->oom)
-			return -ENOMEM;
-	}
-	if (st->growth && !st->growth->finished)
-		mt_growth_finish(st->growth, s->end_time_us);
-	return mt_snapshot_view(s);
-}
-
-int mt_snapshot_small_hidden(const struct mt_snapshot *s)
-{
-	return !(s->header.flags & MT_HDR_PYALLOC) &&
-	       (strncmp(s->python_allocator, "pymalloc", 8) == 0 ||
-		strncmp(s->python_allocator, "mimalloc", 8) == 0);
-}
-
 void mt_snapshot_release(struct mt_snapshot *s)
 {
 	struct mt__snapshot_state *st = s->st;
