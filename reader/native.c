@@ -355,6 +355,15 @@ static int count_evals(struct mt_native *n, uint32_t id, struct work *w)
 	return 0;
 }
 
+/* Whether Python frame @x ends a run of Python frames (outwards): the
+ * outermost frame of its stack does, as does every entry frame. */
+static int ends_run(const struct mt_stacks *k, uint32_t x)
+{
+	uint32_t parent = k->nodes[x].parent;
+	return !parent || parent >= k->nodes_cap || !k->nodes[parent].defined ||
+	       k->nodes[parent].code == MT_CODE_FRAME || mt_stacks_entry(k, &k->nodes[x]);
+}
+
 /* Runs of Python frames in Python stack @id, each ending (outwards) with
  * an entry frame or the outermost frame, into @runs, by Python id (1 +
  * the count; 0: not counted). A hybrid stack pairs up when its native
@@ -380,8 +389,7 @@ static int python_runs(const struct mt_stacks *k, uint32_t **runs, uint32_t *cap
 		uint32_t x = w->py[i];
 		if (x >= *cap && mt_grow((void **)runs, cap, x, sizeof(**runs)) < 0)
 			return -ENOMEM;
-		/* the outermost frame ends a run, as does every entry frame */
-		below += !below || mt_stacks_entry(k, &k->nodes[x]);
+		below += ends_run(k, x);
 		(*runs)[x] = below + 1;
 	}
 	w->npy = from;
@@ -701,12 +709,8 @@ static uint32_t runs_of(const struct mt_stacks *k, uint32_t py)
 	uint32_t runs = 0, d = 0;
 	for (uint32_t x = py; x && x < k->nodes_cap && k->nodes[x].defined &&
 			      k->nodes[x].code != MT_CODE_FRAME && d <= k->nodes_cap;
-	     x = k->nodes[x].parent, d++) {
-		uint32_t parent = k->nodes[x].parent;
-		int outermost = !parent || parent >= k->nodes_cap || !k->nodes[parent].defined ||
-				k->nodes[parent].code == MT_CODE_FRAME;
-		runs += outermost || mt_stacks_entry(k, &k->nodes[x]);
-	}
+	     x = k->nodes[x].parent, d++)
+		runs += ends_run(k, x);
 	return runs;
 }
 
