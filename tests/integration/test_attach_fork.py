@@ -394,7 +394,10 @@ def forker():
         pid = os.fork()
         if pid == 0:
             os._exit(0)
-        longest = max(longest, time.monotonic() - began)
+        took = time.monotonic() - began
+        if took >= 0.3 and longest < 0.3:
+            print("waited %.3f" % took, flush=True)
+        longest = max(longest, took)
         os.waitpid(pid, 0)  # a child that never ends stops the program here
         forks += 1
 t = threading.Thread(target=forker)
@@ -415,13 +418,19 @@ def test_a_fork_waits_while_memtrace_makes_its_thread_state(memtrace, script, tm
     that waited forever for that lock in PyOS_AfterFork_Child(). So a fork
     waits until the making is done: with the making held for 400 ms
     (MEMTRACE_TEST_TSTATE_HOLD_MS), a fork of the program's that came
-    meanwhile returns only after it, and every child ends."""
+    meanwhile returns only after it, and every child ends. The making
+    comes on memtrace's start thread, after the attach has returned: the
+    program says when a fork has waited, and only then is it detached (a
+    detach first could leave the making to after the last fork)."""
     prog = script(FORKS_FROM_A_THREAD)
     env = dict(os.environ, MEMTRACE_TEST_TSTATE_HOLD_MS="400")
     t = Program(python, prog, env=env)
     try:
         assert t.line() == "ready\n"
         run(memtrace, "attach", "-f", "-o", tmp_path / "c.bin", t.p.pid)
+        waited = t.line(timeout=60)
+        assert waited.startswith("waited "), \
+            "no fork waited for the thread state's making: %r" % waited
         run(memtrace, "detach", t.p.pid)
         t.say("end")
         said = t.line().split()
