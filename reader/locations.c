@@ -95,34 +95,26 @@ ssize_t mt_snapshot_thread_locations(const struct mt_snapshot *s, enum mt_view v
 	uint32_t *todo = malloc(2 * n * sizeof(*todo));
 	uint8_t *linked = calloc(n, 1);
 	uint8_t *hid = calloc(n, 1);
-	/* one thread's: each stack's own memory, from its sites */
-	uint64_t *own = thread != MT_ALL_THREADS ? calloc(n, 2 * sizeof(*own)) : NULL;
+	/* each stack's own memory (one thread's, or all), from its sites */
+	uint64_t *own = calloc(n, 2 * sizeof(*own));
 	ssize_t ret = -ENOMEM;
 	const uint32_t EXIT = 1u << 31; /* stack ids are below 2^24 */
 	const uint32_t NONE = UINT32_MAX;
 	size_t hidden = 0;
 
-	if (!sub || !first || !next || !li || !todo || !linked || !hid ||
-	    (thread != MT_ALL_THREADS && !own))
+	if (!sub || !first || !next || !li || !todo || !linked || !hid || !own)
 		goto out;
-	if (own) {
-		const struct mt_site *sites;
-		size_t n_sites = mt_snapshot_sites(s, &sites);
-		for (size_t i = 0; i < n_sites; i++) {
-			uint64_t b, c;
-			if (sites[i].thread != thread || sites[i].stack >= n)
-				continue;
-			mt_usage_view(&sites[i].usage, view, &b, &c);
-			own[2 * sites[i].stack] += b;
-			own[2 * sites[i].stack + 1] += c;
-		}
-		memcpy(sub, own, n * 2 * sizeof(*sub));
-	} else {
-		for (uint32_t id = 0; id < n; id++) {
-			struct mt_usage u = mt_snapshot_stack_usage(s, id);
-			mt_usage_view(&u, view, &sub[2 * id], &sub[2 * id + 1]);
-		}
+	const struct mt_site *sites;
+	size_t n_sites = mt_snapshot_sites(s, &sites);
+	for (size_t i = 0; i < n_sites; i++) {
+		uint64_t b, c;
+		if ((thread != MT_ALL_THREADS && sites[i].thread != thread) || sites[i].stack >= n)
+			continue;
+		mt_usage_view(&sites[i].usage, view, &b, &c);
+		own[2 * sites[i].stack] += b;
+		own[2 * sites[i].stack + 1] += c;
 	}
+	memcpy(sub, own, n * 2 * sizeof(*sub));
 	if (sub[0] || sub[1]) {
 		ssize_t k = loc_get(&t, no_frames, "", 0, 0);
 		if (k < 0)
@@ -173,14 +165,7 @@ ssize_t mt_snapshot_thread_locations(const struct mt_snapshot *s, enum mt_view v
 		}
 		struct mt_frame f;
 		mt_snapshot_stack_frame(s, id, &f);
-		uint64_t own_bytes, own_count;
-		if (own) {
-			own_bytes = own[2 * id];
-			own_count = own[2 * id + 1];
-		} else {
-			struct mt_usage u = mt_snapshot_stack_usage(s, id);
-			mt_usage_view(&u, view, &own_bytes, &own_count);
-		}
+		uint64_t own_bytes = own[2 * id], own_count = own[2 * id + 1];
 		ssize_t k;
 		int native = (how & MT_LOC_PYTHON) && f.native;
 		if (native || ((how & MT_LOC_HIDE) &&

@@ -26,9 +26,10 @@ static void usage_add(struct mt_usage *u, const struct mt__snapshot_state *st, c
 	u->temp_count += t->count;
 }
 
-/* Per-stack, per-thread and per-site figures from the site counters, made
- * again at every view: O(sites + threads), whatever was read. A stack's
- * figures are non-zero only if it has sites: only theirs are cleared. */
+/* Per-thread and per-site figures from the site counters, made again at
+ * every view: O(sites + threads), whatever was read. A stack's are its
+ * sites' (mt_snapshot_stack_usage()): an array by stack id would be as
+ * big as the trie of hybrid stacks, most of it never used. */
 int mt__snap_finish(struct mt_snapshot *s)
 {
 	static char no_name[1];
@@ -38,25 +39,6 @@ int mt__snap_finish(struct mt_snapshot *s)
 	s->threads = NULL;
 	s->n_threads = 0;
 	s->temp_bytes = s->temp_count = 0;
-	if (!st->stack_usage) {
-		/* the one view of most snapshots: as many as there are, zero
-		 * pages not touched until used */
-		st->usage_cap = st->max_stack + 1;
-		st->stack_usage = calloc(st->usage_cap, sizeof(*st->stack_usage));
-		if (!st->stack_usage)
-			return -ENOMEM;
-		mt_grow_huge(st->stack_usage, (size_t)st->usage_cap * sizeof(*st->stack_usage));
-	} else if (st->max_stack >= st->usage_cap) {
-		/* as many as there are (realloc moves pages; doubling would
-		 * zero as many again) */
-		size_t n = (size_t)st->max_stack + 1;
-		struct mt_usage *v = realloc(st->stack_usage, n * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		memset(v + st->usage_cap, 0, (n - st->usage_cap) * sizeof(*v));
-		st->stack_usage = v;
-		st->usage_cap = (uint32_t)n;
-	}
 	if (st->n_sites > st->site_out_cap) {
 		struct mt_site *v = realloc(st->site_out, (size_t)st->n_sites * sizeof(*v));
 		if (!v)
@@ -69,10 +51,8 @@ int mt__snap_finish(struct mt_snapshot *s)
 	s->threads = calloc(st->max_thread ? st->max_thread : 1, sizeof(*s->threads));
 	if (!s->threads)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < st->n_sites; i++) {
+	for (uint32_t i = 0; i < st->n_sites; i++)
 		memset(&st->site_out[i], 0, sizeof(st->site_out[i]));
-		st->stack_usage[st->sites[i].key.stack] = (struct mt_usage){ 0 };
-	}
 	for (uint32_t i = 0; i < st->n_sites; i++) {
 		const struct site_key *k = &st->sites[i].key;
 		const struct acc_tmp *t = &st->site_tmp[i];
@@ -82,7 +62,6 @@ int mt__snap_finish(struct mt_snapshot *s)
 		o->allocator = k->thread_kind & SITE_KIND_MASK;
 		o->first_addr = st->site_first[i];
 		usage_add(&o->usage, st, &st->sites[i], t);
-		usage_add(&st->stack_usage[o->stack], st, &st->sites[i], t);
 		usage_add(&s->threads[o->thread].usage, st, &st->sites[i], t);
 		s->temp_bytes += t->bytes;
 		s->temp_count += t->count;
@@ -114,9 +93,16 @@ struct mt_usage mt_snapshot_stack_usage(const struct mt_snapshot *s, uint32_t id
 	const struct mt__snapshot_state *st = s->st;
 	struct mt_usage u = { 0 };
 
-	if (id > st->max_stack || !st->stack_usage)
-		return u;
-	return st->stack_usage[id];
+	for (uint32_t i = 0; st->site_out && i < st->n_sites; i++) {
+		const struct mt_usage *o = &st->site_out[i].usage;
+		if (st->site_out[i].stack != id)
+			continue;
+		u.peak_bytes += o->peak_bytes, u.peak_count += o->peak_count;
+		u.leak_bytes += o->leak_bytes, u.leak_count += o->leak_count;
+		u.alloc_bytes += o->alloc_bytes, u.alloc_count += o->alloc_count;
+		u.temp_bytes += o->temp_bytes, u.temp_count += o->temp_count;
+	}
+	return u;
 }
 
 void mt_usage_view(const struct mt_usage *u, enum mt_view view, uint64_t *bytes, uint64_t *count)

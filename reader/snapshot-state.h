@@ -135,8 +135,6 @@ struct mt__snapshot_state {
 	uint64_t *thr_tid;
 	char **thr_name;
 	struct mt_tnames names; /* the program's, by tid (NAME records) */
-	struct mt_usage *stack_usage; /* by stack id, made at each view */
-	uint32_t usage_cap;
 	struct mt_site *site_out;     /* made at each view */
 	uint32_t site_out_cap;
 	uint64_t temp_threshold;

@@ -758,7 +758,6 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		free(st->site_first);
 		free(st->site_slots);
 		free(st->stack_site);
-		free(st->stack_usage);
 		free(st->site_out);
 		free(st->thr_seq);
 		free(st->thr_tid);

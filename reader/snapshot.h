@@ -194,7 +194,8 @@ int mt_snapshot_end(struct mt_snapshot *s);
 void mt_snapshot_release(struct mt_snapshot *s);
 
 /* mt_snapshot_stack_usage() - counters of stack @id (0 = no Python
- * frames); all zero for an id never used. */
+ * frames), the sum of its sites' (O(sites): a report of every stack sums
+ * mt_snapshot_sites() once); all zero for an id never used. */
 struct mt_usage mt_snapshot_stack_usage(const struct mt_snapshot *s, uint32_t id);
 /* mt_snapshot_sites() - every site, in order of first use; *@out is
  * borrowed. Returns the number of sites. */
