@@ -655,7 +655,7 @@ out:
 	work_free(&outer);
 	free(m.s);
 	free(m.shared);
-	free(runs);
+	mt_grow_free(runs);
 	free(paired);
 	return err;
 }
@@ -790,12 +790,12 @@ void mt_native_release(struct mt_native *n)
 		free(n->mods[i].path);
 	for (uint32_t i = 0; i < n->n_strs; i++)
 		free(n->strs[i]);
-	free(n->strs);
-	free(n->mods);
-	free(n->nodes);
-	free(n->hyb);
-	free(n->frames);
-	free(n->pyf);
+	mt_grow_free(n->strs);
+	mt_grow_free(n->mods);
+	mt_grow_free(n->nodes);
+	mt_grow_free(n->hyb);
+	mt_grow_free(n->frames);
+	mt_grow_free(n->pyf);
 	if (n->sym)
 		mt_symbols_free(n->sym);
 	memset(n, 0, sizeof(*n));

@@ -754,16 +754,16 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		mt_mappings_release(&st->mm);
 		if (st->sites)
 			munmap(st->sites, (size_t)st->sites_mapped * sizeof(*st->sites));
-		free(st->site_tmp);
-		free(st->site_first);
+		mt_grow_free(st->site_tmp);
+		mt_grow_free(st->site_first);
 		free(st->site_slots);
-		free(st->stack_site);
+		mt_grow_free(st->stack_site);
 		free(st->site_out);
-		free(st->thr_seq);
-		free(st->thr_tid);
+		mt_grow_free(st->thr_seq);
+		mt_grow_free(st->thr_tid);
 		for (uint32_t i = 0; i < st->thr_cap && st->thr_name; i++)
 			free(st->thr_name[i]);
-		free(st->thr_name);
+		mt_grow_free(st->thr_name);
 		mt_tnames_release(&st->names);
 		mt_stacks_release(&st->stk);
 		mt_native_release(&st->nat);

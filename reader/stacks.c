@@ -336,16 +336,16 @@ int mt_stacks_cut(struct mt_stacks *k, uint32_t depth, uint64_t hash)
 
 void mt_stacks_release(struct mt_stacks *k)
 {
-	free(k->nodes);
+	mt_grow_free(k->nodes);
 	for (uint32_t i = 0; i < k->codes_cap; i++)
 		free(k->codes[i].linetable);
-	free(k->codes);
+	mt_grow_free(k->codes);
 	for (size_t i = 0; i < k->strs_cap; i++)
 		free(k->strs[i]);
 	free(k->strs);
 	free(k->fmap);
 	k->fmap = NULL;
-	free(k->cut);
+	mt_grow_free(k->cut);
 	k->cut = NULL;
 	k->n_cut = k->cut_cap = 0;
 	k->fmap_cap = k->fmap_n = k->next_free = 0;

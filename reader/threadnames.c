@@ -108,7 +108,7 @@ void mt_tnames_release(struct mt_tnames *m)
 {
 	for (size_t i = 0; i < m->n; i++)
 		free(m->v[i].name);
-	free(m->v);
+	mt_grow_free(m->v);
 	free(m->slots);
 	*m = (struct mt_tnames){ 0 };
 }

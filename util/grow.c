@@ -2,13 +2,17 @@
 /* Growth of the reader's dense per-id arrays (util/grow.h). */
 #include "util/grow.h"
 
-#include <errno.h>  /* ENOMEM */
-#include <stdlib.h> /* realloc */
-#include <string.h> /* memset */
-#include <sys/mman.h> /* madvise */
+#include <errno.h>    /* ENOMEM */
+#include <stdlib.h>   /* realloc */
+#include <string.h>   /* memcpy */
+#include <sys/mman.h> /* mmap, mremap, munmap, madvise */
 #include <unistd.h>   /* sysconf */
 
 #define HUGE ((uintptr_t)2 << 20)
+
+/* An array's mapping starts with its size; the elements follow, one
+ * cache line in. */
+#define HEAD 64
 
 void mt_grow_huge(void *p, size_t len)
 {
@@ -18,7 +22,7 @@ void mt_grow_huge(void *p, size_t len)
 	 * split in three by a part's flags makes mremap fail) */
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	uintptr_t lo = (uintptr_t)p & ~(page - 1);
-	uintptr_t hi = ((uintptr_t)p + len + page - 1) & ~(page - 1);
+	uintptr_t hi = ((uintptr_t)p + len + page - 1) & ~(uintptr_t)(page - 1);
 	if (len >= HUGE)
 		(void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
 }
@@ -37,15 +41,37 @@ int mt_grow_buf(uint8_t **buf, size_t *cap, size_t want)
 
 int mt_grow(void **v, uint32_t *cap, uint32_t need, size_t elem)
 {
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	uint32_t n = *cap ? *cap : 64;
 	while (n <= need)
 		n *= 2;
-	void *nv = realloc(*v, (size_t)n * elem);
-	if (!nv)
+	size_t bytes = (HEAD + (size_t)n * elem + page - 1) & ~(page - 1);
+	char *m;
+	if (*v) {
+		char *old = (char *)*v - HEAD;
+		size_t had = *(size_t *)old;
+		if (had >= bytes) { /* a grow that failed beside it left it bigger */
+			*cap = n;
+			return 0;
+		}
+		m = mremap(old, had, bytes, MREMAP_MAYMOVE);
+	} else {
+		m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	}
+	if (m == MAP_FAILED)
 		return -ENOMEM;
-	mt_grow_huge(nv, (size_t)n * elem);
-	memset((char *)nv + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
-	*v = nv;
+	if (bytes >= HUGE)
+		(void)madvise(m, bytes, MADV_HUGEPAGE);
+	*(size_t *)m = bytes;
+	*v = m + HEAD;
 	*cap = n;
 	return 0;
+}
+
+void mt_grow_free(void *v)
+{
+	if (v) {
+		char *m = (char *)v - HEAD;
+		munmap(m, *(size_t *)m);
+	}
 }

@@ -5,9 +5,12 @@
  * Growth of the reader's dense per-id arrays (by stack id, code id,
  * thread index, site): an array of *cap elements of @elem bytes grows by
  * doubling (from 64) until index @need fits, and the new elements are
- * zeroed, so that a zero element means "not seen yet". The caller bounds
- * @need (the snapshot refuses ids above 2^24). The reader's, and the
- * payload's writer thread's (aggregate.h): never a hook's. And the
+ * zero, so that a zero element means "not seen yet". The caller bounds
+ * @need (the snapshot refuses ids above 2^24). Each array is a mapping of
+ * its own, grown by mremap: its pages are moved, never copied, and the
+ * new ones are the kernel's zero pages until written (a page never used
+ * costs nothing), whatever malloc's thresholds are in the process (the
+ * Python API's, a program's). The reader's: never a hook's. And the
  * reader's byte buffers, grown to a size (mt_grow_buf()).
  */
 #include <stddef.h> /* size_t */
@@ -16,6 +19,8 @@
 /* mt_grow() - room for index @need in *@v, an array of *@cap elements of
  * @elem bytes. Returns 0, or -ENOMEM with *@v and *@cap as they were. */
 int mt_grow(void **v, uint32_t *cap, uint32_t need, size_t elem);
+/* mt_grow_free() - frees an array of mt_grow() (NULL: none). */
+void mt_grow_free(void *v);
 
 /* mt_grow_buf() - room for @want bytes in *@buf, of *@cap bytes (grown to
  * exactly @want, contents kept): a reader's scratch buffer. Returns 0, or

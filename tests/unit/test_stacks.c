@@ -121,7 +121,24 @@ START_TEST(test_grow)
 	ck_assert_uint_eq(cap, 1024);
 	for (uint32_t i = 64; i < cap; i++)
 		ck_assert_uint_eq(v[i], 0); /* new elements are zero */
-	free(v);
+	/* big enough for huge pages, moved by mremap: kept, and zero after */
+	for (uint32_t i = 0; i < cap; i++)
+		v[i] = i + 1;
+	ck_assert_int_eq(mt_grow((void **)&v, &cap, 3u << 20, sizeof(*v)), 0);
+	ck_assert_uint_eq(cap, 4u << 20);
+	uint32_t wrong = 0;
+	for (uint32_t i = 0; i < cap; i++)
+		wrong += v[i] != (i < 1024 ? i + 1 : 0);
+	ck_assert_uint_eq(wrong, 0);
+	/* a capacity told smaller than the array's (a grow beside it
+	 * failed): grown again, nothing lost */
+	uint32_t told = 1024;
+	ck_assert_int_eq(mt_grow((void **)&v, &told, 2000, sizeof(*v)), 0);
+	ck_assert_uint_eq(told, 2048);
+	ck_assert_uint_eq(v[1023], 1024);
+	ck_assert_uint_eq(v[1024], 0);
+	mt_grow_free(v);
+	mt_grow_free(NULL);
 }
 END_TEST
 
