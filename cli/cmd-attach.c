@@ -153,6 +153,10 @@ static int wait_active(const struct mt_target *t, char *line, size_t cap)
 			}
 			snprintf(lastbuf, sizeof(lastbuf), "%.200s", line);
 			last = reply.kind == MT_CTL_OK_STARTING ? "its start waits for the GIL" : lastbuf;
+		} else if (r == MT_CONTROL_STOPPED || r == MT_CONTROL_STOPPED_ASKED) {
+			last = "it is stopped (resume it with kill -CONT)";
+			struct timespec ts = { 0, 100 * 1000000L }; /* asked again when resumed */
+			nanosleep(&ts, NULL);
 		} else if (r != -ECONNREFUSED) {
 			snprintf(lastbuf, sizeof(lastbuf), "%s", strerror(-r));
 			last = lastbuf;

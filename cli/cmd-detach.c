@@ -49,6 +49,12 @@ void mt_cli_control_error(int rc, int pid)
 		mt_error(0, "the control socket of pid %d is not served by pid %d", pid, pid);
 	else if (rc == -ESRCH)
 		mt_error(0, "pid %d has exited", pid);
+	else if (rc == MT_CONTROL_STOPPED)
+		mt_error(0, "pid %d is stopped; resume it first (kill -CONT %d), then try again",
+			 pid, pid);
+	else if (rc == MT_CONTROL_STOPPED_ASKED)
+		mt_error(0, "pid %d was stopped before it answered; it carries out the request once "
+			 "resumed (kill -CONT %d)", pid, pid);
 	else if (rc == -ETIMEDOUT)
 		mt_error(0, "pid %d did not answer on its control socket in time", pid);
 	else if (rc == -EACCES && other_user(pid, &uid))
@@ -86,6 +92,11 @@ int mt_detach_pid(int pid, int nspid)
 
 	if (rc == -ECONNREFUSED) {
 		mt_error(0, "pid %d is not attached", pid);
+		return 1;
+	}
+	if (rc == MT_CONTROL_STOPPED_ASKED) {
+		mt_error(0, "pid %d was stopped before it answered; it detaches, and finishes its "
+			 "capture, once resumed (kill -CONT %d)", pid, pid);
 		return 1;
 	}
 	if (rc < 0) {

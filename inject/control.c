@@ -159,24 +159,50 @@ static int socket_for(pid_t pid)
 	return fd;
 }
 
-/* Waits for @events on @fd until @deadline. 0, or -ETIMEDOUT, -errno. */
-static int wait_for(int fd, short events, int64_t deadline)
+/* An exchange's end, and the process that must answer by then. */
+struct until {
+	int64_t deadline;
+	pid_t pid;
+};
+
+/* How often a wait looks whether the process can still answer. */
+#define STATE_EVERY_MS 100
+
+/* 0 while @u's process can answer: MT_CONTROL_STOPPED once it is seen
+ * stopped (its payload cannot answer until it is resumed), -ESRCH once
+ * it has exited. */
+static int cannot_answer(const struct until *u)
+{
+	char state = mt_inject_state(u->pid);
+	if (state == 'T' || state == 't')
+		return MT_CONTROL_STOPPED;
+	if (state == 0 || state == 'Z' || state == 'X')
+		return -ESRCH;
+	return 0;
+}
+
+/* Waits for @events on @fd until @u's deadline. 0, or -ETIMEDOUT, -errno,
+ * or as soon as seen, why the process cannot answer (cannot_answer()). */
+static int wait_for(int fd, short events, const struct until *u)
 {
 	for (;;) {
-		int64_t left = deadline - mt_now_ms();
+		int64_t left = u->deadline - mt_now_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		struct pollfd p = { .fd = fd, .events = events };
-		int pr = poll(&p, 1, (int)left);
+		int pr = poll(&p, 1, left < STATE_EVERY_MS ? (int)left : STATE_EVERY_MS);
 		if (pr > 0)
 			return 0;
 		if (pr < 0 && errno != EINTR)
 			return -errno;
+		int why = cannot_answer(u);
+		if (why < 0)
+			return why;
 	}
 }
 
 /* Connects @fd to @name, retrying while the listener's backlog is full. */
-static int connect_by(int fd, const char *name, int64_t deadline)
+static int connect_by(int fd, const char *name, const struct until *u)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t n = strlen(name);
@@ -190,17 +216,20 @@ static int connect_by(int fd, const char *name, int64_t deadline)
 		if (errno == EINTR)
 			continue;
 		if (errno == EINPROGRESS)
-			return wait_for(fd, POLLOUT, deadline);
+			return wait_for(fd, POLLOUT, u);
 		if (errno != EAGAIN)
 			return errno == ENOENT ? -ECONNREFUSED : -errno;
-		if (mt_now_ms() >= deadline)
+		if (mt_now_ms() >= u->deadline)
 			return -ETIMEDOUT;
+		int why = cannot_answer(u);
+		if (why < 0)
+			return why;
 		struct timespec ts = { 0, 5 * 1000000L }; /* the backlog drains */
 		nanosleep(&ts, NULL);
 	}
 }
 
-static int send_all(int fd, const char *req, int pass_fd, int64_t deadline)
+static int send_all(int fd, const char *req, int pass_fd, const struct until *u)
 {
 	size_t len = strlen(req), sent = 0;
 	while (sent < len) {
@@ -225,7 +254,7 @@ static int send_all(int fd, const char *req, int pass_fd, int64_t deadline)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && errno == EAGAIN) {
-			int rc = wait_for(fd, POLLOUT, deadline);
+			int rc = wait_for(fd, POLLOUT, u);
 			if (rc < 0)
 				return rc;
 			continue;
@@ -235,11 +264,11 @@ static int send_all(int fd, const char *req, int pass_fd, int64_t deadline)
 	return 0;
 }
 
-static int recv_line(int fd, char *reply, size_t cap, int64_t deadline)
+static int recv_line(int fd, char *reply, size_t cap, const struct until *u)
 {
 	size_t got = 0;
 	for (;;) {
-		int rc = wait_for(fd, POLLIN, deadline);
+		int rc = wait_for(fd, POLLIN, u);
 		if (rc < 0)
 			return rc;
 		ssize_t r = recv(fd, reply + got, cap - 1 - got, 0);
@@ -309,6 +338,7 @@ static int exchange(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *
 		    int timeout_ms)
 {
 	int64_t deadline = mt_now_ms() + timeout_ms;
+	struct until u = { deadline, pid };
 	char name[108];
 	if (cap < 2)
 		return -EINVAL;
@@ -318,7 +348,7 @@ static int exchange(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *
 	int fd = socket_for(pid);
 	if (fd < 0)
 		return fd;
-	rc = connect_by(fd, name, deadline);
+	rc = connect_by(fd, name, &u);
 	if (rc == 0) {
 		/* the listener is the target (it may have died and its pid
 		 * gone to another process since we looked) */
@@ -328,9 +358,12 @@ static int exchange(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *
 			rc = -EPERM;
 	}
 	if (rc == 0)
-		rc = send_all(fd, req, pass_fd, deadline);
-	if (rc == 0)
-		rc = recv_line(fd, reply, cap, deadline);
+		rc = send_all(fd, req, pass_fd, &u);
+	if (rc == 0) {
+		rc = recv_line(fd, reply, cap, &u);
+		if (rc == MT_CONTROL_STOPPED)
+			rc = MT_CONTROL_STOPPED_ASKED;
+	}
 	close(fd);
 	return rc;
 }

@@ -103,6 +103,12 @@ int mt_inject_debugger(const struct mt_target *t, enum mt_inject_method method,
 /* Returned by the control client when the target is in another network
  * namespace and we may not enter it (no CAP_SYS_ADMIN). */
 #define MT_CONTROL_OTHER_NETNS (-ENETUNREACH)
+/* Returned by the control client when the target was seen stopped (a
+ * SIGSTOP, a debugger) while it waited: before the request was sent
+ * (nothing was asked), or after (the payload carries it out once the
+ * process is resumed). */
+#define MT_CONTROL_STOPPED (-EHOSTDOWN)
+#define MT_CONTROL_STOPPED_ASKED (-ESTRPIPE)
 
 /* mt_control_find() - the name of the control socket of the payload in
  * process @pid (@nspid in its own pid namespace), without its leading NUL:
@@ -118,8 +124,9 @@ int mt_control_find(pid_t pid, pid_t nspid, char *name, size_t cap);
  * does not parse has kind MT_CTL_REPLY__COUNT and no fields; @line holds
  * it. Every step (connecting included) ends by @timeout_ms. Returns 0,
  * -ECONNREFUSED when nothing listens, -EPERM when the listener is not the
- * target, MT_CONTROL_OTHER_NETNS, -ETIMEDOUT, -EINVAL or -ENOSPC when @req
- * cannot be encoded, or another negative error. Prints nothing. */
+ * target, MT_CONTROL_OTHER_NETNS, MT_CONTROL_STOPPED(_ASKED), -ESRCH when it
+ * exited meanwhile, -ETIMEDOUT, -EINVAL or -ENOSPC when @req cannot be
+ * encoded, or another negative error. Prints nothing. */
 int mt_control_ask(pid_t pid, pid_t nspid, const struct mt_ctl_request *req, int pass_fd,
 		   char *line, size_t cap, struct mt_ctl_reply *reply, int timeout_ms);
 

@@ -194,12 +194,27 @@ def test_control_socket_closed_while_attached(memtrace, script, targets, tmp_pat
         p.wait()
 
 
+def _state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _wait_state(pid, states, timeout=30):
+    """Waits until /proc says pid is in one of states: a signal is
+    delivered when the target runs next, not when kill() returns."""
+    end = time.monotonic() + timeout
+    while _state(pid) not in states:
+        assert time.monotonic() < end, "pid %d never came to state %s" % (pid, states)
+        time.sleep(0.01)
+
+
 def test_detach_of_a_stopped_process(memtrace, target_script, targets, tmp_path):
     t = Target("/usr/bin/python3", target_script, "sleep")
     targets.append(t)
     cap = tmp_path / "cap.bin"
     attach(memtrace, t.pid, cap)
     os.kill(t.pid, 19)  # SIGSTOP
+    _wait_state(t.pid, "T")
     try:
         start = time.monotonic()
         msg = one_line_error(run(memtrace, "detach", t.pid, check=False, timeout=60))
@@ -210,6 +225,107 @@ def test_detach_of_a_stopped_process(memtrace, target_script, targets, tmp_path)
     assert _raw_status(t.pid).startswith("ok active")
     detach(memtrace, t.pid)
     run(memtrace, "stats", cap)
+
+
+GIL_HOLDER = r"""
+import ctypes, sys
+py = ctypes.pythonapi
+
+
+class Allocator(ctypes.Structure):
+    _fields_ = [("ctx", ctypes.c_void_p), ("malloc", ctypes.c_void_p),
+                ("calloc", ctypes.c_void_p), ("realloc", ctypes.c_void_p),
+                ("free", ctypes.c_void_p)]
+
+
+def obj_malloc():
+    a = Allocator()
+    py.PyMem_GetAllocator(2, ctypes.byref(a))  # PYMEM_DOMAIN_OBJ
+    return a.malloc
+
+
+before = obj_malloc()
+print("ready", flush=True)
+sys.stdin.readline()
+while obj_malloc() == before:  # memtrace's wrappers come on its start thread
+    sys.stdin.readline()
+    print("not yet", flush=True)
+print("holding", flush=True)
+byte = ctypes.create_string_buffer(1)
+ctypes.PyDLL(None).read(0, byte, 1)  # a C call that keeps the GIL
+print("released", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_detach_of_a_process_stopped_while_it_detaches(memtrace, script, tmp_path):
+    """The process is stopped after the payload took the detach (its stop
+    waits for the GIL, to put the PyMem domains back, and a C call of the
+    program's keeps it): detach says so within a second instead of waiting
+    60 s for an answer, and the payload finishes the capture once the
+    process is resumed and the GIL is free."""
+    prog = script(GIL_HOLDER, name="holder.py")
+    p = subprocess.Popen(["/usr/bin/python3", str(prog)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, universal_newlines=True, bufsize=1)
+    d = None
+    try:
+        assert p.stdout.readline() == "ready\n"
+        cap = tmp_path / "cap.bin"
+        attach(memtrace, p.pid, cap, "--trace-python-allocators")
+        p.stdin.write("go\n")
+        while True:
+            line = p.stdout.readline()
+            if line == "holding\n":
+                break
+            assert line == "not yet\n", line
+            time.sleep(0.01)
+            p.stdin.write("again\n")
+        d = subprocess.Popen([memtrace, "detach", str(p.pid)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, universal_newlines=True)
+        end = time.monotonic() + 30
+        while not any(n.startswith("memtrace-stop") for n in _thread_names(p.pid)):
+            assert time.monotonic() < end and d.poll() is None, "the stop never began"
+            time.sleep(0.01)
+        os.kill(p.pid, 19)  # SIGSTOP
+        start = time.monotonic()
+        out, err = d.communicate(timeout=60)
+        took = time.monotonic() - start
+        assert d.returncode == 1 and took < 5, (d.returncode, took, err)
+        assert err.strip() == ("memtrace: pid %d was stopped before it answered; it detaches, "
+                               "and finishes its capture, once resumed (kill -CONT %d)"
+                               % (p.pid, p.pid)), err
+        os.kill(p.pid, 18)  # SIGCONT
+        p.stdin.write("x")  # the C call returns, and the GIL with it
+        p.stdin.flush()
+        assert p.stdout.readline() == "released\n"
+        end = time.monotonic() + 30
+        while not _raw_status(p.pid).startswith("ok idle"):  # the capture finished
+            assert time.monotonic() < end, _raw_status(p.pid)
+            time.sleep(0.05)
+        run(memtrace, "stats", cap)
+        p.stdin.write("end\n")
+        p.stdin.flush()
+        assert p.wait(timeout=30) == 0
+    finally:
+        if d is not None and d.poll() is None:
+            d.kill()
+        try:
+            os.kill(p.pid, 18)
+        except ProcessLookupError:
+            pass
+        p.kill()
+        p.wait()
+
+
+def _thread_names(pid):
+    names = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    return names
 
 
 def test_detach_of_a_process_that_exited(memtrace):
