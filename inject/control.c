@@ -21,6 +21,7 @@
 #include <fcntl.h>      /* open */
 #include <poll.h>       /* poll */
 #include <sched.h>      /* setns */
+#include <signal.h>     /* kill */
 #include <stddef.h>     /* offsetof */
 #include <stdio.h>      /* snprintf */
 #include <stdlib.h>     /* qsort */
@@ -163,7 +164,13 @@ static int socket_for(pid_t pid)
 struct until {
 	int64_t deadline;
 	pid_t pid;
+	unsigned traced; /* checks in a row that saw it stopped by a tracer */
 };
+
+/* A tracer's stop ('t') is taken for the process stopped only after this
+ * many checks in a row: strace stops it for a moment at every system
+ * call, a debugger at a breakpoint for good. */
+#define TRACED_CHECKS 5
 
 /* How often a wait looks whether the process can still answer. */
 #define STATE_EVERY_MS 100
@@ -171,19 +178,21 @@ struct until {
 /* 0 while @u's process can answer: MT_CONTROL_STOPPED once it is seen
  * stopped (its payload cannot answer until it is resumed), -ESRCH once
  * it has exited. */
-static int cannot_answer(const struct until *u)
+static int cannot_answer(struct until *u)
 {
 	char state = mt_inject_state(u->pid);
-	if (state == 'T' || state == 't')
+	u->traced = state == 't' ? u->traced + 1 : 0;
+	if (state == 'T' || u->traced >= TRACED_CHECKS)
 		return MT_CONTROL_STOPPED;
-	if (state == 0 || state == 'Z' || state == 'X')
+	/* a status not read (hidepid) is no sign: kill() says whether it is gone */
+	if (state == 'Z' || state == 'X' || (state == 0 && kill(u->pid, 0) != 0 && errno == ESRCH))
 		return -ESRCH;
 	return 0;
 }
 
 /* Waits for @events on @fd until @u's deadline. 0, or -ETIMEDOUT, -errno,
  * or as soon as seen, why the process cannot answer (cannot_answer()). */
-static int wait_for(int fd, short events, const struct until *u)
+static int wait_for(int fd, short events, struct until *u)
 {
 	for (;;) {
 		int64_t left = u->deadline - mt_now_ms();
@@ -202,7 +211,7 @@ static int wait_for(int fd, short events, const struct until *u)
 }
 
 /* Connects @fd to @name, retrying while the listener's backlog is full. */
-static int connect_by(int fd, const char *name, const struct until *u)
+static int connect_by(int fd, const char *name, struct until *u)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t n = strlen(name);
@@ -229,7 +238,7 @@ static int connect_by(int fd, const char *name, const struct until *u)
 	}
 }
 
-static int send_all(int fd, const char *req, int pass_fd, const struct until *u)
+static int send_all(int fd, const char *req, int pass_fd, struct until *u)
 {
 	size_t len = strlen(req), sent = 0;
 	while (sent < len) {
@@ -264,7 +273,7 @@ static int send_all(int fd, const char *req, int pass_fd, const struct until *u)
 	return 0;
 }
 
-static int recv_line(int fd, char *reply, size_t cap, const struct until *u)
+static int recv_line(int fd, char *reply, size_t cap, struct until *u)
 {
 	size_t got = 0;
 	for (;;) {
@@ -338,7 +347,7 @@ static int exchange(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *
 		    int timeout_ms)
 {
 	int64_t deadline = mt_now_ms() + timeout_ms;
-	struct until u = { deadline, pid };
+	struct until u = { deadline, pid, 0 };
 	char name[108];
 	if (cap < 2)
 		return -EINVAL;
