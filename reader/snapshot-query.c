@@ -90,12 +90,13 @@ int mt__snap_finish(struct mt_snapshot *s)
  * ---------------------------------------------------------------------- */
 struct mt_usage mt_snapshot_stack_usage(const struct mt_snapshot *s, uint32_t id)
 {
-	const struct mt__snapshot_state *st = s->st;
 	struct mt_usage u = { 0 };
+	const struct mt_site *sites;
+	size_t n = mt_snapshot_sites(s, &sites);
 
-	for (uint32_t i = 0; st->site_out && i < st->n_sites; i++) {
-		const struct mt_usage *o = &st->site_out[i].usage;
-		if (st->site_out[i].stack != id)
+	for (size_t i = 0; i < n; i++) {
+		const struct mt_usage *o = &sites[i].usage;
+		if (sites[i].stack != id)
 			continue;
 		u.peak_bytes += o->peak_bytes, u.peak_count += o->peak_count;
 		u.leak_bytes += o->leak_bytes, u.leak_count += o->leak_count;
@@ -125,8 +126,9 @@ void mt_usage_view(const struct mt_usage *u, enum mt_view view, uint64_t *bytes,
 
 size_t mt_snapshot_sites(const struct mt_snapshot *s, const struct mt_site **out)
 {
+	/* those of the last view: a site fed since has no figures yet */
 	*out = s->st->site_out;
-	return s->st->n_sites;
+	return s->st->n_sites < s->st->site_out_cap ? s->st->n_sites : s->st->site_out_cap;
 }
 
 uint32_t mt_snapshot_max_stack(const struct mt_snapshot *s)
