@@ -110,8 +110,9 @@ static int cancel_start(const struct mt_target *t)
 	struct mt_ctl_reply r;
 	int rc = mt_control_ask(t->pid, t->nspid, &stop, -1, line, sizeof(line), &r, 2000);
 	/* a stop of a capture that runs is answered once it is finished; it
-	 * goes on if we stop waiting */
-	if (rc == -ETIMEDOUT)
+	 * goes on if we stop waiting, or once a process stopped meanwhile is
+	 * resumed */
+	if (rc == -ETIMEDOUT || rc == MT_CONTROL_STOPPED_ASKED)
 		return 0;
 	return rc < 0 ? rc : mt_ctl_reply_is_ok(r.kind) || r.kind == MT_CTL_ERR_NOT_ATTACHED ? 0 : -EIO;
 }
@@ -179,7 +180,8 @@ static int wait_active(const struct mt_target *t, char *line, size_t cap)
 						     : ": is a thread holding the GIL in C code?");
 			else
 				mt_error(0, "pid %d %s, and cannot be told to give up (%s): run "
-					 "memtrace detach %d", (int)t->pid, why, strerror(-c),
+					 "memtrace detach %d", (int)t->pid, why,
+					 c == MT_CONTROL_STOPPED ? "it is stopped" : strerror(-c),
 					 (int)t->pid);
 			break;
 		}
@@ -643,6 +645,14 @@ int cmd_attach(int argc, char **argv)
 	struct mt_ctl_request start = { .kind = MT_CTL_START, .flags = flags,
 					.interval_ms = (uint32_t)interval, .path = cap.path };
 	rc = mt_control_ask(t.pid, t.nspid, &start, cap.fd, line, sizeof(line), &reply, 5000);
+	if (rc == MT_CONTROL_STOPPED_ASKED) {
+		/* the payload holds the capture's descriptor: the file stays */
+		mt_error(0, "pid %d was stopped before it answered; it starts tracking into %s "
+			 "once resumed (kill -CONT %d), until memtrace detach %d", (int)t.pid,
+			 cap.path, (int)t.pid, (int)t.pid);
+		close(cap.fd);
+		return 1;
+	}
 	if (rc < 0 || !mt_ctl_reply_is_ok(reply.kind)) {
 		if (rc < 0)
 			mt_cli_control_error(rc, (int)t.pid);

@@ -53,8 +53,8 @@ void mt_cli_control_error(int rc, int pid)
 		mt_error(0, "pid %d is stopped; resume it first (kill -CONT %d), then try again",
 			 pid, pid);
 	else if (rc == MT_CONTROL_STOPPED_ASKED)
-		mt_error(0, "pid %d was stopped before it answered; it carries out the request once "
-			 "resumed (kill -CONT %d)", pid, pid);
+		mt_error(0, "pid %d was stopped before it answered (kill -CONT %d resumes it)", pid,
+			 pid);
 	else if (rc == -ETIMEDOUT)
 		mt_error(0, "pid %d did not answer on its control socket in time", pid);
 	else if (rc == -EACCES && other_user(pid, &uid))
@@ -76,8 +76,10 @@ int mt_detach_pid(int pid, int nspid)
 		mt_error(0, "pid %d has exited", pid);
 		return 1;
 	}
-	if (state == 'T' || state == 't') {
-		/* its payload could not finish the capture: say so at once */
+	if (state == 'T') {
+		/* its payload could not finish the capture: say so at once (a
+		 * tracer's stop, 't', may be strace's for a system call: the
+		 * wait for the answer tells one that lasts) */
 		mt_error(0, "pid %d is stopped; resume it first (kill -CONT %d), then detach",
 			 pid, pid);
 		return 1;

@@ -164,13 +164,13 @@ static int socket_for(pid_t pid)
 struct until {
 	int64_t deadline;
 	pid_t pid;
-	unsigned traced; /* checks in a row that saw it stopped by a tracer */
+	int64_t traced_since; /* when a tracer's stop was first seen, 0: none seen */
 };
 
-/* A tracer's stop ('t') is taken for the process stopped only after this
- * many checks in a row: strace stops it for a moment at every system
+/* A tracer's stop ('t') is taken for the process stopped only once it is
+ * seen through this long: strace stops it for a moment at every system
  * call, a debugger at a breakpoint for good. */
-#define TRACED_CHECKS 5
+#define TRACED_MS 500
 
 /* How often a wait looks whether the process can still answer. */
 #define STATE_EVERY_MS 100
@@ -181,8 +181,12 @@ struct until {
 static int cannot_answer(struct until *u)
 {
 	char state = mt_inject_state(u->pid);
-	u->traced = state == 't' ? u->traced + 1 : 0;
-	if (state == 'T' || u->traced >= TRACED_CHECKS)
+	int64_t now = mt_now_ms();
+	if (state != 't')
+		u->traced_since = 0;
+	else if (!u->traced_since)
+		u->traced_since = now;
+	if (state == 'T' || (u->traced_since && now - u->traced_since >= TRACED_MS))
 		return MT_CONTROL_STOPPED;
 	/* a status not read (hidepid) is no sign: kill() says whether it is gone */
 	if (state == 'Z' || state == 'X' || (state == 0 && kill(u->pid, 0) != 0 && errno == ESRCH))
@@ -351,6 +355,10 @@ static int exchange(pid_t pid, pid_t nspid, const char *req, int pass_fd, char *
 	char name[108];
 	if (cap < 2)
 		return -EINVAL;
+	/* a stopped listener's socket takes a connection and a request: its
+	 * stop is told apart from one that comes after the request */
+	if (mt_inject_state(pid) == 'T')
+		return MT_CONTROL_STOPPED;
 	int rc = find_socket(pid, nspid, name, sizeof(name), deadline);
 	if (rc < 0)
 		return rc;

@@ -67,7 +67,8 @@ int mt_inject_not_a_process(pid_t pid);
 pid_t mt_inject_nspid(pid_t pid);
 
 /* mt_inject_state() - the state letter of /proc/@pid/status (R, S, T, t,
- * Z...), or 0 if there is no such process. Prints nothing. */
+ * Z...), or 0 if there is no such process; R for a process whose main
+ * thread ended before its others (its status says Z). Prints nothing. */
 char mt_inject_state(pid_t pid);
 
 /* mt_inject_visible_path() - the payload @path (absolute) as the target

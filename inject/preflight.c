@@ -28,6 +28,7 @@ struct proc_status {
 	pid_t nspid;
 	pid_t tgid;
 	int kthread; /* 1 or 0 as "Kthread:" says (Linux 6.4+), -1 if unsaid */
+	long threads;
 	unsigned long long capeff;
 };
 
@@ -62,6 +63,8 @@ static int read_status(pid_t pid, struct proc_status *st)
 				st->gid[i] = g[i];
 		} else if (!strncmp(line, "Tgid:", 5)) {
 			st->tgid = (pid_t)strtol(line + 5, NULL, 10);
+		} else if (!strncmp(line, "Threads:", 8)) {
+			st->threads = strtol(line + 8, NULL, 10);
 		} else if (!strncmp(line, "Kthread:", 8)) {
 			st->kthread = (int)strtol(line + 8, NULL, 10);
 		} else if (!strncmp(line, "TracerPid:", 10)) {
@@ -254,7 +257,12 @@ pid_t mt_inject_nspid(pid_t pid)
 char mt_inject_state(pid_t pid)
 {
 	struct proc_status st;
-	return pid > 0 && read_status(pid, &st) == 0 ? st.state : 0;
+	if (pid <= 0 || read_status(pid, &st) != 0)
+		return 0;
+	/* a main thread that ended before the others: the process runs on */
+	if (st.state == 'Z' && st.threads > 1)
+		return 'R';
+	return st.state;
 }
 
 int mt_inject_inspect(pid_t pid, struct mt_target *t)

@@ -386,23 +386,27 @@ def test_followed_children_are_tracked_from_the_fork(memtrace, script, tmp_path)
 
 FORKS_FROM_A_THREAD = """\
 import os, select, sys, threading, time
-longest, forks, stop = 0.0, 0, threading.Event()
+longest, forks, stop, attaching = 0.0, 0, threading.Event(), threading.Event()
 def forker():
     global longest, forks
     while not stop.is_set():
+        after = attaching.is_set()  # forks begun before the attach are not counted
         began = time.monotonic()
         pid = os.fork()
         if pid == 0:
             os._exit(0)
         took = time.monotonic() - began
-        if took >= 0.3 and longest < 0.3:
+        if after and took >= 0.6 and longest < 0.6:
             print("waited %.3f" % took, flush=True)
-        longest = max(longest, took)
+        if after:
+            longest = max(longest, took)
         os.waitpid(pid, 0)  # a child that never ends stops the program here
         forks += 1
 t = threading.Thread(target=forker)
 t.start()
 print("ready", flush=True)
+sys.stdin.readline()
+attaching.set()
 sys.stdin.readline()
 stop.set()
 t.join()
@@ -416,17 +420,19 @@ def test_a_fork_waits_while_memtrace_makes_its_thread_state(memtrace, script, tm
     GIL, and making one holds the runtime's HEAD lock without the GIL: a
     program's thread that forked meanwhile left, on 3.8 to 3.11, a child
     that waited forever for that lock in PyOS_AfterFork_Child(). So a fork
-    waits until the making is done: with the making held for 400 ms
-    (MEMTRACE_TEST_TSTATE_HOLD_MS), a fork of the program's that came
-    meanwhile returns only after it, and every child ends. The making
-    comes on memtrace's start thread, after the attach has returned: the
-    program says when a fork has waited, and only then is it detached (a
-    detach first could leave the making to after the last fork)."""
+    waits until the making is done: with the making held for 800 ms
+    (MEMTRACE_TEST_TSTATE_HOLD_MS), a fork of the program's begun after
+    the attach began returns only after it, and every child ends. The
+    making comes on memtrace's start thread, maybe after the attach has
+    returned: the program says when a fork has waited, and only then is
+    it detached (a detach first could leave the making to after the last
+    fork)."""
     prog = script(FORKS_FROM_A_THREAD)
-    env = dict(os.environ, MEMTRACE_TEST_TSTATE_HOLD_MS="400")
+    env = dict(os.environ, MEMTRACE_TEST_TSTATE_HOLD_MS="800")
     t = Program(python, prog, env=env)
     try:
         assert t.line() == "ready\n"
+        t.say("attaching")
         run(memtrace, "attach", "-f", "-o", tmp_path / "c.bin", t.p.pid)
         waited = t.line(timeout=60)
         assert waited.startswith("waited "), \
@@ -438,4 +444,4 @@ def test_a_fork_waits_while_memtrace_makes_its_thread_state(memtrace, script, tm
     finally:
         t.kill()
     assert said[0] == "forks" and int(said[1]) > 0, said
-    assert float(said[3]) >= 0.3, "no fork waited for the thread state's making: %s" % said
+    assert float(said[3]) >= 0.6, "no fork waited for the thread state's making: %s" % said

@@ -248,8 +248,8 @@ before = obj_malloc()
 print("ready", flush=True)
 sys.stdin.readline()
 while obj_malloc() == before:  # memtrace's wrappers come on its start thread
-    sys.stdin.readline()
     print("not yet", flush=True)
+    sys.stdin.readline()
 print("holding", flush=True)
 byte = ctypes.create_string_buffer(1)
 ctypes.PyDLL(None).read(0, byte, 1)  # a C call that keeps the GIL
