@@ -15,6 +15,7 @@
 #include <stdlib.h> /* strtol */
 #include <string.h> /* strrchr */
 #include <sys/stat.h> /* stat */
+#include <time.h>     /* nanosleep */
 #include <unistd.h> /* geteuid */
 
 static const char usage[] =
@@ -65,6 +66,20 @@ void mt_cli_control_error(int rc, int pid)
 		mt_error(rc, "cannot talk to the payload in pid %d", pid);
 }
 
+/* Whether @pid ends within a second (gone, or a zombie): a payload that
+ * dropped the connection unanswered was in its process's exit. */
+static int exiting(int pid)
+{
+	for (int i = 0; i < 100; i++) {
+		char state = mt_inject_state(pid);
+		if (state == 0 || state == 'Z' || state == 'X')
+			return 1;
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
 int mt_detach_pid(int pid, int nspid)
 {
 	static const struct mt_ctl_request detach = { .kind = MT_CTL_DETACH };
@@ -99,6 +114,10 @@ int mt_detach_pid(int pid, int nspid)
 	if (rc == MT_CONTROL_STOPPED_ASKED) {
 		mt_error(0, "pid %d was stopped before it answered; it detaches, and finishes its "
 			 "capture, once resumed (kill -CONT %d)", pid, pid);
+		return 1;
+	}
+	if ((rc == -ECONNRESET || rc == -EPIPE) && exiting(pid)) {
+		mt_error(0, "pid %d exited while it was being detached", pid);
 		return 1;
 	}
 	if (rc < 0) {

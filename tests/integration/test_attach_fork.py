@@ -250,6 +250,7 @@ sys.stdin.readline()
 os.write(w, b"x")
 os.waitpid(pid, 0)
 print("parent", flush=True)
+sys.stdin.readline()  # ends once detached: a detach of an exiting process is racy
 """)
     t = Program("/usr/bin/python3", prog)
     try:
@@ -265,6 +266,7 @@ print("parent", flush=True)
         t.say("end")
         assert t.line() == "parent\n"
         run(memtrace, "detach", t.p.pid)
+        t.say("bye")
         assert t.p.wait(timeout=60) == 0
     finally:
         t.kill()

@@ -258,6 +258,29 @@ sys.stdin.readline()
 """
 
 
+def _detach_while_the_gil_is_held(memtrace, p, cap):
+    """Attaches to GIL_HOLDER's process p with Python allocators (the stop
+    then needs the GIL), has it hold the GIL, and starts a detach: returned
+    once the payload's stop thread has taken it."""
+    assert p.stdout.readline() == "ready\n"
+    attach(memtrace, p.pid, cap, "--trace-python-allocators")
+    p.stdin.write("go\n")
+    while True:
+        line = p.stdout.readline()
+        if line == "holding\n":
+            break
+        assert line == "not yet\n", line
+        time.sleep(0.01)
+        p.stdin.write("again\n")
+    d = subprocess.Popen([memtrace, "detach", str(p.pid)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, universal_newlines=True)
+    end = time.monotonic() + 30
+    while not any(n.startswith("memtrace-stop") for n in _thread_names(p.pid)):
+        assert time.monotonic() < end and d.poll() is None, "the stop never began"
+        time.sleep(0.01)
+    return d
+
+
 def test_detach_of_a_process_stopped_while_it_detaches(memtrace, script, tmp_path):
     """The process is stopped after the payload took the detach (its stop
     waits for the GIL, to put the PyMem domains back, and a C call of the
@@ -269,23 +292,8 @@ def test_detach_of_a_process_stopped_while_it_detaches(memtrace, script, tmp_pat
                          stdout=subprocess.PIPE, universal_newlines=True, bufsize=1)
     d = None
     try:
-        assert p.stdout.readline() == "ready\n"
         cap = tmp_path / "cap.bin"
-        attach(memtrace, p.pid, cap, "--trace-python-allocators")
-        p.stdin.write("go\n")
-        while True:
-            line = p.stdout.readline()
-            if line == "holding\n":
-                break
-            assert line == "not yet\n", line
-            time.sleep(0.01)
-            p.stdin.write("again\n")
-        d = subprocess.Popen([memtrace, "detach", str(p.pid)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, universal_newlines=True)
-        end = time.monotonic() + 30
-        while not any(n.startswith("memtrace-stop") for n in _thread_names(p.pid)):
-            assert time.monotonic() < end and d.poll() is None, "the stop never began"
-            time.sleep(0.01)
+        d = _detach_while_the_gil_is_held(memtrace, p, cap)
         os.kill(p.pid, 19)  # SIGSTOP
         start = time.monotonic()
         out, err = d.communicate(timeout=60)
@@ -313,6 +321,26 @@ def test_detach_of_a_process_stopped_while_it_detaches(memtrace, script, tmp_pat
             os.kill(p.pid, 18)
         except ProcessLookupError:
             pass
+        p.kill()
+        p.wait()
+
+
+def test_detach_of_a_process_that_exits_meanwhile(memtrace, script, tmp_path):
+    """The process dies while its payload's stop waits for the GIL: detach
+    says that it exited, not that the connection was reset."""
+    prog = script(GIL_HOLDER, name="holder.py")
+    p = subprocess.Popen(["/usr/bin/python3", str(prog)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, universal_newlines=True, bufsize=1)
+    d = None
+    try:
+        d = _detach_while_the_gil_is_held(memtrace, p, tmp_path / "cap.bin")
+        p.kill()  # a zombie until waited for below
+        out, err = d.communicate(timeout=60)
+        assert d.returncode == 1, err
+        assert err == "memtrace: pid %d exited while it was being detached\n" % p.pid, err
+    finally:
+        if d is not None and d.poll() is None:
+            d.kill()
         p.kill()
         p.wait()
 
