@@ -11,6 +11,7 @@
 
 #include <errno.h>  /* ECONNREFUSED */
 #include <getopt.h> /* getopt_long */
+#include <signal.h> /* kill */
 #include <stdio.h>  /* fputs, snprintf */
 #include <stdlib.h> /* strtol */
 #include <string.h> /* strrchr */
@@ -72,7 +73,8 @@ static int exiting(int pid)
 {
 	for (int i = 0; i < 100; i++) {
 		char state = mt_inject_state(pid);
-		if (state == 0 || state == 'Z' || state == 'X')
+		/* a status not read (hidepid) is no sign: kill() says whether it is gone */
+		if (state == 'Z' || state == 'X' || (state == 0 && kill(pid, 0) != 0 && errno == ESRCH))
 			return 1;
 		struct timespec ts = { 0, 10 * 1000000L };
 		nanosleep(&ts, NULL);
