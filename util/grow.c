@@ -4,7 +4,6 @@
 
 #include <errno.h>    /* ENOMEM */
 #include <stdlib.h>   /* realloc */
-#include <string.h>   /* memcpy */
 #include <sys/mman.h> /* mmap, mremap, munmap, madvise */
 #include <unistd.h>   /* sysconf */
 
