@@ -120,8 +120,7 @@ struct mt__snapshot_state {
 	size_t n_maps, maps_cap, n_maps_free;
 	struct mt__unmap unmap;
 
-	struct acc *sites;    /* a mapping of sites_mapped (>= sites_cap), see acc_grow() */
-	uint32_t sites_mapped;
+	struct acc *sites;    /* by site: its counters, a line of the cache each */
 	struct acc_tmp *site_tmp; /* by site: its temporary allocations */
 	uint64_t *site_first; /* address of each site's first allocation */
 	uint32_t sites_cap, n_sites;

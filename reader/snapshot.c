@@ -14,7 +14,6 @@
 #include <stdio.h>  /* snprintf */
 #include <stdlib.h> /* malloc */
 #include <string.h> /* memcpy */
-#include <sys/mman.h> /* mmap, mremap */
 
 /* ------------------------------------------------------------------------
  * Counters
@@ -109,27 +108,6 @@ static int site_slots_grow(struct mt__snapshot_state *st)
 	return 0;
 }
 
-/* Room for site @need in the sites' counters: a mapping of their own,
- * page-aligned, so that each site's counters are one line of the cache
- * (malloc's 16-byte alignment put every one across two), grown by mremap,
- * its new pages zero. 0 or -ENOMEM, with the array as it was. */
-static int acc_grow(struct acc **v, uint32_t *cap, uint32_t need)
-{
-	uint32_t n = *cap ? *cap : 64; /* as mt_grow(): the same capacity as the arrays beside */
-	while (n <= need)
-		n *= 2;
-	size_t old = (size_t)*cap * sizeof(struct acc), len = (size_t)n * sizeof(struct acc);
-	void *p = *v ? mremap(*v, old, len, MREMAP_MAYMOVE)
-		     : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return -ENOMEM;
-	if (len >= (2u << 20))
-		(void)madvise(p, len, MADV_HUGEPAGE);
-	*v = p;
-	*cap = n;
-	return 0;
-}
-
 /* The site of (@stack, @thread, @kind), created on first use by the
  * allocation at @addr; -1 when out of memory. The caller made room for
  * @stack and @thread. */
@@ -150,10 +128,12 @@ static inline int64_t site_get(struct mt__snapshot_state *st, uint32_t stack, ui
 		j = (j + 1) & st->site_slots_mask;
 	}
 	if (st->n_sites == st->sites_cap) {
-		if (st->sites_mapped <= st->n_sites &&
-		    acc_grow(&st->sites, &st->sites_mapped, st->n_sites) < 0)
-			return -1;
+		/* each site's counters one line of the cache: mt_grow()'s
+		 * arrays start on one */
 		uint32_t cap = st->sites_cap;
+		if (mt_grow((void **)&st->sites, &cap, st->n_sites, sizeof(struct acc)) < 0)
+			return -1;
+		cap = st->sites_cap;
 		if (mt_grow((void **)&st->site_tmp, &cap, st->n_sites, sizeof(struct acc_tmp)) < 0)
 			return -1;
 		cap = st->sites_cap;
@@ -752,8 +732,7 @@ void mt_snapshot_release(struct mt_snapshot *s)
 		mt_livemap_ahead_free(st->live_tables);
 		mt_livemap_release(&st->live);
 		mt_mappings_release(&st->mm);
-		if (st->sites)
-			munmap(st->sites, (size_t)st->sites_mapped * sizeof(*st->sites));
+		mt_grow_free(st->sites);
 		mt_grow_free(st->site_tmp);
 		mt_grow_free(st->site_first);
 		free(st->site_slots);

@@ -10,7 +10,8 @@
  * its own, grown by mremap: its pages are moved, never copied, and the
  * new ones are the kernel's zero pages until written (a page never used
  * costs nothing), whatever malloc's thresholds are in the process (the
- * Python API's, a program's). The reader's: never a hook's. And the
+ * Python API's, a program's). Element 0 starts a 64-byte line of the
+ * cache. The reader's: never a hook's. And the
  * reader's byte buffers, grown to a size (mt_grow_buf()).
  */
 #include <stddef.h> /* size_t */

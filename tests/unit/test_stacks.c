@@ -126,6 +126,7 @@ START_TEST(test_grow)
 		v[i] = i + 1;
 	ck_assert_int_eq(mt_grow((void **)&v, &cap, 3u << 20, sizeof(*v)), 0);
 	ck_assert_uint_eq(cap, 4u << 20);
+	ck_assert_uint_eq((uintptr_t)v % 64, 0); /* element 0 starts a line of the cache */
 	uint32_t wrong = 0;
 	for (uint32_t i = 0; i < cap; i++)
 		wrong += v[i] != (i < 1024 ? i + 1 : 0);
