@@ -740,13 +740,9 @@ size_t mt_native_merged(const struct mt_native *n, const struct mt_stacks *k, ui
 			       !n->nodes[x].hybrid && depth++ <= n->cap_nodes;
 	     x = n->nodes[x].parent) {
 		const struct mt_nnode *v = &n->nodes[x];
-		if (v->eval && unstarted) {
-			unstarted = 0; /* a frame not started: its loop's C frames */
-			for (uint32_t f = 0; f < v->fn; f++)
-				PUT(n->frames[v->fi + f]);
-			continue;
-		}
-		if (!v->eval || !v->fn || !py) {
+		/* C frames, or the loop of a frame not started: all its frames */
+		if (!v->eval || !v->fn || !py || unstarted) {
+			unstarted = unstarted && !v->eval;
 			for (uint32_t f = 0; f < v->fn; f++)
 				PUT(n->frames[v->fi + f]);
 			continue;
