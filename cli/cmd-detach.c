@@ -11,7 +11,6 @@
 
 #include <errno.h>  /* ECONNREFUSED */
 #include <getopt.h> /* getopt_long */
-#include <signal.h> /* kill */
 #include <stdio.h>  /* fputs, snprintf */
 #include <stdlib.h> /* strtol */
 #include <string.h> /* strrchr */
@@ -72,9 +71,7 @@ void mt_cli_control_error(int rc, int pid)
 static int exiting(int pid)
 {
 	for (int i = 0; i < 100; i++) {
-		char state = mt_inject_state(pid);
-		/* a status not read (hidepid) is no sign: kill() says whether it is gone */
-		if (state == 'Z' || state == 'X' || (state == 0 && kill(pid, 0) != 0 && errno == ESRCH))
+		if (mt_inject_gone(pid))
 			return 1;
 		struct timespec ts = { 0, 10 * 1000000L };
 		nanosleep(&ts, NULL);

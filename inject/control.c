@@ -21,7 +21,6 @@
 #include <fcntl.h>      /* open */
 #include <poll.h>       /* poll */
 #include <sched.h>      /* setns */
-#include <signal.h>     /* kill */
 #include <stddef.h>     /* offsetof */
 #include <stdio.h>      /* snprintf */
 #include <stdlib.h>     /* qsort */
@@ -188,8 +187,7 @@ static int cannot_answer(struct until *u)
 		u->traced_since = now;
 	if (state == 'T' || (u->traced_since && now - u->traced_since >= TRACED_MS))
 		return MT_CONTROL_STOPPED;
-	/* a status not read (hidepid) is no sign: kill() says whether it is gone */
-	if (state == 'Z' || state == 'X' || (state == 0 && kill(u->pid, 0) != 0 && errno == ESRCH))
+	if (mt_inject_gone(u->pid))
 		return -ESRCH;
 	return 0;
 }

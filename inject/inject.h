@@ -70,6 +70,8 @@ pid_t mt_inject_nspid(pid_t pid);
  * Z...), or 0 if there is no such process; R for a process whose main
  * thread ended before its others (its status says Z). Prints nothing. */
 char mt_inject_state(pid_t pid);
+/* mt_inject_gone() - whether @pid has exited (gone, or a zombie). */
+int mt_inject_gone(pid_t pid);
 
 /* mt_inject_visible_path() - the payload @path (absolute) as the target
  * sees it. Paths are resolved inside the target's root (/proc/PID/root)

@@ -13,6 +13,7 @@
 #include <errno.h>    /* errno */
 #include <fcntl.h>    /* openat */
 #include <limits.h>   /* PATH_MAX */
+#include <signal.h>   /* kill */
 #include <stdio.h>    /* fopen */
 #include <stdlib.h>   /* strtol */
 #include <string.h>   /* strncmp */
@@ -263,6 +264,13 @@ char mt_inject_state(pid_t pid)
 	if (st.state == 'Z' && st.threads > 1)
 		return 'R';
 	return st.state;
+}
+
+int mt_inject_gone(pid_t pid)
+{
+	char state = mt_inject_state(pid);
+	/* a status not read (hidepid) is no sign: kill() says whether it is gone */
+	return state == 'Z' || state == 'X' || (state == 0 && kill(pid, 0) != 0 && errno == ESRCH);
 }
 
 int mt_inject_inspect(pid_t pid, struct mt_target *t)
